@@ -1,0 +1,5 @@
+import sys
+
+from crdscale.cli.main import main
+
+sys.exit(main())

@@ -1,0 +1,96 @@
+"""The ``crdscale`` command: one module per subcommand under ``crdscale.cli``.
+
+Each subcommand module defines ``Command`` with a docstring (its help text),
+``add_arguments(parser)`` and ``run(args) -> int``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import signal
+import sys
+from typing import Sequence
+
+from crdscale import __version__
+from crdscale.errors import CrdscaleError
+
+# name -> module under crdscale.cli; the order is the order of `crdscale --help`.
+SUBCOMMANDS = {
+    "up": "up",
+    "down": "down",
+    "status": "status",
+    "binaries": "binaries",
+    "generate": "generate",
+    "install": "install",
+    "clean": "clean",
+    "run": "run",
+    "top": "top",
+    "analyze": "analyze",
+    "report": "report",
+    "probe": "probe",
+}
+
+DESCRIPTION = """\
+Profile kube-apiserver as CustomResourceDefinitions pile up.
+
+Typical flow:
+  crdscale up                                  # local etcd + kube-apiserver on 127.0.0.1
+  crdscale generate -g 50 -c 500 -o crds/      # synthetic CRDs
+  crdscale install crds/ --step 100 --serve watch
+  crdscale run                                 # the default scenario, end to end
+  crdscale top runs/<run>/profiles/heap-step05-crds0500.pb.gz
+  crdscale down
+"""
+
+
+def _load(module_name: str):
+    return importlib.import_module(f"crdscale.cli.{module_name}").Command
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="crdscale",
+        description=DESCRIPTION,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    parser.add_argument("--version", action="version", version=f"crdscale {__version__}")
+    subparsers = parser.add_subparsers(dest="command", metavar="COMMAND")
+    for name, module_name in SUBCOMMANDS.items():
+        try:
+            command = _load(module_name)
+        except ModuleNotFoundError as err:
+            if err.name == f"crdscale.cli.{module_name}":
+                continue  # not built yet
+            raise
+        doc = (command.__doc__ or "").strip()
+        sub = subparsers.add_parser(
+            name,
+            help=doc.splitlines()[0] if doc else None,
+            description=doc,
+            formatter_class=argparse.RawDescriptionHelpFormatter,
+        )
+        command.add_arguments(sub)
+        sub.set_defaults(_command=command)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run the CLI and return the exit code (tests call this directly)."""
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if not getattr(args, "_command", None):
+        parser.print_help()
+        return 2
+    try:
+        return int(args._command.run(args) or 0)
+    except CrdscaleError as err:
+        print(f"crdscale: error: {err}", file=sys.stderr)
+        return err.exit_code
+    except KeyboardInterrupt:
+        print("crdscale: interrupted", file=sys.stderr)
+        return 128 + signal.SIGINT
+
+
+if __name__ == "__main__":
+    sys.exit(main())
