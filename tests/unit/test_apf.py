@@ -1,0 +1,147 @@
+"""Both APF LIST work estimators, against upstream's TestListWorkEstimator rows and the seed's sizes."""
+
+from __future__ import annotations
+
+import pytest
+
+from crdscale.analysis import apf
+
+# (total size, object count, limit, selector, from cache, expected object-count seats (unclamped),
+#  expected size-based seats (unclamped)) -- the rows of list_work_estimator_test.go.
+UPSTREAM_ROWS = [
+    (100_000 - 1, 99, 0, False, False, 2, 1),
+    (100_000 - 1, 10, 0, False, False, 1, 1),
+    (100_000 - 1, 99, 0, False, True, 1, 1),
+    (100_000 - 1, 10, 0, False, True, 1, 1),
+    (1_000_000 - 1, 1000, 0, False, False, 20, 10),
+    (1_000_000 - 1, 1000, 100, False, False, 2, 1),
+    (1_000_000 - 1, 1000, 100, True, False, 11, 5),
+    (1_000_000 - 1, 1000, 0, False, True, 10, 10),
+    (1_000_000 - 1, 1000, 100, False, True, 10, 1),
+    (1_000_000 - 1, 1000, 100, True, True, 10, 1),
+    (1_000_000 - 1, 99, 0, False, False, 2, 10),
+    (1_000_000 - 1, 99, 10, False, False, 1, 2),
+    (1_000_000 - 1, 99, 10, True, False, 2, 5),
+    (1_000_000 - 1, 99, 0, False, True, 1, 10),
+    (10_000_000 - 1, 1000, 0, False, False, 20, 100),
+    (10_000_000 - 1, 1000, 100, False, False, 2, 10),
+    (10_000_000 - 1, 1000, 100, True, False, 11, 50),
+    (10_000_000 - 1, 1000, 0, False, True, 10, 10),
+    (10_000_000 - 1, 1000, 100, False, True, 10, 10),
+    (10_000_000 - 1, 1000, 100, True, True, 10, 10),
+    (10_000_000 - 1, 99, 0, False, False, 2, 100),
+    (10_000_000 - 1, 99, 10, False, False, 1, 11),
+    (10_000_000 - 1, 99, 10, True, False, 2, 50),
+    (10_000_000 - 1, 99, 0, False, True, 1, 10),
+    (10_000_000 - 1, 99, 10, False, True, 1, 10),
+    (10_000_000 - 1, 99, 10, True, True, 1, 10),
+]
+
+
+@pytest.mark.parametrize("total, count, limit, selector, cache, want_count, want_size", UPSTREAM_ROWS)
+def test_estimators_match_upstream_rows(total, count, limit, selector, cache, want_count, want_size):
+    shape = apf.ListShape(
+        object_count=count,
+        avg_object_size_bytes=total // count,
+        limit=limit,
+        has_selector=selector,
+        from_cache=cache,
+    )
+    assert apf.object_count_seats_unclamped(shape) == want_count
+    assert apf.size_based_seats_unclamped(shape) == want_size
+
+
+@pytest.mark.parametrize(
+    "response_bytes, objects, from_cache, count_seats, size_seats",
+    [
+        # 100 KB responses: one seat either way.
+        (100_000, 10, False, 1, 1),
+        (100_000, 10, True, 1, 1),
+        # 1 MB: from etcd 10 seats by size; object count gives 2*1000/100 = 20 -> clamped to 10.
+        (1_000_000, 1000, False, 10, 10),
+        (1_000_000, 10, False, 1, 10),
+        (1_000_000, 1000, True, 10, 10),
+        (1_000_000, 10, True, 1, 10),
+        # 10 MB: from etcd 100 seats (the new global maximum); from cache streamed, capped at 10.
+        (10_000_000, 10, False, 1, 100),
+        (10_000_000, 10000, False, 10, 100),
+        (10_000_000, 10, True, 1, 10),
+        (10_000_000, 1000, True, 10, 10),
+    ],
+)
+def test_seed_response_sizes(response_bytes, objects, from_cache, count_seats, size_seats):
+    shape = apf.ListShape(object_count=objects, avg_object_size_bytes=response_bytes // objects, from_cache=from_cache)
+    assert apf.object_count_seats(shape) == count_seats
+    assert apf.size_based_seats(shape) == size_seats
+
+
+def test_unstreamed_cache_response_is_not_capped():
+    shape = apf.ListShape(object_count=10, avg_object_size_bytes=1_000_000, from_cache=True, streamed=False)
+    assert apf.size_based_seats(shape) == 100
+
+
+def test_single_object_costs_one_seat():
+    shape = apf.ListShape(object_count=100_000, avg_object_size_bytes=10_000, from_cache=False, matches_single=True)
+    assert apf.object_count_seats(shape) == 1
+    assert apf.size_based_seats(shape) == 1
+
+
+def test_priority_level_max_seats_lowers_the_cap():
+    shape = apf.ListShape(object_count=10, avg_object_size_bytes=1_000_000, from_cache=False)
+    assert apf.size_based_seats(shape) == 100
+    assert apf.size_based_seats(shape, priority_level_max_seats=40) == 40
+    assert apf.object_count_seats(apf.ListShape(5000, 1000, from_cache=True), priority_level_max_seats=4) == 4
+
+
+def test_missing_size_stats_assume_the_etcd_object_limit():
+    shape = apf.ListShape(object_count=2, avg_object_size_bytes=0, from_cache=False)
+    assert apf.size_based_seats_unclamped(shape) == 30  # 2 * 1.5 MB / 100 KB
+
+
+@pytest.mark.parametrize(
+    "params, consistent_from_cache, expected",
+    [
+        ({"resourceVersion": "0"}, True, True),
+        ({"resourceVersion": "0", "limit": "500"}, True, True),
+        ({}, True, True),
+        ({}, False, False),
+        ({"resourceVersion": "123", "resourceVersionMatch": "Exact"}, True, False),
+        ({"resourceVersion": "123", "resourceVersionMatch": "NotOlderThan"}, True, True),
+        ({"limit": "500", "continue": "tok"}, True, False),
+        ({"limit": "500", "resourceVersion": "123"}, True, False),
+        ({"resourceVersion": "123"}, True, True),
+        ({"resourceVersionMatch": "Bogus"}, True, False),
+    ],
+)
+def test_served_from_cache(params, consistent_from_cache, expected):
+    assert apf.served_from_cache(params, consistent_reads_from_cache=consistent_from_cache) is expected
+
+
+def test_matches_single_object():
+    assert apf.matches_single_object({"fieldSelector": "metadata.name=foo"})
+    assert apf.matches_single_object({"fieldSelector": "metadata.namespace=a,metadata.name=foo"})
+    assert not apf.matches_single_object({"fieldSelector": "metadata.namespace=a"})
+    assert not apf.matches_single_object({"fieldSelector": "metadata.name!=foo"})
+    assert not apf.matches_single_object({})
+
+
+def test_seed_table_has_both_places_for_each_size():
+    table = apf.seed_table()
+    assert set(table["served_from"]) == {"cache", "etcd"}
+    ten_mb = table[(table.response == "10MB") & (table.objects == 10)].set_index("served_from")
+    assert ten_mb.loc["etcd", "size_based_seats"] == 100
+    assert ten_mb.loc["cache", "size_based_seats"] == 10
+
+
+def test_estimate_measured_lists():
+    import pandas as pd
+
+    lists = pd.DataFrame(
+        [
+            {"resource": "secrets", "params": {"resourceVersion": "0"}, "served_from": "cache"},
+            {"resource": "secrets", "params": '{"resourceVersion": "1", "resourceVersionMatch": "Exact"}', "served_from": "etcd"},
+        ]
+    )
+    out = apf.estimate_measured_lists(lists, object_counts={"secrets": 100}, avg_sizes={"secrets": 100_000})
+    assert list(out["size_based_seats"]) == [10, 100]
+    assert list(out["object_count_seats"]) == [1, 2]

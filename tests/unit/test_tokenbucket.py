@@ -1,0 +1,103 @@
+"""The token-bucket model against hand-computed cases (client-go / x/time/rate semantics)."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+
+from crdscale.analysis import tokenbucket as tb
+
+
+def test_one_pager_case_192_requests_burst_100_at_5_qps():
+    # 92 requests beyond the burst, one token every 0.2 s: the last waits 92 / 5 = 18.4 s.
+    waits = tb.parallel_waits(192, 100, 5.0)
+    assert waits[-1] == pytest.approx(18.4)
+    assert tb.max_throttling_delay(192, 100, 5.0) == pytest.approx(18.4)
+    assert tb.requests_throttled(192, 100, 5.0) == 92
+
+
+@pytest.mark.parametrize(
+    "n, burst, qps, expected_last_wait",
+    [
+        (192, 100, 50.0, 1.84),  # the one-pager's (100, 50): "drops to ~1.8 s"
+        (192, 300, 50.0, 0.0),  # 192 < 300: no throttling
+        (368, 100, 5.0, 53.6),
+        (368, 300, 50.0, 1.36),
+        (368, 400, 50.0, 0.0),
+        (368, 0, -1.0, 0.0),  # disabled
+        (1, 0, 10.0, 0.1),  # burst 0: even the first request waits a token
+        (100, 100, 5.0, 0.0),  # exactly the burst
+        (101, 100, 5.0, 0.2),
+    ],
+)
+def test_last_wait_of_parallel_requests(n, burst, qps, expected_last_wait):
+    assert tb.max_throttling_delay(n, burst, qps) == pytest.approx(expected_last_wait)
+    assert tb.parallel_waits(n, burst, qps)[-1] == pytest.approx(expected_last_wait)
+
+
+def test_simulated_bucket_matches_closed_form_for_simultaneous_requests():
+    waits = tb.predict_waits(np.zeros(250), 100, 5.0)
+    np.testing.assert_allclose(waits, tb.parallel_waits(250, 100, 5.0))
+
+
+def test_bucket_refills_between_requests_but_not_above_burst():
+    bucket = tb.TokenBucket(burst=2, qps=1.0, now=0.0)
+    assert bucket.reserve(0.0) == 0.0  # 2 -> 1
+    assert bucket.reserve(0.0) == 0.0  # 1 -> 0
+    assert bucket.reserve(0.0) == pytest.approx(1.0)  # 0 -> -1
+    # After 10 s idle the balance is back to 2, not 11.
+    assert bucket.reserve(10.0) == 0.0
+    assert bucket.reserve(10.0) == 0.0
+    assert bucket.reserve(10.0) == pytest.approx(1.0)
+
+
+def test_partial_refill_shortens_the_wait():
+    # burst 1 at 2 QPS: first free, second asks 0.25 s later and waits the remaining 0.25 s.
+    waits = tb.predict_waits([0.0, 0.25], 1, 2.0)
+    np.testing.assert_allclose(waits, [0.0, 0.25])
+
+
+def test_discovery_preamble_takes_two_tokens():
+    # /api and /apis first, then 192 group-versions at once: 194 tokens, last waits 94 / 5.
+    waits = tb.discovery_waits(192, 100, 5.0)
+    assert len(waits) == 194
+    assert waits[-1] == pytest.approx(18.8)
+    # If /api and /apis took 1 s, the bucket refilled the two tokens (5 QPS): back to 192 / 100 / 5.
+    assert tb.discovery_waits(192, 100, 5.0, preamble_duration_s=1.0)[-1] == pytest.approx(18.4)
+    # A 0.2 s preamble refills one token: 18.6 s.
+    assert tb.discovery_waits(192, 100, 5.0, preamble_duration_s=0.2)[-1] == pytest.approx(18.6)
+
+
+def test_prediction_table_shape_matches_the_one_pager_rows():
+    table = tb.prediction_table()
+    assert list(table["group_versions"].unique()) == [192, 368]
+    assert list(table["limit"].unique()) == ["(100, 5)", "(300, 50)", "(400, 50)", "disabled"]
+    by = table.set_index(["group_versions", "limit"])["predicted_delay_s"]
+    assert by[(192, "(100, 5)")] == pytest.approx(18.8)
+    assert by[(368, "(100, 5)")] == pytest.approx(54.0)
+    assert by[(368, "(300, 50)")] == pytest.approx(1.4)
+    assert by[(368, "(400, 50)")] == 0.0
+    assert by[(192, "disabled")] == 0.0
+
+
+@pytest.mark.parametrize(
+    "text, burst, qps",
+    [("legacy", 100, 5.0), ("kubectl-1.24", 300, 50.0), ("300,50", 300, 50.0), ("(400, 50)", 400, 50.0)],
+)
+def test_parse_rate_limit(text, burst, qps):
+    limit = tb.parse_rate_limit(text)
+    assert (limit.burst, limit.qps) == (burst, qps)
+
+
+def test_parse_rate_limit_disabled_and_errors():
+    assert not tb.parse_rate_limit("disabled").enabled
+    assert not tb.parse_rate_limit("0,-1").enabled
+    with pytest.raises(ValueError):
+        tb.parse_rate_limit("fast")
+
+
+def test_relative_error():
+    assert tb.relative_error(19.0, 18.4) == pytest.approx(0.6 / 18.4)
+    assert math.isnan(tb.relative_error(1.0, 0.0))
