@@ -12,10 +12,12 @@ class CrdscaleError(Exception):
 
     exit_code = 1
 
-    def __init__(self, message: str):
+    def __init__(self, message: str, *, details: str | None = None):
         # One line only: the CLI prints it as is, and multi-line messages hide
-        # the part that matters in scrollback.
+        # the part that matters in scrollback. Supporting evidence (a log tail)
+        # goes in ``details``, printed after the line.
         super().__init__(" ".join(str(message).split()))
+        self.details = details
 
 
 class UsageError(CrdscaleError):

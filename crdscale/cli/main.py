@@ -86,6 +86,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         return int(args._command.run(args) or 0)
     except CrdscaleError as err:
         print(f"crdscale: error: {err}", file=sys.stderr)
+        if err.details:
+            print(err.details.rstrip(), file=sys.stderr)
         return err.exit_code
     except KeyboardInterrupt:
         print("crdscale: interrupted", file=sys.stderr)

@@ -1,0 +1,28 @@
+# The two commands of the README's quick start:
+#   make demo   - bootstrap, then run the default scenario on a local control plane
+#   make test   - bootstrap, then run unit and integration tests
+VENV ?= .venv
+BIN := $(VENV)/bin
+PYTEST_ARGS ?=
+# The old-version integration test brings up kube-apiserver v1.24.0 (built like the default).
+export EXTRA_KUBE_VERSIONS ?= 1.24.0
+
+.PHONY: bootstrap demo test unit integration lint clean-runs
+
+bootstrap:
+	bash scripts/bootstrap.sh
+
+demo: bootstrap
+	$(BIN)/python scripts/demo.py
+
+test: bootstrap
+	$(BIN)/pytest $(PYTEST_ARGS)
+
+unit:
+	$(BIN)/pytest tests/unit $(PYTEST_ARGS)
+
+integration: bootstrap
+	$(BIN)/pytest tests/integration $(PYTEST_ARGS)
+
+clean-runs:
+	rm -rf runs/

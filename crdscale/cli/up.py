@@ -1,0 +1,57 @@
+from __future__ import annotations
+
+import sys
+
+from crdscale.cluster.gobuild import stderr_echo
+from crdscale.cluster.local import LocalControlPlane
+
+
+class Command:
+    """Start a local control plane (etcd + kube-apiserver on 127.0.0.1) and print its kubeconfig path.
+
+    Binaries are found or built from Go modules on first use and cached per
+    version under ~/.cache/crdscale (override with CRDSCALE_CACHE); the first
+    kube-apiserver build of a version takes 8-11 minutes on 2 cores.
+    The processes keep running after this command returns; stop them with
+    'crdscale down NAME' (works even if this command was killed).
+
+    Examples:
+      export KUBECONFIG=$(crdscale up)
+      crdscale up --kube-version 1.24.0 --name old
+      crdscale up --etcd system            # Debian's etcd 3.4: LISTs are served from etcd
+      crdscale up --apiserver-flag=--v=2 --env GOGC=50
+    """
+
+    @staticmethod
+    def add_arguments(parser):
+        parser.add_argument("--kube-version", metavar="X.Y.Z", help="kube-apiserver version (default: pinned v1.37.1)")
+        parser.add_argument("--etcd", metavar="VERSION|system|PATH",
+                            help="etcd to run: a version built from Go modules (default v3.6.16), "
+                                 "'system' for the etcd on PATH (Debian's 3.4), or a binary path")
+        parser.add_argument("--apiserver-binary", metavar="PATH", help="use this kube-apiserver instead of building one")
+        parser.add_argument("--name", help="instance name (default: derived from the version)")
+        parser.add_argument("--apiserver-flag", action="append", default=[], metavar="--FLAG=VALUE",
+                            help="extra kube-apiserver flag (repeatable)")
+        parser.add_argument("--env", action="append", default=[], metavar="KEY=VALUE",
+                            help="environment for kube-apiserver, e.g. GOGC=50, GOMEMLIMIT=2GiB (repeatable)")
+        parser.add_argument("--timeout", type=float, default=180.0, metavar="SECONDS", help="wait this long for /readyz (default 180)")
+
+    @staticmethod
+    def run(args) -> int:
+        env = {}
+        for item in args.env:
+            key, sep, value = item.partition("=")
+            if not sep:
+                from crdscale.errors import UsageError
+
+                raise UsageError(f"--env takes KEY=VALUE, got {item!r}")
+            env[key] = value
+        cp = LocalControlPlane(
+            args.kube_version, etcd=args.etcd, name=args.name, apiserver_binary=args.apiserver_binary,
+            apiserver_flags=args.apiserver_flag, apiserver_env=env, ready_timeout_s=args.timeout,
+            echo=stderr_echo, keep_state=True,
+        ).start()
+        stderr_echo(f"instance {cp.name}: stop it with 'crdscale down {cp.name}'")
+        print(cp.kubeconfig)
+        sys.stdout.flush()
+        return 0

@@ -1,0 +1,253 @@
+"""Find or build the binaries an experiment needs.
+
+Order of preference for kube-apiserver: an explicit path (flag or
+``CRDSCALE_KUBE_APISERVER``), ``$KUBEBUILDER_ASSETS/kube-apiserver`` (the envtest
+convention) when no version was asked for, the per-version cache, a build from
+Go modules. etcd: an explicit path, ``system`` (an ``etcd`` on PATH, e.g.
+Debian's 3.4), or a version built from Go modules (default).
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import subprocess
+from dataclasses import dataclass
+from pathlib import Path
+
+from crdscale.cluster import gobuild
+from crdscale.cluster.versions import (
+    DEFAULT_ETCD_VERSION,
+    DEFAULT_KUBE_VERSION,
+    KNOWN_SERVED_KUBE_VERSIONS,
+    nearest_version,
+    normalize_version,
+    staging_version,
+)
+from crdscale.errors import BinaryError
+from crdscale.paths import binaries_dir
+
+KUBE_APISERVER_ENV = "CRDSCALE_KUBE_APISERVER"
+ETCD_ENV = "CRDSCALE_ETCD"
+
+KUBE_APISERVER_MAIN = """\
+package main
+
+import (
+	"os"
+
+	"k8s.io/component-base/cli"
+	"k8s.io/kubernetes/cmd/kube-apiserver/app"
+)
+
+func main() {
+	os.Exit(cli.Run(app.NewAPIServerCommand()))
+}
+"""
+
+ETCD_MAIN = """\
+package main
+
+import (
+	"os"
+
+	"go.etcd.io/etcd/server/v3/etcdmain"
+)
+
+func main() {
+	etcdmain.Main(os.Args)
+}
+"""
+
+KUBECTL_MAIN = """\
+package main
+
+import (
+	"k8s.io/component-base/cli"
+	"k8s.io/kubectl/pkg/cmd"
+	"k8s.io/kubectl/pkg/cmd/util"
+)
+
+func main() {
+	command := cmd.NewDefaultKubectlCommand()
+	if err := cli.RunNoErrOutput(command); err != nil {
+		util.CheckErr(err)
+	}
+}
+"""
+
+_STAGING_LINE = re.compile(r"^\s*(k8s\.io/[\w.-]+)\s+=>\s+\./staging/", re.M)
+
+
+@dataclass(frozen=True)
+class Binary:
+    """A resolved binary: where it is, what version it claims, and where it came from."""
+
+    path: Path
+    version: str
+    source: str  # "flag", "env", "kubebuilder-assets", "cache", "built", "system"
+
+
+def _explicit(path: str | os.PathLike, source: str, version: str = "unknown") -> Binary:
+    p = Path(path).expanduser()
+    if not (p.is_file() and os.access(p, os.X_OK)):
+        raise BinaryError(f"{p} (from {source}) is not an executable file")
+    return Binary(p.resolve(), version, source)
+
+
+def _version_ldflags(version: str, commit: str, build_date: str) -> list[str]:
+    major, minor = version.lstrip("v").split(".")[:2]
+    flags = []
+    # /version reports component-base's values; client-go keeps its own copy.
+    for pkg in ("k8s.io/component-base/version", "k8s.io/client-go/pkg/version"):
+        flags += [
+            f"-X {pkg}.gitVersion={version}", f"-X {pkg}.gitMajor={major}", f"-X {pkg}.gitMinor={minor}",
+            f"-X {pkg}.gitCommit={commit}", f"-X {pkg}.gitTreeState=clean", f"-X {pkg}.buildDate={build_date}",
+        ]
+    return flags
+
+
+def _download_kubernetes_module(version: str) -> dict:
+    info = gobuild.module_download("k8s.io/kubernetes", version)
+    if info.get("Error"):
+        reason = info["Error"].splitlines()[-1].strip()
+        suggestion = nearest_version(version, KNOWN_SERVED_KUBE_VERSIONS)
+        hint = f"; try --kube-version {suggestion.lstrip('v')}" if suggestion else ""
+        raise BinaryError(f"the Go module proxy does not serve k8s.io/kubernetes {version} ({reason}){hint}")
+    return info
+
+
+def kube_apiserver_program(version: str, *, module_info: dict) -> gobuild.GoProgram:
+    """The throwaway module that builds kube-apiserver ``version``.
+
+    ``module_info`` is ``go mod download -json`` output for ``k8s.io/kubernetes@version``:
+    its go.mod lists the staging modules (``=> ./staging/...``), each replaced here
+    by the published module at ``v0.Y.Z``.
+    """
+    gomod_text = Path(module_info["GoMod"]).read_text()
+    staging = _STAGING_LINE.findall(gomod_text)
+    if not staging:
+        raise BinaryError(f"k8s.io/kubernetes {version}: no ./staging replacements found in its go.mod")
+    go_line = next((line.strip() for line in gomod_text.splitlines() if line.startswith("go ")), "go 1.22")
+    zero = staging_version(version)
+    commit = (module_info.get("Origin") or {}).get("Hash", "unknown")
+    build_date = module_info.get("Time") or "1970-01-01T00:00:00Z"
+    return gobuild.GoProgram(
+        binary_name="kube-apiserver",
+        out_dir=binaries_dir("kube-apiserver", version),
+        go_directive=go_line,
+        requires={"k8s.io/kubernetes": version},
+        replaces={mod: f"{mod} {zero}" for mod in staging},
+        main_go=KUBE_APISERVER_MAIN,
+        ldflags=_version_ldflags(version, commit, build_date),
+        usual_duration="8-11 minutes on 2 cores",
+    )
+
+
+def kube_apiserver(version: str | None = None, *, binary: str | None = None, echo=None) -> Binary:
+    """Resolve kube-apiserver: explicit ``binary``, env, envtest assets, cache, or a fresh build.
+
+    ``version`` ``None`` means the pinned default (and allows ``KUBEBUILDER_ASSETS``).
+    """
+    if binary:
+        return _explicit(binary, "flag", version or "unknown")
+    if os.environ.get(KUBE_APISERVER_ENV):
+        return _explicit(os.environ[KUBE_APISERVER_ENV], f"${KUBE_APISERVER_ENV}", version or "unknown")
+    if version is None and os.environ.get("KUBEBUILDER_ASSETS"):
+        candidate = Path(os.environ["KUBEBUILDER_ASSETS"]) / "kube-apiserver"
+        if candidate.is_file():
+            return _explicit(candidate, "kubebuilder-assets")
+    version = normalize_version(version or DEFAULT_KUBE_VERSION)
+    cached = binaries_dir("kube-apiserver", version) / "kube-apiserver"
+    if cached.is_file() and os.access(cached, os.X_OK):
+        return Binary(cached, version, "cache")
+    info = _download_kubernetes_module(version)
+    path = gobuild.build(kube_apiserver_program(version, module_info=info), echo=echo)
+    return Binary(path, version, "built")
+
+
+def etcd_program(version: str) -> gobuild.GoProgram:
+    return gobuild.GoProgram(
+        binary_name="etcd",
+        out_dir=binaries_dir("etcd", version),
+        go_directive="go 1.24",
+        requires={"go.etcd.io/etcd/server/v3": version},
+        main_go=ETCD_MAIN,
+        usual_duration="2-4 minutes on 2 cores",
+    )
+
+
+def etcd(spec: str | None = None, *, echo=None) -> Binary:
+    """Resolve etcd from ``spec``: ``None`` (default version), ``"system"`` (etcd on PATH,
+    e.g. Debian's ``etcd-server`` 3.4), a version such as ``3.6.16``, or a path."""
+    spec = spec or os.environ.get(ETCD_ENV) or DEFAULT_ETCD_VERSION
+    if spec == "system":
+        found = shutil.which("etcd") or ("/usr/bin/etcd" if os.access("/usr/bin/etcd", os.X_OK) else None)
+        if not found:
+            raise BinaryError("no etcd on PATH for --etcd system; install Debian's etcd-server (apt-get install etcd-server)")
+        return Binary(Path(found), _etcd_reported_version(Path(found)), "system")
+    if "/" in spec:
+        b = _explicit(spec, "flag")
+        return Binary(b.path, _etcd_reported_version(b.path), b.source)
+    version = normalize_version(spec)
+    program = etcd_program(version)
+    if program.binary.is_file():
+        return Binary(program.binary, version, "cache")
+    info = gobuild.module_download("go.etcd.io/etcd/server/v3", version)
+    if info.get("Error"):
+        raise BinaryError(f"the Go module proxy does not serve go.etcd.io/etcd/server/v3 {version}: {info['Error'].splitlines()[-1]}")
+    return Binary(gobuild.build(program, echo=echo), version, "built")
+
+
+def _etcd_reported_version(path: Path) -> str:
+    try:
+        out = subprocess.run([str(path), "--version"], capture_output=True, text=True, timeout=20).stdout
+    except (OSError, subprocess.SubprocessError):
+        return "unknown"
+    m = re.search(r"etcd Version:\s*(\S+)", out)
+    return ("v" + m.group(1).lstrip("v")) if m else "unknown"
+
+
+def prometheus(path: str | None = None) -> Binary:
+    """A ``prometheus`` binary: explicit path, on PATH, or Debian's ``/usr/bin/prometheus``."""
+    if path:
+        return _explicit(path, "flag")
+    found = shutil.which("prometheus") or ("/usr/bin/prometheus" if os.access("/usr/bin/prometheus", os.X_OK) else None)
+    if not found:
+        raise BinaryError("no prometheus binary found; install Debian's prometheus package (apt-get install prometheus)")
+    try:
+        out = subprocess.run([found, "--version"], capture_output=True, text=True, timeout=20)
+        m = re.search(r"version (\S+)", out.stdout + out.stderr)
+        version = m.group(1) if m else "unknown"
+    except (OSError, subprocess.SubprocessError):
+        version = "unknown"
+    return Binary(Path(found), version, "system")
+
+
+def kubectl(version: str | None = None, *, echo=None) -> Binary:
+    """A real kubectl: on PATH if it is a genuine build, else built from Go modules
+    (``k8s.io/kubectl`` at the staging version matching ``version``)."""
+    found = shutil.which("kubectl")
+    if found and version is None:
+        try:
+            out = subprocess.run([found, "version", "--client", "-o", "json"], capture_output=True, text=True, timeout=20).stdout
+            m = re.search(r'"gitVersion":\s*"(v\d+\.\d+\.\d+)"', out)
+            if m:  # builds with a suffix (e.g. "-dispatcher") are wrappers, not kubectl
+                return Binary(Path(found), m.group(1), "system")
+        except (OSError, subprocess.SubprocessError):
+            pass
+    version = normalize_version(version or DEFAULT_KUBE_VERSION)
+    zero = staging_version(version)
+    program = gobuild.GoProgram(
+        binary_name="kubectl",
+        out_dir=binaries_dir("kubectl", version),
+        go_directive="go 1.24",
+        requires={"k8s.io/kubectl": zero, "k8s.io/component-base": zero},
+        main_go=KUBECTL_MAIN,
+        ldflags=_version_ldflags(version, "unknown", "1970-01-01T00:00:00Z"),
+        usual_duration="3-5 minutes on 2 cores",
+    )
+    if program.binary.is_file():
+        return Binary(program.binary, version, "cache")
+    return Binary(gobuild.build(program, echo=echo), version, "built")

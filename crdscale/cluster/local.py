@@ -1,0 +1,457 @@
+"""A real local control plane: etcd + kube-apiserver on 127.0.0.1, started and
+stopped by crdscale.
+
+Each instance lives in its own directory under ``<cache>/instances/<name>/``:
+``instance.json`` (ports, PIDs, versions, status), ``pki/`` (fresh CA, serving
+cert, service-account keys, admin token; private files mode 0600),
+``kubeconfig``, ``etcd-data/`` and ``logs/``. Processes run in their own
+sessions so they outlive the CLI that started them; ``stop_instance`` finds
+them again from the recorded PIDs (checked against their start time, so a
+recycled PID is never killed).
+"""
+
+from __future__ import annotations
+
+import os
+import secrets
+import shutil
+import signal
+import socket
+import subprocess
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Mapping, Sequence
+
+import requests
+import yaml
+
+from crdscale.cluster import binaries, pki
+from crdscale.cluster.clients import Cluster, connect
+from crdscale.cluster.versions import DEFAULT_KUBE_VERSION
+from crdscale.errors import ClusterError, UsageError
+from crdscale.fsutil import read_json, write_atomic, write_json_atomic
+from crdscale.paths import instances_dir
+
+INSTANCE_FILE = "instance.json"
+LOOPBACK = "127.0.0.1"
+SERVICE_CLUSTER_IP_RANGE = "10.0.0.0/24"
+STOP_GRACE_S = 15.0
+
+
+# ---------------------------------------------------------------- processes
+
+
+def _proc_start_ticks(pid: int) -> int | None:
+    """Start time of ``pid`` in clock ticks since boot (field 22 of /proc/PID/stat), or None."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return None
+    # The command name (field 2) may contain spaces; fields resume after the last ')'.
+    fields = stat[stat.rindex(")") + 2:].split()
+    if fields[0] == "Z":  # a zombie has exited already
+        return None
+    return int(fields[19])
+
+
+@dataclass
+class ProcessRecord:
+    name: str
+    pid: int
+    start_ticks: int | None
+    log: str
+
+    def alive(self) -> bool:
+        ticks = _proc_start_ticks(self.pid)
+        return ticks is not None and ticks == self.start_ticks
+
+    def to_json(self) -> dict:
+        return {"name": self.name, "pid": self.pid, "start_ticks": self.start_ticks, "log": self.log}
+
+    @classmethod
+    def from_json(cls, d: Mapping) -> "ProcessRecord":
+        return cls(d["name"], int(d["pid"]), d.get("start_ticks"), d.get("log", ""))
+
+
+def _terminate(record: ProcessRecord, grace_s: float = STOP_GRACE_S) -> None:
+    """SIGTERM the process group of ``record``, then SIGKILL after ``grace_s``."""
+    if not record.alive():
+        return
+    for sig, wait_s in ((signal.SIGTERM, grace_s), (signal.SIGKILL, 5.0)):
+        try:
+            os.killpg(record.pid, sig)
+        except ProcessLookupError:
+            return
+        except PermissionError:
+            os.kill(record.pid, sig)
+        deadline = time.monotonic() + wait_s
+        while time.monotonic() < deadline:
+            try:  # reap it if it is our child, so it does not linger as a zombie
+                os.waitpid(record.pid, os.WNOHANG)
+            except ChildProcessError:
+                pass
+            if not record.alive():
+                return
+            time.sleep(0.1)
+
+
+def _free_ports(count: int) -> list[int]:
+    """``count`` distinct free TCP ports on 127.0.0.1 (held open together so they differ)."""
+    socks = []
+    try:
+        for _ in range(count):
+            s = socket.socket()
+            s.bind((LOOPBACK, 0))
+            socks.append(s)
+        return [s.getsockname()[1] for s in socks]
+    finally:
+        for s in socks:
+            s.close()
+
+
+def port_open(port: int, host: str = LOOPBACK) -> bool:
+    with socket.socket() as s:
+        s.settimeout(0.5)
+        return s.connect_ex((host, port)) == 0
+
+
+def _log_tail(path: str | Path, lines: int = 20) -> str:
+    try:
+        return "\n".join(Path(path).read_text(errors="replace").splitlines()[-lines:])
+    except OSError:
+        return ""
+
+
+_NO_FSYNC_SUPPORT: dict[str, bool] = {}
+
+
+def _etcd_supports(binary: Path, flag: str) -> bool:
+    key = f"{binary}:{flag}"
+    if key not in _NO_FSYNC_SUPPORT:
+        out = subprocess.run([str(binary), "--help"], capture_output=True, text=True, timeout=20)
+        _NO_FSYNC_SUPPORT[key] = flag in (out.stdout + out.stderr)
+    return _NO_FSYNC_SUPPORT[key]
+
+
+# ---------------------------------------------------------------- the control plane
+
+
+class LocalControlPlane:
+    """etcd + kube-apiserver on 127.0.0.1, as a context manager or via start()/stop().
+
+    Parameters:
+        version: kube-apiserver version (``"1.37.1"``); ``None`` = the pinned default.
+        etcd: ``None`` (pinned etcd built from Go modules), ``"system"`` (etcd on PATH,
+            e.g. Debian's 3.4), a version, or a path.
+        name: instance name; default derived from the version plus a random suffix.
+        apiserver_binary: use this kube-apiserver instead of finding/building one.
+        apiserver_flags: extra ``--flag=value`` arguments for kube-apiserver.
+        apiserver_env: extra environment (``GOGC``, ``GOMEMLIMIT``, ``GODEBUG`` ...).
+        ready_timeout_s: how long to wait for ``/readyz``.
+        echo: callable for progress lines (``None`` = quiet, as in notebooks).
+        keep_state: keep the instance directory (logs, etcd data) after stop.
+
+    Example::
+
+        with LocalControlPlane(version="1.37.1") as cp:
+            cluster = cp.connect()
+            print(cluster.server_version())
+    """
+
+    def __init__(
+        self,
+        version: str | None = None,
+        *,
+        etcd: str | None = None,
+        name: str | None = None,
+        apiserver_binary: str | None = None,
+        apiserver_flags: Sequence[str] = (),
+        apiserver_env: Mapping[str, str] | None = None,
+        ready_timeout_s: float = 180.0,
+        echo=None,
+        keep_state: bool = False,
+    ):
+        self.requested_version = version
+        self.etcd_spec = etcd
+        self.apiserver_binary = apiserver_binary
+        self.apiserver_flags = list(apiserver_flags)
+        self.apiserver_env = dict(apiserver_env or {})
+        self.ready_timeout_s = ready_timeout_s
+        self.echo = echo or (lambda _msg: None)
+        self.keep_state = keep_state
+        label = (version or DEFAULT_KUBE_VERSION).lstrip("v").replace(".", "-")
+        self.name = name or f"k{label}-{secrets.token_hex(2)}"
+        self.state_dir = instances_dir() / self.name
+        self.state: dict = {}
+        self._cluster: Cluster | None = None
+
+    # -- paths and facts
+
+    @property
+    def kubeconfig(self) -> Path:
+        return self.state_dir / "kubeconfig"
+
+    @property
+    def server(self) -> str:
+        return self.state["server"]
+
+    @property
+    def ports(self) -> dict[str, int]:
+        return self.state["ports"]
+
+    @property
+    def processes(self) -> list[ProcessRecord]:
+        return [ProcessRecord.from_json(p) for p in self.state.get("processes", [])]
+
+    def process(self, name: str) -> ProcessRecord | None:
+        return next((p for p in self.processes if p.name == name), None)
+
+    @property
+    def apiserver_pid(self) -> int | None:
+        p = self.process("kube-apiserver")
+        return p.pid if p else None
+
+    @property
+    def etcd_metrics_url(self) -> str:
+        return f"http://{LOOPBACK}:{self.ports['etcd_client']}/metrics"
+
+    @property
+    def versions(self) -> dict[str, str]:
+        return dict(self.state.get("versions", {}))
+
+    def _save(self) -> None:
+        write_json_atomic(self.state_dir / INSTANCE_FILE, self.state)
+
+    # -- lifecycle
+
+    def __enter__(self) -> "LocalControlPlane":
+        return self.start()
+
+    def __exit__(self, *exc) -> None:
+        self.stop()
+
+    def start(self) -> "LocalControlPlane":
+        """Resolve binaries (building them if needed), start etcd then kube-apiserver,
+        wait for ``/readyz``. Raises :class:`ClusterError` with the failing log's tail."""
+        if self.state_dir.exists():
+            raise UsageError(f"instance {self.name!r} already exists ({self.state_dir}); pick another name or run 'crdscale down {self.name}'")
+        apiserver = binaries.kube_apiserver(self.requested_version, binary=self.apiserver_binary, echo=self.echo)
+        etcd = binaries.etcd(self.etcd_spec, echo=self.echo)
+        self.state_dir.mkdir(parents=True)
+        (self.state_dir / "logs").mkdir()
+        api_port, etcd_client, etcd_peer = _free_ports(3)
+        self.state = {
+            "name": self.name,
+            "status": "starting",
+            "created_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+            "state_dir": str(self.state_dir),
+            "server": f"https://{LOOPBACK}:{api_port}",
+            "kubeconfig": str(self.kubeconfig),
+            "ports": {"apiserver": api_port, "etcd_client": etcd_client, "etcd_peer": etcd_peer},
+            "binaries": {"kube-apiserver": str(apiserver.path), "etcd": str(etcd.path)},
+            "versions": {"kube-apiserver": apiserver.version, "etcd": etcd.version},
+            "apiserver_flags": self.apiserver_flags,
+            "apiserver_env": self.apiserver_env,
+            "processes": [],
+        }
+        self._save()
+        try:
+            creds = pki.create_credentials(self.state_dir / "pki")
+            self._write_kubeconfig(creds)
+            self._start_etcd(etcd.path)
+            self._start_apiserver(apiserver.path, creds)
+            reported = self.connect().server_version()
+            self.state["versions"]["kube-apiserver"] = reported
+            self.state["status"] = "ready"
+            self._save()
+        except BaseException:
+            self.state["status"] = "failed"
+            self._save()
+            self.stop()
+            raise
+        self.echo(f"control plane {self.name} ready: kube-apiserver {reported} at {self.server}, etcd {etcd.version}")
+        return self
+
+    def _spawn(self, name: str, argv: list[str], env: Mapping[str, str] | None = None) -> ProcessRecord:
+        log_path = self.state_dir / "logs" / f"{name}.log"
+        with open(log_path, "ab") as log:
+            proc = subprocess.Popen(
+                argv, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                cwd=self.state_dir, env=dict(os.environ, **(env or {})),
+                start_new_session=True,  # survive the CLI that started it; own process group
+            )
+        record = ProcessRecord(name, proc.pid, _proc_start_ticks(proc.pid), str(log_path))
+        # Recorded before waiting for readiness, so `crdscale down` can stop it even if
+        # this process is killed right now.
+        self.state["processes"].append(record.to_json())
+        self._save()
+        return record
+
+    def _start_etcd(self, binary: Path) -> None:
+        client = f"http://{LOOPBACK}:{self.ports['etcd_client']}"
+        peer = f"http://{LOOPBACK}:{self.ports['etcd_peer']}"
+        argv = [
+            str(binary), "--name", "default", "--data-dir", str(self.state_dir / "etcd-data"),
+            "--listen-client-urls", client, "--advertise-client-urls", client,
+            "--listen-peer-urls", peer, "--initial-advertise-peer-urls", peer,
+            "--initial-cluster", f"default={peer}",
+            # Large LIST experiments must not trip etcd's default 2 GiB quota.
+            "--quota-backend-bytes", str(8 * 1024**3),
+        ]
+        if _etcd_supports(binary, "--unsafe-no-fsync"):
+            # Loopback experiments measure the API server, not disk fsync latency.
+            argv.append("--unsafe-no-fsync")
+        record = self._spawn("etcd", argv)
+        self._wait(record, f"{client}/health", lambda r: r.status_code == 200 and "true" in r.text, timeout_s=60)
+
+    def _start_apiserver(self, binary: Path, creds: pki.Credentials) -> None:
+        argv = [
+            str(binary),
+            f"--bind-address={LOOPBACK}",
+            f"--advertise-address={LOOPBACK}",
+            f"--secure-port={self.ports['apiserver']}",
+            f"--etcd-servers=http://{LOOPBACK}:{self.ports['etcd_client']}",
+            f"--tls-cert-file={creds.serving_cert}",
+            f"--tls-private-key-file={creds.serving_key}",
+            f"--client-ca-file={creds.ca_cert}",
+            f"--token-auth-file={creds.token_file}",
+            "--authorization-mode=RBAC",
+            "--service-account-issuer=https://kubernetes.default.svc.cluster.local",
+            f"--service-account-key-file={creds.sa_public_key}",
+            f"--service-account-signing-key-file={creds.sa_private_key}",
+            f"--service-cluster-ip-range={SERVICE_CLUSTER_IP_RANGE}",
+            # No controller-manager runs here, so nothing would mint service-account tokens.
+            "--disable-admission-plugins=ServiceAccount",
+            "--allow-privileged=true",
+            "--profiling=true",
+            f"--cert-dir={self.state_dir / 'pki'}",
+            *self.apiserver_flags,
+        ]
+        record = self._spawn("kube-apiserver", argv, env=self.apiserver_env)
+        session = requests.Session()
+        session.verify = str(creds.ca_cert)
+        session.headers["Authorization"] = f"Bearer {creds.admin_token()}"
+        self._wait(record, f"{self.server}/readyz", lambda r: r.status_code == 200,
+                   timeout_s=self.ready_timeout_s, session=session)
+
+    def _wait(self, record: ProcessRecord, url: str, ok, *, timeout_s: float, session=None) -> None:
+        getter = session or requests
+        deadline = time.monotonic() + timeout_s
+        last = "no answer yet"
+        while time.monotonic() < deadline:
+            if not record.alive():
+                raise ClusterError(f"{record.name} exited during start-up; log: {record.log}",
+                                   details=_log_tail(record.log))
+            try:
+                resp = getter.get(url, timeout=5)
+                if ok(resp):
+                    return
+                last = f"HTTP {resp.status_code}"
+            except requests.RequestException as err:
+                last = type(err).__name__
+            time.sleep(0.3)
+        raise ClusterError(f"{record.name} not ready after {timeout_s:.0f} s ({url}: {last}); log: {record.log}",
+                           details=_log_tail(record.log))
+
+    def _write_kubeconfig(self, creds: pki.Credentials) -> None:
+        import base64
+
+        cfg = {
+            "apiVersion": "v1",
+            "kind": "Config",
+            "clusters": [{"name": self.name, "cluster": {
+                "server": self.server,
+                "certificate-authority-data": base64.b64encode(creds.ca_cert.read_bytes()).decode(),
+            }}],
+            "users": [{"name": pki.ADMIN_USER, "user": {"token": creds.admin_token()}}],
+            "contexts": [{"name": self.name, "context": {"cluster": self.name, "user": pki.ADMIN_USER}}],
+            "current-context": self.name,
+        }
+        write_atomic(self.kubeconfig, yaml.safe_dump(cfg, sort_keys=False), mode=0o600)
+
+    def connect(self) -> Cluster:
+        """A :class:`Cluster` for this instance (created once, reused)."""
+        if self._cluster is None:
+            self._cluster = connect(self.kubeconfig)
+        return self._cluster
+
+    def alive(self) -> dict[str, bool]:
+        """Process name -> whether it is still running."""
+        return {p.name: p.alive() for p in self.processes}
+
+    def stop(self) -> None:
+        """Stop exactly the processes this instance started; remove its directory unless ``keep_state``."""
+        if self._cluster is not None:
+            self._cluster.close()
+            self._cluster = None
+        # kube-apiserver first: stopping etcd under it makes it log errors for seconds.
+        for record in sorted(self.processes, key=lambda p: p.name != "kube-apiserver"):
+            _terminate(record)
+        if self.state:
+            self.state["status"] = "stopped"
+            if self.state_dir.exists():
+                self._save()
+        if not self.keep_state and self.state_dir.exists():
+            shutil.rmtree(self.state_dir, ignore_errors=True)
+
+    @classmethod
+    def attach(cls, name: str) -> "LocalControlPlane":
+        """An object for an instance started elsewhere (e.g. by ``crdscale up``)."""
+        state_file = instances_dir() / name / INSTANCE_FILE
+        if not state_file.is_file():
+            raise UsageError(f"no local instance named {name!r} (see 'crdscale status')")
+        cp = cls(name=name)
+        cp.state = read_json(state_file)
+        cp.requested_version = cp.state.get("versions", {}).get("kube-apiserver")
+        return cp
+
+
+# ---------------------------------------------------------------- instances
+
+
+@dataclass(frozen=True)
+class InstanceInfo:
+    name: str
+    status: str  # ready | starting | stopped | failed | stale (recorded as running, processes gone)
+    server: str
+    kubeconfig: str
+    versions: dict
+    created_at: str
+    processes_alive: dict
+
+
+def list_instances() -> list[InstanceInfo]:
+    """All instances recorded under the cache, newest first, with stale ones detected."""
+    found = []
+    root = instances_dir()
+    if not root.is_dir():
+        return []
+    for state_file in root.glob(f"*/{INSTANCE_FILE}"):
+        try:
+            state = read_json(state_file)
+        except (OSError, ValueError):
+            continue
+        alive = {p["name"]: ProcessRecord.from_json(p).alive() for p in state.get("processes", [])}
+        status = state.get("status", "unknown")
+        if status in ("ready", "starting") and not all(alive.values()):
+            status = "stale"
+        found.append(InstanceInfo(state.get("name", state_file.parent.name), status, state.get("server", ""),
+                                  state.get("kubeconfig", ""), state.get("versions", {}),
+                                  state.get("created_at", ""), alive))
+    return sorted(found, key=lambda i: i.created_at, reverse=True)
+
+
+def default_kubeconfig() -> Path | None:
+    """The kubeconfig of the newest ready local instance, or ``None``."""
+    for info in list_instances():
+        if info.status == "ready":
+            return Path(info.kubeconfig)
+    return None
+
+
+def stop_instance(name: str) -> LocalControlPlane:
+    """Stop instance ``name`` (even one whose starter was killed) and remove its directory."""
+    cp = LocalControlPlane.attach(name)
+    cp.stop()
+    return cp

@@ -1,0 +1,52 @@
+#!/usr/bin/env bash
+# Bootstrap everything crdscale needs on a fresh machine, idempotently:
+#   1. system packages from Debian (prometheus; etcd-server 3.4 as the alternative etcd)
+#   2. a Python venv in .venv with crdscale and its dependencies
+#   3. kube-apiserver and etcd built from Go modules, cached per version outside the clone
+# Re-running is cheap: each step is skipped when its result is already there.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+VENV=${VENV:-.venv}
+PYTHON=${PYTHON:-python3}
+# Versions `make test` needs beyond the defaults (the old-version integration test).
+EXTRA_KUBE_VERSIONS=${EXTRA_KUBE_VERSIONS:-}
+
+say() { printf 'bootstrap: %s\n' "$*" >&2; }
+
+# --- 1. Debian packages -------------------------------------------------------
+need_pkgs=()
+command -v prometheus >/dev/null 2>&1 || need_pkgs+=(prometheus)
+[ -x /usr/bin/etcd ] || need_pkgs+=(etcd-server)
+if [ "${#need_pkgs[@]}" -gt 0 ]; then
+  if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
+    say "installing Debian packages: ${need_pkgs[*]}"
+    export DEBIAN_FRONTEND=noninteractive
+    apt-get update -qq >/dev/null
+    apt-get install -y -qq --no-install-recommends "${need_pkgs[@]}" >/dev/null
+  else
+    say "warning: missing ${need_pkgs[*]} and cannot apt-get install (not root); Prometheus-based collection falls back to direct scraping"
+  fi
+fi
+
+if ! command -v go >/dev/null 2>&1; then
+  say "error: Go is required to build kube-apiserver and etcd from Go modules (install Go >= 1.22)"
+  exit 3
+fi
+
+# --- 2. Python venv -------------------------------------------------------------
+stamp="$VENV/.crdscale-installed"
+want="$(sha256sum pyproject.toml | cut -c1-16)"
+if [ ! -x "$VENV/bin/python" ] || [ "$(cat "$stamp" 2>/dev/null)" != "$want" ]; then
+  say "creating Python venv in $VENV and installing crdscale with its dependencies"
+  [ -x "$VENV/bin/python" ] || "$PYTHON" -m venv "$VENV"
+  "$VENV/bin/pip" install -q --upgrade pip
+  "$VENV/bin/pip" install -q -e '.[dev,notebooks]'
+  echo "$want" > "$stamp"
+fi
+
+# --- 3. Binaries ---------------------------------------------------------------
+args=()
+for v in $EXTRA_KUBE_VERSIONS; do args+=(--kube-version "$v"); done
+if [ "${#args[@]}" -gt 0 ]; then args=(--kube-version default "${args[@]}"); fi
+"$VENV/bin/crdscale" binaries "${args[@]}" --prometheus >&2

@@ -1,0 +1,38 @@
+"""Shared fixtures.
+
+``local_cluster`` is one real local control plane (etcd + kube-apiserver on
+127.0.0.1) shared by the integration tests of a session; tests that stop or
+kill a control plane start their own instead.
+"""
+
+from __future__ import annotations
+
+import sys
+
+import pytest
+
+from crdscale.cluster.local import LocalControlPlane
+
+
+def _echo(msg: str) -> None:
+    print(f"[control plane] {msg}", file=sys.stderr, flush=True)
+
+
+@pytest.fixture(scope="session")
+def local_cluster():
+    """A running :class:`LocalControlPlane` at the pinned default version (``.kubeconfig``, ``.connect()``)."""
+    with LocalControlPlane(name=None, echo=_echo) as cp:
+        yield cp
+
+
+@pytest.fixture(scope="session")
+def cluster(local_cluster):
+    """The shared control plane's :class:`crdscale.cluster.clients.Cluster`."""
+    return local_cluster.connect()
+
+
+def pytest_collection_modifyitems(config, items):
+    # Everything under tests/integration needs the real control plane.
+    for item in items:
+        if "tests/integration/" in str(item.fspath):
+            item.add_marker(pytest.mark.integration)

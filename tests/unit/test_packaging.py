@@ -1,0 +1,52 @@
+"""environment.yml (conda) and pyproject.toml must list the same dependencies."""
+
+import re
+from pathlib import Path
+
+import yaml
+
+try:
+    import tomllib
+except ModuleNotFoundError:  # Python 3.10
+    import tomli as tomllib
+
+ROOT = Path(__file__).resolve().parents[2]
+# conda-forge names that differ from PyPI names
+CONDA_TO_PYPI = {"python-kubernetes": "kubernetes"}
+NOT_PACKAGES = {"python", "pip", "-e ."}
+
+
+def _name(requirement: str) -> str:
+    name = re.split(r"[<>=!;\[ ]", requirement.strip(), maxsplit=1)[0].lower()
+    return CONDA_TO_PYPI.get(name, name).replace("_", "-")
+
+
+def _pyproject_requirements() -> dict[str, str]:
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
+    reqs = list(project["dependencies"])
+    for extra in project["optional-dependencies"].values():
+        reqs += extra
+    return {_name(r): r for r in reqs}
+
+
+def _conda_requirements() -> dict[str, str]:
+    env = yaml.safe_load((ROOT / "environment.yml").read_text())
+    reqs = []
+    for dep in env["dependencies"]:
+        reqs += dep["pip"] if isinstance(dep, dict) else [dep]
+    return {_name(r): r for r in reqs if _name(r) not in NOT_PACKAGES and not r.startswith("-e")}
+
+
+def test_environment_yml_lists_the_same_packages_as_pyproject():
+    pyproject, conda = _pyproject_requirements(), _conda_requirements()
+    # tomli is only needed on Python 3.10, which conda's python>=3.10 may or may not be
+    pyproject.pop("tomli", None)
+    assert sorted(conda) == sorted(pyproject)
+
+
+def test_minimum_versions_agree():
+    pyproject, conda = _pyproject_requirements(), _conda_requirements()
+    for name, req in conda.items():
+        want = re.search(r">=\s*([\w.]+)", pyproject[name])
+        have = re.search(r">=\s*([\w.]+)", req)
+        assert (want and want.group(1)) == (have and have.group(1)), name
