@@ -1,0 +1,369 @@
+"""Redo the client-side and request-cost experiments: discovery, LIST cost, APF seats, client memory.
+
+Each probe writes a run directory (runs/<UTC time>-probe-<name>/) with a
+manifest.json and its tables under probes/, and prints a summary table.
+Objects it creates carry crdscale's ownership labels and are deleted afterwards.
+
+  crdscale probe discovery                 # legacy (per limit) + aggregated + kubectl
+  crdscale probe discovery --sweep         # 192 and 368 group-versions: measured vs predicted
+  crdscale probe list                      # 2,000 custom resources, every LIST kind
+  crdscale probe list --secrets 100 --secret-bytes 100000 --custom-resources 0
+  crdscale probe apf                       # seats: object-count vs size-based vs server
+  crdscale probe clientmem                 # peak client RSS: full vs metadata-only LIST
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import time
+from datetime import datetime, timezone
+from pathlib import Path
+
+from crdscale.errors import UsageError
+
+
+def _add_connection(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--kubeconfig", metavar="PATH", help="default: the newest local instance's kubeconfig, then $KUBECONFIG")
+    parser.add_argument("--context", help="kubeconfig context (default: current)")
+    parser.add_argument("--runs-dir", metavar="DIR", help="parent of the run directory (default: $CRDSCALE_RUNS or ./runs)")
+    parser.add_argument("--keep", action="store_true", help="leave the created objects in place")
+    parser.add_argument("-q", "--quiet", action="store_true", help="no progress lines")
+
+
+def _add_objects(parser: argparse.ArgumentParser, *, custom_resources: int = 2000) -> None:
+    g = parser.add_argument_group("objects")
+    g.add_argument("--custom-resources", type=int, default=custom_resources, metavar="N", help=f"custom resources to create (default {custom_resources})")
+    g.add_argument("--cr-bytes", type=int, default=1024, metavar="B", help="data per custom resource (default 1024)")
+    g.add_argument("--secrets", type=int, default=0, metavar="N", help="Secrets to create (default 0)")
+    g.add_argument("--secret-bytes", type=int, default=100_000, metavar="B", help="data per Secret (default 100000)")
+    g.add_argument("--configmaps", type=int, default=0, metavar="N", help="ConfigMaps to create (default 0)")
+    g.add_argument("--configmap-bytes", type=int, default=10_000, metavar="B", help="data per ConfigMap (default 10000)")
+    g.add_argument("--namespaces", type=int, default=2, metavar="N", help="spread objects over N namespaces (default 2)")
+    g.add_argument("--repeats", type=int, default=3, metavar="N", help="measurements per LIST kind; the median is reported (default 3)")
+    g.add_argument("--page-size", type=int, default=500, metavar="N", help="limit for paged LISTs (default 500)")
+    g.add_argument("--kinds", nargs="+", metavar="KIND", help="LIST kinds to measure (default: all)")
+
+
+class Command:
+    """Redo the client-side and request-cost experiments (discovery, LIST, APF, client memory).
+
+    Each probe writes runs/<UTC time>-probe-<name>/ with manifest.json and its
+    tables, prints a summary, and deletes the objects it created.
+
+      crdscale probe discovery --sweep   # measured vs predicted throttling, 192 and 368 group-versions
+      crdscale probe list                # latency and bytes per LIST kind, cache/etcd marked
+      crdscale probe apf                 # APF seats: object-count vs size-based vs the server
+      crdscale probe clientmem           # peak client RSS listing full objects vs metadata only
+    """
+
+    @staticmethod
+    def add_arguments(parser: argparse.ArgumentParser) -> None:
+        sub = parser.add_subparsers(dest="probe", metavar="PROBE")
+        sub.required = True
+
+        d = sub.add_parser("discovery", help="legacy/aggregated discovery and client-side throttling", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+        _add_connection(d)
+        d.add_argument(
+            "--limits",
+            nargs="+",
+            metavar="LIMIT",
+            help="rate limits: presets legacy (100,5), kubectl-1.24 (300,50), burst-400 (400,50), disabled, or BURST,QPS "
+            "(default: legacy kubectl-1.24 disabled; with --sweep: legacy kubectl-1.24 burst-400 disabled)",
+        )
+        d.add_argument("--sweep", action="store_true", help="add CRDs in new groups up to each --targets count and compare measured with predicted delays")
+        d.add_argument("--targets", nargs="+", type=int, default=[192, 368], metavar="GVS", help="group-version counts for --sweep (default 192 368)")
+        d.add_argument("--sweep-repeats", type=int, default=1, metavar="N", help="discoveries per limit and target (default 1)")
+        d.add_argument("--no-kubectl", action="store_true", help="skip the kubectl measurement")
+        d.add_argument("--tolerance", type=float, default=0.15, help="sweep: allowed relative error (default 0.15); exit 1 beyond it")
+
+        lst = sub.add_parser("list", help="LIST latency and bytes per request kind, cache vs etcd", formatter_class=argparse.RawDescriptionHelpFormatter)
+        _add_connection(lst)
+        _add_objects(lst)
+        lg = lst.add_argument_group("concurrent load (optional)")
+        lg.add_argument("--load", metavar="LEVELS", help="concurrency levels, e.g. 1,4,16 (loopback servers only unless --allow-remote-load)")
+        lg.add_argument("--load-requests", type=int, default=100, metavar="N", help="requests per level (default 100)")
+        lg.add_argument("--load-seconds", type=float, default=30.0, metavar="S", help="time limit per level (default 30)")
+        lg.add_argument("--allow-remote-load", action="store_true", help="allow load against a non-loopback cluster (yours)")
+
+        a = sub.add_parser("apf", help="APF seats of LISTs: object-count vs size-based estimator vs the server", formatter_class=argparse.RawDescriptionHelpFormatter)
+        _add_connection(a)
+        _add_objects(a)
+        a.add_argument("--no-observe", action="store_true", help="do not replay LISTs as a non-exempt user to read the server's seats")
+
+        c = sub.add_parser("clientmem", help="peak RSS of a client listing full objects vs metadata only")
+        _add_connection(c)
+        c.add_argument("--secrets", type=int, default=100, metavar="N", help="Secrets to create (default 100)")
+        c.add_argument("--secret-bytes", type=int, default=1_000_000, metavar="B", help="data per Secret (default 1000000: 100 x 1 MB as in the cert-manager PR)")
+
+    @staticmethod
+    def run(args: argparse.Namespace) -> int:
+        handler = {"discovery": _discovery, "list": _list, "apf": _apf, "clientmem": _clientmem}[args.probe]
+        return handler(args)
+
+
+# --- shared plumbing ------------------------------------------------------------
+
+
+def resolve_kubeconfig(explicit: str | None) -> Path:
+    """``--kubeconfig``, else the newest ready local instance, else ``$KUBECONFIG``."""
+    if explicit:
+        return Path(explicit).expanduser()
+    try:
+        from crdscale.cluster.local import default_kubeconfig
+
+        local = default_kubeconfig()
+    except ImportError:
+        local = None
+    if local:
+        return Path(local)
+    env = os.environ.get("KUBECONFIG", "").split(os.pathsep)[0]
+    if env:
+        return Path(env).expanduser()
+    raise UsageError("no cluster: pass --kubeconfig, start one with 'crdscale up', or set $KUBECONFIG")
+
+
+def _echo(args):
+    if args.quiet:
+        return None
+    return lambda msg: print(msg, file=sys.stderr, flush=True)
+
+
+class ProbeRun:
+    """A standalone probe's run directory: manifest written at start and end, tables under probes/."""
+
+    def __init__(self, name: str, args: argparse.Namespace, parameters: dict):
+        from crdscale.cluster.clients import connect
+        from crdscale.ownership import new_run_id
+        from crdscale.paths import runs_dir
+
+        self.name = name
+        self.run_id = new_run_id()
+        self.kubeconfig = resolve_kubeconfig(args.kubeconfig)
+        self.cluster = connect(self.kubeconfig, args.context)
+        stamp = datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%SZ")
+        parent = Path(args.runs_dir) if args.runs_dir else runs_dir()
+        self.dir = parent / f"{stamp}-probe-{name}"
+        suffix = 1
+        while self.dir.exists():
+            suffix += 1
+            self.dir = parent / f"{stamp}-probe-{name}-{suffix}"
+        self.dir.mkdir(parents=True)
+        self.started = time.time()
+        self.manifest = {
+            "kind": "probe",
+            "probe": name,
+            "run_id": self.run_id,
+            "status": "running",
+            "started_at": _iso(self.started),
+            "crdscale_version": _version(),
+            "kubeconfig": str(self.kubeconfig),
+            "server": self.cluster.server,
+            "server_version": self.cluster.server_version(),
+            "parameters": parameters,
+        }
+        self._write()
+
+    def _write(self) -> None:
+        from crdscale.fsutil import write_json_atomic
+
+        write_json_atomic(self.dir / "manifest.json", self.manifest)
+
+    def finish(self, status: str, **extra) -> None:
+        self.manifest.update(status=status, finished_at=_iso(time.time()), seconds=round(time.time() - self.started, 3), **extra)
+        tables = sorted(str(p.relative_to(self.dir)) for p in (self.dir / "probes").glob("*.parquet")) if (self.dir / "probes").exists() else []
+        self.manifest["tables"] = tables
+        self._write()
+        self.cluster.close()
+
+
+def _iso(ts: float) -> str:
+    return datetime.fromtimestamp(ts, timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def _version() -> str:
+    from crdscale import __version__
+
+    return __version__
+
+
+def _run(name: str, args, parameters: dict, body) -> int:
+    run = ProbeRun(name, args, parameters)
+    echo = _echo(args)
+    if echo:
+        echo(f"probe {name}: {run.cluster.server} ({run.manifest['server_version']}) -> {run.dir}")
+    try:
+        code, extra = body(run, echo)
+    except BaseException as err:
+        run.finish("interrupted" if isinstance(err, KeyboardInterrupt) else "failed", error=str(err))
+        raise
+    run.finish("ok" if code == 0 else "failed", **extra)
+    print(f"\nrun directory: {run.dir}")
+    return code
+
+
+def _print(frame, columns, formats=None) -> None:
+    import pandas as pd
+
+    with pd.option_context("display.max_rows", 500, "display.width", 200, "display.max_colwidth", 60):
+        print(frame[[c for c in columns if c in frame.columns]].to_string(index=False, formatters=formats or {}))
+
+
+def _ms(v) -> str:
+    return "" if v != v else f"{v * 1000:.1f}"
+
+
+def _mb(v) -> str:
+    return "" if v != v else f"{v / 1e6:.3f}"
+
+
+def _s(v) -> str:
+    return "" if v is None or v != v else f"{v:.2f}"
+
+
+# --- discovery -------------------------------------------------------------------
+
+
+def _discovery(args) -> int:
+    from crdscale.analysis.tokenbucket import SWEEP_PRESETS
+    from crdscale.collect.probes import _write_tables, discovery
+
+    names = args.limits or (list(SWEEP_PRESETS) if args.sweep else ["legacy", "kubectl-1.24", "disabled"])
+    limits = discovery.validate_limits(names)
+    parameters = {"limits": [l.label() for l in limits], "sweep": args.sweep, "targets": args.targets, "repeats": args.sweep_repeats}
+
+    def body(run: ProbeRun, echo):
+        extra: dict = {}
+        if args.sweep:
+            tables = discovery.sweep(run.cluster, run_id=run.run_id, targets=args.targets, limits=limits, repeats=args.sweep_repeats, keep=args.keep, echo=echo)
+            _write_tables(run.dir, "discovery", 0, tables, main="sweep")
+            table = tables["sweep"]
+            print("\nLegacy discovery: measured vs predicted client-side throttling delay (s)")
+            _print(
+                table,
+                ["group_versions", "limit", "requests", "wall_s", "unthrottled_wall_s", "measured_delay_s", "predicted_delay_s", "relative_error", "max_wait_s"],
+                {k: _s for k in ("wall_s", "unthrottled_wall_s", "measured_delay_s", "predicted_delay_s", "max_wait_s")} | {"relative_error": lambda v: "" if v != v else f"{v:.1%}"},
+            )
+            checked = discovery.agreement(table, tolerance=args.tolerance)
+            ok = bool(checked["within_tolerance"].all()) if len(checked) else True
+            extra = {"agreement_within_tolerance": ok, "tolerance": args.tolerance}
+            print(f"\nagreement within {args.tolerance:.0%}: {'yes' if ok else 'NO'} ({int(checked['within_tolerance'].sum())}/{len(checked)} throttled rows)")
+            return (0 if ok else 1), extra
+        tables = discovery.probe(run.cluster, limits, kubeconfig=run.kubeconfig, with_kubectl=not args.no_kubectl)
+        _write_tables(run.dir, "discovery", 0, tables, main="summary")
+        summary = tables["summary"]
+        print("\nDiscovery")
+        _print(
+            summary,
+            ["mode", "limit", "group_versions", "requests", "wall_s", "max_wait_s", "predicted_delay_s", "bytes", "version", "revalidate_status", "revalidate_bytes", "gets", "note"],
+            {"wall_s": _s, "max_wait_s": _s, "predicted_delay_s": _s},
+        )
+        return 0, extra
+
+    return _run("discovery", args, parameters, body)
+
+
+# --- list / apf -------------------------------------------------------------------
+
+
+def _config(args):
+    from crdscale.collect.probes.listcost import LIST_KINDS, ListProbeConfig
+
+    return ListProbeConfig(
+        custom_resources=args.custom_resources,
+        cr_bytes=args.cr_bytes,
+        secrets=args.secrets,
+        secret_bytes=args.secret_bytes,
+        configmaps=args.configmaps,
+        configmap_bytes=args.configmap_bytes,
+        namespaces=args.namespaces,
+        repeats=args.repeats,
+        page_size=args.page_size,
+        kinds=tuple(args.kinds) if args.kinds else LIST_KINDS,
+    )
+
+
+def _levels(text: str | None) -> tuple[int, ...]:
+    if not text:
+        return ()
+    try:
+        return tuple(int(x) for x in text.split(",") if x.strip())
+    except ValueError as err:
+        raise UsageError(f"--load {text!r}: expected comma-separated integers such as 1,4,16") from err
+
+
+LIST_COLUMNS = ["resource", "kind", "items", "pages", "bytes", "latency_s", "served_from", "expected_from_cache", "status"]
+
+
+def _list(args) -> int:
+    import dataclasses
+
+    from crdscale.collect.probes import _write_tables, listcost
+
+    config = _config(args)
+    config.validate()
+    levels = _levels(args.load)
+    parameters = {**dataclasses.asdict(config), "load_levels": list(levels), "load_requests": args.load_requests, "load_seconds": args.load_seconds}
+
+    def body(run: ProbeRun, echo):
+        tables = listcost.probe(
+            run.cluster,
+            run_id=run.run_id,
+            config=config,
+            load_levels=levels,
+            load_requests=args.load_requests,
+            load_seconds=args.load_seconds,
+            allow_remote_load=args.allow_remote_load,
+            keep=args.keep,
+            echo=echo,
+        )
+        _write_tables(run.dir, "list", 0, tables, main="lists")
+        lists = tables["lists"]
+        print(f"\nLIST cost on {run.manifest['server_version']} (median of {config.repeats}; served_from from the server's counters)")
+        _print(lists, LIST_COLUMNS, {"bytes": _mb, "latency_s": _ms})
+        print("(bytes in MB, latency in ms)")
+        if not tables["load"].empty:
+            print("\nConcurrent load")
+            _print(
+                tables["load"],
+                ["resource", "kind", "concurrency", "requests", "errors", "throughput_rps", "latency_p50_s", "latency_p99_s", "rss_before_bytes", "rss_max_bytes", "heap_inuse_max_bytes"],
+                {"latency_p50_s": _ms, "latency_p99_s": _ms, "rss_before_bytes": _mb, "rss_max_bytes": _mb, "heap_inuse_max_bytes": _mb, "throughput_rps": lambda v: f"{v:.1f}"},
+            )
+        errors = int((lists["status"] != 200).sum())
+        return (1 if errors else 0), {"served_from": lists.groupby("kind")["served_from"].first().to_dict()}
+
+    return _run("list", args, parameters, body)
+
+
+def _apf(args) -> int:
+    import dataclasses
+
+    from crdscale.collect.probes import apf_step
+
+    config = _config(args)
+    config.validate()
+    parameters = {**dataclasses.asdict(config), "observe": not args.no_observe}
+
+    def body(run: ProbeRun, echo):
+        options = {**dataclasses.asdict(config), "run_id": run.run_id, "observe": not args.no_observe, "echo": echo, "step": 0, "keep": args.keep}
+        table = apf_step(run.cluster, run.dir, options)
+        print("\nAPF seats per LIST: object-count estimator (max 10) vs size-based (max 100)")
+        _print(table, ["resource", "kind", "items", "bytes", "served_from", "object_count_seats", "size_based_seats", "observed_seats", "priority_level", "observed_matches"], {"bytes": _mb})
+        return 0, {}
+
+    return _run("apf", args, parameters, body)
+
+
+def _clientmem(args) -> int:
+    from crdscale.collect.probes import clientmem_step
+
+    parameters = {"secrets": args.secrets, "secret_bytes": args.secret_bytes}
+
+    def body(run: ProbeRun, echo):
+        table = clientmem_step(run.cluster, run.dir, {**parameters, "run_id": run.run_id, "echo": echo, "step": 0, "keep": args.keep})
+        print(f"\nClient peak RSS listing {args.secrets} Secrets x {args.secret_bytes} B")
+        _print(table, ["mode", "items", "bytes", "seconds", "baseline_rss_kib", "peak_rss_mib"], {"bytes": _mb, "peak_rss_mib": lambda v: f"{v:.1f}", "seconds": _s})
+        return 0, {}
+
+    return _run("clientmem", args, parameters, body)

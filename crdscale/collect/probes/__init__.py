@@ -1,0 +1,147 @@
+"""Probes: client-side and request-cost experiments, each redoable with one command.
+
+* ``discovery`` -- legacy and aggregated discovery, client-go throttling, kubectl.
+* ``list`` -- LIST latency and bytes per request kind, cache vs etcd.
+* ``apf`` -- APF seats of those LISTs: both estimators and the server's view.
+* ``clientmem`` -- peak RSS of a client listing full objects vs metadata only.
+
+Each is a function ``(cluster, run_dir, options) -> DataFrame`` in
+:data:`PROBES`; :func:`run_probe` calls one as a scenario step and writes its
+table to ``run_dir/probes/<name>-stepNN.parquet`` (side tables as
+``<name>-<table>-stepNN.parquet``). Imports are lazy so that the client-memory
+child process, which runs ``python -m crdscale.collect.probes.clientmem``,
+stays small.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, Callable, Mapping
+
+PROBES_SUBDIR = "probes"
+
+
+def probe_table_path(run_dir: str | Path, name: str, step: int, table: str | None = None) -> Path:
+    """``run_dir/probes/list-step03.parquet`` or, for a side table, ``list-load-step03.parquet``."""
+    stem = f"{name}-{table}" if table else name
+    return Path(run_dir) / PROBES_SUBDIR / f"{stem}-step{step:02d}.parquet"
+
+
+def _write_tables(run_dir: str | Path, name: str, step: int, tables: Mapping[str, Any], main: str) -> None:
+    for table_name, frame in tables.items():
+        if frame is None or len(frame) == 0:
+            continue
+        path = probe_table_path(run_dir, name, step, None if table_name == main else table_name)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_name(f".{path.name}.tmp")
+        _parquet_safe(frame).to_parquet(tmp, index=False)
+        tmp.replace(path)
+
+
+def _parquet_safe(frame):
+    """Object columns holding mixed types (None and numbers, dicts) become strings so pyarrow accepts them."""
+    import json
+
+    out = frame.copy()
+    for col in out.columns:
+        if out[col].dtype == object:
+            values = out[col].dropna()
+            if len(values) and not all(isinstance(v, str) for v in values):
+                out[col] = out[col].map(lambda v: v if v is None or isinstance(v, str) else json.dumps(v, default=str))
+    return out
+
+
+def _run_id(options: Mapping[str, Any]) -> str:
+    from crdscale.ownership import new_run_id
+
+    return options.get("run_id") or new_run_id()
+
+
+def discovery_step(cluster, run_dir, options: Mapping[str, Any]):
+    """Discovery as a step: legacy discovery per limit (default: the presets), aggregated, kubectl.
+
+    Options: ``limits`` (names or ``BURST,QPS``), ``kubeconfig``, ``with_kubectl``, ``step``.
+    """
+    from crdscale.analysis.tokenbucket import PRESETS
+
+    from . import discovery
+
+    limits = discovery.validate_limits(options.get("limits") or list(PRESETS))
+    tables = discovery.probe(cluster, limits, kubeconfig=options.get("kubeconfig"), with_kubectl=options.get("with_kubectl", True))
+    _write_tables(run_dir, "discovery", int(options.get("step", 0)), tables, main="summary")
+    return tables["summary"]
+
+
+def list_step(cluster, run_dir, options: Mapping[str, Any]):
+    """LIST cost as a step. Options: the fields of :class:`.listcost.ListProbeConfig`, ``load_levels``, ``step``."""
+    from . import listcost
+
+    config_fields = {k: v for k, v in options.items() if k in listcost.ListProbeConfig.__dataclass_fields__}
+    config = listcost.ListProbeConfig(**config_fields)
+    tables = listcost.probe(
+        cluster,
+        run_id=_run_id(options),
+        config=config,
+        load_levels=options.get("load_levels", ()),
+        allow_remote_load=bool(options.get("allow_remote_load", False)),
+        keep=bool(options.get("keep")),
+        echo=options.get("echo"),
+    )
+    _write_tables(run_dir, "list", int(options.get("step", 0)), tables, main="lists")
+    return tables["lists"]
+
+
+def apf_step(cluster, run_dir, options: Mapping[str, Any]):
+    """APF seats as a step: runs the LIST probe (same options), then estimates and observes seats."""
+    from . import apfseats, listcost
+
+    config_fields = {k: v for k, v in options.items() if k in listcost.ListProbeConfig.__dataclass_fields__}
+    config = listcost.ListProbeConfig(**config_fields)
+    run_id = _run_id(options)
+    from .fixtures import ProbeFixtures
+
+    config.validate()
+    with ProbeFixtures(cluster, run_id, keep=bool(options.get("keep")), echo=options.get("echo")) as fixtures:
+        populated = listcost.populate(fixtures, config, echo=options.get("echo"))
+        lists = listcost.measure_lists(cluster, populated, repeats=config.repeats, page_size=config.page_size, kinds=config.kinds)
+        stats = listcost.server_object_stats(cluster, populated)
+        observed = apfseats.observe_seats(cluster, lists, run_id=run_id) if options.get("observe", True) else None
+    table = apfseats.compare(lists, stats, observed)
+    _write_tables(run_dir, "apf", int(options.get("step", 0)), {"seats": table, "lists": lists}, main="seats")
+    return table
+
+
+def clientmem_step(cluster, run_dir, options: Mapping[str, Any]):
+    """Client memory as a step. Options: ``secrets`` (count), ``secret_bytes``, ``step``."""
+    from . import clientmem
+
+    table = clientmem.probe(
+        cluster,
+        run_id=_run_id(options),
+        secrets=int(options.get("secrets", 100)),
+        secret_bytes=int(options.get("secret_bytes", 1_000_000)),
+        keep=bool(options.get("keep")),
+        echo=options.get("echo"),
+    )
+    _write_tables(run_dir, "clientmem", int(options.get("step", 0)), {"main": table}, main="main")
+    return table
+
+
+PROBES: dict[str, Callable] = {
+    "discovery": discovery_step,
+    "list": list_step,
+    "apf": apf_step,
+    "clientmem": clientmem_step,
+}
+
+
+def run_probe(name: str, cluster, run_dir: str | Path, options: Mapping[str, Any] | None = None):
+    """Run probe ``name`` as a scenario step; writes ``run_dir/probes/<name>-stepNN.parquet`` and returns its table.
+
+    ``options["step"]`` is the scenario step number (default 0).
+    """
+    if name not in PROBES:
+        from crdscale.errors import UsageError
+
+        raise UsageError(f"unknown probe {name!r}; known: {', '.join(PROBES)}")
+    return PROBES[name](cluster, run_dir, dict(options or {}))

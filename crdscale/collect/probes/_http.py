@@ -1,0 +1,148 @@
+"""HTTP plumbing shared by the probes: fresh sessions, timed requests, bulk object creation."""
+
+from __future__ import annotations
+
+import json
+import time
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from typing import Any, Callable, Iterable
+from urllib.parse import urlencode, urlsplit
+
+import requests
+from requests.adapters import HTTPAdapter
+
+from crdscale.errors import ClusterError
+
+
+def fresh_session(cluster, *, pool_size: int = 16) -> requests.Session:
+    """A new session with the cluster's credentials and no warm connections.
+
+    Probes that time a cold client (discovery) must not reuse connections a
+    previous run kept alive; ``pool_size`` should cover the parallel requests
+    so urllib3 does not open and discard extra connections.
+    """
+    src = cluster.session
+    session = requests.Session()
+    adapter = HTTPAdapter(pool_connections=2, pool_maxsize=max(pool_size, 1))
+    session.mount("https://", adapter)
+    session.mount("http://", adapter)
+    session.verify = src.verify
+    session.cert = src.cert
+    session.headers.update(src.headers)
+    return session
+
+
+def credentials_env(cluster) -> dict[str, str]:
+    """Environment for a child process to reach the cluster with the same credentials (no kubeconfig parsing)."""
+    src = cluster.session
+    env = {"CRDSCALE_PROBE_SERVER": cluster.server}
+    if isinstance(src.verify, str):
+        env["CRDSCALE_PROBE_CA"] = src.verify
+    elif src.verify is False:
+        env["CRDSCALE_PROBE_INSECURE"] = "1"
+    if src.cert:
+        cert, key = src.cert if isinstance(src.cert, tuple) else (src.cert, "")
+        env["CRDSCALE_PROBE_CERT"] = cert
+        env["CRDSCALE_PROBE_KEY"] = key
+    if src.headers.get("Authorization"):
+        env["CRDSCALE_PROBE_AUTH"] = src.headers["Authorization"]
+    return env
+
+
+def is_loopback(server: str) -> bool:
+    """True when the API server URL points at this machine."""
+    host = urlsplit(server).hostname or ""
+    return host in ("localhost", "::1") or host.startswith("127.")
+
+
+@dataclass
+class Timed:
+    """One timed GET: ``latency_s`` covers sending and reading the whole body."""
+
+    status: int
+    bytes: int
+    latency_s: float
+    body: bytes
+    headers: dict[str, str]
+
+    def json(self) -> Any:
+        return json.loads(self.body)
+
+
+def timed_get(
+    session: requests.Session,
+    url: str,
+    *,
+    params: dict[str, str] | None = None,
+    headers: dict[str, str] | None = None,
+    timeout: float = 120.0,
+) -> Timed:
+    """GET ``url`` and read the body; raises :class:`ClusterError` when the server is unreachable."""
+    if params:
+        url = f"{url}?{urlencode(params)}"
+    start = time.perf_counter()
+    try:
+        resp = session.get(url, headers=headers or {}, timeout=timeout)
+        body = resp.content
+    except requests.exceptions.RequestException as err:
+        raise ClusterError(f"GET {url} failed: {err}") from err
+    latency = time.perf_counter() - start
+    return Timed(resp.status_code, len(body), latency, body, dict(resp.headers))
+
+
+def check(resp: requests.Response, what: str, *, ok: Iterable[int] = (200, 201, 202)) -> requests.Response:
+    if resp.status_code not in tuple(ok):
+        raise ClusterError(f"{what} -> HTTP {resp.status_code}: {resp.text.strip()[:300]}")
+    return resp
+
+
+def create_many(
+    cluster,
+    path: str,
+    bodies: Iterable[dict],
+    *,
+    workers: int = 16,
+    progress: Callable[[int], None] | None = None,
+) -> int:
+    """POST each body to ``path`` (collection URL) with ``workers`` in parallel; returns how many were created.
+
+    An ``AlreadyExists`` (409) counts as created so that a retried setup is idempotent.
+    """
+    session = fresh_session(cluster, pool_size=workers)
+    url = cluster.url(path)
+
+    def post(body: dict) -> int:
+        for attempt in range(5):
+            try:
+                resp = session.post(url, json=body, timeout=60)
+            except requests.exceptions.RequestException as err:
+                if attempt == 4:
+                    raise ClusterError(f"POST {path} failed: {err}") from err
+                time.sleep(0.5 * (attempt + 1))
+                continue
+            if resp.status_code in (200, 201, 202, 409):
+                return 1
+            if resp.status_code in (429, 500, 503, 504) and attempt < 4:
+                time.sleep(0.5 * (attempt + 1))
+                continue
+            raise ClusterError(f"POST {path} -> HTTP {resp.status_code}: {resp.text.strip()[:300]}")
+        return 0
+
+    created = 0
+    try:
+        with ThreadPoolExecutor(max_workers=workers) as pool:
+            for n in pool.map(post, bodies):
+                created += n
+                if progress:
+                    progress(created)
+    finally:
+        session.close()
+    return created
+
+
+def delete_collection(cluster, path: str, selector: str, *, timeout: float = 300.0) -> None:
+    """DELETE every object under collection ``path`` that matches label ``selector``."""
+    resp = cluster.session.delete(cluster.url(path), params={"labelSelector": selector}, timeout=timeout)
+    if resp.status_code not in (200, 202, 404):
+        raise ClusterError(f"DELETE {path}?labelSelector={selector} -> HTTP {resp.status_code}: {resp.text.strip()[:300]}")

@@ -1,0 +1,146 @@
+"""APF seats probe: the seats both estimators give the measured LISTs, and the seats the server observed.
+
+Requests from ``system:masters`` land in the *exempt* priority level, which
+never runs the work estimator. To see the server's own estimate the probe
+replays each LIST impersonating a throwaway user (``crdscale-apf-probe``,
+allowed to get/list only what the probe lists, through an ownership-labelled
+ClusterRole and binding), whose requests fall into ``global-default``, and
+reads ``apiserver_flowcontrol_work_estimated_seats`` before and after.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Callable
+
+import pandas as pd
+
+from crdscale.analysis import apf
+from crdscale.errors import ClusterError
+from crdscale.ownership import owned_selector, ownership_labels
+
+from . import metrics as m
+from ._http import check, delete_collection, fresh_session, timed_get
+from .requests import ListRequest
+
+SEATS_HISTOGRAM = "apiserver_flowcontrol_work_estimated_seats"
+PROBE_USER = "crdscale-apf-probe"
+
+
+def average_sizes(lists: pd.DataFrame, stats: pd.DataFrame | None = None) -> dict[str, int]:
+    """Average object size per resource, bytes: the server's estimate where exposed, else the measured
+    JSON bytes per item of the full ``rv0`` LIST (JSON is larger than what etcd stores)."""
+    out: dict[str, int] = {}
+    if stats is not None and not stats.empty and "avg_size_bytes" in stats:
+        for row in stats.itertuples(index=False):
+            if row.avg_size_bytes == row.avg_size_bytes and row.avg_size_bytes > 0:  # not NaN
+                out[row.resource] = int(row.avg_size_bytes)
+    full = lists[(lists["kind"] == "rv0") & (lists["items"] > 0)]
+    for row in full.itertuples(index=False):
+        out.setdefault(row.resource, int(row.bytes / row.items))
+    return out
+
+
+def object_counts(lists: pd.DataFrame, stats: pd.DataFrame | None = None) -> dict[str, int]:
+    """Stored objects per resource: the server's count where exposed, else the items of the full ``rv0`` LIST."""
+    out: dict[str, int] = {}
+    if stats is not None and not stats.empty and "object_count" in stats:
+        for row in stats.itertuples(index=False):
+            if row.object_count == row.object_count and row.object_count > 0:
+                out[row.resource] = int(row.object_count)
+    for row in lists[lists["kind"] == "rv0"].itertuples(index=False):
+        out.setdefault(row.resource, int(row.items))
+    return out
+
+
+def estimate(lists: pd.DataFrame, stats: pd.DataFrame | None = None) -> pd.DataFrame:
+    """Both estimators applied to the LIST probe's rows (``object_count_seats``, ``size_based_seats``)."""
+    return apf.estimate_measured_lists(lists, object_counts=object_counts(lists, stats), avg_sizes=average_sizes(lists, stats))
+
+
+def _rbac(run_id: str, rules: list[dict]) -> tuple[dict, dict]:
+    name = f"crdscale-apf-probe-{run_id.split('-')[-1]}"
+    labels = ownership_labels(run_id)
+    role = {
+        "apiVersion": "rbac.authorization.k8s.io/v1",
+        "kind": "ClusterRole",
+        "metadata": {"name": name, "labels": labels},
+        "rules": rules,
+    }
+    binding = {
+        "apiVersion": "rbac.authorization.k8s.io/v1",
+        "kind": "ClusterRoleBinding",
+        "metadata": {"name": name, "labels": labels},
+        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": name},
+        "subjects": [{"apiGroup": "rbac.authorization.k8s.io", "kind": "User", "name": PROBE_USER}],
+    }
+    return role, binding
+
+
+def observe_seats(
+    cluster,
+    lists: pd.DataFrame,
+    *,
+    run_id: str,
+    echo: Callable[[str], None] | None = None,
+) -> pd.DataFrame:
+    """Replay each LIST once as a non-exempt user; returns ``resource``, ``kind``,
+    ``observed_seats`` (NaN when the metric did not move), ``priority_level``, ``flow_schema``."""
+    say = echo or (lambda _m: None)
+    groups = sorted({r.split(".", 1)[1] if "." in r else "" for r in lists["resource"]})
+    resources = sorted({r.split(".", 1)[0] for r in lists["resource"]})
+    role, binding = _rbac(run_id, [{"apiGroups": groups, "resources": resources, "verbs": ["get", "list"]}])
+    session = cluster.session
+    rbac = "/apis/rbac.authorization.k8s.io/v1"
+    check(session.post(cluster.url(f"{rbac}/clusterroles"), json=role, timeout=30), "create ClusterRole", ok=(201, 409))
+    check(session.post(cluster.url(f"{rbac}/clusterrolebindings"), json=binding, timeout=30), "create ClusterRoleBinding", ok=(201, 409))
+    rows = []
+    probe_session = fresh_session(cluster, pool_size=2)
+    probe_session.headers["Impersonate-User"] = PROBE_USER
+    try:
+        for row in lists.itertuples(index=False):
+            params = json.loads(row.params) if isinstance(row.params, str) else dict(row.params)
+            request = ListRequest(row.kind, row.path, params, accept=row.accept)
+            before = m.scrape(cluster, names=(SEATS_HISTOGRAM,))
+            result = timed_get(probe_session, cluster.url(request.path), params=request.params, headers={"Accept": request.accept})
+            after = m.scrape(cluster, names=(SEATS_HISTOGRAM,))
+            if result.status == 403:
+                raise ClusterError(f"impersonated LIST {request.path} forbidden; RBAC for {PROBE_USER} not effective yet")
+            moved = m.histogram_delta_by(before, after, SEATS_HISTOGRAM, "priority_level")
+            level, seats = "", float("nan")
+            # Our request is the only non-exempt one on a quiet server; pick the level that moved by one.
+            for name, d in moved.items():
+                if d["count"] == 1:
+                    level, seats = name, d["sum"]
+            schema = ""
+            if level:
+                by_schema = m.histogram_delta_by(before, after, SEATS_HISTOGRAM, "flow_schema")
+                schema = next((k for k, d in by_schema.items() if d["count"] == 1), "")
+            rows.append({"resource": row.resource, "kind": row.kind, "observed_seats": seats, "priority_level": level, "flow_schema": schema, "status": result.status})
+            say(f"  {row.resource:>32} {row.kind:>24}: observed seats {seats:g} ({level or 'metric did not move'})")
+    finally:
+        probe_session.close()
+        for kind in ("clusterrolebindings", "clusterroles"):
+            try:
+                delete_collection(cluster, f"{rbac}/{kind}", owned_selector(run_id))
+            except ClusterError as err:
+                say(f"cleanup of {kind} failed: {err}")
+    return pd.DataFrame(rows)
+
+
+def compare(lists: pd.DataFrame, stats: pd.DataFrame | None, observed: pd.DataFrame | None) -> pd.DataFrame:
+    """The APF table: per measured LIST, bytes, place, both estimates and (if any) the server's observation."""
+    table = estimate(lists, stats)
+    cols = ["resource", "kind", "items", "bytes", "served_from", "object_count_seats", "size_based_seats"]
+    table = table[cols]
+    if observed is not None and not observed.empty:
+        table = table.merge(observed[["resource", "kind", "observed_seats", "priority_level"]], on=["resource", "kind"], how="left")
+
+        def matches(row) -> str:
+            if row.observed_seats != row.observed_seats:
+                return ""
+            hits = [n for n, v in (("object-count", row.object_count_seats), ("size-based", row.size_based_seats)) if v == row.observed_seats]
+            return ",".join(hits) or "neither"
+
+        table["observed_matches"] = table.apply(matches, axis=1)
+    return table

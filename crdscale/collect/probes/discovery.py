@@ -1,0 +1,358 @@
+"""Discovery probe: how long a cold client takes to learn the API, with client-go's throttling.
+
+* :func:`legacy_discovery` -- ``GET /api``, ``GET /apis``, then every
+  group-version's resource list in parallel (one thread per request, as
+  client-go starts one goroutine per group-version), each request first taking
+  a token from a client-go-style token bucket.
+* :func:`aggregated_discovery` -- the two-request aggregated discovery with
+  ETag revalidation.
+* :func:`kubectl_discovery` -- a real ``kubectl`` with an empty cache dir.
+* :func:`sweep` -- add CRDs in new groups until the server has 192 and 368
+  group-versions and compare measured with predicted throttling delays.
+
+Everything returns plain dicts and DataFrames; nothing plots.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import subprocess
+import tempfile
+import threading
+import time
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable, Iterable
+
+import pandas as pd
+
+from crdscale.analysis import tokenbucket as tb
+from crdscale.errors import ClusterError, UsageError
+
+from ._http import fresh_session, timed_get
+from .requests import (
+    AGGREGATED_DISCOVERY_ACCEPT,
+    LEGACY_DISCOVERY_ACCEPT,
+    aggregated_group_versions,
+    is_aggregated_discovery,
+    legacy_group_version_paths,
+)
+
+MAX_PARALLEL = 512
+
+
+@dataclass
+class LegacyDiscovery:
+    """One legacy discovery run.
+
+    Attributes:
+        requests: one row per request: ``path``, ``phase`` (``groups``/``resources``),
+            ``issued_s`` (when the client wanted to send it, seconds from start),
+            ``limiter_wait_s`` (the bucket's reservation), ``queued_s`` (issued to sent,
+            wall clock: limiter plus thread scheduling), ``start_s``, ``latency_s``,
+            ``bytes``, ``status``.
+        summary: ``limit``, ``burst``, ``qps``, ``group_versions``, ``requests``,
+            ``wall_s``, ``preamble_s``, ``max_wait_s``, ``bytes``, ``errors``.
+    """
+
+    requests: pd.DataFrame
+    summary: dict
+
+
+def _count_group_versions(cluster) -> int:
+    core = cluster.get_json("/api")
+    groups = cluster.get_json("/apis")
+    return len(legacy_group_version_paths(core, groups))
+
+
+def count_group_versions(cluster) -> int:
+    """Group-versions a legacy discovery would fetch (``kubectl api-versions | wc -l``)."""
+    return _count_group_versions(cluster)
+
+
+def legacy_discovery(
+    cluster,
+    limit: tb.RateLimit,
+    *,
+    max_parallel: int = MAX_PARALLEL,
+    timeout_s: float = 120.0,
+) -> LegacyDiscovery:
+    """Run one cold legacy discovery through a token bucket ``limit`` (fresh connections).
+
+    Returns a :class:`LegacyDiscovery` with per-request rows and a summary (seconds, bytes).
+    """
+    bucket = tb.TokenBucket(limit.burst, limit.qps, now=time.monotonic())
+    bucket_lock = threading.Lock()
+    rows: list[dict] = []
+    rows_lock = threading.Lock()
+    session = fresh_session(cluster, pool_size=min(max_parallel, 1024))
+    t0 = time.monotonic()
+
+    def fetch(path: str, phase: str, issued: float) -> tuple[dict, bytes]:
+        with bucket_lock:
+            wait = bucket.reserve(time.monotonic())
+        if wait > 0:
+            time.sleep(wait)
+        start = time.monotonic()
+        try:
+            result = timed_get(session, cluster.url(path), headers={"Accept": LEGACY_DISCOVERY_ACCEPT}, timeout=timeout_s)
+            status, size, latency, body = result.status, result.bytes, result.latency_s, result.body
+        except ClusterError:
+            status, size, latency, body = 0, 0, time.monotonic() - start, b""
+        row = {
+            "path": path,
+            "phase": phase,
+            "issued_s": issued - t0,
+            "limiter_wait_s": wait,
+            "queued_s": start - issued,
+            "start_s": start - t0,
+            "latency_s": latency,
+            "bytes": size,
+            "status": status,
+        }
+        with rows_lock:
+            rows.append(row)
+        return row, body
+
+    try:
+        core_row, core_body = fetch("/api", "groups", time.monotonic())
+        groups_row, groups_body = fetch("/apis", "groups", time.monotonic())
+        if core_row["status"] != 200 or groups_row["status"] != 200:
+            raise ClusterError(f"discovery: GET /api -> {core_row['status']}, GET /apis -> {groups_row['status']}")
+        paths = legacy_group_version_paths(json.loads(core_body), json.loads(groups_body))
+        preamble_s = time.monotonic() - t0
+        issued = time.monotonic()
+        with ThreadPoolExecutor(max_workers=max(1, min(len(paths), max_parallel))) as pool:
+            list(pool.map(lambda p: fetch(p, "resources", issued), paths))
+        wall = time.monotonic() - t0
+    finally:
+        session.close()
+
+    table = pd.DataFrame(rows).sort_values("start_s").reset_index(drop=True)
+    summary = {
+        "mode": "legacy",
+        "limit": limit.label(),
+        "burst": limit.burst,
+        "qps": limit.qps,
+        "group_versions": len(paths),
+        "requests": len(table),
+        "wall_s": wall,
+        "preamble_s": preamble_s,
+        "max_wait_s": float(table["queued_s"].max()),
+        "max_limiter_wait_s": float(table["limiter_wait_s"].max()),
+        "bytes": int(table["bytes"].sum()),
+        "errors": int((table["status"] != 200).sum()),
+        "predicted_delay_s": tb.predicted_discovery_delay(len(paths), limit, preamble_duration_s=preamble_s),
+    }
+    return LegacyDiscovery(table, summary)
+
+
+def aggregated_discovery(cluster, *, timeout_s: float = 120.0) -> dict:
+    """Aggregated discovery (``/api`` + ``/apis`` as ``APIGroupDiscoveryList``) and ETag revalidation.
+
+    Returns ``supported`` (bool), ``version`` (``v2``/``v2beta1``), ``requests``,
+    ``bytes``, ``wall_s``, ``group_versions``, and for the revalidation
+    ``revalidate_status`` (304 when the ETag matched), ``revalidate_bytes``, ``revalidate_s``.
+    """
+    session = fresh_session(cluster, pool_size=2)
+    try:
+        t0 = time.monotonic()
+        results = {p: timed_get(session, cluster.url(p), headers={"Accept": AGGREGATED_DISCOVERY_ACCEPT}, timeout=timeout_s) for p in ("/api", "/apis")}
+        wall = time.monotonic() - t0
+        versions = {p: is_aggregated_discovery(r.headers.get("Content-Type")) for p, r in results.items()}
+        supported = all(versions.values()) and all(r.status == 200 for r in results.values())
+        out = {
+            "mode": "aggregated",
+            "supported": supported,
+            "version": versions.get("/apis"),
+            "requests": 2,
+            "bytes": sum(r.bytes for r in results.values()),
+            "wall_s": wall,
+            "group_versions": sum(len(aggregated_group_versions(r.json())) for r in results.values()) if supported else None,
+        }
+        if not supported:
+            return out
+        t1 = time.monotonic()
+        statuses, sizes, etags = [], 0, 0
+        for path, first in results.items():
+            etag = first.headers.get("ETag")
+            headers = {"Accept": AGGREGATED_DISCOVERY_ACCEPT}
+            if etag:
+                headers["If-None-Match"] = etag
+                etags += 1
+            again = timed_get(session, cluster.url(path), headers=headers, timeout=timeout_s)
+            statuses.append(again.status)
+            sizes += again.bytes
+        out.update(
+            {
+                "etags": etags,
+                "revalidate_status": statuses[-1] if len(set(statuses)) == 1 else ",".join(map(str, statuses)),
+                "revalidate_bytes": sizes,
+                "revalidate_s": time.monotonic() - t1,
+            }
+        )
+        return out
+    finally:
+        session.close()
+
+
+# --- kubectl -----------------------------------------------------------------
+
+_GET_LINE = re.compile(r"\bGET https?://\S+")
+_THROTTLE_LINE = re.compile(r"due to client-side throttling")
+
+
+def find_kubectl(candidate: str | None = None) -> tuple[str | None, str]:
+    """A real kubectl binary and its client version, or ``(None, reason)``.
+
+    Some machines ship a ``kubectl`` that is a dispatcher shim; it is rejected
+    because its discovery behaviour is not kubectl's.
+    """
+    path = candidate or os.environ.get("CRDSCALE_KUBECTL") or shutil.which("kubectl")
+    if not path:
+        return None, "no kubectl on PATH"
+    try:
+        out = subprocess.run([path, "version", "--client", "-o", "json"], capture_output=True, text=True, timeout=20)
+    except (OSError, subprocess.TimeoutExpired) as err:
+        return None, f"{path} does not run: {err}"
+    try:
+        version = json.loads(out.stdout)["clientVersion"]["gitVersion"]
+    except (ValueError, KeyError, TypeError):
+        return None, f"{path} did not report a client version"
+    if "dispatcher" in version or not re.match(r"^v\d+\.\d+\.\d+", version):
+        return None, f"{path} is not a real kubectl build ({version})"
+    return path, version
+
+
+def kubectl_discovery(kubeconfig: str | Path, *, kubectl: str | None = None, verb: Iterable[str] = ("get", "pods")) -> dict:
+    """``kubectl -v=6 <verb>`` with an empty ``--cache-dir``: wall time and GETs.
+
+    Returns ``available`` False with a ``note`` when no real kubectl is found;
+    otherwise ``kubectl_version``, ``wall_s``, ``gets``, ``throttle_messages``, ``exit_code``.
+    """
+    binary, detail = find_kubectl(kubectl)
+    if not binary:
+        return {"mode": "kubectl", "available": False, "note": f"kubectl part skipped: {detail}"}
+    with tempfile.TemporaryDirectory(prefix="crdscale-kubectl-cache-") as cache_dir:
+        argv = [binary, f"--kubeconfig={kubeconfig}", f"--cache-dir={cache_dir}", "-v=6", *verb]
+        start = time.monotonic()
+        proc = subprocess.run(argv, capture_output=True, text=True, timeout=600)
+        wall = time.monotonic() - start
+    log = proc.stderr
+    return {
+        "mode": "kubectl",
+        "available": True,
+        "kubectl_version": detail,
+        "command": " ".join(["kubectl", *verb]),
+        "wall_s": wall,
+        "gets": len(_GET_LINE.findall(log)),
+        "throttle_messages": len(_THROTTLE_LINE.findall(log)),
+        "exit_code": proc.returncode,
+    }
+
+
+# --- the probe and the sweep --------------------------------------------------
+
+
+def probe(cluster, limits: Iterable[tb.RateLimit], *, kubeconfig: str | Path | None = None, with_kubectl: bool = True) -> dict[str, pd.DataFrame]:
+    """Legacy discovery once per limit, aggregated discovery, and kubectl if available.
+
+    Returns ``{"summary": one row per mode/limit, "requests": legacy per-request rows}``.
+    """
+    summaries, request_tables = [], []
+    for limit in limits:
+        run = legacy_discovery(cluster, limit)
+        summaries.append(run.summary)
+        request_tables.append(run.requests.assign(limit=limit.label()))
+    summaries.append(aggregated_discovery(cluster))
+    if with_kubectl and kubeconfig:
+        summaries.append(kubectl_discovery(kubeconfig))
+    return {
+        "summary": pd.DataFrame(summaries),
+        "requests": pd.concat(request_tables, ignore_index=True) if request_tables else pd.DataFrame(),
+    }
+
+
+def sweep(
+    cluster,
+    *,
+    run_id: str,
+    targets: Iterable[int] = tb.SWEEP_GROUP_VERSIONS,
+    limits: Iterable[tb.RateLimit] = tuple(tb.PRESETS[n] for n in tb.SWEEP_PRESETS),
+    repeats: int = 1,
+    keep: bool = False,
+    echo: Callable[[str], None] | None = None,
+) -> dict[str, pd.DataFrame]:
+    """Add CRDs (one group each) until the server has each target number of group-versions; measure every limit.
+
+    The measured throttling delay of a limit is its discovery wall time minus
+    the unthrottled (``disabled``) wall time at the same group-version count;
+    the predicted one is the token-bucket model's longest wait. Both in seconds.
+
+    Returns ``{"sweep": one row per (group_versions, limit, repeat), "requests": per-request rows}``.
+    """
+    from .fixtures import ProbeFixtures, sweep_crds
+
+    say = echo or (lambda _m: None)
+    limits = list(limits)
+    disabled = tb.PRESETS["disabled"]
+    if not any(not l.enabled for l in limits):
+        limits = [disabled, *limits]
+    # The unthrottled run goes first so every other limit has its baseline.
+    limits.sort(key=lambda l: l.enabled)
+    rows, request_tables = [], []
+    with ProbeFixtures(cluster, run_id, keep=keep, echo=say) as fixtures:
+        created = 0
+        for target in sorted(targets):
+            current = count_group_versions(cluster)
+            if current > target:
+                say(f"server already has {current} group-versions > {target}; measuring at {current}")
+            elif current < target:
+                need = target - current
+                say(f"adding {need} CRDs in new groups ({current} -> {target} group-versions)")
+                fixtures.install_crds(sweep_crds(created, created + need, run_id))
+                created += need
+            gv = count_group_versions(cluster)
+            for repeat in range(repeats):
+                baseline = None
+                for limit in limits:
+                    run = legacy_discovery(cluster, limit)
+                    s = run.summary
+                    if not limit.enabled:
+                        baseline = s["wall_s"]
+                    measured = s["wall_s"] - baseline if baseline is not None and limit.enabled else 0.0
+                    row = {
+                        "group_versions": gv,
+                        "repeat": repeat,
+                        **{k: s[k] for k in ("limit", "burst", "qps", "requests", "wall_s", "preamble_s", "max_wait_s", "bytes", "errors")},
+                        "unthrottled_wall_s": baseline,
+                        "measured_delay_s": measured,
+                        "predicted_delay_s": s["predicted_delay_s"],
+                    }
+                    row["relative_error"] = tb.relative_error(measured, row["predicted_delay_s"])
+                    rows.append(row)
+                    request_tables.append(run.requests.assign(group_versions=gv, limit=limit.label(), repeat=repeat))
+                    say(
+                        f"  {gv} GVs {limit.label():>10}: wall {s['wall_s']:6.2f} s, "
+                        f"delay measured {measured:6.2f} s, predicted {row['predicted_delay_s']:6.2f} s"
+                    )
+    return {"sweep": pd.DataFrame(rows), "requests": pd.concat(request_tables, ignore_index=True)}
+
+
+def agreement(sweep_table: pd.DataFrame, *, tolerance: float = 0.15) -> pd.DataFrame:
+    """Rows where a delay was predicted, with ``within_tolerance`` (relative error <= ``tolerance``)."""
+    predicted = sweep_table[sweep_table["predicted_delay_s"] > 0].copy()
+    predicted["within_tolerance"] = predicted["relative_error"] <= tolerance
+    return predicted
+
+
+def validate_limits(names: Iterable[str]) -> list[tb.RateLimit]:
+    try:
+        return [tb.parse_rate_limit(n) for n in names]
+    except ValueError as err:
+        raise UsageError(str(err)) from err
+

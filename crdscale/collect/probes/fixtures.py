@@ -1,0 +1,248 @@
+"""Objects the probes create: CRDs in many groups, namespaces, custom resources, Secrets, ConfigMaps.
+
+Builders are pure (dicts with crdscale's ownership labels); :class:`ProbeFixtures`
+creates them and deletes exactly what it created, by label.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+
+from crdscale.errors import ClusterError
+from crdscale.ownership import owned_selector, ownership_labels
+
+from ._http import check, create_many, delete_collection, is_loopback
+
+PROBE_GROUP_SUFFIX = "probe.crdscale.io"
+CRD_PATH = "/apis/apiextensions.k8s.io/v1/customresourcedefinitions"
+# Label selecting one tenth of the objects, for the label-selector LIST.
+BUCKET_LABEL = "crdscale.io/bucket"
+BUCKETS = 10
+
+
+def sweep_group(index: int, run_id: str) -> str:
+    """Group name of the ``index``-th sweep CRD; one group per CRD so each adds one group-version."""
+    short = run_id.split("-")[-1]
+    return f"g{index:04d}-{short}.sweep.{PROBE_GROUP_SUFFIX}"
+
+
+def crd_manifest(group: str, kind: str, plural: str, run_id: str, *, scope: str = "Namespaced") -> dict:
+    """A minimal CRD (one served version ``v1``, a free-form ``spec``) carrying the ownership labels."""
+    return {
+        "apiVersion": "apiextensions.k8s.io/v1",
+        "kind": "CustomResourceDefinition",
+        "metadata": {"name": f"{plural}.{group}", "labels": ownership_labels(run_id)},
+        "spec": {
+            "group": group,
+            "scope": scope,
+            "names": {"plural": plural, "singular": kind.lower(), "kind": kind, "listKind": f"{kind}List"},
+            "versions": [
+                {
+                    "name": "v1",
+                    "served": True,
+                    "storage": True,
+                    "schema": {
+                        "openAPIV3Schema": {
+                            "type": "object",
+                            "properties": {
+                                "spec": {
+                                    "type": "object",
+                                    "properties": {"data": {"type": "string"}, "index": {"type": "integer"}},
+                                }
+                            },
+                        }
+                    },
+                }
+            ],
+        },
+    }
+
+
+def sweep_crds(start: int, stop: int, run_id: str) -> list[dict]:
+    """CRDs ``start..stop-1`` of a discovery sweep, each in its own group."""
+    return [crd_manifest(sweep_group(i, run_id), "SweepProbe", "sweepprobes", run_id) for i in range(start, stop)]
+
+
+def list_probe_crd(run_id: str) -> dict:
+    """The CRD holding the LIST probe's custom resources: ``listprobes.<run>.probe.crdscale.io``."""
+    return crd_manifest(list_probe_group(run_id), "ListProbe", "listprobes", run_id)
+
+
+def list_probe_group(run_id: str) -> str:
+    return f"r{run_id.split('-')[-1]}.{PROBE_GROUP_SUFFIX}"
+
+
+def namespace_manifest(name: str, run_id: str) -> dict:
+    return {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name, "labels": ownership_labels(run_id)}}
+
+
+def _object_labels(run_id: str, index: int) -> dict[str, str]:
+    return {**ownership_labels(run_id), BUCKET_LABEL: str(index % BUCKETS)}
+
+
+def padding(size_bytes: int) -> str:
+    """A compressible-free filler string of ``size_bytes`` characters (varied so etcd stores it as is)."""
+    unit = "0123456789abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"
+    return (unit * (size_bytes // len(unit) + 1))[:size_bytes]
+
+
+def custom_resource(group: str, name: str, namespace: str, run_id: str, index: int, data_bytes: int) -> dict:
+    return {
+        "apiVersion": f"{group}/v1",
+        "kind": "ListProbe",
+        "metadata": {"name": name, "namespace": namespace, "labels": _object_labels(run_id, index)},
+        "spec": {"index": index, "data": padding(data_bytes)},
+    }
+
+
+def secret(name: str, namespace: str, run_id: str, index: int, data_bytes: int) -> dict:
+    # stringData avoids base64 on our side; the server stores it base64-encoded (4/3 larger in JSON).
+    return {
+        "apiVersion": "v1",
+        "kind": "Secret",
+        "metadata": {"name": name, "namespace": namespace, "labels": _object_labels(run_id, index)},
+        "type": "Opaque",
+        "stringData": {"data": padding(data_bytes)},
+    }
+
+
+def config_map(name: str, namespace: str, run_id: str, index: int, data_bytes: int) -> dict:
+    return {
+        "apiVersion": "v1",
+        "kind": "ConfigMap",
+        "metadata": {"name": name, "namespace": namespace, "labels": _object_labels(run_id, index)},
+        "data": {"data": padding(data_bytes)},
+    }
+
+
+@dataclass
+class ProbeFixtures:
+    """Creates the probes' objects and removes them again (only labelled ones of this run).
+
+    Use as a context manager; ``keep=True`` leaves the objects for inspection.
+    """
+
+    cluster: object
+    run_id: str
+    keep: bool = False
+    echo: object = None
+    namespaces: list[str] = field(default_factory=list)
+    crd_names: list[str] = field(default_factory=list)
+    collections: set[tuple[str, str]] = field(default_factory=set)  # (collection path, namespace)
+
+    def __enter__(self) -> "ProbeFixtures":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        if not self.keep:
+            self.cleanup()
+
+    def _say(self, msg: str) -> None:
+        if self.echo:
+            self.echo(msg)
+
+    # -- namespaces
+
+    def namespace(self, suffix: str) -> str:
+        name = f"crdscale-probe-{self.run_id.split('-')[-1]}-{suffix}"
+        resp = self.cluster.session.post(self.cluster.url("/api/v1/namespaces"), json=namespace_manifest(name, self.run_id), timeout=30)
+        check(resp, f"create namespace {name}", ok=(201, 409))
+        self.namespaces.append(name)
+        return name
+
+    # -- CRDs
+
+    def install_crds(self, crds: list[dict], *, timeout_s: float = 600.0, workers: int = 8) -> None:
+        """Create CRDs and wait until every one is Established and its group-version is discoverable."""
+        self.crd_names.extend(c["metadata"]["name"] for c in crds)
+        create_many(self.cluster, CRD_PATH, crds, workers=workers)
+        wanted = {f"{c['spec']['group']}/v1" for c in crds}
+        deadline = time.monotonic() + timeout_s
+        while True:
+            served = {v["groupVersion"] for g in self.cluster.get_json("/apis").get("groups", []) for v in g.get("versions", [])}
+            missing = wanted - served
+            if not missing:
+                return
+            if time.monotonic() > deadline:
+                raise ClusterError(f"{len(missing)} CRD group-versions not served after {timeout_s:.0f} s (e.g. {sorted(missing)[0]})")
+            time.sleep(0.5)
+
+    def wait_resource_served(self, group: str, plural: str, *, timeout_s: float = 120.0) -> None:
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline:
+            resp = self.cluster.get(f"/apis/{group}/v1")
+            if resp.status_code == 200 and any(r.get("name") == plural for r in resp.json().get("resources", [])):
+                # The storage behind a fresh CRD may lag discovery by a moment.
+                probe = self.cluster.get(f"/apis/{group}/v1/{plural}?limit=1")
+                if probe.status_code == 200:
+                    return
+            time.sleep(0.3)
+        raise ClusterError(f"{plural}.{group} not served after {timeout_s:.0f} s")
+
+    # -- objects
+
+    def create_objects(self, collection_path_fn, bodies: list[dict], *, workers: int = 16) -> int:
+        """POST ``bodies``; ``collection_path_fn(namespace)`` gives the collection URL per namespace."""
+        by_ns: dict[str, list[dict]] = {}
+        for body in bodies:
+            by_ns.setdefault(body["metadata"]["namespace"], []).append(body)
+        created = 0
+        for ns, items in by_ns.items():
+            path = collection_path_fn(ns)
+            self.collections.add((path, ns))
+            created += create_many(self.cluster, path, items, workers=workers)
+        return created
+
+    # -- cleanup
+
+    def cleanup(self) -> None:
+        """Delete this run's labelled objects, CRDs and namespaces (best effort, reports failures)."""
+        selector = owned_selector(self.run_id)
+        errors = []
+        for path, _ns in sorted(self.collections):
+            try:
+                delete_collection(self.cluster, path, selector)
+            except ClusterError as err:
+                errors.append(str(err))
+        if self.crd_names:
+            try:
+                delete_collection(self.cluster, CRD_PATH, selector)
+            except ClusterError as err:
+                errors.append(str(err))
+        for ns in self.namespaces:
+            try:
+                self._delete_namespace(ns)
+            except ClusterError as err:
+                errors.append(str(err))
+        self.collections.clear()
+        self.crd_names.clear()
+        self.namespaces.clear()
+        if errors:
+            self._say("cleanup incomplete: " + "; ".join(errors))
+
+    def _delete_namespace(self, name: str) -> None:
+        cluster = self.cluster
+        resp = cluster.get(f"/api/v1/namespaces/{name}")
+        if resp.status_code == 404:
+            return
+        labels = resp.json().get("metadata", {}).get("labels", {})
+        if labels != {**labels, **ownership_labels(self.run_id)}:
+            return  # not ours: never touch it
+        cluster.session.delete(cluster.url(f"/api/v1/namespaces/{name}"), timeout=30)
+        if not is_loopback(cluster.server):
+            return  # a real cluster's namespace controller finishes the job
+        # The local control plane runs no kube-controller-manager, so nothing
+        # would remove the namespace's finalizer; our objects in it are gone
+        # already, so finalize it ourselves.
+        deadline = time.monotonic() + 5
+        while time.monotonic() < deadline:
+            resp = cluster.get(f"/api/v1/namespaces/{name}")
+            if resp.status_code == 404:
+                return
+            body = resp.json()
+            if body.get("status", {}).get("phase") == "Terminating":
+                body.setdefault("spec", {})["finalizers"] = []
+                cluster.session.put(cluster.url(f"/api/v1/namespaces/{name}/finalize"), json=body, timeout=30)
+                return
+            time.sleep(0.2)

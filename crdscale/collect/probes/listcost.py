@@ -1,0 +1,409 @@
+"""LIST cost probe: latency and response bytes per kind of LIST, and where the server served it from.
+
+:func:`populate` creates custom resources, Secrets and ConfigMaps of a chosen
+size and count (ownership-labelled); :func:`measure_lists` times each request
+kind from :mod:`.requests` and reads the server's counters around it to tell
+watch cache from etcd; :func:`concurrent_load` replays one kind at several
+concurrency levels while sampling kube-apiserver's RSS and heap.
+"""
+
+from __future__ import annotations
+
+import statistics
+import threading
+import time
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from typing import Callable, Iterable
+
+import pandas as pd
+
+from crdscale.errors import ClusterError, UsageError
+
+from . import metrics as m
+from ._http import fresh_session, is_loopback, timed_get
+from .fixtures import (
+    BUCKET_LABEL,
+    ProbeFixtures,
+    config_map,
+    custom_resource,
+    list_probe_crd,
+    list_probe_group,
+    secret,
+)
+from .requests import LIST_KINDS, ListRequest, ListTarget, build_list_requests
+
+
+@dataclass
+class ListProbeConfig:
+    """What to create and how to measure.
+
+    Attributes:
+        custom_resources: number of custom resources (0 = none), each with ``cr_bytes`` of data.
+        secrets: number of Secrets, each holding ``secret_bytes`` of data.
+        configmaps: number of ConfigMaps, each holding ``configmap_bytes`` of data.
+        namespaces: objects are spread round-robin over this many namespaces.
+        repeats: measurements per request kind (the table reports the median).
+        page_size: ``limit`` of the paged kinds.
+        kinds: which request kinds to measure.
+    """
+
+    custom_resources: int = 2000
+    cr_bytes: int = 1024
+    secrets: int = 0
+    secret_bytes: int = 100_000
+    configmaps: int = 0
+    configmap_bytes: int = 10_000
+    namespaces: int = 2
+    repeats: int = 3
+    page_size: int = 500
+    kinds: tuple[str, ...] = LIST_KINDS
+    workers: int = 16
+
+    def validate(self) -> None:
+        for name in ("custom_resources", "secrets", "configmaps", "cr_bytes", "secret_bytes", "configmap_bytes"):
+            if getattr(self, name) < 0:
+                raise UsageError(f"{name.replace('_', '-')} must be >= 0")
+        if self.secret_bytes > 1_000_000 or self.configmap_bytes > 1_000_000:
+            raise UsageError("Secrets and ConfigMaps hold at most 1 MB of data each (etcd's request limit)")
+        if self.namespaces < 1 or self.repeats < 1:
+            raise UsageError("namespaces and repeats must be >= 1")
+        unknown = set(self.kinds) - set(LIST_KINDS)
+        if unknown:
+            raise UsageError(f"unknown LIST kinds: {', '.join(sorted(unknown))} (known: {', '.join(LIST_KINDS)})")
+
+
+@dataclass
+class Populated:
+    """What :func:`populate` created: one :class:`ListTarget` per resource, and object counts."""
+
+    targets: list[ListTarget] = field(default_factory=list)
+    counts: dict[str, int] = field(default_factory=dict)
+    data_bytes: dict[str, int] = field(default_factory=dict)
+    names: dict[str, str] = field(default_factory=dict)  # resource -> one object's name
+    namespaces: list[str] = field(default_factory=list)
+
+
+def populate(fixtures: ProbeFixtures, config: ListProbeConfig, *, echo: Callable[[str], None] | None = None) -> Populated:
+    """Create the objects ``config`` asks for; returns what to LIST."""
+    say = echo or (lambda _m: None)
+    run_id = fixtures.run_id
+    out = Populated()
+    out.namespaces = [fixtures.namespace(chr(ord("a") + i)) for i in range(config.namespaces)]
+    primary = out.namespaces[0]
+
+    def spread(count: int) -> list[tuple[int, str]]:
+        return [(i, out.namespaces[i % len(out.namespaces)]) for i in range(count)]
+
+    if config.custom_resources:
+        group = list_probe_group(run_id)
+        fixtures.install_crds([list_probe_crd(run_id)])
+        fixtures.wait_resource_served(group, "listprobes")
+        target = ListTarget("listprobes", group, "v1", primary)
+        say(f"creating {config.custom_resources} custom resources of {config.cr_bytes} B")
+        bodies = [custom_resource(group, f"cr-{i:06d}", ns, run_id, i, config.cr_bytes) for i, ns in spread(config.custom_resources)]
+        fixtures.create_objects(target.collection_path, bodies, workers=config.workers)
+        out.targets.append(target)
+        out.counts[target.group_resource] = config.custom_resources
+        out.data_bytes[target.group_resource] = config.cr_bytes
+        out.names[target.group_resource] = "cr-000000"
+    if config.secrets:
+        target = ListTarget("secrets", "", "v1", primary)
+        say(f"creating {config.secrets} Secrets of {config.secret_bytes} B")
+        bodies = [secret(f"s-{i:06d}", ns, run_id, i, config.secret_bytes) for i, ns in spread(config.secrets)]
+        fixtures.create_objects(target.collection_path, bodies, workers=min(config.workers, 8))
+        out.targets.append(target)
+        out.counts["secrets"] = config.secrets
+        out.data_bytes["secrets"] = config.secret_bytes
+        out.names["secrets"] = "s-000000"
+    if config.configmaps:
+        target = ListTarget("configmaps", "", "v1", primary)
+        say(f"creating {config.configmaps} ConfigMaps of {config.configmap_bytes} B")
+        bodies = [config_map(f"cm-{i:06d}", ns, run_id, i, config.configmap_bytes) for i, ns in spread(config.configmaps)]
+        fixtures.create_objects(target.collection_path, bodies, workers=min(config.workers, 8))
+        out.targets.append(target)
+        out.counts["configmaps"] = config.configmaps
+        out.data_bytes["configmaps"] = config.configmap_bytes
+        out.names["configmaps"] = "cm-000000"
+    return out
+
+
+@dataclass
+class ListResult:
+    """One execution of a :class:`ListRequest` (all pages when paged)."""
+
+    status: int
+    latency_s: float
+    bytes: int
+    items: int
+    pages: int
+    resource_version: str
+    first_page_latency_s: float
+
+
+def execute(session, cluster, request: ListRequest, *, timeout_s: float = 300.0, max_pages: int = 10_000) -> ListResult:
+    """Send ``request`` (following ``continue`` when paged) and count items; latency and bytes cover all pages."""
+    params = dict(request.params)
+    total_latency, total_bytes, items, pages = 0.0, 0, 0, 0
+    first_latency = 0.0
+    status, rv = 0, ""
+    while True:
+        result = timed_get(session, cluster.url(request.path), params=params, headers={"Accept": request.accept}, timeout=timeout_s)
+        pages += 1
+        total_latency += result.latency_s
+        total_bytes += result.bytes
+        if pages == 1:
+            first_latency = result.latency_s
+        status = result.status
+        if status != 200:
+            break
+        body = result.json()
+        # Table responses carry rows, lists carry items.
+        items += len(body.get("items") or body.get("rows") or [])
+        meta = body.get("metadata", {})
+        rv = meta.get("resourceVersion", rv)
+        token = meta.get("continue")
+        if not request.paged or not token or pages >= max_pages:
+            break
+        params = {k: v for k, v in request.params.items() if k != "resourceVersion"}
+        params["continue"] = token
+    return ListResult(status, total_latency, total_bytes, items, pages, rv, first_latency)
+
+
+def current_resource_version(session, cluster, target: ListTarget) -> str:
+    """A list resourceVersion from a consistent ``limit=1`` LIST (for the Exact / NotOlderThan kinds)."""
+    result = timed_get(session, cluster.url(target.collection_path()), params={"limit": "1"})
+    if result.status != 200:
+        raise ClusterError(f"LIST {target.collection_path()} -> HTTP {result.status}: {result.body[:200]!r}")
+    return result.json().get("metadata", {}).get("resourceVersion", "")
+
+
+def measure_lists(
+    cluster,
+    populated: Populated,
+    *,
+    repeats: int = 3,
+    page_size: int = 500,
+    kinds: Iterable[str] = LIST_KINDS,
+    read_metrics: bool = True,
+    echo: Callable[[str], None] | None = None,
+) -> pd.DataFrame:
+    """Time each LIST kind on each populated resource.
+
+    Returns one row per (resource, kind): ``resource``, ``kind``, ``description``,
+    ``path``, ``params`` (JSON), ``accept``, ``status``, ``items``, ``pages``,
+    ``bytes`` (per execution, all pages), ``latency_s`` (median over repeats),
+    ``latency_min_s``, ``latency_max_s``, ``first_page_latency_s``,
+    ``served_from`` (``cache``/``etcd``/``unknown``), ``served_from_evidence``,
+    ``expected_from_cache`` (what the APF estimator assumes), ``stored_objects``.
+    """
+    from crdscale.analysis.apf import served_from_cache
+
+    say = echo or (lambda _m: None)
+    kinds = tuple(kinds)
+    rows = []
+    session = fresh_session(cluster, pool_size=4)
+    try:
+        for target in populated.targets:
+            rv = current_resource_version(session, cluster, target)
+            list_requests = build_list_requests(
+                target,
+                resource_version=rv,
+                label_selector=f"{BUCKET_LABEL}=0",
+                single_name=populated.names.get(target.group_resource),
+                page_size=page_size,
+                kinds=kinds,
+            )
+            for request in list_requests:
+                execute(session, cluster, request)  # warm-up: connection, caches, first-request costs
+                before = m.scrape(cluster, names=m.LIST_METRIC_NAMES) if read_metrics else {}
+                results = [execute(session, cluster, request) for _ in range(repeats)]
+                after = m.scrape(cluster, names=m.LIST_METRIC_NAMES) if read_metrics else {}
+                pages = results[0].pages
+                served = (
+                    m.classify_served_from(before, after, target.group, target.resource, requests=repeats * pages)
+                    if read_metrics
+                    else m.ServedFrom("unknown", 0, 0, 0, 0, "metrics not read")
+                )
+                latencies = [r.latency_s for r in results]
+                rows.append(
+                    {
+                        "resource": target.group_resource,
+                        "kind": request.kind,
+                        "description": request.description,
+                        "path": request.path,
+                        "params": request.params_json(),
+                        "accept": request.accept,
+                        "status": results[-1].status,
+                        "items": results[-1].items,
+                        "pages": pages,
+                        "bytes": results[-1].bytes,
+                        "latency_s": statistics.median(latencies),
+                        "latency_min_s": min(latencies),
+                        "latency_max_s": max(latencies),
+                        "first_page_latency_s": statistics.median(r.first_page_latency_s for r in results),
+                        "served_from": served.place,
+                        "served_from_evidence": served.evidence,
+                        "expected_from_cache": served_from_cache(request.params),
+                        "stored_objects": populated.counts.get(target.group_resource, 0),
+                        "data_bytes_per_object": populated.data_bytes.get(target.group_resource, 0),
+                        "repeats": repeats,
+                    }
+                )
+                say(
+                    f"  {target.group_resource:>32} {request.kind:>24}: {statistics.median(latencies) * 1000:8.1f} ms "
+                    f"{results[-1].bytes / 1e6:9.3f} MB {results[-1].items:6d} items  [{served.place}]"
+                )
+    finally:
+        session.close()
+    return pd.DataFrame(rows)
+
+
+# --- concurrent load ------------------------------------------------------------
+
+
+def concurrent_load(
+    cluster,
+    request: ListRequest,
+    *,
+    concurrency_levels: Iterable[int] = (1, 4, 16),
+    requests_per_level: int = 100,
+    max_seconds_per_level: float = 30.0,
+    sample_interval_s: float = 0.5,
+    allow_remote: bool = False,
+) -> pd.DataFrame:
+    """Replay ``request`` with N clients at each level, bounded in count and time, sampling server memory.
+
+    Only loopback servers unless ``allow_remote`` (the user's own cluster, on purpose).
+    Returns one row per level: ``concurrency``, ``requests``, ``errors``, ``seconds``,
+    ``throughput_rps``, ``latency_p50_s``, ``latency_p99_s``, ``bytes``, and the
+    server's ``rss_max_bytes``, ``heap_inuse_max_bytes``, ``rss_before_bytes``.
+    """
+    if not (is_loopback(cluster.server) or allow_remote):
+        raise UsageError(f"refusing concurrent load against {cluster.server}: pass --allow-remote-load for your own cluster")
+    rows = []
+    for level in concurrency_levels:
+        if level < 1:
+            raise UsageError("concurrency levels must be >= 1")
+        session = fresh_session(cluster, pool_size=level)
+        samples: list[dict] = []
+        stop = threading.Event()
+
+        def sampler() -> None:
+            while not stop.is_set():
+                try:
+                    samples.append(m.memory_bytes(m.scrape(cluster, names=m.MEMORY_METRIC_NAMES, timeout=10)))
+                except ClusterError:
+                    pass
+                stop.wait(sample_interval_s)
+
+        before = m.memory_bytes(m.scrape(cluster, names=m.MEMORY_METRIC_NAMES))
+        thread = threading.Thread(target=sampler, daemon=True)
+        thread.start()
+        deadline = time.monotonic() + max_seconds_per_level
+        remaining = [requests_per_level]
+        lock = threading.Lock()
+        latencies: list[float] = []
+        errors = [0]
+        total_bytes = [0]
+
+        def worker() -> None:
+            while time.monotonic() < deadline:
+                with lock:
+                    if remaining[0] <= 0:
+                        return
+                    remaining[0] -= 1
+                try:
+                    r = execute(session, cluster, request, timeout_s=max(5.0, max_seconds_per_level))
+                    ok = r.status == 200
+                except ClusterError:
+                    ok, r = False, None
+                with lock:
+                    if ok:
+                        latencies.append(r.latency_s)
+                        total_bytes[0] += r.bytes
+                    else:
+                        errors[0] += 1
+
+        start = time.monotonic()
+        with ThreadPoolExecutor(max_workers=level) as pool:
+            for _ in range(level):
+                pool.submit(worker)
+        elapsed = time.monotonic() - start
+        stop.set()
+        thread.join(timeout=15)
+        session.close()
+        lat = pd.Series(latencies, dtype=float)
+        rss = [s["rss_bytes"] for s in samples]
+        heap = [s["heap_inuse_bytes"] for s in samples]
+        rows.append(
+            {
+                "kind": request.kind,
+                "concurrency": level,
+                "requests": len(latencies),
+                "errors": errors[0],
+                "seconds": elapsed,
+                "throughput_rps": len(latencies) / elapsed if elapsed > 0 else float("nan"),
+                "latency_p50_s": float(lat.quantile(0.5)) if len(lat) else float("nan"),
+                "latency_p99_s": float(lat.quantile(0.99)) if len(lat) else float("nan"),
+                "bytes": total_bytes[0],
+                "rss_before_bytes": before["rss_bytes"],
+                "rss_max_bytes": max(rss) if rss else float("nan"),
+                "heap_inuse_max_bytes": max(heap) if heap else float("nan"),
+                "memory_samples": len(samples),
+            }
+        )
+    return pd.DataFrame(rows)
+
+
+def server_object_stats(cluster, populated: Populated) -> pd.DataFrame:
+    """The server's own object count and average size estimate per populated resource (NaN where not exposed)."""
+    samples = m.scrape(cluster, names=m.OBJECT_COUNT_METRICS + m.SIZE_ESTIMATE_METRICS)
+    rows = []
+    for target in populated.targets:
+        stats = m.object_stats(samples, target.group, target.resource)
+        rows.append({"resource": target.group_resource, **stats})
+    return pd.DataFrame(rows)
+
+
+def probe(
+    cluster,
+    *,
+    run_id: str,
+    config: ListProbeConfig | None = None,
+    load_levels: Iterable[int] = (),
+    load_requests: int = 100,
+    load_seconds: float = 30.0,
+    allow_remote_load: bool = False,
+    keep: bool = False,
+    echo: Callable[[str], None] | None = None,
+) -> dict[str, pd.DataFrame]:
+    """Populate, measure every LIST kind, optionally load the server; clean up.
+
+    Returns ``{"lists": ..., "stats": ..., "load": ...}`` (``load`` empty without levels).
+    """
+    config = config or ListProbeConfig()
+    config.validate()
+    load_levels = tuple(load_levels)
+    if load_levels and not (is_loopback(cluster.server) or allow_remote_load):
+        raise UsageError(f"refusing concurrent load against {cluster.server}: pass --allow-remote-load for your own cluster")
+    with ProbeFixtures(cluster, run_id, keep=keep, echo=echo) as fixtures:
+        populated = populate(fixtures, config, echo=echo)
+        lists = measure_lists(cluster, populated, repeats=config.repeats, page_size=config.page_size, kinds=config.kinds, echo=echo)
+        stats = server_object_stats(cluster, populated)
+        load = pd.DataFrame()
+        if load_levels:
+            tables = []
+            for target in populated.targets:
+                for request in build_list_requests(target, resource_version="", label_selector="", kinds=("rv0", "consistent")):
+                    table = concurrent_load(
+                        cluster,
+                        request,
+                        concurrency_levels=load_levels,
+                        requests_per_level=load_requests,
+                        max_seconds_per_level=load_seconds,
+                        allow_remote=allow_remote_load,
+                    )
+                    tables.append(table.assign(resource=target.group_resource))
+            load = pd.concat(tables, ignore_index=True)
+    return {"lists": lists, "stats": stats, "load": load}

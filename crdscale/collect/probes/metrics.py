@@ -1,0 +1,217 @@
+"""Reading kube-apiserver's ``/metrics`` for the probes: parse, diff, classify.
+
+The probes compare scrapes taken before and after a request to tell where it
+was served from and how the API server's memory moved. Parsing and the
+classification rules are pure; :func:`scrape` is the only I/O.
+"""
+
+from __future__ import annotations
+
+import re
+from collections import defaultdict
+from dataclasses import dataclass
+from typing import Iterable, Mapping
+
+_SAMPLE_RE = re.compile(r"^(?P<name>[a-zA-Z_:][a-zA-Z0-9_:]*)(?:\{(?P<labels>.*)\})?\s+(?P<value>\S+)")
+_LABEL_RE = re.compile(r'(?P<key>[a-zA-Z_][a-zA-Z0-9_]*)="(?P<value>(?:[^"\\]|\\.)*)"')
+
+Samples = dict[str, list[tuple[dict[str, str], float]]]
+
+
+def parse_prometheus_text(text: str, *, names: Iterable[str] | None = None) -> Samples:
+    """Samples of a text exposition, grouped by metric name: ``{name: [(labels, value), ...]}``.
+
+    ``names`` restricts parsing to those metric names (and their ``_sum``/``_count``/``_bucket``
+    series), which keeps this fast on a many-megabyte scrape.
+    """
+    wanted = tuple(names) if names else None
+    out: Samples = defaultdict(list)
+    for line in text.splitlines():
+        if not line or line[0] == "#":
+            continue
+        if wanted and not line.startswith(wanted):
+            continue
+        m = _SAMPLE_RE.match(line)
+        if not m:
+            continue
+        try:
+            value = float(m["value"])
+        except ValueError:
+            continue
+        labels = {lm["key"]: lm["value"] for lm in _LABEL_RE.finditer(m["labels"] or "")}
+        out[m["name"]].append((labels, value))
+    return dict(out)
+
+
+def total(samples: Samples, name: str, **match: str) -> float:
+    """Sum of ``name`` over series whose labels include ``match`` (0.0 when absent)."""
+    return sum(value for labels, value in samples.get(name, []) if all(labels.get(k) == v for k, v in match.items()))
+
+
+def has_metric(samples: Samples, name: str) -> bool:
+    return bool(samples.get(name))
+
+
+# Counters that move when a LIST is served, by where it is served. Label names
+# changed across versions (``resource_prefix`` on older cachers, ``group`` +
+# ``resource`` since about v1.32), so each rule lists the label sets to try.
+CACHE_LIST_COUNTERS = ("apiserver_cache_list_total",)
+STORAGE_LIST_COUNTERS = ("apiserver_storage_list_total",)
+STORAGE_FETCHED_COUNTERS = ("apiserver_storage_list_fetched_objects_total",)
+CONSISTENT_READ_COUNTER = "apiserver_watch_cache_consistent_read_total"
+LIST_METRIC_NAMES = (
+    "apiserver_cache_list",
+    "apiserver_storage_list",
+    "apiserver_watch_cache_consistent_read",
+    "etcd_requests_total",
+)
+MEMORY_METRIC_NAMES = (
+    "process_resident_memory_bytes",
+    "go_memstats_heap_inuse_bytes",
+    "go_memstats_heap_alloc_bytes",
+)
+OBJECT_COUNT_METRICS = ("apiserver_resource_objects", "apiserver_storage_objects")
+SIZE_ESTIMATE_METRICS = ("apiserver_resource_size_estimate_bytes",)
+
+
+def _resource_label_sets(group: str, resource: str) -> list[dict[str, str]]:
+    group_resource = f"{resource}.{group}" if group else resource
+    prefix = f"/{group}/{resource}" if group else f"/{resource}"
+    return [
+        {"group": group, "resource": resource},
+        {"resource": group_resource},
+        {"resource_prefix": prefix},
+        {"resource": resource},
+    ]
+
+
+def resource_total(samples: Samples, names: Iterable[str], group: str, resource: str) -> float:
+    """Sum of the first of ``names`` found, over the series labelled with this resource (any label scheme)."""
+    for name in names:
+        if not has_metric(samples, name):
+            continue
+        for label_set in _resource_label_sets(group, resource):
+            value = total(samples, name, **label_set)
+            if value:
+                return value
+        return 0.0
+    return 0.0
+
+
+@dataclass(frozen=True)
+class ServedFrom:
+    """Where a LIST was served from, according to the server's counters.
+
+    Attributes:
+        place: ``cache``, ``etcd`` or ``unknown``.
+        cache_lists: increase of the watch-cache list counter.
+        storage_lists: increase of the etcd-storage list counter.
+        storage_fetched_objects: objects fetched from etcd by those lists.
+        consistent_reads: increase of the watch-cache consistent-read counter.
+        evidence: which counters moved, for the report.
+    """
+
+    place: str
+    cache_lists: float
+    storage_lists: float
+    storage_fetched_objects: float
+    consistent_reads: float
+    evidence: str
+
+
+def classify_served_from(before: Samples, after: Samples, group: str, resource: str, *, requests: int = 1) -> ServedFrom:
+    """Tell cache from etcd by which counters grew between two scrapes around ``requests`` LISTs.
+
+    A consistent read served from the cache still asks etcd for the current
+    revision; depending on the version that shows up as a one-object storage
+    list. So a storage list counts as "etcd" only if it fetched more objects
+    than one per request, or the cache counter did not move at all.
+    """
+
+    def delta(names: Iterable[str]) -> float:
+        return resource_total(after, names, group, resource) - resource_total(before, names, group, resource)
+
+    cache = delta(CACHE_LIST_COUNTERS)
+    storage = delta(STORAGE_LIST_COUNTERS)
+    fetched = delta(STORAGE_FETCHED_COUNTERS)
+    consistent = delta((CONSISTENT_READ_COUNTER,))
+    known = any(has_metric(after, n) for n in CACHE_LIST_COUNTERS + STORAGE_LIST_COUNTERS)
+    evidence = f"cache_list+{cache:g} storage_list+{storage:g} fetched+{fetched:g} consistent_read+{consistent:g}"
+    if not known:
+        place = "unknown"
+    elif cache >= requests and (storage == 0 or fetched <= storage):
+        place = "cache"
+    elif storage > 0:
+        place = "etcd"
+    elif cache > 0:
+        place = "cache"
+    else:
+        place = "unknown"
+    return ServedFrom(place, cache, storage, fetched, consistent, evidence)
+
+
+def memory_bytes(samples: Samples) -> dict[str, float]:
+    """``rss_bytes``, ``heap_inuse_bytes``, ``heap_alloc_bytes`` from one scrape (NaN if absent)."""
+    nan = float("nan")
+
+    def first(name: str) -> float:
+        series = samples.get(name)
+        return series[0][1] if series else nan
+
+    return {
+        "rss_bytes": first("process_resident_memory_bytes"),
+        "heap_inuse_bytes": first("go_memstats_heap_inuse_bytes"),
+        "heap_alloc_bytes": first("go_memstats_heap_alloc_bytes"),
+    }
+
+
+def object_stats(samples: Samples, group: str, resource: str) -> dict[str, float]:
+    """The server's stored ``object_count`` and ``avg_size_bytes`` for a resource (NaN when not exposed)."""
+    nan = float("nan")
+    count = nan
+    for name in OBJECT_COUNT_METRICS:
+        if has_metric(samples, name):
+            count = resource_total(samples, (name,), group, resource)
+            break
+    size = nan
+    for name in SIZE_ESTIMATE_METRICS:
+        if has_metric(samples, name):
+            size = resource_total(samples, (name,), group, resource)
+            break
+    return {"object_count": count, "avg_size_bytes": size}
+
+
+def histogram_delta(before: Samples, after: Samples, name: str, **match: str) -> dict[str, float]:
+    """``count`` and ``sum`` increase of histogram ``name`` over series matching ``match``."""
+    return {
+        "count": total(after, f"{name}_count", **match) - total(before, f"{name}_count", **match),
+        "sum": total(after, f"{name}_sum", **match) - total(before, f"{name}_sum", **match),
+    }
+
+
+def histogram_delta_by(before: Samples, after: Samples, name: str, label: str) -> dict[str, dict[str, float]]:
+    """Per value of ``label``: the ``count``/``sum`` increase of histogram ``name`` (only values that moved)."""
+    out: dict[str, dict[str, float]] = {}
+    values = {labels.get(label, "") for labels, _ in after.get(f"{name}_count", [])}
+    for value in values:
+        d = histogram_delta(before, after, name, **{label: value})
+        if d["count"]:
+            out[value] = d
+    return out
+
+
+def scrape(cluster, *, names: Iterable[str] | None = None, timeout: float = 60.0) -> Samples:
+    """GET ``/metrics`` through the cluster's session and parse it (optionally only ``names``)."""
+    from crdscale.errors import ClusterError
+
+    resp = cluster.get("/metrics", timeout=timeout)
+    if resp.status_code != 200:
+        raise ClusterError(f"GET /metrics -> HTTP {resp.status_code}; the probe needs permission to read /metrics")
+    return parse_prometheus_text(resp.text, names=names)
+
+
+def merge_label_filters(*filters: Mapping[str, str]) -> dict[str, str]:
+    out: dict[str, str] = {}
+    for f in filters:
+        out.update(f)
+    return out

@@ -1,0 +1,218 @@
+"""Request builders for the probes: which paths, parameters and Accept headers to send.
+
+Pure functions over discovery documents and resource descriptions; no I/O, so
+they are unit-tested on recorded documents.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from typing import Any, Mapping
+
+# Aggregated discovery (KEP-3352): v2 first, v2beta1 for servers 1.26-1.29,
+# plain JSON last so an old server still answers with the legacy APIGroupList.
+AGGREGATED_DISCOVERY_ACCEPT = ",".join(
+    [
+        "application/json;g=apidiscovery.k8s.io;v=v2;as=APIGroupDiscoveryList",
+        "application/json;g=apidiscovery.k8s.io;v=v2beta1;as=APIGroupDiscoveryList",
+        "application/json",
+    ]
+)
+LEGACY_DISCOVERY_ACCEPT = "application/json"
+
+METADATA_ONLY_ACCEPT = "application/json;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1"
+TABLE_ACCEPT = "application/json;as=Table;g=meta.k8s.io;v=v1"
+JSON_ACCEPT = "application/json"
+
+
+def legacy_group_version_paths(core: Mapping[str, Any], groups: Mapping[str, Any]) -> list[str]:
+    """Resource-list paths legacy discovery fetches in parallel: every version of every group.
+
+    Parameters:
+        core: the ``APIVersions`` document from ``GET /api``.
+        groups: the ``APIGroupList`` document from ``GET /apis``.
+
+    Returns paths such as ``/api/v1`` and ``/apis/apps/v1``, core first, in server order.
+    """
+    paths = [f"/api/{version}" for version in core.get("versions", [])]
+    for group in groups.get("groups", []):
+        for version in group.get("versions", []):
+            paths.append(f"/apis/{version['groupVersion']}")
+    return paths
+
+
+def is_aggregated_discovery(content_type: str | None) -> str | None:
+    """The aggregated discovery version (``v2``/``v2beta1``) a response's Content-Type names, else ``None``."""
+    if not content_type or "as=APIGroupDiscoveryList" not in content_type:
+        return None
+    for part in content_type.split(";"):
+        key, _, value = part.strip().partition("=")
+        if key == "v":
+            return value
+    return "unknown"
+
+
+def aggregated_group_versions(document: Mapping[str, Any]) -> list[str]:
+    """Group-versions listed in an ``APIGroupDiscoveryList`` (``v1``, ``apps/v1``, ...)."""
+    out = []
+    for item in document.get("items", []):
+        group = item.get("metadata", {}).get("name", "")
+        for version in item.get("versions", []):
+            out.append(f"{group}/{version['version']}" if group else version["version"])
+    return out
+
+
+@dataclass(frozen=True)
+class ListTarget:
+    """A resource to LIST.
+
+    Attributes:
+        resource: plural name, e.g. ``secrets`` or ``listprobes``.
+        group: API group, ``""`` for core.
+        version: API version.
+        namespace: the namespace used by the namespaced request kinds.
+    """
+
+    resource: str
+    group: str = ""
+    version: str = "v1"
+    namespace: str | None = None
+
+    def collection_path(self, namespace: str | None = None) -> str:
+        """``/api/v1/secrets`` (cluster-wide) or ``/api/v1/namespaces/NS/secrets``."""
+        prefix = f"/apis/{self.group}/{self.version}" if self.group else f"/api/{self.version}"
+        if namespace:
+            return f"{prefix}/namespaces/{namespace}/{self.resource}"
+        return f"{prefix}/{self.resource}"
+
+    @property
+    def group_resource(self) -> str:
+        """``secrets`` or ``listprobes.probe.crdscale.io`` (as in ``apiserver_*`` metric labels)."""
+        return f"{self.resource}.{self.group}" if self.group else self.resource
+
+
+@dataclass(frozen=True)
+class ListRequest:
+    """One kind of LIST to measure.
+
+    Attributes:
+        kind: short name used in tables (``rv0``, ``consistent``, ...).
+        path: collection path.
+        params: query parameters; ``continue`` is added by the pager.
+        accept: Accept header.
+        paged: follow ``metadata.continue`` until the list is complete.
+        description: one line for the table.
+    """
+
+    kind: str
+    path: str
+    params: dict[str, str] = field(default_factory=dict)
+    accept: str = JSON_ACCEPT
+    paged: bool = False
+    description: str = ""
+
+    def params_json(self) -> str:
+        return json.dumps(self.params, sort_keys=True)
+
+
+LIST_KINDS = (
+    "rv0",
+    "consistent",
+    "exact",
+    "not-older-than",
+    "paged",
+    "paged-rv0",
+    "label-selector",
+    "field-selector-namespace",
+    "field-selector-name",
+    "namespaced",
+    "namespaced-rv0",
+    "metadata-only",
+    "metadata-only-rv0",
+    "table",
+)
+
+
+def build_list_requests(
+    target: ListTarget,
+    *,
+    resource_version: str,
+    label_selector: str,
+    single_name: str | None = None,
+    page_size: int = 500,
+    kinds: tuple[str, ...] = LIST_KINDS,
+) -> list[ListRequest]:
+    """The LIST request kinds the probe measures for one resource.
+
+    Parameters:
+        target: the resource; ``target.namespace`` is used by namespaced kinds.
+        resource_version: a recent list resourceVersion (for ``exact``/``not-older-than``).
+        label_selector: a selector matching a fraction of the objects.
+        single_name: an object name for ``field-selector-name`` (skipped if ``None``).
+        page_size: ``limit`` for the paged kinds.
+        kinds: which kinds to build, in order.
+    """
+    cluster_path = target.collection_path()
+    ns = target.namespace
+    catalogue: dict[str, ListRequest] = {
+        "rv0": ListRequest("rv0", cluster_path, {"resourceVersion": "0"}, description="resourceVersion=0 (any cached state)"),
+        "consistent": ListRequest("consistent", cluster_path, {}, description="resourceVersion unset (consistent read)"),
+        "exact": ListRequest(
+            "exact",
+            cluster_path,
+            {"resourceVersion": resource_version, "resourceVersionMatch": "Exact"},
+            description="resourceVersionMatch=Exact at a recent RV",
+        ),
+        "not-older-than": ListRequest(
+            "not-older-than",
+            cluster_path,
+            {"resourceVersion": resource_version, "resourceVersionMatch": "NotOlderThan"},
+            description="resourceVersionMatch=NotOlderThan a recent RV",
+        ),
+        "paged": ListRequest(
+            "paged", cluster_path, {"limit": str(page_size)}, paged=True, description=f"limit={page_size} + continue"
+        ),
+        "paged-rv0": ListRequest(
+            "paged-rv0",
+            cluster_path,
+            {"limit": str(page_size), "resourceVersion": "0"},
+            paged=True,
+            description=f"limit={page_size}&resourceVersion=0",
+        ),
+        "label-selector": ListRequest(
+            "label-selector", cluster_path, {"labelSelector": label_selector}, description=f"labelSelector={label_selector}"
+        ),
+        "metadata-only": ListRequest(
+            "metadata-only", cluster_path, {}, accept=METADATA_ONLY_ACCEPT, description="as=PartialObjectMetadataList"
+        ),
+        "metadata-only-rv0": ListRequest(
+            "metadata-only-rv0",
+            cluster_path,
+            {"resourceVersion": "0"},
+            accept=METADATA_ONLY_ACCEPT,
+            description="as=PartialObjectMetadataList, resourceVersion=0",
+        ),
+        "table": ListRequest("table", cluster_path, {}, accept=TABLE_ACCEPT, description="as=Table (kubectl get)"),
+    }
+    if ns:
+        catalogue["field-selector-namespace"] = ListRequest(
+            "field-selector-namespace",
+            cluster_path,
+            {"fieldSelector": f"metadata.namespace={ns}"},
+            description=f"cluster-wide, fieldSelector=metadata.namespace={ns}",
+        )
+        catalogue["namespaced"] = ListRequest(
+            "namespaced", target.collection_path(ns), {}, description=f"namespace {ns}, consistent read"
+        )
+        catalogue["namespaced-rv0"] = ListRequest(
+            "namespaced-rv0", target.collection_path(ns), {"resourceVersion": "0"}, description=f"namespace {ns}, resourceVersion=0"
+        )
+    if single_name:
+        catalogue["field-selector-name"] = ListRequest(
+            "field-selector-name",
+            target.collection_path(ns) if ns else cluster_path,
+            {"fieldSelector": f"metadata.name={single_name}"},
+            description="fieldSelector=metadata.name (one object)",
+        )
+    return [catalogue[kind] for kind in kinds if kind in catalogue]

@@ -1,0 +1,178 @@
+"""Request builders and metric parsing for the probes (no server)."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from crdscale.collect.probes import metrics as m
+from crdscale.collect.probes import probe_table_path
+from crdscale.collect.probes.fixtures import crd_manifest, secret, sweep_crds
+from crdscale.collect.probes.requests import (
+    LIST_KINDS,
+    METADATA_ONLY_ACCEPT,
+    TABLE_ACCEPT,
+    ListTarget,
+    aggregated_group_versions,
+    build_list_requests,
+    is_aggregated_discovery,
+    legacy_group_version_paths,
+)
+from crdscale.ownership import MANAGED_BY_LABEL, RUN_ID_LABEL
+
+CORE = {"kind": "APIVersions", "versions": ["v1"]}
+GROUPS = {
+    "kind": "APIGroupList",
+    "groups": [
+        {"name": "apps", "versions": [{"groupVersion": "apps/v1", "version": "v1"}]},
+        {
+            "name": "autoscaling",
+            "versions": [
+                {"groupVersion": "autoscaling/v2", "version": "v2"},
+                {"groupVersion": "autoscaling/v1", "version": "v1"},
+            ],
+        },
+    ],
+}
+
+
+def test_legacy_discovery_fetches_every_version_of_every_group():
+    assert legacy_group_version_paths(CORE, GROUPS) == ["/api/v1", "/apis/apps/v1", "/apis/autoscaling/v2", "/apis/autoscaling/v1"]
+
+
+@pytest.mark.parametrize(
+    "content_type, expected",
+    [
+        ("application/json;g=apidiscovery.k8s.io;v=v2;as=APIGroupDiscoveryList", "v2"),
+        ("application/json;g=apidiscovery.k8s.io;v=v2beta1;as=APIGroupDiscoveryList", "v2beta1"),
+        ("application/json", None),
+        (None, None),
+    ],
+)
+def test_is_aggregated_discovery(content_type, expected):
+    assert is_aggregated_discovery(content_type) == expected
+
+
+def test_aggregated_group_versions():
+    doc = {"items": [{"metadata": {}, "versions": [{"version": "v1"}]}, {"metadata": {"name": "apps"}, "versions": [{"version": "v1"}]}]}
+    assert aggregated_group_versions(doc) == ["v1", "apps/v1"]
+
+
+def test_list_target_paths():
+    core = ListTarget("secrets", namespace="ns")
+    assert core.collection_path() == "/api/v1/secrets"
+    assert core.collection_path("ns") == "/api/v1/namespaces/ns/secrets"
+    custom = ListTarget("listprobes", "x.probe.crdscale.io", "v1")
+    assert custom.collection_path() == "/apis/x.probe.crdscale.io/v1/listprobes"
+    assert custom.group_resource == "listprobes.x.probe.crdscale.io"
+
+
+def test_build_list_requests_covers_every_kind():
+    target = ListTarget("secrets", namespace="ns-a")
+    reqs = {r.kind: r for r in build_list_requests(target, resource_version="42", label_selector="b=0", single_name="s-0")}
+    assert tuple(reqs) == LIST_KINDS
+    assert reqs["rv0"].params == {"resourceVersion": "0"}
+    assert reqs["consistent"].params == {}
+    assert reqs["exact"].params == {"resourceVersion": "42", "resourceVersionMatch": "Exact"}
+    assert reqs["paged"].paged and reqs["paged"].params == {"limit": "500"}
+    assert reqs["label-selector"].params == {"labelSelector": "b=0"}
+    assert reqs["field-selector-name"].params == {"fieldSelector": "metadata.name=s-0"}
+    assert reqs["field-selector-namespace"].path == "/api/v1/secrets"
+    assert reqs["namespaced"].path == "/api/v1/namespaces/ns-a/secrets"
+    assert reqs["metadata-only"].accept == METADATA_ONLY_ACCEPT
+    assert reqs["table"].accept == TABLE_ACCEPT
+    assert json.loads(reqs["exact"].params_json())["resourceVersionMatch"] == "Exact"
+
+
+def test_build_list_requests_without_namespace_or_name_skips_those_kinds():
+    reqs = build_list_requests(ListTarget("secrets"), resource_version="1", label_selector="a=b")
+    kinds = {r.kind for r in reqs}
+    assert "namespaced" not in kinds and "field-selector-name" not in kinds
+    assert "rv0" in kinds
+
+
+def test_fixtures_carry_ownership_labels():
+    crd = crd_manifest("g.probe.crdscale.io", "ListProbe", "listprobes", "run-abcd")
+    assert crd["metadata"]["labels"][MANAGED_BY_LABEL] == "crdscale"
+    assert crd["metadata"]["labels"][RUN_ID_LABEL] == "run-abcd"
+    s = secret("s-0", "ns", "run-abcd", 3, 100)
+    assert s["metadata"]["labels"][RUN_ID_LABEL] == "run-abcd"
+    assert len(s["stringData"]["data"]) == 100
+    crds = sweep_crds(0, 5, "run-abcd")
+    assert len({c["spec"]["group"] for c in crds}) == 5
+
+
+METRICS_TEXT = """\
+# HELP apiserver_cache_list_total [ALPHA] Number of LIST requests served from watch cache
+# TYPE apiserver_cache_list_total counter
+apiserver_cache_list_total{group="",index="",resource="secrets"} 7
+apiserver_cache_list_total{group="apps",index="",resource="deployments"} 3
+apiserver_storage_list_total{group="",resource="secrets"} 2
+apiserver_storage_list_fetched_objects_total{group="",resource="secrets"} 200
+process_resident_memory_bytes 1.234e+08
+go_memstats_heap_inuse_bytes 5e+07
+apiserver_flowcontrol_work_estimated_seats_sum{flow_schema="global-default",priority_level="global-default"} 12
+apiserver_flowcontrol_work_estimated_seats_count{flow_schema="global-default",priority_level="global-default"} 3
+"""
+
+
+def test_parse_and_total():
+    samples = m.parse_prometheus_text(METRICS_TEXT)
+    assert m.total(samples, "apiserver_cache_list_total") == 10
+    assert m.resource_total(samples, m.CACHE_LIST_COUNTERS, "", "secrets") == 7
+    assert m.memory_bytes(samples)["rss_bytes"] == 1.234e8
+
+
+def test_parse_only_wanted_names():
+    samples = m.parse_prometheus_text(METRICS_TEXT, names=("process_",))
+    assert list(samples) == ["process_resident_memory_bytes"]
+
+
+def _bump(text: str, **changes: float) -> str:
+    out = []
+    for line in text.splitlines():
+        for key, delta in changes.items():
+            if line.startswith(key) and 'resource="secrets"' in line:
+                name, value = line.rsplit(" ", 1)
+                line = f"{name} {float(value) + delta:g}"
+        out.append(line)
+    return "\n".join(out)
+
+
+@pytest.mark.parametrize(
+    "changes, expected",
+    [
+        ({"apiserver_cache_list_total": 3}, "cache"),
+        # a consistent read from cache that asked etcd for the revision (one object per request)
+        ({"apiserver_cache_list_total": 3, "apiserver_storage_list_total": 3, "apiserver_storage_list_fetched_objects_total": 3}, "cache"),
+        ({"apiserver_storage_list_total": 3, "apiserver_storage_list_fetched_objects_total": 300}, "etcd"),
+        ({"apiserver_cache_list_total": 3, "apiserver_storage_list_total": 3, "apiserver_storage_list_fetched_objects_total": 300}, "etcd"),
+        ({}, "unknown"),
+    ],
+)
+def test_classify_served_from(changes, expected):
+    before = m.parse_prometheus_text(METRICS_TEXT)
+    after = m.parse_prometheus_text(_bump(METRICS_TEXT, **{k + "{": v for k, v in changes.items()}))
+    assert m.classify_served_from(before, after, "", "secrets", requests=3).place == expected
+
+
+def test_classify_with_older_resource_prefix_labels():
+    before = m.parse_prometheus_text('apiserver_cache_list_total{index="",resource_prefix="/secrets"} 1\n')
+    after = m.parse_prometheus_text('apiserver_cache_list_total{index="",resource_prefix="/secrets"} 2\n')
+    assert m.classify_served_from(before, after, "", "secrets").place == "cache"
+
+
+def test_histogram_delta_by():
+    before = m.parse_prometheus_text(METRICS_TEXT)
+    after = m.parse_prometheus_text(
+        METRICS_TEXT.replace("global-default\"} 12", "global-default\"} 22").replace("global-default\"} 3", "global-default\"} 4")
+    )
+    assert m.histogram_delta_by(before, after, "apiserver_flowcontrol_work_estimated_seats", "priority_level") == {
+        "global-default": {"count": 1.0, "sum": 10.0}
+    }
+
+
+def test_probe_table_path(tmp_path):
+    assert probe_table_path(tmp_path, "list", 3) == tmp_path / "probes" / "list-step03.parquet"
+    assert probe_table_path(tmp_path, "list", 3, "load") == tmp_path / "probes" / "list-load-step03.parquet"
