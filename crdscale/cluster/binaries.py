@@ -9,6 +9,7 @@ Debian's 3.4), or a version built from Go modules (default).
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import shutil
@@ -131,8 +132,11 @@ def kube_apiserver_program(version: str, *, module_info: dict) -> gobuild.GoProg
         raise BinaryError(f"k8s.io/kubernetes {version}: no ./staging replacements found in its go.mod")
     go_line = next((line.strip() for line in gomod_text.splitlines() if line.startswith("go ")), "go 1.22")
     zero = staging_version(version)
-    commit = (module_info.get("Origin") or {}).get("Hash", "unknown")
-    build_date = module_info.get("Time") or "1970-01-01T00:00:00Z"
+    info = dict(module_info)
+    if info.get("Info") and Path(info["Info"]).is_file():  # the .info file carries Time and Origin
+        info.update({k: v for k, v in json.loads(Path(info["Info"]).read_text()).items() if k in ("Time", "Origin")})
+    commit = (info.get("Origin") or {}).get("Hash", "unknown")
+    build_date = info.get("Time") or "1970-01-01T00:00:00Z"
     return gobuild.GoProgram(
         binary_name="kube-apiserver",
         out_dir=binaries_dir("kube-apiserver", version),

@@ -213,6 +213,10 @@ class LocalControlPlane:
         return p.pid if p else None
 
     @property
+    def credentials(self) -> pki.Credentials:
+        return pki.Credentials(self.state_dir / "pki")
+
+    @property
     def etcd_metrics_url(self) -> str:
         return f"http://{LOOPBACK}:{self.ports['etcd_client']}/metrics"
 

@@ -51,7 +51,13 @@ class Credentials:
 
     @property
     def token_file(self) -> Path:
+        """kube-apiserver's --token-auth-file (CSV)."""
         return self.pki_dir / "tokens.csv"
+
+    @property
+    def admin_token_file(self) -> Path:
+        """The bare admin token, for clients that read a credentials file (Prometheus)."""
+        return self.pki_dir / "admin.token"
 
     def admin_token(self) -> str:
         return self.token_file.read_text().split(",", 1)[0]
@@ -117,4 +123,5 @@ def create_credentials(pki_dir: Path, *, valid_days: int = 30) -> Credentials:
         serialization.Encoding.PEM, serialization.PublicFormat.SubjectPublicKeyInfo))
     token = secrets.token_urlsafe(32)
     write_atomic(creds.token_file, f'{token},{ADMIN_USER},{ADMIN_USER},"system:masters"\n', mode=0o600)
+    write_atomic(creds.admin_token_file, token, mode=0o600)
     return creds

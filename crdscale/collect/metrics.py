@@ -1,0 +1,182 @@
+"""Prometheus time series: which series crdscale records, and getting them as a
+tidy table from either a Prometheus server or direct scrapes of ``/metrics``.
+
+The tidy table has one row per sample: ``timestamp`` (UTC), ``job``
+(``kube-apiserver`` or ``etcd``), ``metric`` (the series key below), ``labels``
+(a JSON object of the labels kept after aggregation) and ``value``.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+from dataclasses import dataclass
+from datetime import datetime, timedelta, timezone
+from typing import Iterable, Mapping
+
+import pandas as pd
+
+TIDY_COLUMNS = ["timestamp", "job", "metric", "labels", "value"]
+
+# Prometheus refuses range queries returning more than 11,000 points per series.
+MAX_POINTS_PER_QUERY = 11_000
+
+
+@dataclass(frozen=True)
+class Series:
+    """One recorded series: ``metric`` summed over all labels but ``by``.
+
+    ``by=None`` keeps the series as exposed (a single unlabelled gauge such as
+    ``process_resident_memory_bytes``).
+    """
+
+    metric: str
+    job: str = "kube-apiserver"
+    by: tuple[str, ...] | None = None
+    why: str = ""
+
+    @property
+    def key(self) -> str:
+        return self.metric
+
+    def promql(self, job_label: str) -> str:
+        selector = f'{self.metric}{{job="{job_label}"}}'
+        if self.by is None:
+            return selector
+        return f"sum by ({', '.join(self.by)}) ({selector})"
+
+
+SERIES: tuple[Series, ...] = (
+    Series("process_resident_memory_bytes", why="RSS: what the kernel charges the process"),
+    Series("go_memstats_heap_alloc_bytes", why="live + not-yet-collected heap (the GC sawtooth)"),
+    Series("go_memstats_heap_inuse_bytes", why="heap spans in use"),
+    Series("go_memstats_heap_idle_bytes", why="heap spans idle; minus released = held but unused"),
+    Series("go_memstats_heap_released_bytes", why="idle heap returned to the OS (may stay in RSS with MADV_FREE)"),
+    Series("go_memstats_stack_inuse_bytes", why="goroutine stacks"),
+    Series("go_memstats_sys_bytes", why="everything the Go runtime obtained from the OS"),
+    Series("go_memstats_next_gc_bytes", why="heap size that triggers the next GC (the GC goal)"),
+    Series("go_gc_duration_seconds_count", why="GC cycles (rate = GC frequency)"),
+    Series("go_gc_duration_seconds_sum", why="time in GC stop-the-world pauses"),
+    Series("go_goroutines", why="goroutines: watches and per-CRD controllers add some"),
+    Series("process_cpu_seconds_total", why="CPU time (rate = cores used)"),
+    Series("process_open_fds", why="one etcd connection per served CRD shows here"),
+    Series("apiserver_request_total", by=("verb", "code"), why="request rate by verb and status"),
+    Series("apiserver_request_duration_seconds_bucket", by=("verb", "le"), why="request latency histogram"),
+    Series("apiserver_request_duration_seconds_count", by=("verb",)),
+    Series("apiserver_request_duration_seconds_sum", by=("verb",)),
+    Series("apiserver_storage_objects", by=("resource",), why="objects per resource in etcd (<= 1.30 name)"),
+    Series("apiserver_resource_objects", by=("resource",), why="objects per resource (>= 1.31 name)"),
+    Series("apiserver_registered_watchers", by=("kind",), why="open watches per kind"),
+    Series("apiserver_longrunning_requests", by=("verb",), why="in-flight WATCHes and other long requests"),
+    Series("etcd_request_duration_seconds_count", by=("operation",), why="kube-apiserver -> etcd requests"),
+    Series("etcd_request_duration_seconds_sum", by=("operation",)),
+    Series("apiserver_flowcontrol_current_executing_seats", by=("priority_level",), why="APF seats in use"),
+    Series("apiserver_flowcontrol_current_inqueue_requests", by=("priority_level",), why="APF queued requests"),
+    Series("apiserver_flowcontrol_work_estimated_seats_sum", by=("priority_level",), why="APF estimated seats"),
+    Series("apiserver_flowcontrol_work_estimated_seats_count", by=("priority_level",)),
+    Series("process_resident_memory_bytes", job="etcd", why="etcd RSS"),
+    Series("process_cpu_seconds_total", job="etcd"),
+    Series("etcd_mvcc_db_total_size_in_bytes", job="etcd", why="etcd database size"),
+    Series("go_goroutines", job="etcd"),
+)
+
+
+# ---------------------------------------------------------------- text exposition format
+
+_SAMPLE_RE = re.compile(r'^(?P<name>[a-zA-Z_:][a-zA-Z0-9_:]*)(?:\{(?P<labels>.*)\})?\s+(?P<value>\S+)(?:\s+\S+)?$')
+_LABEL_RE = re.compile(r'([a-zA-Z_][a-zA-Z0-9_]*)="((?:[^"\\]|\\.)*)"')
+
+
+def parse_exposition(text: str) -> Iterable[tuple[str, dict[str, str], float]]:
+    """Yield ``(name, labels, value)`` for each sample in Prometheus text format."""
+    for line in text.splitlines():
+        if not line or line.startswith("#"):
+            continue
+        m = _SAMPLE_RE.match(line)
+        if not m:
+            continue
+        labels = {}
+        if m["labels"]:
+            labels = {k: bytes(v, "utf-8").decode("unicode_escape") for k, v in _LABEL_RE.findall(m["labels"])}
+        try:
+            value = float(m["value"])
+        except ValueError:
+            continue
+        yield m["name"], labels, value
+
+
+def aggregate_scrape(text: str, job: str, timestamp: datetime, series: Iterable[Series] = SERIES) -> list[dict]:
+    """Turn one ``/metrics`` scrape into tidy rows for the recorded ``series`` of ``job``,
+    summing over dropped labels exactly as the PromQL of :meth:`Series.promql` would."""
+    wanted = {s.metric: s for s in series if s.job == job}
+    sums: dict[tuple[str, str], float] = {}
+    for name, labels, value in parse_exposition(text):
+        s = wanted.get(name)
+        if s is None or math.isnan(value):
+            continue
+        kept = labels if s.by is None else {k: labels.get(k, "") for k in s.by}
+        key = (name, json.dumps(kept, sort_keys=True))
+        sums[key] = sums.get(key, 0.0) + value
+    return [{"timestamp": timestamp, "job": job, "metric": name, "labels": labels, "value": value}
+            for (name, labels), value in sums.items()]
+
+
+def tidy_frame(rows: list[dict]) -> pd.DataFrame:
+    """Rows -> the tidy DataFrame (UTC timestamps, sorted)."""
+    df = pd.DataFrame(rows, columns=TIDY_COLUMNS)
+    df["timestamp"] = pd.to_datetime(df["timestamp"], utc=True)
+    df["value"] = df["value"].astype(float)
+    return df.sort_values(["job", "metric", "labels", "timestamp"], kind="stable").reset_index(drop=True)
+
+
+# ---------------------------------------------------------------- range queries
+
+
+def split_range(start: datetime, end: datetime, step_s: float,
+                max_points: int = MAX_POINTS_PER_QUERY) -> list[tuple[datetime, datetime]]:
+    """Split ``[start, end]`` into consecutive windows of at most ``max_points`` samples at ``step_s``."""
+    if end <= start:
+        return [(start, end)]
+    span = timedelta(seconds=step_s * (max_points - 1))
+    windows = []
+    cursor = start
+    while cursor <= end:
+        window_end = min(cursor + span, end)
+        windows.append((cursor, window_end))
+        cursor = window_end + timedelta(seconds=step_s)
+    return windows
+
+
+def query_prometheus(url: str, start: datetime, end: datetime, step_s: float, *,
+                     series: Iterable[Series] = SERIES, job_labels: Mapping[str, str] | None = None,
+                     headers: Mapping[str, str] | None = None, verify: bool | str = True) -> pd.DataFrame:
+    """Range-query every recorded series from the Prometheus at ``url`` between ``start``
+    and ``end`` (UTC) at ``step_s`` seconds; return the tidy DataFrame.
+
+    ``job_labels`` maps crdscale's job names to the ``job`` label used by that
+    Prometheus (a user's may call kube-apiserver ``apiserver``).
+    """
+    from prometheus_api_client import PrometheusConnect
+
+    job_labels = dict(job_labels or {})
+    prom = PrometheusConnect(url=url, headers=dict(headers or {}), disable_ssl=(verify is False))
+    rows: list[dict] = []
+    for s in series:
+        query = s.promql(job_labels.get(s.job, s.job))
+        for lo, hi in split_range(start, end, step_s):
+            for result in prom.custom_query_range(query, start_time=lo, end_time=hi, step=f"{step_s:g}s"):
+                metric_labels = {k: v for k, v in result["metric"].items() if k != "__name__"}
+                if s.by is None:
+                    metric_labels = {k: v for k, v in metric_labels.items() if k not in ("job", "instance")}
+                labels = json.dumps(metric_labels, sort_keys=True)
+                for ts, value in result["values"]:
+                    rows.append({"timestamp": datetime.fromtimestamp(float(ts), tz=timezone.utc), "job": s.job,
+                                 "metric": s.key, "labels": labels, "value": float(value)})
+    return tidy_frame(rows)
+
+
+def latest(df: pd.DataFrame, metric: str, job: str = "kube-apiserver") -> float | None:
+    """The last value of an unlabelled series (e.g. RSS) in a tidy frame, or ``None``."""
+    sel = df[(df["metric"] == metric) & (df["job"] == job)]
+    return None if sel.empty else float(sel.sort_values("timestamp")["value"].iloc[-1])

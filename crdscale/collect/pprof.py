@@ -1,0 +1,39 @@
+"""Fetch Go pprof profiles through the authenticated API (``/debug/pprof/...``).
+
+No port-forwarding: the API server serves its own profiling endpoints when
+started with ``--profiling`` (the default), so the same code works on the
+local control plane and on any cluster where the user may GET ``/debug/pprof``.
+"""
+
+from __future__ import annotations
+
+from crdscale.cluster.clients import Cluster
+from crdscale.errors import ClusterError
+
+# kind -> (path, query); heap uses gc=1 so the profile reflects live objects after a GC.
+PROFILE_ENDPOINTS = {
+    "heap": ("/debug/pprof/heap", {"gc": "1"}),
+    "allocs": ("/debug/pprof/allocs", {}),
+    "goroutine": ("/debug/pprof/goroutine", {}),
+    "cpu": ("/debug/pprof/profile", {}),
+}
+
+
+def fetch_profile(cluster: Cluster, kind: str, *, cpu_seconds: int = 10, timeout_s: float = 120.0) -> bytes:
+    """Return the gzip-compressed ``profile.proto`` bytes of profile ``kind``
+    (``heap``, ``allocs``, ``goroutine`` or ``cpu`` sampled for ``cpu_seconds``)."""
+    if kind not in PROFILE_ENDPOINTS:
+        raise ValueError(f"unknown profile kind {kind!r}; expected one of {sorted(PROFILE_ENDPOINTS)}")
+    path, params = PROFILE_ENDPOINTS[kind]
+    params = dict(params)
+    if kind == "cpu":
+        params["seconds"] = str(cpu_seconds)
+        timeout_s = max(timeout_s, cpu_seconds + 60)
+    resp = cluster.get(path, params=params, timeout=timeout_s)
+    if resp.status_code != 200:
+        raise ClusterError(f"GET {path} -> HTTP {resp.status_code} (is profiling enabled and are you allowed "
+                           f"to GET /debug/pprof?): {resp.text.strip()[:160]}")
+    body = resp.content
+    if body[:2] != b"\x1f\x8b":
+        raise ClusterError(f"GET {path} did not return a gzip pprof profile ({len(body)} bytes)")
+    return body

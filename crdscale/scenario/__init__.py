@@ -1,0 +1,1 @@
+"""Scenarios: what an experiment does (config), and running it end to end (runner)."""

@@ -1,0 +1,214 @@
+"""Scenario files (TOML): parsing and validation with errors that name the key.
+
+A scenario is the built-in default (``default.toml`` beside this file) overlaid
+with the user's file, so a file only needs the keys it changes.
+"""
+
+from __future__ import annotations
+
+import copy
+from dataclasses import dataclass, field
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+from crdscale.errors import UsageError
+
+try:
+    import tomllib
+except ModuleNotFoundError:  # Python 3.10
+    import tomli as tomllib  # type: ignore[no-redef]
+
+PROFILE_KINDS = ("heap", "allocs", "goroutine", "cpu")
+SERVE_MODES = ("none", "list", "watch")
+METRIC_SOURCES = ("auto", "prometheus", "direct")
+TARGET_KINDS = ("local", "kubeconfig")
+
+# section -> key -> expected type(s). Anything else in a file is an error naming it.
+SCHEMA: dict[str, dict[str, type | tuple[type, ...]]] = {
+    "": {"name": str, "description": str},
+    "target": {"kind": str, "kube_version": str, "etcd": str, "apiserver_flags": list, "env": dict,
+               "apiserver_binary": str, "kubeconfig": str, "context": str, "prometheus_url": str,
+               "prometheus_jobs": dict},
+    "crds": {"source": str, "preset": str, "count": int, "groups": int, "property_count": int, "versions": int,
+             "max_depth": int, "description_length": int, "scope": str, "printer_columns": int,
+             "categories": list, "shape": str, "group_suffix": str, "seed": int},
+    "steps": {"count": int, "size": int, "serve": str, "settle_seconds": (int, float),
+              "establish_timeout_seconds": (int, float), "concurrency": int, "qps": (int, float),
+              "on_rejected": str},
+    "profiles": {"kinds": list, "cpu_seconds": int, "installed_phase": bool},
+    "metrics": {"source": str, "scrape_interval_seconds": (int, float)},
+    "probes": {"each_step": list, "options": dict},
+}
+
+# Scenario [crds] keys -> GeneratorParams fields where the names differ.
+GENERATOR_FIELD = {"count": "crd_count", "groups": "group_count"}
+
+
+@dataclass
+class Scenario:
+    """A validated scenario. ``raw`` is the merged TOML (recorded in the run manifest)."""
+
+    name: str
+    description: str
+    target: dict[str, Any]
+    crds: dict[str, Any]
+    steps: dict[str, Any]
+    profiles: dict[str, Any]
+    metrics: dict[str, Any]
+    probes: dict[str, Any]
+    raw: dict[str, Any] = field(repr=False, default_factory=dict)
+    source_path: str | None = None
+
+    @property
+    def is_local(self) -> bool:
+        return self.target["kind"] == "local"
+
+    def generator_params(self):
+        """The :class:`~crdscale.crds.generate.GeneratorParams` for ``[crds] source = "generate"``."""
+        from crdscale.crds.generate import preset
+
+        fields = {GENERATOR_FIELD.get(k, k): v for k, v in self.crds.items() if k not in ("source", "preset")}
+        if "categories" in fields:
+            fields["categories"] = tuple(fields["categories"])
+        return preset(self.crds.get("preset", "apigen"), **fields).validate()
+
+    def step_sizes(self, total: int) -> list[int]:
+        """How many CRDs each step installs (sizes differ by at most one; ``size`` wins over ``count``)."""
+        if total == 0:
+            return []
+        if "size" in self.steps:
+            size = self.steps["size"]
+            return [min(size, total - i) for i in range(0, total, size)]
+        count = min(self.steps["count"], total)
+        base, extra = divmod(total, count)
+        return [base + (1 if i < extra else 0) for i in range(count)]
+
+
+def default_text() -> str:
+    return resources.files("crdscale.scenario").joinpath("default.toml").read_text()
+
+
+def _merge(base: dict, override: dict) -> dict:
+    out = copy.deepcopy(base)
+    for key, value in override.items():
+        if isinstance(value, dict) and isinstance(out.get(key), dict) and key not in ("env", "options", "prometheus_jobs"):
+            out[key] = _merge(out[key], value)
+        else:
+            out[key] = value
+    return out
+
+
+def _type_name(t) -> str:
+    names = {str: "a string", int: "an integer", float: "a number", bool: "true or false", list: "a list", dict: "a table"}
+    if isinstance(t, tuple):
+        return " or ".join(names[x] for x in t)
+    return names[t]
+
+
+def _check_types(data: dict, where: str) -> None:
+    for key, value in data.items():
+        if key in SCHEMA and key != "":
+            if not isinstance(value, dict):
+                raise UsageError(f"{where}: [{key}] must be a table")
+            for sub, subvalue in value.items():
+                expected = SCHEMA[key].get(sub)
+                if expected is None:
+                    raise UsageError(f"{where}: unknown key '{key}.{sub}' (known: {', '.join(sorted(SCHEMA[key]))})")
+                ok = isinstance(subvalue, expected) and not (isinstance(subvalue, bool) and expected in (int, (int, float)))
+                if not ok:
+                    raise UsageError(f"{where}: '{key}.{sub}' must be {_type_name(expected)}, got {subvalue!r}")
+        elif key in SCHEMA[""]:
+            if not isinstance(value, SCHEMA[""][key]):
+                raise UsageError(f"{where}: '{key}' must be {_type_name(SCHEMA[''][key])}, got {value!r}")
+        else:
+            known = sorted(set(SCHEMA[""]) | {f"[{s}]" for s in SCHEMA if s})
+            raise UsageError(f"{where}: unknown key '{key}' (known: {', '.join(known)})")
+
+
+def _choice(value, allowed, key: str, where: str) -> None:
+    if value not in allowed:
+        raise UsageError(f"{where}: '{key}' must be one of {', '.join(allowed)}, got {value!r}")
+
+
+def _positive(value, key: str, where: str, *, zero_ok: bool = False) -> None:
+    if value < 0 or (value == 0 and not zero_ok):
+        raise UsageError(f"{where}: '{key}' must be {'>= 0' if zero_ok else '> 0'}, got {value!r}")
+
+
+def parse_scenario(text: str | None = None, *, where: str = "scenario", overrides: dict | None = None) -> Scenario:
+    """Parse a scenario TOML text (``None`` = the default) over the defaults and validate it.
+
+    Raises :class:`UsageError` with a one-line message naming the offending key.
+    """
+    defaults = tomllib.loads(default_text())
+    user: dict = {}
+    if text is not None:
+        try:
+            user = tomllib.loads(text)
+        except tomllib.TOMLDecodeError as err:
+            raise UsageError(f"{where}: not valid TOML: {err}") from err
+    _check_types(user, where)
+    data = _merge(defaults, user)
+    for key, value in (overrides or {}).items():
+        section, _, sub = key.partition(".")
+        data.setdefault(section, {})[sub] = value
+    _check_types(data, where)
+
+    target, steps, profiles, metrics = data["target"], data["steps"], data["profiles"], data["metrics"]
+    _choice(target["kind"], TARGET_KINDS, "target.kind", where)
+    if target["kind"] == "kubeconfig" and not target.get("kubeconfig"):
+        raise UsageError(f"{where}: 'target.kubeconfig' is required when target.kind = \"kubeconfig\"")
+    for item in target.get("apiserver_flags", []):
+        if not (isinstance(item, str) and item.startswith("--")):
+            raise UsageError(f"{where}: 'target.apiserver_flags' entries must look like \"--flag=value\", got {item!r}")
+    for k, v in target.get("env", {}).items():
+        if not isinstance(v, str):
+            raise UsageError(f"{where}: 'target.env.{k}' must be a string, got {v!r}")
+    _choice(steps["serve"], SERVE_MODES, "steps.serve", where)
+    _choice(steps.get("on_rejected", "stop"), ("stop", "continue"), "steps.on_rejected", where)
+    _positive(steps["count"], "steps.count", where)
+    if "size" in steps:
+        _positive(steps["size"], "steps.size", where)
+    _positive(steps["settle_seconds"], "steps.settle_seconds", where, zero_ok=True)
+    _positive(steps["establish_timeout_seconds"], "steps.establish_timeout_seconds", where)
+    _positive(steps["concurrency"], "steps.concurrency", where)
+    _positive(steps["qps"], "steps.qps", where, zero_ok=True)
+    for kind in profiles["kinds"]:
+        _choice(kind, PROFILE_KINDS, "profiles.kinds", where)
+    _positive(profiles["cpu_seconds"], "profiles.cpu_seconds", where)
+    _choice(metrics["source"], METRIC_SOURCES, "metrics.source", where)
+    _positive(metrics["scrape_interval_seconds"], "metrics.scrape_interval_seconds", where)
+
+    scenario = Scenario(
+        name=data.get("name", "scenario"), description=data.get("description", ""),
+        target=target, crds=data["crds"], steps=steps, profiles=profiles, metrics=metrics,
+        probes=data.get("probes", {}), raw=data,
+    )
+    if scenario.crds["source"] == "generate":
+        try:
+            scenario.generator_params()
+        except UsageError as err:
+            raise UsageError(f"{where}: [crds]: {err}") from err
+        except TypeError as err:  # an unexpected generator field
+            raise UsageError(f"{where}: [crds]: {err}") from err
+    return scenario
+
+
+def load_scenario(path: str | Path | None, **kwargs) -> Scenario:
+    """Read and parse a scenario file; ``None`` gives the built-in default."""
+    if path is None:
+        return parse_scenario(None, where="default scenario", **kwargs)
+    p = Path(path).expanduser()
+    try:
+        text = p.read_text()
+    except OSError as err:
+        raise UsageError(f"cannot read scenario {p}: {err.strerror}") from err
+    scenario = parse_scenario(text, where=p.name, **kwargs)
+    scenario.source_path = str(p)
+    if scenario.crds["source"] not in ("generate",):
+        crd_path = Path(scenario.crds["source"]).expanduser()
+        if not crd_path.is_absolute():
+            crd_path = p.parent / crd_path
+        scenario.crds["source"] = str(crd_path)
+    return scenario

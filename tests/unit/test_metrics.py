@@ -1,0 +1,74 @@
+"""Series bookkeeping: exposition parsing, aggregation like PromQL's sum by, range splitting."""
+
+import json
+from datetime import datetime, timedelta, timezone
+
+import pytest
+
+from crdscale.collect import metrics
+
+SCRAPE = """\
+# HELP process_resident_memory_bytes Resident memory size in bytes.
+# TYPE process_resident_memory_bytes gauge
+process_resident_memory_bytes 2.5165824e+08
+go_goroutines 1234
+apiserver_request_total{code="200",component="apiserver",resource="pods",verb="LIST"} 5
+apiserver_request_total{code="200",component="apiserver",resource="widgets",verb="LIST"} 7
+apiserver_request_total{code="404",component="apiserver",resource="pods",verb="GET"} 1
+apiserver_storage_objects{resource="widgets.example.org"} 12
+weird_label{path="a \\"quoted\\" value"} 1
+not_recorded_metric 9
+"""
+
+T0 = datetime(2026, 11, 22, 3, 0, tzinfo=timezone.utc)
+
+
+def test_parse_exposition_reads_values_and_escaped_labels():
+    samples = list(metrics.parse_exposition(SCRAPE))
+    assert ("process_resident_memory_bytes", {}, 251658240.0) in samples
+    assert ("weird_label", {"path": 'a "quoted" value'}, 1.0) in samples
+
+
+def test_aggregate_scrape_sums_over_dropped_labels_like_promql():
+    rows = metrics.aggregate_scrape(SCRAPE, "kube-apiserver", T0)
+    by_key = {(r["metric"], r["labels"]): r["value"] for r in rows}
+    assert by_key[("apiserver_request_total", json.dumps({"code": "200", "verb": "LIST"}))] == 12
+    assert by_key[("apiserver_request_total", json.dumps({"code": "404", "verb": "GET"}))] == 1
+    assert by_key[("process_resident_memory_bytes", "{}")] == 251658240.0
+    assert not any(r["metric"] == "not_recorded_metric" for r in rows)
+    assert all(r["job"] == "kube-apiserver" for r in rows)
+
+
+def test_tidy_frame_is_utc_and_has_the_documented_columns():
+    df = metrics.tidy_frame(metrics.aggregate_scrape(SCRAPE, "kube-apiserver", T0))
+    assert list(df.columns) == metrics.TIDY_COLUMNS
+    assert str(df["timestamp"].dt.tz) == "UTC"
+    assert metrics.latest(df, "go_goroutines") == 1234
+
+
+@pytest.mark.parametrize("seconds,step,windows", [(100, 1, 1), (11_000, 1, 2), (30_000, 1, 3), (30_000, 5, 1)])
+def test_split_range_respects_the_point_limit(seconds, step, windows):
+    end = T0 + timedelta(seconds=seconds)
+    parts = metrics.split_range(T0, end, step)
+    assert len(parts) == windows
+    assert parts[0][0] == T0 and parts[-1][1] == end
+    for lo, hi in parts:
+        assert (hi - lo).total_seconds() / step + 1 <= metrics.MAX_POINTS_PER_QUERY
+    for (_, hi), (lo, _) in zip(parts, parts[1:]):
+        assert (lo - hi).total_seconds() == step  # no gap, no overlap
+
+
+def test_promql_for_aggregated_and_plain_series():
+    plain = metrics.Series("process_resident_memory_bytes")
+    assert plain.promql("kube-apiserver") == 'process_resident_memory_bytes{job="kube-apiserver"}'
+    agg = metrics.Series("apiserver_request_total", by=("verb", "code"))
+    assert agg.promql("apiserver") == 'sum by (verb, code) (apiserver_request_total{job="apiserver"})'
+
+
+def test_required_series_are_recorded():
+    names = {s.metric for s in metrics.SERIES}
+    for required in ["process_resident_memory_bytes", "go_memstats_heap_alloc_bytes", "go_memstats_heap_inuse_bytes",
+                     "go_memstats_heap_idle_bytes", "go_memstats_heap_released_bytes", "go_memstats_stack_inuse_bytes",
+                     "go_memstats_sys_bytes", "go_memstats_next_gc_bytes", "go_goroutines", "process_cpu_seconds_total",
+                     "process_open_fds", "apiserver_request_total", "apiserver_storage_objects"]:
+        assert required in names

@@ -1,0 +1,66 @@
+"""Scenario files: the default is valid, user files overlay it, bad keys are named."""
+
+import pytest
+
+from crdscale.errors import UsageError
+from crdscale.scenario.config import load_scenario, parse_scenario
+from crdscale.scenario.rundir import RunDirectory
+
+
+def test_default_scenario_is_the_documented_one():
+    s = load_scenario(None)
+    assert s.is_local and s.target["kube_version"] == "1.37.1"
+    params = s.generator_params()
+    assert (params.crd_count, params.group_count, params.property_count) == (500, 50, 100)
+    assert s.step_sizes(500) == [100] * 5
+    assert s.steps["serve"] == "watch" and s.profiles["kinds"] == ["heap"]
+    assert s.metrics["scrape_interval_seconds"] == 1
+
+
+def test_user_file_only_needs_the_keys_it_changes():
+    s = parse_scenario('name = "small"\n[crds]\ncount = 60\ngroups = 6\n[steps]\ncount = 3\nserve = "list"\n')
+    assert s.name == "small" and s.step_sizes(60) == [20, 20, 20]
+    assert s.steps["settle_seconds"] == 15  # from the default
+
+
+def test_step_size_wins_and_last_step_takes_the_rest():
+    s = parse_scenario("[steps]\nsize = 40\n")
+    assert s.step_sizes(100) == [40, 40, 20]
+
+
+@pytest.mark.parametrize("text,fragment", [
+    ('[steps]\ncount = "five"', "'steps.count' must be an integer"),
+    ("[steps]\ncount = true", "'steps.count' must be an integer"),
+    ("[stepz]\ncount = 1", "unknown key 'stepz'"),
+    ("[steps]\nsizee = 3", "unknown key 'steps.sizee'"),
+    ('[steps]\nserve = "poll"', "'steps.serve' must be one of none, list, watch"),
+    ('[profiles]\nkinds = ["heap", "mutex"]', "'profiles.kinds' must be one of"),
+    ("[crds]\ngroups = 600", "group count cannot be greater than CRD count"),
+    ('[target]\nkind = "kubeconfig"', "'target.kubeconfig' is required"),
+    ('[target]\napiserver_flags = ["v=2"]', "'target.apiserver_flags' entries"),
+    ("[metrics]\nscrape_interval_seconds = 0", "'metrics.scrape_interval_seconds' must be > 0"),
+    ("name = ", "not valid TOML"),
+])
+def test_bad_scenarios_name_the_key_in_one_line(text, fragment):
+    with pytest.raises(UsageError) as err:
+        parse_scenario(text, where="my.toml")
+    message = str(err.value)
+    assert message.startswith("my.toml: ") and fragment in message and "\n" not in message
+
+
+def test_manifest_round_trip(tmp_path):
+    run = RunDirectory.create(tmp_path, "t")
+    run.start_manifest(run_id="r1", scenario={"name": "t"}, scenario_file=None)
+    assert run.manifest()["status"] == "running"
+    run.update_manifest(versions={"kube-apiserver": "v1.37.1"})
+    final = run.finish("interrupted", "SIGINT")
+    again = RunDirectory.open(run.path).manifest()
+    assert again == final
+    assert again["status"] == "interrupted" and again["reason"] == "SIGINT" and again["ended_at"]
+    assert again["machine"]["cpus"] >= 1
+    assert sorted(p.name for p in run.path.iterdir()) == ["crds", "manifest.json", "metrics", "probes", "profiles"]
+
+
+def test_open_rejects_a_directory_without_manifest(tmp_path):
+    with pytest.raises(UsageError):
+        RunDirectory.open(tmp_path)
