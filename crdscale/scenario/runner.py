@@ -1,0 +1,410 @@
+"""Run a scenario end to end and leave behind everything needed to explain it.
+
+Flow: target up (local control plane or a kubeconfig) -> metrics source
+(Prometheus or direct scrapes) -> baseline profiles -> for each step: install,
+profile ("installed" phase), serve, settle, profile, probes -> export series ->
+manifest ``completed``. Ctrl-C/SIGTERM end the run as ``interrupted``, a dead
+API server as ``failed``; in every case the run directory stays readable.
+"""
+
+from __future__ import annotations
+
+import _thread
+import io
+import shutil
+import signal
+import threading
+import time
+from contextlib import ExitStack
+from dataclasses import asdict, dataclass
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any, Callable
+
+from crdscale.cluster.clients import Cluster, connect
+from crdscale.cluster.gobuild import go_version
+from crdscale.cluster.local import LocalControlPlane
+from crdscale.collect import metrics as metric_defs
+from crdscale.collect.events import EventLog
+from crdscale.collect.naming import profile_filename
+from crdscale.collect.pprof import fetch_profile
+from crdscale.collect.sources import DirectScraper, LocalPrometheus, RemotePrometheus
+from crdscale.errors import BinaryError, ClusterError, CrdscaleError, RunInterrupted
+from crdscale.fsutil import write_atomic, write_json_atomic
+from crdscale.ownership import new_run_id
+from crdscale.paths import runs_dir
+from crdscale.scenario.config import Scenario
+from crdscale.scenario.rundir import RunDirectory
+
+
+@dataclass
+class StepSummary:
+    """One line per step: what the CLI prints and the events log records."""
+
+    step: int
+    steps: int
+    crds: int
+    rss_bytes: float | None
+    heap_inuse_bytes: float | None
+    open_fds: float | None
+    goroutines: float | None
+    install_s: float
+    serve_s: float
+    elapsed_s: float
+
+    def line(self) -> str:
+        def mib(v):
+            return "?" if v is None else f"{v / 2**20:,.0f} MiB"
+
+        def num(v):
+            return "?" if v is None else f"{v:,.0f}"
+
+        return (f"step {self.step}/{self.steps}: {self.crds} CRDs | RSS {mib(self.rss_bytes)} | heap in use "
+                f"{mib(self.heap_inuse_bytes)} | open fds {num(self.open_fds)} | goroutines {num(self.goroutines)} | "
+                f"install {self.install_s:.1f} s, serve {self.serve_s:.1f} s | elapsed {self.elapsed_s:.0f} s")
+
+
+class Progress:
+    """Callbacks the runner makes; the CLI renders them (progress bars), libraries stay quiet."""
+
+    def message(self, text: str) -> None: ...
+
+    def step_started(self, step: int, steps: int, crds: int) -> None: ...
+
+    def advance(self, n: int = 1) -> None: ...
+
+    def step_finished(self, summary: StepSummary) -> None: ...
+
+
+class _Watchdog(threading.Thread):
+    """Ends the run (interrupting the main thread) when the API server dies.
+
+    Local target: the recorded kube-apiserver/etcd processes are checked every
+    second. Any target: ``/readyz`` failing 3 times in a row, 5 s apart.
+    """
+
+    def __init__(self, cluster: Cluster, plane: LocalControlPlane | None):
+        super().__init__(name="crdscale-watchdog", daemon=True)
+        self.cluster = cluster
+        self.plane = plane
+        self.reason: str | None = None
+        self._stop_event = threading.Event()
+
+    def run(self) -> None:
+        failures, last_http = 0, time.monotonic()
+        while not self._stop_event.wait(1.0):
+            if self.plane is not None:
+                dead = [p for p in self.plane.processes if not p.alive()]
+                if dead:
+                    self._fail(f"{dead[0].name} (pid {dead[0].pid}) exited unexpectedly")
+                    return
+            if time.monotonic() - last_http >= 5.0:
+                last_http = time.monotonic()
+                try:
+                    ok = self.cluster.get("/readyz", timeout=5).status_code == 200
+                except ClusterError:
+                    ok = False
+                failures = 0 if ok else failures + 1
+                if failures >= 3:
+                    self._fail(f"API server {self.cluster.server} not ready for 15 s")
+                    return
+
+    def _fail(self, reason: str) -> None:
+        self.reason = reason
+        _thread.interrupt_main()
+
+    def stop(self) -> None:
+        self._stop_event.set()
+
+
+def _current_metrics(cluster: Cluster) -> dict[str, float]:
+    """RSS, heap in use, open fds and goroutines from one ``/metrics`` scrape."""
+    try:
+        text = cluster.get("/metrics", timeout=30).text
+    except ClusterError:
+        return {}
+    wanted = {"process_resident_memory_bytes", "go_memstats_heap_inuse_bytes", "process_open_fds", "go_goroutines"}
+    return {name: value for name, labels, value in metric_defs.parse_exposition(text) if name in wanted and not labels}
+
+
+def _load_crd_set(scenario: Scenario) -> tuple[list[dict], dict]:
+    from crdscale.crds import summary as crd_summary
+
+    if scenario.crds["source"] == "generate":
+        from crdscale.crds.generate import generate_crds
+
+        params = scenario.generator_params()
+        crds = generate_crds(params)
+        origin = {"source": "generate", "params": params.to_dict()}
+    else:
+        from crdscale.crds.load import load_crds
+
+        loaded = load_crds(scenario.crds["source"])
+        crds = list(loaded.crds)
+        origin = {"source": scenario.crds["source"], "skipped_documents": getattr(loaded, "skipped", None)}
+    summary = crd_summary.summarize(crds)
+    return crds, {**origin, "summary": summary.to_dict() if hasattr(summary, "to_dict") else asdict(summary)}
+
+
+class ScenarioRunner:
+    """Runs one :class:`Scenario`; see the module docstring for the flow.
+
+    Parameters:
+        scenario: the validated scenario.
+        runs_parent: where the run directory goes (default ``./runs``).
+        progress: a :class:`Progress` (the CLI's draws bars; default silent).
+        echo: callable for log lines (binary builds, control-plane start).
+    """
+
+    def __init__(self, scenario: Scenario, *, runs_parent: str | Path | None = None,
+                 progress: Progress | None = None, echo: Callable[[str], None] | None = None):
+        self.scenario = scenario
+        self.progress = progress or Progress()
+        self.echo = echo or (lambda _m: None)
+        self.run_id = new_run_id()
+        self.run = RunDirectory.create(runs_parent or runs_dir(), scenario.name)
+        self.events: EventLog | None = None
+        self.started = time.monotonic()
+        self.window_start = datetime.now(timezone.utc)
+        self.plane: LocalControlPlane | None = None
+        self.cluster: Cluster | None = None
+        self.source = None
+        self.watchdog: _Watchdog | None = None
+        self.profiles: list[str] = []
+
+    # ------------------------------------------------------------ public
+
+    def execute(self) -> RunDirectory:
+        """Run the scenario. Returns the run directory; raises :class:`CrdscaleError`
+        subclasses (after recording them in the manifest) on failure or interruption."""
+        self.run.start_manifest(run_id=self.run_id, scenario=self.scenario.raw, scenario_file=self.scenario.source_path)
+        self.events = EventLog(self.run.events_path)
+        previous = {sig: signal.getsignal(sig) for sig in (signal.SIGINT, signal.SIGTERM)}
+        interrupted_by: list[str] = []
+
+        def on_signal(signum, _frame):
+            interrupted_by.append(signal.Signals(signum).name)
+            raise KeyboardInterrupt
+
+        in_main = threading.current_thread() is threading.main_thread()
+        if in_main:
+            for sig in previous:
+                signal.signal(sig, on_signal)
+        status, reason, error = "completed", None, None
+        try:
+            with ExitStack() as stack:
+                stack.callback(self._export_series)
+                self._run(stack)
+        except KeyboardInterrupt:
+            if self.watchdog and self.watchdog.reason:
+                status, reason = "failed", self.watchdog.reason
+                error = ClusterError(f"run failed: {reason}; run directory: {self.run.path}")
+            else:
+                status, reason = "interrupted", f"{(interrupted_by or ['SIGINT'])[0]} received"
+                error = RunInterrupted(f"run interrupted ({reason}); partial results kept in {self.run.path}")
+        except CrdscaleError as err:
+            if self.watchdog and self.watchdog.reason:
+                reason = self.watchdog.reason
+            else:
+                reason = str(err)
+            status = "failed"
+            error = type(err)(f"run failed: {reason}; run directory: {self.run.path}")
+        except Exception as err:  # a bug: record it, keep the traceback
+            status, reason = "failed", f"{type(err).__name__}: {err}"
+            self._finish(status, reason)
+            raise
+        finally:
+            if in_main:
+                for sig, handler in previous.items():
+                    signal.signal(sig, handler)
+        self._finish(status, reason)
+        if error is not None:
+            raise error
+        return self.run
+
+    # ------------------------------------------------------------ phases
+
+    def _finish(self, status: str, reason: str | None) -> None:
+        if self.events:
+            self.events.emit("run.end", status=status, reason=reason)
+            self.events.close()
+        self.run.finish(status, reason)
+
+    def _run(self, stack: ExitStack) -> None:
+        sc = self.scenario
+        crds, crd_info = _load_crd_set(sc)
+        write_json_atomic(self.run.path / "crds" / "summary.json", crd_info)
+        self.run.update_manifest(crds=crd_info["summary"])
+        self.events.emit("run.start", run_id=self.run_id, scenario=sc.name, crds=len(crds))
+
+        self._start_target(stack)
+        self._start_metrics(stack)
+        self.watchdog = _Watchdog(self.cluster, self.plane)
+        self.watchdog.start()
+        stack.callback(self.watchdog.stop)
+
+        from crdscale.crds.install import Installer
+        from crdscale.crds.serve import Server
+
+        installer = Installer(self.cluster, run_id=self.run_id, events=self.events,
+                              concurrency=sc.steps["concurrency"], qps=sc.steps["qps"] or None,
+                              establish_timeout_s=sc.steps["establish_timeout_seconds"],
+                              on_rejected=sc.steps.get("on_rejected", "stop"))
+        server = Server(self.cluster, mode=sc.steps["serve"], events=self.events)
+        stack.callback(server.close)
+
+        sizes = sc.step_sizes(len(crds))
+        self.progress.message(f"run directory: {self.run.path}")
+        self._settle("baseline")
+        self._take_profiles(step=0, crds=0)
+        installed = 0
+        for index, size in enumerate(sizes, start=1):
+            step_crds = crds[installed:installed + size]
+            self.progress.step_started(index, len(sizes), size)
+            self.events.emit("step.start", step=index, crds_before=installed, crds_in_step=size)
+            t0 = time.monotonic()
+            installer.install_step(index, step_crds, on_established=lambda n=1: self.progress.advance(n))
+            install_s = time.monotonic() - t0
+            installed += size
+            serve_s = 0.0
+            if sc.steps["serve"] != "none":
+                if sc.profiles.get("installed_phase", True):
+                    self._take_profiles(step=index, crds=installed, phase="installed")
+                t1 = time.monotonic()
+                server.serve(index, step_crds)
+                serve_s = time.monotonic() - t1
+            self._settle(f"step {index}")
+            self._take_profiles(step=index, crds=installed)
+            self._run_probes(index)
+            current = _current_metrics(self.cluster)
+            summary = StepSummary(
+                step=index, steps=len(sizes), crds=installed,
+                rss_bytes=current.get("process_resident_memory_bytes"),
+                heap_inuse_bytes=current.get("go_memstats_heap_inuse_bytes"),
+                open_fds=current.get("process_open_fds"), goroutines=current.get("go_goroutines"),
+                install_s=install_s, serve_s=serve_s, elapsed_s=time.monotonic() - self.started,
+            )
+            self.events.emit("step.end", **asdict(summary))
+            self.progress.step_finished(summary)
+
+    def _start_target(self, stack: ExitStack) -> None:
+        sc, versions = self.scenario, {"crdscale": self.run.manifest()["versions"]["crdscale"]}
+        if sc.is_local:
+            t = sc.target
+            self.plane = LocalControlPlane(
+                t.get("kube_version"), etcd=t.get("etcd"), apiserver_binary=t.get("apiserver_binary"),
+                apiserver_flags=t.get("apiserver_flags", []), apiserver_env=t.get("env", {}),
+                name=f"run-{self.run_id}", echo=self.echo, keep_state=True)
+            self.events.emit("target.start", kind="local")
+            stack.callback(self._stop_plane)
+            self.plane.start()
+            self.cluster = self.plane.connect()
+            versions.update(self.plane.versions)
+            self.run.update_manifest(binaries=self.plane.state["binaries"])
+        else:
+            self.cluster = connect(sc.target["kubeconfig"], sc.target.get("context"))
+            stack.callback(self.cluster.close)
+            try:
+                versions["kube-apiserver"] = self.cluster.server_version()
+            except ClusterError as err:
+                raise ClusterError(f"target unreachable: {err}") from err
+        info = self.cluster.get_json("/version", timeout=10)
+        versions["kube-apiserver-go"] = info.get("goVersion")
+        versions["go-toolchain"] = go_version()
+        self.run.update_manifest(versions=versions, target={"kind": sc.target["kind"], "server": self.cluster.server})
+        self.events.emit("target.ready", server=self.cluster.server, version=versions.get("kube-apiserver"))
+
+    def _stop_plane(self) -> None:
+        if self.plane is None:
+            return
+        logs = self.run.path / "logs"
+        logs.mkdir(exist_ok=True)
+        for record in self.plane.processes:
+            try:  # component logs help explain a failure; they hold no credentials
+                shutil.copyfile(record.log, logs / Path(record.log).name)
+            except OSError:
+                pass
+        self.plane.keep_state = False
+        self.plane.stop()
+        if self.events:
+            self.events.emit("target.stop")
+
+    def _start_metrics(self, stack: ExitStack) -> None:
+        sc = self.scenario
+        interval = float(sc.metrics["scrape_interval_seconds"])
+        wanted = sc.metrics["source"]
+        url = sc.target.get("prometheus_url")
+        source = None
+        if url:
+            source = RemotePrometheus(url, interval, job_labels=sc.target.get("prometheus_jobs"))
+        elif wanted in ("auto", "prometheus") and self.plane is not None:
+            try:
+                creds = self.plane.credentials
+                source = LocalPrometheus(f"127.0.0.1:{self.plane.ports['apiserver']}", creds.ca_cert,
+                                         creds.admin_token_file, f"127.0.0.1:{self.plane.ports['etcd_client']}",
+                                         interval_s=interval)
+            except BinaryError:
+                if wanted == "prometheus":
+                    raise
+                self.progress.message("no prometheus binary: scraping /metrics directly")
+        if source is None:
+            source = DirectScraper(self.cluster, self.plane.etcd_metrics_url if self.plane else None, interval)
+        self.source = source.start()
+        stack.callback(self.source.stop)
+        self.window_start = datetime.now(timezone.utc)
+        self.run.update_manifest(metrics=source.describe())
+        self.events.emit("metrics.start", source=source.kind)
+
+    def _export_series(self) -> None:
+        """Write the time series of the whole run window (also after failures)."""
+        if self.source is None:
+            return
+        end = datetime.now(timezone.utc)
+        try:
+            df = self.source.series(self.window_start, end)
+        except Exception as err:  # keep the run's other results even if the query fails
+            self.run.update_manifest(metrics_error=f"{type(err).__name__}: {err}")
+            return
+        buf = io.BytesIO()
+        df.to_parquet(buf, index=False)
+        write_atomic(self.run.metrics_dir / "series.parquet", buf.getvalue())
+        write_atomic(self.run.metrics_dir / "series.csv", df.to_csv(index=False))
+        manifest = self.run.manifest()
+        manifest.setdefault("metrics", {}).update(
+            window={"start": self.window_start.isoformat(), "end": end.isoformat()},
+            rows=int(len(df)), series=sorted(df["metric"].unique().tolist()) if len(df) else [])
+        self.run.write_manifest(manifest)
+
+    def _settle(self, label: str) -> None:
+        seconds = float(self.scenario.steps["settle_seconds"])
+        if seconds > 0:
+            self.events.emit("settle.start", label=label, seconds=seconds)
+            time.sleep(seconds)
+
+    def _take_profiles(self, *, step: int, crds: int, phase: str | None = None) -> None:
+        for kind in self.scenario.profiles["kinds"]:
+            data = fetch_profile(self.cluster, kind, cpu_seconds=self.scenario.profiles["cpu_seconds"])
+            name = profile_filename(kind, step, crds, phase)
+            write_atomic(self.run.profiles_dir / name, data)
+            self.profiles.append(name)
+            self.events.emit("profile", file=f"profiles/{name}", profile=kind, step=step, crds=crds, phase=phase,
+                             bytes=len(data))
+
+    def _run_probes(self, step: int) -> None:
+        names = self.scenario.probes.get("each_step", [])
+        if not names:
+            return
+        from crdscale.collect.probes import run_probe
+
+        for name in names:
+            options: dict[str, Any] = dict(self.scenario.probes.get("options", {}).get(name, {}))
+            options.setdefault("step", step)
+            options.setdefault("run_id", self.run_id)
+            self.events.emit("probe.start", probe=name, step=step)
+            run_probe(name, self.cluster, self.run.path, options)
+            self.events.emit("probe.end", probe=name, step=step)
+
+
+def run_scenario(scenario: Scenario, **kwargs) -> RunDirectory:
+    """Convenience wrapper: ``ScenarioRunner(scenario, **kwargs).execute()``."""
+    return ScenarioRunner(scenario, **kwargs).execute()
