@@ -572,7 +572,14 @@ def peek(
         raise UsageError(f"no matches found for regexp: {regex}")
     out = pd.DataFrame(rows, columns=["node", "relation", "name", "value", "pct", "inline", "flat"])
     sample_type = profile.meta.sample_types[index]
-    out.attrs.update(total=total, sample_type=sample_type.type, unit=sample_type.unit)
+    out.attrs.update(
+        total=total,
+        sample_type=sample_type.type,
+        unit=sample_type.unit,
+        # pprof's peek header and units are those of the whole (untrimmed) graph.
+        shown_total=int(flat[exists].sum()),
+        output_unit=output_unit(flat[exists], cum[exists], total, sample_type.unit),
+    )
     return out
 
 
@@ -687,15 +694,20 @@ def _go_g(x: float) -> str:
 
 def select_output_unit(table: pd.DataFrame) -> str:
     """The unit pprof's ``-unit=minimum`` picks for the shown rows of a top table."""
-    unit = table.attrs["unit"]
+    return output_unit(table["flat"].to_numpy(), table["cum"].to_numpy(), table.attrs["total"], table.attrs["unit"])
+
+
+def output_unit(flat: np.ndarray, cum: np.ndarray, total: int, unit: str) -> str:
+    """pprof's ``selectOutputUnit``: the unit that shows the smallest shown node
+    with at most two decimals (``kB``, ``MB``...), given the shown nodes' values."""
+    if len(flat) == 0:
+        return "minimum"
     min_value = 0
-    for flat, cum in zip(np.abs(table["flat"].to_numpy()), np.abs(table["cum"].to_numpy())):
-        node_min = int(flat) or int(cum)
+    for f, c in zip(np.abs(flat), np.abs(cum)):
+        node_min = int(f) or int(c)
         if node_min > 0 and (min_value == 0 or node_min < min_value):
             min_value = node_min
-    max_value = table.attrs["total"]
-    if len(table) == 0:
-        return "minimum"
+    max_value = int(total)
     if min_value == 0:
         min_value = max_value
     _, min_unit = scale(min_value, unit, "minimum")
@@ -803,3 +815,40 @@ def parse_pprof_top(text: str) -> tuple[dict, pd.DataFrame]:
             name, inline = m.groups()
         rows.append(dict(zip(["flat", "flat_pct", "sum_pct", "cum", "cum_pct"], parts[:5]), name=name, inline=inline))
     return header, pd.DataFrame(rows, columns=["flat", "flat_pct", "sum_pct", "cum", "cum_pct", "name", "inline"])
+
+
+def format_peek(table: pd.DataFrame, profile: Profile | None = None, unit: str = "minimum") -> str:
+    """Render a :func:`peek` table as ``go tool pprof -peek`` prints it."""
+    total = table.attrs["total"]
+    sample_unit = table.attrs["unit"]
+    if unit == "minimum":
+        unit = table.attrs["output_unit"]
+
+    def fmt(v: int) -> str:
+        return scaled_label(int(v), sample_unit, unit)
+
+    separator = "----------------------------------------------------------+-------------"
+    lines = []
+    if profile is not None:
+        lines += profile_labels(profile, table.attrs["sample_type"], total, fmt)
+    shown = table.attrs["shown_total"]
+    lines.append(
+        f"Showing nodes accounting for {fmt(shown)}, {percentage(shown, total).strip()} of {fmt(total)} total"
+    )
+    lines += [separator, "      flat  flat%   sum%        cum   cum%   calls calls% + context \t \t "]
+    flat_sum = 0
+    for _node, rows in table.groupby("node", sort=False):
+        lines.append(separator)
+        node_cum = int(rows.loc[rows["relation"] == "self", "value"].iloc[0])
+        for r in rows.itertuples(index=False):
+            if r.relation == "self":
+                flat_sum += int(r.flat)
+                lines.append(
+                    f"{fmt(r.flat):>10} {percentage(r.flat, total)} {percentage(flat_sum, total)} "
+                    f"{fmt(r.value):>10} {percentage(r.value, total)}                | {r.name}"
+                )
+            else:
+                inl = " (inline)" if r.inline else ""
+                lines.append(f"{fmt(r.value):>50} {percentage(r.value, node_cum)} |   {r.name}{inl}")
+    lines.append(separator)
+    return "\n".join(lines) + "\n"

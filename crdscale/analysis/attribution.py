@@ -1,0 +1,291 @@
+"""Attribute profile samples to causes with an ordered table of rules.
+
+The table (:data:`RULES`) is read top to bottom; the first rule that claims a
+stack names its cause:
+
+- ``decides="any"``: the rule claims the stack if *any* frame matches. Used for
+  context that must win wherever it sits (the watch cache's reflector decodes
+  objects with the same JSON code as everyone else; what it keeps is the
+  watch cache).
+- ``decides="leaf"``: consecutive ``leaf`` rows compete; the row matching the
+  frame *nearest the leaf* claims the stack (rows in table order break a tie
+  on the same frame). The CRD handler builds schemas, CEL programs, OpenAPI
+  models and etcd clients; the nearest component to the allocation is the
+  one that allocated.
+
+A stack no rule claims is ``other``; its share is always reported.
+
+Patterns are regular expressions searched in function names. They name
+frames that sit close to the allocation, not only entry points near the
+root, because Go before 1.23 cut heap profile stacks at 32 frames (from the
+leaf): rules still work on such profiles as long as a matching frame is
+among the 32 nearest the leaf.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from typing import Literal, Sequence
+
+import numpy as np
+import pandas as pd
+
+from crdscale.analysis.profile import Profile
+
+OTHER = "other"
+
+
+@dataclass(frozen=True)
+class Rule:
+    """One row of the attribution table: frames matching ``pattern`` mean ``name``."""
+
+    name: str
+    pattern: str
+    decides: Literal["leaf", "any"]
+    why: str
+    regex: re.Pattern = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self):
+        if self.decides not in ("leaf", "any"):
+            raise ValueError(f"rule {self.name}: decides must be 'leaf' or 'any'")
+        object.__setattr__(self, "regex", re.compile(self.pattern))
+
+    def matches(self, function_name: str) -> bool:
+        """Does this rule's pattern match one frame's function name?"""
+        return self.regex.search(function_name) is not None
+
+
+_APIEXT = r"k8s\.io/apiextensions-apiserver/pkg"
+
+RULES: tuple[Rule, ...] = (
+    Rule(
+        "zap-counters",
+        r"^go\.uber\.org/zap/zapcore\.newCounters",
+        "any",
+        "zap's sampler preallocates a large counters array per logger; etcd clients build such loggers",
+    ),
+    Rule(
+        "watch-cache",
+        r"^k8s\.io/apiserver/pkg/storage/cacher|^k8s\.io/apiserver/pkg/storage/etcd3\.|^k8s\.io/apiserver/pkg/storage/value",
+        "any",
+        "the cacher lists and watches etcd and keeps every object of a resource (per resource, per CRD)",
+    ),
+    Rule(
+        "informer-cache",
+        r"^k8s\.io/client-go/tools/cache|^k8s\.io/client-go/informers|^k8s\.io/apiextensions-apiserver/pkg/client/informers|^k8s\.io/client-go/tools/pager",
+        "any",
+        "client-go informers inside the server keep a decoded copy of what they watch (e.g. every CRD)",
+    ),
+    # --- leaf group: the component nearest the allocation decides -----------
+    Rule(
+        "etcd-client",
+        r"^go\.etcd\.io/etcd/client/v3|^go\.etcd\.io/etcd/api/v3|^google\.golang\.org/grpc"
+        r"|^k8s\.io/apiserver/pkg/storage/storagebackend",
+        "leaf",
+        "etcd clientv3 and its gRPC transport (connections, buffers, per-client state)",
+    ),
+    Rule(
+        "cel",
+        r"^github\.com/google/cel-go|^cel\.dev/|^k8s\.io/apiserver/pkg/cel|^github\.com/antlr4-go"
+        rf"|^{_APIEXT}/apiserver/schema/cel",
+        "leaf",
+        "CEL environments, compiled x-kubernetes-validations programs and their type providers",
+    ),
+    Rule(
+        "ssa-typeconverter",
+        r"^sigs\.k8s\.io/structured-merge-diff|^k8s\.io/kube-openapi/pkg/schemaconv"
+        r"|^k8s\.io/apimachinery/pkg/util/managedfields|^k8s\.io/apiserver/pkg/endpoints/handlers/fieldmanager",
+        "leaf",
+        "server-side apply: per-CRD type converters built from the OpenAPI models",
+    ),
+    Rule(
+        "openapi",
+        r"^k8s\.io/kube-openapi/pkg/(builder|builder3|handler|handler3|schemamutation|aggregator|cached|common"
+        r"|spec3|util/proto|openapiconv)|^k8s\.io/kube-aggregator/pkg/controllers/openapi"
+        rf"|^{_APIEXT}/controller/openapi|^k8s\.io/apiserver/pkg/endpoints/openapi"
+        r"|^k8s\.io/apiserver/pkg/util/openapi|^github\.com/google/gnostic",
+        "leaf",
+        "OpenAPI v2/v3 specs: per-CRD building, merging into the aggregated spec, serving caches",
+    ),
+    Rule(
+        "discovery",
+        r"^k8s\.io/apiserver/pkg/endpoints/discovery|"
+        rf"^{_APIEXT}/apiserver\.\(\*DiscoveryController\)",
+        "leaf",
+        "discovery documents (aggregated and legacy) list every CRD group, version and resource",
+    ),
+    Rule(
+        "crd-schema",
+        rf"^{_APIEXT}/apiserver/schema(/(defaulting|pruning|objectmeta|listtype))?\."
+        rf"|^{_APIEXT}/apiserver/validation|^{_APIEXT}/apis/apiextensions/validation"
+        r"|^k8s\.io/kube-openapi/pkg/validation/(validate|strfmt|errors)",
+        "leaf",
+        "CRD structural schemas, defaulting/pruning and OpenAPI schema validators, per CRD version",
+    ),
+    Rule(
+        "crd-handler",
+        rf"^{_APIEXT}/apiserver\.|^{_APIEXT}/registry/customresource|^{_APIEXT}/controller/"
+        rf"|^{_APIEXT}/crdserverscheme",
+        "leaf",
+        "the CRD handler's per-CRD serving info: REST storage, scopes, request handlers, controllers",
+    ),
+    Rule(
+        "jsonschemaprops",
+        rf"^{_APIEXT}/apis/apiextensions",
+        "leaf",
+        "CRD objects and their JSONSchemaProps: conversion between versions, deep copies, decoding",
+    ),
+    Rule(
+        "metrics",
+        r"^github\.com/prometheus/|^k8s\.io/component-base/metrics",
+        "leaf",
+        "Prometheus metric vectors with per-resource label values",
+    ),
+    Rule(
+        "endpoints",
+        r"^k8s\.io/apiserver/pkg/endpoints|^k8s\.io/apiserver/pkg/registry|^k8s\.io/apiserver/pkg/admission"
+        r"|^k8s\.io/apiserver/pkg/server",
+        "leaf",
+        "generic API server machinery: handlers, REST registries, admission, server setup",
+    ),
+    # --- fallbacks: only if no component above claimed the stack -------------
+    Rule(
+        "decoding",
+        r"^encoding/json|^sigs\.k8s\.io/json|^sigs\.k8s\.io/yaml|^k8s\.io/apimachinery/pkg/runtime"
+        r"|^k8s\.io/apimachinery/pkg/apis/meta/v1/unstructured|^github\.com/gogo/protobuf"
+        r"|^google\.golang\.org/protobuf|^github\.com/json-iterator",
+        "any",
+        "JSON/protobuf decoding outside any component named above",
+    ),
+)
+
+
+def rules_table(rules: Sequence[Rule] = RULES) -> pd.DataFrame:
+    """The rule table as a DataFrame: ``order, cause, decides, pattern, why``."""
+    return pd.DataFrame(
+        [(i, r.name, r.decides, r.pattern, r.why) for i, r in enumerate(rules)],
+        columns=["order", "cause", "decides", "pattern", "why"],
+    )
+
+
+def classify_stack(function_names: Sequence[str], rules: Sequence[Rule] = RULES) -> str:
+    """Cause of one stack given its function names from the leaf (first) to the root.
+
+    The reference implementation of the table's semantics; :func:`attribute`
+    computes the same for whole profiles at once.
+    """
+    depth_of = []
+    for rule in rules:
+        hits = [d for d, name in enumerate(function_names) if rule.matches(name)]
+        depth_of.append(hits[0] if hits else None)
+    for group in _groups(rules):
+        if rules[group[0]].decides == "any":
+            if depth_of[group[0]] is not None:
+                return rules[group[0]].name
+            continue
+        found = [(depth_of[i], i) for i in group if depth_of[i] is not None]
+        if found:
+            return rules[min(found)[1]].name
+    return OTHER
+
+
+def _groups(rules: Sequence[Rule]) -> list[list[int]]:
+    """Rule indexes grouped: each ``any`` rule alone, consecutive ``leaf`` rules together."""
+    groups: list[list[int]] = []
+    for i, rule in enumerate(rules):
+        if rule.decides == "leaf" and groups and rules[groups[-1][0]].decides == "leaf":
+            groups[-1].append(i)
+        else:
+            groups.append([i])
+    return groups
+
+
+def attribute(profile: Profile, rules: Sequence[Rule] = RULES) -> pd.DataFrame:
+    """Cause of every sample: DataFrame indexed by sample with ``cause`` and
+    ``frame`` (the function name that decided, ``""`` for ``other``)."""
+    key = ("attribution", tuple(rules))
+    if key in profile._cache:
+        return profile._cache[key]
+    frames = profile.frames()
+    n_samples = len(profile.samples)
+    names = frames["name"].to_numpy(dtype=object)
+    uniq, codes = np.unique(names.astype(str), return_inverse=True)
+    codes = codes.reshape(-1)
+    match = np.array([[r.regex.search(u) is not None for r in rules] for u in uniq], dtype=bool).reshape(
+        len(uniq), len(rules)
+    )
+    sample = frames["sample"].to_numpy()
+    depth = frames["depth"].to_numpy()
+    never = np.iinfo(np.int64).max
+    # Nearest-to-leaf depth at which each rule matches each sample.
+    nearest = np.full((len(rules), n_samples), never, dtype=np.int64)
+    nearest_frame = np.full((len(rules), n_samples), -1, dtype=np.int64)
+    frame_match = match[codes] if len(codes) else np.zeros((0, len(rules)), dtype=bool)
+    for r in range(len(rules)):
+        sel = np.flatnonzero(frame_match[:, r])
+        if len(sel) == 0:
+            continue
+        # Frames are ordered by sample then depth, so the first hit per sample is the nearest.
+        first = sel[np.r_[True, sample[sel][1:] != sample[sel][:-1]]]
+        nearest[r, sample[first]] = depth[first]
+        nearest_frame[r, sample[first]] = first
+
+    cause = np.full(n_samples, -1, dtype=np.int64)
+    for group in _groups(rules):
+        open_ = cause < 0
+        if not open_.any():
+            break
+        sub = nearest[group][:, open_]
+        best = np.argmin(sub, axis=0)  # argmin keeps the first (table order) on ties
+        hit = sub[best, np.arange(sub.shape[1])] != never
+        idx = np.flatnonzero(open_)[hit]
+        cause[idx] = np.asarray(group)[best[hit]]
+
+    cause_names = np.array([r.name for r in rules] + [OTHER], dtype=object)
+    deciding = np.full(n_samples, "", dtype=object)
+    has = cause >= 0
+    frame_idx = nearest_frame[cause[has], np.flatnonzero(has)]
+    deciding[has] = names[frame_idx]
+    out = pd.DataFrame({"cause": cause_names[cause], "frame": deciding})
+    out.index.name = "sample"
+    profile._cache[key] = out
+    return out
+
+
+def cause_totals(
+    profile: Profile,
+    rules: Sequence[Rule] = RULES,
+    sample_types: Sequence[str] | None = None,
+) -> pd.DataFrame:
+    """Sum of every sample type by cause.
+
+    Returns a DataFrame indexed by cause (every rule's cause in table order,
+    then ``other``, zeros included so the unattributed row is always there),
+    one int64 column per sample type in its own unit (bytes, count, ns).
+    """
+    causes = attribute(profile, rules)["cause"]
+    columns = list(sample_types) if sample_types else list(profile.samples.columns)
+    order = list(dict.fromkeys([r.name for r in rules] + [OTHER]))
+    totals = profile.samples[columns].groupby(causes.to_numpy()).sum()
+    return totals.reindex(order, fill_value=0).astype(np.int64).rename_axis("cause")
+
+
+def attribution_table(
+    profile: Profile, sample_index: str | int | None = None, rules: Sequence[Rule] = RULES
+) -> pd.DataFrame:
+    """Value and share by cause for one sample type: ``cause, value, share``.
+
+    ``value`` is in the sample type's unit (``df.attrs["unit"]``), ``share``
+    a fraction of the profile total (0-1). Sorted by value, largest first,
+    with ``other`` (unattributed) always present.
+    """
+    index = profile.sample_index(sample_index)
+    column = profile.samples.columns[index]
+    totals = cause_totals(profile, rules, [column])[column]
+    total = int(totals.sum())
+    out = pd.DataFrame({"cause": totals.index, "value": totals.to_numpy()})
+    out["share"] = out["value"] / total if total else 0.0
+    out = out.sort_values("value", ascending=False, kind="stable").reset_index(drop=True)
+    out.attrs.update(unit=profile.meta.sample_types[index].unit, sample_type=column, total=total)
+    return out
