@@ -8,7 +8,7 @@ import pytest
 
 from crdscale.collect.probes import metrics as m
 from crdscale.collect.probes import probe_table_path
-from crdscale.collect.probes.fixtures import crd_manifest, secret, sweep_crds
+from crdscale.collect.probes.fixtures import PROBE_INSTANCE_LABEL, crd_manifest, probe_labels, probe_selector, secret, sweep_crds
 from crdscale.collect.probes.requests import (
     LIST_KINDS,
     METADATA_ONLY_ACCEPT,
@@ -92,15 +92,23 @@ def test_build_list_requests_without_namespace_or_name_skips_those_kinds():
     assert "rv0" in kinds
 
 
-def test_fixtures_carry_ownership_labels():
-    crd = crd_manifest("g.probe.crdscale.io", "ListProbe", "listprobes", "run-abcd")
+def test_fixtures_carry_ownership_and_instance_labels():
+    labels = probe_labels("run-abcd", "f00d")
+    crd = crd_manifest("g.probe.crdscale.io", "ListProbe", "listprobes", labels)
     assert crd["metadata"]["labels"][MANAGED_BY_LABEL] == "crdscale"
     assert crd["metadata"]["labels"][RUN_ID_LABEL] == "run-abcd"
-    s = secret("s-0", "ns", "run-abcd", 3, 100)
+    assert crd["metadata"]["labels"][PROBE_INSTANCE_LABEL] == "f00d"
+    s = secret("s-0", "ns", labels, 3, 100)
     assert s["metadata"]["labels"][RUN_ID_LABEL] == "run-abcd"
     assert len(s["stringData"]["data"]) == 100
-    crds = sweep_crds(0, 5, "run-abcd")
+    crds = sweep_crds(0, 5, labels, "f00d")
     assert len({c["spec"]["group"] for c in crds}) == 5
+
+
+def test_cleanup_selector_never_matches_other_objects_of_the_same_run():
+    # Inside a scenario the run id is shared with the scenario's CRDs: the selector must name the instance.
+    assert probe_selector("run-abcd", "f00d").endswith(f",{PROBE_INSTANCE_LABEL}=f00d")
+    assert "crdscale.io/run-id=run-abcd" in probe_selector("run-abcd", "f00d")
 
 
 METRICS_TEXT = """\

@@ -17,10 +17,11 @@ import pandas as pd
 
 from crdscale.analysis import apf
 from crdscale.errors import ClusterError
-from crdscale.ownership import owned_selector, ownership_labels
+import secrets
 
 from . import metrics as m
-from ._http import check, delete_collection, fresh_session, timed_get
+from ._http import check, fresh_session, timed_get
+from .fixtures import probe_labels
 from .requests import ListRequest
 
 SEATS_HISTOGRAM = "apiserver_flowcontrol_work_estimated_seats"
@@ -58,9 +59,9 @@ def estimate(lists: pd.DataFrame, stats: pd.DataFrame | None = None) -> pd.DataF
     return apf.estimate_measured_lists(lists, object_counts=object_counts(lists, stats), avg_sizes=average_sizes(lists, stats))
 
 
-def _rbac(run_id: str, rules: list[dict]) -> tuple[dict, dict]:
-    name = f"crdscale-apf-probe-{run_id.split('-')[-1]}"
-    labels = ownership_labels(run_id)
+def _rbac(run_id: str, instance: str, rules: list[dict]) -> tuple[dict, dict]:
+    name = f"crdscale-apf-probe-{instance}"
+    labels = probe_labels(run_id, instance)
     role = {
         "apiVersion": "rbac.authorization.k8s.io/v1",
         "kind": "ClusterRole",
@@ -89,7 +90,7 @@ def observe_seats(
     say = echo or (lambda _m: None)
     groups = sorted({r.split(".", 1)[1] if "." in r else "" for r in lists["resource"]})
     resources = sorted({r.split(".", 1)[0] for r in lists["resource"]})
-    role, binding = _rbac(run_id, [{"apiGroups": groups, "resources": resources, "verbs": ["get", "list"]}])
+    role, binding = _rbac(run_id, secrets.token_hex(3), [{"apiGroups": groups, "resources": resources, "verbs": ["get", "list"]}])
     session = cluster.session
     rbac = "/apis/rbac.authorization.k8s.io/v1"
     check(session.post(cluster.url(f"{rbac}/clusterroles"), json=role, timeout=30), "create ClusterRole", ok=(201, 409))
@@ -120,11 +121,11 @@ def observe_seats(
             say(f"  {row.resource:>32} {row.kind:>24}: observed seats {seats:g} ({level or 'metric did not move'})")
     finally:
         probe_session.close()
-        for kind in ("clusterrolebindings", "clusterroles"):
-            try:
-                delete_collection(cluster, f"{rbac}/{kind}", owned_selector(run_id))
-            except ClusterError as err:
-                say(f"cleanup of {kind} failed: {err}")
+        # Delete by name: exactly the two objects created above.
+        for kind, obj in (("clusterrolebindings", binding), ("clusterroles", role)):
+            resp = session.delete(cluster.url(f"{rbac}/{kind}/{obj['metadata']['name']}"), timeout=30)
+            if resp.status_code not in (200, 202, 404):
+                say(f"cleanup of {kind}/{obj['metadata']['name']} failed: HTTP {resp.status_code}")
     return pd.DataFrame(rows)
 
 

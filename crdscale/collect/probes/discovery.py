@@ -314,7 +314,7 @@ def sweep(
             elif current < target:
                 need = target - current
                 say(f"adding {need} CRDs in new groups ({current} -> {target} group-versions)")
-                fixtures.install_crds(sweep_crds(created, created + need, run_id))
+                fixtures.install_crds(sweep_crds(created, created + need, fixtures.labels, fixtures.instance))
                 created += need
             gv = count_group_versions(cluster)
             for repeat in range(repeats):

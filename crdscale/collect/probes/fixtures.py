@@ -1,11 +1,14 @@
 """Objects the probes create: CRDs in many groups, namespaces, custom resources, Secrets, ConfigMaps.
 
-Builders are pure (dicts with crdscale's ownership labels); :class:`ProbeFixtures`
-creates them and deletes exactly what it created, by label.
+Builders are pure (dicts carrying the labels they are given); :class:`ProbeFixtures`
+creates them and deletes exactly what it created. Besides crdscale's ownership
+labels every object gets a per-probe-instance label, because inside a scenario
+the probe shares the scenario's run id and must not delete the scenario's CRDs.
 """
 
 from __future__ import annotations
 
+import secrets as _secrets
 import time
 from dataclasses import dataclass, field
 
@@ -19,20 +22,31 @@ CRD_PATH = "/apis/apiextensions.k8s.io/v1/customresourcedefinitions"
 # Label selecting one tenth of the objects, for the label-selector LIST.
 BUCKET_LABEL = "crdscale.io/bucket"
 BUCKETS = 10
+# Marks objects of one probe instance; cleanup selects on it plus the run id.
+PROBE_INSTANCE_LABEL = "crdscale.io/probe-instance"
 
 
-def sweep_group(index: int, run_id: str) -> str:
+def probe_labels(run_id: str, instance: str) -> dict[str, str]:
+    """Ownership labels of ``run_id`` plus the probe-instance label."""
+    return {**ownership_labels(run_id), PROBE_INSTANCE_LABEL: instance}
+
+
+def probe_selector(run_id: str, instance: str) -> str:
+    """Label selector for exactly one probe instance's objects."""
+    return f"{owned_selector(run_id)},{PROBE_INSTANCE_LABEL}={instance}"
+
+
+def sweep_group(index: int, instance: str) -> str:
     """Group name of the ``index``-th sweep CRD; one group per CRD so each adds one group-version."""
-    short = run_id.split("-")[-1]
-    return f"g{index:04d}-{short}.sweep.{PROBE_GROUP_SUFFIX}"
+    return f"g{index:04d}-{instance}.sweep.{PROBE_GROUP_SUFFIX}"
 
 
-def crd_manifest(group: str, kind: str, plural: str, run_id: str, *, scope: str = "Namespaced") -> dict:
-    """A minimal CRD (one served version ``v1``, a free-form ``spec``) carrying the ownership labels."""
+def crd_manifest(group: str, kind: str, plural: str, labels: dict[str, str], *, scope: str = "Namespaced") -> dict:
+    """A minimal CRD (one served version ``v1``, a string ``spec.data``) carrying ``labels``."""
     return {
         "apiVersion": "apiextensions.k8s.io/v1",
         "kind": "CustomResourceDefinition",
-        "metadata": {"name": f"{plural}.{group}", "labels": ownership_labels(run_id)},
+        "metadata": {"name": f"{plural}.{group}", "labels": dict(labels)},
         "spec": {
             "group": group,
             "scope": scope,
@@ -59,26 +73,26 @@ def crd_manifest(group: str, kind: str, plural: str, run_id: str, *, scope: str 
     }
 
 
-def sweep_crds(start: int, stop: int, run_id: str) -> list[dict]:
+def sweep_crds(start: int, stop: int, labels: dict[str, str], instance: str) -> list[dict]:
     """CRDs ``start..stop-1`` of a discovery sweep, each in its own group."""
-    return [crd_manifest(sweep_group(i, run_id), "SweepProbe", "sweepprobes", run_id) for i in range(start, stop)]
+    return [crd_manifest(sweep_group(i, instance), "SweepProbe", "sweepprobes", labels) for i in range(start, stop)]
 
 
-def list_probe_crd(run_id: str) -> dict:
-    """The CRD holding the LIST probe's custom resources: ``listprobes.<run>.probe.crdscale.io``."""
-    return crd_manifest(list_probe_group(run_id), "ListProbe", "listprobes", run_id)
+def list_probe_group(instance: str) -> str:
+    return f"l{instance}.{PROBE_GROUP_SUFFIX}"
 
 
-def list_probe_group(run_id: str) -> str:
-    return f"r{run_id.split('-')[-1]}.{PROBE_GROUP_SUFFIX}"
+def list_probe_crd(labels: dict[str, str], instance: str) -> dict:
+    """The CRD holding the LIST probe's custom resources: ``listprobes.l<instance>.probe.crdscale.io``."""
+    return crd_manifest(list_probe_group(instance), "ListProbe", "listprobes", labels)
 
 
-def namespace_manifest(name: str, run_id: str) -> dict:
-    return {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name, "labels": ownership_labels(run_id)}}
+def namespace_manifest(name: str, labels: dict[str, str]) -> dict:
+    return {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name, "labels": dict(labels)}}
 
 
-def _object_labels(run_id: str, index: int) -> dict[str, str]:
-    return {**ownership_labels(run_id), BUCKET_LABEL: str(index % BUCKETS)}
+def _object_labels(labels: dict[str, str], index: int) -> dict[str, str]:
+    return {**labels, BUCKET_LABEL: str(index % BUCKETS)}
 
 
 def padding(size_bytes: int) -> str:
@@ -87,31 +101,31 @@ def padding(size_bytes: int) -> str:
     return (unit * (size_bytes // len(unit) + 1))[:size_bytes]
 
 
-def custom_resource(group: str, name: str, namespace: str, run_id: str, index: int, data_bytes: int) -> dict:
+def custom_resource(group: str, name: str, namespace: str, labels: dict[str, str], index: int, data_bytes: int) -> dict:
     return {
         "apiVersion": f"{group}/v1",
         "kind": "ListProbe",
-        "metadata": {"name": name, "namespace": namespace, "labels": _object_labels(run_id, index)},
+        "metadata": {"name": name, "namespace": namespace, "labels": _object_labels(labels, index)},
         "spec": {"index": index, "data": padding(data_bytes)},
     }
 
 
-def secret(name: str, namespace: str, run_id: str, index: int, data_bytes: int) -> dict:
+def secret(name: str, namespace: str, labels: dict[str, str], index: int, data_bytes: int) -> dict:
     # stringData avoids base64 on our side; the server stores it base64-encoded (4/3 larger in JSON).
     return {
         "apiVersion": "v1",
         "kind": "Secret",
-        "metadata": {"name": name, "namespace": namespace, "labels": _object_labels(run_id, index)},
+        "metadata": {"name": name, "namespace": namespace, "labels": _object_labels(labels, index)},
         "type": "Opaque",
         "stringData": {"data": padding(data_bytes)},
     }
 
 
-def config_map(name: str, namespace: str, run_id: str, index: int, data_bytes: int) -> dict:
+def config_map(name: str, namespace: str, labels: dict[str, str], index: int, data_bytes: int) -> dict:
     return {
         "apiVersion": "v1",
         "kind": "ConfigMap",
-        "metadata": {"name": name, "namespace": namespace, "labels": _object_labels(run_id, index)},
+        "metadata": {"name": name, "namespace": namespace, "labels": _object_labels(labels, index)},
         "data": {"data": padding(data_bytes)},
     }
 
@@ -130,6 +144,16 @@ class ProbeFixtures:
     namespaces: list[str] = field(default_factory=list)
     crd_names: list[str] = field(default_factory=list)
     collections: set[tuple[str, str]] = field(default_factory=set)  # (collection path, namespace)
+    instance: str = field(default_factory=lambda: _secrets.token_hex(3))
+
+    @property
+    def labels(self) -> dict[str, str]:
+        """Labels for every object this instance creates."""
+        return probe_labels(self.run_id, self.instance)
+
+    @property
+    def selector(self) -> str:
+        return probe_selector(self.run_id, self.instance)
 
     def __enter__(self) -> "ProbeFixtures":
         return self
@@ -145,9 +169,9 @@ class ProbeFixtures:
     # -- namespaces
 
     def namespace(self, suffix: str) -> str:
-        name = f"crdscale-probe-{self.run_id.split('-')[-1]}-{suffix}"
-        resp = self.cluster.session.post(self.cluster.url("/api/v1/namespaces"), json=namespace_manifest(name, self.run_id), timeout=30)
-        check(resp, f"create namespace {name}", ok=(201, 409))
+        name = f"crdscale-probe-{self.instance}-{suffix}"
+        resp = self.cluster.session.post(self.cluster.url("/api/v1/namespaces"), json=namespace_manifest(name, self.labels), timeout=30)
+        check(resp, f"create namespace {name}", ok=(201,))
         self.namespaces.append(name)
         return name
 
@@ -198,7 +222,7 @@ class ProbeFixtures:
 
     def cleanup(self) -> None:
         """Delete this run's labelled objects, CRDs and namespaces (best effort, reports failures)."""
-        selector = owned_selector(self.run_id)
+        selector = self.selector
         errors = []
         for path, _ns in sorted(self.collections):
             try:
@@ -227,7 +251,7 @@ class ProbeFixtures:
         if resp.status_code == 404:
             return
         labels = resp.json().get("metadata", {}).get("labels", {})
-        if labels != {**labels, **ownership_labels(self.run_id)}:
+        if labels != {**labels, **self.labels}:
             return  # not ours: never touch it
         cluster.session.delete(cluster.url(f"/api/v1/namespaces/{name}"), timeout=30)
         if not is_loopback(cluster.server):

@@ -87,7 +87,7 @@ class Populated:
 def populate(fixtures: ProbeFixtures, config: ListProbeConfig, *, echo: Callable[[str], None] | None = None) -> Populated:
     """Create the objects ``config`` asks for; returns what to LIST."""
     say = echo or (lambda _m: None)
-    run_id = fixtures.run_id
+    labels, instance = fixtures.labels, fixtures.instance
     out = Populated()
     out.namespaces = [fixtures.namespace(chr(ord("a") + i)) for i in range(config.namespaces)]
     primary = out.namespaces[0]
@@ -96,12 +96,12 @@ def populate(fixtures: ProbeFixtures, config: ListProbeConfig, *, echo: Callable
         return [(i, out.namespaces[i % len(out.namespaces)]) for i in range(count)]
 
     if config.custom_resources:
-        group = list_probe_group(run_id)
-        fixtures.install_crds([list_probe_crd(run_id)])
+        group = list_probe_group(instance)
+        fixtures.install_crds([list_probe_crd(labels, instance)])
         fixtures.wait_resource_served(group, "listprobes")
         target = ListTarget("listprobes", group, "v1", primary)
         say(f"creating {config.custom_resources} custom resources of {config.cr_bytes} B")
-        bodies = [custom_resource(group, f"cr-{i:06d}", ns, run_id, i, config.cr_bytes) for i, ns in spread(config.custom_resources)]
+        bodies = [custom_resource(group, f"cr-{i:06d}", ns, labels, i, config.cr_bytes) for i, ns in spread(config.custom_resources)]
         fixtures.create_objects(target.collection_path, bodies, workers=config.workers)
         out.targets.append(target)
         out.counts[target.group_resource] = config.custom_resources
@@ -110,7 +110,7 @@ def populate(fixtures: ProbeFixtures, config: ListProbeConfig, *, echo: Callable
     if config.secrets:
         target = ListTarget("secrets", "", "v1", primary)
         say(f"creating {config.secrets} Secrets of {config.secret_bytes} B")
-        bodies = [secret(f"s-{i:06d}", ns, run_id, i, config.secret_bytes) for i, ns in spread(config.secrets)]
+        bodies = [secret(f"s-{i:06d}", ns, labels, i, config.secret_bytes) for i, ns in spread(config.secrets)]
         fixtures.create_objects(target.collection_path, bodies, workers=min(config.workers, 8))
         out.targets.append(target)
         out.counts["secrets"] = config.secrets
@@ -119,7 +119,7 @@ def populate(fixtures: ProbeFixtures, config: ListProbeConfig, *, echo: Callable
     if config.configmaps:
         target = ListTarget("configmaps", "", "v1", primary)
         say(f"creating {config.configmaps} ConfigMaps of {config.configmap_bytes} B")
-        bodies = [config_map(f"cm-{i:06d}", ns, run_id, i, config.configmap_bytes) for i, ns in spread(config.configmaps)]
+        bodies = [config_map(f"cm-{i:06d}", ns, labels, i, config.configmap_bytes) for i, ns in spread(config.configmaps)]
         fixtures.create_objects(target.collection_path, bodies, workers=min(config.workers, 8))
         out.targets.append(target)
         out.counts["configmaps"] = config.configmaps

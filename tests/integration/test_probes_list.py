@@ -1,0 +1,116 @@
+"""LIST, APF and client-memory probes on the local control plane."""
+
+from __future__ import annotations
+
+import json
+
+import pandas as pd
+import pytest
+
+from crdscale.cli.main import main
+from crdscale.collect.probes import apfseats, clientmem, listcost
+from crdscale.collect.probes.fixtures import ProbeFixtures
+from crdscale.ownership import new_run_id
+
+pytestmark = pytest.mark.integration
+
+
+@pytest.fixture(scope="module")
+def cr_lists(cluster):
+    """The LIST probe over 2,000 small custom resources (one measurement per kind)."""
+    config = listcost.ListProbeConfig(custom_resources=2000, cr_bytes=200, repeats=1)
+    tables = listcost.probe(cluster, run_id=new_run_id(), config=config)
+    return tables
+
+
+def test_every_list_kind_answers_with_the_right_items(cr_lists):
+    lists = cr_lists["lists"].set_index("kind")
+    assert (lists["status"] == 200).all(), lists["status"]
+    assert lists.loc["rv0", "items"] == 2000
+    assert lists.loc["consistent", "items"] == 2000
+    assert lists.loc["exact", "items"] == 2000
+    assert lists.loc["paged", "items"] == 2000 and lists.loc["paged", "pages"] == 4
+    assert lists.loc["label-selector", "items"] == 200
+    assert lists.loc["namespaced", "items"] == 1000
+    assert lists.loc["field-selector-namespace", "items"] == 1000
+    assert lists.loc["field-selector-name", "items"] == 1
+    assert lists.loc["metadata-only", "items"] == 2000
+    assert lists.loc["table", "items"] == 2000
+    assert lists.loc["metadata-only", "bytes"] < lists.loc["rv0", "bytes"]
+    assert (lists["latency_s"] > 0).all()
+
+
+def test_cache_or_etcd_is_read_from_the_servers_counters(cr_lists):
+    served = cr_lists["lists"].set_index("kind")["served_from"]
+    assert served["rv0"] == "cache"
+    assert served["exact"] == "etcd"
+    assert served["paged"] == "etcd" or served["paged"] == "cache"  # continue pages: depends on the version
+    assert set(served) <= {"cache", "etcd", "unknown"}
+    assert (served != "unknown").all(), served.to_dict()
+
+
+def test_apf_estimates_for_measured_lists(cr_lists):
+    table = apfseats.compare(cr_lists["lists"], cr_lists["stats"], None)
+    assert table["object_count_seats"].between(1, 10).all()
+    assert table["size_based_seats"].between(1, 100).all()
+    single = table.set_index("kind").loc["field-selector-name"]
+    assert single["object_count_seats"] == 1 and single["size_based_seats"] == 1
+
+
+def test_metadata_only_is_10x_smaller_for_100kb_secrets(cluster):
+    config = listcost.ListProbeConfig(
+        custom_resources=0, secrets=20, secret_bytes=100_000, namespaces=1, repeats=1,
+        kinds=("rv0", "metadata-only", "metadata-only-rv0"),
+    )
+    run_id = new_run_id()
+    with ProbeFixtures(cluster, run_id) as fixtures:
+        populated = listcost.populate(fixtures, config)
+        lists = listcost.measure_lists(cluster, populated, repeats=1, kinds=config.kinds).set_index("kind")
+        ns = populated.namespaces[0]
+        reports = {r["mode"]: r for r in clientmem.measure(cluster, f"/api/v1/namespaces/{ns}/secrets")}
+    assert lists.loc["rv0", "items"] >= 20
+    assert lists.loc["metadata-only", "bytes"] * 10 <= lists.loc["rv0", "bytes"]
+    assert reports["metadata"]["bytes"] * 10 <= reports["full"]["bytes"]
+    assert reports["full"]["items"] == reports["metadata"]["items"] == 20
+    assert reports["full"]["peak_rss_kib"] > reports["metadata"]["peak_rss_kib"]
+
+
+def test_apf_probe_observes_the_servers_seats(local_cluster, tmp_path):
+    code = main(
+        [
+            "probe", "apf", "-q",
+            "--kubeconfig", str(local_cluster.kubeconfig),
+            "--runs-dir", str(tmp_path),
+            "--custom-resources", "300", "--cr-bytes", "2000", "--repeats", "1",
+            "--kinds", "rv0", "consistent", "exact", "field-selector-name",
+        ]
+    )
+    assert code == 0
+    (run_dir,) = tmp_path.iterdir()
+    manifest = json.loads((run_dir / "manifest.json").read_text())
+    assert manifest["status"] == "ok"
+    seats = pd.read_parquet(run_dir / "probes" / "apf-step00.parquet")
+    assert len(seats) == 4
+    # The server ran an estimator for the impersonated, non-exempt user.
+    assert seats["observed_seats"].notna().all(), seats
+    assert (seats["observed_matches"] != "").all()
+
+
+def test_list_cli_prints_the_table(local_cluster, tmp_path, capsys):
+    code = main(
+        [
+            "probe", "list", "-q",
+            "--kubeconfig", str(local_cluster.kubeconfig),
+            "--runs-dir", str(tmp_path),
+            "--custom-resources", "100", "--repeats", "1",
+            "--load", "1,2", "--load-requests", "10", "--load-seconds", "10",
+        ]
+    )
+    out = capsys.readouterr().out
+    assert code == 0
+    assert "served_from" in out and "cache" in out and "etcd" in out
+    (run_dir,) = tmp_path.iterdir()
+    assert (run_dir / "probes" / "list-step00.parquet").exists()
+    load = pd.read_parquet(run_dir / "probes" / "list-load-step00.parquet")
+    assert set(load["concurrency"]) == {1, 2}
+    assert (load["rss_max_bytes"] > 0).all()
