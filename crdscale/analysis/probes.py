@@ -63,7 +63,7 @@ def list_findings(lists: pd.DataFrame) -> pd.DataFrame:
             rows.append({"finding": f"{resource}: Table response", "value": f"{full / table:.1f}x smaller than full objects"})
     mismatched = lists[(lists["served_from"].isin(["cache", "etcd"])) & ((lists["served_from"] == "cache") != lists["expected_from_cache"])]
     for row in mismatched.itertuples(index=False):
-        rows.append({"finding": f"{row.resource}: {row.kind}", "value": f"served from {row.served_from}, unlike the APF estimator's assumption"})
+        rows.append({"finding": f"{row.resource}: {row.kind} place", "value": f"served from {row.served_from}, unlike the APF estimator's assumption"})
     return pd.DataFrame(rows)
 
 

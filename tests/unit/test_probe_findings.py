@@ -31,7 +31,7 @@ def test_list_findings_ratios_and_mismatches():
     )
     values = list_findings(lists).set_index("finding")["value"]
     assert values["secrets: metadata-only response"].startswith("100.0x")
-    assert "unlike the APF estimator" in values["secrets: consistent"]
+    assert "unlike the APF estimator" in values["secrets: consistent place"]
 
 
 def test_apf_findings():
