@@ -1,0 +1,389 @@
+"""Cost per CRD: straight-line fits of memory against the number of CRDs.
+
+For each cause of :mod:`crdscale.analysis.attribution`, the heap in use
+(bytes and objects) measured at several CRD counts is fitted by ordinary
+least squares, ``value = base + per_crd * crds``, with a confidence interval
+from Student's t. The same is done for the total, separately for the two
+phases a run may record (``installed``: CRDs Established, not yet served;
+``served``: after the step's resources were listed/watched), and for the
+RSS and heap-in-use time series.
+
+Pure functions take DataFrames; :func:`load_run` is the one reader of a run
+directory (manifest, events, profiles, metrics).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Iterable, Sequence
+
+import numpy as np
+import pandas as pd
+
+from crdscale.analysis.attribution import OTHER, RULES, Rule, cause_totals
+from crdscale.analysis.profile import Profile, read_profile
+from crdscale.collect.naming import parse_profile_filename
+from crdscale.errors import UsageError
+
+TOTAL = "total"
+METRICS = {"inuse_space": "bytes", "inuse_objects": "objects"}
+SERIES_METRICS = {
+    "process_resident_memory_bytes": "rss_bytes",
+    "go_memstats_heap_inuse_bytes": "heap_inuse_bytes",
+}
+
+
+# --------------------------------------------------------------------------
+# Least squares with a confidence interval
+# --------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class LinearFit:
+    """``y = intercept + slope * x`` with ``confidence`` intervals (NaN when n <= 2)."""
+
+    slope: float
+    slope_low: float
+    slope_high: float
+    intercept: float
+    intercept_low: float
+    intercept_high: float
+    r2: float
+    n: int
+    residuals: np.ndarray = field(repr=False)
+
+
+def linear_fit(x: Sequence[float], y: Sequence[float], confidence: float = 0.95) -> LinearFit:
+    """Ordinary least squares of ``y`` on ``x`` with a two-sided t confidence interval.
+
+    Needs at least two distinct x values (raises UsageError otherwise);
+    with exactly two points the intervals are NaN (no degrees of freedom left).
+    """
+    x = np.asarray(x, dtype=float)
+    y = np.asarray(y, dtype=float)
+    n = len(x)
+    if n < 2 or np.ptp(x) == 0:
+        raise UsageError("a per-CRD fit needs profiles at two or more different CRD counts")
+    x_mean, y_mean = x.mean(), y.mean()
+    sxx = float(((x - x_mean) ** 2).sum())
+    slope = float(((x - x_mean) * (y - y_mean)).sum() / sxx)
+    intercept = float(y_mean - slope * x_mean)
+    residuals = y - (intercept + slope * x)
+    ss_res = float((residuals**2).sum())
+    ss_tot = float(((y - y_mean) ** 2).sum())
+    r2 = 1.0 - ss_res / ss_tot if ss_tot > 0 else 1.0
+    dof = n - 2
+    if dof > 0:
+        sigma2 = ss_res / dof
+        se_slope = math.sqrt(sigma2 / sxx)
+        se_intercept = math.sqrt(sigma2 * (1.0 / n + x_mean**2 / sxx))
+        t = t_quantile(0.5 + confidence / 2, dof)
+        slope_ci = (slope - t * se_slope, slope + t * se_slope)
+        intercept_ci = (intercept - t * se_intercept, intercept + t * se_intercept)
+    else:
+        slope_ci = intercept_ci = (math.nan, math.nan)
+    return LinearFit(slope, *slope_ci, intercept, *intercept_ci, r2, n, residuals)
+
+
+def t_quantile(p: float, dof: int) -> float:
+    """Quantile of Student's t distribution (what ``scipy.stats.t.ppf`` gives), by bisection."""
+    if not 0 < p < 1:
+        raise ValueError("p must be in (0, 1)")
+    if p < 0.5:
+        return -t_quantile(1 - p, dof)
+    lo, hi = 0.0, 1.0
+    while _t_cdf(hi, dof) < p:
+        hi *= 2
+    for _ in range(200):
+        mid = (lo + hi) / 2
+        if _t_cdf(mid, dof) < p:
+            lo = mid
+        else:
+            hi = mid
+        if hi - lo < 1e-12:
+            break
+    return (lo + hi) / 2
+
+
+def _t_cdf(t: float, dof: int) -> float:
+    x = dof / (dof + t * t)
+    tail = 0.5 * _betainc(dof / 2, 0.5, x)
+    return 1 - tail if t >= 0 else tail
+
+
+def _betainc(a: float, b: float, x: float) -> float:
+    """Regularized incomplete beta I_x(a, b) (continued fraction, Numerical Recipes 6.4)."""
+    if x <= 0:
+        return 0.0
+    if x >= 1:
+        return 1.0
+    ln_front = math.lgamma(a + b) - math.lgamma(a) - math.lgamma(b) + a * math.log(x) + b * math.log1p(-x)
+    if x < (a + 1) / (a + b + 2):
+        return math.exp(ln_front) * _betacf(a, b, x) / a
+    return 1 - math.exp(ln_front) * _betacf(b, a, 1 - x) / b
+
+
+def _betacf(a: float, b: float, x: float) -> float:
+    tiny = 1e-300
+    qab, qap, qam = a + b, a + 1, a - 1
+    c, d = 1.0, 1 - qab * x / qap
+    d = 1 / (d if abs(d) > tiny else tiny)
+    h = d
+    for m in range(1, 300):
+        m2 = 2 * m
+        aa = m * (b - m) * x / ((qam + m2) * (a + m2))
+        d = 1 + aa * d
+        d = 1 / (d if abs(d) > tiny else tiny)
+        c = 1 + aa / c if abs(1 + aa / c) > tiny else tiny
+        h *= d * c
+        aa = -(a + m) * (qab + m) * x / ((a + m2) * (qap + m2))
+        d = 1 + aa * d
+        d = 1 / (d if abs(d) > tiny else tiny)
+        c = 1 + aa / c if abs(1 + aa / c) > tiny else tiny
+        delta = d * c
+        h *= delta
+        if abs(delta - 1) < 3e-16:
+            break
+    return h
+
+
+# --------------------------------------------------------------------------
+# Points: memory by cause at each CRD count
+# --------------------------------------------------------------------------
+
+
+def profile_points(
+    profiles: Iterable[tuple[int, str | None, Profile]],
+    rules: Sequence[Rule] = RULES,
+) -> pd.DataFrame:
+    """Heap in use by cause for each profile.
+
+    ``profiles`` yields ``(crds, phase, profile)`` where phase is ``None`` (end
+    of step, served), ``"installed"`` or ``"served"``. Returns tidy rows
+    ``crds, phase, cause, metric, value``: metric ``bytes`` (inuse_space) or
+    ``objects`` (inuse_objects), one row per cause (``other`` included) plus
+    a ``total`` row.
+    """
+    rows = []
+    for crds, phase, profile in profiles:
+        types = [t for t in METRICS if t in profile.sample_types]
+        if not types:
+            continue  # not a heap profile
+        totals = cause_totals(profile, rules, types)
+        for sample_type in types:
+            metric = METRICS[sample_type]
+            for cause, value in totals[sample_type].items():
+                rows.append((crds, phase or "served", cause, metric, int(value)))
+            rows.append((crds, phase or "served", TOTAL, metric, int(totals[sample_type].sum())))
+    return pd.DataFrame(rows, columns=["crds", "phase", "cause", "metric", "value"])
+
+
+def _with_baseline(points: pd.DataFrame, phase: str) -> pd.DataFrame:
+    """The points of one phase, plus the baseline (0 CRDs) whatever phase it was taken in."""
+    base = points[points["crds"] == 0]
+    ours = points[(points["phase"] == phase) & (points["crds"] != 0)]
+    if len(base):
+        base = base[base["phase"] == base["phase"].iloc[0]].assign(phase=phase)
+    return pd.concat([base, ours], ignore_index=True)
+
+
+def fit_per_crd(points: pd.DataFrame, confidence: float = 0.95) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """Fit ``value = base + per_crd * crds`` for every phase, cause and metric.
+
+    ``points`` has columns ``crds, phase, cause, metric, value`` (see
+    :func:`profile_points`; the baseline at 0 CRDs is shared by both phases).
+    Returns ``(fits, residuals)``:
+
+    - fits: ``phase, metric, cause, per_crd, per_crd_low, per_crd_high, base,
+      base_low, base_high, r2, n, share`` where ``per_crd`` is in bytes (or
+      objects) per CRD, ``base`` the fixed part at 0 CRDs, ``share`` the
+      cause's fraction of the total per-CRD growth. Phases with fewer than
+      two distinct CRD counts are left out.
+    - residuals: ``phase, metric, cause, crds, value, fitted, residual``.
+    """
+    fits, resid = [], []
+    for phase in [p for p in ("installed", "served") if p in set(points["phase"])]:
+        data = _with_baseline(points, phase)
+        if data["crds"].nunique() < 2:
+            continue
+        for (metric, cause), group in data.groupby(["metric", "cause"], sort=False):
+            group = group.sort_values("crds")
+            fit = linear_fit(group["crds"], group["value"], confidence)
+            fits.append((phase, metric, cause, fit.slope, fit.slope_low, fit.slope_high, fit.intercept,
+                         fit.intercept_low, fit.intercept_high, fit.r2, fit.n))
+            for crds, value, r in zip(group["crds"], group["value"], fit.residuals):
+                resid.append((phase, metric, cause, int(crds), value, value - r, r))
+    fits_df = pd.DataFrame(fits, columns=["phase", "metric", "cause", "per_crd", "per_crd_low", "per_crd_high",
+                                          "base", "base_low", "base_high", "r2", "n"])
+    if len(fits_df):
+        total = fits_df[fits_df["cause"] == TOTAL].set_index(["phase", "metric"])["per_crd"]
+        key = pd.MultiIndex.from_frame(fits_df[["phase", "metric"]])
+        denominator = total.reindex(key).to_numpy()
+        fits_df["share"] = np.where(denominator != 0, fits_df["per_crd"] / denominator, np.nan)
+        # Biggest causes first, total last: the order a reader wants.
+        fits_df["_is_total"] = fits_df["cause"] == TOTAL
+        fits_df = fits_df.sort_values(["phase", "metric", "_is_total", "per_crd"],
+                                      ascending=[True, True, True, False], kind="stable").drop(columns="_is_total")
+        fits_df = fits_df.reset_index(drop=True)
+    resid_df = pd.DataFrame(resid, columns=["phase", "metric", "cause", "crds", "value", "fitted", "residual"])
+    return fits_df, resid_df
+
+
+def unattributed_share(fits: pd.DataFrame, phase: str = "served", metric: str = "bytes") -> float:
+    """Fraction of the per-CRD growth that no rule explains (``other`` / ``total``)."""
+    rows = fits[(fits["phase"] == phase) & (fits["metric"] == metric)].set_index("cause")["per_crd"]
+    if TOTAL not in rows or rows[TOTAL] == 0:
+        return math.nan
+    return float(rows.get(OTHER, 0.0) / rows[TOTAL])
+
+
+# --------------------------------------------------------------------------
+# Time series: RSS and heap in use per CRD
+# --------------------------------------------------------------------------
+
+
+def series_points(series: pd.DataFrame, marks: pd.DataFrame, job: str = "kube-apiserver") -> pd.DataFrame:
+    """The value of each memory series at each mark.
+
+    ``series`` is the tidy metrics table (``timestamp, metric, labels, value``
+    and optionally ``job``); ``marks`` has ``timestamp, crds, phase`` (one per
+    profile taken). Returns ``crds, phase, metric, value`` with metric
+    ``rss_bytes`` / ``heap_inuse_bytes``: the last sample at or before the
+    mark (series values are summed over their labels).
+    """
+    rows = []
+    if series is None or len(series) == 0 or len(marks) == 0:
+        return pd.DataFrame(columns=["crds", "phase", "metric", "value"])
+    data = series
+    if "job" in data.columns:
+        data = data[data["job"] == job]
+    ts = pd.to_datetime(data["timestamp"], utc=True)
+    for name, metric in SERIES_METRICS.items():
+        sel = data["metric"] == name
+        if not sel.any():
+            continue
+        one = pd.Series(data.loc[sel, "value"].to_numpy(), index=ts[sel]).groupby(level=0).sum().sort_index()
+        for mark in marks.itertuples(index=False):
+            before = one[: pd.Timestamp(mark.timestamp)]
+            if len(before):
+                rows.append((int(mark.crds), mark.phase or "served", metric, float(before.iloc[-1])))
+    return pd.DataFrame(rows, columns=["crds", "phase", "metric", "value"])
+
+
+def fit_series_per_crd(points: pd.DataFrame, confidence: float = 0.95) -> pd.DataFrame:
+    """Per-CRD slope of RSS and heap in use: ``phase, metric, per_crd, per_crd_low, per_crd_high, base, r2, n``
+    (bytes per CRD; base in bytes)."""
+    rows = []
+    for phase in [p for p in ("installed", "served") if p in set(points["phase"])]:
+        data = _with_baseline(points, phase)
+        for metric, group in data.groupby("metric", sort=False):
+            if group["crds"].nunique() < 2:
+                continue
+            fit = linear_fit(group["crds"], group["value"], confidence)
+            rows.append((phase, metric, fit.slope, fit.slope_low, fit.slope_high, fit.intercept, fit.r2, fit.n))
+    return pd.DataFrame(rows, columns=["phase", "metric", "per_crd", "per_crd_low", "per_crd_high", "base", "r2", "n"])
+
+
+def fit_per_property(per_crd: pd.DataFrame, confidence: float = 0.95) -> pd.DataFrame:
+    """Bytes per schema property from runs that differ in schema size.
+
+    ``per_crd`` has ``properties`` (properties per CRD), ``cause`` and
+    ``per_crd`` (bytes per CRD, e.g. the served-phase fits of several runs).
+    Returns ``cause, per_property, per_property_low, per_property_high,
+    fixed_per_crd, r2, n``: the slope of bytes per CRD against properties per
+    CRD, and what a CRD costs with no property at all.
+    """
+    rows = []
+    for cause, group in per_crd.groupby("cause", sort=False):
+        if group["properties"].nunique() < 2:
+            continue
+        fit = linear_fit(group["properties"], group["per_crd"], confidence)
+        rows.append((cause, fit.slope, fit.slope_low, fit.slope_high, fit.intercept, fit.r2, fit.n))
+    return pd.DataFrame(rows, columns=["cause", "per_property", "per_property_low", "per_property_high",
+                                       "fixed_per_crd", "r2", "n"])
+
+
+# --------------------------------------------------------------------------
+# A run directory
+# --------------------------------------------------------------------------
+
+
+@dataclass
+class RunAnalysis:
+    """Everything ``crdscale analyze`` computes for one run directory."""
+
+    run_dir: Path
+    manifest: dict
+    points: pd.DataFrame
+    fits: pd.DataFrame
+    residuals: pd.DataFrame
+    series_points: pd.DataFrame
+    series_fits: pd.DataFrame
+    profiles: list[str]
+
+    @property
+    def phases(self) -> list[str]:
+        return sorted(set(self.fits["phase"])) if len(self.fits) else []
+
+
+def heap_profiles(run_dir: Path) -> list[tuple[Path, int, str | None, int]]:
+    """Heap profiles of a run as ``(path, crds, phase, step)``, by step then phase."""
+    found = []
+    profiles_dir = Path(run_dir) / "profiles"
+    if not profiles_dir.is_dir():
+        return []
+    for path in sorted(profiles_dir.iterdir()):
+        name = parse_profile_filename(path.name)
+        if name is None or name.kind != "heap":
+            continue
+        found.append((path, name.crds, name.phase, name.step))
+    return found
+
+
+def profile_marks(run_dir: Path) -> pd.DataFrame:
+    """When each heap profile was taken: ``timestamp, crds, phase`` from ``events.jsonl``."""
+    rows = []
+    events = Path(run_dir) / "events.jsonl"
+    if events.is_file():
+        for line in events.read_text().splitlines():
+            try:
+                event = json.loads(line)
+            except ValueError:
+                continue  # a line cut by a crash
+            if event.get("kind") == "profile" and event.get("profile", "heap") == "heap":
+                rows.append((pd.Timestamp(event["ts"]), int(event.get("crds", 0)), event.get("phase")))
+    return pd.DataFrame(rows, columns=["timestamp", "crds", "phase"])
+
+
+def load_run(run_dir: str | Path, rules: Sequence[Rule] = RULES, confidence: float = 0.95) -> RunAnalysis:
+    """Read a run directory and fit per-CRD costs (profiles by cause, and memory series).
+
+    Raises UsageError if the directory has no heap profiles at two different
+    CRD counts; ProfileError if a profile is not valid.
+    """
+    run_dir = Path(run_dir)
+    if not run_dir.is_dir():
+        raise UsageError(f"{run_dir}: not a directory")
+    manifest_path = run_dir / "manifest.json"
+    manifest = {}
+    if manifest_path.is_file():
+        try:
+            manifest = json.loads(manifest_path.read_text())
+        except ValueError as err:
+            raise UsageError(f"{manifest_path}: not JSON ({err})") from None
+    found = heap_profiles(run_dir)
+    if len({crds for _p, crds, _ph, _s in found}) < 2:
+        raise UsageError(f"{run_dir}: needs heap profiles at two or more CRD counts under profiles/")
+    points = profile_points(((crds, phase, read_profile(path)) for path, crds, phase, _s in found), rules)
+    fits, residuals = fit_per_crd(points, confidence)
+    series = None
+    series_path = run_dir / "metrics" / "series.parquet"
+    if series_path.is_file():
+        series = pd.read_parquet(series_path)
+    spoints = series_points(series, profile_marks(run_dir))
+    sfits = fit_series_per_crd(spoints, confidence) if len(spoints) else fit_series_per_crd(
+        pd.DataFrame(columns=["crds", "phase", "metric", "value"]))
+    return RunAnalysis(run_dir, manifest, points, fits, residuals, spoints, sfits, [str(p) for p, *_ in found])
