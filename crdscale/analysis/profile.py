@@ -525,3 +525,51 @@ def truncate_stacks(profile: Profile, max_depth: int = 32) -> Profile:
     stacks = profile.stacks[profile.stacks["depth"].to_numpy() < max_depth].reset_index(drop=True)
     return Profile(profile.samples, stacks, profile.locations, profile.functions, profile.mappings,
                    profile.labels, profile.meta, source=profile.source)
+
+
+def synthetic_profile(
+    stacks: "list[tuple[list[str], list[int]]]",
+    sample_types: "list[tuple[str, str]]" = (("inuse_objects", "count"), ("inuse_space", "bytes")),
+    *,
+    time_nanos: int = 0,
+) -> Profile:
+    """Build a Profile from ``(function names from leaf to root, values)`` pairs.
+
+    One location per function name (no inlining), values in the order of
+    ``sample_types``. For tests and examples; :func:`encode_profile` turns it
+    into a file ``go tool pprof`` reads.
+    """
+    names: dict[str, int] = {}
+    stack_rows, values = [], []
+    for i, (frames, vals) in enumerate(stacks):
+        for depth, name in enumerate(frames):
+            stack_rows.append((i, depth, names.setdefault(name, len(names) + 1)))
+        values.append(list(vals))
+    ids = np.arange(1, len(names) + 1, dtype=np.int64)
+    functions = pd.DataFrame({
+        "function": ids, "name": list(names), "system_name": list(names),
+        "filename": ["synthetic.go"] * len(names), "start_line": np.ones(len(names), dtype=np.int64),
+    })
+    locations = pd.DataFrame({
+        "location": ids, "address": (ids * 16).astype(np.uint64), "mapping": np.zeros(len(ids), dtype=np.int64),
+        "inline_depth": np.zeros(len(ids), dtype=np.int64), "function": ids,
+        "line": np.ones(len(ids), dtype=np.int64), "column": np.zeros(len(ids), dtype=np.int64),
+    })
+    mappings = pd.DataFrame(columns=["mapping", "memory_start", "memory_limit", "file_offset", "filename",
+                                     "build_id", "has_functions", "has_filenames", "has_line_numbers",
+                                     "has_inline_frames"])
+    samples = pd.DataFrame(np.asarray(values, dtype=np.int64).reshape(len(stacks), len(sample_types)),
+                           columns=_unique_names([t for t, _ in sample_types]))
+    samples.index.name = "sample"
+    stacks_df = pd.DataFrame(stack_rows or None, columns=["sample", "depth", "location"]).astype(np.int64)
+    labels = pd.DataFrame(columns=["sample", "key", "str", "num", "num_unit"]).astype(
+        {"sample": np.int64, "num": np.int64})
+    meta = ProfileMeta(
+        sample_types=tuple(ValueType(t, u) for t, u in sample_types),
+        default_sample_type="",
+        period_type=ValueType("space", "bytes"),
+        period=524288,
+        time_nanos=time_nanos,
+        duration_nanos=0,
+    )
+    return Profile(samples, stacks_df, locations, functions, mappings, labels, meta, source="<synthetic>")

@@ -1,0 +1,99 @@
+"""Fit the memory cost per CRD, by cause, from a run directory's heap profiles.
+
+Examples:
+  crdscale analyze runs/20261122T031500Z-default
+  crdscale analyze runs/<run> --metric objects --confidence 0.9
+
+Reads RUN_DIR/profiles/heap-stepNN-crdsNNNN[-installed].pb.gz (and
+RUN_DIR/metrics/series.parquet when present), attributes every heap sample to
+a cause, fits value = base + per_crd * crds by least squares for each cause,
+and prints bytes per CRD with confidence intervals, for the served phase and,
+when recorded, the installed phase. Writes RUN_DIR/analysis/percrd.csv and
+.parquet (plus residuals and series fits).
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+from pathlib import Path
+
+from crdscale.errors import UsageError
+
+
+class Command:
+    __doc__ = __doc__
+
+    @staticmethod
+    def add_arguments(parser: argparse.ArgumentParser) -> None:
+        parser.add_argument("run_dir", help="run directory written by `crdscale run`")
+        parser.add_argument("--metric", choices=["bytes", "objects"], default="bytes",
+                            help="what to print (both are written): heap bytes or objects in use")
+        parser.add_argument("--confidence", type=float, default=0.95, help="confidence level of the intervals (default 0.95)")
+        parser.add_argument("--no-write", action="store_true", help="print only; do not write RUN_DIR/analysis/")
+
+    @staticmethod
+    def run(args: argparse.Namespace) -> int:
+        from crdscale.analysis.export import write_table
+        from crdscale.analysis.percrd import load_run, unattributed_share
+
+        if not 0 < args.confidence < 1:
+            raise UsageError("--confidence must be between 0 and 1")
+        analysis = load_run(args.run_dir, confidence=args.confidence)
+        print(render(analysis, args.metric, args.confidence))
+        for phase in analysis.phases:
+            share = unattributed_share(analysis.fits, phase, args.metric)
+            if not math.isnan(share):
+                print(f"unattributed ({phase}): {100 * share:.1f}% of the growth per CRD")
+        if not args.no_write:
+            out = Path(args.run_dir) / "analysis"
+            written = [
+                write_table(analysis.fits, out / "percrd.csv"),
+                write_table(analysis.fits, out / "percrd.parquet"),
+                write_table(analysis.residuals, out / "percrd_residuals.csv"),
+                write_table(analysis.points, out / "percrd_points.csv"),
+            ]
+            if len(analysis.series_fits):
+                written.append(write_table(analysis.series_fits, out / "series_percrd.csv"))
+            print("wrote " + ", ".join(str(p) for p in written))
+        return 0
+
+
+def _fmt(value: float, metric: str) -> str:
+    if value is None or (isinstance(value, float) and math.isnan(value)):
+        return "n/a"
+    if metric == "objects":
+        return f"{value:,.1f}"
+    sign = "-" if value < 0 else ""
+    v = abs(value)
+    for unit, factor in (("MiB", 2**20), ("KiB", 2**10)):
+        if v >= factor:
+            return f"{sign}{v / factor:,.2f} {unit}"
+    return f"{sign}{v:,.0f} B"
+
+
+def render(analysis, metric: str = "bytes", confidence: float = 0.95) -> str:
+    """The per-CRD table as text: one block per phase, causes by cost, total last."""
+    lines = [f"Run: {analysis.run_dir}  ({len(analysis.profiles)} heap profiles)"]
+    unit = "bytes" if metric == "bytes" else "objects"
+    level = f"{100 * confidence:g}% CI"
+    for phase in analysis.phases:
+        fits = analysis.fits[(analysis.fits["phase"] == phase) & (analysis.fits["metric"] == metric)]
+        if not len(fits):
+            continue
+        n = int(fits["n"].iloc[0])
+        lines.append("")
+        lines.append(f"Heap in use per CRD ({unit}), phase {phase}, {n} points, {level}:")
+        lines.append(f"{'cause':<18} {'per CRD':>14} {level:>29} {'share':>7} {'base':>14} {'r2':>6}")
+        for r in fits.itertuples(index=False):
+            ci = f"[{_fmt(r.per_crd_low, metric)}, {_fmt(r.per_crd_high, metric)}]"
+            share = "" if math.isnan(r.share) else f"{100 * r.share:6.1f}%"
+            lines.append(f"{r.cause:<18} {_fmt(r.per_crd, metric):>14} {ci:>29} {share:>7} "
+                         f"{_fmt(r.base, metric):>14} {r.r2:6.3f}")
+    if len(analysis.series_fits):
+        lines.append("")
+        lines.append(f"From the metrics series (bytes per CRD, {level}):")
+        for r in analysis.series_fits.itertuples(index=False):
+            ci = f"[{_fmt(r.per_crd_low, 'bytes')}, {_fmt(r.per_crd_high, 'bytes')}]"
+            lines.append(f"{r.metric + ' (' + r.phase + ')':<30} {_fmt(r.per_crd, 'bytes'):>14} {ci:>29}")
+    return "\n".join(lines)
