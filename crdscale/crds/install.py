@@ -1,0 +1,584 @@
+"""Install a CRD set into an API server step by step, as a provider install does.
+
+The library half of ``crdscale install``; the scenario runner drives it too::
+
+    installer = Installer(cluster, run_id, events=log)
+    server = ResourceServer(cluster, "watch", events=log)      # crdscale.crds.serve
+    for step, crds in enumerate(split_steps(all_crds, 100), start=1):
+        result = installer.install_step(crds, step)             # -> StepResult
+        # profile "installed" here
+        server.serve(result.served_resources(), step)
+        # profile end of step here
+    server.close(); installer.close()
+
+Per CRD the installer records when the create returned and when
+``NamesAccepted`` and ``Established`` were first seen true (one WATCH on
+CRDs with this run's label, not a poll per CRD). Every CRD it creates or
+updates carries the ownership labels of :mod:`crdscale.ownership`; a CRD that
+exists without them is never modified.
+
+Events emitted (kinds): ``install.start``, ``install.end`` (requests done, with
+counts), ``established`` (all of the step Established, or timed out).
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import asdict, dataclass, field
+from typing import Any, Callable, Iterator, Mapping, Sequence
+
+import requests
+
+from crdscale.cluster.clients import Cluster
+from crdscale.collect.events import EventLog
+from crdscale.errors import ClusterError, CRDError, UsageError
+from crdscale.ownership import is_owned, owned_selector, ownership_labels
+
+CRD_PATH = "/apis/apiextensions.k8s.io/v1/customresourcedefinitions"
+FIELD_MANAGER = "crdscale"
+EXISTING_MODES = ("skip", "update", "fail")
+ERROR_MODES = ("continue", "stop")
+# Answers worth a retry: throttled by APF, or a server that is briefly busy.
+_RETRY_STATUS = {429, 500, 502, 503, 504}
+_MAX_ATTEMPTS = 5
+_SERVER_METADATA = ("resourceVersion", "uid", "creationTimestamp", "generation", "managedFields",
+                    "selfLink", "deletionTimestamp", "deletionGracePeriodSeconds")
+
+Progress = Callable[[str, int, int], None]
+"""``progress(phase, done, total)`` with phase ``"create"`` or ``"establish"``."""
+
+
+class CrdRejected(CRDError):
+    """The server refused a CRD (or a step timed out) and the user asked to stop; ``.result`` has the step."""
+
+    def __init__(self, message: str, result: "StepResult"):
+        super().__init__(message)
+        self.result = result
+
+
+@dataclass
+class CrdRecord:
+    """What happened to one CRD. Times are Unix epoch seconds (client clock); ``None`` = never.
+
+    Attributes:
+        action: ``created``, ``updated``, ``skipped`` (present already), ``rejected``
+            (the server said no: ``message`` has its words) or ``failed`` (no answer).
+    """
+
+    name: str
+    step: int
+    action: str = "pending"
+    message: str = ""
+    http_status: int | None = None
+    submitted_at: float | None = None
+    created_at: float | None = None
+    names_accepted_at: float | None = None
+    established_at: float | None = None
+    group: str = ""
+    version: str = ""
+    plural: str = ""
+    namespaced: bool = False
+
+    @property
+    def installed(self) -> bool:
+        return self.action in ("created", "updated")
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+@dataclass
+class StepResult:
+    """One step: its CRD records and timing (epoch seconds; durations in seconds)."""
+
+    step: int
+    records: list[CrdRecord] = field(default_factory=list)
+    started_at: float = 0.0
+    requests_done_at: float = 0.0
+    finished_at: float = 0.0
+    timed_out: list[str] = field(default_factory=list)
+
+    def count(self, action: str) -> int:
+        return sum(1 for r in self.records if r.action == action)
+
+    @property
+    def established(self) -> int:
+        return sum(1 for r in self.records if r.installed and r.established_at is not None)
+
+    @property
+    def rejected(self) -> list[CrdRecord]:
+        return [r for r in self.records if r.action in ("rejected", "failed")]
+
+    @property
+    def ok(self) -> bool:
+        return not self.rejected and not self.timed_out
+
+    @property
+    def duration_s(self) -> float:
+        return self.finished_at - self.started_at
+
+    def served_resources(self) -> list["ResourceRef"]:
+        """Resources of the CRDs this step created or updated and saw Established (what to serve)."""
+        return [ResourceRef(r.group, r.version, r.plural, r.namespaced)
+                for r in self.records if r.installed and r.established_at is not None]
+
+    def counts(self) -> dict[str, int]:
+        return {
+            "crds": len(self.records),
+            "created": self.count("created"),
+            "updated": self.count("updated"),
+            "skipped": self.count("skipped"),
+            "rejected": self.count("rejected"),
+            "failed": self.count("failed"),
+            "established": self.established,
+            "timed_out": len(self.timed_out),
+        }
+
+
+@dataclass(frozen=True)
+class ResourceRef:
+    """A custom resource to LIST/WATCH: ``/apis/{group}/{version}/{plural}`` (all namespaces)."""
+
+    group: str
+    version: str
+    plural: str
+    namespaced: bool = False
+
+    @property
+    def path(self) -> str:
+        return f"/apis/{self.group}/{self.version}/{self.plural}"
+
+
+def storage_version(crd: Mapping[str, Any]) -> str:
+    """Name of the CRD's storage version (the first served one if none is marked)."""
+    versions = crd["spec"]["versions"]
+    for version in versions:
+        if version.get("storage"):
+            return version["name"]
+    return next((v["name"] for v in versions if v.get("served", True)), versions[0]["name"])
+
+
+def resource_ref(crd: Mapping[str, Any]) -> ResourceRef:
+    """The resource a controller of this CRD would watch: its storage version, all namespaces."""
+    spec = crd["spec"]
+    return ResourceRef(spec["group"], storage_version(crd), spec["names"]["plural"], spec.get("scope") == "Namespaced")
+
+
+def split_steps(crds: Sequence[Mapping[str, Any]], step_size: int) -> list[list[Mapping[str, Any]]]:
+    """``crds`` in consecutive chunks of ``step_size`` (the last may be shorter); 0 = one step."""
+    if step_size < 0:
+        raise UsageError(f"step size must be >= 0, got {step_size}")
+    if step_size == 0 or step_size >= len(crds):
+        return [list(crds)] if crds else []
+    return [list(crds[i:i + step_size]) for i in range(0, len(crds), step_size)]
+
+
+def owned_body(crd: Mapping[str, Any], run_id: str) -> dict[str, Any]:
+    """A copy of ``crd`` ready to create: server fields and status dropped, ownership labels added."""
+    metadata = {k: v for k, v in (crd.get("metadata") or {}).items() if k not in _SERVER_METADATA}
+    metadata["labels"] = {**(metadata.get("labels") or {}), **ownership_labels(run_id)}
+    body = {k: v for k, v in crd.items() if k not in ("status", "metadata")}
+    body["metadata"] = metadata
+    return body
+
+
+def conditions_true(obj: Mapping[str, Any]) -> set[str]:
+    """Condition types that are ``True`` in ``obj['status']['conditions']``."""
+    return {c.get("type") for c in (obj.get("status") or {}).get("conditions") or [] if c.get("status") == "True"}
+
+
+def status_message(response: requests.Response) -> str:
+    """The ``message`` of a Kubernetes ``Status`` answer, else the start of the body, on one line."""
+    try:
+        message = response.json().get("message") or ""
+    except ValueError:
+        message = ""
+    return " ".join((message or response.text or f"HTTP {response.status_code}").split())[:1000]
+
+
+class RateLimiter:
+    """Token bucket shared by worker threads: ``qps`` per second, bursts of ``burst``; qps <= 0 = unlimited."""
+
+    def __init__(self, qps: float, burst: int | None = None):
+        self.qps = qps
+        self.burst = max(1, burst if burst is not None else int(max(qps, 1)))
+        self._tokens = float(self.burst)
+        self._last = time.monotonic()
+        self._lock = threading.Lock()
+
+    def acquire(self) -> None:
+        if self.qps <= 0:
+            return
+        with self._lock:
+            now = time.monotonic()
+            self._tokens = min(self.burst, self._tokens + (now - self._last) * self.qps)
+            self._last = now
+            self._tokens -= 1
+            wait = -self._tokens / self.qps if self._tokens < 0 else 0.0
+        if wait > 0:
+            time.sleep(wait)
+
+
+class ConditionWatcher:
+    """One WATCH on this run's CRDs, noting when each is first seen NamesAccepted / Established.
+
+    A background thread lists then watches ``customresourcedefinitions`` with
+    the run's label selector, re-listing when the watch expires. ``wait`` blocks
+    until given CRDs are Established.
+    """
+
+    def __init__(self, cluster: Cluster, run_id: str, *, watch_timeout_s: int = 60):
+        self.cluster = cluster
+        self.selector = owned_selector(run_id)
+        self.watch_timeout_s = watch_timeout_s
+        self.names_accepted_at: dict[str, float] = {}
+        self.established_at: dict[str, float] = {}
+        self.error: str | None = None
+        self._changed = threading.Condition()
+        self._stop = threading.Event()
+        self._ready = threading.Event()
+        self._response: requests.Response | None = None
+        self._thread = threading.Thread(target=self._run, name="crdscale-crd-watch", daemon=True)
+        self._thread.start()
+        if not self._ready.wait(30):
+            raise ClusterError(f"cannot list CRDs on {cluster.server}: {self.error or 'no answer in 30 s'}")
+
+    def _note(self, obj: Mapping[str, Any]) -> None:
+        name = obj.get("metadata", {}).get("name")
+        true = conditions_true(obj)
+        now = time.time()
+        with self._changed:
+            if "NamesAccepted" in true:
+                self.names_accepted_at.setdefault(name, now)
+            if "Established" in true:
+                self.established_at.setdefault(name, now)
+            self._changed.notify_all()
+
+    def _list(self) -> str:
+        response = self.cluster.get(CRD_PATH, params={"labelSelector": self.selector})
+        if response.status_code != 200:
+            raise ClusterError(f"LIST CRDs -> HTTP {response.status_code}: {status_message(response)}")
+        body = response.json()
+        for item in body.get("items") or []:
+            self._note(item)
+        return body["metadata"]["resourceVersion"]
+
+    def _run(self) -> None:
+        resource_version = None
+        while not self._stop.is_set():
+            try:
+                if resource_version is None:
+                    resource_version = self._list()
+                    self._ready.set()
+                resource_version = self._watch(resource_version)
+            except (ClusterError, requests.RequestException, ValueError) as err:
+                if self._stop.is_set():
+                    return
+                self.error = str(err)
+                resource_version = None
+                self._stop.wait(0.5)
+
+    def _watch(self, resource_version: str) -> str | None:
+        params = {
+            "labelSelector": self.selector,
+            "watch": "1",
+            "resourceVersion": resource_version,
+            "allowWatchBookmarks": "true",
+            "timeoutSeconds": str(self.watch_timeout_s),
+        }
+        with self.cluster.session.get(self.cluster.url(CRD_PATH), params=params, stream=True,
+                                      timeout=(10, self.watch_timeout_s + 30)) as response:
+            self._response = response
+            if response.status_code != 200:
+                raise ClusterError(f"WATCH CRDs -> HTTP {response.status_code}: {status_message(response)}")
+            for line in response.iter_lines(chunk_size=None):
+                if self._stop.is_set():
+                    return None
+                if not line:
+                    continue
+                event = json.loads(line)
+                obj = event.get("object") or {}
+                if event.get("type") == "ERROR":
+                    return None  # 410 Gone and friends: list again
+                resource_version = obj.get("metadata", {}).get("resourceVersion", resource_version)
+                if event.get("type") in ("ADDED", "MODIFIED"):
+                    self._note(obj)
+        return resource_version
+
+    def wait(self, names: Sequence[str], deadline: float, progress: Callable[[int], None] | None = None) -> list[str]:
+        """Block until every CRD in ``names`` is Established or ``deadline`` (monotonic) passes.
+
+        Returns the names still not Established.
+        """
+        wanted = set(names)
+        with self._changed:
+            while True:
+                missing = [n for n in names if n not in self.established_at]
+                if progress:
+                    progress(len(wanted) - len(missing))
+                if not missing:
+                    return []
+                remaining = deadline - time.monotonic()
+                if remaining <= 0:
+                    return missing
+                self._changed.wait(min(remaining, 1.0))
+
+    def close(self) -> None:
+        self._stop.set()
+        _interrupt(self._response)
+        self._thread.join(timeout=5)
+
+
+def _interrupt(response: requests.Response | None) -> None:
+    """Unblock a thread reading a streaming response by shutting its socket down."""
+    if response is None:
+        return
+    try:
+        sock = response.raw._connection.sock  # urllib3 2.x keeps the connection on the response
+        import socket
+
+        sock.shutdown(socket.SHUT_RDWR)
+    except Exception:  # already closed, or another urllib3 layout: the watch timeout ends it anyway
+        pass
+
+
+class Installer:
+    """Creates CRDs with ownership labels and waits until they are Established.
+
+    Parameters:
+        cluster: where to install.
+        run_id: the run whose labels go on every CRD (see :func:`crdscale.ownership.new_run_id`).
+        concurrency: parallel create requests.
+        qps: client-side rate limit for create/update requests (<= 0: none); ``burst`` defaults to qps.
+        existing: for a CRD that is already there: ``skip`` it, ``update`` it (only if
+            crdscale owns it; others are skipped and left alone), or ``fail`` (record as rejected).
+        on_error: ``continue`` past rejected CRDs and establish timeouts, or ``stop``
+            (raise :class:`CrdRejected` at the end of the step).
+        establish_timeout_s: how long a step waits for its CRDs to be Established.
+        events: an :class:`EventLog` to append to (optional).
+        progress: ``progress(phase, done, total)`` callback (optional, for CLIs).
+    """
+
+    def __init__(
+        self,
+        cluster: Cluster,
+        run_id: str,
+        *,
+        concurrency: int = 16,
+        qps: float = 0,
+        burst: int | None = None,
+        existing: str = "skip",
+        on_error: str = "continue",
+        establish_timeout_s: float = 300.0,
+        events: EventLog | None = None,
+        progress: Progress | None = None,
+    ):
+        if existing not in EXISTING_MODES:
+            raise UsageError(f"existing must be one of {', '.join(EXISTING_MODES)}, got {existing!r}")
+        if on_error not in ERROR_MODES:
+            raise UsageError(f"on_error must be one of {', '.join(ERROR_MODES)}, got {on_error!r}")
+        if concurrency < 1:
+            raise UsageError(f"concurrency must be >= 1, got {concurrency}")
+        self.cluster = cluster
+        self.run_id = run_id
+        self.concurrency = concurrency
+        self.limiter = RateLimiter(qps, burst)
+        self.existing = existing
+        self.on_error = on_error
+        self.establish_timeout_s = establish_timeout_s
+        self.events = events
+        self.progress = progress
+        self.results: list[StepResult] = []
+        self._watcher: ConditionWatcher | None = None
+        self._pool = ThreadPoolExecutor(max_workers=concurrency, thread_name_prefix="crdscale-install")
+
+    # -- requests
+
+    def _request(self, method: str, path: str, body: Mapping[str, Any] | None = None) -> requests.Response:
+        data = json.dumps(body, separators=(",", ":")) if body is not None else None
+        last_error = ""
+        for attempt in range(_MAX_ATTEMPTS):
+            self.limiter.acquire()
+            try:
+                response = self.cluster.session.request(
+                    method, self.cluster.url(path), data=data, timeout=60,
+                    params={"fieldManager": FIELD_MANAGER} if method in ("POST", "PUT") else None,
+                    headers={"Content-Type": "application/json"} if data else None,
+                )
+            except requests.RequestException as err:
+                last_error = f"{type(err).__name__}: {err}"
+            else:
+                if response.status_code not in _RETRY_STATUS:
+                    return response
+                last_error = f"HTTP {response.status_code}: {status_message(response)}"
+                retry_after = response.headers.get("Retry-After", "")
+                if retry_after.isdigit():
+                    time.sleep(min(int(retry_after), 5))
+            time.sleep(min(0.1 * 2**attempt, 2.0))
+        raise ClusterError(f"{method} {path}: gave up after {_MAX_ATTEMPTS} attempts: {last_error}")
+
+    def _install_one(self, crd: Mapping[str, Any], record: CrdRecord) -> CrdRecord:
+        body = owned_body(crd, self.run_id)
+        record.submitted_at = time.time()
+        try:
+            response = self._request("POST", CRD_PATH, body)
+            if response.status_code == 409:
+                response = self._handle_existing(body, record)
+                if response is None:
+                    return record
+        except ClusterError as err:
+            record.action, record.message = "failed", str(err)
+            return record
+        record.http_status = response.status_code
+        if response.status_code in (200, 201):
+            record.created_at = time.time()
+            record.action = "created" if response.status_code == 201 else "updated"
+            self._note_conditions(response.json(), record)
+        else:
+            record.action, record.message = "rejected", status_message(response)
+        return record
+
+    def _handle_existing(self, body: dict[str, Any], record: CrdRecord) -> requests.Response | None:
+        """Apply the ``existing`` policy to a CRD that is already there; None when nothing more to do."""
+        path = f"{CRD_PATH}/{record.name}"
+        for _ in range(_MAX_ATTEMPTS):
+            current = self._request("GET", path)
+            if current.status_code == 404:  # deleted meanwhile: create it after all
+                return self._request("POST", CRD_PATH, body)
+            if current.status_code != 200:
+                return current
+            obj = current.json()
+            labels = obj.get("metadata", {}).get("labels")
+            record.http_status = 409
+            if self.existing == "fail":
+                record.action, record.message = "rejected", "already exists"
+                return None
+            if self.existing == "skip" or not is_owned(labels):
+                record.action = "skipped"
+                record.message = "already exists" if is_owned(labels) else "already exists and is not crdscale's: left alone"
+                self._note_conditions(obj, record)
+                return None
+            update = dict(body)
+            update["metadata"] = {**body["metadata"], "resourceVersion": obj["metadata"]["resourceVersion"]}
+            response = self._request("PUT", path, update)
+            if response.status_code != 409:  # 409 here: changed since our GET, try again
+                return response
+        return response
+
+    def _note_conditions(self, obj: Mapping[str, Any], record: CrdRecord) -> None:
+        true = conditions_true(obj)
+        now = time.time()
+        if "NamesAccepted" in true and record.names_accepted_at is None:
+            record.names_accepted_at = now
+        if "Established" in true and record.established_at is None:
+            record.established_at = now
+
+    # -- steps
+
+    def _emit(self, kind: str, **fields: Any) -> None:
+        if self.events is not None:
+            self.events.emit(kind, run_id=self.run_id, **fields)
+
+    def _progress(self, phase: str, done: int, total: int) -> None:
+        if self.progress is not None:
+            self.progress(phase, done, total)
+
+    def install_step(self, crds: Sequence[Mapping[str, Any]], step: int | None = None) -> StepResult:
+        """Create (or skip/update) ``crds`` in parallel and wait until they are Established.
+
+        Returns the :class:`StepResult`. With ``on_error="stop"`` raises
+        :class:`CrdRejected` (carrying the result) if any CRD was rejected or
+        not Established in time.
+        """
+        step = len(self.results) + 1 if step is None else step
+        if self._watcher is None:
+            self._watcher = ConditionWatcher(self.cluster, self.run_id)
+        result = StepResult(step=step, started_at=time.time())
+        self.results.append(result)
+        records = []
+        for crd in crds:
+            ref = resource_ref(crd)
+            records.append(CrdRecord(name=crd["metadata"]["name"], step=step, group=ref.group, version=ref.version,
+                                     plural=ref.plural, namespaced=ref.namespaced))
+        result.records = records
+        self._emit("install.start", step=step, crds=len(crds))
+
+        stop = threading.Event()
+        done = 0
+        done_lock = threading.Lock()
+
+        def work(pair):
+            nonlocal done
+            crd, record = pair
+            if stop.is_set():
+                record.action, record.message = "failed", "not sent: stopped after an earlier rejection"
+            else:
+                self._install_one(crd, record)
+                if self.on_error == "stop" and record.action in ("rejected", "failed"):
+                    stop.set()
+            with done_lock:
+                done += 1
+                self._progress("create", done, len(records))
+            return record
+
+        list(self._pool.map(work, zip(crds, records)))
+        result.requests_done_at = time.time()
+        self._emit("install.end", step=step, duration_s=round(result.requests_done_at - result.started_at, 3),
+                   **result.counts())
+
+        waiting = [r.name for r in records if r.installed]
+        deadline = time.monotonic() + self.establish_timeout_s
+        result.timed_out = self._watcher.wait(waiting, deadline,
+                                              lambda n: self._progress("establish", n, len(waiting)))
+        for record in records:
+            if record.installed:
+                if record.names_accepted_at is None:
+                    record.names_accepted_at = self._watcher.names_accepted_at.get(record.name)
+                if record.established_at is None:
+                    record.established_at = self._watcher.established_at.get(record.name)
+                # An answer that already said Established is the earliest sighting.
+                record.names_accepted_at = _earliest(record.names_accepted_at, self._watcher.names_accepted_at.get(record.name))
+                record.established_at = _earliest(record.established_at, self._watcher.established_at.get(record.name))
+        result.finished_at = time.time()
+        self._emit("established", step=step, duration_s=round(result.finished_at - result.requests_done_at, 3),
+                   established=result.established, timed_out=len(result.timed_out))
+        if self.on_error == "stop" and not result.ok:
+            raise CrdRejected(_failure_line(result), result)
+        return result
+
+    def steps(self, crds: Sequence[Mapping[str, Any]], step_size: int) -> Iterator[StepResult]:
+        """Install ``crds`` in steps of ``step_size``, yielding each :class:`StepResult` before the next starts."""
+        for step, chunk in enumerate(split_steps(crds, step_size), start=len(self.results) + 1):
+            yield self.install_step(chunk, step)
+
+    @property
+    def records(self) -> list[CrdRecord]:
+        """Records of every step so far, in install order."""
+        return [r for result in self.results for r in result.records]
+
+    def close(self) -> None:
+        self._pool.shutdown(wait=True)
+        if self._watcher is not None:
+            self._watcher.close()
+
+    def __enter__(self) -> "Installer":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+
+def _earliest(a: float | None, b: float | None) -> float | None:
+    return min(x for x in (a, b) if x is not None) if (a is not None or b is not None) else None
+
+
+def _failure_line(result: StepResult) -> str:
+    if result.rejected:
+        first = result.rejected[0]
+        more = f" (and {len(result.rejected) - 1} more)" if len(result.rejected) > 1 else ""
+        return f"step {result.step}: CRD {first.name} {first.action}: {first.message}{more}"
+    return (f"step {result.step}: {len(result.timed_out)} CRD(s) not Established in time, "
+            f"e.g. {result.timed_out[0]}")

@@ -1,0 +1,340 @@
+"""Make the API server build storage for CRDs, as a provider's controllers would.
+
+kube-apiserver creates a CRD's storage (etcd client, watch cache, handlers)
+lazily, on the first request for the resource, so an installed CRD nobody
+uses costs far less than a served one. :class:`ResourceServer` closes that
+gap on purpose:
+
+* ``list``: one LIST per resource once its CRD is Established;
+* ``watch``: the LIST, then a WATCH kept open per resource until
+  :meth:`ResourceServer.close` or ``watch_lifetime_s`` - what an informer does;
+* ``none``: nothing (installed-only cost).
+
+Watches run in one background thread with an asyncio loop (one socket per
+watch, no thread per watch), only against the cluster the caller connected
+to, and at most ``max_watches`` of them.
+
+Events emitted: ``serve.start`` and ``serve.end`` (with LIST counts and
+latencies, open watches).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import ssl
+import statistics
+import threading
+import time
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from typing import Any, Callable, Sequence
+from urllib.parse import urlencode, urlsplit
+
+import requests
+
+from crdscale.cluster.clients import Cluster
+from crdscale.collect.events import EventLog
+from crdscale.crds.install import ResourceRef, status_message
+from crdscale.errors import ClusterError, UsageError
+
+SERVE_MODES = ("list", "watch", "none")
+DEFAULT_MAX_WATCHES = 5000
+# The server ends each watch after this long; the keeper re-opens it, as client-go does.
+WATCH_TIMEOUT_S = 300
+_LIST_ATTEMPTS = 5
+
+
+@dataclass
+class ServeResult:
+    """What one :meth:`ResourceServer.serve` call did. Latencies in seconds."""
+
+    step: int | None
+    mode: str
+    resources: int = 0
+    listed: int = 0
+    list_errors: list[str] = field(default_factory=list)
+    list_latencies_s: list[float] = field(default_factory=list)
+    watches_requested: int = 0
+    watches_open: int = 0
+    started_at: float = 0.0
+    finished_at: float = 0.0
+
+    def to_fields(self) -> dict[str, Any]:
+        latencies = self.list_latencies_s
+        return {
+            "mode": self.mode,
+            "resources": self.resources,
+            "listed": self.listed,
+            "list_errors": len(self.list_errors),
+            "list_p50_s": round(statistics.median(latencies), 4) if latencies else None,
+            "list_max_s": round(max(latencies), 4) if latencies else None,
+            "watches_requested": self.watches_requested,
+            "watches_open": self.watches_open,
+            "duration_s": round(self.finished_at - self.started_at, 3),
+        }
+
+
+def _ssl_context(cluster: Cluster) -> ssl.SSLContext | None:
+    """An SSL context with the same trust and client certificate as ``cluster.session``."""
+    if urlsplit(cluster.server).scheme != "https":
+        return None
+    verify = cluster.session.verify
+    if verify is False:
+        context = ssl.create_default_context()
+        context.check_hostname = False
+        context.verify_mode = ssl.CERT_NONE
+    elif isinstance(verify, str):
+        context = ssl.create_default_context(cafile=verify)
+    else:
+        context = ssl.create_default_context()
+    cert = cluster.session.cert
+    if isinstance(cert, (tuple, list)):
+        context.load_cert_chain(cert[0], cert[1])
+    elif isinstance(cert, str):
+        context.load_cert_chain(cert)
+    return context
+
+
+class _WatchLoop:
+    """An asyncio loop in a daemon thread holding many raw HTTP/1.1 watch streams."""
+
+    def __init__(self, cluster: Cluster, deadline: float | None):
+        parts = urlsplit(cluster.server)
+        self.host = parts.hostname or "127.0.0.1"
+        self.port = parts.port or (443 if parts.scheme == "https" else 80)
+        self.base_path = parts.path.rstrip("/")
+        self.ssl = _ssl_context(cluster)
+        self.headers = {k: v for k, v in cluster.session.headers.items() if k.lower() == "authorization"}
+        self.deadline = deadline  # monotonic; None = until close()
+        self.open = 0
+        self.events = 0
+        self.errors: dict[str, str] = {}
+        self._first_answer: dict[str, threading.Event] = {}
+        self._tasks: list[asyncio.Task] = []
+        self._loop = asyncio.new_event_loop()
+        self._thread = threading.Thread(target=self._loop.run_forever, name="crdscale-watches", daemon=True)
+        self._thread.start()
+
+    def start(self, path: str, resource_version: str) -> threading.Event:
+        answered = threading.Event()
+        self._first_answer[path] = answered
+
+        def spawn():
+            self._tasks.append(self._loop.create_task(self._watch(path, resource_version, answered)))
+
+        self._loop.call_soon_threadsafe(spawn)
+        return answered
+
+    async def _watch(self, path: str, resource_version: str, answered: threading.Event) -> None:
+        backoff = 0.5
+        while self.deadline is None or time.monotonic() < self.deadline:
+            timeout_s = WATCH_TIMEOUT_S
+            if self.deadline is not None:
+                timeout_s = max(1, min(timeout_s, int(self.deadline - time.monotonic())))
+            query = urlencode({"watch": "1", "allowWatchBookmarks": "true", "timeoutSeconds": timeout_s,
+                               "resourceVersion": resource_version})
+            writer = None
+            counted = False
+            try:
+                reader, writer = await asyncio.open_connection(
+                    self.host, self.port, ssl=self.ssl, server_hostname=self.host if self.ssl else None)
+                head = [f"GET {self.base_path}{path}?{query} HTTP/1.1", f"Host: {self.host}:{self.port}",
+                        "Accept: application/json", "User-Agent: crdscale-serve"]
+                head += [f"{k}: {v}" for k, v in self.headers.items()]
+                writer.write(("\r\n".join(head) + "\r\n\r\n").encode())
+                await writer.drain()
+                status = int((await reader.readline()).split()[1])
+                chunked = False
+                while (line := await reader.readline()) not in (b"\r\n", b""):
+                    if line.lower().startswith(b"transfer-encoding:") and b"chunked" in line.lower():
+                        chunked = True
+                if status != 200:
+                    self.errors[path] = f"HTTP {status}"
+                    answered.set()
+                    await asyncio.sleep(backoff)
+                    backoff = min(backoff * 2, 30)
+                    continue
+                self.open += 1
+                counted = True
+                self.errors.pop(path, None)
+                answered.set()
+                backoff = 0.5
+                resource_version = await self._read_stream(reader, chunked, resource_version)
+            except asyncio.CancelledError:
+                raise
+            except (OSError, ValueError, IndexError, asyncio.IncompleteReadError, ssl.SSLError) as err:
+                self.errors[path] = f"{type(err).__name__}: {err}"
+                answered.set()
+                await asyncio.sleep(backoff)
+                backoff = min(backoff * 2, 30)
+            finally:
+                if counted:
+                    self.open -= 1
+                if writer is not None:
+                    writer.close()
+
+    async def _read_stream(self, reader: asyncio.StreamReader, chunked: bool, resource_version: str) -> str:
+        """Drain one watch response; returns the last resourceVersion seen ('' after 410 Gone)."""
+        buffer = b""
+        while True:
+            if chunked:
+                size = int((await reader.readline()).split(b";")[0].strip() or b"0", 16)
+                if size == 0:
+                    return resource_version
+                data = await reader.readexactly(size + 2)
+                buffer += data[:-2]
+            else:
+                data = await reader.read(65536)
+                if not data:
+                    return resource_version
+                buffer += data
+            *lines, buffer = buffer.split(b"\n")
+            for line in lines:
+                if not line.strip():
+                    continue
+                self.events += 1
+                event = json.loads(line)
+                if event.get("type") == "ERROR":
+                    return ""  # expired: start over from "now", as a re-list would
+                version = (event.get("object") or {}).get("metadata", {}).get("resourceVersion")
+                if version:
+                    resource_version = version
+
+    def close(self) -> None:
+        def cancel_all():
+            for task in self._tasks:
+                task.cancel()
+
+        self._loop.call_soon_threadsafe(cancel_all)
+
+        async def drained():
+            await asyncio.gather(*self._tasks, return_exceptions=True)
+
+        try:
+            asyncio.run_coroutine_threadsafe(drained(), self._loop).result(timeout=10)
+        except Exception:  # a task that would not die must not block shutdown
+            pass
+        self._loop.call_soon_threadsafe(self._loop.stop)
+        self._thread.join(timeout=5)
+        self._loop.close()
+
+
+class ResourceServer:
+    """LISTs (and WATCHes) custom resources so the API server builds their storage.
+
+    Parameters:
+        cluster: the API server (loopback or the user's cluster, never another).
+        mode: ``list``, ``watch`` or ``none``.
+        concurrency: parallel LIST requests.
+        max_watches: refuse to hold more watches than this (each is a socket here
+            and an etcd watch plus a cache watcher on the server).
+        watch_lifetime_s: close watches after this long (None: at :meth:`close`).
+        events: an :class:`EventLog` (optional).
+        progress: ``progress(phase, done, total)`` with phase ``"list"``/``"watch"`` (optional).
+    """
+
+    def __init__(
+        self,
+        cluster: Cluster,
+        mode: str = "watch",
+        *,
+        concurrency: int = 16,
+        max_watches: int = DEFAULT_MAX_WATCHES,
+        watch_lifetime_s: float | None = None,
+        events: EventLog | None = None,
+        run_id: str | None = None,
+        progress: Callable[[str, int, int], None] | None = None,
+    ):
+        if mode not in SERVE_MODES:
+            raise UsageError(f"serve mode must be one of {', '.join(SERVE_MODES)}, got {mode!r}")
+        self.cluster = cluster
+        self.mode = mode
+        self.concurrency = concurrency
+        self.max_watches = max_watches
+        self.events = events
+        self.run_id = run_id
+        self.progress = progress
+        self.served: set[str] = set()
+        self.results: list[ServeResult] = []
+        deadline = time.monotonic() + watch_lifetime_s if watch_lifetime_s else None
+        self._watches = _WatchLoop(cluster, deadline) if mode == "watch" else None
+        self._watched: set[str] = set()
+
+    @property
+    def open_watches(self) -> int:
+        """Watches currently connected."""
+        return self._watches.open if self._watches else 0
+
+    def _list(self, ref: ResourceRef) -> tuple[float, str | None, str | None]:
+        """LIST one resource; returns (latency s, resourceVersion, error)."""
+        error = None
+        for attempt in range(_LIST_ATTEMPTS):
+            started = time.monotonic()
+            try:
+                response = self.cluster.session.get(self.cluster.url(ref.path), params={"limit": 500}, timeout=60)
+            except requests.RequestException as err:
+                error = f"{ref.path}: {type(err).__name__}"
+            else:
+                latency = time.monotonic() - started
+                if response.status_code == 200:
+                    return latency, response.json().get("metadata", {}).get("resourceVersion", ""), None
+                error = f"{ref.path}: HTTP {response.status_code}: {status_message(response)}"
+                # 404 right after Established: the handler is being set up; 429: APF.
+                if response.status_code not in (404, 429, 500, 503):
+                    break
+            time.sleep(0.1 * 2**attempt)
+        return 0.0, None, error
+
+    def serve(self, resources: Sequence[ResourceRef], step: int | None = None) -> ServeResult:
+        """Serve ``resources`` not served before (per the mode); returns a :class:`ServeResult`.
+
+        In ``watch`` mode this returns once every new watch has connected (or
+        failed once; it keeps retrying in the background).
+        """
+        new = [r for r in dict.fromkeys(resources) if r.path not in self.served]
+        result = ServeResult(step=step, mode=self.mode, resources=len(new), started_at=time.time())
+        self.results.append(result)
+        if self.events is not None:
+            self.events.emit("serve.start", run_id=self.run_id, step=step, mode=self.mode, resources=len(new))
+        if self.mode != "none" and new:
+            if self._watches is not None and len(self._watched) + len(new) > self.max_watches:
+                raise UsageError(f"serving {len(new)} more resources would exceed --max-watches {self.max_watches}")
+            done = 0
+            answered = []
+            with ThreadPoolExecutor(max_workers=self.concurrency, thread_name_prefix="crdscale-list") as pool:
+                for ref, (latency, version, error) in zip(new, pool.map(self._list, new)):
+                    done += 1
+                    if self.progress:
+                        self.progress("list", done, len(new))
+                    if error:
+                        result.list_errors.append(error)
+                        continue
+                    result.listed += 1
+                    result.list_latencies_s.append(latency)
+                    self.served.add(ref.path)
+                    if self._watches is not None:
+                        answered.append(self._watches.start(ref.path, version or ""))
+                        self._watched.add(ref.path)
+            result.watches_requested = len(answered)
+            for n, event in enumerate(answered, start=1):
+                event.wait(30)
+                if self.progress:
+                    self.progress("watch", n, len(answered))
+        result.watches_open = self.open_watches
+        result.finished_at = time.time()
+        if self.events is not None:
+            self.events.emit("serve.end", run_id=self.run_id, step=step, **result.to_fields())
+        return result
+
+    def close(self) -> None:
+        """Close every watch (returns within ~15 s even if the server does not answer)."""
+        if self._watches is not None:
+            self._watches.close()
+            self._watches = None
+
+    def __enter__(self) -> "ResourceServer":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
