@@ -3,11 +3,11 @@
 The library half of ``crdscale install``; the scenario runner drives it too::
 
     installer = Installer(cluster, run_id, events=log)
-    server = ResourceServer(cluster, "watch", events=log)      # crdscale.crds.serve
+    server = Server(cluster, "watch", events=log)              # crdscale.crds.serve
     for step, crds in enumerate(split_steps(all_crds, 100), start=1):
-        result = installer.install_step(crds, step)             # -> StepResult
+        result = installer.install_step(step, crds)             # -> StepResult
         # profile "installed" here
-        server.serve(result.served_resources(), step)
+        server.serve(step, result.served_resources())
         # profile end of step here
     server.close(); installer.close()
 
@@ -352,11 +352,11 @@ class Installer:
         cluster: where to install.
         run_id: the run whose labels go on every CRD (see :func:`crdscale.ownership.new_run_id`).
         concurrency: parallel create requests.
-        qps: client-side rate limit for create/update requests (<= 0: none); ``burst`` defaults to qps.
+        qps: client-side rate limit for create/update requests (None or <= 0: none); ``burst`` defaults to qps.
         existing: for a CRD that is already there: ``skip`` it, ``update`` it (only if
             crdscale owns it; others are skipped and left alone), or ``fail`` (record as rejected).
-        on_error: ``continue`` past rejected CRDs and establish timeouts, or ``stop``
-            (raise :class:`CrdRejected` at the end of the step).
+        on_rejected: ``continue`` past rejected CRDs and establish timeouts, or ``stop``
+            (send no more creates, raise :class:`CrdRejected` at the end of the step).
         establish_timeout_s: how long a step waits for its CRDs to be Established.
         events: an :class:`EventLog` to append to (optional).
         progress: ``progress(phase, done, total)`` callback (optional, for CLIs).
@@ -368,26 +368,26 @@ class Installer:
         run_id: str,
         *,
         concurrency: int = 16,
-        qps: float = 0,
+        qps: float | None = None,
         burst: int | None = None,
         existing: str = "skip",
-        on_error: str = "continue",
+        on_rejected: str = "continue",
         establish_timeout_s: float = 300.0,
         events: EventLog | None = None,
         progress: Progress | None = None,
     ):
         if existing not in EXISTING_MODES:
             raise UsageError(f"existing must be one of {', '.join(EXISTING_MODES)}, got {existing!r}")
-        if on_error not in ERROR_MODES:
-            raise UsageError(f"on_error must be one of {', '.join(ERROR_MODES)}, got {on_error!r}")
+        if on_rejected not in ERROR_MODES:
+            raise UsageError(f"on_rejected must be one of {', '.join(ERROR_MODES)}, got {on_rejected!r}")
         if concurrency < 1:
             raise UsageError(f"concurrency must be >= 1, got {concurrency}")
         self.cluster = cluster
         self.run_id = run_id
         self.concurrency = concurrency
-        self.limiter = RateLimiter(qps, burst)
+        self.limiter = RateLimiter(qps or 0, burst)
         self.existing = existing
-        self.on_error = on_error
+        self.on_rejected = on_rejected
         self.establish_timeout_s = establish_timeout_s
         self.events = events
         self.progress = progress
@@ -486,14 +486,20 @@ class Installer:
         if self.progress is not None:
             self.progress(phase, done, total)
 
-    def install_step(self, crds: Sequence[Mapping[str, Any]], step: int | None = None) -> StepResult:
+    def install_step(
+        self,
+        step: int,
+        crds: Sequence[Mapping[str, Any]],
+        *,
+        on_established: Callable[[int], None] | None = None,
+    ) -> StepResult:
         """Create (or skip/update) ``crds`` in parallel and wait until they are Established.
 
-        Returns the :class:`StepResult`. With ``on_error="stop"`` raises
-        :class:`CrdRejected` (carrying the result) if any CRD was rejected or
-        not Established in time.
+        ``on_established(n)`` is called as ``n`` more CRDs of the step are seen
+        Established (for progress bars). Returns the :class:`StepResult`. With
+        ``on_rejected="stop"`` raises :class:`CrdRejected` (carrying the result)
+        if any CRD was rejected or not Established in time.
         """
-        step = len(self.results) + 1 if step is None else step
         if self._watcher is None:
             self._watcher = ConditionWatcher(self.cluster, self.run_id)
         result = StepResult(step=step, started_at=time.time())
@@ -517,7 +523,7 @@ class Installer:
                 record.action, record.message = "failed", "not sent: stopped after an earlier rejection"
             else:
                 self._install_one(crd, record)
-                if self.on_error == "stop" and record.action in ("rejected", "failed"):
+                if self.on_rejected == "stop" and record.action in ("rejected", "failed"):
                     stop.set()
             with done_lock:
                 done += 1
@@ -531,8 +537,16 @@ class Installer:
 
         waiting = [r.name for r in records if r.installed]
         deadline = time.monotonic() + self.establish_timeout_s
-        result.timed_out = self._watcher.wait(waiting, deadline,
-                                              lambda n: self._progress("establish", n, len(waiting)))
+        reported = 0
+
+        def established(n: int) -> None:
+            nonlocal reported
+            self._progress("establish", n, len(waiting))
+            if on_established is not None and n > reported:
+                on_established(n - reported)
+            reported = max(reported, n)
+
+        result.timed_out = self._watcher.wait(waiting, deadline, established)
         for record in records:
             if record.installed:
                 if record.names_accepted_at is None:
@@ -545,14 +559,14 @@ class Installer:
         result.finished_at = time.time()
         self._emit("established", step=step, duration_s=round(result.finished_at - result.requests_done_at, 3),
                    established=result.established, timed_out=len(result.timed_out))
-        if self.on_error == "stop" and not result.ok:
+        if self.on_rejected == "stop" and not result.ok:
             raise CrdRejected(_failure_line(result), result)
         return result
 
     def steps(self, crds: Sequence[Mapping[str, Any]], step_size: int) -> Iterator[StepResult]:
         """Install ``crds`` in steps of ``step_size``, yielding each :class:`StepResult` before the next starts."""
         for step, chunk in enumerate(split_steps(crds, step_size), start=len(self.results) + 1):
-            yield self.install_step(chunk, step)
+            yield self.install_step(step, chunk)
 
     @property
     def records(self) -> list[CrdRecord]:

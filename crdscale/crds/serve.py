@@ -28,14 +28,14 @@ import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
-from typing import Any, Callable, Sequence
+from typing import Any, Callable, Mapping, Sequence
 from urllib.parse import urlencode, urlsplit
 
 import requests
 
 from crdscale.cluster.clients import Cluster
 from crdscale.collect.events import EventLog
-from crdscale.crds.install import ResourceRef, status_message
+from crdscale.crds.install import ResourceRef, resource_ref, status_message
 from crdscale.errors import ClusterError, UsageError
 
 SERVE_MODES = ("list", "watch", "none")
@@ -286,13 +286,16 @@ class ResourceServer:
             time.sleep(0.1 * 2**attempt)
         return 0.0, None, error
 
-    def serve(self, resources: Sequence[ResourceRef], step: int | None = None) -> ServeResult:
-        """Serve ``resources`` not served before (per the mode); returns a :class:`ServeResult`.
+    def serve(self, step: int | None, resources: Sequence[ResourceRef | Mapping[str, Any]]) -> ServeResult:
+        """Serve ``resources`` (refs, or CRD dicts: their storage version) not served before.
+
+        Returns a :class:`ServeResult`.
 
         In ``watch`` mode this returns once every new watch has connected (or
         failed once; it keeps retrying in the background).
         """
-        new = [r for r in dict.fromkeys(resources) if r.path not in self.served]
+        refs = [r if isinstance(r, ResourceRef) else resource_ref(r) for r in resources]
+        new = [r for r in dict.fromkeys(refs) if r.path not in self.served]
         result = ServeResult(step=step, mode=self.mode, resources=len(new), started_at=time.time())
         self.results.append(result)
         if self.events is not None:
@@ -338,3 +341,7 @@ class ResourceServer:
 
     def __exit__(self, *exc) -> None:
         self.close()
+
+
+Server = ResourceServer
+"""Short name used by the scenario runner."""

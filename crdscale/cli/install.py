@@ -1,0 +1,189 @@
+"""Install a CRD set step by step, wait until each step is Established, optionally serve it.
+
+Examples:
+  crdscale install crds/ --step 100 --serve watch
+  crdscale install provider-package/ --existing update --kubeconfig ~/.kube/config
+
+SOURCE is a directory tree or file(s) of YAML/JSON (multi-document streams and
+provider packages too: only CustomResourceDefinitions are kept). Every CRD
+gets crdscale's ownership labels with this run's id; 'crdscale clean --run ID'
+removes them again. Writes OUT/events.jsonl (steps and phases), OUT/crds.jsonl
+(per CRD: created, NamesAccepted, Established times) and OUT/install.json.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import time
+from pathlib import Path
+
+from crdscale.cluster.clients import connect
+from crdscale.collect.events import EventLog
+from crdscale.crds.install import ERROR_MODES, EXISTING_MODES, Installer, split_steps
+from crdscale.crds.load import load_crds
+from crdscale.crds.serve import DEFAULT_MAX_WATCHES, SERVE_MODES, ResourceServer
+from crdscale.errors import CRDError, UsageError
+from crdscale.ownership import new_run_id
+from crdscale.paths import runs_dir
+
+
+def resolve_kubeconfig(explicit: str | None) -> Path:
+    """``--kubeconfig``, else the newest ready local instance, else ``$KUBECONFIG``, else ``~/.kube/config``."""
+    if explicit:
+        return Path(explicit).expanduser()
+    try:
+        from crdscale.cluster.local import default_kubeconfig
+
+        local = default_kubeconfig()
+    except ImportError:
+        local = None
+    if local:
+        return Path(local)
+    env = os.environ.get("KUBECONFIG", "").split(os.pathsep)[0]
+    if env:
+        return Path(env).expanduser()
+    default = Path.home() / ".kube" / "config"
+    if default.is_file():
+        return default
+    raise UsageError("no cluster: pass --kubeconfig, start one with 'crdscale up', or set $KUBECONFIG")
+
+
+def add_cluster_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--kubeconfig", metavar="PATH",
+                        help="cluster to use (default: the newest local instance, then $KUBECONFIG, then ~/.kube/config)")
+    parser.add_argument("--context", help="kubeconfig context (default: its current context)")
+
+
+class _Bars:
+    """tqdm bars per phase, created lazily so quiet runs print nothing."""
+
+    def __init__(self, enabled: bool, step_label: str):
+        self.enabled = enabled
+        self.label = step_label
+        self.bars: dict = {}
+
+    def __call__(self, phase: str, done: int, total: int) -> None:
+        if not self.enabled or total == 0:
+            return
+        from tqdm import tqdm
+
+        bar = self.bars.get(phase)
+        if bar is None:
+            bar = self.bars[phase] = tqdm(total=total, desc=f"{self.label} {phase}", unit="crd", leave=False,
+                                          file=sys.stderr)
+        bar.update(done - bar.n)
+
+    def close(self) -> None:
+        for bar in self.bars.values():
+            bar.close()
+        self.bars = {}
+
+
+class Command:
+    __doc__ = __doc__
+
+    @staticmethod
+    def add_arguments(parser: argparse.ArgumentParser) -> None:
+        parser.add_argument("sources", nargs="+", metavar="SOURCE", help="directory or file(s) with CRDs")
+        parser.add_argument("--step", type=int, default=0, metavar="N", help="CRDs per step (default: all in one step)")
+        parser.add_argument("--concurrency", type=int, default=16, help="parallel create requests (default 16)")
+        parser.add_argument("--qps", type=float, default=0, help="client-side request rate limit (default: none)")
+        parser.add_argument("--burst", type=int, help="rate limiter burst (default: qps)")
+        parser.add_argument("--serve", choices=SERVE_MODES, default="none",
+                            help="after each step: LIST each new resource (list), also keep a WATCH open (watch), or nothing")
+        parser.add_argument("--hold", type=float, default=0, metavar="SECONDS",
+                            help="with --serve watch, keep the watches open this long after the last step")
+        parser.add_argument("--max-watches", type=int, default=DEFAULT_MAX_WATCHES, help="upper bound on open watches")
+        parser.add_argument("--existing", choices=EXISTING_MODES, default="skip",
+                            help="CRDs already present: skip, update (only crdscale's own), or fail (default skip)")
+        parser.add_argument("--on-rejected", choices=ERROR_MODES, default="continue",
+                            help="when the server rejects a CRD: continue with the rest, or stop (default continue)")
+        parser.add_argument("--timeout", type=float, default=300, metavar="SECONDS",
+                            help="per step, wait this long for Established (default 300)")
+        parser.add_argument("--run-id", help="run id for the ownership labels (default: a new one)")
+        parser.add_argument("--out", metavar="DIR", help="where to write events and records (default: ./runs/install-RUNID)")
+        parser.add_argument("--quiet", action="store_true", help="no progress bars")
+        add_cluster_arguments(parser)
+
+    @staticmethod
+    def run(args: argparse.Namespace) -> int:
+        if args.step < 0:
+            raise UsageError("--step must be >= 0")
+        loaded = load_crds(args.sources)
+        if not loaded.crds:
+            raise CRDError(f"no CustomResourceDefinitions found in {', '.join(args.sources)}")
+        summary = loaded.summary()
+        skipped = ", ".join(f"{n} {kind}" for kind, n in sorted(loaded.skipped.items()))
+        print(summary.render())
+        if skipped:
+            print(f"skipped documents: {skipped}")
+
+        run_id = args.run_id or new_run_id()
+        out = Path(args.out) if args.out else runs_dir() / f"install-{run_id}"
+        out.mkdir(parents=True, exist_ok=True)
+        cluster = connect(resolve_kubeconfig(args.kubeconfig), args.context)
+        steps = split_steps(loaded.crds, args.step)
+        print(f"run {run_id}: {len(loaded.crds)} CRDs in {len(steps)} step(s) to {cluster.server}; records in {out}")
+
+        manifest = {"run_id": run_id, "server": cluster.server, "sources": [str(s) for s in args.sources],
+                    "summary": summary.to_dict(), "skipped_documents": dict(loaded.skipped),
+                    "options": {k: getattr(args, k) for k in ("step", "concurrency", "qps", "burst", "serve",
+                                                               "existing", "on_rejected", "timeout")}}
+        bars = _Bars(not args.quiet and sys.stderr.isatty(), "")
+        events = EventLog(out / "events.jsonl")
+        installer = Installer(cluster, run_id, concurrency=args.concurrency, qps=args.qps, burst=args.burst,
+                              existing=args.existing, on_rejected=args.on_rejected, establish_timeout_s=args.timeout,
+                              events=events, progress=bars)
+        server = ResourceServer(cluster, args.serve, concurrency=args.concurrency, max_watches=args.max_watches,
+                                events=events, run_id=run_id, progress=bars)
+        started = time.monotonic()
+        installed = 0
+        failed = False
+        try:
+            events.emit("install.run.start", run_id=run_id, crds=len(loaded.crds), steps=len(steps), serve=args.serve)
+            for index, chunk in enumerate(steps, start=1):
+                bars.label = f"step {index}/{len(steps)}"
+                events.emit("step.start", run_id=run_id, step=index, crds_before=installed, crds_in_step=len(chunk))
+                result = installer.install_step(index, chunk)
+                serve = server.serve(index, result.served_resources())
+                bars.close()
+                installed += len(chunk)
+                counts = result.counts()
+                events.emit("step.end", run_id=run_id, step=index, crds_total=installed, **counts,
+                            install_s=round(result.duration_s, 3),
+                            serve_s=round(serve.finished_at - serve.started_at, 3))
+                line = (f"step {index}/{len(steps)}: {counts['created']} created, {counts['updated']} updated, "
+                        f"{counts['skipped']} skipped, {counts['rejected'] + counts['failed']} rejected; "
+                        f"{counts['established']} Established in {result.duration_s:.1f} s")
+                if args.serve != "none":
+                    line += f"; served {serve.listed} ({server.open_watches} watches open)"
+                print(line, flush=True)
+                for record in result.rejected:
+                    print(f"  {record.name}: {record.action}: {record.message}", file=sys.stderr)
+                for name in result.timed_out:
+                    print(f"  {name}: not Established after {args.timeout:.0f} s", file=sys.stderr)
+                failed = failed or not result.ok
+            if args.hold and args.serve == "watch":
+                print(f"holding {server.open_watches} watches for {args.hold:.0f} s", flush=True)
+                time.sleep(args.hold)
+        finally:
+            bars.close()
+            server.close()
+            installer.close()
+            with open(out / "crds.jsonl", "w", encoding="utf-8") as f:
+                for record in installer.records:
+                    f.write(json.dumps(record.to_dict(), separators=(",", ":")) + "\n")
+            manifest["duration_s"] = round(time.monotonic() - started, 3)
+            manifest["steps"] = [{"step": r.step, **r.counts(), "duration_s": round(r.duration_s, 3)}
+                                 for r in installer.results]
+            (out / "install.json").write_text(json.dumps(manifest, indent=2) + "\n", encoding="utf-8")
+            events.emit("install.run.end", run_id=run_id, duration_s=manifest["duration_s"])
+            events.close()
+            cluster.close()
+        print(f"done in {manifest['duration_s']:.1f} s; remove with: crdscale clean --run {run_id}")
+        if failed:
+            raise CRDError(f"some CRDs were rejected or not Established; see {out / 'crds.jsonl'}")
+        return 0
