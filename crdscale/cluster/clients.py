@@ -21,6 +21,21 @@ from crdscale.errors import ClusterError, UsageError
 DEFAULT_TIMEOUT_S = 30.0
 
 
+class ClusterSession(requests.Session):
+    """A ``requests.Session`` whose own ``verify`` (the cluster CA) always wins.
+
+    Plain sessions let ``REQUESTS_CA_BUNDLE``/``CURL_CA_BUNDLE`` from the
+    environment override ``session.verify`` (requests issue #3829), which breaks
+    TLS to a cluster with its own CA on machines that set those variables.
+    """
+
+    def merge_environment_settings(self, url, proxies, stream, verify, cert):
+        settings = super().merge_environment_settings(url, proxies, stream, verify, cert)
+        if verify is None or verify is True:
+            settings["verify"] = self.verify
+        return settings
+
+
 @dataclass
 class Cluster:
     """A connection to one API server.
@@ -102,7 +117,7 @@ def connect(kubeconfig: str | Path, context: str | None = None, *, pool_size: in
     except Exception as err:  # the kubernetes package raises several unrelated types here
         raise UsageError(f"cannot use kubeconfig {path}: {err}") from err
 
-    session = requests.Session()
+    session = ClusterSession()
     adapter = HTTPAdapter(pool_connections=4, pool_maxsize=pool_size)
     session.mount("https://", adapter)
     session.mount("http://", adapter)
@@ -113,9 +128,13 @@ def connect(kubeconfig: str | Path, context: str | None = None, *, pool_size: in
         session.verify = False
     if configuration.cert_file and configuration.key_file:
         session.cert = (configuration.cert_file, configuration.key_file)
-    auth = (configuration.api_key or {}).get("authorization")
-    if auth:
-        session.headers["Authorization"] = auth if " " in auth else f"Bearer {auth}"
+    # The kubernetes package knows every kubeconfig auth form (token, token file,
+    # exec plugin); take the headers it would send.
+    if configuration.refresh_api_key_hook is not None:
+        configuration.refresh_api_key_hook(configuration)
+    for setting in configuration.auth_settings().values():
+        if setting.get("in") == "header" and setting.get("value"):
+            session.headers[setting["key"].title()] = setting["value"]
     session.headers["User-Agent"] = "crdscale"
 
     api_client = client.ApiClient(configuration)

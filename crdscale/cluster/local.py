@@ -27,7 +27,7 @@ import requests
 import yaml
 
 from crdscale.cluster import binaries, pki
-from crdscale.cluster.clients import Cluster, connect
+from crdscale.cluster.clients import Cluster, ClusterSession, connect
 from crdscale.cluster.versions import DEFAULT_KUBE_VERSION
 from crdscale.errors import ClusterError, UsageError
 from crdscale.fsutil import read_json, write_atomic, write_json_atomic
@@ -270,8 +270,8 @@ class LocalControlPlane:
             self.state["status"] = "ready"
             self._save()
         except BaseException:
-            self.state["status"] = "failed"
-            self._save()
+            # A half-started instance is useless; its log tail travels in the error's details.
+            self.keep_state = False
             self.stop()
             raise
         self.echo(f"control plane {self.name} ready: kube-apiserver {reported} at {self.server}, etcd {etcd.version}")
@@ -328,12 +328,14 @@ class LocalControlPlane:
             # No controller-manager runs here, so nothing would mint service-account tokens.
             "--disable-admission-plugins=ServiceAccount",
             "--allow-privileged=true",
+            # The default lease reconciler refuses a loopback advertise address.
+            "--endpoint-reconciler-type=none",
             "--profiling=true",
             f"--cert-dir={self.state_dir / 'pki'}",
             *self.apiserver_flags,
         ]
         record = self._spawn("kube-apiserver", argv, env=self.apiserver_env)
-        session = requests.Session()
+        session = ClusterSession()
         session.verify = str(creds.ca_cert)
         session.headers["Authorization"] = f"Bearer {creds.admin_token()}"
         self._wait(record, f"{self.server}/readyz", lambda r: r.status_code == 200,
@@ -345,7 +347,7 @@ class LocalControlPlane:
         last = "no answer yet"
         while time.monotonic() < deadline:
             if not record.alive():
-                raise ClusterError(f"{record.name} exited during start-up; log: {record.log}",
+                raise ClusterError(f"{record.name} exited during start-up (last lines of its log follow)",
                                    details=_log_tail(record.log))
             try:
                 resp = getter.get(url, timeout=5)
@@ -355,7 +357,7 @@ class LocalControlPlane:
             except requests.RequestException as err:
                 last = type(err).__name__
             time.sleep(0.3)
-        raise ClusterError(f"{record.name} not ready after {timeout_s:.0f} s ({url}: {last}); log: {record.log}",
+        raise ClusterError(f"{record.name} not ready after {timeout_s:.0f} s ({url}: {last}; last lines of its log follow)",
                            details=_log_tail(record.log))
 
     def _write_kubeconfig(self, creds: pki.Credentials) -> None:

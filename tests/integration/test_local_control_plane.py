@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import gzip
+import json
 import os
 import re
 import shutil
@@ -43,7 +44,7 @@ def _wait_established(cluster, name: str, timeout_s: float = 60) -> dict:
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:
         crd = cluster.get_json(f"/apis/apiextensions.k8s.io/v1/customresourcedefinitions/{name}")
-        conditions = {c["type"]: c["status"] for c in crd.get("status", {}).get("conditions", [])}
+        conditions = {c["type"]: c["status"] for c in (crd.get("status") or {}).get("conditions") or []}
         if conditions.get("Established") == "True":
             return crd
         time.sleep(0.2)
@@ -133,7 +134,11 @@ def test_down_after_kill_9_of_up_leaves_nothing():
                           stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, cwd=REPO)
     deadline = time.monotonic() + 120
     while time.monotonic() < deadline:
-        if state_file.is_file() and '"kube-apiserver"' in state_file.read_text():
+        try:
+            started = {p["name"] for p in json.loads(state_file.read_text())["processes"]}
+        except (OSError, ValueError, KeyError):
+            started = set()
+        if "kube-apiserver" in started:
             break
         time.sleep(0.05)
     else:

@@ -10,6 +10,8 @@ from typing import Any, Callable, Iterable
 from urllib.parse import urlencode, urlsplit
 
 import requests
+
+from crdscale.cluster.clients import ClusterSession
 from requests.adapters import HTTPAdapter
 
 from crdscale.errors import ClusterError
@@ -23,7 +25,7 @@ def fresh_session(cluster, *, pool_size: int = 16) -> requests.Session:
     so urllib3 does not open and discard extra connections.
     """
     src = cluster.session
-    session = requests.Session()
+    session = ClusterSession()
     adapter = HTTPAdapter(pool_connections=2, pool_maxsize=max(pool_size, 1))
     session.mount("https://", adapter)
     session.mount("http://", adapter)

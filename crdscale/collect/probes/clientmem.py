@@ -50,9 +50,11 @@ def child_main(argv: list[str]) -> int:
 
     import requests
 
+from crdscale.cluster.clients import ClusterSession
+
     path, mode = argv[0], argv[1]
     env = os.environ
-    session = requests.Session()
+    session = ClusterSession()
     if env.get("CRDSCALE_PROBE_INSECURE"):
         session.verify = False
     elif env.get("CRDSCALE_PROBE_CA"):
