@@ -29,6 +29,7 @@ def test_every_list_kind_answers_with_the_right_items(cr_lists):
     assert lists.loc["rv0", "items"] == 2000
     assert lists.loc["consistent", "items"] == 2000
     assert lists.loc["exact", "items"] == 2000
+    assert lists.loc["exact-old", "items"] == 0
     assert lists.loc["paged", "items"] == 2000 and lists.loc["paged", "pages"] == 4
     assert lists.loc["label-selector", "items"] == 200
     assert lists.loc["namespaced", "items"] == 1000
@@ -42,11 +43,11 @@ def test_every_list_kind_answers_with_the_right_items(cr_lists):
 
 def test_cache_or_etcd_is_read_from_the_servers_counters(cr_lists):
     served = cr_lists["lists"].set_index("kind")["served_from"]
-    assert served["rv0"] == "cache"
-    assert served["exact"] == "etcd"
-    assert served["paged"] == "etcd" or served["paged"] == "cache"  # continue pages: depends on the version
-    assert set(served) <= {"cache", "etcd", "unknown"}
     assert (served != "unknown").all(), served.to_dict()
+    assert served["rv0"] == "cache"
+    # An Exact LIST at a revision from before the CRD existed cannot come from the
+    # new watch cache's snapshots: etcd serves it (v1.34+ serves other Exact LISTs from cache).
+    assert served["exact-old"] == "etcd"
 
 
 def test_apf_estimates_for_measured_lists(cr_lists):

@@ -70,11 +70,15 @@ def test_list_target_paths():
 
 def test_build_list_requests_covers_every_kind():
     target = ListTarget("secrets", namespace="ns-a")
-    reqs = {r.kind: r for r in build_list_requests(target, resource_version="42", label_selector="b=0", single_name="s-0")}
+    reqs = {
+        r.kind: r
+        for r in build_list_requests(target, resource_version="42", label_selector="b=0", single_name="s-0", old_resource_version="7")
+    }
     assert tuple(reqs) == LIST_KINDS
     assert reqs["rv0"].params == {"resourceVersion": "0"}
     assert reqs["consistent"].params == {}
     assert reqs["exact"].params == {"resourceVersion": "42", "resourceVersionMatch": "Exact"}
+    assert reqs["exact-old"].params == {"resourceVersion": "7", "resourceVersionMatch": "Exact"}
     assert reqs["paged"].paged and reqs["paged"].params == {"limit": "500"}
     assert reqs["label-selector"].params == {"labelSelector": "b=0"}
     assert reqs["field-selector-name"].params == {"fieldSelector": "metadata.name=s-0"}
@@ -88,7 +92,7 @@ def test_build_list_requests_covers_every_kind():
 def test_build_list_requests_without_namespace_or_name_skips_those_kinds():
     reqs = build_list_requests(ListTarget("secrets"), resource_version="1", label_selector="a=b")
     kinds = {r.kind for r in reqs}
-    assert "namespaced" not in kinds and "field-selector-name" not in kinds
+    assert "namespaced" not in kinds and "field-selector-name" not in kinds and "exact-old" not in kinds
     assert "rv0" in kinds
 
 
@@ -184,3 +188,33 @@ def test_histogram_delta_by():
 def test_probe_table_path(tmp_path):
     assert probe_table_path(tmp_path, "list", 3) == tmp_path / "probes" / "list-step03.parquet"
     assert probe_table_path(tmp_path, "list", 3, "load") == tmp_path / "probes" / "list-load-step03.parquet"
+
+
+# Recorded from kube-apiserver v1.37.1 around LISTs of configmaps: the storage label names the place.
+V137_BEFORE = """\
+apiserver_storage_list_total{group="",index="",resource="configmaps",storage="watchcache"} 2
+apiserver_storage_list_fetched_objects_total{group="",index="",resource="configmaps",storage="watchcache"} 4
+apiserver_watch_cache_consistent_read_total{fallback="false",group="",resource="configmaps",success="true"} 1
+etcd_requests_total{group="",operation="getCurrentResourceVersion",resource="configmaps"} 4
+"""
+V137_AFTER_CONSISTENT = """\
+apiserver_storage_list_total{group="",index="",resource="configmaps",storage="watchcache"} 3
+apiserver_storage_list_fetched_objects_total{group="",index="",resource="configmaps",storage="watchcache"} 6
+apiserver_watch_cache_consistent_read_total{fallback="false",group="",resource="configmaps",success="true"} 2
+etcd_requests_total{group="",operation="getCurrentResourceVersion",resource="configmaps"} 5
+"""
+
+
+def test_classify_with_storage_label_scheme_consistent_read_from_cache():
+    served = m.classify_served_from(
+        m.parse_prometheus_text(V137_BEFORE), m.parse_prometheus_text(V137_AFTER_CONSISTENT), "", "configmaps"
+    )
+    assert served.place == "cache"
+    assert served.scheme == "storage-label"
+    assert served.consistent_reads == 1 and served.etcd_revision_checks == 1
+
+
+def test_classify_with_storage_label_scheme_etcd():
+    after = V137_BEFORE + 'apiserver_storage_list_total{group="",index="",resource="configmaps",storage="etcd"} 1\n'
+    served = m.classify_served_from(m.parse_prometheus_text(V137_BEFORE), m.parse_prometheus_text(after), "", "configmaps")
+    assert served.place == "etcd"

@@ -10,10 +10,9 @@ from typing import Any, Callable, Iterable
 from urllib.parse import urlencode, urlsplit
 
 import requests
-
-from crdscale.cluster.clients import ClusterSession
 from requests.adapters import HTTPAdapter
 
+from crdscale.cluster.clients import ClusterSession
 from crdscale.errors import ClusterError
 
 

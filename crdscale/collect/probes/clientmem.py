@@ -27,7 +27,19 @@ MODES = {
 
 
 def _rss_kib() -> int:
-    """Peak RSS of this process so far, KiB (Linux ``ru_maxrss`` unit)."""
+    """Peak RSS of this process so far, KiB.
+
+    ``VmHWM`` from ``/proc/self/status``, not ``getrusage``: Linux carries
+    ``ru_maxrss`` across ``execve``, so a child of a big parent (pytest, a
+    notebook kernel) would report the parent's peak.
+    """
+    try:
+        with open("/proc/self/status", encoding="ascii") as f:
+            for line in f:
+                if line.startswith("VmHWM:"):
+                    return int(line.split()[1])
+    except OSError:
+        pass
     import resource
 
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
@@ -48,9 +60,8 @@ def child_main(argv: list[str]) -> int:
     """Entry point of the child: ``clientmem <path> <mode>``; prints one JSON line."""
     import time
 
-    import requests
-
-from crdscale.cluster.clients import ClusterSession
+    # ClusterSession keeps our CA even when REQUESTS_CA_BUNDLE is set; it imports only requests.
+    from crdscale.cluster.clients import ClusterSession
 
     path, mode = argv[0], argv[1]
     env = os.environ

@@ -82,6 +82,7 @@ class Populated:
     data_bytes: dict[str, int] = field(default_factory=dict)
     names: dict[str, str] = field(default_factory=dict)  # resource -> one object's name
     namespaces: list[str] = field(default_factory=list)
+    resource_version_before: str = ""  # a list RV from before anything was created
 
 
 def populate(fixtures: ProbeFixtures, config: ListProbeConfig, *, echo: Callable[[str], None] | None = None) -> Populated:
@@ -89,6 +90,7 @@ def populate(fixtures: ProbeFixtures, config: ListProbeConfig, *, echo: Callable
     say = echo or (lambda _m: None)
     labels, instance = fixtures.labels, fixtures.instance
     out = Populated()
+    out.resource_version_before = fixtures.cluster.get_json("/api/v1/namespaces?limit=1").get("metadata", {}).get("resourceVersion", "")
     out.namespaces = [fixtures.namespace(chr(ord("a") + i)) for i in range(config.namespaces)]
     primary = out.namespaces[0]
 
@@ -211,6 +213,7 @@ def measure_lists(
                 resource_version=rv,
                 label_selector=f"{BUCKET_LABEL}=0",
                 single_name=populated.names.get(target.group_resource),
+                old_resource_version=populated.resource_version_before or None,
                 page_size=page_size,
                 kinds=kinds,
             )
@@ -223,7 +226,7 @@ def measure_lists(
                 served = (
                     m.classify_served_from(before, after, target.group, target.resource, requests=repeats * pages)
                     if read_metrics
-                    else m.ServedFrom("unknown", 0, 0, 0, 0, "metrics not read")
+                    else m.ServedFrom("unknown", 0, 0, 0, 0, 0, "none", "metrics not read")
                 )
                 latencies = [r.latency_s for r in results]
                 rows.append(
@@ -244,6 +247,9 @@ def measure_lists(
                         "first_page_latency_s": statistics.median(r.first_page_latency_s for r in results),
                         "served_from": served.place,
                         "served_from_evidence": served.evidence,
+                        "counter_scheme": served.scheme,
+                        "consistent_reads": served.consistent_reads / repeats,
+                        "etcd_revision_checks": served.etcd_revision_checks / repeats,
                         "expected_from_cache": served_from_cache(request.params),
                         "stored_objects": populated.counts.get(target.group_resource, 0),
                         "data_bytes_per_object": populated.data_bytes.get(target.group_resource, 0),

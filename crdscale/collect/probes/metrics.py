@@ -52,13 +52,20 @@ def has_metric(samples: Samples, name: str) -> bool:
     return bool(samples.get(name))
 
 
-# Counters that move when a LIST is served, by where it is served. Label names
-# changed across versions (``resource_prefix`` on older cachers, ``group`` +
-# ``resource`` since about v1.32), so each rule lists the label sets to try.
+# Counters that move when a LIST is served, by where it is served. They changed
+# across versions, and the classification tries the newest scheme first:
+# * since about v1.33 ``apiserver_storage_list_total`` carries a ``storage``
+#   label (``watchcache`` or ``etcd``) and counts every LIST at the storage layer;
+# * before, ``apiserver_cache_list_total`` counted watch-cache LISTs and
+#   ``apiserver_storage_list_total`` (no ``storage`` label) counted etcd LISTs;
+# * labels named the resource ``resource_prefix="/secrets"`` on old cachers and
+#   ``group`` + ``resource`` later.
 CACHE_LIST_COUNTERS = ("apiserver_cache_list_total",)
 STORAGE_LIST_COUNTERS = ("apiserver_storage_list_total",)
 STORAGE_FETCHED_COUNTERS = ("apiserver_storage_list_fetched_objects_total",)
 CONSISTENT_READ_COUNTER = "apiserver_watch_cache_consistent_read_total"
+ETCD_REQUESTS_COUNTER = "etcd_requests_total"
+WATCHCACHE_STORAGE = "watchcache"
 LIST_METRIC_NAMES = (
     "apiserver_cache_list",
     "apiserver_storage_list",
@@ -85,17 +92,22 @@ def _resource_label_sets(group: str, resource: str) -> list[dict[str, str]]:
     ]
 
 
-def resource_total(samples: Samples, names: Iterable[str], group: str, resource: str) -> float:
-    """Sum of the first of ``names`` found, over the series labelled with this resource (any label scheme)."""
+def resource_total(samples: Samples, names: Iterable[str], group: str, resource: str, **extra: str) -> float:
+    """Sum of the first of ``names`` found, over the series labelled with this resource (any label scheme)
+    and with the ``extra`` labels."""
     for name in names:
         if not has_metric(samples, name):
             continue
         for label_set in _resource_label_sets(group, resource):
-            value = total(samples, name, **label_set)
+            value = total(samples, name, **label_set, **extra)
             if value:
                 return value
         return 0.0
     return 0.0
+
+
+def _storage_values(samples: Samples) -> set[str]:
+    return {labels["storage"] for name in STORAGE_LIST_COUNTERS for labels, _ in samples.get(name, []) if "storage" in labels}
 
 
 @dataclass(frozen=True)
@@ -104,50 +116,73 @@ class ServedFrom:
 
     Attributes:
         place: ``cache``, ``etcd`` or ``unknown``.
-        cache_lists: increase of the watch-cache list counter.
-        storage_lists: increase of the etcd-storage list counter.
-        storage_fetched_objects: objects fetched from etcd by those lists.
+        cache_lists: LISTs the watch cache served (increase).
+        etcd_lists: LISTs etcd served (increase).
+        fetched_objects: objects the storage layer fetched for them.
         consistent_reads: increase of the watch-cache consistent-read counter.
+        etcd_revision_checks: ``getCurrentResourceVersion`` requests to etcd (consistent reads from cache).
+        scheme: which counter scheme the server exposes (``storage-label`` or ``cache+storage``).
         evidence: which counters moved, for the report.
     """
 
     place: str
     cache_lists: float
-    storage_lists: float
-    storage_fetched_objects: float
+    etcd_lists: float
+    fetched_objects: float
     consistent_reads: float
+    etcd_revision_checks: float
+    scheme: str
     evidence: str
 
 
 def classify_served_from(before: Samples, after: Samples, group: str, resource: str, *, requests: int = 1) -> ServedFrom:
     """Tell cache from etcd by which counters grew between two scrapes around ``requests`` LISTs.
 
-    A consistent read served from the cache still asks etcd for the current
-    revision; depending on the version that shows up as a one-object storage
-    list. So a storage list counts as "etcd" only if it fetched more objects
-    than one per request, or the cache counter did not move at all.
+    With the ``storage`` label the answer is direct. With the older pair of
+    counters a consistent read served from the cache may still show a
+    one-object etcd list (asking for the current revision), so an etcd list
+    only wins if it fetched more than one object per list or the cache
+    counter did not move.
     """
 
-    def delta(names: Iterable[str]) -> float:
-        return resource_total(after, names, group, resource) - resource_total(before, names, group, resource)
+    def delta(names: Iterable[str], **extra: str) -> float:
+        return resource_total(after, names, group, resource, **extra) - resource_total(before, names, group, resource, **extra)
 
-    cache = delta(CACHE_LIST_COUNTERS)
-    storage = delta(STORAGE_LIST_COUNTERS)
-    fetched = delta(STORAGE_FETCHED_COUNTERS)
     consistent = delta((CONSISTENT_READ_COUNTER,))
-    known = any(has_metric(after, n) for n in CACHE_LIST_COUNTERS + STORAGE_LIST_COUNTERS)
-    evidence = f"cache_list+{cache:g} storage_list+{storage:g} fetched+{fetched:g} consistent_read+{consistent:g}"
-    if not known:
-        place = "unknown"
-    elif cache >= requests and (storage == 0 or fetched <= storage):
-        place = "cache"
-    elif storage > 0:
-        place = "etcd"
-    elif cache > 0:
-        place = "cache"
+    revision_checks = delta((ETCD_REQUESTS_COUNTER,), operation="getCurrentResourceVersion")
+    fetched = delta(STORAGE_FETCHED_COUNTERS)
+    if _storage_values(after):
+        scheme = "storage-label"
+        cache = delta(STORAGE_LIST_COUNTERS, storage=WATCHCACHE_STORAGE)
+        etcd = delta(STORAGE_LIST_COUNTERS) - cache
+        if cache and not etcd:
+            place = "cache"
+        elif etcd and not cache:
+            place = "etcd"
+        elif cache and etcd:
+            place = "cache" if cache >= etcd else "etcd"
+        else:
+            place = "unknown"
     else:
-        place = "unknown"
-    return ServedFrom(place, cache, storage, fetched, consistent, evidence)
+        scheme = "cache+storage"
+        cache = delta(CACHE_LIST_COUNTERS)
+        etcd = delta(STORAGE_LIST_COUNTERS)
+        known = any(has_metric(after, n) for n in CACHE_LIST_COUNTERS + STORAGE_LIST_COUNTERS)
+        if not known:
+            place = "unknown"
+        elif cache >= requests and (etcd == 0 or fetched <= etcd):
+            place = "cache"
+        elif etcd > 0:
+            place = "etcd"
+        elif cache > 0:
+            place = "cache"
+        else:
+            place = "unknown"
+    evidence = (
+        f"[{scheme}] cache_lists+{cache:g} etcd_lists+{etcd:g} fetched+{fetched:g} "
+        f"consistent_reads+{consistent:g} etcd_revision_checks+{revision_checks:g}"
+    )
+    return ServedFrom(place, cache, etcd, fetched, consistent, revision_checks, scheme, evidence)
 
 
 def memory_bytes(samples: Samples) -> dict[str, float]:

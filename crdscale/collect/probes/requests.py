@@ -120,6 +120,7 @@ LIST_KINDS = (
     "rv0",
     "consistent",
     "exact",
+    "exact-old",
     "not-older-than",
     "paged",
     "paged-rv0",
@@ -140,6 +141,7 @@ def build_list_requests(
     resource_version: str,
     label_selector: str,
     single_name: str | None = None,
+    old_resource_version: str | None = None,
     page_size: int = 500,
     kinds: tuple[str, ...] = LIST_KINDS,
 ) -> list[ListRequest]:
@@ -150,6 +152,9 @@ def build_list_requests(
         resource_version: a recent list resourceVersion (for ``exact``/``not-older-than``).
         label_selector: a selector matching a fraction of the objects.
         single_name: an object name for ``field-selector-name`` (skipped if ``None``).
+        old_resource_version: an RV from before the objects (and a new CRD's watch
+            cache) existed, for ``exact-old``; such a LIST cannot come from the
+            cache's snapshots and goes to etcd (skipped if ``None``).
         page_size: ``limit`` for the paged kinds.
         kinds: which kinds to build, in order.
     """
@@ -207,6 +212,13 @@ def build_list_requests(
         )
         catalogue["namespaced-rv0"] = ListRequest(
             "namespaced-rv0", target.collection_path(ns), {"resourceVersion": "0"}, description=f"namespace {ns}, resourceVersion=0"
+        )
+    if old_resource_version:
+        catalogue["exact-old"] = ListRequest(
+            "exact-old",
+            cluster_path,
+            {"resourceVersion": old_resource_version, "resourceVersionMatch": "Exact"},
+            description="resourceVersionMatch=Exact at an RV from before the objects existed",
         )
     if single_name:
         catalogue["field-selector-name"] = ListRequest(
