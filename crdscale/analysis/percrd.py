@@ -74,7 +74,8 @@ def linear_fit(x: Sequence[float], y: Sequence[float], confidence: float = 0.95)
     residuals = y - (intercept + slope * x)
     ss_res = float((residuals**2).sum())
     ss_tot = float(((y - y_mean) ** 2).sum())
-    r2 = 1.0 - ss_res / ss_tot if ss_tot > 0 else 1.0
+    # A constant series (a cause absent at every count) has no variance to explain.
+    r2 = 1.0 - ss_res / ss_tot if ss_tot > 0 else math.nan
     dof = n - 2
     if dof > 0:
         sigma2 = ss_res / dof
@@ -269,8 +270,13 @@ def series_points(series: pd.DataFrame, marks: pd.DataFrame, job: str = "kube-ap
         for mark in marks.itertuples(index=False):
             before = one[: pd.Timestamp(mark.timestamp)]
             if len(before):
-                rows.append((int(mark.crds), mark.phase or "served", metric, float(before.iloc[-1])))
+                rows.append((int(mark.crds), _phase(mark.phase), metric, float(before.iloc[-1])))
     return pd.DataFrame(rows, columns=["crds", "phase", "metric", "value"])
+
+
+def _phase(value) -> str:
+    """``installed`` or ``served`` (a profile without a phase is the end of a step: served)."""
+    return value if isinstance(value, str) and value else "served"
 
 
 def fit_series_per_crd(points: pd.DataFrame, confidence: float = 0.95) -> pd.DataFrame:
@@ -354,7 +360,7 @@ def profile_marks(run_dir: Path) -> pd.DataFrame:
             except ValueError:
                 continue  # a line cut by a crash
             if event.get("kind") == "profile" and event.get("profile", "heap") == "heap":
-                rows.append((pd.Timestamp(event["ts"]), int(event.get("crds", 0)), event.get("phase")))
+                rows.append((pd.Timestamp(event["ts"]), int(event.get("crds", 0)), event.get("phase") or "served"))
     return pd.DataFrame(rows, columns=["timestamp", "crds", "phase"])
 
 

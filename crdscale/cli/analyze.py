@@ -72,6 +72,10 @@ def _fmt(value: float, metric: str) -> str:
     return f"{sign}{v:,.0f} B"
 
 
+def _r2(value: float) -> str:
+    return "   n/a" if math.isnan(value) else f"{value:6.3f}"
+
+
 def render(analysis, metric: str = "bytes", confidence: float = 0.95) -> str:
     """The per-CRD table as text: one block per phase, causes by cost, total last."""
     lines = [f"Run: {analysis.run_dir}  ({len(analysis.profiles)} heap profiles)"]
@@ -89,7 +93,7 @@ def render(analysis, metric: str = "bytes", confidence: float = 0.95) -> str:
             ci = f"[{_fmt(r.per_crd_low, metric)}, {_fmt(r.per_crd_high, metric)}]"
             share = "" if math.isnan(r.share) else f"{100 * r.share:6.1f}%"
             lines.append(f"{r.cause:<18} {_fmt(r.per_crd, metric):>14} {ci:>29} {share:>7} "
-                         f"{_fmt(r.base, metric):>14} {r.r2:6.3f}")
+                         f"{_fmt(r.base, metric):>14} {_r2(r.r2)}")
     if len(analysis.series_fits):
         lines.append("")
         lines.append(f"From the metrics series (bytes per CRD, {level}):")

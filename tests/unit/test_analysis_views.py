@@ -11,17 +11,24 @@ from __future__ import annotations
 
 import shutil
 import subprocess
+from functools import lru_cache
 from pathlib import Path
 
 import numpy as np
 import pytest
 
 from crdscale.analysis import views
-from crdscale.analysis.profile import read_profile
+from crdscale.analysis.profile import read_profile as _read_profile
 from crdscale.errors import UsageError
 
 DATA = Path(__file__).resolve().parents[1] / "data" / "profiles"
 CASES = sorted(DATA.glob("*.txt"))
+
+
+@lru_cache(maxsize=None)
+def read_profile(path):
+    """Decoded once per test session: views never modify a Profile."""
+    return _read_profile(path)
 
 
 def _options(args: list[str]) -> dict:
@@ -176,7 +183,7 @@ def test_scaled_label_and_percentage_like_go():
 
 @pytest.mark.skipif(shutil.which("go") is None, reason="go is not installed")
 @pytest.mark.parametrize("stem", ["go-sample-heap", "go-sample-cpu"] + sorted(
-    p.name.removesuffix(".pb.gz") for p in DATA.glob("heap-*.pb.gz"))[:1])
+    p.name.removesuffix(".pb.gz") for p in DATA.glob("kube-apiserver-heap-*.pb.gz"))[:1])
 @pytest.mark.parametrize("args", [
     ["-top", "-nodecount=25"],
     ["-top", "-nodecount=25", "-sample_index=0"],

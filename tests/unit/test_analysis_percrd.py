@@ -1,0 +1,143 @@
+"""Per-CRD fits: a known slope comes back from synthetic profiles; a recorded
+real run reports a positive cost for the OpenAPI and schema causes."""
+
+from __future__ import annotations
+
+import json
+import math
+import shutil
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from crdscale.analysis.percrd import (
+    TOTAL, fit_per_crd, fit_per_property, linear_fit, load_run, profile_points, t_quantile, unattributed_share,
+)
+from crdscale.analysis.profile import encode_profile, synthetic_profile
+from crdscale.cli.main import main
+from crdscale.collect.naming import profile_filename
+from crdscale.errors import UsageError
+
+DATA = Path(__file__).resolve().parents[1] / "data"
+RUN = DATA / "run-kube-apiserver"
+
+OPENAPI = ["k8s.io/kube-openapi/pkg/builder3.BuildOpenAPISpecFromRoutes", "main.main"]
+SCHEMA = ["k8s.io/apiextensions-apiserver/pkg/apiserver/schema.NewStructural", "main.main"]
+UNKNOWN = ["main.mystery", "main.main"]
+
+# Known costs per CRD (bytes, objects) and fixed bases.
+PER_CRD = {"openapi": (20_000, 40), "crd-schema": (5_000, 10), "other": (1_000, 2)}
+BASE = {"openapi": (1_000_000, 100), "crd-schema": (0, 0), "other": (30_000_000, 5000)}
+STACKS = {"openapi": OPENAPI, "crd-schema": SCHEMA, "other": UNKNOWN}
+
+
+def _profile(crds: int, noise: float = 0.0, seed: int = 0):
+    rng = np.random.default_rng(seed + crds)
+    stacks = []
+    for cause, stack in STACKS.items():
+        b = BASE[cause][0] + PER_CRD[cause][0] * crds
+        o = BASE[cause][1] + PER_CRD[cause][1] * crds
+        if noise:
+            b = int(b * (1 + rng.normal(0, noise)))
+        stacks.append((stack, [int(o), int(b)]))
+    return synthetic_profile(stacks)
+
+
+def test_t_quantile_matches_tables():
+    for dof, want in [(1, 12.7062), (2, 4.3027), (4, 2.7764), (10, 2.2281), (30, 2.0423)]:
+        assert t_quantile(0.975, dof) == pytest.approx(want, abs=1e-4)
+
+
+def test_linear_fit_exact_line():
+    fit = linear_fit([0, 10, 20, 40], [5, 25, 45, 85])
+    assert fit.slope == pytest.approx(2.0) and fit.intercept == pytest.approx(5.0)
+    assert fit.slope_low == pytest.approx(2.0) and fit.slope_high == pytest.approx(2.0)
+    assert fit.r2 == pytest.approx(1.0)
+
+
+def test_linear_fit_needs_two_counts():
+    with pytest.raises(UsageError):
+        linear_fit([10, 10], [1, 2])
+    two = linear_fit([0, 10], [0, 10])
+    assert math.isnan(two.slope_low)
+
+
+def test_fit_recovers_known_slopes_exactly():
+    points = profile_points((n, None, _profile(n)) for n in (0, 100, 200, 300, 400))
+    fits, residuals = fit_per_crd(points)
+    served = fits[fits["phase"] == "served"].set_index(["metric", "cause"])
+    for cause, (per_bytes, per_objects) in PER_CRD.items():
+        assert served.loc[("bytes", cause), "per_crd"] == pytest.approx(per_bytes)
+        assert served.loc[("objects", cause), "per_crd"] == pytest.approx(per_objects)
+        assert served.loc[("bytes", cause), "base"] == pytest.approx(BASE[cause][0], abs=1e-3)
+    assert served.loc[("bytes", TOTAL), "per_crd"] == pytest.approx(sum(v[0] for v in PER_CRD.values()))
+    assert np.abs(residuals["residual"]).max() < 1e-3
+    assert unattributed_share(fits) == pytest.approx(1_000 / 26_000)
+
+
+def test_fit_with_noise_has_interval_around_truth():
+    points = profile_points((n, None, _profile(n, noise=0.01)) for n in (0, 50, 100, 150, 200, 250))
+    fits, _ = fit_per_crd(points)
+    row = fits[(fits["metric"] == "bytes") & (fits["cause"] == "openapi")].iloc[0]
+    assert row["per_crd_low"] < 20_000 < row["per_crd_high"]
+    assert row["per_crd_high"] - row["per_crd_low"] < 10_000
+
+
+def test_installed_and_served_phases_share_the_baseline():
+    pts = [(0, None, _profile(0))]
+    pts += [(n, "installed", _profile(n // 2)) for n in (100, 200)]  # installing costs half
+    pts += [(n, None, _profile(n)) for n in (100, 200)]
+    fits, _ = fit_per_crd(profile_points(pts))
+    by = fits.set_index(["phase", "metric", "cause"])["per_crd"]
+    assert by[("served", "bytes", "openapi")] == pytest.approx(20_000)
+    assert by[("installed", "bytes", "openapi")] == pytest.approx(10_000)
+
+
+def test_bytes_per_property():
+    per_crd = pd.DataFrame({"cause": ["openapi"] * 3, "properties": [10, 50, 100],
+                            "per_crd": [1_000 + 300 * p for p in (10, 50, 100)]})
+    fit = fit_per_property(per_crd).iloc[0]
+    assert fit["per_property"] == pytest.approx(300)
+    assert fit["fixed_per_crd"] == pytest.approx(1_000)
+
+
+def _write_run(tmp_path: Path) -> Path:
+    run = tmp_path / "run"
+    (run / "profiles").mkdir(parents=True)
+    (run / "manifest.json").write_text(json.dumps({"name": "synthetic"}))
+    for step, n in enumerate((0, 100, 200, 300)):
+        (run / "profiles" / profile_filename("heap", step, n)).write_bytes(encode_profile(_profile(n)))
+    return run
+
+
+def test_analyze_cli_on_synthetic_run(tmp_path, capsys):
+    run = _write_run(tmp_path)
+    assert main(["analyze", str(run)]) == 0
+    out = capsys.readouterr().out
+    assert "openapi" in out and "19.53 KiB" in out  # 20000 B per CRD
+    table = pd.read_csv(run / "analysis" / "percrd.csv")
+    assert {"phase", "metric", "cause", "per_crd", "per_crd_low", "per_crd_high", "base", "share"} <= set(table.columns)
+    assert (run / "analysis" / "percrd.parquet").is_file()
+
+
+def test_analyze_cli_errors(tmp_path, capsys):
+    assert main(["analyze", str(tmp_path / "nope")]) == 2
+    empty = tmp_path / "empty"
+    (empty / "profiles").mkdir(parents=True)
+    assert main(["analyze", str(empty)]) == 2
+    assert "two or more CRD counts" in capsys.readouterr().err
+
+
+@pytest.mark.skipif(not RUN.is_dir(), reason="recorded run not present")
+def test_recorded_real_run_has_positive_openapi_and_schema_cost(tmp_path):
+    run = tmp_path / "run"
+    shutil.copytree(RUN, run)
+    analysis = load_run(run)
+    served = analysis.fits[(analysis.fits["phase"] == "served") & (analysis.fits["metric"] == "bytes")]
+    per_crd = served.set_index("cause")["per_crd"]
+    assert per_crd["openapi"] > 0
+    assert per_crd["crd-schema"] > 0
+    assert per_crd[TOTAL] > 0
+    assert unattributed_share(analysis.fits) < 0.25
