@@ -44,7 +44,7 @@ class _Handler(BaseHTTPRequestHandler):
                 200,
                 {"kind": "APIGroupDiscoveryList", "items": items},
                 "application/json;g=apidiscovery.k8s.io;v=v2;as=APIGroupDiscoveryList",
-                {"ETag": self.aggregated_etag},
+                {"Etag": self.aggregated_etag},  # Go canonicalizes the header name like this
             )
         if self.path == "/api":
             return self._send(200, {"kind": "APIVersions", "versions": ["v1"]})

@@ -6,7 +6,7 @@ import json
 import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
-from typing import Any, Callable, Iterable
+from typing import Any, Callable, Iterable, Mapping
 from urllib.parse import urlencode, urlsplit
 
 import requests
@@ -65,7 +65,7 @@ class Timed:
     bytes: int
     latency_s: float
     body: bytes
-    headers: dict[str, str]
+    headers: Mapping[str, str]
 
     def json(self) -> Any:
         return json.loads(self.body)
@@ -89,7 +89,8 @@ def timed_get(
     except requests.exceptions.RequestException as err:
         raise ClusterError(f"GET {url} failed: {err}") from err
     latency = time.perf_counter() - start
-    return Timed(resp.status_code, len(body), latency, body, dict(resp.headers))
+    # Keep requests' case-insensitive mapping: Go sends "Etag", not "ETag".
+    return Timed(resp.status_code, len(body), latency, body, resp.headers)
 
 
 def check(resp: requests.Response, what: str, *, ok: Iterable[int] = (200, 201, 202)) -> requests.Response:

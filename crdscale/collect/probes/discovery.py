@@ -98,11 +98,12 @@ def legacy_discovery(
         if wait > 0:
             time.sleep(wait)
         start = time.monotonic()
+        error = ""
         try:
             result = timed_get(session, cluster.url(path), headers={"Accept": LEGACY_DISCOVERY_ACCEPT}, timeout=timeout_s)
             status, size, latency, body = result.status, result.bytes, result.latency_s, result.body
-        except ClusterError:
-            status, size, latency, body = 0, 0, time.monotonic() - start, b""
+        except ClusterError as err:
+            status, size, latency, body, error = 0, 0, time.monotonic() - start, b"", str(err)[-200:]
         row = {
             "path": path,
             "phase": phase,
@@ -113,6 +114,7 @@ def legacy_discovery(
             "latency_s": latency,
             "bytes": size,
             "status": status,
+            "error": error,
         }
         with rows_lock:
             rows.append(row)

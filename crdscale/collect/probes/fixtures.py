@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import secrets as _secrets
 import time
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 
 from crdscale.errors import ClusterError
@@ -187,10 +188,22 @@ class ProbeFixtures:
             served = {v["groupVersion"] for g in self.cluster.get_json("/apis").get("groups", []) for v in g.get("versions", [])}
             missing = wanted - served
             if not missing:
-                return
+                break
             if time.monotonic() > deadline:
                 raise ClusterError(f"{len(missing)} CRD group-versions not served after {timeout_s:.0f} s (e.g. {sorted(missing)[0]})")
             time.sleep(0.5)
+        # A group-version shows up in /apis a moment before its resource list
+        # answers; discovery measured in between would count 404s.
+        pending = sorted(wanted)
+        with ThreadPoolExecutor(max_workers=workers) as pool:
+            while pending:
+                answers = pool.map(lambda gv: self.cluster.get(f"/apis/{gv}").status_code, pending)
+                pending = [gv for gv, status in zip(pending, answers) if status != 200]
+                if not pending:
+                    return
+                if time.monotonic() > deadline:
+                    raise ClusterError(f"{len(pending)} CRD resource lists not served after {timeout_s:.0f} s (e.g. /apis/{pending[0]})")
+                time.sleep(0.3)
 
     def wait_resource_served(self, group: str, plural: str, *, timeout_s: float = 120.0) -> None:
         deadline = time.monotonic() + timeout_s
