@@ -207,13 +207,16 @@ def attribute(profile: Profile, rules: Sequence[Rule] = RULES) -> pd.DataFrame:
     key = ("attribution", tuple(rules))
     if key in profile._cache:
         return profile._cache[key]
-    frames = profile.frames()
+    from crdscale.analysis.profile import _expand_stacks, _function_columns, _function_positions
+
+    frames = _expand_stacks(profile)
     n_samples = len(profile.samples)
-    names = frames["name"].to_numpy(dtype=object)
-    uniq, codes = np.unique(names.astype(str), return_inverse=True)
-    codes = codes.reshape(-1)
-    match = np.array([[r.regex.search(u) is not None for r in rules] for u in uniq], dtype=bool).reshape(
-        len(uniq), len(rules)
+    # Match each function name once (a profile has a few thousand), not each frame.
+    fn_names = _function_columns(profile)["name"]
+    codes = _function_positions(profile, frames["function"].to_numpy())
+    names = fn_names[codes] if len(codes) else np.zeros(0, dtype=object)
+    match = np.array([[r.regex.search(u) is not None for r in rules] for u in fn_names], dtype=bool).reshape(
+        len(fn_names), len(rules)
     )
     sample = frames["sample"].to_numpy()
     depth = frames["depth"].to_numpy()

@@ -153,11 +153,10 @@ class Profile:
         inline_depth, function, name, filename, line``; ``depth`` counts frames
         (inlined ones included) from the leaf, 0 first."""
         expanded = _expand_stacks(self)
-        fn = self.functions.set_index("function")
-        funcs = expanded["function"].to_numpy()
-        return expanded.assign(
-            name=fn["name"].reindex(funcs).fillna("").to_numpy(),
-            filename=fn["filename"].reindex(funcs).fillna("").to_numpy(),
+        cols = _function_columns(self)
+        pos = _function_positions(self, expanded["function"].to_numpy())
+        return expanded.drop(columns=["row", "inlined"]).assign(
+            name=cols["name"][pos], filename=cols["filename"][pos]
         )
 
 
@@ -573,3 +572,38 @@ def synthetic_profile(
         duration_nanos=0,
     )
     return Profile(samples, stacks_df, locations, functions, mappings, labels, meta, source="<synthetic>")
+
+
+def _function_columns(profile: Profile) -> dict:
+    """Function table columns as numpy arrays with a trailing "no function" row, cached.
+
+    Analysis code indexes these by position (see :func:`_function_positions`)
+    instead of reindexing string columns frame by frame, which is much slower.
+    """
+    cached = profile._cache.get("function_columns")
+    if cached is None:
+        fn = profile.functions
+        ids = fn["function"].to_numpy(dtype=np.int64)
+        order = np.argsort(ids, kind="stable")
+        cached = {
+            "sorted_ids": ids[order],
+            "order": order,
+            "name": np.append(fn["name"].to_numpy(dtype=object), ""),
+            "filename": np.append(fn["filename"].to_numpy(dtype=object), ""),
+            "start_line": np.append(fn["start_line"].to_numpy(dtype=np.int64), 0),
+        }
+        profile._cache["function_columns"] = cached
+    return cached
+
+
+def _function_positions(profile: Profile, function_ids: np.ndarray) -> np.ndarray:
+    """Row positions in ``profile.functions`` for function ids; id 0 (none) maps to the sentinel row."""
+    cols = _function_columns(profile)
+    sorted_ids, order = cols["sorted_ids"], cols["order"]
+    n = len(sorted_ids)
+    if n == 0:
+        return np.zeros(len(function_ids), dtype=np.int64)
+    at = np.searchsorted(sorted_ids, function_ids)
+    at_clipped = np.minimum(at, n - 1)
+    found = sorted_ids[at_clipped] == function_ids
+    return np.where(found, order[at_clipped], n)

@@ -202,15 +202,26 @@ def _node_rows(profile: Profile, granularity: str, noinlines: bool) -> tuple[pd.
     # "-granularity=addresses" without -noinlines is no aggregation at all, so columns stay.
     keep_column = granularity == "addresses" and not noinlines
 
-    fn = profile.functions.set_index("function")
+    from crdscale.analysis.profile import _function_columns, _function_positions
+
+    cols = _function_columns(profile)
     fids = locs["function"].to_numpy()
     has_fn = fids != 0
-    fn_name = fn["name"].reindex(fids).fillna("").to_numpy(dtype=object)
-    fn_file = fn["filename"].reindex(fids).fillna("").to_numpy(dtype=object)
-    fn_start = fn["start_line"].reindex(fids).fillna(0).to_numpy(dtype=np.int64)
-    mapping_file = (
-        profile.mappings.set_index("mapping")["filename"].reindex(locs["mapping"]).fillna("").to_numpy(dtype=object)
-    )
+    pos = _function_positions(profile, fids)
+    fn_name = cols["name"][pos]
+    fn_file = cols["filename"][pos]
+    fn_start = cols["start_line"][pos]
+    maps = profile.mappings
+    map_ids = maps["mapping"].to_numpy(dtype=np.int64)
+    map_files = np.append(maps["filename"].to_numpy(dtype=object), "")
+    loc_maps = locs["mapping"].to_numpy()
+    map_order = np.argsort(map_ids, kind="stable")
+    if len(map_ids):
+        at = np.minimum(np.searchsorted(map_ids[map_order], loc_maps), len(map_ids) - 1)
+        mpos = np.where(map_ids[map_order][at] == loc_maps, map_order[at], len(map_ids))
+    else:
+        mpos = np.zeros(len(loc_maps), dtype=np.int64)
+    mapping_file = map_files[mpos]
 
     n = len(locs)
     name = fn_name if keep_function else np.full(n, "", dtype=object)
@@ -322,11 +333,17 @@ def _build_graph(
         bases.append(np.full(len(w), sign < 0))
         sample_offset += len(w)
 
-    # One node id per distinct NodeInfo across all profiles.
+    # One node id per distinct NodeInfo across all profiles: factorize each
+    # column, combine the codes into one integer, factorize that (vectorized).
     all_rows = pd.concat(key_frames, ignore_index=True)
-    codes, uniques = pd.MultiIndex.from_frame(all_rows).factorize()
-    nodes = uniques.to_frame(index=False)
-    nodes.columns = NODE_KEY
+    combined = np.zeros(len(all_rows), dtype=np.int64)
+    firsts = []
+    for column in NODE_KEY:
+        col_codes, col_uniques = pd.factorize(all_rows[column].to_numpy(dtype=object), sort=False)
+        combined = combined * (len(col_uniques) + 1) + col_codes
+        firsts.append(col_uniques)
+    codes, first_rows = _factorize_first(combined)
+    nodes = all_rows.iloc[first_rows].reset_index(drop=True)
     nodes["name"] = [printable_name(r) for r in nodes.itertuples(index=False)]
 
     offsets = np.cumsum([0] + [len(k) for k in key_frames])
@@ -334,6 +351,14 @@ def _build_graph(
     frame_node = np.concatenate([codes[offsets[i] + f[1]] for i, f in enumerate(frames)]).astype(np.int64)
     frame_inline = np.concatenate([f[2] for f in frames])
     return _Graph(nodes, np.concatenate(weights), np.concatenate(bases), frame_sample, frame_node, frame_inline)
+
+
+def _factorize_first(keys: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Codes 0..k-1 for ``keys`` in order of first appearance, and the first row of each code."""
+    codes, _uniques = pd.factorize(keys, sort=False)
+    first = np.full(codes.max() + 1 if len(codes) else 0, len(codes), dtype=np.int64)
+    np.minimum.at(first, codes, np.arange(len(codes)))
+    return codes.astype(np.int64), first
 
 
 def _expanded(profile: Profile) -> pd.DataFrame:
@@ -376,27 +401,50 @@ def _edges(g: _Graph, kept: np.ndarray | None = None) -> pd.DataFrame:
     same = fs[1:] == fs[:-1]
     callee, caller, inline, sample = fn[:-1][same], fn[1:][same], fi[:-1][same], fs[:-1][same]
     differ = callee != caller
-    e = pd.DataFrame(
-        {"sample": sample[differ], "caller": caller[differ], "callee": callee[differ], "inline": inline[differ]}
-    )
-    # pprof walks root to leaf and only the first occurrence in a sample counts;
-    # our frames run leaf to root, so that is the last one.
-    e = e.drop_duplicates(["sample", "caller", "callee"], keep="last")
-    e["weight"] = g.weight[e["sample"].to_numpy()]
-    out = e.groupby(["caller", "callee"], sort=False).agg(weight=("weight", "sum"), inline=("inline", "all"))
-    return out.reset_index()
+    callee, caller, inline, sample = callee[differ], caller[differ], inline[differ], sample[differ]
+    n = max(g.n_nodes, 1)
+    # pprof walks root to leaf and only the first occurrence of an edge in a
+    # sample counts; our frames run leaf to root, so keep the last one.
+    per_sample = (sample * n + caller) * n + callee
+    reversed_first = np.unique(per_sample[::-1], return_index=True)[1]
+    keep = len(per_sample) - 1 - reversed_first
+    edge_key = caller[keep] * n + callee[keep]
+    codes, firsts = _factorize_first(edge_key)
+    k = len(firsts)
+    weight = np.zeros(k, dtype=np.int64)
+    np.add.at(weight, codes, g.weight[sample[keep]])
+    all_inline = np.ones(k, dtype=bool)
+    np.logical_and.at(all_inline, codes, inline[keep])
+    first_key = edge_key[firsts]
+    return pd.DataFrame({"caller": first_key // n, "callee": first_key % n, "weight": weight, "inline": all_inline})
 
 
 def _sort_nodes(nodes: pd.DataFrame, flat: np.ndarray, cum: np.ndarray, by_cum: bool) -> np.ndarray:
-    """Node ids in pprof's FlatNameOrder (or CumNameOrder)."""
-    info = [
-        f"{{{r.node_name}  {int(r.address)} {r.file} {r.start_line} {r.lineno} {r.column} {r.objfile}}}"
-        for r in nodes.itertuples(index=False)
-    ]
-    names = nodes["name"].tolist()
+    """Node ids in pprof's FlatNameOrder (or CumNameOrder): |flat| (|cum|) descending,
+    printable name, |cum| (|flat|) descending, then pprof's NodeInfo text."""
+    names = nodes["name"].to_numpy(dtype=object)
+    if len(names) == 0:
+        return np.zeros(0, dtype=np.int64)
+    by_name = sorted(range(len(names)), key=names.__getitem__)
+    name_rank = np.empty(len(names), dtype=np.int64)
+    name_rank[by_name] = np.arange(len(names))
+    # Equal names must get equal ranks so the next keys decide between them.
+    sorted_names = names[by_name]
+    dup = np.r_[False, sorted_names[1:] == sorted_names[:-1]]
+    name_rank[by_name] = np.cumsum(~dup) - 1
+    uniq = sorted_names[~dup]
+    info_rank = np.zeros(len(names), dtype=np.int64)
+    if len(uniq) < len(names):
+        # Only nodes sharing a printable name need pprof's last tie-breaker.
+        info = [
+            f"{{{r.node_name}  {int(r.address)} {r.file} {r.start_line} {r.lineno} {r.column} {r.objfile}}}"
+            for r in nodes.itertuples(index=False)
+        ]
+        _, info_rank = np.unique(np.asarray(info, dtype=str), return_inverse=True)
+        info_rank = info_rank.reshape(-1)
     first, second = (np.abs(cum), np.abs(flat)) if by_cum else (np.abs(flat), np.abs(cum))
-    order = sorted(range(len(names)), key=lambda i: (-int(first[i]), names[i], -int(second[i]), info[i]))
-    return np.asarray(order, dtype=np.int64)
+    # np.lexsort sorts by the last key first.
+    return np.lexsort((info_rank, -second, name_rank, -first)).astype(np.int64)
 
 
 # --------------------------------------------------------------------------
