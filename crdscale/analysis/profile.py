@@ -251,16 +251,26 @@ def _to_tables(msg, name: str) -> Profile:
         doc_url=s(msg.doc_url, "doc_url"),
     )
 
-    # Functions.
+    string_array = np.array(strings, dtype=object)
+
+    def strs(indexes: np.ndarray, what: str) -> np.ndarray:
+        """Vectorized ``s``: look up many string indexes at once."""
+        if len(indexes) and (indexes.min() < 0 or indexes.max() >= n_strings):
+            bad = indexes[(indexes < 0) | (indexes >= n_strings)][0]
+            raise ProfileError(f"{name}: {what} string index {bad} out of range [0, {n_strings})")
+        return string_array[indexes]
+
+    # Functions: one pass over the messages (attribute access is the slow part).
     fmsgs = msg.function
-    function_ids = np.fromiter((f.id for f in fmsgs), dtype=np.uint64, count=len(fmsgs))
+    f_ints = np.array([(f.name, f.system_name, f.filename, f.start_line) for f in fmsgs], dtype=np.int64).reshape(-1, 4)
+    function_ids = np.array([f.id for f in fmsgs], dtype=np.uint64)
     functions = pd.DataFrame(
         {
             "function": _ids(function_ids, "function", name),
-            "name": [s(f.name, "function name") for f in fmsgs],
-            "system_name": [s(f.system_name, "function system name") for f in fmsgs],
-            "filename": [s(f.filename, "function file") for f in fmsgs],
-            "start_line": np.fromiter((f.start_line for f in fmsgs), dtype=np.int64, count=len(fmsgs)),
+            "name": strs(f_ints[:, 0], "function name"),
+            "system_name": strs(f_ints[:, 1], "function system name"),
+            "filename": strs(f_ints[:, 2], "function file"),
+            "start_line": f_ints[:, 3],
         }
     )
 
@@ -283,18 +293,26 @@ def _to_tables(msg, name: str) -> Profile:
     )
 
     # Locations, one row per (possibly inlined) frame.
-    lmsgs = msg.location
-    location_ids = _ids(np.fromiter((l.id for l in lmsgs), dtype=np.uint64, count=len(lmsgs)), "location", name)
-    loc_mapping = np.fromiter((l.mapping_id for l in lmsgs), dtype=np.uint64, count=len(lmsgs))
-    loc_address = np.fromiter((l.address for l in lmsgs), dtype=np.uint64, count=len(lmsgs))
-    line_lists = [l.line for l in lmsgs]
-    n_lines = np.fromiter(map(len, line_lists), dtype=np.int64, count=len(lmsgs))
+    loc_rows = []
+    line_rows: list = []
+    for loc in msg.location:
+        lines = loc.line
+        loc_rows.append((loc.id, loc.mapping_id, loc.address, len(lines)))
+        if lines:
+            line_rows.extend([(ln.function_id, ln.line, ln.column) for ln in lines])
+    loc_arr = np.array(loc_rows, dtype=np.uint64).reshape(-1, 4)
+    location_ids = _ids(loc_arr[:, 0], "location", name)
+    loc_mapping = loc_arr[:, 1]
+    loc_address = loc_arr[:, 2]
+    n_lines = loc_arr[:, 3].astype(np.int64)
     rows_per_loc = np.maximum(n_lines, 1)  # a location without lines still is a frame
     total_rows = int(rows_per_loc.sum())
-    flat_lines = list(itertools.chain.from_iterable(line_lists))
-    line_fn = np.fromiter((ln.function_id for ln in flat_lines), dtype=np.uint64, count=len(flat_lines))
-    line_no = np.fromiter((ln.line for ln in flat_lines), dtype=np.int64, count=len(flat_lines))
-    line_col = np.fromiter((ln.column for ln in flat_lines), dtype=np.int64, count=len(flat_lines))
+    line_arr = np.array(line_rows, dtype=np.int64).reshape(-1, 3)
+    if len(line_arr) and (line_arr[:, 0] < 0).any():
+        raise ProfileError(f"{name}: function id out of range in a location line")
+    line_fn = line_arr[:, 0].astype(np.uint64)
+    line_no = line_arr[:, 1]
+    line_col = line_arr[:, 2]
     has_lines = np.repeat(n_lines > 0, rows_per_loc)
     row_fn = np.zeros(total_rows, dtype=np.uint64)
     row_line = np.zeros(total_rows, dtype=np.int64)
@@ -344,19 +362,22 @@ def _to_tables(msg, name: str) -> Profile:
     samples = pd.DataFrame(values, columns=columns)
     samples.index.name = "sample"
 
-    # Labels (string and numeric).
-    label_rows = []
-    for i, sm in enumerate(smsgs):
-        if sm.label:
-            for lab in sm.label:
-                key = s(lab.key, "label key")
-                if lab.str:
-                    label_rows.append((i, key, s(lab.str, "label value"), 0, ""))
-                else:
-                    label_rows.append((i, key, None, int(lab.num), s(lab.num_unit, "label unit")))
+    # Labels (string and numeric); heap profiles carry a "bytes" label on every sample.
+    label_rows = [(i, lab.key, lab.str, lab.num, lab.num_unit)
+                  for i, sm in enumerate(smsgs) if sm.label for lab in sm.label]
+    lab = np.array(label_rows, dtype=np.int64).reshape(-1, 5)
+    is_str = lab[:, 2] != 0
+    str_values = strs(lab[:, 2], "label value").astype(object)
+    str_values[~is_str] = None
     labels = pd.DataFrame(
-        label_rows or None, columns=["sample", "key", "str", "num", "num_unit"]
-    ).astype({"sample": np.int64, "num": np.int64})
+        {
+            "sample": lab[:, 0],
+            "key": strs(lab[:, 1], "label key"),
+            "str": pd.Series(str_values, dtype=object),
+            "num": np.where(is_str, 0, lab[:, 3]),
+            "num_unit": strs(np.where(is_str, 0, lab[:, 4]), "label unit"),
+        }
+    )
 
     return Profile(samples, stacks, locations, functions, mappings, labels, meta, source=name)
 
