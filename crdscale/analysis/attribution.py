@@ -117,7 +117,8 @@ RULES: tuple[Rule, ...] = (
     ),
     Rule(
         "crd-schema",
-        rf"^{_APIEXT}/apiserver/schema(/(defaulting|pruning|objectmeta|listtype))?\."
+        # ToKubeOpenAPI is left to its caller: the OpenAPI builder or a validator.
+        rf"^{_APIEXT}/apiserver/schema(/(defaulting|pruning|objectmeta|listtype))?\.(?!\(\*Structural\)\.ToKubeOpenAPI)"
         rf"|^{_APIEXT}/apiserver/validation|^{_APIEXT}/apis/apiextensions/validation"
         r"|^k8s\.io/kube-openapi/pkg/validation/(validate|strfmt|errors)",
         "leaf",
@@ -135,6 +136,12 @@ RULES: tuple[Rule, ...] = (
         rf"^{_APIEXT}/apis/apiextensions",
         "leaf",
         "CRD objects and their JSONSchemaProps: conversion between versions, deep copies, decoding",
+    ),
+    Rule(
+        "goroutines",
+        r"^runtime\.(malg|newproc1)$",
+        "leaf",
+        "goroutine descriptors: caches, watchers and clients start goroutines per resource",
     ),
     Rule(
         "metrics",

@@ -67,7 +67,12 @@ ROWS = [
     ("endpoints", ["k8s.io/apiserver/pkg/endpoints/handlers.ListResource.func1"]),
     ("decoding", ["encoding/json.(*decodeState).literalStore", "sigs.k8s.io/json.UnmarshalCaseSensitivePreserveInts"]),
     ("decoding", ["github.com/gogo/protobuf/proto.Unmarshal"]),
-    (OTHER, ["runtime.malg", "runtime.newproc1", "runtime.systemstack"]),
+    ("goroutines", ["runtime.malg", "runtime.newproc1", "runtime.newproc.func1", "runtime.systemstack"]),
+    ("openapi", ["k8s.io/apiextensions-apiserver/pkg/apiserver/schema.(*Structural).ToKubeOpenAPI",
+                 "k8s.io/apiextensions-apiserver/pkg/controller/openapi/builder.(*builder).buildKubeNative"]),
+    ("crd-schema", ["k8s.io/apiextensions-apiserver/pkg/apiserver/schema.(*Structural).ToKubeOpenAPI",
+                    "k8s.io/apiextensions-apiserver/pkg/apiserver/validation.NewSchemaValidatorFromOpenAPI"]),
+    (OTHER, ["golang.org/x/net/html.map.init.1", "golang.org/x/net/html.init", "runtime.doInit1"]),
 ]
 
 
@@ -139,3 +144,22 @@ def test_attribution_on_a_real_profile_sums_to_total():
     profile = read_profile(DATA / "go-sample-heap.pb.gz")
     totals = cause_totals(profile)
     assert int(totals["inuse_space"].sum()) == profile.total("inuse_space")
+
+
+def test_real_kube_apiserver_profile_survives_32_frame_truncation():
+    """Heap profiles from Go < 1.23 keep only 32 frames; the causes must hardly move."""
+    profile = read_profile(DATA / "kube-apiserver-heap-crds0060.pb.gz")
+    assert (profile.stacks.groupby("sample").size() > 32).any()  # the test means something
+    full = cause_totals(profile)["inuse_space"]
+    cut = cause_totals(truncate_stacks(profile, 32))["inuse_space"]
+    total = full.sum()
+    for cause in ("openapi", "crd-schema", "crd-handler", "watch-cache", "etcd-client"):
+        assert abs(cut[cause] - full[cause]) <= 0.05 * max(full[cause], 1)
+    assert cut[OTHER] - full[OTHER] <= 0.02 * total
+
+
+def test_real_kube_apiserver_profile_is_mostly_attributed():
+    profile = read_profile(DATA / "kube-apiserver-heap-crds0060.pb.gz")
+    table = attribution_table(profile, "inuse_space").set_index("cause")
+    assert table.loc["openapi", "value"] > 0
+    assert table.loc[OTHER, "share"] < 0.25
