@@ -312,6 +312,34 @@ def fit_per_property(per_crd: pd.DataFrame, confidence: float = 0.95) -> pd.Data
                                        "fixed_per_crd", "r2", "n"])
 
 
+def properties_per_crd(manifest: dict) -> float | None:
+    """Schema properties per CRD of a run, from its manifest (CRD set summary, else the scenario)."""
+    crds = manifest.get("crds") or {}
+    if crds.get("properties_total") and crds.get("count"):
+        return float(crds["properties_total"]) / float(crds["count"])
+    scenario_crds = (manifest.get("scenario") or {}).get("crds") or {}
+    value = scenario_crds.get("property_count")
+    return float(value) if value else None
+
+
+def per_property_from_runs(analyses: Sequence["RunAnalysis"], phase: str = "served",
+                           metric: str = "bytes", confidence: float = 0.95) -> pd.DataFrame:
+    """Bytes per schema property by cause across runs that differ in schema size
+    (see :func:`fit_per_property`); empty when fewer than two sizes were run."""
+    rows = []
+    for analysis in analyses:
+        properties = properties_per_crd(analysis.manifest)
+        if properties is None:
+            continue
+        fits = analysis.fits[(analysis.fits["phase"] == phase) & (analysis.fits["metric"] == metric)]
+        for r in fits.itertuples(index=False):
+            rows.append((r.cause, properties, r.per_crd))
+    table = pd.DataFrame(rows, columns=["cause", "properties", "per_crd"])
+    if table["properties"].nunique() < 2:
+        return fit_per_property(table.iloc[0:0], confidence)
+    return fit_per_property(table, confidence)
+
+
 # --------------------------------------------------------------------------
 # A run directory
 # --------------------------------------------------------------------------

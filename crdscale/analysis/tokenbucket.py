@@ -236,3 +236,26 @@ def relative_error(measured: float, predicted: float) -> float:
     if predicted <= 0 or math.isnan(predicted):
         return math.nan
     return abs(measured - predicted) / predicted
+
+
+# Below this the extra wall time is within run-to-run noise on loopback; the
+# sweep reports such rows but does not hold them to the tolerance.
+MIN_CHECKED_DELAY_S = 0.25
+
+
+def predicted_extra_wall(
+    preamble_s: float,
+    predicted_delay_s: float,
+    solo_latency_s: float,
+    unthrottled_wall_s: float,
+) -> float:
+    """Extra seconds a throttled discovery should take over an unthrottled one.
+
+    Throttled, discovery ends when the last token's request (sent alone, so at
+    ``solo_latency_s``) returns: ``preamble + max wait + solo latency``.
+    Unthrottled, it ends after ``unthrottled_wall_s``. The waits overlap the
+    unthrottled transfer time, so a short wait (e.g. 1.4 s at (300, 50) and 368
+    group-versions) costs less than itself end to end; a long one (54 s at
+    (100, 5)) costs nearly all of it.
+    """
+    return max(0.0, preamble_s + predicted_delay_s + solo_latency_s - unthrottled_wall_s)

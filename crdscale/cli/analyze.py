@@ -3,13 +3,15 @@
 Examples:
   crdscale analyze runs/20261122T031500Z-default
   crdscale analyze runs/<run> --metric objects --confidence 0.9
+  crdscale analyze runs/<run-50-props> runs/<run-100-props>   # adds bytes per property
 
 Reads RUN_DIR/profiles/heap-stepNN-crdsNNNN[-installed].pb.gz (and
 RUN_DIR/metrics/series.parquet when present), attributes every heap sample to
 a cause, fits value = base + per_crd * crds by least squares for each cause,
 and prints bytes per CRD with confidence intervals, for the served phase and,
 when recorded, the installed phase. Writes RUN_DIR/analysis/percrd.csv and
-.parquet (plus residuals and series fits).
+.parquet (plus residuals and series fits). Given several runs whose CRD
+schemas differ in size, also fits bytes per schema property by cause.
 """
 
 from __future__ import annotations
@@ -26,7 +28,7 @@ class Command:
 
     @staticmethod
     def add_arguments(parser: argparse.ArgumentParser) -> None:
-        parser.add_argument("run_dir", help="run directory written by `crdscale run`")
+        parser.add_argument("run_dirs", nargs="+", metavar="RUN_DIR", help="run directory written by `crdscale run`")
         parser.add_argument("--metric", choices=["bytes", "objects"], default="bytes",
                             help="what to print (both are written): heap bytes or objects in use")
         parser.add_argument("--confidence", type=float, default=0.95, help="confidence level of the intervals (default 0.95)")
@@ -35,27 +37,44 @@ class Command:
     @staticmethod
     def run(args: argparse.Namespace) -> int:
         from crdscale.analysis.export import write_table
-        from crdscale.analysis.percrd import load_run, unattributed_share
+        from crdscale.analysis.percrd import load_run, per_property_from_runs, unattributed_share
 
         if not 0 < args.confidence < 1:
             raise UsageError("--confidence must be between 0 and 1")
-        analysis = load_run(args.run_dir, confidence=args.confidence)
-        print(render(analysis, args.metric, args.confidence))
-        for phase in analysis.phases:
-            share = unattributed_share(analysis.fits, phase, args.metric)
-            if not math.isnan(share):
-                print(f"unattributed ({phase}): {100 * share:.1f}% of the growth per CRD")
-        if not args.no_write:
-            out = Path(args.run_dir) / "analysis"
-            written = [
-                write_table(analysis.fits, out / "percrd.csv"),
-                write_table(analysis.fits, out / "percrd.parquet"),
-                write_table(analysis.residuals, out / "percrd_residuals.csv"),
-                write_table(analysis.points, out / "percrd_points.csv"),
-            ]
-            if len(analysis.series_fits):
-                written.append(write_table(analysis.series_fits, out / "series_percrd.csv"))
-            print("wrote " + ", ".join(str(p) for p in written))
+        analyses = []
+        for run_dir in args.run_dirs:
+            analysis = load_run(run_dir, confidence=args.confidence)
+            analyses.append(analysis)
+            print(render(analysis, args.metric, args.confidence))
+            for phase in analysis.phases:
+                share = unattributed_share(analysis.fits, phase, args.metric)
+                if not math.isnan(share):
+                    print(f"unattributed ({phase}): {100 * share:.1f}% of the growth per CRD")
+            if not args.no_write:
+                out = Path(run_dir) / "analysis"
+                written = [
+                    write_table(analysis.fits, out / "percrd.csv"),
+                    write_table(analysis.fits, out / "percrd.parquet"),
+                    write_table(analysis.residuals, out / "percrd_residuals.csv"),
+                    write_table(analysis.points, out / "percrd_points.csv"),
+                ]
+                if len(analysis.series_fits):
+                    written.append(write_table(analysis.series_fits, out / "series_percrd.csv"))
+                print("wrote " + ", ".join(str(p) for p in written))
+            print()
+        if len(analyses) > 1:
+            per_property = per_property_from_runs(analyses, metric=args.metric, confidence=args.confidence)
+            if len(per_property):
+                print(f"Per schema property ({args.metric}, served phase, {100 * args.confidence:g}% CI):")
+                for r in per_property.itertuples(index=False):
+                    print(f"{r.cause:<18} {_fmt(r.per_property, args.metric):>12} per property "
+                          f"[{_fmt(r.per_property_low, args.metric)}, {_fmt(r.per_property_high, args.metric)}]"
+                          f"  + {_fmt(r.fixed_per_crd, args.metric)} per CRD")
+                if not args.no_write:
+                    for run_dir in args.run_dirs:
+                        write_table(per_property, Path(run_dir) / "analysis" / "per_property.csv")
+            else:
+                print("(runs do not differ in properties per CRD: no per-property fit)")
         return 0
 
 

@@ -141,3 +141,21 @@ def test_recorded_real_run_has_positive_openapi_and_schema_cost(tmp_path):
     assert per_crd["crd-schema"] > 0
     assert per_crd[TOTAL] > 0
     assert unattributed_share(analysis.fits) < 0.25
+
+
+def test_analyze_several_runs_fits_bytes_per_property(tmp_path, capsys):
+    runs = []
+    for properties in (10, 50, 100):
+        run = tmp_path / f"run{properties}"
+        (run / "profiles").mkdir(parents=True)
+        (run / "manifest.json").write_text(json.dumps({"scenario": {"crds": {"property_count": properties}}}))
+        for step, n in enumerate((0, 100, 200)):
+            stacks = [(OPENAPI, [n, 1_000_000 + n * (2_000 + 300 * properties)]), (UNKNOWN, [1, 5_000_000])]
+            (run / "profiles" / profile_filename("heap", step, n)).write_bytes(
+                encode_profile(synthetic_profile(stacks)))
+        runs.append(str(run))
+    assert main(["analyze", *runs]) == 0
+    table = pd.read_csv(Path(runs[0]) / "analysis" / "per_property.csv").set_index("cause")
+    assert table.loc["openapi", "per_property"] == pytest.approx(300)
+    assert table.loc["openapi", "fixed_per_crd"] == pytest.approx(2_000)
+    assert "Per schema property" in capsys.readouterr().out

@@ -101,3 +101,12 @@ def test_parse_rate_limit_disabled_and_errors():
 def test_relative_error():
     assert tb.relative_error(19.0, 18.4) == pytest.approx(0.6 / 18.4)
     assert math.isnan(tb.relative_error(1.0, 0.0))
+
+
+def test_predicted_extra_wall_overlaps_short_waits():
+    # (300, 50) at 368 GVs: 1.38 s wait, but 0.83 s of unthrottled transfer overlaps it.
+    assert tb.predicted_extra_wall(0.05, 1.38, 0.005, 0.83) == pytest.approx(0.605)
+    # (100, 5) at 368 GVs: nearly the whole wait shows end to end.
+    assert tb.predicted_extra_wall(0.05, 53.96, 0.005, 0.83) == pytest.approx(53.185)
+    # No throttling: never negative.
+    assert tb.predicted_extra_wall(0.05, 0.0, 0.005, 0.83) == 0.0
