@@ -91,9 +91,9 @@ class Profile:
     - ``mappings``: ``mapping, memory_start, memory_limit, file_offset,
       filename, build_id, has_functions, has_filenames, has_line_numbers,
       has_inline_frames``.
-    - ``labels``: ``sample, key, str, num, num_unit``; string labels have
-      ``num`` NaN-free 0 and ``str`` set, numeric labels (e.g. heap ``bytes``,
-      the allocation size) have ``str`` None.
+    - ``labels``: ``sample, key, str, num, num_unit``; a string label has
+      ``str`` set and ``num`` 0, a numeric label (e.g. heap profiles' ``bytes``,
+      the size of each allocated object) has ``str`` None and ``num`` set.
     """
 
     samples: pd.DataFrame
