@@ -45,6 +45,15 @@ def profile_message_class():
     """The ``Profile`` message class (parse with ``cls.FromString(data)``)."""
     from google.protobuf import descriptor_pb2, descriptor_pool, message_factory
 
+    if protobuf_backend() == "python":
+        import warnings
+
+        warnings.warn(
+            "protobuf is using its pure-Python backend: decoding profiles will be slow; "
+            "install a protobuf wheel with the upb backend (protobuf>=4.21)",
+            RuntimeWarning,
+            stacklevel=2,
+        )
     pool = descriptor_pool.DescriptorPool()
     pool.Add(descriptor_pb2.FileDescriptorProto.FromString(FILE_DESCRIPTOR))
     return message_factory.GetMessageClass(pool.FindMessageTypeByName(PACKAGE + ".Profile"))
