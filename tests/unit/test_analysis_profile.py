@@ -1,0 +1,113 @@
+"""Decoding profile.proto into tables: heap, allocs, CPU, goroutine."""
+
+from __future__ import annotations
+
+import gzip
+import re
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from crdscale.analysis.pprof_schema import FILE_DESCRIPTOR, protobuf_backend
+from crdscale.analysis.profile import encode_profile, read_profile, truncate_stacks
+from crdscale.errors import ProfileError
+
+DATA = Path(__file__).resolve().parents[1] / "data" / "profiles"
+KUBE_HEAP = DATA / "kube-apiserver-heap-crds0060.pb.gz"
+
+
+def test_fast_protobuf_backend():
+    assert protobuf_backend() == "upb"
+    assert b"crdscale.perftools.profiles" in FILE_DESCRIPTOR
+
+
+@pytest.mark.parametrize("name,kind,types,default", [
+    ("kube-apiserver-heap-crds0060", "heap", ["alloc_objects", "alloc_space", "inuse_objects", "inuse_space"], 3),
+    ("go-sample-allocs", "allocs", ["alloc_objects", "alloc_space", "inuse_objects", "inuse_space"], 1),
+    ("kube-apiserver-cpu", "cpu", ["samples", "cpu"], 1),
+    ("kube-apiserver-goroutine", "goroutine", ["goroutine"], 0),
+])
+def test_kinds_and_sample_types(name, kind, types, default):
+    profile = read_profile(DATA / f"{name}.pb.gz")
+    assert profile.meta.kind == kind
+    assert profile.sample_types == types
+    assert list(profile.samples.columns) == types
+    assert profile.sample_index() == default
+    assert profile.meta.time is not None
+    assert all(profile.samples[t].dtype == np.int64 for t in types)
+
+
+def test_heap_values_are_as_go_wrote_them():
+    """Go scales heap samples itself; the totals equal pprof's exact byte totals."""
+    profile = read_profile(KUBE_HEAP)
+    recorded = (DATA / "kube-apiserver-heap-crds0060.top-exact-bytes.txt").read_text()
+    total = re.search(r"of (\d+)B total", recorded).group(1)
+    assert profile.total("inuse_space") == int(total)
+    assert profile.meta.period_type.type == "space" and profile.meta.period == 512 * 1024
+    assert profile.unit("inuse_space") == "bytes" and profile.unit("inuse_objects") == "count"
+
+
+def test_cpu_metadata():
+    profile = read_profile(DATA / "kube-apiserver-cpu.pb.gz")
+    assert profile.meta.duration_nanos > 0
+    assert profile.meta.period_type.unit == "nanoseconds" and profile.meta.period > 0
+    assert profile.unit("cpu") == "nanoseconds"
+
+
+def test_stacks_locations_and_inlined_frames():
+    profile = read_profile(DATA / "go-sample-heap.pb.gz")
+    stacks = profile.stacks
+    assert list(stacks.columns) == ["sample", "depth", "location"]
+    assert (stacks.groupby("sample")["depth"].min() == 0).all()
+    assert set(stacks["location"]) <= set(profile.locations["location"])
+    locs = profile.locations
+    assert list(locs.columns) == ["location", "address", "mapping", "inline_depth", "function", "line", "column"]
+    # main.small is inlined into main.deep: one location, two frames.
+    fn_id = profile.functions.set_index("name").loc["main.small", "function"]
+    inlined = locs[(locs["function"] == fn_id)]
+    assert (inlined["inline_depth"] == 0).all()
+    assert locs["location"].isin(inlined["location"]).sum() > len(inlined)
+    frames = profile.frames()
+    assert {"sample", "depth", "location", "inline_depth", "function", "name", "filename", "line"} <= set(frames.columns)
+    assert len(frames) > len(stacks)  # inlined frames expand stacks
+
+
+def test_labels_bytes():
+    profile = read_profile(KUBE_HEAP)
+    labels = profile.labels
+    assert list(labels.columns) == ["sample", "key", "str", "num", "num_unit"]
+    sizes = labels[labels["key"] == "bytes"]
+    assert len(sizes) > 0 and (sizes["num"] > 0).all() and sizes["str"].isna().all()
+
+
+def test_plain_and_gzip_inputs_are_the_same():
+    gz = KUBE_HEAP.read_bytes()
+    a, b = read_profile(gz), read_profile(gzip.decompress(gz))
+    assert a.samples.equals(b.samples)
+    assert a.stacks.equals(b.stacks)
+
+
+def test_encode_round_trip():
+    profile = read_profile(KUBE_HEAP)
+    again = read_profile(encode_profile(profile))
+    assert again.samples.equals(profile.samples)
+    assert again.total("inuse_space") == profile.total("inuse_space")
+    assert len(again.labels) == len(profile.labels)
+
+
+def test_truncate_stacks():
+    profile = read_profile(KUBE_HEAP)
+    cut = truncate_stacks(profile, 32)
+    assert cut.stacks["depth"].max() == 31
+    assert cut.total() == profile.total()
+
+
+def test_dangling_references_are_profile_errors():
+    profile = read_profile(DATA / "go-sample-goroutine.pb.gz")
+    broken = read_profile(DATA / "go-sample-goroutine.pb.gz")
+    broken.stacks = broken.stacks.assign(location=broken.stacks["location"] + 10_000)
+    data = encode_profile(broken, prune=False)
+    with pytest.raises(ProfileError, match="unknown location"):
+        read_profile(data)
+    assert read_profile(encode_profile(profile)).total() == profile.total()
