@@ -7,6 +7,8 @@ Examples:
   crdscale top heap.pb.gz --focus 'kube-openapi' --ignore 'cacher'
   crdscale top heap.pb.gz --peek 'crdHandler'
   crdscale top heap.pb.gz --by-cause
+  crdscale top heap.pb.gz --callgrind heap.callgrind   # then: kcachegrind heap.callgrind
+  crdscale top heap.pb.gz --folded heap.folded         # then: flamegraph.pl heap.folded
 
 Like `go tool pprof -top`, nodes whose cum is below --nodefraction of the
 total (default 0.005) are left out and the header says how many; use
@@ -48,6 +50,9 @@ class Command:
         parser.add_argument("--peek", metavar="REGEXP", help="print callers and callees of matching nodes instead")
         parser.add_argument("--by-cause", action="store_true", help="print the attribution by cause instead")
         parser.add_argument("-o", "--output", help="also write the full table (every node) as .csv or .parquet")
+        parser.add_argument("--callgrind", metavar="FILE",
+                            help="also write the profile in Callgrind format (KCachegrind/QCachegrind, no Go needed)")
+        parser.add_argument("--folded", metavar="FILE", help="also write folded stacks for flame graphs")
 
     @staticmethod
     def run(args: argparse.Namespace) -> int:
@@ -61,6 +66,13 @@ class Command:
         profile = read_profile(args.profile)
         base = read_profile(args.base) if args.base else None
 
+        if args.callgrind or args.folded:
+            from crdscale.analysis import export
+
+            if args.callgrind:
+                export.to_callgrind(profile, args.callgrind, args.sample_index, base)
+            if args.folded:
+                export.write_folded(profile, args.folded, args.sample_index)
         if args.by_cause:
             _print_causes(profile, base, args.sample_index)
             return 0

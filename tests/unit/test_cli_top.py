@@ -105,3 +105,12 @@ def test_write_table_csv_and_parquet(tmp_path):
     assert pd.read_parquet(pq)["cum"].tolist() == table["cum"].tolist()
     with pytest.raises(Exception):
         export.write_table(table, tmp_path / "t.xlsx")
+
+
+def test_top_writes_callgrind_and_folded(tmp_path, capsys):
+    cg, folded = tmp_path / "heap.callgrind", tmp_path / "heap.folded"
+    assert main(["top", str(KUBE), "--nodecount", "3", "--callgrind", str(cg), "--folded", str(folded)]) == 0
+    assert cg.read_text().startswith("event: inuse_space")
+    assert "fn=k8s.io/" in cg.read_text()
+    total = sum(int(line.rsplit(" ", 1)[1]) for line in folded.read_text().splitlines())
+    assert total == read_profile(KUBE).total("inuse_space")
