@@ -4,10 +4,9 @@ import sys
 
 from crdscale.cluster.gobuild import stderr_echo
 from crdscale.scenario.config import default_text, load_scenario
-from crdscale.scenario.runner import Progress, ScenarioRunner, StepSummary
 
 
-class _BarProgress(Progress):
+class _BarProgress:
     """tqdm bars per step plus a one-line summary per step, on stderr."""
 
     def __init__(self):
@@ -27,11 +26,14 @@ class _BarProgress(Progress):
         if self.bar is not None:
             self.bar.update(n)
 
-    def step_finished(self, summary: StepSummary) -> None:
+    def step_finished(self, summary) -> None:
+        self.close()
+        self._tqdm.write(summary.line(), file=sys.stderr)
+
+    def close(self) -> None:
         if self.bar is not None:
             self.bar.close()
             self.bar = None
-        self._tqdm.write(summary.line(), file=sys.stderr)
 
 
 class Command:
@@ -80,9 +82,15 @@ class Command:
         if args.prometheus_url:
             overrides["target.prometheus_url"] = args.prometheus_url
         scenario = load_scenario(args.scenario, overrides=overrides)
-        runner = ScenarioRunner(scenario, runs_parent=args.out, progress=_BarProgress(), echo=stderr_echo)
+        from crdscale.scenario.runner import ScenarioRunner  # pandas & co: only when running
+
+        progress = _BarProgress()
+        runner = ScenarioRunner(scenario, runs_parent=args.out, progress=progress, echo=stderr_echo)
         stderr_echo(f"run {runner.run_id}: {scenario.description or scenario.name}")
-        run = runner.execute()
+        try:
+            run = runner.execute()
+        finally:
+            progress.close()
         stderr_echo(f"completed; explore with: crdscale analyze {run.path}")
         print(run.path)
         return 0

@@ -95,12 +95,17 @@ class LocalPrometheus:
             if self.proc.poll() is not None:
                 raise ClusterError(f"prometheus exited at start-up (exit {self.proc.returncode}); see {self.workdir}/prometheus.log")
             try:
-                if requests.get(f"{self.url}/-/ready", timeout=2).status_code == 200:
+                # Ready is not enough: the run window starts once every target was scraped.
+                if requests.get(f"{self.url}/-/ready", timeout=2).status_code == 200 and self._all_scraped():
                     return self
             except requests.RequestException:
                 pass
             time.sleep(0.3)
-        raise ClusterError(f"prometheus not ready after 60 s; see {self.workdir}/prometheus.log")
+        raise ClusterError(f"prometheus did not scrape its targets within 60 s; see {self.workdir}/prometheus.log")
+
+    def _all_scraped(self) -> bool:
+        targets = requests.get(f"{self.url}/api/v1/targets", timeout=5).json()["data"]["activeTargets"]
+        return bool(targets) and all(t.get("lastScrape", "").startswith("20") and t["health"] == "up" for t in targets)
 
     def targets_up(self) -> dict[str, bool]:
         """job -> whether its last scrape succeeded."""

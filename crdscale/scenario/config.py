@@ -64,6 +64,21 @@ class Scenario:
     def is_local(self) -> bool:
         return self.target["kind"] == "local"
 
+    def summary(self) -> str:
+        """One line saying what the scenario does, e.g. for the run's first line and reports."""
+        c, st = self.crds, self.steps
+        if c["source"] == "generate":
+            what = f"{c['count']} generated CRDs ({c['groups']} groups, {c.get('property_count', 0)} properties, {c.get('preset', 'apigen')} preset)"
+        else:
+            what = f"the CRDs in {c['source']}"
+        steps = f"{st['size']} per step" if "size" in st else f"{st['count']} steps"
+        serve = {"none": "not served", "list": "each LISTed once", "watch": "each LISTed and watched"}[st["serve"]]
+        if self.is_local:
+            where = f"a local kube-apiserver v{self.target['kube_version'].lstrip('v')} (etcd {self.target.get('etcd') or 'default'})"
+        else:
+            where = f"the cluster of {self.target['kubeconfig']}"
+        return f"{what} installed in {steps}, {serve}, on {where}"
+
     def generator_params(self):
         """The :class:`~crdscale.crds.generate.GeneratorParams` for ``[crds] source = "generate"``."""
         from crdscale.crds.generate import preset
@@ -181,10 +196,13 @@ def parse_scenario(text: str | None = None, *, where: str = "scenario", override
     _positive(metrics["scrape_interval_seconds"], "metrics.scrape_interval_seconds", where)
 
     scenario = Scenario(
-        name=data.get("name", "scenario"), description=data.get("description", ""),
+        name=data.get("name", "scenario"), description=data.get("description") or "",
         target=target, crds=data["crds"], steps=steps, profiles=profiles, metrics=metrics,
         probes=data.get("probes", {}), raw=data,
     )
+    if not scenario.description:
+        scenario.description = scenario.summary()
+        data["description"] = scenario.description
     if scenario.crds["source"] == "generate":
         try:
             scenario.generator_params()

@@ -9,7 +9,6 @@ API server as ``failed``; in every case the run directory stays readable.
 
 from __future__ import annotations
 
-import _thread
 import io
 import shutil
 import signal
@@ -83,8 +82,9 @@ class _Watchdog(threading.Thread):
     second. Any target: ``/readyz`` failing 3 times in a row, 5 s apart.
     """
 
-    def __init__(self, cluster: Cluster, plane: LocalControlPlane | None):
+    def __init__(self, cluster: Cluster, plane: LocalControlPlane | None, *, interrupt_main: bool = True):
         super().__init__(name="crdscale-watchdog", daemon=True)
+        self.interrupt_main = interrupt_main
         self.cluster = cluster
         self.plane = plane
         self.reason: str | None = None
@@ -110,11 +110,19 @@ class _Watchdog(threading.Thread):
                     return
 
     def _fail(self, reason: str) -> None:
+        if self._stop_event.is_set():  # the run is already shutting the server down
+            return
         self.reason = reason
-        _thread.interrupt_main()
+        # A real signal to the main thread: unlike _thread.interrupt_main() it also
+        # cuts short a blocking sleep (the settle period) or socket wait.
+        main = threading.main_thread()
+        if main.ident is not None and self.interrupt_main:
+            signal.pthread_kill(main.ident, signal.SIGINT)
 
     def stop(self) -> None:
         self._stop_event.set()
+        if self.is_alive() and threading.current_thread() is not self:
+            self.join(timeout=10)
 
 
 def _current_metrics(cluster: Cluster) -> dict[str, float]:
@@ -193,7 +201,6 @@ class ScenarioRunner:
         status, reason, error = "completed", None, None
         try:
             with ExitStack() as stack:
-                stack.callback(self._export_series)
                 self._run(stack)
         except KeyboardInterrupt:
             if self.watchdog and self.watchdog.reason:
@@ -239,7 +246,10 @@ class ScenarioRunner:
 
         self._start_target(stack)
         self._start_metrics(stack)
-        self.watchdog = _Watchdog(self.cluster, self.plane)
+        # Only a run on the main thread (the CLI) can be interrupted; elsewhere the
+        # next request to the dead server fails the run instead.
+        self.watchdog = _Watchdog(self.cluster, self.plane,
+                                  interrupt_main=threading.current_thread() is threading.main_thread())
         self.watchdog.start()
         stack.callback(self.watchdog.stop)
 
@@ -250,7 +260,8 @@ class ScenarioRunner:
                               concurrency=sc.steps["concurrency"], qps=sc.steps["qps"] or None,
                               establish_timeout_s=sc.steps["establish_timeout_seconds"],
                               on_rejected=sc.steps.get("on_rejected", "stop"))
-        server = Server(self.cluster, mode=sc.steps["serve"], events=self.events)
+        stack.callback(installer.close)
+        server = Server(self.cluster, mode=sc.steps["serve"], events=self.events, run_id=self.run_id)
         stack.callback(server.close)
 
         sizes = sc.step_sizes(len(crds))
@@ -263,7 +274,7 @@ class ScenarioRunner:
             self.progress.step_started(index, len(sizes), size)
             self.events.emit("step.start", step=index, crds_before=installed, crds_in_step=size)
             t0 = time.monotonic()
-            installer.install_step(index, step_crds, on_established=lambda n=1: self.progress.advance(n))
+            result = installer.install_step(index, step_crds, on_established=lambda n=1: self.progress.advance(n))
             install_s = time.monotonic() - t0
             installed += size
             serve_s = 0.0
@@ -271,7 +282,7 @@ class ScenarioRunner:
                 if sc.profiles.get("installed_phase", True):
                     self._take_profiles(step=index, crds=installed, phase="installed")
                 t1 = time.monotonic()
-                server.serve(index, step_crds)
+                server.serve(index, result.served_resources())  # rejected CRDs have nothing to serve
                 serve_s = time.monotonic() - t1
             self._settle(f"step {index}")
             self._take_profiles(step=index, crds=installed)
@@ -295,7 +306,7 @@ class ScenarioRunner:
                 t.get("kube_version"), etcd=t.get("etcd"), apiserver_binary=t.get("apiserver_binary"),
                 apiserver_flags=t.get("apiserver_flags", []), apiserver_env=t.get("env", {}),
                 name=f"run-{self.run_id}", echo=self.echo, keep_state=True)
-            self.events.emit("target.start", kind="local")
+            self.events.emit("target.start", target="local")
             stack.callback(self._stop_plane)
             self.plane.start()
             self.cluster = self.plane.connect()
@@ -351,6 +362,9 @@ class ScenarioRunner:
             source = DirectScraper(self.cluster, self.plane.etcd_metrics_url if self.plane else None, interval)
         self.source = source.start()
         stack.callback(self.source.stop)
+        # Callbacks unwind last-in first-out: the export runs before the source stops,
+        # after the last step -- or after a failure or Ctrl-C.
+        stack.callback(self._export_series)
         self.window_start = datetime.now(timezone.utc)
         self.run.update_manifest(metrics=source.describe())
         self.events.emit("metrics.start", source=source.kind)

@@ -1,0 +1,203 @@
+"""`crdscale run` end to end on the real local control plane: a completed run,
+Ctrl-C in the middle of a step, the API server dying mid-run, and a remote target
+given as kubeconfig + Prometheus URL."""
+
+from __future__ import annotations
+
+import gzip
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from crdscale.cli.main import main
+from crdscale.cluster.local import LocalControlPlane, list_instances
+from crdscale.collect.events import read_events
+from crdscale.collect.sources import LocalPrometheus
+from crdscale.paths import instances_dir
+
+REPO = Path(__file__).resolve().parents[2]
+
+SMALL = """\
+name = "small"
+[crds]
+count = 60
+groups = 6
+property_count = 20
+[steps]
+count = 3
+serve = "watch"
+settle_seconds = 2
+[metrics]
+scrape_interval_seconds = 1
+"""
+
+
+def _only_run(parent: Path) -> Path:
+    runs = [p for p in parent.iterdir() if p.is_dir()]
+    assert len(runs) == 1, runs
+    return runs[0]
+
+
+def _events(run: Path) -> list[dict]:
+    return list(read_events(run / "events.jsonl"))
+
+
+def _check_readable(run: Path) -> dict:
+    manifest = json.loads((run / "manifest.json").read_text())
+    _events(run)
+    for profile in (run / "profiles").glob("*.pb.gz"):
+        gzip.decompress(profile.read_bytes())
+    for table in (run / "metrics").glob("*.parquet"):
+        pd.read_parquet(table)
+    assert not list(run.rglob("*.tmp")), "half-written files left behind"
+    return manifest
+
+
+def _no_credentials_in(run: Path, plane_token: str | None = None) -> None:
+    for f in run.rglob("*"):
+        if f.is_file():
+            assert f.name not in ("tokens.csv", "admin.token", "ca.key", "apiserver.key", "sa.key", "kubeconfig")
+            if plane_token:
+                assert plane_token.encode() not in f.read_bytes(), f
+
+
+def test_small_scenario_completes_with_profiles_and_metrics(tmp_path):
+    scenario = tmp_path / "small.toml"
+    scenario.write_text(SMALL)
+    assert main(["run", str(scenario), "--out", str(tmp_path / "runs")]) == 0
+    run = _only_run(tmp_path / "runs")
+    manifest = _check_readable(run)
+    assert manifest["status"] == "completed" and manifest["reason"] is None
+    assert manifest["versions"]["kube-apiserver"] == "v1.37.1" and manifest["versions"]["etcd"] == "v3.6.16"
+    assert manifest["crds"]["count"] == 60 and len(manifest["crds"]["sha256"]) == 64
+
+    profiles = sorted(p.name for p in (run / "profiles").iterdir())
+    for name in ["heap-step00-crds0000.pb.gz", "heap-step01-crds0020.pb.gz", "heap-step02-crds0040.pb.gz",
+                 "heap-step03-crds0060.pb.gz"]:
+        assert name in profiles
+    from crdscale.analysis.profile import read_profile
+
+    for name in profiles:
+        read_profile(run / "profiles" / name)  # parses as pprof
+
+    steps = [e for e in _events(run) if e["kind"] == "step.end"]
+    assert [e["crds"] for e in steps] == [20, 40, 60]
+
+    series = pd.read_parquet(run / "metrics" / "series.parquet")
+    rss = series[(series.metric == "process_resident_memory_bytes") & (series.job == "kube-apiserver")]
+    window = manifest["metrics"]["window"]
+    start, end = pd.Timestamp(window["start"]), pd.Timestamp(window["end"])
+    interval = pd.Timedelta(seconds=1)
+    assert rss.timestamp.min() <= start + 2 * interval
+    assert rss.timestamp.max() >= end - 2 * interval
+    gaps = rss.timestamp.sort_values().diff().dropna()
+    assert gaps.max() <= 2 * interval and gaps.median() == interval
+    assert {"process_open_fds", "go_memstats_heap_inuse_bytes", "apiserver_request_total"} <= set(series.metric)
+    _no_credentials_in(run)
+
+
+def _start_run(tmp_path: Path, scenario_text: str) -> tuple[subprocess.Popen, Path]:
+    scenario = tmp_path / "s.toml"
+    scenario.write_text(scenario_text)
+    out = tmp_path / "runs"
+    proc = subprocess.Popen([sys.executable, "-m", "crdscale", "run", str(scenario), "--out", str(out)],
+                            cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    return proc, out
+
+
+def _wait_for_event(out: Path, predicate, timeout_s: float = 180) -> tuple[Path, dict]:
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        if out.is_dir():
+            for run in out.iterdir():
+                if (run / "events.jsonl").is_file():
+                    for event in _events(run):
+                        if predicate(event):
+                            return run, event
+        time.sleep(0.1)
+    raise AssertionError("event never seen")
+
+
+def _instance_processes(run_id: str):
+    return LocalControlPlane.attach(f"run-{run_id}").processes
+
+
+def test_sigint_mid_step_leaves_an_interrupted_readable_run_and_no_process(tmp_path):
+    slow = SMALL.replace("settle_seconds = 2", "settle_seconds = 20")
+    proc, out = _start_run(tmp_path, slow)
+    run, _ = _wait_for_event(out, lambda e: e["kind"] == "step.start" and e["step"] == 2)
+    run_id = json.loads((run / "manifest.json").read_text())["run_id"]
+    records = _instance_processes(run_id)
+    assert records and all(r.alive() for r in records)
+    proc.send_signal(signal.SIGINT)
+    _, stderr = proc.communicate(timeout=90)
+    assert proc.returncode == 130, stderr
+    assert "interrupted" in stderr.splitlines()[-1]
+    manifest = _check_readable(run)
+    assert manifest["status"] == "interrupted" and "SIGINT" in manifest["reason"]
+    assert not any(r.alive() for r in records)
+    assert not (instances_dir() / f"run-{run_id}").exists()
+    assert (run / "metrics" / "series.parquet").is_file()  # what was collected is kept
+
+
+def test_apiserver_death_fails_the_run_within_30_seconds(tmp_path):
+    slow = SMALL.replace("settle_seconds = 2", "settle_seconds = 60")
+    proc, out = _start_run(tmp_path, slow)
+    run, _ = _wait_for_event(out, lambda e: e["kind"] == "settle.start" and e.get("label") == "step 1")
+    run_id = json.loads((run / "manifest.json").read_text())["run_id"]
+    apiserver = next(r for r in _instance_processes(run_id) if r.name == "kube-apiserver")
+    killed_at = time.monotonic()
+    os.kill(apiserver.pid, signal.SIGKILL)
+    _, stderr = proc.communicate(timeout=60)
+    assert time.monotonic() - killed_at < 30
+    assert proc.returncode != 0
+    manifest = _check_readable(run)
+    assert manifest["status"] == "failed" and "kube-apiserver" in manifest["reason"]
+    assert len(stderr.strip().splitlines()[-1]) < 400
+
+
+def test_remote_target_by_kubeconfig_and_prometheus_url(tmp_path):
+    with LocalControlPlane(name=f"remote-{os.getpid()}") as plane:
+        creds = plane.credentials
+        prom = LocalPrometheus(f"127.0.0.1:{plane.ports['apiserver']}", creds.ca_cert, creds.admin_token_file,
+                               f"127.0.0.1:{plane.ports['etcd_client']}").start()
+        try:
+            scenario = tmp_path / "remote.toml"
+            scenario.write_text(SMALL.replace("count = 60", "count = 30").replace("groups = 6", "groups = 3"))
+            code = main(["run", str(scenario), "--out", str(tmp_path / "runs"), "--kubeconfig", str(plane.kubeconfig),
+                         "--prometheus-url", prom.url])
+            assert code == 0
+            run = _only_run(tmp_path / "runs")
+            manifest = _check_readable(run)
+            assert manifest["status"] == "completed"
+            assert manifest["target"]["kind"] == "kubeconfig" and manifest["metrics"]["source"] == "remote-prometheus"
+            series = pd.read_parquet(run / "metrics" / "series.parquet")
+            assert (series.metric == "process_resident_memory_bytes").any()
+            assert (run / "profiles" / "heap-step03-crds0030.pb.gz").is_file()
+            _no_credentials_in(run, creds.admin_token())
+            # it cleaned nothing up and left the user's cluster running
+            assert plane.connect().server_version() == "v1.37.1"
+        finally:
+            prom.stop()
+
+
+def test_unreachable_cluster_fails_in_seconds(tmp_path, capsys):
+    kubeconfig = tmp_path / "kubeconfig"
+    kubeconfig.write_text(
+        "apiVersion: v1\nkind: Config\nclusters:\n- name: c\n  cluster:\n    server: https://127.0.0.1:1\n"
+        "contexts:\n- name: c\n  context: {cluster: c, user: u}\ncurrent-context: c\nusers:\n- name: u\n  user: {token: x}\n")
+    started = time.monotonic()
+    code = main(["run", "--kubeconfig", str(kubeconfig), "--out", str(tmp_path / "runs")])
+    assert time.monotonic() - started < 15
+    assert code == 4
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err[-1].startswith("crdscale: error: run failed: target unreachable") and "127.0.0.1:1" in err[-1]
+    run = _only_run(tmp_path / "runs")
+    assert json.loads((run / "manifest.json").read_text())["status"] == "failed"
