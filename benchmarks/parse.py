@@ -78,6 +78,8 @@ def main() -> int:
     print(f"go tool pprof -top, once per profile: {theirs:.3f} s ({1000 * theirs / len(sweep):.1f} ms/profile)")
     ratio = ours / theirs
     print(f"ratio crdscale / pprof: {ratio:.2f} (goal <= 0.3: {'met' if ratio <= 0.3 else 'NOT met'})")
+    # The import (pandas, numpy, protobuf) is paid once per process; shown apart so both views are visible.
+    print(f"ratio including crdscale's one-time import: {(ours + import_s) / theirs:.2f}")
     return 0
 
 
