@@ -203,11 +203,34 @@ def _run(name: str, args, parameters: dict, body) -> int:
     return code
 
 
+def _blank_missing(fn):
+    def wrapped(v):
+        if v is None or (isinstance(v, float) and v != v):
+            return ""
+        return fn(v)
+
+    return wrapped
+
+
+def _int(v) -> str:
+    return str(int(v))
+
+
+# Count-like columns print as integers even when missing values made them floats.
+_INT_COLUMNS = ("group_versions", "requests", "bytes", "revalidate_status", "revalidate_bytes", "gets", "items", "pages", "errors")
+
+
 def _print(frame, columns, formats=None) -> None:
     import pandas as pd
 
-    with pd.option_context("display.max_rows", 500, "display.width", 200, "display.max_colwidth", 60):
-        print(frame[[c for c in columns if c in frame.columns]].to_string(index=False, formatters=formats or {}))
+    shown = frame[[c for c in columns if c in frame.columns]].astype(object)
+    formatters = {c: _int for c in _INT_COLUMNS if c in shown.columns}
+    formatters.update(formats or {})
+    formatters = {c: _blank_missing(fn) for c, fn in formatters.items()}
+    for col in shown.columns:
+        formatters.setdefault(col, _blank_missing(str))
+    with pd.option_context("display.max_rows", 500, "display.width", 250, "display.max_colwidth", 90):
+        print(shown.to_string(index=False, formatters=formatters, na_rep=""))
 
 
 def _ms(v) -> str:
