@@ -1,0 +1,340 @@
+"""What the notebooks plot, derived from a run directory's series and events.
+
+Compute, then render: every function here returns plain DataFrames (no
+plotting); :mod:`crdscale.report.plots` draws them. :func:`load_run_data` is
+the one reader of a run directory; everything else is pure and takes the
+tidy metrics table (``timestamp, job, metric, labels, value``, see
+:mod:`crdscale.collect.metrics`) or the events of ``events.jsonl``.
+
+Units: bytes stay bytes (plots convert to MiB), time is UTC timestamps plus
+``elapsed_s`` (seconds since the run's first event), rates are per second.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Iterable, Mapping, Sequence
+
+import numpy as np
+import pandas as pd
+
+MIB = 2**20
+
+# Short column names for the unlabelled kube-apiserver gauges/counters the notebooks use.
+MEMORY_COLUMNS: dict[str, str] = {
+    "process_resident_memory_bytes": "rss",
+    "go_memstats_heap_inuse_bytes": "heap_inuse",
+    "go_memstats_heap_alloc_bytes": "heap_alloc",
+    "go_memstats_heap_idle_bytes": "heap_idle",
+    "go_memstats_heap_released_bytes": "heap_released",
+    "go_memstats_stack_inuse_bytes": "stack_inuse",
+    "go_memstats_sys_bytes": "go_sys",
+    "go_memstats_next_gc_bytes": "gc_goal",
+}
+GAUGE_COLUMNS: dict[str, str] = {
+    "go_goroutines": "goroutines",
+    "process_open_fds": "open_fds",
+}
+COUNTER_COLUMNS: dict[str, str] = {
+    "process_cpu_seconds_total": "cpu_seconds",
+    "go_gc_duration_seconds_count": "gc_cycles",
+    "go_gc_duration_seconds_sum": "gc_pause_seconds",
+}
+
+# What each memory column means, for legends and the notebooks' Markdown.
+MEMORY_LABELS: dict[str, str] = {
+    "rss": "RSS (process_resident_memory_bytes)",
+    "heap_inuse": "heap in use (spans holding objects)",
+    "heap_alloc": "heap alloc (live + uncollected objects)",
+    "stack_inuse": "goroutine stacks",
+    "gc_goal": "GC goal (next_gc)",
+    "idle_retained": "heap idle - released (held by the Go runtime)",
+    "heap_plus_stack": "heap in use + stacks",
+    "rss_minus_heap_stack": "RSS - (heap in use + stacks)",
+}
+
+# Phases of a step shaded behind the time series: event that opens -> event that closes.
+PHASE_EVENTS: dict[str, tuple[str, tuple[str, ...]]] = {
+    "install": ("install.start", ("established", "install.end")),
+    "serve": ("serve.start", ("serve.end",)),
+    "settle": ("settle.start", ()),  # closed after its ``seconds`` field
+}
+
+
+# --------------------------------------------------------------------------
+# Reading a run directory (the only I/O in this module)
+# --------------------------------------------------------------------------
+
+
+@dataclass
+class RunData:
+    """The raw material of a run directory: manifest, events and the tidy series."""
+
+    run_dir: Path
+    manifest: dict
+    events: pd.DataFrame
+    series: pd.DataFrame
+
+    @property
+    def start(self) -> pd.Timestamp | None:
+        """Time zero of the plots: the first event (else the first sample)."""
+        return run_start(self.events, self.series)
+
+
+def load_run_data(run_dir: str | Path) -> RunData:
+    """Read ``manifest.json``, ``events.jsonl`` and ``metrics/series.parquet`` of a run
+    directory (each may be missing: an empty dict/DataFrame comes back)."""
+    from crdscale.collect.events import read_events
+    from crdscale.collect.metrics import TIDY_COLUMNS
+
+    run_dir = Path(run_dir)
+    manifest_path = run_dir / "manifest.json"
+    manifest = json.loads(manifest_path.read_text()) if manifest_path.is_file() else {}
+    events_path = run_dir / "events.jsonl"
+    events = events_frame(read_events(events_path) if events_path.is_file() else [])
+    series_path = run_dir / "metrics" / "series.parquet"
+    series = pd.read_parquet(series_path) if series_path.is_file() else pd.DataFrame(columns=TIDY_COLUMNS)
+    if len(series):
+        series = series.assign(timestamp=pd.to_datetime(series["timestamp"], utc=True))
+    return RunData(run_dir, manifest, events, series)
+
+
+def events_frame(events: Iterable[Mapping]) -> pd.DataFrame:
+    """Events as a DataFrame: ``ts`` (UTC), ``kind`` and every other field as a column."""
+    frame = pd.DataFrame(list(events))
+    if frame.empty:
+        return pd.DataFrame(columns=["ts", "kind"])
+    frame["ts"] = pd.to_datetime(frame["ts"], utc=True)
+    return frame.sort_values("ts", kind="stable").reset_index(drop=True)
+
+
+def run_start(events: pd.DataFrame, series: pd.DataFrame | None = None) -> pd.Timestamp | None:
+    """The first event's time, else the first sample's; ``None`` for an empty run."""
+    if len(events):
+        return events["ts"].min()
+    if series is not None and len(series):
+        return pd.to_datetime(series["timestamp"], utc=True).min()
+    return None
+
+
+def elapsed(ts: pd.Series | pd.DatetimeIndex, start: pd.Timestamp) -> np.ndarray:
+    """Seconds since ``start``."""
+    return (pd.to_datetime(ts, utc=True) - start).total_seconds().to_numpy() if isinstance(
+        ts, pd.DatetimeIndex) else (pd.to_datetime(ts, utc=True) - start).dt.total_seconds().to_numpy()
+
+
+# --------------------------------------------------------------------------
+# Events: phases and the CRD count
+# --------------------------------------------------------------------------
+
+
+def phase_intervals(events: pd.DataFrame, start: pd.Timestamp | None = None) -> pd.DataFrame:
+    """When each step installed, served and settled.
+
+    Returns ``phase, step, start, end, start_s, end_s`` (``*_s``: seconds since
+    ``start``, default the first event). ``install`` runs from
+    ``install.start`` until the step's CRDs are Established (``established``,
+    else ``install.end``); ``serve`` from ``serve.start`` to ``serve.end``;
+    ``settle`` for the ``seconds`` its ``settle.start`` announced. A phase a
+    crash left open ends at the last event.
+    """
+    columns = ["phase", "step", "start", "end", "start_s", "end_s"]
+    if events.empty:
+        return pd.DataFrame(columns=columns)
+    start = start if start is not None else events["ts"].min()
+    last = events["ts"].max()
+    step_of = _current_step(events)
+    rows = []
+    for phase, (opener, closers) in PHASE_EVENTS.items():
+        for i in np.flatnonzero((events["kind"] == opener).to_numpy()):
+            event = events.iloc[i]
+            step = step_of[i]
+            if phase == "settle":
+                seconds = float(event.get("seconds", 0) or 0)
+                end = event["ts"] + pd.Timedelta(seconds=seconds)
+            else:
+                later = events.iloc[i + 1:]
+                close = later[later["kind"].isin(closers) & (step_of[i + 1:] == step)]
+                # "established" comes after "install.end"; prefer it when recorded.
+                if phase == "install" and (close["kind"] == "established").any():
+                    close = close[close["kind"] == "established"]
+                end = close["ts"].iloc[0] if len(close) else last
+            rows.append((phase, int(step), event["ts"], end))
+    frame = pd.DataFrame(rows, columns=columns[:4]).sort_values("start", kind="stable").reset_index(drop=True)
+    frame["start_s"] = elapsed(frame["start"], start) if len(frame) else []
+    frame["end_s"] = elapsed(frame["end"], start) if len(frame) else []
+    return frame
+
+
+def _current_step(events: pd.DataFrame) -> np.ndarray:
+    """The scenario step each event belongs to (its ``step`` field, else the last ``step.start``'s)."""
+    steps = np.zeros(len(events), dtype=int)
+    current = 0
+    own = events["step"] if "step" in events else pd.Series([np.nan] * len(events))
+    for i, (kind, step) in enumerate(zip(events["kind"], own)):
+        if kind == "step.start" and step == step:
+            current = int(step)
+        steps[i] = int(step) if step == step and step is not None else current
+    return steps
+
+
+def crd_count_steps(events: pd.DataFrame, start: pd.Timestamp | None = None) -> pd.DataFrame:
+    """The number of CRDs installed over time, as a step line: ``ts, elapsed_s, crds``.
+
+    Starts at 0 at the first event; each step's count takes effect when its
+    CRDs were all created (``install.end``; ``step.end`` when no install
+    event was logged). The last row repeats the final count at the last event
+    so the line reaches the end of the run.
+    """
+    columns = ["ts", "elapsed_s", "crds"]
+    if events.empty:
+        return pd.DataFrame(columns=columns)
+    start = start if start is not None else events["ts"].min()
+    step_of = _current_step(events)
+    sizes: dict[int, tuple[int, int]] = {}
+    for i in np.flatnonzero((events["kind"] == "step.start").to_numpy()):
+        e = events.iloc[i]
+        sizes[int(step_of[i])] = (int(e.get("crds_before", 0) or 0), int(e.get("crds_in_step", 0) or 0))
+    rows = [(start, 0)]
+    done: set[int] = set()
+    for kinds in (("install.end",), ("step.end",)):
+        for i in np.flatnonzero(events["kind"].isin(kinds).to_numpy()):
+            step = int(step_of[i])
+            if step in done or step not in sizes or step == 0:
+                continue
+            done.add(step)
+            before, size = sizes[step]
+            rows.append((events["ts"].iloc[i], before + size))
+    rows.append((events["ts"].max(), None))
+    frame = pd.DataFrame(rows, columns=["ts", "crds"]).sort_values("ts", kind="stable")
+    frame["crds"] = frame["crds"].ffill().fillna(0).astype(int)
+    frame.insert(1, "elapsed_s", elapsed(frame["ts"], start))
+    return frame.reset_index(drop=True)
+
+
+def crds_at(times: pd.Series, steps: pd.DataFrame) -> np.ndarray:
+    """The CRD count in force at each of ``times`` (from :func:`crd_count_steps`)."""
+    if steps.empty:
+        return np.zeros(len(times), dtype=int)
+    idx = np.searchsorted(steps["ts"].to_numpy(), pd.to_datetime(times, utc=True).to_numpy(), side="right") - 1
+    return np.where(idx >= 0, steps["crds"].to_numpy()[np.clip(idx, 0, None)], 0)
+
+
+# --------------------------------------------------------------------------
+# Series: wide tables, derived memory, rates
+# --------------------------------------------------------------------------
+
+
+def wide(series: pd.DataFrame, names: Mapping[str, str], job: str = "kube-apiserver") -> pd.DataFrame:
+    """One column per metric (renamed by ``names``; summed over labels), one row per
+    timestamp, sorted. Metrics not recorded are absent columns."""
+    data = series[(series["job"] == job) & series["metric"].isin(list(names))] if "job" in series else \
+        series[series["metric"].isin(list(names))]
+    if data.empty:
+        return pd.DataFrame(index=pd.DatetimeIndex([], tz="UTC", name="timestamp"))
+    table = data.pivot_table(index="timestamp", columns="metric", values="value", aggfunc="sum")
+    table = table.rename(columns=names).sort_index()
+    table.columns.name = None
+    return table
+
+
+def memory_frame(series: pd.DataFrame, start: pd.Timestamp | None = None,
+                 job: str = "kube-apiserver") -> pd.DataFrame:
+    """kube-apiserver memory over time, in bytes.
+
+    Columns (when recorded): ``elapsed_s``, ``rss``, ``heap_inuse``,
+    ``heap_alloc``, ``stack_inuse``, ``gc_goal``, ``heap_idle``,
+    ``heap_released``, ``go_sys`` and the derived ``idle_retained`` (heap
+    idle - released: pages the runtime holds but no object uses),
+    ``heap_plus_stack`` (heap in use + stacks) and ``rss_minus_heap_stack``
+    (RSS - that: memory the process holds beyond live heap spans and stacks).
+    Indexed by timestamp.
+    """
+    table = wide(series, MEMORY_COLUMNS, job)
+    if table.empty:
+        return table
+    if {"heap_idle", "heap_released"} <= set(table):
+        table["idle_retained"] = table["heap_idle"] - table["heap_released"]
+    if {"heap_inuse", "stack_inuse"} <= set(table):
+        table["heap_plus_stack"] = table["heap_inuse"] + table["stack_inuse"]
+        if "rss" in table:
+            table["rss_minus_heap_stack"] = table["rss"] - table["heap_plus_stack"]
+    start = start if start is not None else table.index.min()
+    table.insert(0, "elapsed_s", elapsed(table.index, start))
+    return table
+
+
+def counter_rate(values: pd.Series) -> pd.Series:
+    """Per-second rate of a counter indexed by timestamp; a reset (the value drops)
+    counts from zero, like PromQL's ``rate``. The first sample has no rate (NaN)."""
+    values = values.dropna().sort_index()
+    if len(values) < 2:
+        return pd.Series(np.nan, index=values.index, dtype=float)
+    delta = values.diff()
+    delta = delta.where(delta >= 0, values)  # reset: the counter restarted from 0
+    dt = values.index.to_series().diff().dt.total_seconds()
+    return (delta / dt.where(dt > 0)).astype(float)
+
+
+def activity_frame(series: pd.DataFrame, start: pd.Timestamp | None = None,
+                   job: str = "kube-apiserver") -> pd.DataFrame:
+    """CPU, GC and concurrency over time: ``elapsed_s``, ``cpu_cores`` (rate of CPU
+    seconds), ``gc_per_s`` (GC cycles per second), ``gc_pause_share`` (fraction
+    of wall time in stop-the-world pauses), ``goroutines``, ``open_fds``."""
+    counters = wide(series, COUNTER_COLUMNS, job)
+    gauges = wide(series, GAUGE_COLUMNS, job)
+    table = pd.DataFrame(index=counters.index.union(gauges.index))
+    table.index.name = "timestamp"
+    for src, dst in (("cpu_seconds", "cpu_cores"), ("gc_cycles", "gc_per_s"), ("gc_pause_seconds", "gc_pause_share")):
+        if src in counters:
+            table[dst] = counter_rate(counters[src]).reindex(table.index)
+    for col in gauges:
+        table[col] = gauges[col].reindex(table.index)
+    if table.empty:
+        return table
+    start = start if start is not None else table.index.min()
+    table.insert(0, "elapsed_s", elapsed(table.index, start))
+    return table
+
+
+def at_marks(table: pd.DataFrame, marks: pd.DataFrame) -> pd.DataFrame:
+    """The last row of a timestamp-indexed ``table`` at or before each mark.
+
+    ``marks`` has ``timestamp, crds, phase`` (e.g.
+    :func:`crdscale.analysis.percrd.profile_marks`: when each heap profile was
+    taken). Returns the marks joined with the table's columns, one row per
+    mark, sorted by CRD count then time; marks before the first sample are
+    dropped.
+    """
+    if table.empty or marks.empty:
+        return pd.DataFrame(columns=["crds", "phase", "timestamp", *table.columns])
+    marks = marks.sort_values("timestamp", kind="stable")
+    values = table.sort_index()
+    idx = np.searchsorted(values.index.to_numpy(), pd.to_datetime(marks["timestamp"], utc=True).to_numpy(),
+                          side="right") - 1
+    keep = idx >= 0
+    joined = values.iloc[idx[keep]].reset_index(drop=True)
+    head = marks.loc[keep, ["crds", "phase", "timestamp"]].reset_index(drop=True)
+    out = pd.concat([head, joined], axis=1)
+    return out.sort_values(["crds", "timestamp"], kind="stable").reset_index(drop=True)
+
+
+def with_crds(table: pd.DataFrame, steps: pd.DataFrame) -> pd.DataFrame:
+    """``table`` (timestamp-indexed) with a ``crds`` column: the CRD count in force at each sample."""
+    return table.assign(crds=crds_at(table.index.to_series(), steps))
+
+
+def memory_summary(memory: pd.DataFrame, columns: Sequence[str] = ("rss", "heap_inuse", "heap_alloc",
+                                                                  "stack_inuse", "rss_minus_heap_stack",
+                                                                  "idle_retained")) -> pd.DataFrame:
+    """First, last and peak of each memory column, in MiB: ``series, first_mib, last_mib, peak_mib, growth_mib``."""
+    rows = []
+    for col in columns:
+        if col not in memory or memory[col].dropna().empty:
+            continue
+        values = memory[col].dropna()
+        rows.append((MEMORY_LABELS.get(col, col), values.iloc[0] / MIB, values.iloc[-1] / MIB, values.max() / MIB,
+                     (values.iloc[-1] - values.iloc[0]) / MIB))
+    return pd.DataFrame(rows, columns=["series", "first_mib", "last_mib", "peak_mib", "growth_mib"])
