@@ -1,0 +1,314 @@
+"""The key numbers of a run and where they came from, as plain data and Markdown.
+
+:func:`provenance` says what was run on what (scenario, versions, CRD set,
+machine); :func:`key_numbers` takes the per-CRD analysis
+(:class:`crdscale.analysis.percrd.RunAnalysis`) and the memory series
+(:func:`crdscale.report.series.memory_frame`) and returns one row per number
+with its confidence interval and unit, the raw values exactly as the analysis
+functions return them; :func:`findings_markdown` renders both for a GitHub
+issue or a KEP. Nothing here reads files or draws.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Sequence
+
+import pandas as pd
+
+from crdscale.analysis.percrd import OTHER, TOTAL, unattributed_share
+
+# Columns of the key-numbers table: ``value``/``low``/``high`` in ``unit`` (bytes, CRDs, ...).
+NUMBER_COLUMNS = ["key", "finding", "value", "low", "high", "unit", "source"]
+
+# How many causes the findings list by name (the rest are in the notebook).
+TOP_CAUSES = 5
+
+
+@dataclass(frozen=True)
+class Findings:
+    """What was run (``provenance``: label -> text) and what came out (``numbers``)."""
+
+    provenance: dict[str, str]
+    numbers: pd.DataFrame
+
+
+# --------------------------------------------------------------------------
+# Formatting
+# --------------------------------------------------------------------------
+
+
+def fmt_bytes(value: float | None) -> str:
+    """``1.5 MiB``, ``12.3 KiB``, ``512 B``; ``n/a`` for None/NaN."""
+    if value is None or (isinstance(value, float) and math.isnan(value)):
+        return "n/a"
+    sign, v = ("-" if value < 0 else ""), abs(float(value))
+    for unit, factor in (("GiB", 2**30), ("MiB", 2**20), ("KiB", 2**10)):
+        if v >= factor:
+            return f"{sign}{v / factor:,.1f} {unit}"
+    return f"{sign}{v:,.0f} B"
+
+
+def fmt_value(value: float | None, unit: str) -> str:
+    """A number in its unit, for tables: bytes scaled, shares in percent, counts as integers."""
+    if value is None or (isinstance(value, float) and math.isnan(value)):
+        return "n/a"
+    if unit in ("bytes", "bytes/CRD"):
+        return fmt_bytes(value) + ("/CRD" if unit == "bytes/CRD" else "")
+    if unit == "share":
+        return f"{100 * value:.1f}%"
+    if unit in ("CRDs", "steps"):
+        return f"{value:,.0f}"
+    return f"{value:,.3g} {unit}".strip()
+
+
+def fmt_interval(low: float | None, high: float | None, unit: str) -> str:
+    """``[low, high]`` or empty when there is no interval."""
+    if low is None or high is None or any(isinstance(v, float) and math.isnan(v) for v in (low, high)):
+        return ""
+    return f"[{fmt_value(low, unit)}, {fmt_value(high, unit)}]"
+
+
+# --------------------------------------------------------------------------
+# Provenance
+# --------------------------------------------------------------------------
+
+
+def provenance(manifest: dict) -> dict[str, str]:
+    """What was run, on which versions and machine, from a run's ``manifest.json``.
+
+    Keys: scenario, run, kube-apiserver, etcd, Go, CRD set, CRD set sha256,
+    machine, crdscale (missing facts say ``unknown``).
+    """
+    scenario = manifest.get("scenario") or {}
+    versions = manifest.get("versions") or {}
+    crds = manifest.get("crds") or {}
+    machine = manifest.get("machine") or {}
+    metrics = manifest.get("metrics") or {}
+    steps = scenario.get("steps") or {}
+    unknown = "unknown"
+
+    crd_set = unknown
+    if crds:
+        parts = [f"{crds.get('count', '?')} CRDs", f"{crds.get('groups', '?')} groups"]
+        if crds.get("properties_median") is not None:
+            parts.append(f"median {crds['properties_median']:g} properties")
+        if crds.get("schema_bytes_median") is not None:
+            parts.append(f"median schema {fmt_bytes(crds['schema_bytes_median'])}")
+        origin = (scenario.get("crds") or {})
+        if origin.get("source") == "generate":
+            parts.append(f"generated, preset {origin.get('preset', '?')}, seed {origin.get('seed', '?')}")
+        elif origin.get("source"):
+            parts.append(f"from {origin['source']}")
+        crd_set = ", ".join(parts)
+
+    mem = machine.get("memory_bytes")
+    machine_text = ", ".join(p for p in (
+        f"{machine['cpus']} CPUs" if machine.get("cpus") else None,
+        machine.get("cpu_model"),
+        f"{mem / 2**30:.0f} GiB RAM" if mem else None,
+        f"Linux {machine['kernel']}" if machine.get("kernel") else None,
+    ) if p) or unknown
+
+    go = versions.get("kube-apiserver-go") or unknown
+    if versions.get("go-toolchain") and versions.get("go-toolchain") != versions.get("kube-apiserver-go"):
+        go += f" (toolchain {versions['go-toolchain']})"
+    run = f"{manifest.get('run_id', unknown)}, {manifest.get('status', unknown)}"
+    if manifest.get("started_at"):
+        run += f", {manifest['started_at']} to {manifest.get('ended_at') or '?'}"
+    if steps:
+        run += f"; {steps.get('count', '?')} steps, serve {steps.get('serve', '?')}, settle {steps.get('settle_seconds', '?')} s"
+    if metrics.get("source"):
+        run += f"; metrics via {metrics['source']} every {metrics.get('scrape_interval_s', '?')} s"
+    env = (scenario.get("target") or {}).get("env") or {}
+    flags = (scenario.get("target") or {}).get("apiserver_flags") or []
+    return {
+        "scenario": f"{scenario.get('name', unknown)}: {scenario.get('description') or ''}".rstrip(": "),
+        "run": run,
+        "kube-apiserver": str(versions.get("kube-apiserver") or unknown)
+        + (f" (flags {' '.join(flags)})" if flags else "")
+        + (f" (env {', '.join(f'{k}={v}' for k, v in env.items())})" if env else ""),
+        "etcd": str(versions.get("etcd") or unknown),
+        "Go": go,
+        "CRD set": crd_set,
+        "CRD set sha256": str(crds.get("sha256") or unknown),
+        "machine": machine_text,
+        "crdscale": str(versions.get("crdscale") or manifest.get("crdscale_version") or unknown),
+    }
+
+
+# --------------------------------------------------------------------------
+# Key numbers
+# --------------------------------------------------------------------------
+
+
+def _fit_row(fits: pd.DataFrame, phase: str, metric: str, cause: str):
+    sel = fits[(fits["phase"] == phase) & (fits["metric"] == metric) & (fits["cause"] == cause)]
+    return sel.iloc[0] if len(sel) else None
+
+
+def _series_value(points: pd.DataFrame, metric: str, crds: int, phase: str = "served") -> float | None:
+    sel = points[(points["metric"] == metric) & (points["crds"] == crds)]
+    if crds != 0:
+        sel = sel[sel["phase"] == phase]
+    return float(sel["value"].iloc[-1]) if len(sel) else None
+
+
+def key_numbers(analysis, memory: pd.DataFrame | None = None, *, phase: str = "served",
+                top_causes: int = TOP_CAUSES) -> pd.DataFrame:
+    """The numbers a performance engineer asks for first, one row each.
+
+    Parameters:
+        analysis: :class:`crdscale.analysis.percrd.RunAnalysis` of the run.
+        memory: :func:`crdscale.report.series.memory_frame` of the run (for the
+            peak RSS and RSS - (heap + stacks)); optional.
+        phase: which fits to report (``served``: after the step's resources
+            were listed and watched).
+        top_causes: how many causes to list by name (largest per-CRD cost first).
+
+    Returns ``key, finding, value, low, high, unit, source``: ``value`` and the
+    95% interval ``low``/``high`` are the analysis functions' own numbers
+    (bytes, bytes per CRD, CRDs, or a share 0-1); ``key`` is stable for code.
+    """
+    rows: list[tuple] = []
+    nan = math.nan
+    points, fits, sfits, spoints = analysis.points, analysis.fits, analysis.series_fits, analysis.series_points
+    max_crds = int(points["crds"].max()) if len(points) else 0
+    rows.append(("crds", "CRDs installed at the end", float(max_crds), nan, nan, "CRDs", "heap profiles"))
+
+    # Memory from the series at the profile marks (what percrd.series_points returns).
+    for metric, label in (("rss_bytes", "RSS"), ("heap_inuse_bytes", "Heap in use")):
+        first = _series_value(spoints, metric, 0) if len(spoints) else None
+        last = _series_value(spoints, metric, max_crds, phase) if len(spoints) else None
+        if first is not None:
+            rows.append((f"{metric}_baseline", f"{label} with 0 CRDs", first, nan, nan, "bytes",
+                         "metrics series at the baseline profile"))
+        if last is not None:
+            rows.append((f"{metric}_final", f"{label} with {max_crds} CRDs ({phase})", last, nan, nan, "bytes",
+                         "metrics series at the last profile"))
+    if memory is not None and "rss" in memory and memory["rss"].notna().any():
+        rows.append(("rss_bytes_peak", "Peak RSS during the run", float(memory["rss"].max()), nan, nan, "bytes",
+                     "metrics series"))
+    if memory is not None and "rss_minus_heap_stack" in memory and memory["rss_minus_heap_stack"].notna().any():
+        rows.append(("rss_minus_heap_stack_final", "RSS - (heap in use + stacks) at the end",
+                     float(memory["rss_minus_heap_stack"].dropna().iloc[-1]), nan, nan, "bytes", "metrics series"))
+
+    # Per CRD: the total from heap profiles, RSS and heap from the series.
+    total = _fit_row(fits, phase, "bytes", TOTAL)
+    if total is not None:
+        rows.append(("heap_per_crd", f"Heap in use per CRD (profiles, {phase})", float(total["per_crd"]),
+                     float(total["per_crd_low"]), float(total["per_crd_high"]), "bytes/CRD",
+                     f"least squares over {int(total['n'])} heap profiles"))
+    other_phase = "installed" if phase == "served" else "served"
+    total_other = _fit_row(fits, other_phase, "bytes", TOTAL)
+    if total_other is not None:
+        rows.append((f"heap_per_crd_{other_phase}", f"Heap in use per CRD (profiles, {other_phase})",
+                     float(total_other["per_crd"]), float(total_other["per_crd_low"]),
+                     float(total_other["per_crd_high"]), "bytes/CRD",
+                     f"least squares over {int(total_other['n'])} heap profiles"))
+    for metric, label in (("rss_bytes", "RSS per CRD (metrics)"), ("heap_inuse_bytes", "Heap in use per CRD (metrics)")):
+        sel = sfits[(sfits["phase"] == phase) & (sfits["metric"] == metric)] if len(sfits) else sfits
+        if len(sel):
+            r = sel.iloc[0]
+            rows.append((f"{metric}_per_crd", f"{label}, {phase}", float(r["per_crd"]), float(r["per_crd_low"]),
+                         float(r["per_crd_high"]), "bytes/CRD", f"least squares over {int(r['n'])} marks"))
+
+    # Per CRD by cause, largest first, and what no rule explains.
+    causes = fits[(fits["phase"] == phase) & (fits["metric"] == "bytes") & (~fits["cause"].isin([TOTAL, OTHER]))]
+    causes = causes.sort_values("per_crd", ascending=False, kind="stable").head(top_causes)
+    for r in causes.itertuples(index=False):
+        rows.append((f"cause:{r.cause}", f"per CRD: {r.cause} ({100 * r.share:.0f}% of growth)", float(r.per_crd),
+                     float(r.per_crd_low), float(r.per_crd_high), "bytes/CRD", "heap profiles by cause"))
+    share = unattributed_share(fits, phase, "bytes")
+    if not math.isnan(share):
+        rows.append(("unattributed_share", "Growth no attribution rule explains", share, nan, nan, "share",
+                     "cause 'other' / total"))
+    return pd.DataFrame(rows, columns=NUMBER_COLUMNS)
+
+
+def compute_findings(manifest: dict, analysis, memory: pd.DataFrame | None = None, **options) -> Findings:
+    """:func:`provenance` and :func:`key_numbers` together."""
+    return Findings(provenance(manifest), key_numbers(analysis, memory, **options))
+
+
+# --------------------------------------------------------------------------
+# Markdown
+# --------------------------------------------------------------------------
+
+
+def _md_escape(text: str) -> str:
+    return str(text).replace("|", "\\|").replace("\n", " ")
+
+
+def numbers_markdown(numbers: pd.DataFrame) -> str:
+    """The key numbers as a Markdown table: finding, value, 95% CI, source."""
+    lines = ["| finding | value | 95% CI | source |", "|---|---:|---|---|"]
+    for r in numbers.itertuples(index=False):
+        lines.append(f"| {_md_escape(r.finding)} | {fmt_value(r.value, r.unit)} | "
+                     f"{fmt_interval(r.low, r.high, r.unit)} | {_md_escape(r.source)} |")
+    return "\n".join(lines)
+
+
+def provenance_markdown(prov: dict[str, str]) -> str:
+    """Provenance as a two-column Markdown table."""
+    lines = ["| | |", "|---|---|"]
+    lines += [f"| **{_md_escape(k)}** | {_md_escape(v)} |" for k, v in prov.items()]
+    return "\n".join(lines)
+
+
+def headline(numbers: pd.DataFrame) -> str:
+    """One sentence: how memory grew and what a CRD costs, e.g. for the report's first line."""
+    by = numbers.set_index("key")
+
+    def get(key):
+        return by.loc[key] if key in by.index else None
+
+    crds, per_crd, rss0, rss1 = get("crds"), get("heap_per_crd"), get("rss_bytes_baseline"), get("rss_bytes_final")
+    parts = []
+    if crds is not None and rss0 is not None and rss1 is not None:
+        parts.append(f"RSS grew from {fmt_bytes(rss0['value'])} to {fmt_bytes(rss1['value'])} "
+                     f"with {int(crds['value'])} CRDs")
+    if per_crd is not None:
+        ci = fmt_interval(per_crd["low"], per_crd["high"], "bytes")
+        parts.append(f"the heap grew by {fmt_bytes(per_crd['value'])} per CRD" + (f" (95% CI {ci})" if ci else ""))
+    causes = numbers[numbers["key"].str.startswith("cause:")].head(3)
+    if len(causes):
+        parts.append("mostly " + ", ".join(f"{k.split(':', 1)[1]} {fmt_bytes(v)}" for k, v in
+                                           zip(causes["key"], causes["value"])))
+    return ("; ".join(parts) + ".") if parts else "No per-CRD numbers (fewer than two CRD counts profiled)."
+
+
+def findings_markdown(findings: Findings, figures: Sequence[tuple[str, str]] = (), *,
+                      title: str = "crdscale findings", report_html: str | None = None) -> str:
+    """``findings.md``: headline, provenance, key numbers, then figures
+    (``(caption, png path relative to the file)``; an SVG of the same name sits next to each)."""
+    parts = [f"# {title}", "", headline(findings.numbers), "", "## What was run", "",
+             provenance_markdown(findings.provenance), "", "## Key numbers", "", numbers_markdown(findings.numbers), ""]
+    if figures:
+        parts += ["## Figures", ""]
+        for caption, png in figures:
+            svg = png[: -len(".png")] + ".svg" if png.endswith(".png") else None
+            parts += [f"**{caption}**" + (f" ([SVG]({svg}))" if svg else ""), "", f"![{caption}]({png})", ""]
+    parts.append("Bytes per CRD are least-squares slopes of heap in use against the number of CRDs installed, "
+                 "with 95% confidence intervals (Student's t); causes come from crdscale's attribution rules "
+                 "(`crdscale.analysis.attribution.RULES`)." + (f" Full report: {report_html}." if report_html else ""))
+    return "\n".join(parts) + "\n"
+
+
+def per_crd_table(fits: pd.DataFrame, phase: str = "served", metric: str = "bytes") -> pd.DataFrame:
+    """Per-CRD fits of one phase as a readable table: ``cause, per CRD, 95% CI low, 95% CI high,
+    share of growth (%), base, r2, points``; bytes become KiB (``base``: MiB), biggest first, total last."""
+    sel = fits[(fits["phase"] == phase) & (fits["metric"] == metric)]
+    kib, mib = (2**10, 2**20) if metric == "bytes" else (1, 1)
+    unit, base_unit = ("KiB", "MiB") if metric == "bytes" else ("objects", "objects")
+    return pd.DataFrame({
+        "cause": sel["cause"].to_numpy(),
+        f"per CRD ({unit})": (sel["per_crd"] / kib).round(1).to_numpy(),
+        "95% CI low": (sel["per_crd_low"] / kib).round(1).to_numpy(),
+        "95% CI high": (sel["per_crd_high"] / kib).round(1).to_numpy(),
+        "share of growth (%)": (100 * sel["share"]).round(1).to_numpy(),
+        f"at 0 CRDs ({base_unit})": (sel["base"] / mib).round(1).to_numpy(),
+        "r2": sel["r2"].round(3).to_numpy(),
+        "points": sel["n"].to_numpy(),
+    })

@@ -1,0 +1,307 @@
+"""Execute the notebooks against a run and render the report.
+
+``crdscale report RUN_DIR`` calls :func:`render_report`, which writes into
+the output directory (default ``RUN_DIR/report/``)::
+
+    findings.md            headline, provenance, key numbers, figures: paste into an issue or KEP
+    findings.json          the same numbers, unformatted
+    *.png, *.svg           the figures findings.md shows
+    report.html            summary + every notebook, with code
+    report-nocode.html     the same without code cells (what to attach)
+    notebooks/*.ipynb      each notebook as executed (partial when a cell failed)
+
+Notebooks are jupytext ``py:percent`` files; each is converted to ``.ipynb`` at
+run time, gets its ``run_dir`` in a cell inserted after the cell tagged
+``parameters`` (as papermill does), and runs in a ``python3`` kernel of the
+current interpreter (nbclient). A failing notebook keeps its output up to the
+failing cell, which :class:`CellFailure` names by file and line.
+"""
+
+from __future__ import annotations
+
+import base64
+import copy
+import json
+import math
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Callable, Sequence
+
+import crdscale
+from crdscale.errors import UsageError
+
+# The notebooks every report runs, in order; probe notebooks join when the run has their tables.
+CORE_NOTEBOOKS = ("memory", "attribution")
+PROBE_NOTEBOOKS = {"discovery": "discovery", "list": "list", "apf": "apf"}  # notebook -> probe table prefix
+KERNEL_NAME = "python3"
+CELL_TIMEOUT_S = 600
+
+# The lab template, without anything loaded from the network (require.js, MathJax, mermaid,
+# widgets): the report must open offline and without console errors.
+_TEMPLATE = """{%- extends 'index.html.j2' -%}
+{%- block html_head_js -%}{%- endblock html_head_js -%}
+{%- block html_head_js_mathjax -%}{%- endblock html_head_js_mathjax -%}
+{%- block html_head_js_mermaidjs -%}{%- endblock html_head_js_mermaidjs -%}
+{%- block jupyter_widgets -%}{%- endblock jupyter_widgets -%}
+"""
+
+
+def default_notebooks_dir() -> Path:
+    """``notebooks/`` of the source tree crdscale runs from."""
+    return Path(crdscale.__file__).resolve().parents[1] / "notebooks"
+
+
+@dataclass
+class CellFailure:
+    """Where a notebook failed: the cell (0-based among all cells), its line in the ``.py`` file and the error."""
+
+    notebook: str
+    cell_index: int
+    line: int | None
+    source_head: str
+    ename: str
+    evalue: str
+
+    def describe(self) -> str:
+        where = f"{self.notebook}:{self.line}" if self.line else self.notebook
+        return (f"{where}: cell {self.cell_index} ({self.source_head!r}) raised {self.ename}: "
+                f"{self.evalue.splitlines()[0] if self.evalue else ''}")
+
+
+@dataclass
+class ReportResult:
+    """What :func:`render_report` wrote, and which notebooks failed."""
+
+    out_dir: Path
+    html: Path
+    html_nocode: Path
+    findings_md: Path
+    figures: list[Path] = field(default_factory=list)
+    notebooks: list[Path] = field(default_factory=list)
+    failures: list[CellFailure] = field(default_factory=list)
+
+    @property
+    def ok(self) -> bool:
+        return not self.failures
+
+
+# --------------------------------------------------------------------------
+# Which notebooks
+# --------------------------------------------------------------------------
+
+
+def has_probe_table(run_dir: str | Path, prefix: str) -> bool:
+    """Does ``run_dir/probes`` hold a table of probe ``prefix`` (``list-step03.parquet``...)?"""
+    probes = Path(run_dir) / "probes"
+    return probes.is_dir() and any(probes.glob(f"{prefix}-step*.parquet"))
+
+
+def notebook_plan(run_dir: str | Path, notebooks_dir: str | Path) -> list[Path]:
+    """The notebooks a report on ``run_dir`` runs: the core ones, then each probe notebook
+    whose probe left tables in the run."""
+    notebooks_dir = Path(notebooks_dir)
+    plan = [notebooks_dir / f"{name}.py" for name in CORE_NOTEBOOKS]
+    plan += [notebooks_dir / f"{name}.py" for name, prefix in PROBE_NOTEBOOKS.items()
+             if has_probe_table(run_dir, prefix)]
+    missing = [p for p in plan if not p.is_file()]
+    if missing:
+        raise UsageError(f"notebook {missing[0]} not found (use --notebooks DIR: the notebooks/ of a crdscale checkout)")
+    return plan
+
+
+# --------------------------------------------------------------------------
+# One notebook
+# --------------------------------------------------------------------------
+
+
+def read_notebook(path: str | Path):
+    """A jupytext ``py:percent`` file (or an ``.ipynb``) as an nbformat notebook."""
+    import jupytext
+
+    return jupytext.read(str(path))
+
+
+def inject_parameters(nb, parameters: dict):
+    """A copy of ``nb`` with a code cell tagged ``injected-parameters`` setting ``parameters``,
+    right after the cell tagged ``parameters`` (at the top when there is none)."""
+    import nbformat
+
+    nb = copy.deepcopy(nb)
+    source = "# Parameters\n" + "".join(f"{k} = {v!r}\n" for k, v in parameters.items())
+    cell = nbformat.v4.new_code_cell(source, metadata={"tags": ["injected-parameters"]})
+    index = next((i + 1 for i, c in enumerate(nb.cells) if "parameters" in c.get("metadata", {}).get("tags", [])), 0)
+    nb.cells.insert(index, cell)
+    return nb
+
+
+def find_failure(nb, name: str, source_text: str | None = None) -> CellFailure | None:
+    """The first cell of an executed notebook with an error output; its line in ``source_text``
+    (the ``.py`` file) when the cell's first line can be found there."""
+    for index, cell in enumerate(nb.cells):
+        for output in cell.get("outputs", []):
+            if output.get("output_type") == "error":
+                first = next((ln for ln in cell.source.splitlines() if ln.strip()), "")
+                line = None
+                if source_text and first:
+                    line = next((i + 1 for i, ln in enumerate(source_text.splitlines()) if ln == first), None)
+                return CellFailure(name, index, line, first[:80], output.get("ename", ""), output.get("evalue", ""))
+    return None
+
+
+def execute_notebook(nb, *, cwd: str | Path, timeout: int = CELL_TIMEOUT_S, kernel_name: str = KERNEL_NAME):
+    """Run every cell of ``nb`` in place (a fresh kernel of this interpreter, working directory ``cwd``).
+    Stops at the first failing cell, leaving its error in the outputs; returns ``nb``."""
+    from nbclient import NotebookClient
+    from nbclient.exceptions import CellExecutionError
+
+    client = NotebookClient(nb, timeout=timeout, kernel_name=kernel_name, allow_errors=False,
+                            resources={"metadata": {"path": str(cwd)}})
+    try:
+        client.execute()
+    except CellExecutionError:
+        pass  # the error is in the failing cell's outputs; find_failure reads it
+    return nb
+
+
+# --------------------------------------------------------------------------
+# The combined report
+# --------------------------------------------------------------------------
+
+
+def summary_cells(title: str, findings, headline_png: bytes | None):
+    """The report's first cells: title and headline sentence, what was run, the headline
+    figure (a Markdown attachment, so it shows with and without code) and the key numbers."""
+    import nbformat
+
+    from crdscale.report.findings import headline, numbers_markdown, provenance_markdown
+
+    first = [f"# {title}", "", f"**{headline(findings.numbers)}**", "", "## What was run", "",
+             provenance_markdown(findings.provenance)]
+    cells = [nbformat.v4.new_markdown_cell("\n".join(first))]
+    if headline_png:
+        cell = nbformat.v4.new_markdown_cell(
+            "![How memory grew and what one CRD costs](attachment:headline.png)")
+        cell["attachments"] = {"headline.png": {"image/png": base64.b64encode(headline_png).decode("ascii")}}
+        cells.append(cell)
+    cells.append(nbformat.v4.new_markdown_cell(
+        "## Key numbers\n\n" + numbers_markdown(findings.numbers)
+        + "\n\nThe notebooks below show how these were computed: memory and CPU over time, then the heap by cause."))
+    return cells
+
+
+def combine(parts: Sequence, first_cells: Sequence = ()):
+    """One notebook: ``first_cells`` then the cells of each executed notebook in order."""
+    import nbformat
+
+    nb = nbformat.v4.new_notebook()
+    nb.metadata = copy.deepcopy(parts[0].metadata) if parts else {}
+    nb.cells = [copy.deepcopy(c) for c in first_cells]
+    for part in parts:
+        nb.cells.extend(copy.deepcopy(part.cells))
+    return nb
+
+
+def export_html(nb, path: str | Path, *, title: str, with_code: bool = True) -> Path:
+    """Write ``nb`` as self-contained HTML (images embedded; nothing fetched from the network);
+    ``with_code=False`` leaves out code cells' input and the prompts."""
+    import jinja2
+    from nbconvert import HTMLExporter
+
+    exporter = HTMLExporter(template_name="lab", extra_loaders=[jinja2.DictLoader({"crdscale.html.j2": _TEMPLATE})],
+                            template_file="crdscale.html.j2")
+    if not with_code:
+        exporter.exclude_input = True
+        exporter.exclude_input_prompt = True
+        exporter.exclude_output_prompt = True
+    nb = copy.deepcopy(nb)
+    nb.metadata["title"] = title
+    body, _resources = exporter.from_notebook_node(nb, resources={"metadata": {"name": title}})
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(body, encoding="utf-8")
+    return path
+
+
+def _json_safe(value):
+    if isinstance(value, float) and math.isnan(value):
+        return None
+    return value
+
+
+def render_report(run_dir: str | Path, out_dir: str | Path | None = None, *,
+                  notebooks_dir: str | Path | None = None, timeout: int = CELL_TIMEOUT_S,
+                  echo: Callable[[str], None] | None = None) -> ReportResult:
+    """Findings, figures and HTML for one run directory (see the module docstring).
+
+    Raises UsageError when ``run_dir`` is not a run with heap profiles at two
+    or more CRD counts. A notebook that fails does not stop the report: its
+    partial output is kept and the failure is in ``result.failures``.
+    """
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    import nbformat
+
+    from crdscale.analysis.percrd import load_run
+    from crdscale.report import figures as F
+    from crdscale.report import series as S
+    from crdscale.report.findings import compute_findings, findings_markdown
+
+    echo = echo or (lambda _m: None)
+    run_dir = Path(run_dir).resolve()
+    if not (run_dir / "manifest.json").is_file():
+        raise UsageError(f"{run_dir} is not a crdscale run directory (no manifest.json)")
+    out = Path(out_dir) if out_dir else run_dir / "report"
+    out.mkdir(parents=True, exist_ok=True)
+    notebooks_dir = Path(notebooks_dir) if notebooks_dir else default_notebooks_dir()
+    plan = notebook_plan(run_dir, notebooks_dir)
+
+    echo(f"analysing {run_dir}")
+    data = S.load_run_data(run_dir)
+    analysis = load_run(run_dir)
+    findings = compute_findings(data.manifest, analysis, S.memory_frame(data.series, data.start))
+    scenario = (data.manifest.get("scenario") or {}).get("name") or run_dir.name
+    title = f"crdscale report: {scenario} ({run_dir.name})"
+
+    figure_files, captions, headline_png = [], [], None
+    for spec in F.standard_figures(data, analysis):
+        png, svg = out / f"{spec.name}.png", out / f"{spec.name}.svg"
+        spec.figure.savefig(png, dpi=110)
+        spec.figure.savefig(svg)
+        plt.close(spec.figure)
+        figure_files += [png, svg]
+        captions.append((spec.caption, png.name))
+        if spec.name == "headline":
+            headline_png = png.read_bytes()
+
+    html, html_nocode = out / "report.html", out / "report-nocode.html"
+    md = findings_markdown(findings, captions, title=f"crdscale findings: {scenario}",
+                           report_html=html_nocode.name)
+    findings_md = out / "findings.md"
+    findings_md.write_text(md, encoding="utf-8")
+    (out / "findings.json").write_text(json.dumps({
+        "run_dir": str(run_dir),
+        "provenance": findings.provenance,
+        "numbers": [{k: _json_safe(v) for k, v in row.items()} for row in findings.numbers.to_dict("records")],
+    }, indent=2) + "\n", encoding="utf-8")
+
+    executed, written, failures = [], [], []
+    for path in plan:
+        echo(f"executing {path.name}")
+        nb = inject_parameters(read_notebook(path), {"run_dir": str(run_dir)})
+        execute_notebook(nb, cwd=path.parent, timeout=timeout)
+        target = out / "notebooks" / f"{path.stem}.ipynb"
+        target.parent.mkdir(parents=True, exist_ok=True)
+        nbformat.write(nb, str(target))
+        written.append(target)
+        executed.append(nb)
+        failure = find_failure(nb, str(path), path.read_text(encoding="utf-8"))
+        if failure:
+            failures.append(failure)
+            echo(f"notebook failed: {failure.describe()}")
+
+    report = combine(executed, summary_cells(title, findings, headline_png))
+    export_html(report, html, title=title, with_code=True)
+    export_html(report, html_nocode, title=title, with_code=False)
+    return ReportResult(out, html, html_nocode, findings_md, figure_files, written, failures)

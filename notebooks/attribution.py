@@ -1,0 +1,124 @@
+# ---
+# jupyter:
+#   jupytext:
+#     formats: py:percent
+#     text_representation:
+#       extension: .py
+#       format_name: percent
+#   kernelspec:
+#     display_name: Python 3
+#     language: python
+#     name: python3
+# ---
+
+# %% [markdown]
+# # What the heap is made of, per CRD
+#
+# A heap profile (`gc=1`: taken right after a garbage collection, so it counts live objects) was
+# taken before the first CRD and at every step. Every sampled allocation is attributed to a
+# **cause** by crdscale's rule table (`crdscale.analysis.attribution.RULES`: zap counters, watch
+# caches, OpenAPI, CRD schemas, etcd clients...). Fitting heap in use against the number of CRDs
+# gives **bytes per CRD by cause**, with 95% confidence intervals. What no rule claims is
+# `other`; its share says how much of the growth is still unexplained.
+
+# %% tags=["parameters"]
+run_dir = "../data/reference-run"
+
+# %%
+import matplotlib.pyplot as plt
+from IPython.display import Markdown
+
+from crdscale.analysis.attribution import rules_table
+from crdscale.analysis.export import folded_stacks
+from crdscale.analysis.percrd import heap_profiles, load_run, unattributed_share
+from crdscale.analysis.profile import read_profile
+from crdscale.analysis.views import diff
+from crdscale.report import figures, plots
+from crdscale.report.findings import fmt_bytes, key_numbers, numbers_markdown, per_crd_table
+from crdscale.report.flame import icicle_layout, stack_causes
+
+analysis = load_run(run_dir)
+fits = analysis.fits
+phase = "served" if "served" in analysis.phases else analysis.phases[-1]
+found = heap_profiles(run_dir)  # (path, crds, phase, step), by step
+first_path = found[0][0]
+last_path = [path for path, crds, ph, step in found if ph is None][-1]
+first, last = read_profile(first_path), read_profile(last_path)
+
+# %% [markdown]
+# ## Key numbers
+
+# %%
+Markdown(numbers_markdown(key_numbers(analysis)))
+
+# %% [markdown]
+# ## Heap by cause against the number of CRDs
+#
+# Each band is one cause; its thickness at a CRD count is the heap it held in that profile
+# (after serving). A band that widens to the right grows with CRDs; a band of constant
+# thickness is a fixed cost of the server. The bars on the right are the slopes: heap per CRD
+# by cause, with 95% confidence intervals (wide when a cause grows unevenly between steps).
+
+# %%
+figures.heap_by_cause_figure(analysis.points, fits, phase=phase);
+
+# %% [markdown]
+# ## Bytes per CRD by cause
+#
+# `per CRD` is the least-squares slope (KiB per CRD), `95% CI` its interval, `share of growth`
+# the cause's part of the total slope, `at 0 CRDs` the fitted fixed part (MiB), `r2` how
+# straight the line is. The `installed` phase (CRDs Established, nothing served yet) shows
+# what serving adds: watch caches fill only once a resource is listed or watched.
+
+# %%
+per_crd_table(fits, phase)
+
+# %%
+fits[fits["metric"] == "bytes"].pivot_table(index="cause", columns="phase", values="per_crd").div(1024).round(1) \
+    .sort_values(phase, ascending=False).rename_axis(columns="KiB per CRD, by phase")
+
+# %% [markdown]
+# ## What no rule explains
+
+# %%
+Markdown(f"**{100 * unattributed_share(fits, phase):.1f}%** of the heap growth per CRD ({phase} phase) "
+         f"falls in `other`: no attribution rule claims it. Above ~10%, look at the functions below "
+         f"and add a rule to `crdscale/analysis/attribution.py`.")
+
+# %%
+rules_table()[["order", "cause", "decides", "why"]]
+
+# %% [markdown]
+# ## Functions whose heap grew between the first and the last profile
+#
+# `go tool pprof -top -diff_base` of the last profile against the baseline: `flat` is the heap
+# allocated by the function itself, `cum` including its callees (MiB grown).
+
+# %%
+growth = diff(last, first, "inuse_space")
+Markdown(f"From `{first_path.name}` to `{last_path.name}`: heap in use grew by "
+         f"**{fmt_bytes(growth.attrs['shown_total'])}**.")
+
+# %%
+growth.head(20).assign(flat=lambda t: (t["flat"] / 2**20).round(2), cum=lambda t: (t["cum"] / 2**20).round(2)) \
+    .rename(columns={"flat": "flat (MiB)", "cum": "cum (MiB)", "flat_pct": "flat %", "cum_pct": "cum %"}) \
+    [["name", "flat (MiB)", "flat %", "cum (MiB)", "cum %"]]
+
+# %%
+fig, ax = plt.subplots(figsize=(11, 5), layout="constrained")
+plots.plot_top_growth(ax, growth, n=15, title="The 15 functions whose own heap grew the most");
+
+# %% [markdown]
+# ## Icicle of the last profile
+#
+# The whole heap in use of the last profile as a call tree: the root at the top, callees below;
+# a box's width is the share of the heap allocated under that call path, its colour the cause
+# the attribution rules give to most of it. Wide boxes deep down are where memory is allocated;
+# the same view opens interactively with `go tool pprof -http=: ` on the profile file.
+
+# %%
+folded = folded_stacks(last, "inuse_space")
+rects = icicle_layout(folded, stack_causes(folded), max_depth=30, min_fraction=0.004)
+fig, ax = plt.subplots(figsize=(14, 8), layout="constrained")
+plots.plot_icicle(ax, rects, colors=plots.cause_palette(fits, phase),
+                  title=f"Heap in use by call path: {last_path.name}");
