@@ -378,7 +378,14 @@ def _apf(args) -> int:
         options = {**dataclasses.asdict(config), "run_id": run.run_id, "observe": not args.no_observe, "echo": echo, "step": 0, "keep": args.keep}
         table = apf_step(run.cluster, run.dir, options)
         print("\nAPF seats per LIST: object-count estimator (max 10) vs size-based (max 100)")
-        _print(table, ["resource", "kind", "items", "bytes", "served_from", "object_count_seats", "size_based_seats", "observed_seats", "priority_level", "observed_matches"], {"bytes": _mb})
+        _print(
+            table,
+            ["resource", "kind", "items", "bytes", "served_from", "object_count_seats", "size_based_seats", "observed_seats", "priority_level", "level_cap_inferred", "observed_matches"],
+            {"bytes": _mb, "observed_seats": _int, "level_cap_inferred": _int},
+        )
+        if "observed_matches" in table:
+            counts = table["observed_matches"].replace("", "not observed").value_counts().to_dict()
+            print(f"(bytes in MB; observed = apiserver_flowcontrol_work_estimated_seats for an impersonated non-exempt user; matches at the level's cap: {counts})")
         return 0, {}
 
     return _run("apf", args, parameters, body)

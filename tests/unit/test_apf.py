@@ -145,3 +145,28 @@ def test_estimate_measured_lists():
     out = apf.estimate_measured_lists(lists, object_counts={"secrets": 100}, avg_sizes={"secrets": 100_000})
     assert list(out["size_based_seats"]) == [10, 100]
     assert list(out["object_count_seats"]) == [1, 2]
+
+
+def test_compare_infers_the_priority_level_cap():
+    import pandas as pd
+
+    from crdscale.collect.probes.apfseats import compare
+
+    lists = pd.DataFrame(
+        [
+            {"resource": "secrets", "kind": "rv0", "params": '{"resourceVersion": "0"}', "items": 100, "bytes": 13_400_000, "served_from": "cache"},
+            {"resource": "secrets", "kind": "paged", "params": '{"limit": "5"}', "items": 100, "bytes": 13_400_000, "served_from": "cache"},
+        ]
+    )
+    observed = pd.DataFrame(
+        [
+            {"resource": "secrets", "kind": "rv0", "observed_seats": 8.0, "priority_level": "global-default"},
+            {"resource": "secrets", "kind": "paged", "observed_seats": 7.0, "priority_level": "global-default"},
+        ]
+    )
+    table = compare(lists, None, observed).set_index("kind")
+    assert table.loc["rv0", "size_based_seats"] == 10  # streamed from cache: capped at 10
+    assert table.loc["rv0", "level_cap_inferred"] == 8
+    assert table.loc["rv0", "observed_matches"] == "size-based"
+    assert table.loc["paged", "size_based_seats"] == 7  # 5 x 134 KB
+    assert table.loc["paged", "observed_matches"] == "size-based"

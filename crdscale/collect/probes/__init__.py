@@ -104,8 +104,13 @@ def apf_step(cluster, run_dir, options: Mapping[str, Any]):
     with ProbeFixtures(cluster, run_id, keep=bool(options.get("keep")), echo=options.get("echo")) as fixtures:
         populated = listcost.populate(fixtures, config, echo=options.get("echo"))
         lists = listcost.measure_lists(cluster, populated, repeats=config.repeats, page_size=config.page_size, kinds=config.kinds)
-        stats = listcost.server_object_stats(cluster, populated)
-        observed = apfseats.observe_seats(cluster, lists, run_id=run_id) if options.get("observe", True) else None
+        observe = options.get("observe", True)
+        if observe:
+            # The server estimates seats from object counts it refreshes about once a minute.
+            stats = listcost.wait_for_object_stats(cluster, populated)
+            observed = apfseats.observe_seats(cluster, lists, run_id=run_id, echo=options.get("echo"))
+        else:
+            stats, observed = listcost.server_object_stats(cluster, populated), None
     table = apfseats.compare(lists, stats, observed)
     _write_tables(run_dir, "apf", int(options.get("step", 0)), {"seats": table, "lists": lists}, main="seats")
     return table

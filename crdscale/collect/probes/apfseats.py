@@ -136,11 +136,24 @@ def compare(lists: pd.DataFrame, stats: pd.DataFrame | None, observed: pd.DataFr
     table = table[cols]
     if observed is not None and not observed.empty:
         table = table.merge(observed[["resource", "kind", "observed_seats", "priority_level"]], on=["resource", "kind"], how="left")
+        # Each priority level caps seats at its own maxSeats, which APF derives from the level's
+        # concurrency and does not export. The largest seats observed in a level is a lower bound
+        # of it; when an estimate exceeds that bound, the bound is taken as the cap.
+        caps = table.groupby("priority_level")["observed_seats"].max().to_dict()
+        table["level_cap_inferred"] = table["priority_level"].map(caps)
+        for name in ("object_count_seats", "size_based_seats"):
+            table[f"{name}_at_level"] = [
+                min(v, int(cap)) if cap == cap else v for v, cap in zip(table[name], table["level_cap_inferred"])
+            ]
 
         def matches(row) -> str:
             if row.observed_seats != row.observed_seats:
                 return ""
-            hits = [n for n, v in (("object-count", row.object_count_seats), ("size-based", row.size_based_seats)) if v == row.observed_seats]
+            hits = [
+                n
+                for n, v in (("object-count", row.object_count_seats_at_level), ("size-based", row.size_based_seats_at_level))
+                if v == row.observed_seats
+            ]
             return ",".join(hits) or "neither"
 
         table["observed_matches"] = table.apply(matches, axis=1)
