@@ -26,6 +26,22 @@ from crdscale import __version__
 from crdscale.fsutil import read_json, write_atomic, write_json_atomic
 
 MANIFEST = "manifest.json"
+
+RUN_README = """\
+# A crdscale run
+
+| file | what it is | open it with |
+|---|---|---|
+| `manifest.json` | scenario, versions (kube-apiserver, etcd, Go, Prometheus, crdscale), machine, start/end, `status` and `reason` | any JSON viewer |
+| `events.jsonl` | append-only log of steps and phases with UTC timestamps | `crdscale.collect.events.read_events` |
+| `crds/summary.json` | the CRD set: count, groups, schema sizes, sha256 | |
+| `profiles/heap-stepNN-crdsNNNN[-installed].pb.gz` | Go heap profiles (gc=1) after step NN with NNNN CRDs; `-installed` = Established but not yet served | `crdscale top FILE`, `go tool pprof FILE` |
+| `profiles/cpu-stepNN-crdsNNNN-install.pb.gz` | CPU profile sampled while step NN installed | same |
+| `metrics/series.parquet` (`.csv`) | tidy time series: timestamp (UTC), job, metric, labels, value | pandas |
+| `probes/` | per-step probe tables, when the scenario ran probes | pandas |
+| `logs/` | kube-apiserver and etcd logs of a local target | |
+| `analysis/`, `report/` | written by `crdscale analyze` and `crdscale report` | |
+"""
 STATUSES = ("running", "completed", "failed", "interrupted")
 
 
@@ -72,6 +88,7 @@ class RunDirectory:
             path = base.with_name(f"{base.name}-{n}")
         for sub in ("profiles", "metrics", "crds", "probes"):
             (path / sub).mkdir(parents=True, exist_ok=True)
+        write_atomic(path / "README.md", RUN_README)
         return cls(path)
 
     @classmethod

@@ -273,6 +273,7 @@ class ScenarioRunner:
             step_crds = crds[installed:installed + size]
             self.progress.step_started(index, len(sizes), size)
             self.events.emit("step.start", step=index, crds_before=installed, crds_in_step=size)
+            cpu_capture = self._start_cpu_profile(step=index, crds=installed + size)
             t0 = time.monotonic()
             result = installer.install_step(index, step_crds, on_established=lambda n=1: self.progress.advance(n))
             install_s = time.monotonic() - t0
@@ -284,6 +285,8 @@ class ScenarioRunner:
                 t1 = time.monotonic()
                 server.serve(index, result.served_resources())  # rejected CRDs have nothing to serve
                 serve_s = time.monotonic() - t1
+            if cpu_capture is not None:
+                cpu_capture.join()
             self._settle(f"step {index}")
             self._take_profiles(step=index, crds=installed)
             self._run_probes(index)
@@ -396,13 +399,36 @@ class ScenarioRunner:
             time.sleep(seconds)
 
     def _take_profiles(self, *, step: int, crds: int, phase: str | None = None) -> None:
+        # CPU is sampled while a step installs (see _start_cpu_profile), not while idle.
         for kind in self.scenario.profiles["kinds"]:
-            data = fetch_profile(self.cluster, kind, cpu_seconds=self.scenario.profiles["cpu_seconds"])
-            name = profile_filename(kind, step, crds, phase)
-            write_atomic(self.run.profiles_dir / name, data)
-            self.profiles.append(name)
-            self.events.emit("profile", file=f"profiles/{name}", profile=kind, step=step, crds=crds, phase=phase,
-                             bytes=len(data))
+            if kind != "cpu":
+                self._save_profile(kind, fetch_profile(self.cluster, kind), step=step, crds=crds, phase=phase)
+
+    def _save_profile(self, kind: str, data: bytes, *, step: int, crds: int, phase: str | None) -> None:
+        name = profile_filename(kind, step, crds, phase)
+        write_atomic(self.run.profiles_dir / name, data)
+        self.profiles.append(name)
+        self.events.emit("profile", file=f"profiles/{name}", profile=kind, step=step, crds=crds, phase=phase,
+                         bytes=len(data))
+
+    def _start_cpu_profile(self, *, step: int, crds: int) -> threading.Thread | None:
+        """Sample CPU for ``profiles.cpu_seconds`` from the start of a step's install, in a thread;
+        saved as ``cpu-stepNN-crdsNNNN-install.pb.gz``."""
+        if "cpu" not in self.scenario.profiles["kinds"]:
+            return None
+        seconds = int(self.scenario.profiles["cpu_seconds"])
+
+        def capture():
+            try:
+                data = fetch_profile(self.cluster, "cpu", cpu_seconds=seconds)
+            except ClusterError as err:  # the run itself reports a dead server
+                self.events.emit("profile.error", profile="cpu", step=step, error=str(err))
+                return
+            self._save_profile("cpu", data, step=step, crds=crds, phase="install")
+
+        thread = threading.Thread(target=capture, name=f"crdscale-cpu-step{step}", daemon=True)
+        thread.start()
+        return thread
 
     def _run_probes(self, step: int) -> None:
         names = self.scenario.probes.get("each_step", [])

@@ -70,7 +70,7 @@ def _no_credentials_in(run: Path, plane_token: str | None = None) -> None:
 
 def test_small_scenario_completes_with_profiles_and_metrics(tmp_path):
     scenario = tmp_path / "small.toml"
-    scenario.write_text(SMALL)
+    scenario.write_text(SMALL + '[profiles]\nkinds = ["heap", "goroutine", "cpu"]\ncpu_seconds = 2\n')
     assert main(["run", str(scenario), "--out", str(tmp_path / "runs")]) == 0
     run = _only_run(tmp_path / "runs")
     manifest = _check_readable(run)
@@ -80,7 +80,8 @@ def test_small_scenario_completes_with_profiles_and_metrics(tmp_path):
 
     profiles = sorted(p.name for p in (run / "profiles").iterdir())
     for name in ["heap-step00-crds0000.pb.gz", "heap-step01-crds0020.pb.gz", "heap-step02-crds0040.pb.gz",
-                 "heap-step03-crds0060.pb.gz"]:
+                 "heap-step03-crds0060.pb.gz", "heap-step03-crds0060-installed.pb.gz",
+                 "goroutine-step03-crds0060.pb.gz", "cpu-step01-crds0020-install.pb.gz"]:
         assert name in profiles
     from crdscale.analysis.profile import read_profile
 

@@ -58,7 +58,7 @@ def test_manifest_round_trip(tmp_path):
     assert again == final
     assert again["status"] == "interrupted" and again["reason"] == "SIGINT" and again["ended_at"]
     assert again["machine"]["cpus"] >= 1
-    assert sorted(p.name for p in run.path.iterdir()) == ["crds", "manifest.json", "metrics", "probes", "profiles"]
+    assert sorted(p.name for p in run.path.iterdir()) == ["README.md", "crds", "manifest.json", "metrics", "probes", "profiles"]
 
 
 def test_open_rejects_a_directory_without_manifest(tmp_path):
