@@ -26,6 +26,7 @@ run_dir = "../data/reference-run"
 
 # %%
 import matplotlib.pyplot as plt
+import pandas as pd
 from IPython.display import Markdown
 
 from crdscale.analysis.attribution import rules_table
@@ -37,6 +38,7 @@ from crdscale.report import figures, plots
 from crdscale.report.findings import fmt_bytes, key_numbers, numbers_markdown, per_crd_table
 from crdscale.report.flame import icicle_layout, stack_causes
 
+pd.set_option("display.max_colwidth", 120)  # long Go function names and rule explanations
 analysis = load_run(run_dir)
 fits = analysis.fits
 phase = "served" if "served" in analysis.phases else analysis.phases[-1]
@@ -71,7 +73,7 @@ figures.heap_by_cause_figure(analysis.points, fits, phase=phase);
 # what serving adds: watch caches fill only once a resource is listed or watched.
 
 # %%
-per_crd_table(fits, phase)
+per_crd_table(fits, phase).set_index("cause")
 
 # %%
 fits[fits["metric"] == "bytes"].pivot_table(index="cause", columns="phase", values="per_crd").div(1024).round(1) \
@@ -86,7 +88,7 @@ Markdown(f"**{100 * unattributed_share(fits, phase):.1f}%** of the heap growth p
          f"and add a rule to `crdscale/analysis/attribution.py`.")
 
 # %%
-rules_table()[["order", "cause", "decides", "why"]]
+rules_table().set_index("order")[["cause", "decides", "why"]]
 
 # %% [markdown]
 # ## Functions whose heap grew between the first and the last profile
@@ -100,9 +102,10 @@ Markdown(f"From `{first_path.name}` to `{last_path.name}`: heap in use grew by "
          f"**{fmt_bytes(growth.attrs['shown_total'])}**.")
 
 # %%
-growth.head(20).assign(flat=lambda t: (t["flat"] / 2**20).round(2), cum=lambda t: (t["cum"] / 2**20).round(2)) \
+growth.head(20).assign(flat=(growth["flat"] / 2**20).round(2), cum=(growth["cum"] / 2**20).round(2),
+                       flat_pct=growth["flat_pct"].round(1), cum_pct=growth["cum_pct"].round(1)) \
     .rename(columns={"flat": "flat (MiB)", "cum": "cum (MiB)", "flat_pct": "flat %", "cum_pct": "cum %"}) \
-    [["name", "flat (MiB)", "flat %", "cum (MiB)", "cum %"]]
+    .set_index("name")[["flat (MiB)", "flat %", "cum (MiB)", "cum %"]]
 
 # %%
 fig, ax = plt.subplots(figsize=(11, 5), layout="constrained")

@@ -72,7 +72,7 @@ figures.memory_over_time_figure(memory, phases, steps);
 # First, last and peak value of each series (MiB):
 
 # %%
-S.memory_summary(memory).round(1)
+S.memory_summary(memory).set_index("series").round(1)
 
 # %% [markdown]
 # ## The same against the number of CRDs
@@ -86,10 +86,7 @@ S.memory_summary(memory).round(1)
 figures.memory_vs_crds_figure(marks);
 
 # %%
-marks.assign(**{c: (marks[c] / S.MIB).round(1) for c in ("rss", "heap_inuse", "heap_alloc", "stack_inuse",
-                                                            "rss_minus_heap_stack") if c in marks})[
-    ["crds", "phase", "rss", "heap_inuse", "heap_alloc", "stack_inuse", "rss_minus_heap_stack"]
-].rename(columns=lambda c: c if c in ("crds", "phase") else f"{c} (MiB)")
+S.marks_table(marks)
 
 # %% [markdown]
 # ## RSS beyond heap and stacks

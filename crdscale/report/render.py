@@ -148,19 +148,43 @@ def find_failure(nb, name: str, source_text: str | None = None) -> CellFailure |
     return None
 
 
-def execute_notebook(nb, *, cwd: str | Path, timeout: int = CELL_TIMEOUT_S, kernel_name: str = KERNEL_NAME):
+def execute_notebook(nb, *, cwd: str | Path, timeout: int = CELL_TIMEOUT_S, kernel_name: str = KERNEL_NAME,
+                     kernel_log: str | Path | None = None) -> str | None:
     """Run every cell of ``nb`` in place (a fresh kernel of this interpreter, working directory ``cwd``).
-    Stops at the first failing cell, leaving its error in the outputs; returns ``nb``."""
+
+    Stops at the first failing cell, leaving its error in the outputs. Returns
+    ``None``, or a one-line reason when the kernel died or a cell timed out
+    (no error output then). The kernel's own stderr goes to ``kernel_log``.
+    """
     from nbclient import NotebookClient
     from nbclient.exceptions import CellExecutionError
 
     client = NotebookClient(nb, timeout=timeout, kernel_name=kernel_name, allow_errors=False,
                             resources={"metadata": {"path": str(cwd)}})
+    log = open(kernel_log, "w", encoding="utf-8") if kernel_log else None
     try:
-        client.execute()
+        client.execute(**({"stderr": log} if log else {}))
     except CellExecutionError:
-        pass  # the error is in the failing cell's outputs; find_failure reads it
-    return nb
+        return None  # the error is in the failing cell's outputs; find_failure reads it
+    except Exception as err:  # DeadKernelError, CellTimeoutError, a kernel that never started
+        return f"{type(err).__name__}: {str(err).strip().splitlines()[0] if str(err).strip() else ''}"
+    finally:
+        if log:
+            log.close()
+    return None
+
+
+def unfinished_cell(nb, name: str, reason: str, source_text: str | None = None) -> CellFailure:
+    """The failure of a notebook stopped without an error output: the first code cell left unexecuted."""
+    index = next((i for i, c in enumerate(nb.cells) if c.cell_type == "code" and c.get("execution_count") is None),
+                 len(nb.cells) - 1)
+    cell = nb.cells[index] if nb.cells else None
+    first = next((ln for ln in (cell.source.splitlines() if cell else []) if ln.strip()), "")
+    line = None
+    if source_text and first:
+        line = next((i + 1 for i, ln in enumerate(source_text.splitlines()) if ln == first), None)
+    ename, _, evalue = reason.partition(": ")
+    return CellFailure(name, index, line, first[:80], ename, evalue)
 
 
 # --------------------------------------------------------------------------
@@ -252,7 +276,7 @@ def render_report(run_dir: str | Path, out_dir: str | Path | None = None, *,
     run_dir = Path(run_dir).resolve()
     if not (run_dir / "manifest.json").is_file():
         raise UsageError(f"{run_dir} is not a crdscale run directory (no manifest.json)")
-    out = Path(out_dir) if out_dir else run_dir / "report"
+    out = Path(out_dir).resolve() if out_dir else run_dir / "report"
     out.mkdir(parents=True, exist_ok=True)
     notebooks_dir = Path(notebooks_dir) if notebooks_dir else default_notebooks_dir()
     plan = notebook_plan(run_dir, notebooks_dir)
@@ -290,13 +314,17 @@ def render_report(run_dir: str | Path, out_dir: str | Path | None = None, *,
     for path in plan:
         echo(f"executing {path.name}")
         nb = inject_parameters(read_notebook(path), {"run_dir": str(run_dir)})
-        execute_notebook(nb, cwd=path.parent, timeout=timeout)
         target = out / "notebooks" / f"{path.stem}.ipynb"
         target.parent.mkdir(parents=True, exist_ok=True)
+        stopped = execute_notebook(nb, cwd=path.parent, timeout=timeout,
+                                   kernel_log=target.with_suffix(".kernel.log"))
         nbformat.write(nb, str(target))
         written.append(target)
         executed.append(nb)
-        failure = find_failure(nb, str(path), path.read_text(encoding="utf-8"))
+        source_text = path.read_text(encoding="utf-8")
+        failure = find_failure(nb, str(path), source_text)
+        if failure is None and stopped:
+            failure = unfinished_cell(nb, str(path), stopped, source_text)
         if failure:
             failures.append(failure)
             echo(f"notebook failed: {failure.describe()}")

@@ -106,7 +106,7 @@ def events_frame(events: Iterable[Mapping]) -> pd.DataFrame:
     frame = pd.DataFrame(list(events))
     if frame.empty:
         return pd.DataFrame(columns=["ts", "kind"])
-    frame["ts"] = pd.to_datetime(frame["ts"], utc=True)
+    frame["ts"] = pd.to_datetime(frame["ts"], utc=True, format="ISO8601")
     return frame.sort_values("ts", kind="stable").reset_index(drop=True)
 
 
@@ -372,3 +372,12 @@ def release_advice(go_version: str | None, env: Mapping[str, str] | None = None)
             "needed memory; set `GODEBUG=madvdontneed=0` in the scenario's `env` to see that behaviour). "
             "So what remains of the gap here is idle heap the runtime keeps for reuse "
             "(`heap_idle - heap_released`, dashed), GC and runtime metadata, and the binary itself.")
+
+
+def marks_table(marks: pd.DataFrame, columns: Sequence[str] = ("rss", "heap_inuse", "heap_alloc", "stack_inuse",
+                                                               "rss_minus_heap_stack")) -> pd.DataFrame:
+    """:func:`at_marks` rows as a readable table: indexed by ``crds, phase``, memory columns in MiB
+    (named ``<column> (MiB)``), one decimal."""
+    present = [c for c in columns if c in marks]
+    table = marks.set_index(["crds", "phase"])[present] / MIB
+    return table.round(1).rename(columns={c: f"{c} (MiB)" for c in present})

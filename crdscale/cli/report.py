@@ -1,0 +1,55 @@
+"""Execute the notebooks on a run and write an HTML report plus findings.md.
+
+Examples:
+  crdscale report runs/20261122T031500Z-default
+  crdscale report data/reference-run --out /tmp/report
+  crdscale report runs/<run> --timeout 1200
+
+Runs the memory and heap-attribution notebooks (and the discovery, LIST and
+APF notebooks when the run has their probe tables) against RUN_DIR in a
+fresh Jupyter kernel, then writes into OUT (default RUN_DIR/report/):
+
+  report-nocode.html   summary, figures and explanations, no code: attach this
+  report.html          the same with the notebooks' code
+  findings.md          key numbers with provenance (versions, CRD set and its
+                       sha256, scenario, machine) and the figures as PNG and SVG
+                       next to it: paste into a GitHub issue or KEP
+  notebooks/*.ipynb    the executed notebooks (open them in JupyterLab)
+
+A notebook that fails is named with its failing cell (file:line) on stderr;
+its output up to that cell stays in the report and the exit code is 1. The
+path of the HTML report is printed last on stdout.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+
+class Command:
+    __doc__ = __doc__
+
+    @staticmethod
+    def add_arguments(parser: argparse.ArgumentParser) -> None:
+        parser.add_argument("run_dir", metavar="RUN_DIR", help="run directory written by `crdscale run`")
+        parser.add_argument("--out", metavar="DIR", help="output directory (default: RUN_DIR/report)")
+        parser.add_argument("--notebooks", metavar="DIR",
+                            help="directory of the jupytext notebooks (default: notebooks/ of this checkout)")
+        parser.add_argument("--timeout", type=int, default=600, metavar="SECONDS",
+                            help="longest a single notebook cell may run (default 600)")
+
+    @staticmethod
+    def run(args: argparse.Namespace) -> int:
+        from crdscale.report.render import render_report
+
+        def echo(message: str) -> None:
+            print(f"crdscale: {message}", file=sys.stderr)
+
+        result = render_report(args.run_dir, args.out, notebooks_dir=args.notebooks, timeout=args.timeout, echo=echo)
+        print(f"findings: {result.findings_md}")
+        print(f"with code: {result.html}")
+        for failure in result.failures:
+            print(f"crdscale: notebook failed at {failure.describe()}", file=sys.stderr)
+        print(result.html_nocode)
+        return 0 if result.ok else 1

@@ -1,0 +1,94 @@
+"""The key numbers of findings.md are the analysis functions' own numbers."""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from crdscale.analysis.percrd import load_run, unattributed_share
+from crdscale.report import series as S
+from crdscale.report.findings import (
+    compute_findings, findings_markdown, fmt_bytes, fmt_value, headline, key_numbers, per_crd_table, provenance,
+)
+
+REFERENCE = Path(__file__).resolve().parents[2] / "data" / "reference-run"
+
+
+@pytest.fixture(scope="module")
+def reference():
+    data = S.load_run_data(REFERENCE)
+    return data, load_run(REFERENCE), S.memory_frame(data.series, data.start)
+
+
+def test_numbers_equal_the_analysis(reference):
+    data, analysis, memory = reference
+    numbers = key_numbers(analysis, memory).set_index("key")
+    fits = analysis.fits
+    served = fits[(fits["phase"] == "served") & (fits["metric"] == "bytes")].set_index("cause")
+    total = served.loc["total"]
+    assert numbers.loc["heap_per_crd", ["value", "low", "high"]].tolist() == \
+        [total["per_crd"], total["per_crd_low"], total["per_crd_high"]]
+    installed = fits[(fits["phase"] == "installed") & (fits["metric"] == "bytes") & (fits["cause"] == "total")].iloc[0]
+    assert numbers.loc["heap_per_crd_installed", "value"] == installed["per_crd"]
+    assert numbers.loc["unattributed_share", "value"] == unattributed_share(fits, "served", "bytes")
+    assert numbers.loc["crds", "value"] == analysis.points["crds"].max() == 160
+    # the biggest causes, in order, with their own intervals
+    causes = numbers[numbers.index.str.startswith("cause:")]
+    expected = served.drop(index=["total", "other"]).sort_values("per_crd", ascending=False).head(len(causes))
+    assert [k.split(":", 1)[1] for k in causes.index] == expected.index.tolist()
+    assert causes["value"].tolist() == expected["per_crd"].tolist()
+    assert causes["low"].tolist() == expected["per_crd_low"].tolist()
+    # series: per CRD and at the first/last profile
+    sfit = analysis.series_fits.set_index(["phase", "metric"]).loc[("served", "rss_bytes")]
+    assert numbers.loc["rss_bytes_per_crd", "value"] == sfit["per_crd"]
+    sp = analysis.series_points
+    assert numbers.loc["rss_bytes_baseline", "value"] == sp[(sp.metric == "rss_bytes") & (sp.crds == 0)]["value"].iloc[-1]
+    assert numbers.loc["rss_bytes_final", "value"] == \
+        sp[(sp.metric == "rss_bytes") & (sp.crds == 160) & (sp.phase == "served")]["value"].iloc[-1]
+    assert numbers.loc["rss_bytes_peak", "value"] == memory["rss"].max()
+
+
+def test_markdown_shows_every_number_formatted(reference):
+    data, analysis, memory = reference
+    findings = compute_findings(data.manifest, analysis, memory)
+    md = findings_markdown(findings, [("Memory", "memory.png")])
+    for row in findings.numbers.itertuples():
+        assert fmt_value(row.value, row.unit) in md, row.finding
+    assert "| **kube-apiserver** | v1.37.1 |" in md
+    assert "| **etcd** | v3.6.16 |" in md
+    assert data.manifest["crds"]["sha256"] in md
+    assert "![Memory](memory.png)" in md and "(memory.svg)" in md
+    assert headline(findings.numbers) in md
+
+
+def test_provenance_of_a_sparse_manifest():
+    prov = provenance({})
+    assert prov["kube-apiserver"] == "unknown" and prov["CRD set sha256"] == "unknown"
+    prov = provenance({"versions": {"kube-apiserver": "v1.30.0", "kube-apiserver-go": "go1.22.1",
+                                    "go-toolchain": "go1.23.0"},
+                       "scenario": {"name": "x", "description": "d", "target": {"env": {"GOGC": "50"}}}})
+    assert prov["Go"] == "go1.22.1 (toolchain go1.23.0)"
+    assert prov["kube-apiserver"] == "v1.30.0 (env GOGC=50)"
+    assert prov["scenario"] == "x: d"
+
+
+@pytest.mark.parametrize("value, text", [(512, "512 B"), (1536, "1.5 KiB"), (3 * 2**20, "3.0 MiB"),
+                                         (-2048, "-2.0 KiB"), (math.nan, "n/a"), (None, "n/a")])
+def test_fmt_bytes(value, text):
+    assert fmt_bytes(value) == text
+
+
+def test_per_crd_table_units(reference):
+    _, analysis, _ = reference
+    table = per_crd_table(analysis.fits, "served").set_index("cause")
+    total = analysis.fits[(analysis.fits.phase == "served") & (analysis.fits.metric == "bytes")
+                          & (analysis.fits.cause == "total")].iloc[0]
+    assert table.loc["total", "per CRD (KiB)"] == round(total["per_crd"] / 1024, 1)
+    assert table.index[-1] == "total"
+
+
+def test_headline_without_fits():
+    assert "fewer than two" in headline(pd.DataFrame(columns=["key", "value", "low", "high"]))
