@@ -236,8 +236,15 @@ def estimate_measured_lists(
     object_counts: Mapping[str, int],
     avg_sizes: Mapping[str, int],
     priority_level_max_seats: int = 0,
+    consistent_reads_from_cache: bool = True,
 ) -> pd.DataFrame:
     """Apply both estimators to the LIST probe's measured requests.
+
+    The server's estimator decides cache vs etcd from the parameters alone
+    (:func:`served_from_cache`), before the request runs; ``object_count_seats``
+    and ``size_based_seats`` do the same so they compare with what the server
+    observes. ``size_based_seats_measured_place`` uses where the request was
+    really served (``served_from``), which is what its memory cost follows.
 
     Parameters:
         lists: the LIST probe's table; uses ``resource``, ``params`` (dict or
@@ -245,26 +252,26 @@ def estimate_measured_lists(
         object_counts: stored objects per ``resource``.
         avg_sizes: average stored object size (bytes) per ``resource``.
 
-    Returns ``lists`` with ``object_count_seats`` and ``size_based_seats`` added.
+    Returns ``lists`` with ``estimator_assumes`` (``cache``/``etcd``),
+    ``object_count_seats``, ``size_based_seats`` and ``size_based_seats_measured_place``.
     """
     import json
 
     out = lists.copy()
-    count_seats, size_seats = [], []
+    assumed, count_seats, size_seats, size_seats_measured = [], [], [], []
     for row in out.itertuples(index=False):
         params = row.params if isinstance(row.params, Mapping) else json.loads(row.params or "{}")
-        served = getattr(row, "served_from", "unknown")
-        from_cache = {"cache": True, "etcd": False}.get(served)
-        shape = shape_from_params(
-            params,
-            object_count=object_counts.get(row.resource, 0),
-            avg_object_size_bytes=avg_sizes.get(row.resource, 0),
-            from_cache=from_cache,
-        )
+        stats = {"object_count": object_counts.get(row.resource, 0), "avg_object_size_bytes": avg_sizes.get(row.resource, 0)}
+        shape = shape_from_params(params, consistent_reads_from_cache=consistent_reads_from_cache, **stats)
+        assumed.append("cache" if shape.from_cache else "etcd")
         count_seats.append(object_count_seats(shape, priority_level_max_seats=priority_level_max_seats))
         size_seats.append(size_based_seats(shape, priority_level_max_seats=priority_level_max_seats))
+        measured_place = {"cache": True, "etcd": False}.get(getattr(row, "served_from", "unknown"), shape.from_cache)
+        size_seats_measured.append(size_based_seats(with_cache(shape, measured_place), priority_level_max_seats=priority_level_max_seats))
+    out["estimator_assumes"] = assumed
     out["object_count_seats"] = count_seats
     out["size_based_seats"] = size_seats
+    out["size_based_seats_measured_place"] = size_seats_measured
     return out
 
 

@@ -380,7 +380,7 @@ def _apf(args) -> int:
         print("\nAPF seats per LIST: object-count estimator (max 10) vs size-based (max 100)")
         _print(
             table,
-            ["resource", "kind", "items", "bytes", "served_from", "object_count_seats", "size_based_seats", "observed_seats", "priority_level", "level_cap_inferred", "observed_matches"],
+            ["resource", "kind", "items", "bytes", "served_from", "estimator_assumes", "object_count_seats", "size_based_seats", "size_based_seats_measured_place", "observed_seats", "priority_level", "level_cap_inferred", "observed_matches"],
             {"bytes": _mb, "observed_seats": _int, "level_cap_inferred": _int},
         )
         if "observed_matches" in table:

@@ -143,8 +143,14 @@ def test_estimate_measured_lists():
         ]
     )
     out = apf.estimate_measured_lists(lists, object_counts={"secrets": 100}, avg_sizes={"secrets": 100_000})
+    assert list(out["estimator_assumes"]) == ["cache", "etcd"]
     assert list(out["size_based_seats"]) == [10, 100]
     assert list(out["object_count_seats"]) == [1, 2]
+    # v1.34+ serves that Exact LIST from cache snapshots: by its real place it costs 10 seats.
+    lists.loc[1, "served_from"] = "cache"
+    out = apf.estimate_measured_lists(lists, object_counts={"secrets": 100}, avg_sizes={"secrets": 100_000})
+    assert list(out["size_based_seats"]) == [10, 100]
+    assert list(out["size_based_seats_measured_place"]) == [10, 10]
 
 
 def test_compare_infers_the_priority_level_cap():

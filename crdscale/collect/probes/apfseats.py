@@ -26,6 +26,7 @@ from .requests import ListRequest
 
 SEATS_HISTOGRAM = "apiserver_flowcontrol_work_estimated_seats"
 PROBE_USER = "crdscale-apf-probe"
+ATTEMPTS = 3
 
 
 def average_sizes(lists: pd.DataFrame, stats: pd.DataFrame | None = None) -> dict[str, int]:
@@ -102,22 +103,25 @@ def observe_seats(
         for row in lists.itertuples(index=False):
             params = json.loads(row.params) if isinstance(row.params, str) else dict(row.params)
             request = ListRequest(row.kind, row.path, params, accept=row.accept)
-            before = m.scrape(cluster, names=(SEATS_HISTOGRAM,))
-            result = timed_get(probe_session, cluster.url(request.path), params=request.params, headers={"Accept": request.accept})
-            after = m.scrape(cluster, names=(SEATS_HISTOGRAM,))
-            if result.status == 403:
-                raise ClusterError(f"impersonated LIST {request.path} forbidden; RBAC for {PROBE_USER} not effective yet")
-            moved = m.histogram_delta_by(before, after, SEATS_HISTOGRAM, "priority_level")
-            level, seats = "", float("nan")
-            # Our request is the only non-exempt one on a quiet server; pick the level that moved by one.
-            for name, d in moved.items():
-                if d["count"] == 1:
-                    level, seats = name, d["sum"]
-            schema = ""
-            if level:
-                by_schema = m.histogram_delta_by(before, after, SEATS_HISTOGRAM, "flow_schema")
-                schema = next((k for k, d in by_schema.items() if d["count"] == 1), "")
-            rows.append({"resource": row.resource, "kind": row.kind, "observed_seats": seats, "priority_level": level, "flow_schema": schema, "status": result.status})
+            level, seats, schema, status = "", float("nan"), "", 0
+            # Other clients' requests land in the same histogram; ours is never exempt (the
+            # probe user is not in system:masters). Accept a scrape pair in which exactly one
+            # non-exempt request was estimated, and retry a few times otherwise.
+            for _attempt in range(ATTEMPTS):
+                before = m.scrape(cluster, names=(SEATS_HISTOGRAM,))
+                result = timed_get(probe_session, cluster.url(request.path), params=request.params, headers={"Accept": request.accept})
+                after = m.scrape(cluster, names=(SEATS_HISTOGRAM,))
+                status = result.status
+                if status == 403:
+                    raise ClusterError(f"impersonated LIST {request.path} forbidden; RBAC for {PROBE_USER} not effective yet")
+                moved = {k: d for k, d in m.histogram_delta_by(before, after, SEATS_HISTOGRAM, "priority_level").items() if k != "exempt"}
+                if len(moved) == 1 and next(iter(moved.values()))["count"] == 1:
+                    level, d = next(iter(moved.items()))
+                    seats = d["sum"]
+                    by_schema = m.histogram_delta_by(before, after, SEATS_HISTOGRAM, "flow_schema")
+                    schema = next((k for k, d in by_schema.items() if d["count"] == 1 and k != "exempt"), "")
+                    break
+            rows.append({"resource": row.resource, "kind": row.kind, "observed_seats": seats, "priority_level": level, "flow_schema": schema, "status": status})
             say(f"  {row.resource:>32} {row.kind:>24}: observed seats {seats:g} ({level or 'metric did not move'})")
     finally:
         probe_session.close()
@@ -132,7 +136,7 @@ def observe_seats(
 def compare(lists: pd.DataFrame, stats: pd.DataFrame | None, observed: pd.DataFrame | None) -> pd.DataFrame:
     """The APF table: per measured LIST, bytes, place, both estimates and (if any) the server's observation."""
     table = estimate(lists, stats)
-    cols = ["resource", "kind", "items", "bytes", "served_from", "object_count_seats", "size_based_seats"]
+    cols = ["resource", "kind", "items", "bytes", "served_from", "estimator_assumes", "object_count_seats", "size_based_seats", "size_based_seats_measured_place"]
     table = table[cols]
     if observed is not None and not observed.empty:
         table = table.merge(observed[["resource", "kind", "observed_seats", "priority_level"]], on=["resource", "kind"], how="left")
