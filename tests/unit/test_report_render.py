@@ -1,0 +1,160 @@
+"""`crdscale report` on the reference run: HTML with embedded figures (with and without
+code), findings.md/json whose numbers are the analysis functions' own, figures as PNG
+and SVG; a failing notebook is named by file:line and its partial output kept."""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+import pytest
+
+pytest.importorskip("nbclient")
+
+from crdscale.analysis.percrd import load_run, unattributed_share  # noqa: E402
+from crdscale.cli.main import main  # noqa: E402
+from crdscale.report.findings import fmt_value  # noqa: E402
+from crdscale.report.render import has_probe_table, notebook_plan  # noqa: E402
+
+ROOT = Path(__file__).resolve().parents[2]
+REFERENCE = ROOT / "data" / "reference-run"
+
+
+@pytest.fixture(scope="module")
+def report(tmp_path_factory):
+    out = tmp_path_factory.mktemp("report")
+    import io
+    from contextlib import redirect_stdout
+
+    buf = io.StringIO()
+    with redirect_stdout(buf):
+        code = main(["report", str(REFERENCE), "--out", str(out)])
+    return code, buf.getvalue(), out
+
+
+@pytest.mark.timeout(600)
+def test_report_writes_html_findings_and_figures(report):
+    code, stdout, out = report
+    assert code == 0
+    assert stdout.strip().splitlines()[-1] == str(out / "report-nocode.html")  # the HTML path is printed last
+    for name in ("report.html", "report-nocode.html", "findings.md", "findings.json",
+                 "notebooks/memory.ipynb", "notebooks/attribution.ipynb"):
+        assert (out / name).is_file(), name
+    for stem in ("headline", "memory-over-time", "memory-vs-crds", "heap-by-cause"):
+        assert (out / f"{stem}.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+        assert b"<svg" in (out / f"{stem}.svg").read_bytes()[:2000]
+
+
+def test_html_embeds_figures_and_says_what_was_run(report):
+    _, _, out = report
+    full = (out / "report.html").read_text()
+    nocode = (out / "report-nocode.html").read_text()
+    for html in (full, nocode):
+        assert len(re.findall(r'<img[^>]+src="data:image/png;base64,', html)) >= 8
+        assert "What was run" in html and "v1.37.1" in html and "v3.6.16" in html
+        assert "Reference run: 160 generated CRDs" in html
+        # nothing loaded from the network: the report opens offline
+        assert not re.search(r'<(script|link)[^>]+(src|href)="https?://', html)
+    assert 'jp-Editor jp-InputArea-editor"' in full and ">load_run_data<" in full
+    assert 'jp-Editor jp-InputArea-editor"' not in nocode and ">load_run_data<" not in nocode
+    # the summary comes first: headline figure before the first notebook's title
+    assert nocode.index("How memory grew and what one CRD costs") < nocode.index("Memory and CPU of kube-apiserver")
+
+
+def test_findings_numbers_equal_the_analysis(report):
+    _, _, out = report
+    analysis = load_run(REFERENCE)
+    found = {n["key"]: n for n in json.loads((out / "findings.json").read_text())["numbers"]}
+    fits = analysis.fits
+    total = fits[(fits.phase == "served") & (fits.metric == "bytes") & (fits.cause == "total")].iloc[0]
+    assert found["heap_per_crd"]["value"] == total["per_crd"]
+    assert found["heap_per_crd"]["low"] == total["per_crd_low"]
+    assert found["heap_per_crd"]["high"] == total["per_crd_high"]
+    assert found["unattributed_share"]["value"] == unattributed_share(fits)
+    for key, row in found.items():
+        if key.startswith("cause:"):
+            fit = fits[(fits.phase == "served") & (fits.metric == "bytes") & (fits.cause == key[6:])].iloc[0]
+            assert row["value"] == fit["per_crd"]
+    md = (out / "findings.md").read_text()
+    assert fmt_value(total["per_crd"], "bytes/CRD") in md
+    assert fmt_value(unattributed_share(fits), "share") in md
+    assert "| **CRD set sha256** | " + analysis.manifest["crds"]["sha256"] in md
+    for png in re.findall(r"!\[[^]]*\]\(([^)]+\.png)\)", md):
+        assert (out / png).is_file() and (out / png).with_suffix(".svg").is_file()
+
+
+def test_probe_notebooks_join_only_with_probe_tables(tmp_path):
+    notebooks = ROOT / "notebooks"
+    assert [p.stem for p in notebook_plan(REFERENCE, notebooks)] == ["memory", "attribution"]
+    (tmp_path / "probes").mkdir()
+    (tmp_path / "probes" / "list-step01.parquet").write_bytes(b"")
+    assert has_probe_table(tmp_path, "list") and not has_probe_table(tmp_path, "apf")
+    assert [p.stem for p in notebook_plan(tmp_path, notebooks)] == ["memory", "attribution", "list"]
+
+
+BROKEN = '''# %% [markdown]
+# # A notebook that breaks
+
+# %% tags=["parameters"]
+run_dir = "x"
+
+# %%
+before = "kept output"
+print(before)
+
+# %%
+raise RuntimeError("boom in cell")
+
+# %%
+print("never runs")
+'''
+
+OK = '''# %% tags=["parameters"]
+run_dir = "x"
+
+# %%
+print("fine")
+'''
+
+
+@pytest.mark.timeout(300)
+def test_failing_notebook_is_named_and_partial_output_kept(tmp_path, capsys):
+    notebooks = tmp_path / "nb"
+    notebooks.mkdir()
+    (notebooks / "memory.py").write_text(BROKEN)
+    (notebooks / "attribution.py").write_text(OK)
+    out = tmp_path / "out"
+    code = main(["report", str(REFERENCE), "--out", str(out), "--notebooks", str(notebooks)])
+    captured = capsys.readouterr()
+    assert code == 1
+    assert f"{notebooks / 'memory.py'}:12: cell" in captured.err  # file:line of the failing cell
+    assert "RuntimeError: boom in cell" in captured.err
+    assert captured.out.strip().splitlines()[-1] == str(out / "report-nocode.html")
+    html = (out / "report.html").read_text()
+    assert "kept output" in html and "boom in cell" in html and "never runs" in html  # the source, unexecuted
+    executed = json.loads((out / "notebooks" / "memory.ipynb").read_text())
+    outputs = [o for c in executed["cells"] if c["cell_type"] == "code" for o in c.get("outputs", [])]
+    assert any("kept output" in "".join(o.get("text", "")) for o in outputs)
+    assert "fine" in (out / "report.html").read_text()  # the next notebook still ran
+
+
+def test_not_a_run_directory(tmp_path, capsys):
+    assert main(["report", str(tmp_path)]) == 2
+    assert "not a crdscale run directory" in capsys.readouterr().err
+
+
+def test_report_cli_imports_stay_light():
+    import subprocess
+    import sys
+
+    code = ("import sys; from crdscale.cli.main import build_parser; build_parser(); "
+            "heavy = [m for m in ('matplotlib', 'nbclient', 'nbconvert', 'jupytext', 'pandas') if m in sys.modules]; "
+            "print(','.join(heavy))")
+    heavy_now = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.strip()
+    assert not {"matplotlib", "nbclient", "nbconvert", "jupytext"} & set(heavy_now.split(","))
+
+
+def test_reference_run_is_small():
+    size = sum(p.stat().st_size for p in REFERENCE.rglob("*") if p.is_file())
+    assert size < 10 * 2**20
