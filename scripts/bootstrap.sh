@@ -29,6 +29,21 @@ if [ "${#need_pkgs[@]}" -gt 0 ]; then
   fi
 fi
 
+# --- 1b. Chromium (report tests: the HTML report in a headless browser) --------
+# Owned by the report (issue 6); idempotent. Without it the browser test is skipped.
+if ! command -v chromium >/dev/null 2>&1; then
+  if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
+    say "installing Debian package: chromium (headless checks of the HTML report)"
+    export DEBIAN_FRONTEND=noninteractive
+    apt-get update -qq >/dev/null
+    apt-get install -y -qq --no-install-recommends chromium >/dev/null \
+      || say "warning: could not install chromium; tests/unit/test_report_browser.py will be skipped"
+  else
+    say "warning: chromium missing and cannot apt-get install (not root); the HTML report browser test will be skipped"
+  fi
+fi
+# --- end 1b --------------------------------------------------------------------
+
 if ! command -v go >/dev/null 2>&1; then
   say "error: Go is required to build kube-apiserver and etcd from Go modules (install Go >= 1.22)"
   exit 3
