@@ -58,15 +58,15 @@ def _run_id(options: Mapping[str, Any]) -> str:
 
 
 def discovery_step(cluster, run_dir, options: Mapping[str, Any]):
-    """Discovery as a step: legacy discovery per limit (default: the presets), aggregated, kubectl.
+    """Discovery as a step: legacy discovery per limit, aggregated discovery, kubectl.
 
-    Options: ``limits`` (names or ``BURST,QPS``), ``kubeconfig``, ``with_kubectl``, ``step``.
+    Options: ``limits`` (names or ``BURST,QPS``; default ``kubectl-1.24`` and
+    ``disabled`` -- the (100, 5) preset waits (N - 100) / 5 s, three minutes at
+    1,000 group-versions, too long for every step), ``kubeconfig``, ``with_kubectl``, ``step``.
     """
-    from crdscale.analysis.tokenbucket import PRESETS
-
     from . import discovery
 
-    limits = discovery.validate_limits(options.get("limits") or list(PRESETS))
+    limits = discovery.validate_limits(options.get("limits") or ["kubectl-1.24", "disabled"])
     tables = discovery.probe(cluster, limits, kubeconfig=options.get("kubeconfig"), with_kubectl=options.get("with_kubectl", True))
     _write_tables(run_dir, "discovery", int(options.get("step", 0)), tables, main="summary")
     return tables["summary"]
