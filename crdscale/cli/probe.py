@@ -274,6 +274,9 @@ def _discovery(args) -> int:
                 "predicted_extra_wall = the wait net of the overlapping unthrottled transfer; "
                 "relative_error is measured vs predicted_extra_wall (checked when >= 0.25 s)"
             )
+            print("\nCold legacy discovery wall time (s), the shape of the Crossplane one-pager's table")
+            pivot = table.pivot_table(index="limit", columns="group_versions", values="wall_s", aggfunc="median", sort=False)
+            print(pivot.map(lambda v: f"{v:.2f}").to_string())
             checked = discovery.agreement(table, tolerance=args.tolerance)
             ok = bool(checked["within_tolerance"].all()) if len(checked) else True
             extra = {"agreement_within_tolerance": ok, "tolerance": args.tolerance}

@@ -69,3 +69,20 @@ def test_discovery_cli_writes_a_run_directory(local_cluster, tmp_path):
     assert manifest["status"] == "ok"
     assert "probes/discovery-step00.parquet" in manifest["tables"]
     assert "probes/discovery-requests-step00.parquet" in manifest["tables"]
+
+
+def test_sweep_measured_delay_agrees_with_the_token_bucket(local_cluster):
+    # A scaled-down sweep: 60 group-versions at (20, 10) waits (62 - 20) / 10 = 4.2 s for the last token.
+    from crdscale.analysis.tokenbucket import parse_rate_limit
+
+    cluster = local_cluster.connect()
+    base = discovery.count_group_versions(cluster)
+    target = max(60, base + 5)
+    tables = discovery.sweep(cluster, run_id=new_run_id(), targets=[target], limits=[parse_rate_limit("20,10")])
+    sweep = tables["sweep"].set_index("limit")
+    assert set(sweep.index) == {"disabled", "(20, 10)"}
+    row = sweep.loc["(20, 10)"]
+    assert row["group_versions"] == target
+    assert row["predicted_delay_s"] > 3.0
+    checked = discovery.agreement(tables["sweep"])
+    assert len(checked) == 1 and checked["within_tolerance"].all(), checked.to_string()
