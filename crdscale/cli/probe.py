@@ -259,7 +259,16 @@ def _discovery(args) -> int:
     def body(run: ProbeRun, echo):
         extra: dict = {}
         if args.sweep:
-            tables = discovery.sweep(run.cluster, run_id=run.run_id, targets=args.targets, limits=limits, repeats=args.sweep_repeats, keep=args.keep, echo=echo)
+            tables = discovery.sweep(
+                run.cluster,
+                run_id=run.run_id,
+                targets=args.targets,
+                limits=limits,
+                repeats=args.sweep_repeats,
+                keep=args.keep,
+                with_kubectl=not args.no_kubectl,
+                echo=echo,
+            )
             _write_tables(run.dir, "discovery", 0, tables, main="sweep")
             table = tables["sweep"]
             print("\nLegacy discovery: measured vs predicted client-side throttling delay (s)")
@@ -288,7 +297,7 @@ def _discovery(args) -> int:
         print("\nDiscovery")
         _print(
             summary,
-            ["mode", "limit", "group_versions", "requests", "wall_s", "max_wait_s", "predicted_delay_s", "bytes", "version", "revalidate_status", "revalidate_bytes", "gets", "note"],
+            ["mode", "limit", "group_versions", "requests", "wall_s", "max_wait_s", "predicted_delay_s", "bytes", "version", "revalidate_status", "revalidate_bytes", "kubectl_version", "gets", "throttle_messages", "note"],
             {"wall_s": _s, "max_wait_s": _s, "predicted_delay_s": _s},
         )
         return 0, extra

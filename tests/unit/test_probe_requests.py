@@ -218,3 +218,12 @@ def test_classify_with_storage_label_scheme_etcd():
     after = V137_BEFORE + 'apiserver_storage_list_total{group="",index="",resource="configmaps",storage="etcd"} 1\n'
     served = m.classify_served_from(m.parse_prometheus_text(V137_BEFORE), m.parse_prometheus_text(after), "", "configmaps")
     assert served.place == "etcd"
+
+
+def test_kubectl_get_lines_in_both_log_formats():
+    from crdscale.collect.probes.discovery import _GET_LINE, _THROTTLE_LINE
+
+    old = "I0301 round_trippers.go:553] GET https://10.0.0.1:443/apis/apps/v1?timeout=32s 200 OK in 5 milliseconds"
+    new = 'I1122 round_trippers.go:632] "Response" verb="GET" url="https://127.0.0.1:52591/apis?timeout=32s" status="200 OK"'
+    assert len(_GET_LINE.findall(old + "\n" + new)) == 2
+    assert _THROTTLE_LINE.search("Waited for 1.1s due to client-side throttling, not priority and fairness")

@@ -204,8 +204,10 @@ def aggregated_discovery(cluster, *, timeout_s: float = 120.0) -> dict:
 
 # --- kubectl -----------------------------------------------------------------
 
-_GET_LINE = re.compile(r"\bGET https?://\S+")
-_THROTTLE_LINE = re.compile(r"due to client-side throttling")
+# kubectl -v=6 logs a request as "GET https://..." (up to about v1.30) or, with
+# structured logging, as '"Response" verb="GET" url="https://..."'.
+_GET_LINE = re.compile(r'\bGET https?://\S+|verb="GET" url="https?://')
+_THROTTLE_LINE = re.compile(r"client-side throttling")
 
 
 def find_kubectl(candidate: str | None = None) -> tuple[str | None, str]:
@@ -287,9 +289,13 @@ def sweep(
     limits: Iterable[tb.RateLimit] = tuple(tb.PRESETS[n] for n in tb.SWEEP_PRESETS),
     repeats: int = 1,
     keep: bool = False,
+    with_kubectl: bool = True,
     echo: Callable[[str], None] | None = None,
 ) -> dict[str, pd.DataFrame]:
     """Add CRDs (one group each) until the server has each target number of group-versions; measure every limit.
+
+    With a real kubectl available (``$CRDSCALE_KUBECTL`` or on ``PATH``), each
+    target also gets a ``kubectl`` row: a cold ``kubectl get pods``, wall time and GETs.
 
     The measured throttling delay of a limit (``measured_delay_s``) is its
     discovery wall time minus the unthrottled (``disabled``) wall time at the
@@ -359,6 +365,26 @@ def sweep(
                         f"  {gv} GVs {limit.label():>10}: wall {s['wall_s']:6.2f} s, "
                         f"delay measured {measured:6.2f} s, predicted {row['predicted_delay_s']:6.2f} s"
                     )
+            kubeconfig = getattr(cluster, "kubeconfig", None)
+            if with_kubectl and kubeconfig:
+                kc = kubectl_discovery(kubeconfig)
+                if kc.get("available"):
+                    rows.append(
+                        {
+                            "group_versions": gv,
+                            "repeat": 0,
+                            "limit": f"kubectl {kc['kubectl_version']}",
+                            "requests": kc["gets"],
+                            "wall_s": kc["wall_s"],
+                            "errors": int(kc["exit_code"] != 0),
+                            "measured_delay_s": float("nan"),
+                            "predicted_delay_s": float("nan"),
+                            "relative_error": float("nan"),
+                        }
+                    )
+                    say(f"  {gv} GVs kubectl {kc['kubectl_version']}: wall {kc['wall_s']:6.2f} s, {kc['gets']} GETs")
+                else:
+                    say(f"  {kc['note']}")
     return {"sweep": pd.DataFrame(rows), "requests": pd.concat(request_tables, ignore_index=True)}
 
 
