@@ -25,11 +25,10 @@ pprof's trimming when wanted, and the result says what was dropped.
 
 from __future__ import annotations
 
-import math
 import posixpath
 import re
 from datetime import datetime
-from typing import Iterable, Sequence
+from typing import Sequence
 
 import numpy as np
 import pandas as pd

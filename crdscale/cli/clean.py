@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import argparse
 
-from crdscale.cli.install import add_cluster_arguments, resolve_kubeconfig
+from crdscale.cli.common import add_cluster_arguments, resolve_kubeconfig
 from crdscale.cluster.clients import connect
 from crdscale.crds.clean import clean
 from crdscale.errors import ClusterError

@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import sys
 import time
 from pathlib import Path
@@ -28,33 +27,7 @@ from crdscale.crds.serve import DEFAULT_MAX_WATCHES, SERVE_MODES, ResourceServer
 from crdscale.errors import CRDError, UsageError
 from crdscale.ownership import new_run_id
 from crdscale.paths import runs_dir
-
-
-def resolve_kubeconfig(explicit: str | None) -> Path:
-    """``--kubeconfig``, else the newest ready local instance, else ``$KUBECONFIG``, else ``~/.kube/config``."""
-    if explicit:
-        return Path(explicit).expanduser()
-    try:
-        from crdscale.cluster.local import default_kubeconfig
-
-        local = default_kubeconfig()
-    except ImportError:
-        local = None
-    if local:
-        return Path(local)
-    env = os.environ.get("KUBECONFIG", "").split(os.pathsep)[0]
-    if env:
-        return Path(env).expanduser()
-    default = Path.home() / ".kube" / "config"
-    if default.is_file():
-        return default
-    raise UsageError("no cluster: pass --kubeconfig, start one with 'crdscale up', or set $KUBECONFIG")
-
-
-def add_cluster_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--kubeconfig", metavar="PATH",
-                        help="cluster to use (default: the newest local instance, then $KUBECONFIG, then ~/.kube/config)")
-    parser.add_argument("--context", help="kubeconfig context (default: its current context)")
+from crdscale.cli.common import add_cluster_arguments, resolve_kubeconfig
 
 
 class _Bars:

@@ -15,12 +15,12 @@ Objects it creates carry crdscale's ownership labels and are deleted afterwards.
 from __future__ import annotations
 
 import argparse
-import os
 import sys
 import time
 from datetime import datetime, timezone
 from pathlib import Path
 
+from crdscale.cli.common import resolve_kubeconfig
 from crdscale.errors import UsageError
 
 
@@ -104,24 +104,6 @@ class Command:
 
 
 # --- shared plumbing ------------------------------------------------------------
-
-
-def resolve_kubeconfig(explicit: str | None) -> Path:
-    """``--kubeconfig``, else the newest ready local instance, else ``$KUBECONFIG``."""
-    if explicit:
-        return Path(explicit).expanduser()
-    try:
-        from crdscale.cluster.local import default_kubeconfig
-
-        local = default_kubeconfig()
-    except ImportError:
-        local = None
-    if local:
-        return Path(local)
-    env = os.environ.get("KUBECONFIG", "").split(os.pathsep)[0]
-    if env:
-        return Path(env).expanduser()
-    raise UsageError("no cluster: pass --kubeconfig, start one with 'crdscale up', or set $KUBECONFIG")
 
 
 def _echo(args):

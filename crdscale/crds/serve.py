@@ -36,7 +36,7 @@ import requests
 from crdscale.cluster.clients import Cluster
 from crdscale.collect.events import EventLog
 from crdscale.crds.install import ResourceRef, resource_ref, status_message
-from crdscale.errors import ClusterError, UsageError
+from crdscale.errors import UsageError
 
 SERVE_MODES = ("list", "watch", "none")
 DEFAULT_MAX_WATCHES = 5000

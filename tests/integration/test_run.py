@@ -14,10 +14,9 @@ import time
 from pathlib import Path
 
 import pandas as pd
-import pytest
 
 from crdscale.cli.main import main
-from crdscale.cluster.local import LocalControlPlane, list_instances
+from crdscale.cluster.local import LocalControlPlane
 from crdscale.collect.events import read_events
 from crdscale.collect.sources import LocalPrometheus
 from crdscale.paths import instances_dir

@@ -6,7 +6,6 @@ from pathlib import Path
 
 import pytest
 
-from crdscale.cli.main import main
 from crdscale.crds.load import load_crds
 from crdscale.errors import CRDError
 
