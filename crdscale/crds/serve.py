@@ -111,20 +111,24 @@ class _WatchLoop:
         self.events = 0
         self.errors: dict[str, str] = {}
         self._first_answer: dict[str, threading.Event] = {}
+        self._connected: dict[str, threading.Event] = {}
         self._tasks: list[asyncio.Task] = []
         self._loop = asyncio.new_event_loop()
         self._thread = threading.Thread(target=self._loop.run_forever, name="crdscale-watches", daemon=True)
         self._thread.start()
 
     def start(self, path: str, resource_version: str) -> threading.Event:
+        """Open a watch on ``path`` in the background; the returned event is set once it is
+        connected (a first attempt that fails is retried with backoff)."""
         answered = threading.Event()
         self._first_answer[path] = answered
+        connected = self._connected[path] = threading.Event()
 
         def spawn():
             self._tasks.append(self._loop.create_task(self._watch(path, resource_version, answered)))
 
         self._loop.call_soon_threadsafe(spawn)
-        return answered
+        return connected
 
     async def _watch(self, path: str, resource_version: str, answered: threading.Event) -> None:
         backoff = 0.5
@@ -159,6 +163,7 @@ class _WatchLoop:
                 counted = True
                 self.errors.pop(path, None)
                 answered.set()
+                self._connected[path].set()
                 backoff = 0.5
                 resource_version = await self._read_stream(reader, chunked, resource_version)
             except asyncio.CancelledError:
@@ -291,8 +296,8 @@ class ResourceServer:
 
         Returns a :class:`ServeResult`.
 
-        In ``watch`` mode this returns once every new watch has connected (or
-        failed once; it keeps retrying in the background).
+        In ``watch`` mode this returns once every new watch has connected, or after
+        30 s for those that have not yet (they keep retrying in the background).
         """
         refs = [r if isinstance(r, ResourceRef) else resource_ref(r) for r in resources]
         new = [r for r in dict.fromkeys(refs) if r.path not in self.served]
@@ -304,7 +309,7 @@ class ResourceServer:
             if self._watches is not None and len(self._watched) + len(new) > self.max_watches:
                 raise UsageError(f"serving {len(new)} more resources would exceed --max-watches {self.max_watches}")
             done = 0
-            answered = []
+            connecting = []
             with ThreadPoolExecutor(max_workers=self.concurrency, thread_name_prefix="crdscale-list") as pool:
                 for ref, (latency, version, error) in zip(new, pool.map(self._list, new)):
                     done += 1
@@ -317,13 +322,16 @@ class ResourceServer:
                     result.list_latencies_s.append(latency)
                     self.served.add(ref.path)
                     if self._watches is not None:
-                        answered.append(self._watches.start(ref.path, version or ""))
+                        connecting.append(self._watches.start(ref.path, version or ""))
                         self._watched.add(ref.path)
-            result.watches_requested = len(answered)
-            for n, event in enumerate(answered, start=1):
-                event.wait(30)
+            result.watches_requested = len(connecting)
+            # A watch whose first attempt fails (a 429 from APF on a busy server, say) is
+            # retried in the background; give the batch 30 s to connect before moving on.
+            deadline = time.monotonic() + 30
+            for n, connected in enumerate(connecting, start=1):
+                connected.wait(max(0.0, deadline - time.monotonic()))
                 if self.progress:
-                    self.progress("watch", n, len(answered))
+                    self.progress("watch", n, len(connecting))
         result.watches_open = self.open_watches
         result.finished_at = time.time()
         if self.events is not None:
