@@ -257,6 +257,9 @@ class LocalControlPlane:
             "versions": {"kube-apiserver": apiserver.version, "etcd": etcd.version},
             "apiserver_flags": self.apiserver_flags,
             "apiserver_env": self.apiserver_env,
+            # Who is starting it: if this process dies before the servers are up, the
+            # instance is stale even though no server process was recorded yet.
+            "starter": ProcessRecord("starter", os.getpid(), _proc_start_ticks(os.getpid()), "").to_json(),
             "processes": [],
         }
         self._save()
@@ -442,6 +445,8 @@ def list_instances() -> list[InstanceInfo]:
         status = state.get("status", "unknown")
         if status in ("ready", "starting") and not all(alive.values()):
             status = "stale"
+        elif status == "starting" and state.get("starter") and not ProcessRecord.from_json(state["starter"]).alive():
+            status = "stale"  # its starter died before recording (all of) the servers
         found.append(InstanceInfo(state.get("name", state_file.parent.name), status, state.get("server", ""),
                                   state.get("kubeconfig", ""), state.get("versions", {}),
                                   state.get("created_at", ""), alive))

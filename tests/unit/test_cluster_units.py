@@ -88,3 +88,23 @@ def test_process_record_detects_recycled_pid():
     assert me.alive()
     impostor = ProcessRecord("self", os.getpid(), (me.start_ticks or 0) + 1, "")
     assert not impostor.alive()
+
+
+def test_instance_whose_starter_died_before_any_server_is_stale(tmp_path, monkeypatch):
+    import subprocess
+
+    from crdscale.cluster.local import list_instances
+    from crdscale.fsutil import write_json_atomic
+
+    monkeypatch.setenv("CRDSCALE_CACHE", str(tmp_path))
+    dead = subprocess.Popen(["true"])
+    dead.wait()
+    starter = {"name": "starter", "pid": dead.pid, "start_ticks": 1, "log": ""}
+    write_json_atomic(tmp_path / "instances" / "x" / "instance.json",
+                      {"name": "x", "status": "starting", "created_at": "2026-01-01T00:00:00Z",
+                       "starter": starter, "processes": []})
+    me = {"name": "starter", "pid": os.getpid(), "start_ticks": _proc_start_ticks(os.getpid()), "log": ""}
+    write_json_atomic(tmp_path / "instances" / "y" / "instance.json",
+                      {"name": "y", "status": "starting", "created_at": "2026-01-01T00:00:01Z",
+                       "starter": me, "processes": []})
+    assert {i.name: i.status for i in list_instances()} == {"x": "stale", "y": "starting"}
