@@ -4,8 +4,8 @@
 VENV ?= .venv
 BIN := $(VENV)/bin
 PYTEST_ARGS ?=
-# The old-version integration test brings up kube-apiserver v1.24.0 (built like the default).
-export EXTRA_KUBE_VERSIONS ?= 1.24.0
+# Only the tests need a second kube-apiserver: the old-version test brings up v1.24.0.
+test integration: export EXTRA_KUBE_VERSIONS ?= 1.24.0
 
 .PHONY: bootstrap demo test unit integration lint clean-runs
 
