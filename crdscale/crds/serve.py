@@ -14,6 +14,12 @@ Watches run in one background thread with an asyncio loop (one socket per
 watch, no thread per watch), only against the cluster the caller connected
 to, and at most ``max_watches`` of them.
 
+Known bias: each watch is its own HTTP/1.1 connection, whereas client-go
+multiplexes a controller's watches over one HTTP/2 connection. The API server
+therefore holds one more TLS connection (a file descriptor, buffers and
+goroutines) per watched resource than it would for a real provider; the
+``list`` mode has no such extra cost.
+
 Events emitted: ``serve.start`` and ``serve.end`` (with LIST counts and
 latencies, open watches).
 """
