@@ -63,6 +63,9 @@ class CrdRejected(CRDError):
 class CrdRecord:
     """What happened to one CRD. Times are Unix epoch seconds (client clock); ``None`` = never.
 
+    ``created_at`` is when the client first knew the CRD existed: the create
+    response, or an earlier watch event showing one of its conditions.
+
     Attributes:
         action: ``created``, ``updated``, ``skipped`` (present already), ``rejected``
             (the server said no: ``message`` has its words) or ``failed`` (no answer).
@@ -556,6 +559,9 @@ class Installer:
                 # An answer that already said Established is the earliest sighting.
                 record.names_accepted_at = _earliest(record.names_accepted_at, self._watcher.names_accepted_at.get(record.name))
                 record.established_at = _earliest(record.established_at, self._watcher.established_at.get(record.name))
+                # The watch can report a condition before the create call's response is
+                # processed; the CRD existed by then, so that sighting is its creation time.
+                record.created_at = _earliest(record.created_at, record.names_accepted_at, record.established_at)
         result.finished_at = time.time()
         self._emit("established", step=step, duration_s=round(result.finished_at - result.requests_done_at, 3),
                    established=result.established, timed_out=len(result.timed_out))
@@ -585,8 +591,10 @@ class Installer:
         self.close()
 
 
-def _earliest(a: float | None, b: float | None) -> float | None:
-    return min(x for x in (a, b) if x is not None) if (a is not None or b is not None) else None
+def _earliest(*times: float | None) -> float | None:
+    """The earliest of the times that are known, or ``None``."""
+    known = [t for t in times if t is not None]
+    return min(known) if known else None
 
 
 def _failure_line(result: StepResult) -> str:
