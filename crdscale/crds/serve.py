@@ -14,9 +14,14 @@ Watches run in one background thread with an asyncio loop (one socket per
 watch, no thread per watch), only against the cluster the caller connected
 to, and at most ``max_watches`` of them.
 
-Watches share one HTTP/2 connection, as client-go's do: a socket per watch
-would add a file descriptor, TLS buffers and goroutines per resource to the
-API server that a real provider does not cost it.
+Known bias: each watch is its own HTTP/1.1 connection, whereas client-go
+multiplexes a controller's watches over one HTTP/2 connection. The API server
+therefore holds one more TLS connection (a file descriptor, buffers and
+goroutines) per watched resource than it would for a real provider; the
+``list`` mode has no such extra cost. (Multiplexing over HTTP/2 with httpx was
+tried: right after a CRD's first LIST its watch cache is still initializing,
+the server answers 429 or holds requests, and httpx/h2 then leaked streams
+until the connection's 100-stream limit stalled the rest.)
 
 Events emitted: ``serve.start`` and ``serve.end`` (with LIST counts and
 latencies, open watches).
@@ -33,7 +38,7 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any, Callable, Mapping, Sequence
-from urllib.parse import urlsplit
+from urllib.parse import urlencode, urlsplit
 
 import requests
 
@@ -101,99 +106,114 @@ def _ssl_context(cluster: Cluster) -> ssl.SSLContext | None:
 
 
 class _WatchLoop:
-    """An asyncio loop in a daemon thread holding many watch streams over HTTP/2.
-
-    Like client-go, all watches share one HTTP/2 connection (httpx opens another
-    only when the server's stream limit, 1000 for kube-apiserver, is reached), so
-    the API server sees what a provider's controllers would cost it.
-    """
+    """An asyncio loop in a daemon thread holding many raw HTTP/1.1 watch streams."""
 
     def __init__(self, cluster: Cluster, deadline: float | None):
-        self.server = cluster.server.rstrip("/")
+        parts = urlsplit(cluster.server)
+        self.host = parts.hostname or "127.0.0.1"
+        self.port = parts.port or (443 if parts.scheme == "https" else 80)
+        self.base_path = parts.path.rstrip("/")
         self.ssl = _ssl_context(cluster)
         self.headers = {k: v for k, v in cluster.session.headers.items() if k.lower() == "authorization"}
-        self.headers["Accept"] = "application/json"
-        self.headers["User-Agent"] = "crdscale-serve"
         self.deadline = deadline  # monotonic; None = until close()
         self.open = 0
         self.events = 0
         self.errors: dict[str, str] = {}
+        self._first_answer: dict[str, threading.Event] = {}
         self._connected: dict[str, threading.Event] = {}
         self._tasks: list[asyncio.Task] = []
-        self._client = None
         self._loop = asyncio.new_event_loop()
         self._thread = threading.Thread(target=self._loop.run_forever, name="crdscale-watches", daemon=True)
         self._thread.start()
 
-    def _http(self):
-        import httpx
-
-        if self._client is None:  # created on the loop's thread, used only there
-            self._client = httpx.AsyncClient(
-                http2=True, verify=self.ssl if self.ssl is not None else True, headers=self.headers,
-                timeout=httpx.Timeout(30.0, read=None),  # a watch may be silent for minutes
-                limits=httpx.Limits(max_connections=None, max_keepalive_connections=None),
-            )
-        return self._client
-
     def start(self, path: str, resource_version: str) -> threading.Event:
         """Open a watch on ``path`` in the background; the returned event is set once it is
         connected (a first attempt that fails is retried with backoff)."""
+        answered = threading.Event()
+        self._first_answer[path] = answered
         connected = self._connected[path] = threading.Event()
 
         def spawn():
-            self._tasks.append(self._loop.create_task(self._watch(path, resource_version, connected)))
+            self._tasks.append(self._loop.create_task(self._watch(path, resource_version, answered)))
 
         self._loop.call_soon_threadsafe(spawn)
         return connected
 
-    async def _watch(self, path: str, resource_version: str, connected: threading.Event) -> None:
-        import httpx
-
+    async def _watch(self, path: str, resource_version: str, answered: threading.Event) -> None:
         backoff = 0.5
         while self.deadline is None or time.monotonic() < self.deadline:
             timeout_s = WATCH_TIMEOUT_S
             if self.deadline is not None:
                 timeout_s = max(1, min(timeout_s, int(self.deadline - time.monotonic())))
-            params = {"watch": "1", "allowWatchBookmarks": "true", "timeoutSeconds": str(timeout_s),
-                      "resourceVersion": resource_version}
+            query = urlencode({"watch": "1", "allowWatchBookmarks": "true", "timeoutSeconds": timeout_s,
+                               "resourceVersion": resource_version})
+            writer = None
             counted = False
             try:
-                async with self._http().stream("GET", self.server + path, params=params) as response:
-                    if response.status_code != 200:
-                        self.errors[path] = f"HTTP {response.status_code}"
-                        await asyncio.sleep(backoff)
-                        backoff = min(backoff * 2, 30)
-                        continue
-                    self.open += 1
-                    counted = True
-                    self.errors.pop(path, None)
-                    connected.set()
-                    backoff = 0.5
-                    resource_version = await self._read_stream(response, resource_version)
+                reader, writer = await asyncio.open_connection(
+                    self.host, self.port, ssl=self.ssl, server_hostname=self.host if self.ssl else None)
+                head = [f"GET {self.base_path}{path}?{query} HTTP/1.1", f"Host: {self.host}:{self.port}",
+                        "Accept: application/json", "User-Agent: crdscale-serve"]
+                head += [f"{k}: {v}" for k, v in self.headers.items()]
+                writer.write(("\r\n".join(head) + "\r\n\r\n").encode())
+                await writer.drain()
+                status = int((await reader.readline()).split()[1])
+                chunked = False
+                while (line := await reader.readline()) not in (b"\r\n", b""):
+                    if line.lower().startswith(b"transfer-encoding:") and b"chunked" in line.lower():
+                        chunked = True
+                if status != 200:
+                    self.errors[path] = f"HTTP {status}"
+                    answered.set()
+                    await asyncio.sleep(backoff)
+                    backoff = min(backoff * 2, 30)
+                    continue
+                self.open += 1
+                counted = True
+                self.errors.pop(path, None)
+                answered.set()
+                self._connected[path].set()
+                backoff = 0.5
+                resource_version = await self._read_stream(reader, chunked, resource_version)
             except asyncio.CancelledError:
                 raise
-            except (httpx.HTTPError, OSError, ValueError, ssl.SSLError) as err:
+            except (OSError, ValueError, IndexError, asyncio.IncompleteReadError, ssl.SSLError) as err:
                 self.errors[path] = f"{type(err).__name__}: {err}"
+                answered.set()
                 await asyncio.sleep(backoff)
                 backoff = min(backoff * 2, 30)
             finally:
                 if counted:
                     self.open -= 1
+                if writer is not None:
+                    writer.close()
 
-    async def _read_stream(self, response, resource_version: str) -> str:
+    async def _read_stream(self, reader: asyncio.StreamReader, chunked: bool, resource_version: str) -> str:
         """Drain one watch response; returns the last resourceVersion seen ('' after 410 Gone)."""
-        async for line in response.aiter_lines():
-            if not line.strip():
-                continue
-            self.events += 1
-            event = json.loads(line)
-            if event.get("type") == "ERROR":
-                return ""  # expired: start over from "now", as a re-list would
-            version = (event.get("object") or {}).get("metadata", {}).get("resourceVersion")
-            if version:
-                resource_version = version
-        return resource_version
+        buffer = b""
+        while True:
+            if chunked:
+                size = int((await reader.readline()).split(b";")[0].strip() or b"0", 16)
+                if size == 0:
+                    return resource_version
+                data = await reader.readexactly(size + 2)
+                buffer += data[:-2]
+            else:
+                data = await reader.read(65536)
+                if not data:
+                    return resource_version
+                buffer += data
+            *lines, buffer = buffer.split(b"\n")
+            for line in lines:
+                if not line.strip():
+                    continue
+                self.events += 1
+                event = json.loads(line)
+                if event.get("type") == "ERROR":
+                    return ""  # expired: start over from "now", as a re-list would
+                version = (event.get("object") or {}).get("metadata", {}).get("resourceVersion")
+                if version:
+                    resource_version = version
 
     def close(self) -> None:
         def cancel_all():
@@ -204,8 +224,6 @@ class _WatchLoop:
 
         async def drained():
             await asyncio.gather(*self._tasks, return_exceptions=True)
-            if self._client is not None:
-                await self._client.aclose()
 
         try:
             asyncio.run_coroutine_threadsafe(drained(), self._loop).result(timeout=10)
