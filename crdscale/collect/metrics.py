@@ -88,11 +88,17 @@ _SAMPLE_RE = re.compile(r'^(?P<name>[a-zA-Z_:][a-zA-Z0-9_:]*)(?:\{(?P<labels>.*)
 _LABEL_RE = re.compile(r'([a-zA-Z_][a-zA-Z0-9_]*)="((?:[^"\\]|\\.)*)"')
 
 
-def parse_exposition(text: str) -> Iterable[tuple[str, dict[str, str], float]]:
-    """Yield ``(name, labels, value)`` for each sample in Prometheus text format."""
+def parse_exposition(text: str, names: set[str] | None = None) -> Iterable[tuple[str, dict[str, str], float]]:
+    """Yield ``(name, labels, value)`` for each sample in Prometheus text format
+    (only samples whose metric name is in ``names``, when given)."""
     for line in text.splitlines():
         if not line or line.startswith("#"):
             continue
+        if names is not None:
+            # kube-apiserver exposes tens of thousands of lines; skip unwanted ones before the regex.
+            end = min((i for i in (line.find("{"), line.find(" ")) if i >= 0), default=len(line))
+            if line[:end] not in names:
+                continue
         m = _SAMPLE_RE.match(line)
         if not m:
             continue
@@ -111,7 +117,7 @@ def aggregate_scrape(text: str, job: str, timestamp: datetime, series: Iterable[
     summing over dropped labels exactly as the PromQL of :meth:`Series.promql` would."""
     wanted = {s.metric: s for s in series if s.job == job}
     sums: dict[tuple[str, str], float] = {}
-    for name, labels, value in parse_exposition(text):
+    for name, labels, value in parse_exposition(text, set(wanted)):
         s = wanted.get(name)
         if s is None or math.isnan(value):
             continue

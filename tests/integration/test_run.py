@@ -201,3 +201,18 @@ def test_unreachable_cluster_fails_in_seconds(tmp_path, capsys):
     assert err[-1].startswith("crdscale: error: run failed: target unreachable") and "127.0.0.1:1" in err[-1]
     run = _only_run(tmp_path / "runs")
     assert json.loads((run / "manifest.json").read_text())["status"] == "failed"
+
+
+def test_without_prometheus_metrics_come_from_direct_scrapes(tmp_path):
+    scenario = tmp_path / "direct.toml"
+    scenario.write_text(SMALL.replace("count = 60", "count = 20").replace("groups = 6", "groups = 2")
+                        .replace("count = 3", "count = 2").replace("[metrics]\n", '[metrics]\nsource = "direct"\n'))
+    assert main(["run", str(scenario), "--out", str(tmp_path / "runs")]) == 0
+    run = _only_run(tmp_path / "runs")
+    manifest = _check_readable(run)
+    assert manifest["status"] == "completed" and manifest["metrics"]["source"] == "direct-scrape"
+    series = pd.read_parquet(run / "metrics" / "series.parquet")
+    rss = series[(series.metric == "process_resident_memory_bytes") & (series.job == "kube-apiserver")]
+    gaps = rss.timestamp.sort_values().diff().dropna()
+    assert len(rss) >= 10 and gaps.median() < pd.Timedelta(seconds=1.5)
+    assert (series.job == "etcd").any()
