@@ -214,5 +214,5 @@ def test_without_prometheus_metrics_come_from_direct_scrapes(tmp_path):
     series = pd.read_parquet(run / "metrics" / "series.parquet")
     rss = series[(series.metric == "process_resident_memory_bytes") & (series.job == "kube-apiserver")]
     gaps = rss.timestamp.sort_values().diff().dropna()
-    assert len(rss) >= 10 and gaps.median() < pd.Timedelta(seconds=1.5)
+    assert len(rss) >= 5 and gaps.median() < pd.Timedelta(seconds=1.5)  # one scrape a second
     assert (series.job == "etcd").any()
