@@ -292,7 +292,10 @@ def findings_markdown(findings: Findings, figures: Sequence[tuple[str, str]] = (
             parts += [f"**{caption}**" + (f" ([SVG]({svg}))" if svg else ""), "", f"![{caption}]({png})", ""]
     parts.append("Bytes per CRD are least-squares slopes of heap in use against the number of CRDs installed, "
                  "with 95% confidence intervals (Student's t); causes come from crdscale's attribution rules "
-                 "(`crdscale.analysis.attribution.RULES`)." + (f" Full report: {report_html}." if report_html else ""))
+                 "(`crdscale.analysis.attribution.RULES`). The heap profiles are taken right after a forced GC "
+                 "(`gc=1`) and count live objects only; the `heap_inuse` metric is sampled at any moment and also "
+                 "holds garbage not yet collected and partly empty spans, so its per-CRD slope is larger."
+                 + (f" Full report: {report_html}." if report_html else ""))
     return "\n".join(parts) + "\n"
 
 
