@@ -106,8 +106,8 @@ def _parse_sets(items: list[str]) -> dict:
     out = {}
     for item in items:
         key, sep, value = item.partition("=")
-        if not sep or "." not in key:
-            raise UsageError(f"--set takes SECTION.KEY=VALUE, got {item!r}")
+        if not sep or not key.strip():
+            raise UsageError(f"--set takes SECTION.KEY=VALUE (or KEY=VALUE for name, description), got {item!r}")
         try:
             out[key.strip()] = tomllib.loads(f"v = {value}")["v"]
         except tomllib.TOMLDecodeError:

@@ -166,8 +166,11 @@ def parse_scenario(text: str | None = None, *, where: str = "scenario", override
     _check_types(user, where)
     data = _merge(defaults, user)
     for key, value in (overrides or {}).items():
-        section, _, sub = key.partition(".")
-        data.setdefault(section, {})[sub] = value
+        section, dot, sub = key.partition(".")
+        if dot:
+            data.setdefault(section, {})[sub] = value
+        else:
+            data[key] = value
     _check_types(data, where)
 
     target, steps, profiles, metrics = data["target"], data["steps"], data["profiles"], data["metrics"]

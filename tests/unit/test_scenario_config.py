@@ -64,3 +64,14 @@ def test_manifest_round_trip(tmp_path):
 def test_open_rejects_a_directory_without_manifest(tmp_path):
     with pytest.raises(UsageError):
         RunDirectory.open(tmp_path)
+
+
+def test_overrides_reach_sections_and_top_level_keys():
+    from crdscale.cli.run import _parse_sets
+
+    overrides = _parse_sets(['name="v1-24"', 'target.kube_version="1.24.0"', "steps.count=2", "steps.serve=list"])
+    s = parse_scenario(None, overrides=overrides)
+    assert (s.name, s.target["kube_version"], s.steps["count"], s.steps["serve"]) == ("v1-24", "1.24.0", 2, "list")
+    assert "v1.24.0" in s.description  # derived from the overridden settings
+    with pytest.raises(UsageError, match="unknown key 'steps.cuont'"):
+        parse_scenario(None, overrides=_parse_sets(["steps.cuont=2"]))
