@@ -233,6 +233,62 @@ def fit_per_crd(points: pd.DataFrame, confidence: float = 0.95) -> tuple[pd.Data
     return fits_df, resid_df
 
 
+def served_counts(points: pd.DataFrame) -> pd.DataFrame:
+    """How many CRDs were installed and how many served at each profile point.
+
+    A run serves each step's CRDs after profiling them as ``installed``, so the
+    ``installed`` profile at N CRDs still includes the CRDs of earlier steps,
+    already served. Returns ``crds, phase, installed, served`` per distinct point.
+    """
+    marks = points[["crds", "phase"]].drop_duplicates().sort_values(["crds", "phase"])
+    served_levels = sorted(set(marks.loc[marks["phase"] == "served", "crds"]) | {0})
+    rows = []
+    for crds, phase in marks.itertuples(index=False):
+        if phase == "served" or crds == 0:
+            rows.append((crds, phase, crds, crds))
+        else:
+            rows.append((crds, phase, crds, max(level for level in served_levels if level < crds)))
+    return pd.DataFrame(rows, columns=["crds", "phase", "installed", "served"])
+
+
+def fit_install_serve(points: pd.DataFrame, confidence: float = 0.95) -> pd.DataFrame:
+    """Split the per-CRD cost into installing a CRD and serving it, for every cause and metric.
+
+    Fits ``value = base + per_installed * installed + per_served * served`` by
+    least squares over all heap profiles of a run (both phases; see
+    :func:`served_counts`). ``per_installed`` is what an Established CRD costs
+    that nobody uses; ``per_served`` is what its first LIST/watch adds (storage,
+    etcd client, watch cache). Returns ``metric, cause, per_installed,
+    per_installed_low, per_installed_high, per_served, per_served_low,
+    per_served_high, base, n`` (bytes or objects per CRD; NaN intervals when the
+    points leave no degree of freedom). Empty when the run has only one phase.
+    """
+    columns = ["metric", "cause", "per_installed", "per_installed_low", "per_installed_high",
+               "per_served", "per_served_low", "per_served_high", "base", "n"]
+    counts = served_counts(points)
+    if counts["phase"].nunique() < 2 or counts[["installed", "served"]].drop_duplicates().shape[0] < 3:
+        return pd.DataFrame(columns=columns)
+    data = points.merge(counts, on=["crds", "phase"])
+    rows = []
+    for (metric, cause), group in data.groupby(["metric", "cause"], sort=False):
+        x = np.column_stack([np.ones(len(group)), group["installed"], group["served"]]).astype(float)
+        y = group["value"].to_numpy(dtype=float)
+        coef, *_ = np.linalg.lstsq(x, y, rcond=None)
+        dof = len(y) - 3
+        if dof > 0 and np.linalg.matrix_rank(x) == 3:
+            sigma2 = float(((y - x @ coef) ** 2).sum()) / dof
+            se = np.sqrt(np.diag(sigma2 * np.linalg.inv(x.T @ x)))
+            t = t_quantile(0.5 + confidence / 2, dof)
+        else:
+            se, t = np.full(3, math.nan), math.nan
+        rows.append((metric, cause, coef[1], coef[1] - t * se[1], coef[1] + t * se[1],
+                     coef[2], coef[2] - t * se[2], coef[2] + t * se[2], coef[0], len(y)))
+    out = pd.DataFrame(rows, columns=columns)
+    out["_total"] = out["cause"] == TOTAL
+    out = out.sort_values(["metric", "_total", "per_served"], ascending=[True, True, False], kind="stable")
+    return out.drop(columns="_total").reset_index(drop=True)
+
+
 def unattributed_share(fits: pd.DataFrame, phase: str = "served", metric: str = "bytes") -> float:
     """Fraction of the per-CRD growth that no rule explains (``other`` / ``total``)."""
     rows = fits[(fits["phase"] == phase) & (fits["metric"] == metric)].set_index("cause")["per_crd"]
@@ -357,6 +413,7 @@ class RunAnalysis:
     series_points: pd.DataFrame
     series_fits: pd.DataFrame
     profiles: list[str]
+    install_serve: pd.DataFrame = field(default_factory=pd.DataFrame)
 
     @property
     def phases(self) -> list[str]:
@@ -420,4 +477,5 @@ def load_run(run_dir: str | Path, rules: Sequence[Rule] = RULES, confidence: flo
     spoints = series_points(series, profile_marks(run_dir))
     sfits = fit_series_per_crd(spoints, confidence) if len(spoints) else fit_series_per_crd(
         pd.DataFrame(columns=["crds", "phase", "metric", "value"]))
-    return RunAnalysis(run_dir, manifest, points, fits, residuals, spoints, sfits, [str(p) for p, *_ in found])
+    return RunAnalysis(run_dir, manifest, points, fits, residuals, spoints, sfits, [str(p) for p, *_ in found],
+                       fit_install_serve(points, confidence))

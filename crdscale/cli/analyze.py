@@ -60,6 +60,8 @@ class Command:
                 ]
                 if len(analysis.series_fits):
                     written.append(write_table(analysis.series_fits, out / "series_percrd.csv"))
+                if len(analysis.install_serve):
+                    written.append(write_table(analysis.install_serve, out / "install_serve.csv"))
                 print("wrote " + ", ".join(str(p) for p in written))
             print()
         if len(analyses) > 1:
@@ -113,6 +115,16 @@ def render(analysis, metric: str = "bytes", confidence: float = 0.95) -> str:
             share = "" if math.isnan(r.share) else f"{100 * r.share:6.1f}%"
             lines.append(f"{r.cause:<18} {_fmt(r.per_crd, metric):>14} {ci:>29} {share:>7} "
                          f"{_fmt(r.base, metric):>14} {_r2(r.r2)}")
+    split = analysis.install_serve
+    if len(split) and len(split[split["metric"] == metric]):
+        lines.append("")
+        lines.append(f"Installing vs serving ({unit} per CRD, one fit over both phases, {level}):")
+        lines.append(f"{'cause':<18} {'installed':>14} {level:>29} {'+ served':>14} {level:>29}")
+        for r in split[split["metric"] == metric].itertuples(index=False):
+            ci_i = f"[{_fmt(r.per_installed_low, metric)}, {_fmt(r.per_installed_high, metric)}]"
+            ci_s = f"[{_fmt(r.per_served_low, metric)}, {_fmt(r.per_served_high, metric)}]"
+            lines.append(f"{r.cause:<18} {_fmt(r.per_installed, metric):>14} {ci_i:>29} "
+                         f"{_fmt(r.per_served, metric):>14} {ci_s:>29}")
     if len(analysis.series_fits):
         lines.append("")
         lines.append(f"From the metrics series (bytes per CRD, {level}):")

@@ -281,6 +281,9 @@ class ScenarioRunner:
             serve_s = 0.0
             if sc.steps["serve"] != "none":
                 if sc.profiles.get("installed_phase", True):
+                    # Settle first: right after Established the OpenAPI controllers are still
+                    # rebuilding specs, and that transient heap would be charged to installing.
+                    self._settle(f"step {index} installed")
                     self._take_profiles(step=index, crds=installed, phase="installed")
                 t1 = time.monotonic()
                 server.serve(index, result.served_resources())  # rejected CRDs have nothing to serve

@@ -159,3 +159,36 @@ def test_analyze_several_runs_fits_bytes_per_property(tmp_path, capsys):
     assert table.loc["openapi", "per_property"] == pytest.approx(300)
     assert table.loc["openapi", "fixed_per_crd"] == pytest.approx(2_000)
     assert "Per schema property" in capsys.readouterr().out
+
+
+def test_install_serve_split_recovers_both_costs():
+    """installed profile at N holds the N-100 CRDs served in earlier steps; the two-regressor fit
+    separates what an Established CRD costs from what serving it adds."""
+    import numpy as np
+    import pandas as pd
+
+    from crdscale.analysis.percrd import fit_install_serve, served_counts
+
+    rng = np.random.default_rng(1)
+    base, per_installed, per_served = 50e6, 100e3, 450e3
+    rows = [(0, "served", "zap", "bytes", base)]
+    for n in (100, 200, 300, 400, 500):
+        rows.append((n, "installed", "zap", "bytes", base + per_installed * n + per_served * (n - 100) + rng.normal(0, 2e3)))
+        rows.append((n, "served", "zap", "bytes", base + (per_installed + per_served) * n + rng.normal(0, 2e3)))
+    points = pd.DataFrame(rows, columns=["crds", "phase", "cause", "metric", "value"])
+    counts = served_counts(points).set_index(["crds", "phase"])
+    assert tuple(counts.loc[(300, "installed")]) == (300, 200)
+    fit = fit_install_serve(points).iloc[0]
+    assert abs(fit.per_installed - per_installed) < 1e3 and abs(fit.per_served - per_served) < 1e3
+    assert fit.per_installed_low < per_installed < fit.per_installed_high
+    assert fit.per_served_low < per_served < fit.per_served_high
+
+
+def test_install_serve_split_needs_both_phases():
+    import pandas as pd
+
+    from crdscale.analysis.percrd import fit_install_serve
+
+    points = pd.DataFrame([(0, "served", "x", "bytes", 1.0), (10, "served", "x", "bytes", 2.0)],
+                          columns=["crds", "phase", "cause", "metric", "value"])
+    assert fit_install_serve(points).empty
