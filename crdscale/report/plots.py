@@ -82,12 +82,7 @@ def plot_memory_timeline(ax, memory: pd.DataFrame, columns: Sequence[str] = (
     for col in columns:
         if col in memory:
             ax.plot(memory["elapsed_s"], memory[col] / MIB, **_style(col))
-    ax.set_xlabel("time since metrics collection started (s)")
-    ax.set_xlim(left=0)
-    ax.set_ylabel("MiB")
-    ax.set_ylim(bottom=0)
-    ax.set_title(title)
-    ax.grid(alpha=0.3)
+    _time_axes(ax, ylabel="MiB", title=title)
     handles, labels = ax.get_legend_handles_labels()
     if steps is not None and len(steps):
         twin = plot_crd_steps(ax, steps)
@@ -135,12 +130,7 @@ def plot_gap(ax, memory: pd.DataFrame, *, phases: pd.DataFrame | None = None,
                         alpha=0.25, label=MEMORY_LABELS["rss_minus_heap_stack"])
     if "idle_retained" in memory:
         ax.plot(t, memory["idle_retained"] / MIB, ls="--", **{k: v for k, v in _style("idle_retained").items() if k != "ls"})
-    ax.set_xlabel("time since metrics collection started (s)")
-    ax.set_xlim(left=0)
-    ax.set_ylabel("MiB")
-    ax.set_ylim(bottom=0)
-    ax.set_title(title)
-    ax.grid(alpha=0.3)
+    _time_axes(ax, ylabel="MiB", title=title)
     ax.legend(fontsize=8, loc="upper left")
     return ax
 
@@ -152,13 +142,18 @@ def plot_activity(ax, activity: pd.DataFrame, column: str, *, ylabel: str, title
         shade_phases(ax, phases, legend=False)
     if column in activity:
         ax.plot(activity["elapsed_s"], activity[column] * scale, color=color, lw=1.4)
+    _time_axes(ax, ylabel=ylabel, title=title, fontsize=10)
+    return ax
+
+
+def _time_axes(ax, *, ylabel: str, title: str, fontsize: float | None = None) -> None:
+    """Axes of a time plot: seconds since collection started, values from zero, light grid."""
     ax.set_xlabel("time since metrics collection started (s)")
     ax.set_xlim(left=0)
     ax.set_ylabel(ylabel)
     ax.set_ylim(bottom=0)
-    ax.set_title(title, fontsize=10)
+    ax.set_title(title, **({} if fontsize is None else {"fontsize": fontsize}))
     ax.grid(alpha=0.3)
-    return ax
 
 
 def cause_colors(causes: Sequence[str]) -> dict[str, str]:
