@@ -123,15 +123,15 @@ def _log_tail(path: str | Path, lines: int = 20) -> str:
         return ""
 
 
-_NO_FSYNC_SUPPORT: dict[str, bool] = {}
+_ETCD_FLAG_SUPPORT: dict[str, bool] = {}
 
 
 def _etcd_supports(binary: Path, flag: str) -> bool:
     key = f"{binary}:{flag}"
-    if key not in _NO_FSYNC_SUPPORT:
+    if key not in _ETCD_FLAG_SUPPORT:
         out = subprocess.run([str(binary), "--help"], capture_output=True, text=True, timeout=20)
-        _NO_FSYNC_SUPPORT[key] = flag in (out.stdout + out.stderr)
-    return _NO_FSYNC_SUPPORT[key]
+        _ETCD_FLAG_SUPPORT[key] = flag in (out.stdout + out.stderr)
+    return _ETCD_FLAG_SUPPORT[key]
 
 
 # ---------------------------------------------------------------- the control plane

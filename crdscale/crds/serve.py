@@ -119,7 +119,6 @@ class _WatchLoop:
         self.open = 0
         self.events = 0
         self.errors: dict[str, str] = {}
-        self._first_answer: dict[str, threading.Event] = {}
         self._connected: dict[str, threading.Event] = {}
         self._tasks: list[asyncio.Task] = []
         self._loop = asyncio.new_event_loop()
@@ -129,17 +128,15 @@ class _WatchLoop:
     def start(self, path: str, resource_version: str) -> threading.Event:
         """Open a watch on ``path`` in the background; the returned event is set once it is
         connected (a first attempt that fails is retried with backoff)."""
-        answered = threading.Event()
-        self._first_answer[path] = answered
         connected = self._connected[path] = threading.Event()
 
         def spawn():
-            self._tasks.append(self._loop.create_task(self._watch(path, resource_version, answered)))
+            self._tasks.append(self._loop.create_task(self._watch(path, resource_version, connected)))
 
         self._loop.call_soon_threadsafe(spawn)
         return connected
 
-    async def _watch(self, path: str, resource_version: str, answered: threading.Event) -> None:
+    async def _watch(self, path: str, resource_version: str, connected: threading.Event) -> None:
         backoff = 0.5
         while self.deadline is None or time.monotonic() < self.deadline:
             timeout_s = WATCH_TIMEOUT_S
@@ -164,22 +161,19 @@ class _WatchLoop:
                         chunked = True
                 if status != 200:
                     self.errors[path] = f"HTTP {status}"
-                    answered.set()
                     await asyncio.sleep(backoff)
                     backoff = min(backoff * 2, 30)
                     continue
                 self.open += 1
                 counted = True
                 self.errors.pop(path, None)
-                answered.set()
-                self._connected[path].set()
+                connected.set()
                 backoff = 0.5
                 resource_version = await self._read_stream(reader, chunked, resource_version)
             except asyncio.CancelledError:
                 raise
             except (OSError, ValueError, IndexError, asyncio.IncompleteReadError, ssl.SSLError) as err:
                 self.errors[path] = f"{type(err).__name__}: {err}"
-                answered.set()
                 await asyncio.sleep(backoff)
                 backoff = min(backoff * 2, 30)
             finally:

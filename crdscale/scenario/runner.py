@@ -132,7 +132,7 @@ def _current_metrics(cluster: Cluster) -> dict[str, float]:
     except ClusterError:
         return {}
     wanted = {"process_resident_memory_bytes", "go_memstats_heap_inuse_bytes", "process_open_fds", "go_goroutines"}
-    return {name: value for name, labels, value in metric_defs.parse_exposition(text) if name in wanted and not labels}
+    return {name: value for name, labels, value in metric_defs.parse_exposition(text, wanted) if not labels}
 
 
 def _load_crd_set(scenario: Scenario) -> tuple[list[dict], dict]:
@@ -178,7 +178,6 @@ class ScenarioRunner:
         self.cluster: Cluster | None = None
         self.source = None
         self.watchdog: _Watchdog | None = None
-        self.profiles: list[str] = []
 
     # ------------------------------------------------------------ public
 
@@ -410,7 +409,6 @@ class ScenarioRunner:
     def _save_profile(self, kind: str, data: bytes, *, step: int, crds: int, phase: str | None) -> None:
         name = profile_filename(kind, step, crds, phase)
         write_atomic(self.run.profiles_dir / name, data)
-        self.profiles.append(name)
         self.events.emit("profile", file=f"profiles/{name}", profile=kind, step=step, crds=crds, phase=phase,
                          bytes=len(data))
 
