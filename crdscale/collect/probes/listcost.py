@@ -109,24 +109,20 @@ def populate(fixtures: ProbeFixtures, config: ListProbeConfig, *, echo: Callable
         out.counts[target.group_resource] = config.custom_resources
         out.data_bytes[target.group_resource] = config.cr_bytes
         out.names[target.group_resource] = "cr-000000"
-    if config.secrets:
-        target = ListTarget("secrets", "", "v1", primary)
-        say(f"creating {config.secrets} Secrets of {config.secret_bytes} B")
-        bodies = [secret(f"s-{i:06d}", ns, labels, i, config.secret_bytes) for i, ns in spread(config.secrets)]
+    # Core objects of a chosen data size: (resource, count, bytes, builder, name prefix, what to say).
+    core_objects = (("secrets", config.secrets, config.secret_bytes, secret, "s", "Secrets"),
+                    ("configmaps", config.configmaps, config.configmap_bytes, config_map, "cm", "ConfigMaps"))
+    for resource, count, size, build, prefix, noun in core_objects:
+        if not count:
+            continue
+        target = ListTarget(resource, "", "v1", primary)
+        say(f"creating {count} {noun} of {size} B")
+        bodies = [build(f"{prefix}-{i:06d}", ns, labels, i, size) for i, ns in spread(count)]
         fixtures.create_objects(target.collection_path, bodies, workers=min(config.workers, 8))
         out.targets.append(target)
-        out.counts["secrets"] = config.secrets
-        out.data_bytes["secrets"] = config.secret_bytes
-        out.names["secrets"] = "s-000000"
-    if config.configmaps:
-        target = ListTarget("configmaps", "", "v1", primary)
-        say(f"creating {config.configmaps} ConfigMaps of {config.configmap_bytes} B")
-        bodies = [config_map(f"cm-{i:06d}", ns, labels, i, config.configmap_bytes) for i, ns in spread(config.configmaps)]
-        fixtures.create_objects(target.collection_path, bodies, workers=min(config.workers, 8))
-        out.targets.append(target)
-        out.counts["configmaps"] = config.configmaps
-        out.data_bytes["configmaps"] = config.configmap_bytes
-        out.names["configmaps"] = "cm-000000"
+        out.counts[resource] = count
+        out.data_bytes[resource] = size
+        out.names[resource] = f"{prefix}-000000"
     return out
 
 
