@@ -25,9 +25,10 @@ run_dir = "runs/latest-probe-apf"
 
 # %%
 from crdscale.analysis import apf
-from crdscale.analysis.probes import apf_findings, load_probe_table
+from crdscale.analysis.probes import apf_findings
+from crdscale.rundir import read_run
 
-seats = load_probe_table(run_dir, "apf")
+seats = read_run(run_dir).probe_table("apf")
 
 # %% [markdown]
 # ## Findings

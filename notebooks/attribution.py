@@ -31,21 +31,22 @@ from IPython.display import Markdown
 
 from crdscale.analysis.attribution import rules_table
 from crdscale.analysis.export import folded_stacks
-from crdscale.analysis.percrd import heap_profiles, load_run, unattributed_share
-from crdscale.analysis.profile import read_profile
+from crdscale.analysis.percrd import unattributed_share
 from crdscale.analysis.views import diff
 from crdscale.report import figures, plots
 from crdscale.report.findings import fmt_bytes, key_numbers, numbers_markdown, per_crd_table
 from crdscale.report.flame import icicle_layout, stack_causes
+from crdscale.rundir import read_run
 
 pd.set_option("display.max_colwidth", 120)  # long Go function names and rule explanations
-analysis = load_run(run_dir)
+run = read_run(run_dir)
+analysis = run.analysis()
 fits = analysis.fits
 phase = "served" if "served" in analysis.phases else analysis.phases[-1]
-found = heap_profiles(run_dir)  # (path, crds, phase, step), by step
-first_path = found[0][0]
-last_path = [path for path, crds, ph, step in found if ph is None][-1]
-first, last = read_profile(first_path), read_profile(last_path)
+heap = run.heap_profiles()  # file, step, crds, phase, timestamp: by step
+first_file = heap["file"].iloc[0]
+last_file = heap.loc[heap["phase"].isna(), "file"].iloc[-1]
+first, last = run.read_profile(first_file), run.read_profile(last_file)
 
 # %% [markdown]
 # ## Key numbers
@@ -98,7 +99,7 @@ rules_table().set_index("order")[["cause", "decides", "why"]]
 
 # %%
 growth = diff(last, first, "inuse_space")
-Markdown(f"From `{first_path.name}` to `{last_path.name}`: heap in use grew by "
+Markdown(f"From `{first_file}` to `{last_file}`: heap in use grew by "
          f"**{fmt_bytes(growth.attrs['shown_total'])}**.")
 
 # %%
@@ -124,4 +125,4 @@ folded = folded_stacks(last, "inuse_space")
 rects = icicle_layout(folded, stack_causes(folded), max_depth=30, min_fraction=0.004)
 fig, ax = plt.subplots(figsize=(14, 8), layout="constrained")
 plots.plot_icicle(ax, rects, colors=plots.cause_palette(fits, phase),
-                  title=f"Heap in use by call path: {last_path.name}");
+                  title=f"Heap in use by call path: {last_file}");

@@ -26,10 +26,12 @@ run_dir = "runs/latest-probe-discovery"
 import matplotlib.pyplot as plt
 
 from crdscale.analysis import tokenbucket
-from crdscale.analysis.probes import discovery_findings, load_probe_table
+from crdscale.analysis.probes import discovery_findings
+from crdscale.rundir import read_run
 
-sweep = load_probe_table(run_dir, "discovery", None)
-requests = load_probe_table(run_dir, "discovery", "requests")
+run = read_run(run_dir)
+sweep = run.probe_table("discovery")
+requests = run.probe_table("discovery", "requests")
 
 # %% [markdown]
 # ## Findings

@@ -25,10 +25,12 @@ run_dir = "runs/latest-probe-list"
 # %%
 import matplotlib.pyplot as plt
 
-from crdscale.analysis.probes import list_findings, load_probe_table
+from crdscale.analysis.probes import list_findings
+from crdscale.rundir import read_run
 
-lists = load_probe_table(run_dir, "list")
-load = load_probe_table(run_dir, "list", "load")
+run = read_run(run_dir)
+lists = run.probe_table("list")
+load = run.probe_table("list", "load")
 
 # %% [markdown]
 # ## Findings

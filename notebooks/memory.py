@@ -31,18 +31,18 @@ run_dir = "../data/reference-run"
 import matplotlib.pyplot as plt
 from IPython.display import Markdown
 
-from crdscale.analysis.percrd import profile_marks
 from crdscale.report import figures, plots
 from crdscale.report import series as S
 from crdscale.report.findings import provenance, provenance_markdown
+from crdscale.rundir import read_run
 
-data = S.load_run_data(run_dir)
+data = read_run(run_dir)
 start = data.start
 memory = S.memory_frame(data.series, start)
 activity = S.activity_frame(data.series, start)
 phases = S.phase_intervals(data.events, start)
 steps = S.crd_count_steps(data.events, start)
-marks = S.at_marks(memory, profile_marks(run_dir))
+marks = S.at_marks(memory, data.profile_marks())
 go_version = data.manifest.get("versions", {}).get("kube-apiserver-go")
 apiserver_env = data.manifest.get("scenario", {}).get("target", {}).get("env", {})
 

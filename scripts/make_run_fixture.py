@@ -11,13 +11,12 @@ Usage: python scripts/make_run_fixture.py RECORDED_RUN OUT [--counts 20,40,60]
 from __future__ import annotations
 
 import argparse
-import json
 import shutil
 from pathlib import Path
 
-from crdscale.analysis.profile import encode_profile, read_profile
+from crdscale.analysis.profile import encode_profile
 from crdscale.analysis.views import subset_samples
-from crdscale.collect.naming import parse_profile_filename
+from crdscale.rundir import RunWriter, layout, read_run
 
 
 def main() -> None:
@@ -27,29 +26,23 @@ def main() -> None:
     ap.add_argument("--counts", default="20,40,60")
     args = ap.parse_args()
     keep_counts = {0} | {int(c) for c in args.counts.split(",")}
-    run, out = Path(args.run), Path(args.out)
+    run, out = read_run(args.run), Path(args.out)
     if out.exists():
         shutil.rmtree(out)
-    (out / "profiles").mkdir(parents=True)
-    kept = set()
-    for path in sorted((run / "profiles").glob("heap-*.pb.gz")):
-        name = parse_profile_filename(path.name)
-        if name is None or name.crds not in keep_counts:
-            continue
-        profile = read_profile(path)
+    writer = RunWriter.create_at(out)
+    writer.write_manifest(run.manifest)
+    heap = run.heap_profiles()
+    kept = heap[heap["crds"].isin(keep_counts)]
+    dropped = set(heap["file"]) - set(kept["file"])
+    for row in kept.itertuples(index=False):
+        profile = run.read_profile(row.file)
         small = subset_samples(profile, (profile.samples["inuse_space"] != 0).to_numpy())
         small.labels = small.labels.iloc[0:0]
-        (out / "profiles" / path.name).write_bytes(encode_profile(small))
-        kept.add(f"profiles/{path.name}")
-    events = []
-    for line in (run / "events.jsonl").read_text().splitlines():
-        event = json.loads(line)
-        if event.get("kind") != "profile" or event.get("file") in kept:
-            events.append(line)
-    (out / "events.jsonl").write_text("\n".join(events) + "\n")
-    shutil.copy(run / "manifest.json", out / "manifest.json")
-    (out / "metrics").mkdir()
-    shutil.copy(run / "metrics" / "series.parquet", out / "metrics" / "series.parquet")
+        writer.write_file(row.file, encode_profile(small))
+    # The events of the kept profiles and every other event, as recorded.
+    events = run.read_jsonl(layout.EVENTS)
+    writer.write_jsonl(layout.EVENTS, [e for e in events if e.get("kind") != "profile" or e.get("file") not in dropped])
+    writer.write_series(run.series, csv=False)
 
 
 if __name__ == "__main__":

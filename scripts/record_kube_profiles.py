@@ -40,9 +40,8 @@ import requests
 import urllib3
 
 from crdscale.paths import binaries_dir
-from crdscale.collect.events import EventLog
 from crdscale.collect.metrics import parse_exposition
-from crdscale.collect.naming import profile_filename
+from crdscale.rundir import RunWriter
 from crdscale.crds.generate import generate_crds, preset
 
 SERIES = ("process_resident_memory_bytes", "go_memstats_heap_inuse_bytes")
@@ -181,12 +180,12 @@ def main() -> None:
     ap.add_argument("--workdir", default="/tmp/crdscale-record", help="etcd data, certs and logs")
     args = ap.parse_args()
     counts = [int(c) for c in args.counts.split(",")]
-    out = Path(args.out)
-    (out / "profiles").mkdir(parents=True, exist_ok=True)
-    (out / "metrics").mkdir(parents=True, exist_ok=True)
+    run = RunWriter.create_at(Path(args.out))
+    run.fsync = False
+    out = run.path
     crds = generate_crds(preset("apigen", crd_count=max(counts), group_count=args.groups,
                                 property_count=args.properties, seed=1))
-    events = EventLog(out / "events.jsonl", fsync=False)
+    events = run.events
     series: list[dict] = []
     with control_plane(Path(args.workdir)) as cluster:
         manifest = {"name": "recorded-fixture", "status": "running",
@@ -194,14 +193,13 @@ def main() -> None:
                     "scenario": {"crds": {"count": max(counts), "groups": args.groups,
                                           "property_count": args.properties},
                                  "steps": {"counts": counts, "serve": "list"}}}
-        (out / "manifest.json").write_text(json.dumps(manifest, indent=2, default=str))
+        run.write_manifest(manifest)
 
         def profile(step: int, n: int, phase: str | None) -> None:
             time.sleep(args.settle)
             series.extend(scrape(cluster))
-            name = profile_filename("heap", step, n, phase)
-            (out / "profiles" / name).write_bytes(cluster.get("/debug/pprof/heap", params={"gc": "1"}).content)
-            events.emit("profile", file=f"profiles/{name}", profile="heap", step=step, crds=n, phase=phase)
+            name = run.write_profile("heap", step, n, phase,
+                                     cluster.get("/debug/pprof/heap", params={"gc": "1"}).content)
             print(f"{name}", file=sys.stderr)
 
         installed = 0
@@ -217,17 +215,15 @@ def main() -> None:
                     list_resource(cluster, crd)
             installed = count
             profile(step, count, None)
-            events.emit("step.end", step=step, crds=count)
+            events.emit("step.end", step=step, crds=count, install_s=0.0, serve_s=0.0)
         if args.extra:
             (out / "extra").mkdir(exist_ok=True)
             for kind in ("goroutine", "cpu", "allocs"):
                 params = {"seconds": "5"} if kind == "cpu" else {}
                 path = "/debug/pprof/profile" if kind == "cpu" else f"/debug/pprof/{kind}"
                 (out / "extra" / f"{kind}.pb.gz").write_bytes(cluster.get(path, params=params).content)
-    pd.DataFrame(series).to_parquet(out / "metrics" / "series.parquet", index=False)
-    manifest["status"] = "completed"
-    (out / "manifest.json").write_text(json.dumps(manifest, indent=2, default=str))
-    events.close()
+    run.write_series(pd.DataFrame(series), csv=False)
+    run.finish("completed")
 
 
 if __name__ == "__main__":

@@ -8,13 +8,13 @@ phases a run may record (``installed``: CRDs Established, not yet served;
 ``served``: after the step's resources were listed/watched), and for the
 RSS and heap-in-use time series.
 
-Pure functions take DataFrames; :func:`load_run` is the one reader of a run
-directory (manifest, events, profiles, metrics).
+Pure functions take DataFrames and decoded profiles; reading a run directory
+is :func:`crdscale.rundir.read_run`'s (``read_run(path).analysis()`` calls
+:func:`analyze`).
 """
 
 from __future__ import annotations
 
-import json
 import math
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -24,8 +24,7 @@ import numpy as np
 import pandas as pd
 
 from crdscale.analysis.attribution import OTHER, RULES, Rule, cause_totals
-from crdscale.analysis.profile import Profile, read_profile
-from crdscale.collect.naming import parse_profile_filename
+from crdscale.analysis.profile import Profile
 from crdscale.errors import UsageError
 
 TOTAL = "total"
@@ -405,7 +404,7 @@ def per_property_from_runs(analyses: Sequence["RunAnalysis"], phase: str = "serv
 class RunAnalysis:
     """Everything ``crdscale analyze`` computes for one run directory."""
 
-    run_dir: Path
+    run_dir: Path | None
     manifest: dict
     points: pd.DataFrame
     fits: pd.DataFrame
@@ -420,62 +419,31 @@ class RunAnalysis:
         return sorted(set(self.fits["phase"])) if len(self.fits) else []
 
 
-def heap_profiles(run_dir: Path) -> list[tuple[Path, int, str | None, int]]:
-    """Heap profiles of a run as ``(path, crds, phase, step)``, by step then phase."""
-    found = []
-    profiles_dir = Path(run_dir) / "profiles"
-    if not profiles_dir.is_dir():
-        return []
-    for path in sorted(profiles_dir.iterdir()):
-        name = parse_profile_filename(path.name)
-        if name is None or name.kind != "heap":
-            continue
-        found.append((path, name.crds, name.phase, name.step))
-    return found
+def analyze(
+    heap_profiles: Iterable[tuple[int, str | None, Profile]],
+    *,
+    manifest: dict | None = None,
+    series: pd.DataFrame | None = None,
+    marks: pd.DataFrame | None = None,
+    rules: Sequence[Rule] = RULES,
+    confidence: float = 0.95,
+    run_dir: Path | None = None,
+    profile_files: Sequence[str] = (),
+) -> RunAnalysis:
+    """Fit per-CRD costs of one run: heap profiles by cause, and the memory series.
 
-
-def profile_marks(run_dir: Path) -> pd.DataFrame:
-    """When each heap profile was taken: ``timestamp, crds, phase`` from ``events.jsonl``."""
-    rows = []
-    events = Path(run_dir) / "events.jsonl"
-    if events.is_file():
-        for line in events.read_text().splitlines():
-            try:
-                event = json.loads(line)
-            except ValueError:
-                continue  # a line cut by a crash
-            if event.get("kind") == "profile" and event.get("profile", "heap") == "heap":
-                rows.append((pd.Timestamp(event["ts"]), int(event.get("crds", 0)), event.get("phase") or "served"))
-    return pd.DataFrame(rows, columns=["timestamp", "crds", "phase"])
-
-
-def load_run(run_dir: str | Path, rules: Sequence[Rule] = RULES, confidence: float = 0.95) -> RunAnalysis:
-    """Read a run directory and fit per-CRD costs (profiles by cause, and memory series).
-
-    Raises UsageError if the directory has no heap profiles at two different
-    CRD counts; ProfileError if a profile is not valid.
+    ``heap_profiles`` yields ``(crds, phase, profile)``; ``series`` is the tidy
+    metrics table and ``marks`` (``timestamp, crds, phase``) says when each
+    profile was taken, so the series can be read at the same moments.
+    ``run_dir`` and ``profile_files`` only label the result. Raises UsageError
+    unless there are heap profiles at two or more CRD counts.
     """
-    run_dir = Path(run_dir)
-    if not run_dir.is_dir():
-        raise UsageError(f"{run_dir}: not a directory")
-    manifest_path = run_dir / "manifest.json"
-    manifest = {}
-    if manifest_path.is_file():
-        try:
-            manifest = json.loads(manifest_path.read_text())
-        except ValueError as err:
-            raise UsageError(f"{manifest_path}: not JSON ({err})") from None
-    found = heap_profiles(run_dir)
-    if len({crds for _p, crds, _ph, _s in found}) < 2:
-        raise UsageError(f"{run_dir}: needs heap profiles at two or more CRD counts under profiles/")
-    points = profile_points(((crds, phase, read_profile(path)) for path, crds, phase, _s in found), rules)
+    points = profile_points(heap_profiles, rules)
+    if points.empty or points["crds"].nunique() < 2:
+        raise UsageError(f"{run_dir or 'run'}: needs heap profiles at two or more CRD counts")
     fits, residuals = fit_per_crd(points, confidence)
-    series = None
-    series_path = run_dir / "metrics" / "series.parquet"
-    if series_path.is_file():
-        series = pd.read_parquet(series_path)
-    spoints = series_points(series, profile_marks(run_dir))
+    spoints = series_points(series, marks if marks is not None else pd.DataFrame(columns=["timestamp", "crds", "phase"]))
     sfits = fit_series_per_crd(spoints, confidence) if len(spoints) else fit_series_per_crd(
         pd.DataFrame(columns=["crds", "phase", "metric", "value"]))
-    return RunAnalysis(run_dir, manifest, points, fits, residuals, spoints, sfits, [str(p) for p, *_ in found],
+    return RunAnalysis(run_dir, manifest or {}, points, fits, residuals, spoints, sfits, list(profile_files),
                        fit_install_serve(points, confidence))

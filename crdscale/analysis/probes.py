@@ -2,21 +2,7 @@
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import pandas as pd
-
-
-def load_probe_table(run_dir: str | Path, name: str, table: str | None = None) -> pd.DataFrame:
-    """All steps of one probe table in ``run_dir/probes`` concatenated, with a ``step`` column (empty if none)."""
-    stem = f"{name}-{table}" if table else name
-    frames = []
-    for path in sorted((Path(run_dir) / "probes").glob(f"{stem}-step*.parquet")):
-        suffix = path.stem[len(stem) + len("-step"):]
-        if not suffix.isdigit():
-            continue  # e.g. "list-load-step00" when loading "list"
-        frames.append(pd.read_parquet(path).assign(step=int(suffix)))
-    return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()
 
 
 def discovery_findings(sweep: pd.DataFrame, *, tolerance: float = 0.15) -> pd.DataFrame:

@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import argparse
 import math
-from pathlib import Path
 
 from crdscale.errors import UsageError
 
@@ -37,13 +36,14 @@ class Command:
     @staticmethod
     def run(args: argparse.Namespace) -> int:
         from crdscale.analysis.export import write_table
-        from crdscale.analysis.percrd import load_run, per_property_from_runs, unattributed_share
+        from crdscale.analysis.percrd import per_property_from_runs, unattributed_share
+        from crdscale.rundir import read_run
 
         if not 0 < args.confidence < 1:
             raise UsageError("--confidence must be between 0 and 1")
-        analyses = []
-        for run_dir in args.run_dirs:
-            analysis = load_run(run_dir, confidence=args.confidence)
+        analyses, runs = [], [read_run(run_dir) for run_dir in args.run_dirs]
+        for run in runs:
+            analysis = run.analysis(confidence=args.confidence)
             analyses.append(analysis)
             print(render(analysis, args.metric, args.confidence))
             for phase in analysis.phases:
@@ -51,7 +51,7 @@ class Command:
                 if not math.isnan(share):
                     print(f"unattributed ({phase}): {100 * share:.1f}% of the growth per CRD")
             if not args.no_write:
-                out = Path(run_dir) / "analysis"
+                out = run.output_dir()
                 written = [
                     write_table(analysis.fits, out / "percrd.csv"),
                     write_table(analysis.fits, out / "percrd.parquet"),
@@ -73,8 +73,8 @@ class Command:
                           f"[{_fmt(r.per_property_low, args.metric)}, {_fmt(r.per_property_high, args.metric)}]"
                           f"  + {_fmt(r.fixed_per_crd, args.metric)} per CRD")
                 if not args.no_write:
-                    for run_dir in args.run_dirs:
-                        write_table(per_property, Path(run_dir) / "analysis" / "per_property.csv")
+                    for run in runs:
+                        write_table(per_property, run.output_dir() / "per_property.csv")
             else:
                 print("(runs do not differ in properties per CRD: no per-property fit)")
         return 0

@@ -7,26 +7,27 @@ Examples:
 SOURCE is a directory tree or file(s) of YAML/JSON (multi-document streams and
 provider packages too: only CustomResourceDefinitions are kept). Every CRD
 gets crdscale's ownership labels with this run's id; 'crdscale clean --run ID'
-removes them again. Writes OUT/events.jsonl (steps and phases), OUT/crds.jsonl
-(per CRD: created, NamesAccepted, Established times) and OUT/install.json.
+removes them again. Writes a run directory (default ./runs/<UTC time>-install):
+its manifest (sources, options, per-step counts), events (steps and phases)
+and crds.jsonl (per CRD: created, NamesAccepted, Established times).
 """
 
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 import time
 from pathlib import Path
 
 from crdscale.cluster.clients import connect
-from crdscale.collect.events import EventLog
 from crdscale.crds.install import ERROR_MODES, EXISTING_MODES, Installer, split_steps
 from crdscale.crds.load import load_crds
 from crdscale.crds.serve import DEFAULT_MAX_WATCHES, SERVE_MODES, ResourceServer
 from crdscale.errors import CRDError, UsageError
 from crdscale.ownership import new_run_id
 from crdscale.paths import runs_dir
+from crdscale.rundir import RunWriter
+from crdscale.rundir.layout import CRD_RECORDS
 from crdscale.cli.common import add_cluster_arguments, resolve_kubeconfig
 
 
@@ -77,7 +78,7 @@ class Command:
         parser.add_argument("--timeout", type=float, default=300, metavar="SECONDS",
                             help="per step, wait this long for Established (default 300)")
         parser.add_argument("--run-id", help="run id for the ownership labels (default: a new one)")
-        parser.add_argument("--out", metavar="DIR", help="where to write events and records (default: ./runs/install-RUNID)")
+        parser.add_argument("--out", metavar="DIR", help="parent of the run directory (default: $CRDSCALE_RUNS or ./runs)")
         parser.add_argument("--quiet", action="store_true", help="no progress bars")
         add_cluster_arguments(parser)
 
@@ -95,18 +96,19 @@ class Command:
             print(f"skipped documents: {skipped}")
 
         run_id = args.run_id or new_run_id()
-        out = Path(args.out) if args.out else runs_dir() / f"install-{run_id}"
-        out.mkdir(parents=True, exist_ok=True)
         cluster = connect(resolve_kubeconfig(args.kubeconfig), args.context)
         steps = split_steps(loaded.crds, args.step)
-        print(f"run {run_id}: {len(loaded.crds)} CRDs in {len(steps)} step(s) to {cluster.server}; records in {out}")
-
-        manifest = {"run_id": run_id, "server": cluster.server, "sources": [str(s) for s in args.sources],
-                    "summary": summary.to_dict(), "skipped_documents": dict(loaded.skipped),
-                    "options": {k: getattr(args, k) for k in ("step", "concurrency", "qps", "burst", "serve",
-                                                               "existing", "on_rejected", "timeout")}}
+        run = RunWriter.create(Path(args.out) if args.out else runs_dir(), "install")
+        print(f"run {run_id}: {len(loaded.crds)} CRDs in {len(steps)} step(s) to {cluster.server}; records in {run.path}")
+        run.start_manifest(
+            run_id=run_id, kind="install", target={"kind": "kubeconfig", "server": cluster.server},
+            sources=[str(s) for s in args.sources], skipped_documents=dict(loaded.skipped),
+            options={k: getattr(args, k) for k in ("step", "concurrency", "qps", "burst", "serve",
+                                                    "existing", "on_rejected", "timeout")})
+        run.write_crd_summary({"source": [str(s) for s in args.sources], "summary": summary.to_dict()})
+        run.update_manifest(crds=summary.to_dict())
         bars = _Bars(not args.quiet and sys.stderr.isatty(), "")
-        events = EventLog(out / "events.jsonl")
+        events = run.events
         installer = Installer(cluster, run_id, concurrency=args.concurrency, qps=args.qps, burst=args.burst,
                               existing=args.existing, on_rejected=args.on_rejected, establish_timeout_s=args.timeout,
                               events=events, progress=bars)
@@ -114,9 +116,9 @@ class Command:
                                 events=events, run_id=run_id, progress=bars)
         started = time.monotonic()
         installed = 0
-        failed = False
+        failed, status, reason = False, "interrupted", "stopped early"
         try:
-            events.emit("install.run.start", run_id=run_id, crds=len(loaded.crds), steps=len(steps), serve=args.serve)
+            events.emit("run.start", run_id=run_id, crds=len(loaded.crds), steps=len(steps), serve=args.serve)
             for index, chunk in enumerate(steps, start=1):
                 bars.label = f"step {index}/{len(steps)}"
                 events.emit("step.start", run_id=run_id, step=index, crds_before=installed, crds_in_step=len(chunk))
@@ -125,7 +127,7 @@ class Command:
                 bars.close()
                 installed += len(chunk)
                 counts = result.counts()
-                events.emit("step.end", run_id=run_id, step=index, crds_total=installed, **counts,
+                events.emit("step.end", run_id=run_id, step=index, crds=installed, **counts,
                             install_s=round(result.duration_s, 3),
                             serve_s=round(serve.finished_at - serve.started_at, 3))
                 line = (f"step {index}/{len(steps)}: {counts['created']} created, {counts['updated']} updated, "
@@ -142,21 +144,23 @@ class Command:
             if args.hold and args.serve == "watch":
                 print(f"holding {server.open_watches} watches for {args.hold:.0f} s", flush=True)
                 time.sleep(args.hold)
+            status, reason = ("failed", "some CRDs were rejected or not Established") if failed else ("completed", None)
+        except BaseException as err:
+            status, reason = ("interrupted", "SIGINT received") if isinstance(err, KeyboardInterrupt) else (
+                "failed", f"{type(err).__name__}: {err}")
+            raise
         finally:
             bars.close()
             server.close()
             installer.close()
-            with open(out / "crds.jsonl", "w", encoding="utf-8") as f:
-                for record in installer.records:
-                    f.write(json.dumps(record.to_dict(), separators=(",", ":")) + "\n")
-            manifest["duration_s"] = round(time.monotonic() - started, 3)
-            manifest["steps"] = [{"step": r.step, **r.counts(), "duration_s": round(r.duration_s, 3)}
-                                 for r in installer.results]
-            (out / "install.json").write_text(json.dumps(manifest, indent=2) + "\n", encoding="utf-8")
-            events.emit("install.run.end", run_id=run_id, duration_s=manifest["duration_s"])
-            events.close()
+            run.write_jsonl(CRD_RECORDS, [record.to_dict() for record in installer.records])
+            duration_s = round(time.monotonic() - started, 3)
+            events.emit("run.end", run_id=run_id, status=status, reason=reason, duration_s=duration_s)
+            run.finish(status, reason, duration_s=duration_s,
+                       steps=[{"step": r.step, **r.counts(), "duration_s": round(r.duration_s, 3)}
+                              for r in installer.results])
             cluster.close()
-        print(f"done in {manifest['duration_s']:.1f} s; remove with: crdscale clean --run {run_id}")
+        print(f"done in {duration_s:.1f} s; remove with: crdscale clean --run {run_id}")
         if failed:
-            raise CRDError(f"some CRDs were rejected or not Established; see {out / 'crds.jsonl'}")
+            raise CRDError(f"some CRDs were rejected or not Established; see {run.path / CRD_RECORDS}")
         return 0

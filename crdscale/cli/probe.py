@@ -17,7 +17,6 @@ from __future__ import annotations
 import argparse
 import sys
 import time
-from datetime import datetime, timezone
 from pathlib import Path
 
 from crdscale.cli.common import resolve_kubeconfig
@@ -113,74 +112,48 @@ def _echo(args):
 
 
 class ProbeRun:
-    """A standalone probe's run directory: manifest written at start and end, tables under probes/."""
+    """A standalone probe's run directory (through the one run-directory writer) and its cluster."""
 
     def __init__(self, name: str, args: argparse.Namespace, parameters: dict):
         from crdscale.cluster.clients import connect
         from crdscale.ownership import new_run_id
         from crdscale.paths import runs_dir
+        from crdscale.rundir import RunWriter
 
         self.name = name
         self.run_id = new_run_id()
         self.kubeconfig = resolve_kubeconfig(args.kubeconfig)
         self.cluster = connect(self.kubeconfig, args.context)
-        stamp = datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%SZ")
-        parent = Path(args.runs_dir) if args.runs_dir else runs_dir()
-        self.dir = parent / f"{stamp}-probe-{name}"
-        suffix = 1
-        while self.dir.exists():
-            suffix += 1
-            self.dir = parent / f"{stamp}-probe-{name}-{suffix}"
-        self.dir.mkdir(parents=True)
+        self.server_version = self.cluster.server_version()
+        self.writer = RunWriter.create(Path(args.runs_dir) if args.runs_dir else runs_dir(), f"probe-{name}")
+        self.dir = self.writer.path
         self.started = time.time()
-        self.manifest = {
-            "kind": "probe",
-            "probe": name,
-            "run_id": self.run_id,
-            "status": "running",
-            "started_at": _iso(self.started),
-            "crdscale_version": _version(),
-            "kubeconfig": str(self.kubeconfig),
-            "server": self.cluster.server,
-            "server_version": self.cluster.server_version(),
-            "parameters": parameters,
-        }
-        self._write()
+        self.manifest = self.writer.start_manifest(
+            run_id=self.run_id, kind="probe", probe=name, parameters=parameters,
+            target={"kind": "kubeconfig", "server": self.cluster.server, "kubeconfig": str(self.kubeconfig)},
+        )
+        self.writer.update_manifest(versions={**self.manifest["versions"], "kube-apiserver": self.server_version})
 
-    def _write(self) -> None:
-        from crdscale.fsutil import write_json_atomic
+    def finish(self, status: str, reason: str | None = None, **extra) -> None:
+        from crdscale.rundir import read_run
 
-        write_json_atomic(self.dir / "manifest.json", self.manifest)
-
-    def finish(self, status: str, **extra) -> None:
-        self.manifest.update(status=status, finished_at=_iso(time.time()), seconds=round(time.time() - self.started, 3), **extra)
-        tables = sorted(str(p.relative_to(self.dir)) for p in (self.dir / "probes").glob("*.parquet")) if (self.dir / "probes").exists() else []
-        self.manifest["tables"] = tables
-        self._write()
+        tables = sorted(read_run(self.dir).probe_tables())
+        self.manifest = self.writer.finish(status, reason, seconds=round(time.time() - self.started, 3),
+                                           tables=tables, **extra)
         self.cluster.close()
-
-
-def _iso(ts: float) -> str:
-    return datetime.fromtimestamp(ts, timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
-
-
-def _version() -> str:
-    from crdscale import __version__
-
-    return __version__
 
 
 def _run(name: str, args, parameters: dict, body) -> int:
     run = ProbeRun(name, args, parameters)
     echo = _echo(args)
     if echo:
-        echo(f"probe {name}: {run.cluster.server} ({run.manifest['server_version']}) -> {run.dir}")
+        echo(f"probe {name}: {run.cluster.server} ({run.server_version}) -> {run.dir}")
     try:
         code, extra = body(run, echo)
     except BaseException as err:
-        run.finish("interrupted" if isinstance(err, KeyboardInterrupt) else "failed", error=str(err))
+        run.finish("interrupted" if isinstance(err, KeyboardInterrupt) else "failed", str(err) or type(err).__name__)
         raise
-    run.finish("ok" if code == 0 else "failed", **extra)
+    run.finish("completed" if code == 0 else "failed", None if code == 0 else f"exit code {code}", **extra)
     print(f"\nrun directory: {run.dir}")
     return code
 
@@ -232,7 +205,7 @@ def _s(v) -> str:
 
 def _discovery(args) -> int:
     from crdscale.analysis.tokenbucket import SWEEP_PRESETS
-    from crdscale.collect.probes import _write_tables, discovery
+    from crdscale.collect.probes import write_tables, discovery
 
     names = args.limits or (list(SWEEP_PRESETS) if args.sweep else ["legacy", "kubectl-1.24", "disabled"])
     limits = discovery.validate_limits(names)
@@ -251,7 +224,7 @@ def _discovery(args) -> int:
                 with_kubectl=not args.no_kubectl,
                 echo=echo,
             )
-            _write_tables(run.dir, "discovery", 0, tables, main="sweep")
+            write_tables(run.writer, "discovery", 0, tables, main="sweep")
             table = tables["sweep"]
             print("\nLegacy discovery: measured vs predicted client-side throttling delay (s)")
             _print(
@@ -274,7 +247,7 @@ def _discovery(args) -> int:
             print(f"\nagreement within {args.tolerance:.0%}: {'yes' if ok else 'NO'} ({int(checked['within_tolerance'].sum())}/{len(checked)} checked rows)")
             return (0 if ok else 1), extra
         tables = discovery.probe(run.cluster, limits, kubeconfig=run.kubeconfig, with_kubectl=not args.no_kubectl)
-        _write_tables(run.dir, "discovery", 0, tables, main="summary")
+        write_tables(run.writer, "discovery", 0, tables, main="summary")
         summary = tables["summary"]
         print("\nDiscovery")
         _print(
@@ -322,7 +295,7 @@ LIST_COLUMNS = ["resource", "kind", "items", "pages", "bytes", "latency_s", "ser
 def _list(args) -> int:
     import dataclasses
 
-    from crdscale.collect.probes import _write_tables, listcost
+    from crdscale.collect.probes import write_tables, listcost
 
     config = _config(args)
     config.validate()
@@ -341,9 +314,9 @@ def _list(args) -> int:
             keep=args.keep,
             echo=echo,
         )
-        _write_tables(run.dir, "list", 0, tables, main="lists")
+        write_tables(run.writer, "list", 0, tables, main="lists")
         lists = tables["lists"]
-        print(f"\nLIST cost on {run.manifest['server_version']} (median of {config.repeats}; served_from from the server's counters)")
+        print(f"\nLIST cost on {run.server_version} (median of {config.repeats}; served_from from the server's counters)")
         _print(lists, LIST_COLUMNS, {"bytes": _mb, "latency_s": _ms})
         print("(bytes in MB, latency in ms)")
         if not tables["load"].empty:
@@ -370,7 +343,7 @@ def _apf(args) -> int:
 
     def body(run: ProbeRun, echo):
         options = {**dataclasses.asdict(config), "run_id": run.run_id, "observe": not args.no_observe, "echo": echo, "step": 0, "keep": args.keep}
-        table = apf_step(run.cluster, run.dir, options)
+        table = apf_step(run.cluster, run.writer, options)
         print("\nAPF seats per LIST: object-count estimator (max 10) vs size-based (max 100)")
         _print(
             table,
@@ -391,7 +364,7 @@ def _clientmem(args) -> int:
     parameters = {"secrets": args.secrets, "secret_bytes": args.secret_bytes}
 
     def body(run: ProbeRun, echo):
-        table = clientmem_step(run.cluster, run.dir, {**parameters, "run_id": run.run_id, "echo": echo, "step": 0, "keep": args.keep})
+        table = clientmem_step(run.cluster, run.writer, {**parameters, "run_id": run.run_id, "echo": echo, "step": 0, "keep": args.keep})
         print(f"\nClient peak RSS listing {args.secrets} Secrets x {args.secret_bytes} B")
         _print(table, ["mode", "items", "bytes", "seconds", "baseline_rss_kib", "peak_rss_mib"], {"bytes": _mb, "peak_rss_mib": lambda v: f"{v:.1f}", "seconds": _s})
         return 0, {}

@@ -27,6 +27,7 @@ import requests
 import yaml
 
 from crdscale.cluster import binaries, pki
+from crdscale.proc import start_ticks
 from crdscale.cluster.clients import Cluster, ClusterSession, connect
 from crdscale.cluster.versions import DEFAULT_KUBE_VERSION
 from crdscale.errors import ClusterError, UsageError
@@ -42,19 +43,6 @@ STOP_GRACE_S = 15.0
 # ---------------------------------------------------------------- processes
 
 
-def _proc_start_ticks(pid: int) -> int | None:
-    """Start time of ``pid`` in clock ticks since boot (field 22 of /proc/PID/stat), or None."""
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-    except OSError:
-        return None
-    # The command name (field 2) may contain spaces; fields resume after the last ')'.
-    fields = stat[stat.rindex(")") + 2:].split()
-    if fields[0] == "Z":  # a zombie has exited already
-        return None
-    return int(fields[19])
-
-
 @dataclass
 class ProcessRecord:
     name: str
@@ -63,7 +51,7 @@ class ProcessRecord:
     log: str
 
     def alive(self) -> bool:
-        ticks = _proc_start_ticks(self.pid)
+        ticks = start_ticks(self.pid)
         return ticks is not None and ticks == self.start_ticks
 
     def to_json(self) -> dict:
@@ -259,7 +247,7 @@ class LocalControlPlane:
             "apiserver_env": self.apiserver_env,
             # Who is starting it: if this process dies before the servers are up, the
             # instance is stale even though no server process was recorded yet.
-            "starter": ProcessRecord("starter", os.getpid(), _proc_start_ticks(os.getpid()), "").to_json(),
+            "starter": ProcessRecord("starter", os.getpid(), start_ticks(os.getpid()), "").to_json(),
             "processes": [],
         }
         self._save()
@@ -288,7 +276,7 @@ class LocalControlPlane:
                 cwd=self.state_dir, env=dict(os.environ, **(env or {})),
                 start_new_session=True,  # survive the CLI that started it; own process group
             )
-        record = ProcessRecord(name, proc.pid, _proc_start_ticks(proc.pid), str(log_path))
+        record = ProcessRecord(name, proc.pid, start_ticks(proc.pid), str(log_path))
         # Recorded before waiting for readiness, so `crdscale down` can stop it even if
         # this process is killed right now.
         self.state["processes"].append(record.to_json())

@@ -33,7 +33,7 @@ from typing import Any, Callable, Iterator, Mapping, Sequence
 import requests
 
 from crdscale.cluster.clients import Cluster
-from crdscale.collect.events import EventLog
+from crdscale.rundir.events import EventLog
 from crdscale.errors import ClusterError, CRDError, UsageError
 from crdscale.ownership import is_owned, owned_selector, ownership_labels
 
@@ -130,7 +130,7 @@ class StepResult:
 
     def counts(self) -> dict[str, int]:
         return {
-            "crds": len(self.records),
+            "crds_in_step": len(self.records),
             "created": self.count("created"),
             "updated": self.count("updated"),
             "skipped": self.count("skipped"),
@@ -513,7 +513,7 @@ class Installer:
             records.append(CrdRecord(name=crd["metadata"]["name"], step=step, group=ref.group, version=ref.version,
                                      plural=ref.plural, namespaced=ref.namespaced))
         result.records = records
-        self._emit("install.start", step=step, crds=len(crds))
+        self._emit("install.start", step=step, crds_in_step=len(crds))
 
         stop = threading.Event()
         done = 0

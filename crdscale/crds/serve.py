@@ -43,7 +43,7 @@ from urllib.parse import urlencode, urlsplit
 import requests
 
 from crdscale.cluster.clients import Cluster
-from crdscale.collect.events import EventLog
+from crdscale.rundir.events import EventLog
 from crdscale.crds.install import ResourceRef, resource_ref, status_message
 from crdscale.errors import UsageError
 

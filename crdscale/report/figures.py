@@ -74,11 +74,10 @@ class FigureSpec:
 def standard_figures(data, analysis) -> list[FigureSpec]:
     """The figures of ``findings.md`` for one run.
 
-    ``data``: :class:`crdscale.report.series.RunData`; ``analysis``:
+    ``data``: the run (:class:`crdscale.rundir.Run`); ``analysis``:
     :class:`crdscale.analysis.percrd.RunAnalysis`. Figures whose input is
     missing (no metrics series) are left out.
     """
-    from crdscale.analysis.percrd import profile_marks
     from crdscale.report import series as S
 
     start = data.start
@@ -91,7 +90,7 @@ def standard_figures(data, analysis) -> list[FigureSpec]:
                               headline_figure(memory, phases, steps, analysis.fits)))
         out.append(FigureSpec("memory-over-time", "kube-apiserver memory over time (phases shaded, CRDs on the right axis)",
                               memory_over_time_figure(memory, phases, steps)))
-        marks = S.at_marks(memory, profile_marks(data.run_dir))
+        marks = S.at_marks(memory, data.profile_marks())
         if len(marks):
             out.append(FigureSpec("memory-vs-crds", "Memory against CRDs installed",
                                   memory_vs_crds_figure(marks)))

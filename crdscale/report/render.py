@@ -29,6 +29,8 @@ from typing import Callable, Sequence
 
 import crdscale
 from crdscale.errors import UsageError
+from crdscale.rundir import Run, read_run
+from crdscale.rundir.layout import REPORT
 
 # The notebooks every report runs, in order; probe notebooks join when the run has their tables.
 CORE_NOTEBOOKS = ("memory", "attribution")
@@ -90,19 +92,13 @@ class ReportResult:
 # --------------------------------------------------------------------------
 
 
-def has_probe_table(run_dir: str | Path, prefix: str) -> bool:
-    """Does ``run_dir/probes`` hold a table of probe ``prefix`` (``list-step03.parquet``...)?"""
-    probes = Path(run_dir) / "probes"
-    return probes.is_dir() and any(probes.glob(f"{prefix}-step*.parquet"))
-
-
-def notebook_plan(run_dir: str | Path, notebooks_dir: str | Path) -> list[Path]:
+def notebook_plan(run: Run, notebooks_dir: str | Path) -> list[Path]:
     """The notebooks a report on ``run_dir`` runs: the core ones, then each probe notebook
     whose probe left tables in the run."""
     notebooks_dir = Path(notebooks_dir)
     plan = [notebooks_dir / f"{name}.py" for name in CORE_NOTEBOOKS]
-    plan += [notebooks_dir / f"{name}.py" for name, prefix in PROBE_NOTEBOOKS.items()
-             if has_probe_table(run_dir, prefix)]
+    plan += [notebooks_dir / f"{name}.py" for name, probe in PROBE_NOTEBOOKS.items()
+             if run.has_probe_table(probe)]
     missing = [p for p in plan if not p.is_file()]
     if missing:
         raise UsageError(f"notebook {missing[0]} not found (use --notebooks DIR: the notebooks/ of a crdscale checkout)")
@@ -267,23 +263,20 @@ def render_report(run_dir: str | Path, out_dir: str | Path | None = None, *,
     import matplotlib.pyplot as plt
     import nbformat
 
-    from crdscale.analysis.percrd import load_run
     from crdscale.report import figures as F
     from crdscale.report import series as S
     from crdscale.report.findings import compute_findings, findings_markdown
 
     echo = echo or (lambda _m: None)
-    run_dir = Path(run_dir).resolve()
-    if not (run_dir / "manifest.json").is_file():
-        raise UsageError(f"{run_dir} is not a crdscale run directory (no manifest.json)")
-    out = Path(out_dir).resolve() if out_dir else run_dir / "report"
+    data = read_run(Path(run_dir).resolve())
+    run_dir = data.path
+    out = Path(out_dir).resolve() if out_dir else data.output_dir(REPORT)
     out.mkdir(parents=True, exist_ok=True)
     notebooks_dir = Path(notebooks_dir) if notebooks_dir else default_notebooks_dir()
-    plan = notebook_plan(run_dir, notebooks_dir)
+    plan = notebook_plan(data, notebooks_dir)
 
     echo(f"analysing {run_dir}")
-    data = S.load_run_data(run_dir)
-    analysis = load_run(run_dir)
+    analysis = data.analysis()
     findings = compute_findings(data.manifest, analysis, S.memory_frame(data.series, data.start))
     scenario = (data.manifest.get("scenario") or {}).get("name") or run_dir.name
     title = f"crdscale report: {scenario} ({run_dir.name})"

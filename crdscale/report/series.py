@@ -1,10 +1,9 @@
 """What the notebooks plot, derived from a run directory's series and events.
 
 Compute, then render: every function here returns plain DataFrames (no
-plotting); :mod:`crdscale.report.plots` draws them. :func:`load_run_data` is
-the one reader of a run directory; everything else is pure and takes the
-tidy metrics table (``timestamp, job, metric, labels, value``, see
-:mod:`crdscale.collect.metrics`) or the events of ``events.jsonl``.
+plotting); :mod:`crdscale.report.plots` draws them. Everything here is pure
+and takes a run's tidy metrics table (``timestamp, job, metric, labels,
+value``) or its events frame, both read by :func:`crdscale.rundir.read_run`.
 
 Units: bytes stay bytes (plots convert to MiB), time is UTC timestamps plus
 ``elapsed_s`` (seconds since the run's first event), rates are per second.
@@ -12,13 +11,12 @@ Units: bytes stay bytes (plots convert to MiB), time is UTC timestamps plus
 
 from __future__ import annotations
 
-import json
-from dataclasses import dataclass
-from pathlib import Path
-from typing import Iterable, Mapping, Sequence
+from typing import Mapping, Sequence
 
 import numpy as np
 import pandas as pd
+
+from crdscale.rundir.reader import run_start
 
 MIB = 2**20
 
@@ -61,65 +59,6 @@ PHASE_EVENTS: dict[str, tuple[str, tuple[str, ...]]] = {
     "serve": ("serve.start", ("serve.end",)),
     "settle": ("settle.start", ()),  # closed after its ``seconds`` field
 }
-
-
-# --------------------------------------------------------------------------
-# Reading a run directory (the only I/O in this module)
-# --------------------------------------------------------------------------
-
-
-@dataclass
-class RunData:
-    """The raw material of a run directory: manifest, events and the tidy series."""
-
-    run_dir: Path
-    manifest: dict
-    events: pd.DataFrame
-    series: pd.DataFrame
-
-    @property
-    def start(self) -> pd.Timestamp | None:
-        """Time zero of the plots (see :func:`run_start`)."""
-        return run_start(self.events, self.series)
-
-
-def load_run_data(run_dir: str | Path) -> RunData:
-    """Read ``manifest.json``, ``events.jsonl`` and ``metrics/series.parquet`` of a run
-    directory (each may be missing: an empty dict/DataFrame comes back)."""
-    from crdscale.collect.events import read_events
-    from crdscale.collect.metrics import TIDY_COLUMNS
-
-    run_dir = Path(run_dir)
-    manifest_path = run_dir / "manifest.json"
-    manifest = json.loads(manifest_path.read_text()) if manifest_path.is_file() else {}
-    events_path = run_dir / "events.jsonl"
-    events = events_frame(read_events(events_path) if events_path.is_file() else [])
-    series_path = run_dir / "metrics" / "series.parquet"
-    series = pd.read_parquet(series_path) if series_path.is_file() else pd.DataFrame(columns=TIDY_COLUMNS)
-    if len(series):
-        series = series.assign(timestamp=pd.to_datetime(series["timestamp"], utc=True))
-    return RunData(run_dir, manifest, events, series)
-
-
-def events_frame(events: Iterable[Mapping]) -> pd.DataFrame:
-    """Events as a DataFrame: ``ts`` (UTC), ``kind`` and every other field as a column."""
-    frame = pd.DataFrame(list(events))
-    if frame.empty:
-        return pd.DataFrame(columns=["ts", "kind"])
-    frame["ts"] = pd.to_datetime(frame["ts"], utc=True, format="ISO8601")
-    return frame.sort_values("ts", kind="stable").reset_index(drop=True)
-
-
-def run_start(events: pd.DataFrame, series: pd.DataFrame | None = None) -> pd.Timestamp | None:
-    """Time zero of the plots: when metrics collection started (the ``metrics.start``
-    event; the control plane's start-up before it has no samples), else the first
-    event, else the first sample; ``None`` for an empty run."""
-    if len(events):
-        started = events.loc[events["kind"] == "metrics.start", "ts"]
-        return started.iloc[0] if len(started) else events["ts"].min()
-    if series is not None and len(series):
-        return pd.to_datetime(series["timestamp"], utc=True).min()
-    return None
 
 
 def elapsed(ts: pd.Series | pd.DatetimeIndex, start: pd.Timestamp) -> np.ndarray:

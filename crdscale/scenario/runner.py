@@ -9,8 +9,6 @@ API server as ``failed``; in every case the run directory stays readable.
 
 from __future__ import annotations
 
-import io
-import shutil
 import signal
 import threading
 import time
@@ -24,16 +22,13 @@ from crdscale.cluster.clients import Cluster, connect
 from crdscale.cluster.gobuild import go_version
 from crdscale.cluster.local import LocalControlPlane
 from crdscale.collect import metrics as metric_defs
-from crdscale.collect.events import EventLog
-from crdscale.collect.naming import profile_filename
 from crdscale.collect.pprof import fetch_profile
 from crdscale.collect.sources import DirectScraper, LocalPrometheus, RemotePrometheus
 from crdscale.errors import BinaryError, ClusterError, CrdscaleError, RunInterrupted
-from crdscale.fsutil import write_atomic, write_json_atomic
 from crdscale.ownership import new_run_id
 from crdscale.paths import runs_dir
 from crdscale.scenario.config import Scenario
-from crdscale.scenario.rundir import RunDirectory
+from crdscale.rundir import EventLog, RunWriter
 
 
 @dataclass
@@ -170,7 +165,7 @@ class ScenarioRunner:
         self.progress = progress or Progress()
         self.echo = echo or (lambda _m: None)
         self.run_id = new_run_id()
-        self.run = RunDirectory.create(runs_parent or runs_dir(), scenario.name)
+        self.run = RunWriter.create(runs_parent or runs_dir(), scenario.name)
         self.events: EventLog | None = None
         self.started = time.monotonic()
         self.window_start = datetime.now(timezone.utc)
@@ -181,11 +176,11 @@ class ScenarioRunner:
 
     # ------------------------------------------------------------ public
 
-    def execute(self) -> RunDirectory:
+    def execute(self) -> RunWriter:
         """Run the scenario. Returns the run directory; raises :class:`CrdscaleError`
         subclasses (after recording them in the manifest) on failure or interruption."""
         self.run.start_manifest(run_id=self.run_id, scenario=self.scenario.raw, scenario_file=self.scenario.source_path)
-        self.events = EventLog(self.run.events_path)
+        self.events = self.run.events
         previous = {sig: signal.getsignal(sig) for sig in (signal.SIGINT, signal.SIGTERM)}
         interrupted_by: list[str] = []
 
@@ -232,14 +227,13 @@ class ScenarioRunner:
 
     def _finish(self, status: str, reason: str | None) -> None:
         if self.events:
-            self.events.emit("run.end", status=status, reason=reason)
-            self.events.close()
+            self.events.emit("run.end", status=status, reason=reason, run_id=self.run_id)
         self.run.finish(status, reason)
 
     def _run(self, stack: ExitStack) -> None:
         sc = self.scenario
         crds, crd_info = _load_crd_set(sc)
-        write_json_atomic(self.run.path / "crds" / "summary.json", crd_info)
+        self.run.write_crd_summary(crd_info)
         self.run.update_manifest(crds=crd_info["summary"])
         self.events.emit("run.start", run_id=self.run_id, scenario=sc.name, crds=len(crds))
 
@@ -271,7 +265,7 @@ class ScenarioRunner:
         for index, size in enumerate(sizes, start=1):
             step_crds = crds[installed:installed + size]
             self.progress.step_started(index, len(sizes), size)
-            self.events.emit("step.start", step=index, crds_before=installed, crds_in_step=size)
+            self.events.emit("step.start", step=index, crds_before=installed, crds_in_step=size, run_id=self.run_id)
             cpu_capture = self._start_cpu_profile(step=index, crds=installed + size)
             t0 = time.monotonic()
             result = installer.install_step(index, step_crds, on_established=lambda n=1: self.progress.advance(n))
@@ -300,7 +294,7 @@ class ScenarioRunner:
                 open_fds=current.get("process_open_fds"), goroutines=current.get("go_goroutines"),
                 install_s=install_s, serve_s=serve_s, elapsed_s=time.monotonic() - self.started,
             )
-            self.events.emit("step.end", **asdict(summary))
+            self.events.emit("step.end", run_id=self.run_id, **result.counts(), **asdict(summary))
             self.progress.step_finished(summary)
 
     def _start_target(self, stack: ExitStack) -> None:
@@ -316,7 +310,7 @@ class ScenarioRunner:
             self.plane.start()
             self.cluster = self.plane.connect()
             versions.update(self.plane.versions)
-            self.run.update_manifest(binaries=self.plane.state["binaries"])
+            self.run.record_binaries(self.plane.state["binaries"])
         else:
             self.cluster = connect(sc.target["kubeconfig"], sc.target.get("context"))
             stack.callback(self.cluster.close)
@@ -333,13 +327,8 @@ class ScenarioRunner:
     def _stop_plane(self) -> None:
         if self.plane is None:
             return
-        logs = self.run.path / "logs"
-        logs.mkdir(exist_ok=True)
         for record in self.plane.processes:
-            try:  # component logs help explain a failure; they hold no credentials
-                shutil.copyfile(record.log, logs / Path(record.log).name)
-            except OSError:
-                pass
+            self.run.copy_log(record.log)  # component logs help explain a failure
         self.plane.keep_state = False
         self.plane.stop()
         if self.events:
@@ -365,6 +354,8 @@ class ScenarioRunner:
                 self.progress.message("no prometheus binary: scraping /metrics directly")
         if source is None:
             source = DirectScraper(self.cluster, self.plane.etcd_metrics_url if self.plane else None, interval)
+        if isinstance(source, LocalPrometheus):
+            self.run.record_binaries({"prometheus": source.binary.path})
         self.source = source.start()
         stack.callback(self.source.stop)
         # Callbacks unwind last-in first-out: the export runs before the source stops,
@@ -384,10 +375,7 @@ class ScenarioRunner:
         except Exception as err:  # keep the run's other results even if the query fails
             self.run.update_manifest(metrics_error=f"{type(err).__name__}: {err}")
             return
-        buf = io.BytesIO()
-        df.to_parquet(buf, index=False)
-        write_atomic(self.run.metrics_dir / "series.parquet", buf.getvalue())
-        write_atomic(self.run.metrics_dir / "series.csv", df.to_csv(index=False))
+        self.run.write_series(df)
         manifest = self.run.manifest()
         manifest.setdefault("metrics", {}).update(
             window={"start": self.window_start.isoformat(), "end": end.isoformat()},
@@ -407,10 +395,7 @@ class ScenarioRunner:
                 self._save_profile(kind, fetch_profile(self.cluster, kind), step=step, crds=crds, phase=phase)
 
     def _save_profile(self, kind: str, data: bytes, *, step: int, crds: int, phase: str | None) -> None:
-        name = profile_filename(kind, step, crds, phase)
-        write_atomic(self.run.profiles_dir / name, data)
-        self.events.emit("profile", file=f"profiles/{name}", profile=kind, step=step, crds=crds, phase=phase,
-                         bytes=len(data))
+        self.run.write_profile(kind, step, crds, phase, data)
 
     def _start_cpu_profile(self, *, step: int, crds: int) -> threading.Thread | None:
         """Sample CPU for ``profiles.cpu_seconds`` from the start of a step's install, in a thread;
@@ -442,10 +427,10 @@ class ScenarioRunner:
             options.setdefault("step", step)
             options.setdefault("run_id", self.run_id)
             self.events.emit("probe.start", probe=name, step=step)
-            run_probe(name, self.cluster, self.run.path, options)
+            run_probe(name, self.cluster, self.run, options)
             self.events.emit("probe.end", probe=name, step=step)
 
 
-def run_scenario(scenario: Scenario, **kwargs) -> RunDirectory:
+def run_scenario(scenario: Scenario, **kwargs) -> RunWriter:
     """Convenience wrapper: ``ScenarioRunner(scenario, **kwargs).execute()``."""
     return ScenarioRunner(scenario, **kwargs).execute()

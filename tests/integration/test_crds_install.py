@@ -9,7 +9,7 @@ import pytest
 
 from crdscale.cli.main import main
 from crdscale.cluster.local import LocalControlPlane
-from crdscale.collect.events import read_events
+from crdscale.rundir import layout, read_run
 from crdscale.crds.clean import clean
 from crdscale.crds.generate import GeneratorParams, generate_crds, write_crds
 from crdscale.crds.install import CRD_PATH, CrdRejected, Installer, conditions_true
@@ -49,19 +49,22 @@ def test_install_200_in_4_steps_serve_list_then_clean_leaves_foreign_crd(local_c
     assert main(["install", str(crd_dir), "--step", "50", "--serve", "list", "--quiet",
                  "--kubeconfig", kubeconfig, "--out", str(out)]) == 0
 
-    events = list(read_events(out / "events.jsonl"))
+    (run_dir,) = out.iterdir()  # --out is the parent of the run directory
+    run = read_run(run_dir)
+    assert run.status == "completed" and run.manifest["kind"] == "install"
+    events = run.read_jsonl(layout.EVENTS)
     step_ends = [e for e in events if e["kind"] == "step.end"]
     assert [e["step"] for e in step_ends] == [1, 2, 3, 4]
     assert all(e["established"] == 50 for e in step_ends)
-    assert [e["crds_total"] for e in step_ends] == [50, 100, 150, 200]
+    assert [e["crds"] for e in step_ends] == [50, 100, 150, 200]
     serve_ends = [e for e in events if e["kind"] == "serve.end"]
     assert [e["listed"] for e in serve_ends] == [50, 50, 50, 50]
-    records = [json.loads(line) for line in (out / "crds.jsonl").read_text().splitlines()]
+    records = run.read_jsonl(layout.CRD_RECORDS)
     assert len(records) == 200
     assert all(r["action"] == "created" for r in records)
     assert all(r["created_at"] <= r["established_at"] and r["names_accepted_at"] for r in records)
 
-    run_id = json.loads((out / "install.json").read_text())["run_id"]
+    run_id = run.manifest["run_id"]
     installed = _owned_crds(cluster, run_id)
     assert len(installed) == 200
     assert all("Established" in conditions_true(c) for c in installed)

@@ -17,7 +17,7 @@ import pandas as pd
 
 from crdscale.cli.main import main
 from crdscale.cluster.local import LocalControlPlane
-from crdscale.collect.events import read_events
+from crdscale.rundir import layout, read_run
 from crdscale.collect.sources import LocalPrometheus
 from crdscale.paths import instances_dir
 
@@ -45,7 +45,7 @@ def _only_run(parent: Path) -> Path:
 
 
 def _events(run: Path) -> list[dict]:
-    return list(read_events(run / "events.jsonl"))
+    return read_run(run).read_jsonl(layout.EVENTS)
 
 
 def _check_readable(run: Path) -> dict:

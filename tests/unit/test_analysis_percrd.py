@@ -3,7 +3,6 @@ real run reports a positive cost for the OpenAPI and schema causes."""
 
 from __future__ import annotations
 
-import json
 import math
 import shutil
 from pathlib import Path
@@ -13,11 +12,11 @@ import pandas as pd
 import pytest
 
 from crdscale.analysis.percrd import (
-    TOTAL, fit_per_crd, fit_per_property, linear_fit, load_run, profile_points, t_quantile, unattributed_share,
+    TOTAL, fit_per_crd, fit_per_property, linear_fit, profile_points, t_quantile, unattributed_share,
 )
 from crdscale.analysis.profile import encode_profile, synthetic_profile
 from crdscale.cli.main import main
-from crdscale.collect.naming import profile_filename
+from crdscale.rundir import RunWriter, read_run
 from crdscale.errors import UsageError
 
 DATA = Path(__file__).resolve().parents[1] / "data"
@@ -104,12 +103,12 @@ def test_bytes_per_property():
 
 
 def _write_run(tmp_path: Path) -> Path:
-    run = tmp_path / "run"
-    (run / "profiles").mkdir(parents=True)
-    (run / "manifest.json").write_text(json.dumps({"name": "synthetic"}))
+    run = RunWriter.create_at(tmp_path / "run")
+    run.write_manifest({"name": "synthetic"})
     for step, n in enumerate((0, 100, 200, 300)):
-        (run / "profiles" / profile_filename("heap", step, n)).write_bytes(encode_profile(_profile(n)))
-    return run
+        run.write_profile("heap", step, n, None, encode_profile(_profile(n)))
+    run.close()
+    return run.path
 
 
 def test_analyze_cli_on_synthetic_run(tmp_path, capsys):
@@ -124,9 +123,9 @@ def test_analyze_cli_on_synthetic_run(tmp_path, capsys):
 
 def test_analyze_cli_errors(tmp_path, capsys):
     assert main(["analyze", str(tmp_path / "nope")]) == 2
-    empty = tmp_path / "empty"
-    (empty / "profiles").mkdir(parents=True)
-    assert main(["analyze", str(empty)]) == 2
+    empty = RunWriter.create_at(tmp_path / "empty")
+    empty.write_manifest({"name": "empty"})
+    assert main(["analyze", str(empty.path)]) == 2
     assert "two or more CRD counts" in capsys.readouterr().err
 
 
@@ -134,7 +133,7 @@ def test_analyze_cli_errors(tmp_path, capsys):
 def test_recorded_real_run_has_positive_openapi_and_schema_cost(tmp_path):
     run = tmp_path / "run"
     shutil.copytree(RUN, run)
-    analysis = load_run(run)
+    analysis = read_run(run).analysis()
     served = analysis.fits[(analysis.fits["phase"] == "served") & (analysis.fits["metric"] == "bytes")]
     per_crd = served.set_index("cause")["per_crd"]
     assert per_crd["openapi"] > 0
@@ -146,14 +145,13 @@ def test_recorded_real_run_has_positive_openapi_and_schema_cost(tmp_path):
 def test_analyze_several_runs_fits_bytes_per_property(tmp_path, capsys):
     runs = []
     for properties in (10, 50, 100):
-        run = tmp_path / f"run{properties}"
-        (run / "profiles").mkdir(parents=True)
-        (run / "manifest.json").write_text(json.dumps({"scenario": {"crds": {"property_count": properties}}}))
+        run = RunWriter.create_at(tmp_path / f"run{properties}")
+        run.write_manifest({"scenario": {"crds": {"property_count": properties}}})
         for step, n in enumerate((0, 100, 200)):
             stacks = [(OPENAPI, [n, 1_000_000 + n * (2_000 + 300 * properties)]), (UNKNOWN, [1, 5_000_000])]
-            (run / "profiles" / profile_filename("heap", step, n)).write_bytes(
-                encode_profile(synthetic_profile(stacks)))
-        runs.append(str(run))
+            run.write_profile("heap", step, n, None, encode_profile(synthetic_profile(stacks)))
+        run.close()
+        runs.append(str(run.path))
     assert main(["analyze", *runs]) == 0
     table = pd.read_csv(Path(runs[0]) / "analysis" / "per_property.csv").set_index("cause")
     assert table.loc["openapi", "per_property"] == pytest.approx(300)

@@ -7,7 +7,7 @@ import pytest
 
 from crdscale import ownership
 from crdscale.cli.main import SUBCOMMANDS, build_parser, main
-from crdscale.collect.naming import parse_profile_filename, profile_filename
+from crdscale.rundir.layout import parse_profile_filename, profile_filename
 from crdscale.fsutil import read_json, write_atomic, write_json_atomic
 
 

@@ -7,7 +7,8 @@ import pytest
 from cryptography import x509
 
 from crdscale.cluster import binaries, gobuild, pki, versions
-from crdscale.cluster.local import ProcessRecord, _proc_start_ticks
+from crdscale.cluster.local import ProcessRecord
+from crdscale.proc import start_ticks as _proc_start_ticks
 from crdscale.errors import UsageError
 
 

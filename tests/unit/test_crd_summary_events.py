@@ -4,9 +4,7 @@ from __future__ import annotations
 
 import copy
 import json
-import threading
 
-from crdscale.collect.events import EventLog, read_events
 from crdscale.crds.generate import GeneratorParams, generate_crds
 from crdscale.crds.summary import count_properties, crd_set_sha256, summarize
 from crdscale.ownership import ownership_labels
@@ -42,19 +40,3 @@ def test_count_properties_follows_items_and_additional_properties():
     assert count_properties(schema) == 4
 
 
-def test_event_log_appends_json_lines_with_utc_timestamps(tmp_path):
-    path = tmp_path / "events.jsonl"
-    with EventLog(path) as log:
-        log.emit("step.start", step=1, crds=100)
-    with EventLog(path, fsync=False) as log:  # append, not truncate
-        threads = [threading.Thread(target=log.emit, args=("x",), kwargs={"i": i}) for i in range(20)]
-        for t in threads:
-            t.start()
-        for t in threads:
-            t.join()
-    with open(path, "a") as f:
-        f.write('{"ts": "torn')  # a writer killed mid-line
-    events = list(read_events(path))
-    assert events[0]["kind"] == "step.start" and events[0]["step"] == 1
-    assert events[0]["ts"].endswith("Z") and "T" in events[0]["ts"]
-    assert sorted(e["i"] for e in events[1:]) == list(range(20))

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pandas as pd
 
-from crdscale.analysis.probes import apf_findings, discovery_findings, list_findings, load_probe_table
+from crdscale.analysis.probes import apf_findings, discovery_findings, list_findings
 
 
 def test_discovery_findings_verdicts():
@@ -43,12 +43,3 @@ def test_apf_findings():
     )
     values = apf_findings(seats).set_index("finding")["value"]
     assert values["LISTs where the estimators differ"] == "1 of 2"
-
-
-def test_load_probe_table_keeps_main_and_side_tables_apart(tmp_path):
-    (tmp_path / "probes").mkdir()
-    pd.DataFrame({"a": [1]}).to_parquet(tmp_path / "probes" / "list-step01.parquet")
-    pd.DataFrame({"b": [2]}).to_parquet(tmp_path / "probes" / "list-load-step01.parquet")
-    main = load_probe_table(tmp_path, "list")
-    assert list(main.columns) == ["a", "step"] and main["step"].tolist() == [1]
-    assert list(load_probe_table(tmp_path, "list", "load").columns) == ["b", "step"]

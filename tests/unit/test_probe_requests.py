@@ -7,7 +7,7 @@ import json
 import pytest
 
 from crdscale.collect.probes import metrics as m
-from crdscale.collect.probes import probe_table_path
+from crdscale.rundir.layout import parse_probe_table_name, probe_table_relative
 from crdscale.collect.probes.fixtures import PROBE_INSTANCE_LABEL, crd_manifest, probe_labels, probe_selector, secret, sweep_crds
 from crdscale.collect.probes.requests import (
     LIST_KINDS,
@@ -185,9 +185,11 @@ def test_histogram_delta_by():
     }
 
 
-def test_probe_table_path(tmp_path):
-    assert probe_table_path(tmp_path, "list", 3) == tmp_path / "probes" / "list-step03.parquet"
-    assert probe_table_path(tmp_path, "list", 3, "load") == tmp_path / "probes" / "list-load-step03.parquet"
+def test_probe_table_names():
+    assert probe_table_relative("list", 3) == "probes/list-step03.parquet"
+    assert probe_table_relative("list", 3, "load") == "probes/list-load-step03.parquet"
+    assert parse_probe_table_name("list-load-step03.parquet") == ("list-load", 3)
+    assert parse_probe_table_name("list.parquet") is None
 
 
 # Recorded from kube-apiserver v1.37.1 around LISTs of configmaps: the storage label names the place.

@@ -8,7 +8,8 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from crdscale.analysis.percrd import load_run, unattributed_share
+from crdscale.analysis.percrd import unattributed_share
+from crdscale.rundir import read_run
 from crdscale.report import series as S
 from crdscale.report.findings import (
     compute_findings, findings_markdown, fmt_bytes, fmt_value, headline, key_numbers, per_crd_table, provenance,
@@ -19,8 +20,8 @@ REFERENCE = Path(__file__).resolve().parents[2] / "data" / "reference-run"
 
 @pytest.fixture(scope="module")
 def reference():
-    data = S.load_run_data(REFERENCE)
-    return data, load_run(REFERENCE), S.memory_frame(data.series, data.start)
+    data = read_run(REFERENCE)
+    return data, data.analysis(), S.memory_frame(data.series, data.start)
 
 
 def test_numbers_equal_the_analysis(reference):

@@ -8,14 +8,17 @@ import json
 import re
 from pathlib import Path
 
+import pandas as pd
 import pytest
 
 pytest.importorskip("nbclient")
 
-from crdscale.analysis.percrd import load_run, unattributed_share  # noqa: E402
+from crdscale.analysis.percrd import unattributed_share  # noqa: E402
+from crdscale.rundir import read_run  # noqa: E402
 from crdscale.cli.main import main  # noqa: E402
 from crdscale.report.findings import fmt_value  # noqa: E402
-from crdscale.report.render import has_probe_table, notebook_plan  # noqa: E402
+from crdscale.report.render import notebook_plan  # noqa: E402
+from crdscale.rundir import RunWriter  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[2]
 REFERENCE = ROOT / "data" / "reference-run"
@@ -56,15 +59,15 @@ def test_html_embeds_figures_and_says_what_was_run(report):
         assert "Reference run: 160 generated CRDs" in html
         # nothing loaded from the network: the report opens offline
         assert not re.search(r'<(script|link)[^>]+(src|href)="https?://', html)
-    assert 'jp-Editor jp-InputArea-editor"' in full and ">load_run_data<" in full
-    assert 'jp-Editor jp-InputArea-editor"' not in nocode and ">load_run_data<" not in nocode
+    assert 'jp-Editor jp-InputArea-editor"' in full and ">read_run<" in full
+    assert 'jp-Editor jp-InputArea-editor"' not in nocode and ">read_run<" not in nocode
     # the summary comes first: headline figure before the first notebook's title
     assert nocode.index("How memory grew and what one CRD costs") < nocode.index("Memory and CPU of kube-apiserver")
 
 
 def test_findings_numbers_equal_the_analysis(report):
     _, _, out = report
-    analysis = load_run(REFERENCE)
+    analysis = read_run(REFERENCE).analysis()
     found = {n["key"]: n for n in json.loads((out / "findings.json").read_text())["numbers"]}
     fits = analysis.fits
     total = fits[(fits.phase == "served") & (fits.metric == "bytes") & (fits.cause == "total")].iloc[0]
@@ -86,11 +89,11 @@ def test_findings_numbers_equal_the_analysis(report):
 
 def test_probe_notebooks_join_only_with_probe_tables(tmp_path):
     notebooks = ROOT / "notebooks"
-    assert [p.stem for p in notebook_plan(REFERENCE, notebooks)] == ["memory", "attribution"]
-    (tmp_path / "probes").mkdir()
-    (tmp_path / "probes" / "list-step01.parquet").write_bytes(b"")
-    assert has_probe_table(tmp_path, "list") and not has_probe_table(tmp_path, "apf")
-    assert [p.stem for p in notebook_plan(tmp_path, notebooks)] == ["memory", "attribution", "list"]
+    assert [p.stem for p in notebook_plan(read_run(REFERENCE), notebooks)] == ["memory", "attribution"]
+    run = RunWriter.create_at(tmp_path)
+    run.start_manifest(run_id="r")
+    run.write_probe_table("list", 1, pd.DataFrame({"a": [1]}))
+    assert [p.stem for p in notebook_plan(read_run(tmp_path), notebooks)] == ["memory", "attribution", "list"]
 
 
 BROKEN = '''# %% [markdown]

@@ -11,6 +11,7 @@ import pandas as pd
 import pytest
 
 from crdscale.report import series as S
+from crdscale.rundir import events_frame, read_run
 from crdscale.report.flame import icicle_layout, short_name, stack_causes
 
 T0 = pd.Timestamp("2026-11-22T03:00:00Z")
@@ -18,7 +19,7 @@ REFERENCE = Path(__file__).resolve().parents[2] / "data" / "reference-run"
 
 
 def _events(rows):
-    return S.events_frame([{"ts": (T0 + pd.Timedelta(seconds=t)).isoformat(), "kind": k, **f} for t, k, f in rows])
+    return events_frame([{"ts": (T0 + pd.Timedelta(seconds=t)).isoformat(), "kind": k, **f} for t, k, f in rows])
 
 
 EVENTS = _events([
@@ -165,7 +166,7 @@ def test_stack_causes_uses_the_attribution_rules():
 
 
 def test_reference_run_phases_and_steps_match_its_events():
-    data = S.load_run_data(REFERENCE)
+    data = read_run(REFERENCE)
     steps = S.crd_count_steps(data.events, data.start)
     manifest = json.loads((REFERENCE / "manifest.json").read_text())
     assert steps["crds"].iloc[-1] == manifest["crds"]["count"]

@@ -4,7 +4,6 @@ import pytest
 
 from crdscale.errors import UsageError
 from crdscale.scenario.config import load_scenario, parse_scenario
-from crdscale.scenario.rundir import RunDirectory
 
 
 def test_default_scenario_is_the_documented_one():
@@ -46,24 +45,6 @@ def test_bad_scenarios_name_the_key_in_one_line(text, fragment):
         parse_scenario(text, where="my.toml")
     message = str(err.value)
     assert message.startswith("my.toml: ") and fragment in message and "\n" not in message
-
-
-def test_manifest_round_trip(tmp_path):
-    run = RunDirectory.create(tmp_path, "t")
-    run.start_manifest(run_id="r1", scenario={"name": "t"}, scenario_file=None)
-    assert run.manifest()["status"] == "running"
-    run.update_manifest(versions={"kube-apiserver": "v1.37.1"})
-    final = run.finish("interrupted", "SIGINT")
-    again = RunDirectory.open(run.path).manifest()
-    assert again == final
-    assert again["status"] == "interrupted" and again["reason"] == "SIGINT" and again["ended_at"]
-    assert again["machine"]["cpus"] >= 1
-    assert sorted(p.name for p in run.path.iterdir()) == ["README.md", "crds", "manifest.json", "metrics", "probes", "profiles"]
-
-
-def test_open_rejects_a_directory_without_manifest(tmp_path):
-    with pytest.raises(UsageError):
-        RunDirectory.open(tmp_path)
 
 
 def test_overrides_reach_sections_and_top_level_keys():

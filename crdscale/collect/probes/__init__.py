@@ -5,50 +5,25 @@
 * ``apf`` -- APF seats of those LISTs: both estimators and the server's view.
 * ``clientmem`` -- peak RSS of a client listing full objects vs metadata only.
 
-Each is a function ``(cluster, run_dir, options) -> DataFrame`` in
+Each is a function ``(cluster, run, options) -> DataFrame`` in
 :data:`PROBES`; :func:`run_probe` calls one as a scenario step and writes its
-table to ``run_dir/probes/<name>-stepNN.parquet`` (side tables as
-``<name>-<table>-stepNN.parquet``). Imports are lazy so that the client-memory
+tables into the run directory through its :class:`~crdscale.rundir.RunWriter`
+(``run.probe_table(name)`` reads them back). Imports are lazy so that the client-memory
 child process, which runs ``python -m crdscale.collect.probes.clientmem``,
 stays small.
 """
 
 from __future__ import annotations
 
-from pathlib import Path
-from typing import Any, Callable, Mapping
+from typing import TYPE_CHECKING, Any, Callable, Mapping
 
-PROBES_SUBDIR = "probes"
+if TYPE_CHECKING:
+    from crdscale.rundir import RunWriter
 
-
-def probe_table_path(run_dir: str | Path, name: str, step: int, table: str | None = None) -> Path:
-    """``run_dir/probes/list-step03.parquet`` or, for a side table, ``list-load-step03.parquet``."""
-    stem = f"{name}-{table}" if table else name
-    return Path(run_dir) / PROBES_SUBDIR / f"{stem}-step{step:02d}.parquet"
-
-
-def _write_tables(run_dir: str | Path, name: str, step: int, tables: Mapping[str, Any], main: str) -> None:
+def write_tables(run: RunWriter, name: str, step: int, tables: Mapping[str, Any], main: str) -> None:
+    """Write a probe's tables into ``run``: ``main`` as the probe's own table, the others as side tables."""
     for table_name, frame in tables.items():
-        if frame is None or len(frame) == 0:
-            continue
-        path = probe_table_path(run_dir, name, step, None if table_name == main else table_name)
-        path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = path.with_name(f".{path.name}.tmp")
-        _parquet_safe(frame).to_parquet(tmp, index=False)
-        tmp.replace(path)
-
-
-def _parquet_safe(frame):
-    """Object columns holding mixed types (None and numbers, dicts) become strings so pyarrow accepts them."""
-    import json
-
-    out = frame.copy()
-    for col in out.columns:
-        if out[col].dtype == object:
-            values = out[col].dropna()
-            if len(values) and not all(isinstance(v, str) for v in values):
-                out[col] = out[col].map(lambda v: v if v is None or isinstance(v, str) else json.dumps(v, default=str))
-    return out
+        run.write_probe_table(name, step, frame, None if table_name == main else table_name)
 
 
 def _run_id(options: Mapping[str, Any]) -> str:
@@ -57,7 +32,7 @@ def _run_id(options: Mapping[str, Any]) -> str:
     return options.get("run_id") or new_run_id()
 
 
-def discovery_step(cluster, run_dir, options: Mapping[str, Any]):
+def discovery_step(cluster, run: "RunWriter", options: Mapping[str, Any]):
     """Discovery as a step: legacy discovery per limit, aggregated discovery, kubectl.
 
     Options: ``limits`` (names or ``BURST,QPS``; default ``kubectl-1.24`` and
@@ -68,11 +43,11 @@ def discovery_step(cluster, run_dir, options: Mapping[str, Any]):
 
     limits = discovery.validate_limits(options.get("limits") or ["kubectl-1.24", "disabled"])
     tables = discovery.probe(cluster, limits, kubeconfig=options.get("kubeconfig"), with_kubectl=options.get("with_kubectl", True))
-    _write_tables(run_dir, "discovery", int(options.get("step", 0)), tables, main="summary")
+    write_tables(run, "discovery", int(options.get("step", 0)), tables, main="summary")
     return tables["summary"]
 
 
-def list_step(cluster, run_dir, options: Mapping[str, Any]):
+def list_step(cluster, run: "RunWriter", options: Mapping[str, Any]):
     """LIST cost as a step. Options: the fields of :class:`.listcost.ListProbeConfig`, ``load_levels``, ``step``."""
     from . import listcost
 
@@ -87,11 +62,11 @@ def list_step(cluster, run_dir, options: Mapping[str, Any]):
         keep=bool(options.get("keep")),
         echo=options.get("echo"),
     )
-    _write_tables(run_dir, "list", int(options.get("step", 0)), tables, main="lists")
+    write_tables(run, "list", int(options.get("step", 0)), tables, main="lists")
     return tables["lists"]
 
 
-def apf_step(cluster, run_dir, options: Mapping[str, Any]):
+def apf_step(cluster, run: "RunWriter", options: Mapping[str, Any]):
     """APF seats as a step: runs the LIST probe (same options), then estimates and observes seats."""
     from . import apfseats, listcost
 
@@ -112,11 +87,11 @@ def apf_step(cluster, run_dir, options: Mapping[str, Any]):
         else:
             stats, observed = listcost.server_object_stats(cluster, populated), None
     table = apfseats.compare(lists, stats, observed)
-    _write_tables(run_dir, "apf", int(options.get("step", 0)), {"seats": table, "lists": lists}, main="seats")
+    write_tables(run, "apf", int(options.get("step", 0)), {"seats": table, "lists": lists}, main="seats")
     return table
 
 
-def clientmem_step(cluster, run_dir, options: Mapping[str, Any]):
+def clientmem_step(cluster, run: "RunWriter", options: Mapping[str, Any]):
     """Client memory as a step. Options: ``secrets`` (count), ``secret_bytes``, ``step``."""
     from . import clientmem
 
@@ -128,7 +103,7 @@ def clientmem_step(cluster, run_dir, options: Mapping[str, Any]):
         keep=bool(options.get("keep")),
         echo=options.get("echo"),
     )
-    _write_tables(run_dir, "clientmem", int(options.get("step", 0)), {"main": table}, main="main")
+    write_tables(run, "clientmem", int(options.get("step", 0)), {"main": table}, main="main")
     return table
 
 
@@ -140,8 +115,8 @@ PROBES: dict[str, Callable] = {
 }
 
 
-def run_probe(name: str, cluster, run_dir: str | Path, options: Mapping[str, Any] | None = None):
-    """Run probe ``name`` as a scenario step; writes ``run_dir/probes/<name>-stepNN.parquet`` and returns its table.
+def run_probe(name: str, cluster, run: "RunWriter", options: Mapping[str, Any] | None = None):
+    """Run probe ``name`` as a scenario step; writes its tables into ``run`` and returns the main one.
 
     ``options["step"]`` is the scenario step number (default 0).
     """
@@ -149,4 +124,4 @@ def run_probe(name: str, cluster, run_dir: str | Path, options: Mapping[str, Any
         from crdscale.errors import UsageError
 
         raise UsageError(f"unknown probe {name!r}; known: {', '.join(PROBES)}")
-    return PROBES[name](cluster, run_dir, dict(options or {}))
+    return PROBES[name](cluster, run, dict(options or {}))

@@ -1,0 +1,127 @@
+"""Where things live inside a run directory: the only module that spells those names.
+
+Layout of ``runs/<UTC timestamp>-<name>/``::
+
+    README.md              what every file is (written when the directory is created)
+    manifest.json          scenario, versions, environment, machine, times, status (+ reason)
+    events.jsonl           append-only log of steps and phases (kinds: crdscale.rundir.events)
+    crds/summary.json      the CRD set summary and sha256
+    crds.jsonl             `crdscale install`: per CRD, when created, NamesAccepted, Established
+    profiles/              heap-step03-crds0300[-installed].pb.gz ... (gzip pprof)
+    metrics/series.parquet tidy time series (+ series.csv)
+    probes/                <probe>[-<table>]-stepNN.parquet
+    logs/                  kube-apiserver / etcd logs of a local target
+    analysis/, report/     written by ``crdscale analyze`` and ``crdscale report``
+
+An experiment directory (a matrix of runs) holds ``experiment.json`` and one run
+directory per cell.
+
+Profiles are named ``{kind}-step{NN}-crds{NNNN}[-{phase}].pb.gz``; step 0 is the
+baseline before any CRD. ``phase`` is ``installed`` for a profile taken once a
+step's CRDs are Established but before they are served, ``install`` for a CPU
+profile sampled while the step installed; no phase means the end of the step
+(after serving and settling).
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from pathlib import Path
+
+MANIFEST = "manifest.json"
+EXPERIMENT_MANIFEST = "experiment.json"
+EVENTS = "events.jsonl"
+README = "README.md"
+CRD_SUMMARY = "crds/summary.json"
+CRD_RECORDS = "crds.jsonl"  # `crdscale install`: per CRD, created / NamesAccepted / Established times
+PROFILES = "profiles"
+METRICS = "metrics"
+SERIES = "metrics/series.parquet"
+SERIES_CSV = "metrics/series.csv"
+PROBES = "probes"
+LOGS = "logs"
+ANALYSIS = "analysis"
+REPORT = "report"
+
+# Sub-directories made when a run directory is created.
+SUBDIRECTORIES = (PROFILES, METRICS, "crds", PROBES)
+
+PROFILE_KINDS = ("heap", "allocs", "cpu", "goroutine")
+PHASES = ("installed", "served")
+
+_PROFILE_RE = re.compile(
+    r"^(?P<kind>[a-z]+)-step(?P<step>\d+)-crds(?P<crds>\d+)(?:-(?P<phase>[a-z]+))?\.pb\.gz$"
+)
+_PROBE_RE = re.compile(r"^(?P<stem>.+)-step(?P<step>\d+)\.parquet$")
+
+RUN_README = f"""\
+# A crdscale run
+
+| file | what it is | open it with |
+|---|---|---|
+| `{MANIFEST}` | scenario, versions (kube-apiserver, etcd, Go, Prometheus, crdscale, Python packages), binary sha256, machine, start/end, `status` and `reason` | any JSON viewer |
+| `{EVENTS}` | append-only log of steps and phases with UTC timestamps | `crdscale.rundir.read_run(DIR).events` |
+| `{CRD_SUMMARY}` | the CRD set: count, groups, schema sizes, sha256 | |
+| `{PROFILES}/heap-stepNN-crdsNNNN[-installed].pb.gz` | Go heap profiles (gc=1) after step NN with NNNN CRDs; `-installed` = Established but not yet served | `crdscale top FILE`, `go tool pprof FILE` |
+| `{PROFILES}/cpu-stepNN-crdsNNNN-install.pb.gz` | CPU profile sampled while step NN installed | same |
+| `{SERIES}` (`.csv`) | tidy time series: timestamp (UTC), job, metric, labels, value | `crdscale.rundir.read_run(DIR).series`, pandas |
+| `{PROBES}/` | per-step probe tables, when the scenario ran probes | `read_run(DIR).probe_table(NAME)` |
+| `{LOGS}/` | kube-apiserver and etcd logs of a local target | |
+| `{ANALYSIS}/`, `{REPORT}/` | written by `crdscale analyze` and `crdscale report` | |
+"""
+
+
+@dataclass(frozen=True)
+class ProfileName:
+    kind: str
+    step: int
+    crds: int
+    phase: str | None = None
+
+    @property
+    def filename(self) -> str:
+        suffix = f"-{self.phase}" if self.phase else ""
+        return f"{self.kind}-step{self.step:02d}-crds{self.crds:04d}{suffix}.pb.gz"
+
+    @property
+    def relative(self) -> str:
+        """Path inside the run directory, e.g. ``profiles/heap-step03-crds0300.pb.gz``."""
+        return f"{PROFILES}/{self.filename}"
+
+
+def profile_filename(kind: str, step: int, crds: int, phase: str | None = None) -> str:
+    """``profile_filename("heap", 3, 300)`` -> ``heap-step03-crds0300.pb.gz``."""
+    return ProfileName(kind, step, crds, phase).filename
+
+
+def parse_profile_filename(name: str) -> ProfileName | None:
+    """Inverse of :func:`profile_filename`; ``None`` for names that do not match."""
+    m = _PROFILE_RE.match(name)
+    if not m:
+        return None
+    return ProfileName(m["kind"], int(m["step"]), int(m["crds"]), m["phase"])
+
+
+def probe_stem(name: str, table: str | None = None) -> str:
+    """``list`` for a probe's main table, ``list-load`` for its side table ``load``."""
+    return f"{name}-{table}" if table else name
+
+
+def probe_table_relative(name: str, step: int, table: str | None = None) -> str:
+    """``probes/list-step03.parquet`` or, for a side table, ``probes/list-load-step03.parquet``."""
+    return f"{PROBES}/{probe_stem(name, table)}-step{step:02d}.parquet"
+
+
+def parse_probe_table_name(filename: str) -> tuple[str, int] | None:
+    """``list-load-step03.parquet`` -> ``("list-load", 3)``; ``None`` for other names."""
+    m = _PROBE_RE.match(filename)
+    return (m["stem"], int(m["step"])) if m else None
+
+
+def is_run_directory(path: str | Path) -> bool:
+    return (Path(path) / MANIFEST).is_file()
+
+
+def is_experiment_directory(path: str | Path) -> bool:
+    return (Path(path) / EXPERIMENT_MANIFEST).is_file()
