@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import argparse
 import math
+import sys
 
 from crdscale.errors import UsageError
 
@@ -43,6 +44,9 @@ class Command:
             raise UsageError("--confidence must be between 0 and 1")
         analyses, runs = [], [read_run(run_dir) for run_dir in args.run_dirs]
         for run in runs:
+            if run.status == "abandoned":
+                print(f"warning: {run.path} was abandoned (its runner died); analysing what it recorded. "
+                      f"Export its series with: crdscale recover {run.path}", file=sys.stderr)
             analysis = run.analysis(confidence=args.confidence)
             analyses.append(analysis)
             print(render(analysis, args.metric, args.confidence))

@@ -29,6 +29,7 @@ SUBCOMMANDS = {
     "analyze": "analyze",
     "report": "report",
     "probe": "probe",
+    "recover": "recover",
 }
 
 DESCRIPTION = """\

@@ -8,6 +8,10 @@ class Command:
 
     Status 'stale' means the instance was recorded as running but its processes
     are gone (e.g. the machine rebooted); 'crdscale down NAME' cleans it up.
+
+    Also lists the runs under ./runs (or $CRDSCALE_RUNS) that have not ended:
+    'running', or 'abandoned' when their runner died (kill -9, OOM) —
+    'crdscale recover RUN_DIR' exports what they collected.
     """
 
     @staticmethod
@@ -23,8 +27,10 @@ class Command:
                 print(ready[0].kubeconfig)
                 return 0
             return 1
+        unfinished = _unfinished_runs()
         if not instances:
             print("no local instances (start one with 'crdscale up')")
+            _print_runs(unfinished)
             return 0
         rows = [("NAME", "STATUS", "KUBE-APISERVER", "ETCD", "SERVER", "CREATED (UTC)", "KUBECONFIG")]
         for i in instances:
@@ -33,4 +39,31 @@ class Command:
         widths = [max(len(r[c]) for r in rows) for c in range(len(rows[0]))]
         for r in rows:
             print("  ".join(v.ljust(w) for v, w in zip(r, widths)).rstrip())
+        _print_runs(unfinished)
         return 0
+
+
+def _unfinished_runs() -> list:
+    """Runs under the runs directory whose manifest says running (alive or abandoned)."""
+    from crdscale.errors import UsageError
+    from crdscale.paths import runs_dir
+    from crdscale.rundir import layout, read_run
+
+    parent = runs_dir()
+    found = []
+    for path in sorted(parent.iterdir()) if parent.is_dir() else []:
+        if not layout.is_run_directory(path):
+            continue
+        try:
+            run = read_run(path)
+        except UsageError:
+            continue
+        if run.status in ("running", "abandoned"):
+            found.append(run)
+    return found
+
+
+def _print_runs(runs) -> None:
+    for run in runs:
+        hint = f"  (recover with: crdscale recover {run.path})" if run.status == "abandoned" else ""
+        print(f"run {run.path}: {run.status}{hint}")

@@ -62,7 +62,7 @@ class ProcessRecord:
         return cls(d["name"], int(d["pid"]), d.get("start_ticks"), d.get("log", ""))
 
 
-def _terminate(record: ProcessRecord, grace_s: float = STOP_GRACE_S) -> None:
+def terminate_process(record: ProcessRecord, grace_s: float = STOP_GRACE_S) -> None:
     """SIGTERM the process group of ``record``, then SIGKILL after ``grace_s``."""
     if not record.alive():
         return
@@ -283,6 +283,19 @@ class LocalControlPlane:
         self._save()
         return record
 
+    def adopt_process(self, name: str, pid: int, log: str | Path = "") -> ProcessRecord:
+        """Record a process the harness started beside this instance (Prometheus, client
+        programs), so that ``crdscale down`` stops it even after ``kill -9`` of its starter."""
+        record = ProcessRecord(name, pid, start_ticks(pid), str(log))
+        self.state["processes"].append(record.to_json())
+        self._save()
+        return record
+
+    def release_process(self, pid: int) -> None:
+        """Forget an adopted process that was stopped normally (so the instance is not stale)."""
+        self.state["processes"] = [p for p in self.state["processes"] if int(p["pid"]) != pid]
+        self._save()
+
     def _start_etcd(self, binary: Path) -> None:
         client = f"http://{LOOPBACK}:{self.ports['etcd_client']}"
         peer = f"http://{LOOPBACK}:{self.ports['etcd_peer']}"
@@ -384,7 +397,7 @@ class LocalControlPlane:
             self._cluster = None
         # kube-apiserver first: stopping etcd under it makes it log errors for seconds.
         for record in sorted(self.processes, key=lambda p: p.name != "kube-apiserver"):
-            _terminate(record)
+            terminate_process(record)
         if self.state:
             self.state["status"] = "stopped"
             if self.state_dir.exists():

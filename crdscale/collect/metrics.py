@@ -79,6 +79,10 @@ SERIES: tuple[Series, ...] = (
     Series("process_cpu_seconds_total", job="etcd"),
     Series("etcd_mvcc_db_total_size_in_bytes", job="etcd", why="etcd database size"),
     Series("go_goroutines", job="etcd"),
+    # What each scrape cost: a scrape slower than the interval leaves a gap in every series above.
+    Series("scrape_duration_seconds", why="how long scraping kube-apiserver's /metrics took"),
+    Series("scrape_body_size_bytes", why="size of kube-apiserver's /metrics body (grows with CRDs)"),
+    Series("scrape_duration_seconds", job="etcd"),
 )
 
 
@@ -180,6 +184,23 @@ def query_prometheus(url: str, start: datetime, end: datetime, step_s: float, *,
                     rows.append({"timestamp": datetime.fromtimestamp(float(ts), tz=timezone.utc), "job": s.job,
                                  "metric": s.key, "labels": labels, "value": float(value)})
     return tidy_frame(rows)
+
+
+def resolution(df: pd.DataFrame, start: datetime, end: datetime, metric: str = "process_resident_memory_bytes",
+               job: str = "kube-apiserver") -> dict:
+    """The effective resolution of a recorded series over ``[start, end]`` (seconds):
+    median and largest gap between samples, and how far the first and last samples are
+    from the window's ends. What the manifest and the report state beside the interval."""
+    sel = df[(df["metric"] == metric) & (df["job"] == job)] if len(df) else df
+    if len(sel) == 0:
+        return {"metric": metric, "samples": 0}
+    ts = pd.to_datetime(sel["timestamp"], utc=True).drop_duplicates().sort_values()
+    gaps = ts.diff().dropna().dt.total_seconds()
+    return {"metric": metric, "samples": int(len(ts)),
+            "median_gap_s": float(gaps.median()) if len(gaps) else None,
+            "max_gap_s": float(gaps.max()) if len(gaps) else None,
+            "start_gap_s": float((ts.iloc[0] - pd.Timestamp(start)).total_seconds()),
+            "end_gap_s": float((pd.Timestamp(end) - ts.iloc[-1]).total_seconds())}
 
 
 def latest(df: pd.DataFrame, metric: str, job: str = "kube-apiserver") -> float | None:

@@ -1,10 +1,20 @@
 """Where time series come from during a run.
 
 - :class:`LocalPrometheus`: a real Prometheus started by crdscale, scraping
-  kube-apiserver over TLS with the instance's credentials, and etcd.
+  kube-apiserver over TLS with the instance's credentials, and etcd. Its
+  database lives in the run directory (``tsdb_dir``), so a runner killed
+  mid-run loses no sample (``crdscale recover`` exports them), and it keeps only
+  the series crdscale records (less disk and less Prometheus CPU beside the
+  server being measured).
 - :class:`RemotePrometheus`: a user's Prometheus (``--prometheus-url``).
 - :class:`DirectScraper`: no Prometheus binary: scrape ``/metrics`` ourselves at
-  the same interval (the manifest records which source was used).
+  the same interval (the manifest records which source was used); samples are
+  handed to a ``sink`` every few seconds (the runner writes them as chunks).
+
+Both local sources record how long each scrape of a job took and how large its
+body was (``scrape_duration_seconds``, ``scrape_body_size_bytes``): at
+thousands of CRDs kube-apiserver's ``/metrics`` grows, and a scrape slower than
+the interval is a gap in the series.
 
 All three expose ``start()``, ``stop()``, ``series(start, end) -> DataFrame`` (tidy,
 see :mod:`crdscale.collect.metrics`) and ``describe() -> dict``.
@@ -13,6 +23,7 @@ see :mod:`crdscale.collect.metrics`) and ``describe() -> dict``.
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import signal
 import subprocess
@@ -21,7 +32,9 @@ import threading
 import time
 from datetime import datetime, timezone
 from pathlib import Path
+from typing import Callable
 
+import pandas as pd
 import requests
 import yaml
 
@@ -40,6 +53,19 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
+def _keep_recorded(job: str) -> dict:
+    """A ``metric_relabel_configs`` rule keeping only the series crdscale records for ``job``."""
+    names = sorted({s.metric for s in metrics.SERIES if s.job == job})
+    return {"source_labels": ["__name__"], "regex": "|".join(re.escape(n) for n in names), "action": "keep"}
+
+
+def _scrape_facts(job: str, when: datetime, seconds: float, body_bytes: int) -> list[dict]:
+    """The rows Prometheus itself records about a scrape, for the direct scraper."""
+    return [{"timestamp": when, "job": job, "metric": "scrape_duration_seconds", "labels": "{}", "value": seconds},
+            {"timestamp": when, "job": job, "metric": "scrape_body_size_bytes", "labels": "{}",
+             "value": float(body_bytes)}]
+
+
 class LocalPrometheus:
     """A Prometheus process on 127.0.0.1 with a throwaway TSDB in a temp directory.
 
@@ -54,7 +80,8 @@ class LocalPrometheus:
     kind = "prometheus"
 
     def __init__(self, apiserver_target: str, ca_file: Path, token_file: Path, etcd_target: str | None = None,
-                 interval_s: float = 1.0, binary: str | None = None):
+                 interval_s: float = 1.0, binary: str | None = None, *, tsdb_dir: Path | None = None,
+                 on_spawn: Callable[[int, Path], None] | None = None):
         self.binary = binaries.prometheus(binary)
         self.apiserver_target = apiserver_target
         self.etcd_target = etcd_target
@@ -64,6 +91,9 @@ class LocalPrometheus:
         self.port = _free_port()
         self.url = f"http://127.0.0.1:{self.port}"
         self.workdir = Path(tempfile.mkdtemp(prefix="crdscale-prometheus-"))
+        self.tsdb_dir = Path(tsdb_dir) if tsdb_dir else self.workdir / "data"
+        self.scrapes = True
+        self.on_spawn = on_spawn
         self.proc: subprocess.Popen | None = None
 
     def config(self) -> dict:
@@ -74,22 +104,31 @@ class LocalPrometheus:
             "tls_config": {"ca_file": str(self.ca_file)},
             "authorization": {"type": "Bearer", "credentials_file": str(self.token_file)},
             "static_configs": [{"targets": [self.apiserver_target]}],
+            "metric_relabel_configs": [_keep_recorded("kube-apiserver")],
         }]
         if self.etcd_target:
-            jobs.append({"job_name": "etcd", "static_configs": [{"targets": [self.etcd_target]}]})
+            jobs.append({"job_name": "etcd", "static_configs": [{"targets": [self.etcd_target]}],
+                         "metric_relabel_configs": [_keep_recorded("etcd")]})
         return {"global": {"scrape_interval": interval, "scrape_timeout": interval, "evaluation_interval": "15s"},
-                "scrape_configs": jobs}
+                "scrape_configs": jobs if self.scrapes else []}
 
     def start(self) -> "LocalPrometheus":
         config_path = write_atomic(self.workdir / "prometheus.yml", yaml.safe_dump(self.config(), sort_keys=False))
         log = open(self.workdir / "prometheus.log", "ab")
         self.proc = subprocess.Popen(
-            [str(self.binary.path), f"--config.file={config_path}", f"--storage.tsdb.path={self.workdir / 'data'}",
-             f"--web.listen-address=127.0.0.1:{self.port}", "--storage.tsdb.retention.time=1d",
+            [str(self.binary.path), f"--config.file={config_path}", f"--storage.tsdb.path={self.tsdb_dir}",
+             f"--web.listen-address=127.0.0.1:{self.port}", "--storage.tsdb.retention.time=100y",
+             # scrape_body_size_bytes per job, beside scrape_duration_seconds.
+             "--enable-feature=extra-scrape-metrics",
+             # Range queries must show a missed scrape as a gap, not fill it with the
+             # sample before (the default looks back 5 minutes).
+             f"--query.lookback-delta={max(2.0, 2 * self.interval_s):g}s",
              # Deliberately no remote access: the API is only for our own range queries.
              "--web.enable-lifecycle"],
             stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True)
         log.close()
+        if self.on_spawn is not None:  # recorded at once: a runner killed now must not orphan it
+            self.on_spawn(self.proc.pid, self.workdir / "prometheus.log")
         deadline = time.monotonic() + 60
         while time.monotonic() < deadline:
             if self.proc.poll() is not None:
@@ -103,7 +142,17 @@ class LocalPrometheus:
             time.sleep(0.3)
         raise ClusterError(f"prometheus did not scrape its targets within 60 s; see {self.workdir}/prometheus.log")
 
+    @classmethod
+    def reopen(cls, tsdb_dir: Path, binary: str | None = None) -> "LocalPrometheus":
+        """A Prometheus serving an existing database and scraping nothing (to export a run
+        whose runner died; ``start()`` returns once it answers)."""
+        prom = cls("", Path(), Path(), binary=binary, tsdb_dir=tsdb_dir)
+        prom.scrapes = False
+        return prom
+
     def _all_scraped(self) -> bool:
+        if not self.scrapes:
+            return True
         targets = requests.get(f"{self.url}/api/v1/targets", timeout=5).json()["data"]["activeTargets"]
         return bool(targets) and all(t.get("lastScrape", "").startswith("20") and t["health"] == "up" for t in targets)
 
@@ -167,11 +216,15 @@ class DirectScraper:
 
     kind = "direct-scrape"
 
-    def __init__(self, cluster: Cluster, etcd_metrics_url: str | None = None, interval_s: float = 1.0):
+    def __init__(self, cluster: Cluster, etcd_metrics_url: str | None = None, interval_s: float = 1.0, *,
+                 sink: Callable[[pd.DataFrame], None] | None = None, flush_s: float = 10.0):
         self.cluster = cluster
         self.etcd_metrics_url = etcd_metrics_url
         self.interval_s = interval_s
+        self.sink = sink
+        self.flush_s = flush_s
         self.rows: list[dict] = []
+        self._flushed = 0  # rows already handed to the sink
         self.errors = 0
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._loop, name="crdscale-scraper", daemon=True)
@@ -184,15 +237,20 @@ class DirectScraper:
     def scrape_once(self) -> None:
         now = datetime.now(timezone.utc)
         got = []
+        t0 = time.monotonic()
         try:
             resp = self.cluster.get("/metrics", timeout=max(5.0, self.interval_s * 5))
             if resp.status_code == 200:
                 got += metrics.aggregate_scrape(resp.text, "kube-apiserver", now)
+                got += _scrape_facts("kube-apiserver", now, time.monotonic() - t0, len(resp.content))
         except ClusterError:
             self.errors += 1
         if self.etcd_metrics_url:
+            t0 = time.monotonic()
             try:
-                got += metrics.aggregate_scrape(requests.get(self.etcd_metrics_url, timeout=5).text, "etcd", now)
+                resp = requests.get(self.etcd_metrics_url, timeout=5)
+                got += metrics.aggregate_scrape(resp.text, "etcd", now)
+                got += _scrape_facts("etcd", now, time.monotonic() - t0, len(resp.content))
             except requests.RequestException:
                 self.errors += 1
         with self._lock:
@@ -200,10 +258,26 @@ class DirectScraper:
 
     def _loop(self) -> None:
         next_at = time.monotonic()
+        flush_at = time.monotonic() + self.flush_s
         while not self._stop.is_set():
             self.scrape_once()
+            if self.sink is not None and time.monotonic() >= flush_at:
+                self.flush()
+                flush_at = time.monotonic() + self.flush_s
             next_at += self.interval_s
+            # A scrape slower than the interval is not made up for with a burst of scrapes.
+            next_at = max(next_at, time.monotonic())
             self._stop.wait(max(0.0, next_at - time.monotonic()))
+
+    def flush(self) -> None:
+        """Hand the rows collected since the last flush to the sink (errors are counted, not raised)."""
+        with self._lock:
+            new, self._flushed = self.rows[self._flushed:], len(self.rows)
+        if new and self.sink is not None:
+            try:
+                self.sink(metrics.tidy_frame(new))
+            except Exception:  # a full disk must not stop the run; the final export still has them
+                self.errors += 1
 
     def series(self, start: datetime, end: datetime):
         with self._lock:

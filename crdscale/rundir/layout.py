@@ -8,7 +8,9 @@ Layout of ``runs/<UTC timestamp>-<name>/``::
     crds/summary.json      the CRD set summary and sha256
     crds.jsonl             `crdscale install`: per CRD, when created, NamesAccepted, Established
     profiles/              heap-step03-crds0300[-installed].pb.gz ... (gzip pprof)
-    metrics/series.parquet tidy time series (+ series.csv)
+    metrics/series.parquet tidy time series (+ series.csv), exported at the end of the run
+    metrics/prometheus/    the local Prometheus's TSDB (kept; survives a killed runner)
+    metrics/chunks/        direct-scrape samples flushed every few seconds while the run goes
     probes/                <probe>[-<table>]-stepNN.parquet
     logs/                  kube-apiserver / etcd logs of a local target
     analysis/, report/     written by ``crdscale analyze`` and ``crdscale report``
@@ -39,6 +41,9 @@ PROFILES = "profiles"
 METRICS = "metrics"
 SERIES = "metrics/series.parquet"
 SERIES_CSV = "metrics/series.csv"
+# Written while a run goes, so a runner killed mid-run loses nothing (see `crdscale recover`):
+SERIES_CHUNKS = "metrics/chunks"  # direct scrapes, one parquet file every few seconds
+PROMETHEUS_TSDB = "metrics/prometheus"  # a local Prometheus's own database (open it with Prometheus later)
 PROBES = "probes"
 LOGS = "logs"
 ANALYSIS = "analysis"

@@ -86,9 +86,13 @@ class Run:
     def series(self) -> pd.DataFrame:
         """The tidy metrics table ``timestamp (UTC), job, metric, labels, value``; empty if none."""
         path = self.path / layout.SERIES
-        if not path.is_file():
-            return pd.DataFrame(columns=TIDY_COLUMNS)
-        series = pd.read_parquet(path)
+        if path.is_file():
+            series = pd.read_parquet(path)
+        else:  # a run that never exported (its runner died): the chunks written while it went
+            chunks = sorted((self.path / layout.SERIES_CHUNKS).glob("series-*.parquet"))
+            if not chunks:
+                return pd.DataFrame(columns=TIDY_COLUMNS)
+            series = pd.concat([pd.read_parquet(c) for c in chunks], ignore_index=True)
         if len(series):
             series = series.assign(timestamp=pd.to_datetime(series["timestamp"], utc=True))
         return series

@@ -27,9 +27,9 @@ from crdscale.rundir import layout
 from crdscale.rundir.events import EventLog
 from crdscale.timeutil import utc_iso, utc_stamp
 
-# Terminal statuses. "abandoned" is never written by a runner: the reader reports it
-# for a "running" manifest whose runner process is gone.
-STATUSES = ("running", "completed", "failed", "interrupted")
+# "abandoned" is never written by a runner: the reader reports it for a "running"
+# manifest whose runner process is gone, and `crdscale recover` records it.
+STATUSES = ("running", "completed", "failed", "interrupted", "abandoned")
 
 # Python packages whose versions change crdscale's numbers (decoding, fits, parquet).
 PROVENANCE_PACKAGES = ("numpy", "pandas", "pyarrow", "scipy", "protobuf", "matplotlib", "requests",
@@ -222,6 +222,35 @@ class RunWriter:
         if csv:
             self.write_file(layout.SERIES_CSV, frame.to_csv(index=False))
         return path
+
+    def write_series_chunk(self, frame: pd.DataFrame) -> Path | None:
+        """Samples collected so far, as the next numbered chunk under ``metrics/chunks/``
+        (read back by :attr:`Run.series` when the run never wrote its final series)."""
+        if frame is None or len(frame) == 0:
+            return None
+        folder = self.path / layout.SERIES_CHUNKS
+        folder.mkdir(parents=True, exist_ok=True)
+        seq = len(list(folder.glob("series-*.parquet")))
+        buf = io.BytesIO()
+        frame.to_parquet(buf, index=False)
+        return self.write_file(f"{layout.SERIES_CHUNKS}/series-{seq:05d}.parquet", buf.getvalue())
+
+    def drop_series_chunks(self) -> None:
+        """Remove the chunks once the final series (which holds them all) is written."""
+        shutil.rmtree(self.path / layout.SERIES_CHUNKS, ignore_errors=True)
+
+    @property
+    def prometheus_tsdb(self) -> Path:
+        """Where a local Prometheus keeps its database for this run."""
+        return self.path / layout.PROMETHEUS_TSDB
+
+    def record_process(self, name: str, pid: int) -> None:
+        """Note a harness process (Prometheus, a client program) in the manifest and the events,
+        so that ``crdscale recover`` can stop it if the runner dies."""
+        manifest = self.manifest()
+        manifest.setdefault("processes", []).append({"name": name, "pid": pid, "start_ticks": start_ticks(pid)})
+        self.write_manifest(manifest)
+        self.events.emit("process.start", name=name, pid=pid, start_ticks=start_ticks(pid))
 
     def write_probe_table(self, name: str, step: int, frame: pd.DataFrame, table: str | None = None) -> Path | None:
         """One probe table (``probes/<name>[-<table>]-stepNN.parquet``); empty tables are not written."""

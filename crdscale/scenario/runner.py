@@ -347,23 +347,38 @@ class ScenarioRunner:
                 creds = self.plane.credentials
                 source = LocalPrometheus(f"127.0.0.1:{self.plane.ports['apiserver']}", creds.ca_cert,
                                          creds.admin_token_file, f"127.0.0.1:{self.plane.ports['etcd_client']}",
-                                         interval_s=interval)
+                                         interval_s=interval, tsdb_dir=self.run.prometheus_tsdb,
+                                         on_spawn=self._adopt)
             except BinaryError:
                 if wanted == "prometheus":
                     raise
                 self.progress.message("no prometheus binary: scraping /metrics directly")
         if source is None:
-            source = DirectScraper(self.cluster, self.plane.etcd_metrics_url if self.plane else None, interval)
+            source = DirectScraper(self.cluster, self.plane.etcd_metrics_url if self.plane else None, interval,
+                                   sink=self.run.write_series_chunk)
         if isinstance(source, LocalPrometheus):
             self.run.record_binaries({"prometheus": source.binary.path})
-        self.source = source.start()
-        stack.callback(self.source.stop)
+        self.source = source
+        stack.callback(self._stop_source)
+        source.start()
         # Callbacks unwind last-in first-out: the export runs before the source stops,
         # after the last step -- or after a failure or Ctrl-C.
         stack.callback(self._export_series)
         self.window_start = datetime.now(timezone.utc)
         self.run.update_manifest(metrics=source.describe())
         self.events.emit("metrics.start", source=source.kind)
+
+    def _adopt(self, pid: int, log) -> None:
+        """A harness process was started: record it where `crdscale down` and `crdscale recover` look."""
+        self.run.record_process("prometheus", pid)
+        if self.plane is not None:
+            self.plane.adopt_process("prometheus", pid, log)
+
+    def _stop_source(self) -> None:
+        self.source.stop()
+        proc = getattr(self.source, "proc", None)
+        if proc is not None and self.plane is not None and self.plane.state:
+            self.plane.release_process(proc.pid)
 
     def _export_series(self) -> None:
         """Write the time series of the whole run window (also after failures)."""
@@ -376,10 +391,12 @@ class ScenarioRunner:
             self.run.update_manifest(metrics_error=f"{type(err).__name__}: {err}")
             return
         self.run.write_series(df)
+        self.run.drop_series_chunks()
         manifest = self.run.manifest()
         manifest.setdefault("metrics", {}).update(
             window={"start": self.window_start.isoformat(), "end": end.isoformat()},
-            rows=int(len(df)), series=sorted(df["metric"].unique().tolist()) if len(df) else [])
+            rows=int(len(df)), series=sorted(df["metric"].unique().tolist()) if len(df) else [],
+            resolution=metric_defs.resolution(df, self.window_start, end))
         self.run.write_manifest(manifest)
 
     def _settle(self, label: str) -> None:

@@ -147,6 +147,35 @@ def test_sigint_mid_step_leaves_an_interrupted_readable_run_and_no_process(tmp_p
     assert (run / "metrics" / "series.parquet").is_file()  # what was collected is kept
 
 
+def test_kill_9_of_the_runner_loses_no_series_and_down_leaves_no_process(tmp_path):
+    """An OOM kill or a closed laptop: the manifest stays 'running', the run reads as
+    'abandoned', `crdscale down` stops everything (Prometheus too) and `crdscale recover`
+    exports the series collected up to the kill from the run's own Prometheus database."""
+    slow = SMALL.replace("settle_seconds = 2", "settle_seconds = 20")
+    proc, out = _start_run(tmp_path, slow)
+    run, _ = _wait_for_event(out, lambda e: e["kind"] == "step.start" and e["step"] == 2)
+    time.sleep(3)  # a few scrapes into step 2
+    run_id = json.loads((run / "manifest.json").read_text())["run_id"]
+    records = _instance_processes(run_id)
+    assert {"etcd", "kube-apiserver", "prometheus"} <= {r.name for r in records}
+    assert all(r.alive() for r in records)
+    killed_at = pd.Timestamp.now(tz="UTC")
+    proc.kill()
+    proc.communicate(timeout=30)
+    assert read_run(run).status == "abandoned"
+    assert all(r.alive() for r in records)  # nothing stops them but us
+    assert main(["down", f"run-{run_id}"]) == 0
+    assert not any(r.alive() for r in records)
+    assert main(["recover", str(run)]) == 0
+    recovered = read_run(run)
+    assert recovered.status == "abandoned" and "runner died" in recovered.manifest["reason"]
+    rss = recovered.series[recovered.series.metric == "process_resident_memory_bytes"]
+    assert len(rss) >= 10
+    started = pd.Timestamp(recovered.manifest["started_at"])
+    assert rss.timestamp.max() >= killed_at - pd.Timedelta(seconds=5)  # up to the kill
+    assert rss.timestamp.min() >= started - pd.Timedelta(seconds=1)
+
+
 def test_apiserver_death_fails_the_run_within_30_seconds(tmp_path):
     slow = SMALL.replace("settle_seconds = 2", "settle_seconds = 60")
     proc, out = _start_run(tmp_path, slow)

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 import threading
+import time
 from pathlib import Path
 
 import pandas as pd
@@ -161,3 +163,84 @@ def test_analysis_does_no_file_io_and_does_not_import_collect():
             if needle in text:
                 offenders.append(f"{path.relative_to(root)}: {needle}")
     assert not offenders, offenders
+
+
+def _abandoned_run(parent: Path) -> RunWriter:
+    run = RunWriter.create(parent, "dead")
+    run.start_manifest(run_id="r-dead")
+    child = subprocess.Popen([sys.executable, "-c", "pass"])
+    child.wait()
+    run.update_manifest(runner={"pid": child.pid, "start_ticks": 1})
+    run.events.emit("step.start", step=1, crds_before=0, crds_in_step=10)
+    return run
+
+
+def _tidy(seconds: list[int], value: float) -> pd.DataFrame:
+    t0 = pd.Timestamp("2026-11-23T10:00:00Z")
+    return pd.DataFrame({"timestamp": [t0 + pd.Timedelta(seconds=s) for s in seconds], "job": "kube-apiserver",
+                         "metric": "process_resident_memory_bytes", "labels": "{}", "value": value})
+
+
+def test_direct_scrape_chunks_are_read_back_and_recovered(tmp_path, monkeypatch, capsys):
+    from crdscale.cli.main import main
+
+    run = _abandoned_run(tmp_path)
+    run.write_series_chunk(_tidy([0, 1, 2], 1.0))
+    run.write_series_chunk(_tidy([3, 4], 2.0))
+    assert len(read_run(run.path).series) == 5  # readable before any recovery
+    monkeypatch.setenv("CRDSCALE_RUNS", str(tmp_path))
+    assert main(["status"]) == 0
+    assert f"run {run.path}: abandoned" in capsys.readouterr().out
+    assert main(["recover", str(run.path), "-o", "json"]) == 0
+    done = json.loads(capsys.readouterr().out)
+    assert done["series_source"] == "direct-scrape chunks" and done["series_rows"] == 5
+    after = read_run(run.path)
+    assert after.status == "abandoned" and (run.path / layout.SERIES).is_file()
+    assert not (run.path / layout.SERIES_CHUNKS).exists()
+    assert main(["recover", str(run.path)]) == 0  # again: nothing to redo, still fine
+
+
+def test_recover_refuses_a_completed_run(tmp_path, capsys):
+    from crdscale.cli.main import main
+
+    run = RunWriter.create(tmp_path, "ok")
+    run.start_manifest(run_id="r")
+    run.finish("completed")
+    assert main(["recover", str(run.path)]) == 2
+    assert "status is 'completed'" in capsys.readouterr().err
+
+
+def test_direct_scraper_hands_chunks_to_its_sink():
+    from crdscale.collect.sources import DirectScraper
+
+    class Response:
+        status_code = 200
+        text = "# HELP x\nprocess_resident_memory_bytes 1.5e+08\ngo_goroutines 42\n"
+        content = text.encode()
+
+    class FakeCluster:
+        def get(self, path, timeout=None):
+            return Response()
+
+    chunks = []
+    scraper = DirectScraper(FakeCluster(), interval_s=0.05, sink=chunks.append, flush_s=0.1).start()
+    deadline = time.monotonic() + 10
+    while len(chunks) < 2 and time.monotonic() < deadline:
+        time.sleep(0.05)
+    scraper.stop()
+    assert len(chunks) >= 2
+    frame = pd.concat(chunks)
+    assert {"process_resident_memory_bytes", "go_goroutines", "scrape_duration_seconds",
+            "scrape_body_size_bytes"} <= set(frame["metric"])
+    # every row is handed over once
+    assert not frame.duplicated(["timestamp", "metric"]).any()
+
+
+def test_resolution_states_gaps_and_coverage():
+    from crdscale.collect.metrics import resolution
+
+    df = _tidy([0, 1, 2, 6, 7], 1.0)
+    t0 = df["timestamp"].iloc[0]
+    r = resolution(df, t0 - pd.Timedelta(seconds=1), t0 + pd.Timedelta(seconds=10))
+    assert r["samples"] == 5 and r["median_gap_s"] == 1.0 and r["max_gap_s"] == 4.0
+    assert r["start_gap_s"] == 1.0 and r["end_gap_s"] == 3.0
