@@ -22,6 +22,7 @@ PHASE_STYLE: dict[str, tuple[str, str]] = {
     "install": ("#f4a261", "installing CRDs"),
     "serve": ("#2a9d8f", "serving (LIST + watch)"),
     "settle": ("#cccccc", "settling"),
+    "hold": ("#a8dadc", "holding (served, no changes)"),
 }
 CRD_COLOR = "#6a4c93"
 

@@ -58,6 +58,7 @@ PHASE_EVENTS: dict[str, tuple[str, tuple[str, ...]]] = {
     "install": ("install.start", ("established", "install.end")),
     "serve": ("serve.start", ("serve.end",)),
     "settle": ("settle.start", ()),  # closed after its ``seconds`` field
+    "hold": ("hold.start", ("hold.end",)),  # after the last step: where memory settles
 }
 
 

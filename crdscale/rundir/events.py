@@ -51,6 +51,8 @@ EVENT_KINDS: dict[str, EventKind] = {k.name: k for k in (
     EventKind("target.stop", (), (), "the local control plane was stopped"),
     EventKind("metrics.start", ("source",), ("interval_s",), "metrics collection started: time zero of the plots"),
     EventKind("settle.start", ("label", "seconds"), (), "the runner waits `seconds` before profiling"),
+    EventKind("hold.start", ("seconds",), ("crds",), "after the last step the run keeps serving `seconds`"),
+    EventKind("hold.end", ("seconds",), ("crds",), "the hold after the last step ended"),
     EventKind("step.start", ("step", "crds_before", "crds_in_step"), ("run_id",), "a step begins"),
     EventKind("step.end", ("step", "crds", "install_s", "serve_s"),
               ("run_id", "crds_in_step", *_STEP_COUNTS, *_STEP_SUMMARY),

@@ -296,6 +296,7 @@ class ScenarioRunner:
             )
             self.events.emit("step.end", run_id=self.run_id, **result.counts(), **asdict(summary))
             self.progress.step_finished(summary)
+        self._hold(installed)
 
     def _start_target(self, stack: ExitStack) -> None:
         sc, versions = self.scenario, {"crdscale": self.run.manifest()["versions"]["crdscale"]}
@@ -398,6 +399,16 @@ class ScenarioRunner:
             rows=int(len(df)), series=sorted(df["metric"].unique().tolist()) if len(df) else [],
             resolution=metric_defs.resolution(df, self.window_start, end))
         self.run.write_manifest(manifest)
+
+    def _hold(self, crds: int) -> None:
+        """Keep the last step's resources served for ``steps.hold_seconds``: the series show
+        where memory settles once the install churn is over (the one-pager's "jumps, then settles")."""
+        seconds = float(self.scenario.steps.get("hold_seconds", 0) or 0)
+        if seconds > 0:
+            self.progress.message(f"holding {crds} served CRDs for {seconds:.0f} s")
+            self.events.emit("hold.start", seconds=seconds, crds=crds)
+            time.sleep(seconds)
+            self.events.emit("hold.end", seconds=seconds, crds=crds)
 
     def _settle(self, label: str) -> None:
         seconds = float(self.scenario.steps["settle_seconds"])

@@ -69,7 +69,8 @@ def _no_credentials_in(run: Path, plane_token: str | None = None) -> None:
 
 def test_small_scenario_completes_with_profiles_and_metrics(tmp_path):
     scenario = tmp_path / "small.toml"
-    scenario.write_text(SMALL + '[profiles]\nkinds = ["heap", "goroutine", "cpu"]\ncpu_seconds = 2\n')
+    scenario.write_text(SMALL.replace("settle_seconds = 2", "settle_seconds = 2\nhold_seconds = 3")
+                        + '[profiles]\nkinds = ["heap", "goroutine", "cpu"]\ncpu_seconds = 2\n')
     assert main(["run", str(scenario), "--out", str(tmp_path / "runs")]) == 0
     run = _only_run(tmp_path / "runs")
     manifest = _check_readable(run)
@@ -89,6 +90,11 @@ def test_small_scenario_completes_with_profiles_and_metrics(tmp_path):
 
     steps = [e for e in _events(run) if e["kind"] == "step.end"]
     assert [e["crds"] for e in steps] == [20, 40, 60]
+    assert [e["seconds"] for e in _events(run) if e["kind"] == "hold.start"] == [3]
+    resolution = manifest["metrics"]["resolution"]
+    assert resolution["max_gap_s"] <= 3 and resolution["end_gap_s"] <= 3  # the series reach the end
+    assert (run / layout.PROMETHEUS_TSDB).is_dir() and manifest["binaries"]["prometheus"]["sha256"]
+    assert not _instance_processes_left(manifest["run_id"])
 
     series = pd.read_parquet(run / "metrics" / "series.parquet")
     rss = series[(series.metric == "process_resident_memory_bytes") & (series.job == "kube-apiserver")]
@@ -123,6 +129,10 @@ def _wait_for_event(out: Path, predicate, timeout_s: float = 180) -> tuple[Path,
                             return run, event
         time.sleep(0.1)
     raise AssertionError("event never seen")
+
+
+def _instance_processes_left(run_id: str) -> bool:
+    return (instances_dir() / f"run-{run_id}").exists()
 
 
 def _instance_processes(run_id: str):

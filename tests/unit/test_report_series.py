@@ -175,3 +175,14 @@ def test_reference_run_phases_and_steps_match_its_events():
     assert (phases["end_s"] >= phases["start_s"]).all()
     mem = S.memory_frame(data.series, data.start)
     assert {"rss", "heap_alloc", "gc_goal", "idle_retained", "rss_minus_heap_stack"} <= set(mem)
+
+
+def test_hold_after_the_last_step_is_a_phase():
+    events = events_frame([
+        {"ts": "2026-11-23T10:00:00Z", "kind": "metrics.start", "source": "prometheus"},
+        {"ts": "2026-11-23T10:00:01Z", "kind": "step.start", "step": 1, "crds_before": 0, "crds_in_step": 10},
+        {"ts": "2026-11-23T10:00:05Z", "kind": "hold.start", "seconds": 30, "crds": 10},
+        {"ts": "2026-11-23T10:00:35Z", "kind": "hold.end", "seconds": 30, "crds": 10},
+    ])
+    hold = S.phase_intervals(events).set_index("phase").loc["hold"]
+    assert hold["start_s"] == 5 and hold["end_s"] == 35
