@@ -23,3 +23,17 @@ def is_alive(pid: int, ticks: int | None) -> bool:
     """Is the process that had start time ``ticks`` still running as ``pid``?"""
     now = start_ticks(pid)
     return now is not None and (ticks is None or now == ticks)
+
+
+def available_memory_bytes(meminfo: str | None = None) -> int | None:
+    """``MemAvailable`` of /proc/meminfo in bytes: what can be allocated without swapping
+    or the OOM killer (``None`` where the kernel does not say)."""
+    if meminfo is None:
+        try:
+            meminfo = Path("/proc/meminfo").read_text()
+        except OSError:
+            return None
+    for line in meminfo.splitlines():
+        if line.startswith("MemAvailable:"):
+            return int(line.split()[1]) * 1024
+    return None

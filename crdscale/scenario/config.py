@@ -35,7 +35,7 @@ SCHEMA: dict[str, dict[str, type | tuple[type, ...]]] = {
              "categories": list, "shape": str, "group_suffix": str, "seed": int},
     "steps": {"count": int, "size": int, "serve": str, "settle_seconds": (int, float),
               "establish_timeout_seconds": (int, float), "concurrency": int, "qps": (int, float),
-              "on_rejected": str, "hold_seconds": (int, float)},
+              "on_rejected": str, "hold_seconds": (int, float), "memory_guard_mib": int},
     "profiles": {"kinds": list, "cpu_seconds": int, "installed_phase": bool},
     "metrics": {"source": str, "scrape_interval_seconds": (int, float)},
     "probes": {"each_step": list, "options": dict},
@@ -190,6 +190,7 @@ def parse_scenario(text: str | None = None, *, where: str = "scenario", override
         _positive(steps["size"], "steps.size", where)
     _positive(steps["settle_seconds"], "steps.settle_seconds", where, zero_ok=True)
     _positive(steps.get("hold_seconds", 0), "steps.hold_seconds", where, zero_ok=True)
+    _positive(steps.get("memory_guard_mib", 0), "steps.memory_guard_mib", where, zero_ok=True)
     _positive(steps["establish_timeout_seconds"], "steps.establish_timeout_seconds", where)
     _positive(steps["concurrency"], "steps.concurrency", where)
     _positive(steps["qps"], "steps.qps", where, zero_ok=True)

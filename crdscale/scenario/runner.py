@@ -27,6 +27,7 @@ from crdscale.collect.sources import DirectScraper, LocalPrometheus, RemoteProme
 from crdscale.errors import BinaryError, ClusterError, CrdscaleError, RunInterrupted
 from crdscale.ownership import new_run_id
 from crdscale.paths import runs_dir
+from crdscale.proc import available_memory_bytes
 from crdscale.scenario.config import Scenario
 from crdscale.rundir import EventLog, RunWriter
 
@@ -74,12 +75,18 @@ class _Watchdog(threading.Thread):
     """Ends the run (interrupting the main thread) when the API server dies.
 
     Local target: the recorded kube-apiserver/etcd processes are checked every
-    second. Any target: ``/readyz`` failing 3 times in a row, 5 s apart.
+    second, and so is the machine's available memory: below ``min_available_bytes``
+    the run stops as failed (reason naming memory) before the kernel's OOM killer
+    picks a victim — which could be crdscale itself, losing the run's end.
+    Any target: ``/readyz`` failing 3 times in a row, 5 s apart.
     """
 
-    def __init__(self, cluster: Cluster, plane: LocalControlPlane | None, *, interrupt_main: bool = True):
+    def __init__(self, cluster: Cluster, plane: LocalControlPlane | None, *, interrupt_main: bool = True,
+                 min_available_bytes: int = 0, available: Callable[[], int | None] = available_memory_bytes):
         super().__init__(name="crdscale-watchdog", daemon=True)
         self.interrupt_main = interrupt_main
+        self.min_available_bytes = min_available_bytes
+        self.available = available
         self.cluster = cluster
         self.plane = plane
         self.reason: str | None = None
@@ -92,6 +99,12 @@ class _Watchdog(threading.Thread):
                 dead = [p for p in self.plane.processes if not p.alive()]
                 if dead:
                     self._fail(f"{dead[0].name} (pid {dead[0].pid}) exited unexpectedly")
+                    return
+                left = self.available() if self.min_available_bytes else None
+                if left is not None and left < self.min_available_bytes:
+                    self._fail(f"memory guard: only {left / 2**20:,.0f} MiB of memory available, below the "
+                               f"{self.min_available_bytes / 2**20:,.0f} MiB guard (steps.memory_guard_mib); "
+                               "stopped before the OOM killer")
                     return
             if time.monotonic() - last_http >= 5.0:
                 last_http = time.monotonic()
@@ -242,7 +255,8 @@ class ScenarioRunner:
         # Only a run on the main thread (the CLI) can be interrupted; elsewhere the
         # next request to the dead server fails the run instead.
         self.watchdog = _Watchdog(self.cluster, self.plane,
-                                  interrupt_main=threading.current_thread() is threading.main_thread())
+                                  interrupt_main=threading.current_thread() is threading.main_thread(),
+                                  min_available_bytes=int(sc.steps.get("memory_guard_mib", 0)) * 2**20)
         self.watchdog.start()
         stack.callback(self.watchdog.stop)
 

@@ -244,3 +244,35 @@ def test_resolution_states_gaps_and_coverage():
     r = resolution(df, t0 - pd.Timedelta(seconds=1), t0 + pd.Timedelta(seconds=10))
     assert r["samples"] == 5 and r["median_gap_s"] == 1.0 and r["max_gap_s"] == 4.0
     assert r["start_gap_s"] == 1.0 and r["end_gap_s"] == 3.0
+
+
+def test_memory_guard_fails_the_run_before_the_oom_killer():
+    from crdscale.proc import available_memory_bytes
+    from crdscale.scenario.runner import _Watchdog
+
+    assert available_memory_bytes("MemTotal: 10 kB\nMemAvailable:    2048 kB\n") == 2 * 2**20
+    assert available_memory_bytes() > 0
+
+    class Alive:
+        name, pid = "kube-apiserver", 1
+
+        def alive(self):
+            return True
+
+    class Plane:
+        processes = [Alive()]
+
+    class Ok:
+        status_code = 200
+
+    class Cluster:
+        server = "https://127.0.0.1:1"
+
+        def get(self, path, timeout=None):
+            return Ok()
+
+    dog = _Watchdog(Cluster(), Plane(), interrupt_main=False, min_available_bytes=1024 * 2**20,
+                    available=lambda: 100 * 2**20)
+    dog.start()
+    dog.join(timeout=10)
+    assert "memory guard" in dog.reason and "100 MiB" in dog.reason and "1,024 MiB guard" in dog.reason
