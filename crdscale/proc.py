@@ -1,20 +1,29 @@
-"""Facts about local processes, read from /proc: enough to tell a live process from a reused pid."""
+"""Facts about local processes, read from /proc: enough to tell a live process from a reused pid,
+and what a process costs (CPU, memory, fds) without asking it."""
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
+
+
+def stat_fields(pid: int) -> list[str] | None:
+    """Fields 3… of /proc/PID/stat (``[0]`` is the state), or None when there is no such process.
+
+    The command name (field 2) may contain spaces and parentheses; fields resume after the last ')'.
+    """
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return None
+    return stat[stat.rindex(")") + 2:].split()
 
 
 def start_ticks(pid: int) -> int | None:
     """Start time of ``pid`` in clock ticks since boot (field 22 of /proc/PID/stat), or None
     when there is no such process or it is a zombie (it has exited already)."""
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-    except OSError:
-        return None
-    # The command name (field 2) may contain spaces; fields resume after the last ')'.
-    fields = stat[stat.rindex(")") + 2:].split()
-    if fields[0] == "Z":
+    fields = stat_fields(pid)
+    if fields is None or fields[0] == "Z":
         return None
     return int(fields[19])
 
@@ -23,6 +32,18 @@ def is_alive(pid: int, ticks: int | None) -> bool:
     """Is the process that had start time ``ticks`` still running as ``pid``?"""
     now = start_ticks(pid)
     return now is not None and (ticks is None or now == ticks)
+
+
+def cpu_seconds(pid: int, fields: list[str] | None = None) -> float | None:
+    """User + system CPU time of ``pid`` so far, in seconds (``None`` when it is gone)."""
+    fields = fields or stat_fields(pid)
+    if fields is None:
+        return None
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def thread_count(fields: list[str]) -> int:
+    return int(fields[17])
 
 
 def available_memory_bytes(meminfo: str | None = None) -> int | None:

@@ -43,6 +43,7 @@ from crdscale.cluster.clients import Cluster
 from crdscale.collect import metrics
 from crdscale.errors import ClusterError
 from crdscale.fsutil import write_atomic
+from crdscale.proc import cpu_seconds, stat_fields, thread_count
 
 
 def _free_port() -> int:
@@ -93,6 +94,7 @@ class LocalPrometheus:
         self.workdir = Path(tempfile.mkdtemp(prefix="crdscale-prometheus-"))
         self.tsdb_dir = Path(tsdb_dir) if tsdb_dir else self.workdir / "data"
         self.scrapes = True
+        self.cpu_seconds: float | None = None
         self.on_spawn = on_spawn
         self.proc: subprocess.Popen | None = None
 
@@ -166,6 +168,8 @@ class LocalPrometheus:
 
     def stop(self) -> None:
         if self.proc and self.proc.poll() is None:
+            # What Prometheus cost beside the server being measured (the report's harness overhead).
+            self.cpu_seconds = cpu_seconds(self.proc.pid)
             os.killpg(self.proc.pid, signal.SIGTERM)
             try:
                 self.proc.wait(timeout=15)
@@ -175,7 +179,8 @@ class LocalPrometheus:
         shutil.rmtree(self.workdir, ignore_errors=True)
 
     def describe(self) -> dict:
-        return {"source": self.kind, "prometheus_version": self.binary.version, "scrape_interval_s": self.interval_s}
+        return {"source": self.kind, "prometheus_version": self.binary.version, "scrape_interval_s": self.interval_s,
+                "prometheus_cpu_seconds": self.cpu_seconds}
 
 
 class RemotePrometheus:
@@ -211,15 +216,14 @@ class RemotePrometheus:
                 "scrape_interval_s": self.interval_s, "job_labels": self.job_labels}
 
 
-class DirectScraper:
-    """Scrape kube-apiserver's (and etcd's) ``/metrics`` every ``interval_s`` in a thread."""
+class _Sampler:
+    """A thread that calls :meth:`sample` every ``interval_s`` and keeps the tidy rows it returns;
+    every ``flush_s`` the new rows go to ``sink`` (the runner writes them into the run directory)."""
 
-    kind = "direct-scrape"
+    kind = "sampler"
 
-    def __init__(self, cluster: Cluster, etcd_metrics_url: str | None = None, interval_s: float = 1.0, *,
-                 sink: Callable[[pd.DataFrame], None] | None = None, flush_s: float = 10.0):
-        self.cluster = cluster
-        self.etcd_metrics_url = etcd_metrics_url
+    def __init__(self, interval_s: float, *, sink: Callable[[pd.DataFrame], None] | None = None,
+                 flush_s: float = 10.0):
         self.interval_s = interval_s
         self.sink = sink
         self.flush_s = flush_s
@@ -227,32 +231,18 @@ class DirectScraper:
         self._flushed = 0  # rows already handed to the sink
         self.errors = 0
         self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._loop, name="crdscale-scraper", daemon=True)
+        self._thread = threading.Thread(target=self._loop, name=f"crdscale-{self.kind}", daemon=True)
         self._lock = threading.Lock()
 
-    def start(self) -> "DirectScraper":
+    def sample(self, now: datetime) -> list[dict]:
+        raise NotImplementedError
+
+    def start(self):
         self._thread.start()
         return self
 
     def scrape_once(self) -> None:
-        now = datetime.now(timezone.utc)
-        got = []
-        t0 = time.monotonic()
-        try:
-            resp = self.cluster.get("/metrics", timeout=max(5.0, self.interval_s * 5))
-            if resp.status_code == 200:
-                got += metrics.aggregate_scrape(resp.text, "kube-apiserver", now)
-                got += _scrape_facts("kube-apiserver", now, time.monotonic() - t0, len(resp.content))
-        except ClusterError:
-            self.errors += 1
-        if self.etcd_metrics_url:
-            t0 = time.monotonic()
-            try:
-                resp = requests.get(self.etcd_metrics_url, timeout=5)
-                got += metrics.aggregate_scrape(resp.text, "etcd", now)
-                got += _scrape_facts("etcd", now, time.monotonic() - t0, len(resp.content))
-            except requests.RequestException:
-                self.errors += 1
+        got = self.sample(datetime.now(timezone.utc))
         with self._lock:
             self.rows += got
 
@@ -265,7 +255,7 @@ class DirectScraper:
                 self.flush()
                 flush_at = time.monotonic() + self.flush_s
             next_at += self.interval_s
-            # A scrape slower than the interval is not made up for with a burst of scrapes.
+            # A sample slower than the interval is not made up for with a burst of samples.
             next_at = max(next_at, time.monotonic())
             self._stop.wait(max(0.0, next_at - time.monotonic()))
 
@@ -291,3 +281,68 @@ class DirectScraper:
 
     def describe(self) -> dict:
         return {"source": self.kind, "scrape_interval_s": self.interval_s, "scrape_errors": self.errors}
+
+
+class DirectScraper(_Sampler):
+    """Scrape kube-apiserver's (and etcd's) ``/metrics`` every ``interval_s`` in a thread."""
+
+    kind = "direct-scrape"
+
+    def __init__(self, cluster: Cluster, etcd_metrics_url: str | None = None, interval_s: float = 1.0, **kwargs):
+        super().__init__(interval_s, **kwargs)
+        self.cluster = cluster
+        self.etcd_metrics_url = etcd_metrics_url
+
+    def sample(self, now: datetime) -> list[dict]:
+        got = []
+        t0 = time.monotonic()
+        try:
+            resp = self.cluster.get("/metrics", timeout=max(5.0, self.interval_s * 5))
+            if resp.status_code == 200:
+                got += metrics.aggregate_scrape(resp.text, "kube-apiserver", now)
+                got += _scrape_facts("kube-apiserver", now, time.monotonic() - t0, len(resp.content))
+        except ClusterError:
+            self.errors += 1
+        if self.etcd_metrics_url:
+            t0 = time.monotonic()
+            try:
+                resp = requests.get(self.etcd_metrics_url, timeout=5)
+                got += metrics.aggregate_scrape(resp.text, "etcd", now)
+                got += _scrape_facts("etcd", now, time.monotonic() - t0, len(resp.content))
+            except requests.RequestException:
+                self.errors += 1
+        return got
+
+
+class ProcSampler(_Sampler):
+    """RSS, CPU seconds, open fds and threads of a local process read from /proc every ``interval_s``.
+
+    The same numbers client_golang's process collector puts in ``/metrics`` (it
+    reads the same files), but costing the server nothing: at thousands of CRDs a
+    ``/metrics`` scrape can take longer than the interval, and these series stay
+    complete regardless. Recorded as job ``kube-apiserver-proc``.
+    """
+
+    kind = "proc"
+    JOB = "kube-apiserver-proc"
+
+    def __init__(self, pid: int, interval_s: float = 1.0, **kwargs):
+        super().__init__(interval_s, **kwargs)
+        self.pid = pid
+        self._page = os.sysconf("SC_PAGE_SIZE")
+
+    def sample(self, now: datetime) -> list[dict]:
+        try:
+            rss = int(Path(f"/proc/{self.pid}/statm").read_text().split()[1]) * self._page
+            fds = len(os.listdir(f"/proc/{self.pid}/fd"))
+        except OSError:  # the process is gone: the watchdog reports that
+            self.errors += 1
+            return []
+        fields = stat_fields(self.pid)
+        if fields is None:
+            self.errors += 1
+            return []
+        values = {"process_resident_memory_bytes": rss, "process_cpu_seconds_total": cpu_seconds(self.pid, fields),
+                  "process_open_fds": fds, "process_threads": thread_count(fields)}
+        return [{"timestamp": now, "job": self.JOB, "metric": name, "labels": "{}", "value": float(value)}
+                for name, value in values.items()]

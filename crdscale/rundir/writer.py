@@ -223,17 +223,17 @@ class RunWriter:
             self.write_file(layout.SERIES_CSV, frame.to_csv(index=False))
         return path
 
-    def write_series_chunk(self, frame: pd.DataFrame) -> Path | None:
-        """Samples collected so far, as the next numbered chunk under ``metrics/chunks/``
-        (read back by :attr:`Run.series` when the run never wrote its final series)."""
+    def write_series_chunk(self, frame: pd.DataFrame, source: str = "scrape") -> Path | None:
+        """Samples ``source`` collected since its last chunk, as its next numbered chunk under
+        ``metrics/chunks/`` (read back by :attr:`Run.series` when the run never wrote its final series)."""
         if frame is None or len(frame) == 0:
             return None
         folder = self.path / layout.SERIES_CHUNKS
         folder.mkdir(parents=True, exist_ok=True)
-        seq = len(list(folder.glob("series-*.parquet")))
+        seq = len(list(folder.glob(f"series-{source}-*.parquet")))  # one writer per source: no race
         buf = io.BytesIO()
         frame.to_parquet(buf, index=False)
-        return self.write_file(f"{layout.SERIES_CHUNKS}/series-{seq:05d}.parquet", buf.getvalue())
+        return self.write_file(f"{layout.SERIES_CHUNKS}/series-{source}-{seq:05d}.parquet", buf.getvalue())
 
     def drop_series_chunks(self) -> None:
         """Remove the chunks once the final series (which holds them all) is written."""

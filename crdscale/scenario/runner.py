@@ -9,6 +9,7 @@ API server as ``failed``; in every case the run directory stays readable.
 
 from __future__ import annotations
 
+import os
 import signal
 import threading
 import time
@@ -18,12 +19,14 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, Callable
 
+import pandas as pd
+
 from crdscale.cluster.clients import Cluster, connect
 from crdscale.cluster.gobuild import go_version
 from crdscale.cluster.local import LocalControlPlane
 from crdscale.collect import metrics as metric_defs
 from crdscale.collect.pprof import fetch_profile
-from crdscale.collect.sources import DirectScraper, LocalPrometheus, RemotePrometheus
+from crdscale.collect.sources import DirectScraper, LocalPrometheus, ProcSampler, RemotePrometheus
 from crdscale.errors import BinaryError, ClusterError, CrdscaleError, RunInterrupted
 from crdscale.ownership import new_run_id
 from crdscale.paths import runs_dir
@@ -186,6 +189,9 @@ class ScenarioRunner:
         self.cluster: Cluster | None = None
         self.source = None
         self.watchdog: _Watchdog | None = None
+        self._series = None  # the exported series, for the harness-cost summary
+        self.proc_sampler: ProcSampler | None = None
+        self._cpu_at_start = os.times()
 
     # ------------------------------------------------------------ public
 
@@ -370,12 +376,18 @@ class ScenarioRunner:
                 self.progress.message("no prometheus binary: scraping /metrics directly")
         if source is None:
             source = DirectScraper(self.cluster, self.plane.etcd_metrics_url if self.plane else None, interval,
-                                   sink=self.run.write_series_chunk)
+                                   sink=lambda frame: self.run.write_series_chunk(frame, "scrape"))
         if isinstance(source, LocalPrometheus):
             self.run.record_binaries({"prometheus": source.binary.path})
         self.source = source
         stack.callback(self._stop_source)
         source.start()
+        if self.plane is not None:
+            # RSS, CPU and fds from /proc at the same interval: complete even when a /metrics
+            # scrape of a server with thousands of CRDs takes longer than the interval.
+            self.proc_sampler = ProcSampler(self.plane.apiserver_pid, interval,
+                                            sink=lambda frame: self.run.write_series_chunk(frame, "proc")).start()
+            stack.callback(self.proc_sampler.stop)
         # Callbacks unwind last-in first-out: the export runs before the source stops,
         # after the last step -- or after a failure or Ctrl-C.
         stack.callback(self._export_series)
@@ -391,9 +403,27 @@ class ScenarioRunner:
 
     def _stop_source(self) -> None:
         self.source.stop()
+        self._harness_cost()
         proc = getattr(self.source, "proc", None)
         if proc is not None and self.plane is not None and self.plane.state:
             self.plane.release_process(proc.pid)
+
+    def _harness_cost(self) -> None:
+        """CPU seconds of crdscale itself and of Prometheus beside kube-apiserver's own during the
+        run: the load the harness adds to the machine being measured (manifest ``harness``)."""
+        now = os.times()
+        own = (now.user - self._cpu_at_start.user) + (now.system - self._cpu_at_start.system)
+        prometheus = getattr(self.source, "cpu_seconds", None)
+        apiserver = None
+        if self._series is not None and len(self._series):
+            cpu = self._series[(self._series["metric"] == "process_cpu_seconds_total")
+                               & (self._series["job"] == "kube-apiserver")].sort_values("timestamp")["value"]
+            apiserver = float(cpu.iloc[-1] - cpu.iloc[0]) if len(cpu) > 1 else None
+        harness = own + (prometheus or 0.0)
+        self.run.update_manifest(harness={
+            "crdscale_cpu_seconds": round(own, 3), "prometheus_cpu_seconds": prometheus,
+            "kube_apiserver_cpu_seconds": apiserver,
+            "harness_share_of_apiserver_cpu": round(harness / apiserver, 4) if apiserver else None})
 
     def _export_series(self) -> None:
         """Write the time series of the whole run window (also after failures)."""
@@ -402,16 +432,20 @@ class ScenarioRunner:
         end = datetime.now(timezone.utc)
         try:
             df = self.source.series(self.window_start, end)
+            if self.proc_sampler is not None:
+                df = pd.concat([df, self.proc_sampler.series(self.window_start, end)], ignore_index=True)
         except Exception as err:  # keep the run's other results even if the query fails
             self.run.update_manifest(metrics_error=f"{type(err).__name__}: {err}")
             return
         self.run.write_series(df)
         self.run.drop_series_chunks()
+        self._series = df
         manifest = self.run.manifest()
         manifest.setdefault("metrics", {}).update(
             window={"start": self.window_start.isoformat(), "end": end.isoformat()},
             rows=int(len(df)), series=sorted(df["metric"].unique().tolist()) if len(df) else [],
-            resolution=metric_defs.resolution(df, self.window_start, end))
+            resolution=metric_defs.resolution(df, self.window_start, end),
+            resolution_proc=metric_defs.resolution(df, self.window_start, end, job=ProcSampler.JOB))
         self.run.write_manifest(manifest)
 
     def _hold(self, crds: int) -> None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 import threading
@@ -276,3 +277,17 @@ def test_memory_guard_fails_the_run_before_the_oom_killer():
     dog.start()
     dog.join(timeout=10)
     assert "memory guard" in dog.reason and "100 MiB" in dog.reason and "1,024 MiB guard" in dog.reason
+
+
+def test_proc_sampler_reads_a_live_process():
+    from crdscale.collect.sources import ProcSampler
+
+    sampler = ProcSampler(os.getpid(), interval_s=0.05)
+    rows = sampler.sample(pd.Timestamp.now(tz="UTC").to_pydatetime())
+    values = {r["metric"]: r["value"] for r in rows}
+    assert values["process_resident_memory_bytes"] > 10 * 2**20 and values["process_open_fds"] >= 3
+    assert values["process_cpu_seconds_total"] > 0 and values["process_threads"] >= 1
+    assert {r["job"] for r in rows} == {"kube-apiserver-proc"}
+    gone = subprocess.Popen([sys.executable, "-c", "pass"])
+    gone.wait()
+    assert ProcSampler(gone.pid).sample(pd.Timestamp.now(tz="UTC").to_pydatetime()) == []

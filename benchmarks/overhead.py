@@ -1,0 +1,118 @@
+"""Benchmark: what the harness itself costs, as a share of kube-apiserver's CPU.
+
+Two measurements in one run:
+
+1. **A scenario run** (``crdscale run`` on a local control plane, the CRD count
+   and steps given below): the CPU seconds of crdscale's own process (runner,
+   watchers, scrapes), of the Prometheus it started, and of kube-apiserver over
+   the same run (from the run's series) — the manifest's ``harness`` entry.
+2. **The load collection puts on kube-apiserver**: with the run's CRDs installed
+   and served, kube-apiserver's CPU (from /proc) over a quiet window without any
+   scraping, then over the same window with Prometheus scraping ``/metrics`` at
+   the run's interval. The difference is the extra kube-apiserver CPU that 1 s
+   collection causes, in CPU seconds per minute and as a share of what
+   kube-apiserver spent per minute during the run.
+
+Prints a table and the overhead percentage (goal: <= 5 %). It reports; it does
+not assert.
+
+Usage: python benchmarks/overhead.py [--crds 300] [--steps 3] [--window 60] [--interval 1]
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from crdscale.cluster.local import LocalControlPlane
+from crdscale.collect.sources import LocalPrometheus
+from crdscale.crds.generate import GeneratorParams, generate_crds
+from crdscale.crds.install import Installer
+from crdscale.crds.serve import ResourceServer
+from crdscale.proc import cpu_seconds
+from crdscale.rundir import read_run
+from crdscale.scenario.config import load_scenario
+from crdscale.scenario.runner import ScenarioRunner
+
+
+def scenario_run(crds: int, steps: int, interval: float, out: Path) -> dict:
+    """Run the scenario; returns the manifest's harness entry and the run's duration (s)."""
+    overrides = {"crds.count": crds, "crds.groups": max(1, crds // 10), "steps.count": steps,
+                 "steps.settle_seconds": 5, "metrics.scrape_interval_seconds": interval, "name": "overhead"}
+    runner = ScenarioRunner(load_scenario(None, overrides=overrides), runs_parent=out,
+                            echo=lambda m: print(m, file=sys.stderr))
+    started = time.monotonic()
+    path = runner.execute().path
+    run = read_run(path)
+    return {**run.manifest["harness"], "run_seconds": time.monotonic() - started, "run_dir": str(path)}
+
+
+def scrape_load(crds: int, window: float, interval: float) -> dict:
+    """kube-apiserver CPU per minute with and without a Prometheus scraping it, CRDs served."""
+    with LocalControlPlane(name="bench-overhead") as plane:
+        cluster = plane.connect()
+        crd_set = generate_crds(GeneratorParams(crd_count=crds, group_count=max(1, crds // 10), property_count=100,
+                                                seed=7))
+        with Installer(cluster, run_id="bench-overhead") as installer, \
+                ResourceServer(cluster, "list", run_id="bench-overhead") as server:
+            result = installer.install_step(1, crd_set)
+            server.serve(1, result.served_resources())
+        time.sleep(15)  # let the install's aftermath (OpenAPI rebuilds) pass
+        pid = plane.apiserver_pid
+
+        def cpu_over(seconds: float) -> float:
+            before = cpu_seconds(pid)
+            time.sleep(seconds)
+            return (cpu_seconds(pid) - before) * 60 / seconds
+
+        quiet = cpu_over(window)
+        creds = plane.credentials
+        prom = LocalPrometheus(f"127.0.0.1:{plane.ports['apiserver']}", creds.ca_cert, creds.admin_token_file,
+                               f"127.0.0.1:{plane.ports['etcd_client']}", interval_s=interval).start()
+        try:
+            scraped = cpu_over(window)
+        finally:
+            prom.stop()
+        return {"quiet_cpu_s_per_min": quiet, "scraped_cpu_s_per_min": scraped,
+                "prometheus_cpu_s_per_min": (prom.cpu_seconds or 0) * 60 / window}
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--crds", type=int, default=300, help="CRDs installed and served (default 300)")
+    ap.add_argument("--steps", type=int, default=3, help="steps of the scenario run (default 3)")
+    ap.add_argument("--window", type=float, default=60, help="seconds per CPU window of measurement 2 (default 60)")
+    ap.add_argument("--interval", type=float, default=1.0, help="scrape interval in seconds (default 1)")
+    args = ap.parse_args(argv)
+
+    with tempfile.TemporaryDirectory(prefix="crdscale-overhead-") as out:
+        run = scenario_run(args.crds, args.steps, args.interval, Path(out))
+    load = scrape_load(args.crds, args.window, args.interval)
+
+    apiserver_per_min = run["kube_apiserver_cpu_seconds"] * 60 / run["run_seconds"]
+    extra = load["scraped_cpu_s_per_min"] - load["quiet_cpu_s_per_min"]
+    harness = (run["crdscale_cpu_seconds"] + (run["prometheus_cpu_seconds"] or 0)) / run["kube_apiserver_cpu_seconds"]
+    rows = [
+        ("kube-apiserver CPU during the run", f"{run['kube_apiserver_cpu_seconds']:.1f} s "
+                                              f"({apiserver_per_min:.1f} s/min over {run['run_seconds']:.0f} s)"),
+        ("crdscale's own process during the run", f"{run['crdscale_cpu_seconds']:.1f} s"),
+        ("Prometheus during the run", f"{run['prometheus_cpu_seconds'] or 0:.1f} s"),
+        ("harness CPU / kube-apiserver CPU", f"{100 * harness:.1f} %  (machine load beside the server)"),
+        ("kube-apiserver CPU, quiet, CRDs served", f"{load['quiet_cpu_s_per_min']:.2f} s/min"),
+        (f"kube-apiserver CPU, scraped every {args.interval:g} s", f"{load['scraped_cpu_s_per_min']:.2f} s/min"),
+        ("extra kube-apiserver CPU caused by collection", f"{extra:.2f} s/min = "
+                                                          f"{100 * extra / apiserver_per_min:.1f} % of its CPU in the run"),
+    ]
+    width = max(len(r[0]) for r in rows)
+    print(f"harness overhead, {args.crds} CRDs in {args.steps} steps, scrape interval {args.interval:g} s")
+    for name, value in rows:
+        print(f"{name:<{width}}  {value}")
+    print(f"overhead (extra kube-apiserver CPU from collection): {100 * extra / apiserver_per_min:.1f} %  (goal <= 5 %)")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
