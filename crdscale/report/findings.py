@@ -79,7 +79,10 @@ def provenance(manifest: dict) -> dict[str, str]:
     """What was run, on which versions and machine, from a run's ``manifest.json``.
 
     Keys: scenario, run, kube-apiserver, etcd, Go, CRD set, CRD set sha256,
-    machine, crdscale (missing facts say ``unknown``).
+    machine, crdscale (missing facts say ``unknown``), and, when the run
+    recorded them, metrics resolution (the largest gap between samples and
+    how close they reach the run's end) and harness cost (CPU of crdscale and
+    Prometheus as a share of kube-apiserver's).
     """
     scenario = manifest.get("scenario") or {}
     versions = manifest.get("versions") or {}
@@ -123,7 +126,7 @@ def provenance(manifest: dict) -> dict[str, str]:
         run += f"; metrics via {metrics['source']} every {metrics.get('scrape_interval_s', '?')} s"
     env = (scenario.get("target") or {}).get("env") or {}
     flags = (scenario.get("target") or {}).get("apiserver_flags") or []
-    return {
+    facts = {
         "scenario": f"{scenario.get('name', unknown)}: {scenario.get('description') or ''}".rstrip(": "),
         "run": run,
         "kube-apiserver": str(versions.get("kube-apiserver") or unknown)
@@ -136,6 +139,18 @@ def provenance(manifest: dict) -> dict[str, str]:
         "machine": machine_text,
         "crdscale": str(versions.get("crdscale") or manifest.get("crdscale_version") or unknown),
     }
+    resolution = metrics.get("resolution") or {}
+    if resolution.get("max_gap_s") is not None:
+        facts["metrics resolution"] = (
+            f"{resolution['samples']:,} samples of {resolution['metric']}, median gap {resolution['median_gap_s']:g} s, "
+            f"largest {resolution['max_gap_s']:g} s, last sample {resolution['end_gap_s']:.1f} s before the end")
+    harness = manifest.get("harness") or {}
+    if harness.get("harness_share_of_apiserver_cpu") is not None:
+        facts["harness cost"] = (
+            f"crdscale {harness['crdscale_cpu_seconds']:.1f} s + Prometheus {harness.get('prometheus_cpu_seconds') or 0:.1f} s "
+            f"CPU = {100 * harness['harness_share_of_apiserver_cpu']:.1f}% of kube-apiserver's "
+            f"{harness['kube_apiserver_cpu_seconds']:.1f} s")
+    return facts
 
 
 # --------------------------------------------------------------------------

@@ -74,6 +74,16 @@ def test_provenance_of_a_sparse_manifest():
     assert prov["Go"] == "go1.22.1 (toolchain go1.23.0)"
     assert prov["kube-apiserver"] == "v1.30.0 (env GOGC=50)"
     assert prov["scenario"] == "x: d"
+    assert "metrics resolution" not in prov and "harness cost" not in prov
+
+
+def test_provenance_states_resolution_and_harness_cost():
+    prov = provenance({"metrics": {"resolution": {"metric": "process_resident_memory_bytes", "samples": 300,
+                                                  "median_gap_s": 1.0, "max_gap_s": 2.0, "end_gap_s": 0.4}},
+                       "harness": {"crdscale_cpu_seconds": 3.0, "prometheus_cpu_seconds": 1.0,
+                                   "kube_apiserver_cpu_seconds": 100.0, "harness_share_of_apiserver_cpu": 0.04}})
+    assert prov["metrics resolution"].startswith("300 samples") and "largest 2 s" in prov["metrics resolution"]
+    assert prov["harness cost"] == "crdscale 3.0 s + Prometheus 1.0 s CPU = 4.0% of kube-apiserver's 100.0 s"
 
 
 @pytest.mark.parametrize("value, text", [(512, "512 B"), (1536, "1.5 KiB"), (3 * 2**20, "3.0 MiB"),
