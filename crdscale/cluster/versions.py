@@ -17,7 +17,7 @@ DEFAULT_ETCD_VERSION = "v3.6.16"
 
 # k8s.io/kubernetes versions whose module zip the Go module proxy served here
 # (checked 2026-11). Used only to suggest an alternative when one is refused.
-KNOWN_SERVED_KUBE_VERSIONS = ("v1.37.1", "v1.37.0", "v1.36.0", "v1.34.0", "v1.25.16", "v1.24.17", "v1.24.0")
+KNOWN_SERVED_KUBE_VERSIONS = ("v1.37.2", "v1.37.1", "v1.37.0", "v1.36.0", "v1.34.0", "v1.25.16", "v1.24.17", "v1.24.0")
 
 _SEMVER = re.compile(r"^v?(\d+)\.(\d+)\.(\d+)$")
 

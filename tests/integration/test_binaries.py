@@ -11,10 +11,10 @@ from crdscale.cluster import binaries
 @pytest.mark.skipif(not binaries.gobuild.shutil.which("go"), reason="needs Go")
 def test_refused_version_names_the_nearest_served_one(capsys, tmp_path, monkeypatch):
     monkeypatch.setenv("CRDSCALE_CACHE", str(tmp_path))  # never reuse a cached build here
-    assert main(["binaries", "--kube-version", "1.37.2"]) == 3
+    assert main(["binaries", "--kube-version", "1.36.6"]) == 3
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1
-    assert "does not serve k8s.io/kubernetes v1.37.2" in err[0] and "try --kube-version 1.37.1" in err[0]
+    assert "does not serve k8s.io/kubernetes v1.36.6" in err[0] and "try --kube-version 1.36.0" in err[0]
 
 
 def test_explicit_binary_is_used_instead_of_building(tmp_path, monkeypatch):

@@ -66,7 +66,7 @@ def test_discovery_cli_writes_a_run_directory(local_cluster, tmp_path):
     (run_dir,) = tmp_path.iterdir()
     assert run_dir.name.endswith("-probe-discovery")
     manifest = json.loads((run_dir / "manifest.json").read_text())
-    assert manifest["status"] == "ok"
+    assert manifest["status"] == "completed"
     assert "probes/discovery-step00.parquet" in manifest["tables"]
     assert "probes/discovery-requests-step00.parquet" in manifest["tables"]
 

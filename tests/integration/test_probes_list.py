@@ -89,7 +89,7 @@ def test_apf_probe_observes_the_servers_seats(local_cluster, tmp_path):
     assert code == 0
     (run_dir,) = tmp_path.iterdir()
     manifest = json.loads((run_dir / "manifest.json").read_text())
-    assert manifest["status"] == "ok"
+    assert manifest["status"] == "completed"
     seats = pd.read_parquet(run_dir / "probes" / "apf-step00.parquet")
     assert len(seats) == 4
     # The server ran an estimator for the impersonated, non-exempt user, and v1.37's

@@ -29,7 +29,7 @@ def test_staging_version_maps_kubernetes_to_v0():
 
 
 @pytest.mark.parametrize("wanted,expected", [
-    ("v1.37.2", "v1.37.1"),   # refused patch -> the served one below it
+    ("v1.37.3", "v1.37.2"),   # unserved patch -> the served one below it
     ("v1.36.6", "v1.36.0"),
     ("v1.35.0", "v1.34.0"),   # no 1.35 served -> nearest minor (ties prefer... either side)
     ("v1.24.5", "v1.24.0"),
