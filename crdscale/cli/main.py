@@ -28,6 +28,7 @@ SUBCOMMANDS = {
     "top": "top",
     "analyze": "analyze",
     "report": "report",
+    "compare": "compare",
     "probe": "probe",
 }
 
