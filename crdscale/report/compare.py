@@ -23,7 +23,7 @@ from typing import Callable, Sequence
 import pandas as pd
 
 from crdscale.analysis import compare as C
-from crdscale.analysis.percrd import TOTAL, fit_per_crd, profile_points, series_points
+from crdscale.analysis.percrd import TOTAL, fit_per_crd, fit_series_per_crd, profile_points, series_points
 from crdscale.analysis.profile import read_profile
 from crdscale.analysis.views import diff
 from crdscale.errors import UsageError
@@ -49,6 +49,8 @@ class Comparison:
         joint: heap bytes per CRD by cause, difference to the reference with its
             95% CI from one fit (:func:`~crdscale.analysis.compare.joint_fit`).
         series_points: RSS, heap in use, goroutines, fds and CPU seconds at each profile mark.
+        series_fits: each run's own per-CRD slopes of those series
+            (:func:`~crdscale.analysis.percrd.fit_series_per_crd`).
         series_joint: the same joint fit on those series (per CRD: bytes, goroutines, fds, CPU s).
         end: each series at the start, the end and its peak (:func:`~crdscale.analysis.compare.series_end_values`).
         establish: seconds until each step's CRDs were Established.
@@ -66,6 +68,7 @@ class Comparison:
     per_crd: pd.DataFrame
     joint: pd.DataFrame
     series_points: pd.DataFrame
+    series_fits: pd.DataFrame
     series_joint: pd.DataFrame
     end: pd.DataFrame
     establish: pd.DataFrame
@@ -165,6 +168,8 @@ def compare_runs(run_dirs: Sequence[str | Path], labels: Sequence[str] | None = 
         per_crd=C.stack_runs(per_crd),
         joint=C.joint_fit(stacked, reference=reference, confidence=confidence),
         series_points=sstacked,
+        series_fits=C.stack_runs({label: fit_series_per_crd(p, confidence) for label, p in spoints.items()
+                                  if len(p)}),
         series_joint=C.joint_fit(sstacked, reference=reference, by=["metric"], confidence=confidence)
         if len(sstacked) else pd.DataFrame(columns=C.JOINT_COLUMNS),
         end=C.stack_runs(ends), establish=C.stack_runs(establish),
@@ -216,16 +221,16 @@ def series_table(comparison: Comparison) -> pd.DataFrame:
     its peak, plus seconds to Established; one row per run and metric, units in ``unit``."""
     rows = []
     joint = comparison.series_joint.set_index(["run", "metric"]) if len(comparison.series_joint) else None
+    fits = comparison.series_fits
+    own = (fits[fits["phase"] == "served"].set_index(["run", "metric"])["per_crd"] if len(fits)
+           else pd.Series(dtype=float))
     for label in comparison.labels:
         end = comparison.end[comparison.end["run"] == label].set_index("metric") if len(comparison.end) else None
         for metric, unit in C.SERIES_UNITS.items():
-            per_crd = low = high = math.nan
-            if joint is not None and label != comparison.reference and (label, metric) in joint.index:
-                r = joint.loc[(label, metric)]
-                per_crd, low, high = r["per_crd"], r["difference_low"], r["difference_high"]
-            elif joint is not None:
-                ref = comparison.series_joint[comparison.series_joint["metric"] == metric]
-                per_crd = ref["per_crd_reference"].iloc[0] if len(ref) else math.nan
+            per_crd = float(own.get((label, metric), math.nan))
+            low = high = math.nan
+            if joint is not None and (label, metric) in joint.index:
+                low, high = joint.loc[(label, metric), ["difference_low", "difference_high"]]
             last = end.loc[metric, "last"] if end is not None and metric in end.index else math.nan
             peak = end.loc[metric, "peak"] if end is not None and metric in end.index else math.nan
             first = end.loc[metric, "first"] if end is not None and metric in end.index else math.nan
