@@ -51,6 +51,15 @@ def footprint_features(crds: Sequence[Mapping[str, Any]]) -> dict[str, float]:
     return out
 
 
+def features_from_summary(summary: Mapping[str, Any]) -> dict[str, float]:
+    """:func:`footprint_features` from a run's CRD set summary (``manifest["crds"]``, see
+    :class:`crdscale.crds.summary.CrdSetSummary`), taking every version as served and
+    ``max_depth`` as unknown (NaN): what a recorded run tells without its CRDs."""
+    return {"crds": float(summary["count"]), "served_versions": float(summary["versions"]),
+            "properties": float(summary["properties_total"]), "schema_bytes": float(summary["schema_bytes_total"]),
+            "max_depth": math.nan}
+
+
 def training_rows(points: pd.DataFrame, features: Mapping[str, Mapping[str, float]], *,
                   phase: str = "served") -> pd.DataFrame:
     """Rows to fit on, from several runs: ``run, installed, target, added`` plus one column per

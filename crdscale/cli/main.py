@@ -29,6 +29,7 @@ SUBCOMMANDS = {
     "analyze": "analyze",
     "report": "report",
     "compare": "compare",
+    "footprint": "footprint",
     "probe": "probe",
 }
 
