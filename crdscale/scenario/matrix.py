@@ -55,6 +55,8 @@ def format_value(value: Any) -> str:
         text = str(value).lower()
     elif isinstance(value, list):
         text = "+".join(format_value(v) for v in value) or "none"
+    elif isinstance(value, dict):  # a whole table, e.g. "target.env" = [{GOGC = "50"}, {GOMEMLIMIT = "1GiB"}]
+        text = "+".join(f"{k}={format_value(v)}" for k, v in value.items()) or "none"
     elif isinstance(value, str):
         text = value.lstrip("-")  # "--v=2" reads better as "v=2"
     else:

@@ -88,3 +88,19 @@ def test_no_matrix_is_one_base_cell(tmp_path):
     cells = expand(s)
     assert all(sc.crds["source"] == str(tmp_path / "crds") for _, sc in cells)
     assert expand(parse_scenario(None))[0][0].name == "base"
+
+
+def test_a_whole_env_table_per_cell():
+    s = parse_scenario('[matrix]\n"target.env" = [{}, {GOGC = "50"}, {GOMEMLIMIT = "1GiB"}]\n')
+    cells = expand(s)
+    assert [c.name for c, _ in cells] == ["env=none", "env=GOGC=50", "env=GOMEMLIMIT=1GiB"]
+    assert [sc.target["env"] for _, sc in cells] == [{}, {"GOGC": "50"}, {"GOMEMLIMIT": "1GiB"}]
+
+
+def test_example_scenarios_expand():
+    from pathlib import Path
+
+    files = sorted((Path(__file__).resolve().parents[2] / "scenarios").glob("*.toml"))
+    assert {f.stem for f in files} >= {"zap-fix", "gogc", "schema-size", "versions"}
+    for f in files:
+        assert len(expand(load_scenario(f))) >= 2, f
