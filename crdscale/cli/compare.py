@@ -1,4 +1,4 @@
-"""Compare runs: heap per CRD by cause with the difference and its 95% CI, memory, CPU, a profile diff.
+"""Compare runs: bytes per CRD by cause and their difference with its interval, memory, CPU, a profile diff.
 
 Examples:
   crdscale compare data/reference-run data/reference-run-v1.24.0
