@@ -22,7 +22,6 @@ import pandas as pd
 
 from crdscale.analysis.footprint import RSS, TOTAL, features_from_summary, fit_footprint, predict, training_rows
 from crdscale.analysis.percrd import profile_points, series_points
-from crdscale.analysis.profile import read_profile
 from crdscale.footprint_models import shipped_model
 from crdscale.rundir import read_run
 
@@ -32,12 +31,11 @@ MODELS = Path(__file__).resolve().parents[1] / "crdscale" / "footprint_models"
 def run_points(path: str) -> tuple[dict, pd.DataFrame, dict]:
     """``(manifest, points: crds, phase, target, value, run, features)`` of one run: heap by cause and RSS."""
     run = read_run(path)
-    heap = run.profiles[run.profiles["kind"] == "heap"]
+    heap = run.heap_profiles()
     points = profile_points((int(r.crds), r.phase if isinstance(r.phase, str) and r.phase else None,
-                             read_profile(r.path)) for r in heap.itertuples(index=False))
+                             run.read_profile(r.file)) for r in heap.itertuples(index=False))
     points = points[points["metric"] == "bytes"].rename(columns={"cause": "target"})
-    marks = heap[["timestamp", "crds", "phase"]].assign(timestamp=lambda d: pd.to_datetime(d["timestamp"], utc=True))
-    rss = series_points(run.series, marks, metrics={"process_resident_memory_bytes": RSS})
+    rss = series_points(run.series, run.profile_marks(), metrics={"process_resident_memory_bytes": RSS})
     rss = rss.rename(columns={"metric": "target"})
     both = pd.concat([points[["crds", "phase", "target", "value"]], rss[["crds", "phase", "target", "value"]]])
     summary = run.manifest.get("crds") or run.crd_summary

@@ -50,9 +50,10 @@ class Command:
         def echo(message: str) -> None:
             print(f"crdscale: {message}", file=sys.stderr)
 
-        from crdscale.scenario.experiment import Experiment, is_experiment
+        from crdscale.rundir.layout import is_experiment_directory
+        from crdscale.scenario.experiment import Experiment
 
-        if is_experiment(args.run_dir):
+        if is_experiment_directory(args.run_dir):
             from crdscale.errors import UsageError
             from crdscale.report.compare import render_comparison
 

@@ -24,7 +24,6 @@ import pandas as pd
 
 from crdscale.analysis import compare as C
 from crdscale.analysis.percrd import TOTAL, fit_per_crd, fit_series_per_crd, profile_points, series_points
-from crdscale.analysis.profile import read_profile
 from crdscale.analysis.views import diff
 from crdscale.errors import UsageError
 from crdscale.report.findings import fmt_bytes, fmt_interval, provenance
@@ -98,20 +97,9 @@ def run_labels(manifests: Sequence[dict], names: Sequence[str]) -> list[str]:
     return [f"{i + 1}:{n}" for i, n in enumerate(names)]
 
 
-def _heap_profiles(run) -> pd.DataFrame:
-    table = run.profiles
-    if table is None or not len(table):
-        return pd.DataFrame(columns=["path", "kind", "step", "crds", "phase", "timestamp"])
-    return table[table["kind"] == "heap"].sort_values(["step", "crds"], kind="stable")
-
-
-def _served(table: pd.DataFrame) -> pd.DataFrame:
-    return table[table["phase"].isna() | (table["phase"].isin(["", "served"]))]
-
-
-def _marks(profiles: pd.DataFrame) -> pd.DataFrame:
-    marks = profiles[["timestamp", "crds", "phase"]].dropna(subset=["timestamp"])
-    return marks.assign(timestamp=pd.to_datetime(marks["timestamp"], utc=True))
+def _served(heap: pd.DataFrame) -> pd.DataFrame:
+    """Heap profiles taken at the end of a step (after serving)."""
+    return heap[heap["phase"].isna() | heap["phase"].isin(["", "served"])]
 
 
 def compare_runs(run_dirs: Sequence[str | Path], labels: Sequence[str] | None = None, *,
@@ -133,19 +121,19 @@ def compare_runs(run_dirs: Sequence[str | Path], labels: Sequence[str] | None = 
 
     points, spoints, ends, establish, per_crd, last_served = {}, {}, {}, {}, {}, {}
     for label, run in zip(labels, runs):
-        heap = _heap_profiles(run)
+        heap = run.heap_profiles()
         if heap["crds"].nunique() < 2:
             raise UsageError(f"{run.path}: needs heap profiles at two or more CRD counts")
-        profiles = {row.path: read_profile(row.path) for row in heap.itertuples(index=False)}
+        profiles = {f: run.read_profile(f) for f in heap["file"]}
         points[label] = profile_points((int(r.crds), r.phase if isinstance(r.phase, str) and r.phase else None,
-                                        profiles[r.path]) for r in heap.itertuples(index=False))
+                                        profiles[r.file]) for r in heap.itertuples(index=False))
         per_crd[label] = fit_per_crd(points[label], confidence)[0]
-        spoints[label] = series_points(run.series, _marks(heap), metrics=C.COMPARE_SERIES)
+        spoints[label] = series_points(run.series, run.profile_marks(), metrics=C.COMPARE_SERIES)
         ends[label] = C.series_end_values(run.series)
         establish[label] = C.establish_times(run.events)
         served = _served(heap)
         last = served.iloc[-1] if len(served) else heap.iloc[-1]
-        last_served[label] = (int(last["crds"]), profiles[last["path"]])
+        last_served[label] = (int(last["crds"]), profiles[last["file"]])
 
     reference = labels[0]
     warnings = C.crd_set_warnings({label: m.get("crds") or run.crd_summary

@@ -32,11 +32,6 @@ def _utc_iso() -> str:
     return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
 
 
-def is_experiment(path: str | Path) -> bool:
-    """Does ``path`` hold an experiment manifest?"""
-    return (Path(path) / layout.EXPERIMENT_MANIFEST).is_file()
-
-
 @dataclass
 class CellState:
     """A cell as the experiment manifest records it."""
@@ -103,8 +98,6 @@ class Experiment:
     def open(cls, path: str | Path) -> "Experiment":
         """Reopen an experiment directory (its scenario is rebuilt from the manifest)."""
         path = Path(path)
-        if not is_experiment(path):
-            raise UsageError(f"{path} is not a crdscale experiment directory (no {layout.EXPERIMENT_MANIFEST})")
         manifest = read_experiment_manifest(path)
         scenario = build_scenario(manifest["scenario"], where=f"{path}/{layout.EXPERIMENT_MANIFEST}",
                                   overrides=manifest.get("overrides") or {})

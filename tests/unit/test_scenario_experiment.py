@@ -10,7 +10,7 @@ import pytest
 from crdscale.errors import RunInterrupted, UsageError
 from crdscale.rundir import layout
 from crdscale.scenario.config import parse_scenario
-from crdscale.scenario.experiment import Experiment, eta_seconds, format_duration, is_experiment
+from crdscale.scenario.experiment import Experiment, eta_seconds, format_duration
 
 GOGC = """
 name = "gogc"
@@ -44,7 +44,7 @@ class FakeRunner:
 def test_cells_run_in_order_and_resume_redoes_the_interrupted_one(tmp_path):
     scenario = parse_scenario(GOGC)
     experiment = Experiment.create(tmp_path, scenario)
-    assert is_experiment(experiment.path) and (experiment.path / layout.EXPERIMENT_MANIFEST).is_file()
+    assert layout.is_experiment_directory(experiment.path) and (experiment.path / layout.EXPERIMENT_MANIFEST).is_file()
     messages = []
     first = FakeRunner(interrupt={"GOGC=50"})
     with pytest.raises(RunInterrupted):
