@@ -107,6 +107,11 @@ def plot_against_crds(ax, points: pd.DataFrame, columns: Sequence[str] = (
         if len(others):
             ax.plot(others["crds"], others[col] / MIB, ls="none", marker="o", ms=5, mfc="none",
                     color=style["color"])
+    return _crd_axes(ax, title=title)
+
+
+def _crd_axes(ax, *, title: str):
+    """Axes of memory (MiB, from 0) against CRDs installed, with grid and legend."""
     ax.set_xlabel("CRDs installed")
     ax.set_ylabel("MiB")
     ax.set_ylim(bottom=0)
@@ -292,13 +297,7 @@ def plot_runs_against_crds(ax, points: pd.DataFrame, metrics: Sequence[str] = ("
             if len(sel):
                 ax.plot(sel["crds"], sel["value"] / MIB, marker="o", ms=4, color=colors.get(metric),
                         ls=RUN_STYLES[i % len(RUN_STYLES)], label=f"{names.get(metric, metric)}, {run}")
-    ax.set_xlabel("CRDs installed")
-    ax.set_ylabel("MiB")
-    ax.set_ylim(bottom=0)
-    ax.set_title(title)
-    ax.grid(alpha=0.3)
-    ax.legend(fontsize=8, loc="upper left")
-    return ax
+    return _crd_axes(ax, title=title)
 
 
 def plot_difference_bars(ax, joint: pd.DataFrame, *, metric: str = "bytes", n: int = 10,

@@ -78,3 +78,38 @@ def test_rendered_comparison(tmp_path, capsys):
     assert (out / "memory-vs-crds.png").is_file() and (out / "per-crd-difference.svg").is_file()
     html = (out / "report-nocode.html").read_text()
     assert "Where the heap differs" in html and "Traceback" not in html
+
+
+V124 = ROOT / "data" / "reference-run-v1.24.0"
+RECORDED_DIFF = ROOT / "tests" / "data" / "compare" / "v1.24.0-diff-v1.37.1.top.txt"
+
+
+def test_v124_reference_shows_the_zap_delta():
+    """The two committed reference runs: v1.24.0 holds ~448 KiB of zap counters more per served CRD."""
+    comparison = compare_runs([REFERENCE, V124])
+    assert comparison.labels == ["v1.37.1", "v1.24.0"] and comparison.warnings == []
+    zap = comparison.joint.query("metric == 'bytes' and cause == 'zap-counters'").iloc[0]
+    assert 0 < zap["difference_low"] < zap["difference"] < zap["difference_high"]
+    assert 350 * 1024 < zap["difference"] < 550 * 1024
+
+
+def test_profile_diff_is_exact_against_pprof():
+    """`go tool pprof -top -nodecount=40 -unit=B -diff_base=<v1.37.1 last served> <v1.24.0 last served>`, recorded:
+    the same table from crdscale's diff, and the comparison's per-CRD diff holds the same values."""
+    from crdscale.analysis import views
+    from crdscale.analysis.profile import read_profile
+
+    recorded = RECORDED_DIFF.read_text()
+    args = recorded.splitlines()[0].removeprefix("# args:").split()
+    base = read_profile(ROOT / next(a for a in args if a.startswith("-diff_base=")).removeprefix("-diff_base="))
+    profile = read_profile(ROOT / args[-1])
+    table = views.diff(profile, base, nodecount=40, nodefraction=0.005)
+    ours = views.format_top(table, profile, "B")
+    keep = [ln for ln in recorded.splitlines()[1:] if not ln.startswith("Time:")]
+    assert [ln for ln in ours.splitlines() if not ln.startswith("Time:")] == keep
+    full = compare_runs([REFERENCE, V124]).profile_diff.set_index("name")
+    want_header, want = views.parse_pprof_top(recorded)
+    for row in want.itertuples(index=False):
+        flat, cum = int(row.flat.removesuffix("B")), int(row.cum.removesuffix("B"))
+        assert full.loc[row.name, "flat"] == flat and full.loc[row.name, "cum"] == cum
+        assert full.loc[row.name, "flat_per_crd"] == pytest.approx(flat / 160)
