@@ -105,3 +105,21 @@ def test_collinear_features_are_refused():
         fit_footprint(rows, ["crds", "properties"], kube_version="1.37.1")
     model = fit_footprint(rows, ["crds"], kube_version="1.37.1")
     assert model.targets["openapi"].coef[0] == pytest.approx(0.6 * (50_000 + 900 * 100))
+
+
+def test_footprint_cli_with_the_shipped_model(tmp_path, capsys):
+    from crdscale.cli.main import main
+    from crdscale.crds.generate import write_crds
+    from crdscale.footprint_models import shipped_versions
+
+    assert "1.37.1" in shipped_versions()
+    write_crds(generate_crds(preset("apigen", crd_count=50, group_count=5, property_count=100)), tmp_path)
+    assert main(["footprint", str(tmp_path), "-o", "json"]) == 0
+    data = json.loads(capsys.readouterr().out)
+    assert data["features"]["crds"] == 50 and data["model"]["provenance"]["experiment"]
+    heap = data["served_heap_bytes"]
+    assert 0 < heap["low"] < heap["value"] < heap["high"]
+    assert 100 * 2**10 * 50 < heap["value"] < 5 * 2**20 * 50  # between 100 KiB and 5 MiB per CRD
+    assert main(["footprint", str(tmp_path)]) == 0
+    assert "heap, total" in capsys.readouterr().out
+    assert main(["footprint", str(tmp_path), "--kube-version", "0.1.0"]) == 2
