@@ -1,18 +1,30 @@
 #!/usr/bin/env bash
-# Regenerate data/reference-run/ (the small real run the notebooks, `crdscale report`
-# and their tests use) from data/reference.toml on the local control plane:
-#   bash scripts/make_reference_run.sh
-# The component logs are dropped to keep the directory small (well under 10 MB).
+# Regenerate a reference run (the small real runs the notebooks, `crdscale report`,
+# `crdscale compare` and their tests use) from data/reference.toml on the local control plane:
+#   bash scripts/make_reference_run.sh            # kube-apiserver v1.37.1 -> data/reference-run/
+#   bash scripts/make_reference_run.sh 1.24.0     # same scenario on v1.24.0 -> data/reference-run-v1.24.0/
+# The component logs are dropped to keep each directory small (~1.3 MB).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 BIN=${BIN:-.venv/bin}
+DEFAULT_VERSION=1.37.1
+version=${1:-$DEFAULT_VERSION}
+version=${version#v}
+if [ "$version" = "$DEFAULT_VERSION" ]; then
+  dest=data/reference-run
+else
+  dest=data/reference-run-v$version
+fi
+# The description names the version, so it follows the argument.
+description=$(sed -n 's/^description = "\(.*\)"$/\1/p' data/reference.toml | sed "s/v$DEFAULT_VERSION/v$version/")
 tmp=$(mktemp -d data/.reference-XXXXXX)
 trap 'rm -rf "$tmp"' EXIT
-"$BIN/crdscale" run data/reference.toml --out "$tmp" >&2
+"$BIN/crdscale" run data/reference.toml --out "$tmp" \
+  --set "target.kube_version=\"$version\"" --set "description=\"$description\"" >&2
 run=$(find "$tmp" -mindepth 1 -maxdepth 1 -type d | head -n 1)
 rm -rf "$run/logs" "$run/analysis"
 rm -f "$run/metrics/series.csv"   # the parquet holds the same rows
-rm -rf data/reference-run
-mv "$run" data/reference-run
-du -sh data/reference-run >&2
-echo data/reference-run
+rm -rf "$dest"
+mv "$run" "$dest"
+du -sh "$dest" >&2
+echo "$dest"

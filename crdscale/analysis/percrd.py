@@ -181,7 +181,7 @@ def profile_points(
     return pd.DataFrame(rows, columns=["crds", "phase", "cause", "metric", "value"])
 
 
-def _with_baseline(points: pd.DataFrame, phase: str) -> pd.DataFrame:
+def phase_points(points: pd.DataFrame, phase: str) -> pd.DataFrame:
     """The points of one phase, plus the baseline (0 CRDs) whatever phase it was taken in."""
     base = points[points["crds"] == 0]
     ours = points[(points["phase"] == phase) & (points["crds"] != 0)]
@@ -206,7 +206,7 @@ def fit_per_crd(points: pd.DataFrame, confidence: float = 0.95) -> tuple[pd.Data
     """
     fits, resid = [], []
     for phase in [p for p in ("installed", "served") if p in set(points["phase"])]:
-        data = _with_baseline(points, phase)
+        data = phase_points(points, phase)
         if data["crds"].nunique() < 2:
             continue
         for (metric, cause), group in data.groupby(["metric", "cause"], sort=False):
@@ -301,14 +301,16 @@ def unattributed_share(fits: pd.DataFrame, phase: str = "served", metric: str = 
 # --------------------------------------------------------------------------
 
 
-def series_points(series: pd.DataFrame, marks: pd.DataFrame, job: str = "kube-apiserver") -> pd.DataFrame:
+def series_points(series: pd.DataFrame, marks: pd.DataFrame, job: str = "kube-apiserver",
+                  metrics: dict[str, str] = SERIES_METRICS) -> pd.DataFrame:
     """The value of each memory series at each mark.
 
     ``series`` is the tidy metrics table (``timestamp, metric, labels, value``
     and optionally ``job``); ``marks`` has ``timestamp, crds, phase`` (one per
     profile taken). Returns ``crds, phase, metric, value`` with metric
-    ``rss_bytes`` / ``heap_inuse_bytes``: the last sample at or before the
-    mark (series values are summed over their labels).
+    ``rss_bytes`` / ``heap_inuse_bytes`` (or the names ``metrics`` maps series
+    names to): the last sample at or before the mark (series values are summed
+    over their labels).
     """
     rows = []
     if series is None or len(series) == 0 or len(marks) == 0:
@@ -317,7 +319,7 @@ def series_points(series: pd.DataFrame, marks: pd.DataFrame, job: str = "kube-ap
     if "job" in data.columns:
         data = data[data["job"] == job]
     ts = pd.to_datetime(data["timestamp"], utc=True)
-    for name, metric in SERIES_METRICS.items():
+    for name, metric in metrics.items():
         sel = data["metric"] == name
         if not sel.any():
             continue
@@ -339,7 +341,7 @@ def fit_series_per_crd(points: pd.DataFrame, confidence: float = 0.95) -> pd.Dat
     (bytes per CRD; base in bytes)."""
     rows = []
     for phase in [p for p in ("installed", "served") if p in set(points["phase"])]:
-        data = _with_baseline(points, phase)
+        data = phase_points(points, phase)
         for metric, group in data.groupby("metric", sort=False):
             if group["crds"].nunique() < 2:
                 continue

@@ -28,6 +28,8 @@ SUBCOMMANDS = {
     "top": "top",
     "analyze": "analyze",
     "report": "report",
+    "compare": "compare",
+    "footprint": "footprint",
     "probe": "probe",
     "recover": "recover",
 }

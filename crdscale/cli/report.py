@@ -16,6 +16,10 @@ fresh Jupyter kernel, then writes into OUT (default RUN_DIR/report/):
                        next to it: paste into a GitHub issue or KEP
   notebooks/*.ipynb    the executed notebooks (open them in JupyterLab)
 
+Given an experiment directory (a [matrix] scenario's, see 'crdscale run'),
+compares its completed cells instead, as 'crdscale compare CELL_RUNS...
+--out EXPERIMENT_DIR/report' does.
+
 A notebook that fails is named with its failing cell (file:line) on stderr;
 its output up to that cell stays in the report and the exit code is 1. The
 path of the HTML report is printed last on stdout.
@@ -32,7 +36,7 @@ class Command:
 
     @staticmethod
     def add_arguments(parser: argparse.ArgumentParser) -> None:
-        parser.add_argument("run_dir", metavar="RUN_DIR", help="run directory written by `crdscale run`")
+        parser.add_argument("run_dir", metavar="RUN_DIR", help="run directory written by `crdscale run`, or an experiment directory")
         parser.add_argument("--out", metavar="DIR", help="output directory (default: RUN_DIR/report)")
         parser.add_argument("--notebooks", metavar="DIR",
                             help="directory of the jupytext notebooks (default: notebooks/ of this checkout)")
@@ -46,7 +50,24 @@ class Command:
         def echo(message: str) -> None:
             print(f"crdscale: {message}", file=sys.stderr)
 
-        result = render_report(args.run_dir, args.out, notebooks_dir=args.notebooks, timeout=args.timeout, echo=echo)
+        from crdscale.rundir.layout import is_experiment_directory
+        from crdscale.scenario.experiment import Experiment
+
+        if is_experiment_directory(args.run_dir):
+            from crdscale.errors import UsageError
+            from crdscale.report.compare import render_comparison
+
+            experiment = Experiment.open(args.run_dir)
+            cells = experiment.completed_runs()
+            if len(cells) < 2:
+                raise UsageError(f"{args.run_dir}: {len(cells)} completed cells; a comparison needs two "
+                                 f"(finish it with: crdscale run --resume {args.run_dir})")
+            result = render_comparison([p for _n, p in cells], args.out or experiment.path / "report",
+                                       labels=[n for n, _p in cells], notebooks_dir=args.notebooks,
+                                       timeout=args.timeout, echo=echo)
+        else:
+            result = render_report(args.run_dir, args.out, notebooks_dir=args.notebooks, timeout=args.timeout,
+                                   echo=echo)
         print(f"findings: {result.findings_md}")
         print(f"with code: {result.html}")
         for failure in result.failures:

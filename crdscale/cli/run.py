@@ -50,11 +50,20 @@ class Command:
     'crdscale top' or 'go tool pprof'), metrics/series.parquet, logs/.
     Ctrl-C stops cleanly (status 'interrupted'; data kept, processes stopped).
 
+    A scenario with a [matrix] table is an experiment: its cells (the cross
+    product of the axes, e.g. "target.env.GOGC" = ["100", "50"]) run one after
+    another, each an ordinary run directory inside runs/<UTC timestamp>-<name>/
+    next to experiment.json, with an ETA over the whole matrix. After Ctrl-C,
+    'crdscale run --resume EXPERIMENT_DIR' skips the completed cells and redoes
+    the interrupted one; 'crdscale report EXPERIMENT_DIR' compares the cells.
+
     Examples:
       crdscale run
       crdscale run my-scenario.toml --out /data/runs
       crdscale run --kubeconfig ~/.kube/config --prometheus-url http://127.0.0.1:9090
       crdscale run --set steps.count=3 --set crds.count=60 --set crds.groups=6
+      crdscale run scenarios/gogc.toml                # a [matrix] experiment
+      crdscale run --resume runs/20261123T091500Z-gogc
     """
 
     @staticmethod
@@ -68,12 +77,21 @@ class Command:
         parser.add_argument("--set", action="append", default=[], metavar="SECTION.KEY=VALUE",
                             help="override one scenario key (value parsed as TOML, e.g. steps.count=3, steps.serve=\"list\")")
         parser.add_argument("--print-default", action="store_true", help="print the default scenario and exit")
+        parser.add_argument("--resume", metavar="EXPERIMENT_DIR",
+                            help="finish an interrupted experiment: skip completed cells, redo the interrupted one")
 
     @staticmethod
     def run(args) -> int:
         if args.print_default:
             print(default_text(), end="")
             return 0
+        if args.resume:
+            from crdscale.errors import UsageError
+            from crdscale.scenario.experiment import Experiment
+
+            if args.scenario or args.set:
+                raise UsageError("--resume takes the scenario from the experiment directory; drop SCENARIO and --set")
+            return _run_experiment(Experiment.open(args.resume), args)
         overrides = _parse_sets(args.set)
         if args.kubeconfig:
             overrides.update({"target.kind": "kubeconfig", "target.kubeconfig": args.kubeconfig})
@@ -82,18 +100,37 @@ class Command:
         if args.prometheus_url:
             overrides["target.prometheus_url"] = args.prometheus_url
         scenario = load_scenario(args.scenario, overrides=overrides)
-        from crdscale.scenario.runner import ScenarioRunner  # pandas & co: only when running
+        if scenario.matrix:
+            from crdscale.paths import runs_dir
+            from crdscale.scenario.experiment import Experiment
 
-        progress = _BarProgress()
-        runner = ScenarioRunner(scenario, runs_parent=args.out, progress=progress, echo=stderr_echo)
-        stderr_echo(f"run {runner.run_id}: {scenario.description or scenario.name}")
-        try:
-            run = runner.execute()
-        finally:
-            progress.close()
-        stderr_echo(f"completed; explore with: crdscale analyze {run.path}")
-        print(run.path)
+            return _run_experiment(Experiment.create(args.out or runs_dir(), scenario), args)
+        run = _run_one(scenario, args.out)
+        stderr_echo(f"completed; explore with: crdscale analyze {run}")
+        print(run)
         return 0
+
+
+def _run_one(scenario, parent, run_name: str | None = None):
+    """Run one scenario with progress bars; returns its run directory."""
+    from crdscale.scenario.runner import ScenarioRunner  # pandas & co: only when running
+
+    progress = _BarProgress()
+    runner = ScenarioRunner(scenario, runs_parent=parent, progress=progress, echo=stderr_echo, run_name=run_name)
+    stderr_echo(f"run {runner.run_id}: {scenario.description or scenario.name}")
+    try:
+        run = runner.execute()
+    finally:
+        progress.close()
+    return run.path
+
+
+def _run_experiment(experiment, args) -> int:
+    stderr_echo(f"experiment {experiment.path}: {len(experiment.cells)} cells")
+    experiment.run(lambda scenario, parent, name: _run_one(scenario, parent, name), message=stderr_echo)
+    stderr_echo(f"completed; compare the cells with: crdscale report {experiment.path}")
+    print(experiment.path)
+    return 0
 
 
 def _parse_sets(items: list[str]) -> dict:

@@ -64,6 +64,23 @@ def count_properties(schema: Any) -> int:
     return total
 
 
+def schema_depth(schema: Any) -> int:
+    """Levels of named properties in a JSON schema: 0 without properties, 1 for a flat object;
+    arrays' ``items`` and ``additionalProperties`` count as the level they sit on."""
+    if isinstance(schema, list):
+        return max((schema_depth(s) for s in schema), default=0)
+    if not isinstance(schema, Mapping):
+        return 0
+    depth = 0
+    properties = schema.get("properties")
+    if isinstance(properties, Mapping) and properties:
+        depth = 1 + max(schema_depth(p) for p in properties.values())
+    for key in ("items", "additionalProperties", "allOf", "anyOf", "oneOf", "not"):
+        if key in schema:
+            depth = max(depth, schema_depth(schema[key]))
+    return depth
+
+
 def crd_properties(crd: Mapping[str, Any]) -> int:
     """Properties of one CRD, summed over its versions (each version carries its own schema)."""
     return sum(

@@ -108,6 +108,11 @@ def plot_against_crds(ax, points: pd.DataFrame, columns: Sequence[str] = (
         if len(others):
             ax.plot(others["crds"], others[col] / MIB, ls="none", marker="o", ms=5, mfc="none",
                     color=style["color"])
+    return _crd_axes(ax, title=title)
+
+
+def _crd_axes(ax, *, title: str):
+    """Axes of memory (MiB, from 0) against CRDs installed, with grid and legend."""
     ax.set_xlabel("CRDs installed")
     ax.set_ylabel("MiB")
     ax.set_ylim(bottom=0)
@@ -270,4 +275,49 @@ def plot_icicle(ax, rects: pd.DataFrame, *, colors: Mapping[str, str] | None = N
     ax.set_title(title)
     handles = [Patch(color=colors[c], label=c) for c in causes if c in colors]
     ax.legend(handles=handles, fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1), frameon=False)
+    return ax
+
+
+# --------------------------------------------------------------------------
+# Comparing runs (crdscale.report.compare)
+# --------------------------------------------------------------------------
+
+RUN_STYLES = ("-", "--", ":", "-.")
+
+
+def plot_runs_against_crds(ax, points: pd.DataFrame, metrics: Sequence[str] = ("rss_bytes", "heap_inuse_bytes"), *,
+                           phase: str = "served", title: str = "Memory against CRDs, run by run"):
+    """Series points of several runs (``run, crds, phase, metric, value``; bytes) overlaid in MiB:
+    one colour per metric, one line style per run (the baseline at 0 CRDs counts for every phase)."""
+    colors = {"rss_bytes": SERIES_COLORS["rss"], "heap_inuse_bytes": SERIES_COLORS["heap_inuse"]}
+    names = {"rss_bytes": "RSS", "heap_inuse_bytes": "heap in use"}
+    for i, run in enumerate(dict.fromkeys(points["run"]) if len(points) else []):
+        mine = points[(points["run"] == run) & ((points["phase"] == phase) | (points["crds"] == 0))]
+        for metric in metrics:
+            sel = mine[mine["metric"] == metric].sort_values("crds")
+            if len(sel):
+                ax.plot(sel["crds"], sel["value"] / MIB, marker="o", ms=4, color=colors.get(metric),
+                        ls=RUN_STYLES[i % len(RUN_STYLES)], label=f"{names.get(metric, metric)}, {run}")
+    return _crd_axes(ax, title=title)
+
+
+def plot_difference_bars(ax, joint: pd.DataFrame, *, metric: str = "bytes", n: int = 10,
+                         title: str = "Heap per CRD: difference from the reference run, by cause"):
+    """Horizontal bars of :func:`crdscale.analysis.compare.joint_fit` differences (KiB per CRD) with
+    their 95% intervals, the ``n`` largest |differences| of each run; total included."""
+    sel = joint[joint["metric"] == metric]
+    sel = sel.assign(_abs=sel["difference"].abs()).sort_values("_abs", ascending=False, kind="stable")
+    sel = sel.groupby("run", sort=False).head(n).iloc[::-1]
+    labels = [f"{c} ({r})" if sel["run"].nunique() > 1 else c for c, r in zip(sel["cause"], sel["run"])]
+    y = np.arange(len(sel))
+    err = np.vstack([(sel["difference"] - sel["difference_low"]).to_numpy(),
+                     (sel["difference_high"] - sel["difference"]).to_numpy()]) / KIB
+    colors = cause_colors(list(sel["cause"]))
+    ax.barh(y, sel["difference"] / KIB, xerr=np.nan_to_num(err), color=[colors.get(c) for c in sel["cause"]],
+            capsize=3)
+    ax.set_yticks(y, labels, fontsize=8)
+    ax.axvline(0, color="black", lw=0.8)
+    ax.set_xlabel(f"KiB per CRD, run minus {sel['reference'].iloc[0] if len(sel) else 'reference'}")
+    ax.set_title(title)
+    ax.grid(alpha=0.3, axis="x")
     return ax

@@ -223,3 +223,14 @@ def read_run(path: str | Path) -> Run:
     except ValueError as err:
         raise UsageError(f"{manifest_path}: not JSON ({err})") from None
     return Run(path, manifest)
+
+
+def read_experiment_manifest(path: str | Path) -> dict[str, Any]:
+    """An experiment directory's manifest. Raises :class:`UsageError` (one line) if it has none."""
+    manifest_path = Path(path) / layout.EXPERIMENT_MANIFEST
+    if not manifest_path.is_file():
+        raise UsageError(f"{path} is not a crdscale experiment directory (no {layout.EXPERIMENT_MANIFEST})")
+    try:
+        return json.loads(manifest_path.read_text())
+    except ValueError as err:
+        raise UsageError(f"{manifest_path}: not JSON ({err})") from None

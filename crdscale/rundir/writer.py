@@ -288,3 +288,8 @@ def _parquet_safe(frame: pd.DataFrame) -> pd.DataFrame:
             if len(values) and not all(isinstance(v, str) for v in values):
                 out[col] = out[col].map(lambda v: v if v is None or isinstance(v, str) else json.dumps(v, default=str))
     return out
+
+
+def write_experiment_manifest(experiment_dir: str | Path, manifest: dict[str, Any]) -> Path:
+    """Atomically write an experiment directory's manifest (see :mod:`crdscale.scenario.experiment`)."""
+    return write_json_atomic(Path(experiment_dir) / layout.EXPERIMENT_MANIFEST, manifest)

@@ -41,6 +41,12 @@ SCHEMA: dict[str, dict[str, type | tuple[type, ...]]] = {
     "probes": {"each_step": list, "options": dict},
 }
 
+# Keys whose value is a free-form table (merged whole, addressed as section.key.NAME).
+FREE_TABLES = ("env", "options", "prometheus_jobs")
+
+# The table of experiment axes (see crdscale.scenario.matrix); not a scenario section.
+MATRIX = "matrix"
+
 # Scenario [crds] keys -> GeneratorParams fields where the names differ.
 GENERATOR_FIELD = {"count": "crd_count", "groups": "group_count"}
 
@@ -59,6 +65,11 @@ class Scenario:
     probes: dict[str, Any]
     raw: dict[str, Any] = field(repr=False, default_factory=dict)
     source_path: str | None = None
+    # The [matrix] table flattened to ``dotted.key -> values`` (``repeat`` -> N); empty for one run.
+    matrix: dict[str, Any] = field(default_factory=dict)
+    # What the file said (without [matrix]) and the --set overrides, so matrix cells can be rebuilt from them.
+    user: dict[str, Any] = field(repr=False, default_factory=dict)
+    overrides: dict[str, Any] = field(repr=False, default_factory=dict)
 
     @property
     def is_local(self) -> bool:
@@ -107,7 +118,7 @@ def default_text() -> str:
 def _merge(base: dict, override: dict) -> dict:
     out = copy.deepcopy(base)
     for key, value in override.items():
-        if isinstance(value, dict) and isinstance(out.get(key), dict) and key not in ("env", "options", "prometheus_jobs"):
+        if isinstance(value, dict) and isinstance(out.get(key), dict) and key not in FREE_TABLES:
             out[key] = _merge(out[key], value)
         else:
             out[key] = value
@@ -151,26 +162,80 @@ def _positive(value, key: str, where: str, *, zero_ok: bool = False) -> None:
         raise UsageError(f"{where}: '{key}' must be {'>= 0' if zero_ok else '> 0'}, got {value!r}")
 
 
+def flatten_keys(table: dict, prefix: str = "") -> dict[str, Any]:
+    """``{"target": {"env": {"GOGC": [..]}}}`` -> ``{"target.env.GOGC": [..]}`` (TOML dotted keys,
+    quoted or not, end up the same)."""
+    out: dict[str, Any] = {}
+    for key, value in table.items():
+        name = f"{prefix}{key}"
+        if isinstance(value, dict):
+            out.update(flatten_keys(value, name + "."))
+        else:
+            out[name] = value
+    return out
+
+
+def set_key(data: dict, key: str, value: Any, where: str = "scenario") -> None:
+    """Set the dotted scenario ``key`` in ``data`` in place: ``name``, ``steps.count``,
+    ``target.env.GOGC`` (a name inside a free-form table such as ``env``)."""
+    parts = key.split(".")
+    if len(parts) > 3 or any(not p for p in parts) or (len(parts) == 3 and parts[1] not in FREE_TABLES):
+        raise UsageError(f"{where}: cannot set '{key}' (keys look like section.key, or section.{'|'.join(FREE_TABLES)}.NAME)")
+    node = data
+    for part in parts[:-1]:
+        child = node.get(part)
+        if not isinstance(child, dict):
+            child = {}
+        node[part] = child = dict(child)  # a copy: tables may be shared with the defaults
+        node = child
+    node[parts[-1]] = value
+
+
+def _check_matrix(matrix: Any, where: str) -> dict[str, Any]:
+    """The ``[matrix]`` table, flattened and checked for shape (cells are validated when expanded)."""
+    if not isinstance(matrix, dict):
+        raise UsageError(f"{where}: [matrix] must be a table")
+    flat = flatten_keys(matrix)
+    for key, values in flat.items():
+        if key == "repeat":
+            if not isinstance(values, int) or isinstance(values, bool) or values < 1:
+                raise UsageError(f"{where}: 'matrix.repeat' must be an integer >= 1, got {values!r}")
+            continue
+        section, _, rest = key.partition(".")
+        if section not in SCHEMA or not section or rest.split(".")[0] not in SCHEMA[section]:
+            raise UsageError(f"{where}: matrix axis '{key}' is not a scenario key (e.g. \"target.kube_version\", "
+                             f"\"target.env.GOGC\", \"crds.property_count\")")
+        if not isinstance(values, list) or not values:
+            raise UsageError(f"{where}: matrix axis '{key}' must be a non-empty list of values, got {values!r}")
+    return flat
+
+
 def parse_scenario(text: str | None = None, *, where: str = "scenario", overrides: dict | None = None) -> Scenario:
     """Parse a scenario TOML text (``None`` = the default) over the defaults and validate it.
 
+    A ``[matrix]`` table is kept (flattened) in ``Scenario.matrix``; the
+    scenario itself is the matrix's base (see :mod:`crdscale.scenario.matrix`).
     Raises :class:`UsageError` with a one-line message naming the offending key.
     """
-    defaults = tomllib.loads(default_text())
     user: dict = {}
     if text is not None:
         try:
             user = tomllib.loads(text)
         except tomllib.TOMLDecodeError as err:
             raise UsageError(f"{where}: not valid TOML: {err}") from err
+    return build_scenario(user, where=where, overrides=overrides)
+
+
+def build_scenario(user: dict, *, where: str = "scenario", overrides: dict | None = None) -> Scenario:
+    """A validated :class:`Scenario` from the keys of a scenario file (already parsed TOML)
+    over the defaults, then ``overrides`` (dotted keys, see :func:`set_key`)."""
+    defaults = tomllib.loads(default_text())
+    user = dict(user)
+    matrix = _check_matrix(user.pop(MATRIX), where) if MATRIX in user else {}
     _check_types(user, where)
     data = _merge(defaults, user)
     for key, value in (overrides or {}).items():
-        section, dot, sub = key.partition(".")
-        if dot:
-            data.setdefault(section, {})[sub] = value
-        else:
-            data[key] = value
+        set_key(data, key, value, where)
     _check_types(data, where)
 
     target, steps, profiles, metrics = data["target"], data["steps"], data["profiles"], data["metrics"]
@@ -203,7 +268,8 @@ def parse_scenario(text: str | None = None, *, where: str = "scenario", override
     scenario = Scenario(
         name=data.get("name", "scenario"), description=data.get("description") or "",
         target=target, crds=data["crds"], steps=steps, profiles=profiles, metrics=metrics,
-        probes=data.get("probes", {}), raw=data,
+        probes=data.get("probes", {}), raw=data, matrix=matrix,
+        user=user, overrides=dict(overrides or {}),
     )
     if not scenario.description:
         scenario.description = scenario.summary()
@@ -229,9 +295,14 @@ def load_scenario(path: str | Path | None, **kwargs) -> Scenario:
         raise UsageError(f"cannot read scenario {p}: {err.strerror}") from err
     scenario = parse_scenario(text, where=p.name, **kwargs)
     scenario.source_path = str(p)
-    if scenario.crds["source"] not in ("generate",):
+    return resolve_paths(scenario)
+
+
+def resolve_paths(scenario: Scenario) -> Scenario:
+    """Make a relative ``crds.source`` relative to the scenario file (in place; returns ``scenario``)."""
+    if scenario.source_path and scenario.crds["source"] not in ("generate",):
         crd_path = Path(scenario.crds["source"]).expanduser()
         if not crd_path.is_absolute():
-            crd_path = p.parent / crd_path
+            crd_path = Path(scenario.source_path).parent / crd_path
         scenario.crds["source"] = str(crd_path)
     return scenario

@@ -173,15 +173,18 @@ class ScenarioRunner:
         runs_parent: where the run directory goes (default ``./runs``).
         progress: a :class:`Progress` (the CLI's draws bars; default silent).
         echo: callable for log lines (binary builds, control-plane start).
+        run_name: names the run directory ``<UTC timestamp>-<run_name>`` (default: the
+            scenario's name; an experiment passes the cell's).
     """
 
     def __init__(self, scenario: Scenario, *, runs_parent: str | Path | None = None,
-                 progress: Progress | None = None, echo: Callable[[str], None] | None = None):
+                 progress: Progress | None = None, echo: Callable[[str], None] | None = None,
+                 run_name: str | None = None):
         self.scenario = scenario
         self.progress = progress or Progress()
         self.echo = echo or (lambda _m: None)
         self.run_id = new_run_id()
-        self.run = RunWriter.create(runs_parent or runs_dir(), scenario.name)
+        self.run = RunWriter.create(runs_parent or runs_dir(), run_name or scenario.name)
         self.events: EventLog | None = None
         self.started = time.monotonic()
         self.window_start = datetime.now(timezone.utc)

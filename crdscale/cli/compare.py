@@ -1,0 +1,71 @@
+"""Compare runs: bytes per CRD by cause and their difference with its interval, memory, CPU, a profile diff.
+
+Examples:
+  crdscale compare data/reference-run data/reference-run-v1.24.0
+  crdscale compare runs/A runs/B runs/C --out /tmp/cmp
+  crdscale compare runs/A runs/B -o json
+
+The first run is the reference; every other run is compared against it. For
+each cause of heap growth (zap counters, watch caches, OpenAPI...) the bytes
+per served CRD of each run and their difference come from one least-squares
+fit over both runs' heap profiles with a run indicator, so the interval is the
+difference's own. Also: RSS, heap in use, goroutines, open fds and CPU seconds
+per CRD and at the end, peak RSS, seconds to Established, and the last served
+heap profiles diffed (go tool pprof -diff_base) per CRD. Runs of different
+CRD sets (by sha256) are compared with a warning.
+
+With --out DIR, also executes notebooks/compare.py and writes DIR/findings.md
+(headline = the delta, both runs' provenance), report.html, report-nocode.html
+and the figures; the path of the HTML is printed last.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+
+
+class Command:
+    __doc__ = __doc__
+
+    @staticmethod
+    def add_arguments(parser: argparse.ArgumentParser) -> None:
+        parser.add_argument("runs", nargs="+", metavar="RUN_DIR", help="run directories; the first is the reference")
+        parser.add_argument("--label", action="append", default=[], metavar="LABEL",
+                            help="a name per run, in order (default: what differs: version, matrix cell, directory)")
+        parser.add_argument("--out", metavar="DIR", help="also render the comparison notebook, HTML and findings.md here")
+        parser.add_argument("--notebooks", metavar="DIR", help="directory of the jupytext notebooks (default: notebooks/)")
+        parser.add_argument("-o", "--output", choices=("text", "json"), default="text", help="stdout format")
+
+    @staticmethod
+    def run(args: argparse.Namespace) -> int:
+        from crdscale.errors import UsageError
+        from crdscale.report import compare as R
+
+        if len(args.runs) < 2:
+            raise UsageError("compare needs two or more run directories")
+
+        def echo(message: str) -> None:
+            print(f"crdscale: {message}", file=sys.stderr)
+
+        if args.out:
+            result = R.render_comparison(args.runs, args.out, labels=args.label or None,
+                                         notebooks_dir=args.notebooks, echo=echo)
+            comparison = None
+            text = result.findings_md.read_text()
+        else:
+            comparison = R.compare_runs(args.runs, args.label or None)
+            text = R.comparison_markdown(comparison)
+        if args.output == "json":
+            data = json.loads((result.out_dir / "findings.json").read_text()) if args.out \
+                else R.comparison_json(comparison)
+            print(json.dumps(data, indent=2, default=str))
+        else:
+            print(text, end="")
+        if args.out:
+            for failure in result.failures:
+                echo(f"notebook failed at {failure.describe()}")
+            print(result.html_nocode)
+            return 0 if result.ok else 1
+        return 0

@@ -1,0 +1,138 @@
+"""Joint fit with a run indicator: known slope differences come back, with an
+interval that holds them and that matches the textbook formula for two runs."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from crdscale.analysis.compare import (
+    crd_set_warnings, establish_times, joint_fit, per_crd_profile_diff, series_end_values, stack_runs,
+)
+from crdscale.analysis.percrd import linear_fit, profile_points, t_quantile
+from crdscale.analysis.profile import synthetic_profile
+
+CRDS = [0, 40, 80, 120, 160]
+ZAP = ["go.uber.org/zap/zapcore.newCounters", "main.main"]
+OPENAPI = ["k8s.io/kube-openapi/pkg/builder3.BuildOpenAPISpecFromRoutes", "main.main"]
+
+
+def _points(slopes: dict[str, float], base: float = 1e6, noise: float = 0.0, seed: int = 0,
+            cause_col: bool = True) -> pd.DataFrame:
+    rng = np.random.default_rng(seed)
+    rows = []
+    for crds in CRDS:
+        for cause, slope in slopes.items():
+            value = base + slope * crds + (rng.normal(0, noise) if noise else 0.0)
+            rows.append((crds, "served", cause, "bytes", value))
+    return pd.DataFrame(rows, columns=["crds", "phase", "cause", "metric", "value"])
+
+
+def test_exact_lines_give_the_exact_difference():
+    a = _points({"zap": 0.0, "openapi": 300_000.0})
+    b = _points({"zap": 448 * 1024.0, "openapi": 300_000.0}, base=2e6)
+    out = joint_fit(stack_runs({"v1.37.1": a, "v1.24.0": b}))
+    assert list(out["run"]) == ["v1.24.0", "v1.24.0"]
+    zap = out.set_index("cause").loc["zap"]
+    assert zap["reference"] == "v1.37.1"
+    assert zap["difference"] == pytest.approx(448 * 1024)
+    assert zap["difference_low"] == pytest.approx(448 * 1024) and zap["difference_high"] == pytest.approx(448 * 1024)
+    assert math.isnan(zap["relative"])  # reference slope 0: no relative change
+    openapi = out.set_index("cause").loc["openapi"]
+    assert openapi["difference"] == pytest.approx(0, abs=1e-6) and openapi["relative"] == pytest.approx(0, abs=1e-9)
+    assert zap["n"] == 10 and zap["dof"] == 6
+
+
+def test_noisy_difference_interval_holds_the_truth_and_matches_the_formula():
+    a = _points({"total": 900_000.0}, noise=2e5, seed=1)
+    b = _points({"total": 2_900_000.0}, noise=2e5, seed=2)
+    row = joint_fit(stack_runs({"a": a, "b": b})).iloc[0]
+    assert row["difference_low"] < 2_000_000 < row["difference_high"]
+    assert row["difference_low"] > 0
+    # Textbook: separate slopes, pooled residual variance over both runs, dof = n - 4.
+    fa, fb = linear_fit(a["crds"], a["value"]), linear_fit(b["crds"], b["value"])
+    sxx = float(((np.array(CRDS) - np.mean(CRDS)) ** 2).sum())
+    sigma2 = ((fa.residuals ** 2).sum() + (fb.residuals ** 2).sum()) / (10 - 4)
+    half = t_quantile(0.975, 6) * math.sqrt(sigma2 * 2 / sxx)
+    assert row["per_crd_reference"] == pytest.approx(fa.slope)
+    assert row["per_crd"] == pytest.approx(fb.slope)
+    assert row["difference_high"] - row["difference"] == pytest.approx(half)
+    assert row["relative"] == pytest.approx((fb.slope - fa.slope) / fa.slope)
+
+
+def test_three_runs_each_against_the_reference():
+    runs = {"100": _points({"total": 1000.0}), "50": _points({"total": 800.0}), "25": _points({"total": 700.0})}
+    out = joint_fit(stack_runs(runs), reference="50").set_index("run")
+    assert set(out.index) == {"100", "25"}
+    assert out.loc["100", "difference"] == pytest.approx(200)
+    assert out.loc["25", "difference"] == pytest.approx(-100)
+    assert out.loc["25", "relative"] == pytest.approx(-0.125)
+
+
+def test_baseline_of_the_other_phase_is_shared_and_installed_points_ignored():
+    a = _points({"total": 1000.0})
+    a.loc[a["crds"] == 0, "phase"] = "installed"  # a baseline profile has no phase of its own
+    extra = a[a["crds"] > 0].assign(phase="installed", value=lambda d: d["value"] * 5)
+    b = _points({"total": 3000.0})
+    out = joint_fit(stack_runs({"a": pd.concat([a, extra]), "b": b}))
+    assert out.iloc[0]["difference"] == pytest.approx(2000)
+
+
+def test_series_points_by_metric_only():
+    pts = pd.DataFrame([(c, "served", "rss_bytes", 1e8 + k * c) for k, run in ((1e6, "a"), (2e6, "b"))
+                        for c in CRDS], columns=["crds", "phase", "metric", "value"])
+    pts["run"] = ["a"] * 5 + ["b"] * 5
+    out = joint_fit(pts, by=["metric"])
+    assert out.iloc[0]["metric"] == "rss_bytes" and out.iloc[0]["cause"] == ""
+    assert out.iloc[0]["difference"] == pytest.approx(1e6)
+
+
+def test_a_run_with_one_crd_count_is_left_out():
+    a = _points({"total": 1000.0})
+    b = _points({"total": 2000.0}).query("crds == 0")
+    assert joint_fit(stack_runs({"a": a, "b": b})).empty
+    with pytest.raises(ValueError):
+        joint_fit(stack_runs({"a": a}), reference="zzz")
+
+
+def test_joint_fit_on_profiles_by_cause():
+    def profile(crds, zap_per_crd):
+        return synthetic_profile([(ZAP, [1, 1000 + zap_per_crd * crds]), (OPENAPI, [1, 5000 + 300 * crds])])
+
+    tables = {label: profile_points([(c, None, profile(c, zap)) for c in CRDS])
+              for label, zap in (("new", 0), ("old", 450))}
+    out = joint_fit(stack_runs(tables)).query("metric == 'bytes'").set_index("cause")
+    assert out.loc["total", "difference"] == pytest.approx(450)
+    assert out.loc["zap-counters", "difference"] == pytest.approx(450)
+    assert out.loc["openapi", "difference"] == pytest.approx(0, abs=1e-6)
+
+
+def test_series_end_values_and_establish_times():
+    ts = pd.date_range("2026-01-01", periods=4, freq="s", tz="UTC")
+    series = pd.DataFrame({"timestamp": list(ts) * 2, "job": "kube-apiserver",
+                           "metric": ["process_resident_memory_bytes"] * 4 + ["go_goroutines"] * 4,
+                           "labels": "", "value": [1, 5, 3, 4, 10, 11, 12, 13]})
+    end = series_end_values(series).set_index("metric")
+    assert end.loc["rss_bytes"].tolist() == [1, 4, 5]
+    assert end.loc["goroutines", "last"] == 13
+    events = pd.DataFrame([{"kind": "established", "step": 1, "established": 40, "duration_s": 2.0},
+                           {"kind": "step.end", "step": 1}])
+    est = establish_times(events)
+    assert est.iloc[0].tolist() == [1, 40, 2.0, 0.05]
+
+
+def test_crd_set_warnings():
+    same = {"sha256": "a" * 64, "count": 160}
+    assert crd_set_warnings({"x": same, "y": same}) == []
+    warn = crd_set_warnings({"x": same, "y": {"sha256": "b" * 64, "count": 100}, "z": None})
+    assert len(warn) == 2 and "different CRD set" in warn[0] and "unknown" in warn[1]
+
+
+def test_per_crd_profile_diff():
+    table = pd.DataFrame({"name": ["f"], "flat": [1600], "cum": [3200]})
+    table.attrs["unit"] = "bytes"
+    out = per_crd_profile_diff(table, 160)
+    assert out.loc[0, "flat_per_crd"] == 10 and out.loc[0, "cum_per_crd"] == 20 and out.attrs["unit"] == "bytes"

@@ -1,0 +1,115 @@
+"""crdscale compare on recorded runs: the joint-fit table, the headline, JSON, and
+the rendered comparison (notebook, HTML, findings.md with both runs' provenance)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from crdscale.cli.main import main
+from crdscale.errors import UsageError
+from crdscale.report.compare import (
+    compare_runs, comparison_markdown, differences_table, headline, run_labels, series_table,
+)
+
+ROOT = Path(__file__).resolve().parents[2]
+REFERENCE = ROOT / "data" / "reference-run"
+OTHER = ROOT / "tests" / "data" / "run-kube-apiserver"
+
+
+@pytest.fixture(scope="module")
+def comparison():
+    return compare_runs([REFERENCE, OTHER])
+
+
+def test_comparison_tables(comparison):
+    assert comparison.labels == ["reference-run", "run-kube-apiserver"]  # same version: directory names
+    assert any("CRD set unknown" in w for w in comparison.warnings)
+    table = differences_table(comparison)
+    assert table["cause"].iloc[-1] == "total" and set(table["run"]) == {"run-kube-apiserver"}
+    total = comparison.joint.query("metric == 'bytes' and cause == 'total'").iloc[0]
+    assert total["difference_low"] < total["difference"] < total["difference_high"]
+    assert total["per_crd"] - total["per_crd_reference"] == pytest.approx(total["difference"])
+    series = series_table(comparison).set_index(["run", "metric"])
+    assert series.loc[("reference-run", "rss_bytes"), "peak"] > series.loc[("reference-run", "rss_bytes"), "per_crd"]
+    assert series.loc[("reference-run", "establish_seconds"), "end"] > 0
+    diff = comparison.profile_diff
+    assert list(diff["flat_per_crd"] * 60) == pytest.approx(list(diff["flat"]))
+    assert set(diff["run"]) == {"run-kube-apiserver"}
+
+
+def test_headline_and_markdown(comparison):
+    line = headline(comparison)
+    assert line.startswith("run-kube-apiserver holds") and "per served CRD than reference-run" in line
+    md = comparison_markdown(comparison)
+    assert md.splitlines()[2] == f"**{line}**"
+    assert "| CRD set sha256 | 1831615158" in md and "binary kube-apiserver" in md
+
+
+def test_labels_say_what_differs():
+    a = {"versions": {"kube-apiserver": "v1.37.1"}, "scenario": {"target": {"env": {"GOGC": "100"}}}}
+    b = {"versions": {"kube-apiserver": "v1.24.0"}, "scenario": {"target": {"env": {"GOGC": "100"}}}}
+    c = {"versions": {"kube-apiserver": "v1.37.1"}, "scenario": {"target": {"env": {"GOGC": "50"}}}}
+    assert run_labels([a, b], ["x", "y"]) == ["v1.37.1", "v1.24.0"]
+    assert run_labels([a, c], ["x", "y"]) == ["v1.37.1 GOGC=100", "v1.37.1 GOGC=50"]
+    cell = {"scenario": {"experiment": {"cell": "GOGC=50"}}}
+    assert run_labels([cell, {"scenario": {"experiment": {"cell": "GOGC=100"}}}], ["x", "y"]) == ["GOGC=50", "GOGC=100"]
+
+
+def test_cli_json_and_errors(capsys):
+    assert main(["compare", str(REFERENCE), str(OTHER), "-o", "json"]) == 0
+    data = json.loads(capsys.readouterr().out)
+    assert data["reference"] == "reference-run" and data["joint"] and data["headline"].startswith("run-kube")
+    assert main(["compare", str(REFERENCE)]) == 2
+    with pytest.raises(UsageError):
+        compare_runs([REFERENCE, OTHER], labels=["same", "same"])
+
+
+@pytest.mark.timeout(400)
+def test_rendered_comparison(tmp_path, capsys):
+    out = tmp_path / "cmp"
+    assert main(["compare", str(REFERENCE), str(OTHER), "--out", str(out), "--label", "v1.37.1",
+                 "--label", "older"]) == 0
+    assert capsys.readouterr().out.splitlines()[-1] == str(out / "report-nocode.html")
+    findings = (out / "findings.md").read_text()
+    assert findings.startswith("# crdscale comparison: v1.37.1 vs older\n\n**older holds")
+    assert (out / "memory-vs-crds.png").is_file() and (out / "per-crd-difference.svg").is_file()
+    html = (out / "report-nocode.html").read_text()
+    assert "Where the heap differs" in html and "Traceback" not in html
+
+
+V124 = ROOT / "data" / "reference-run-v1.24.0"
+RECORDED_DIFF = ROOT / "tests" / "data" / "compare" / "v1.24.0-diff-v1.37.1.top.txt"
+
+
+def test_v124_reference_shows_the_zap_delta():
+    """The two committed reference runs: v1.24.0 holds ~448 KiB of zap counters more per served CRD."""
+    comparison = compare_runs([REFERENCE, V124])
+    assert comparison.labels == ["v1.37.1", "v1.24.0"] and comparison.warnings == []
+    zap = comparison.joint.query("metric == 'bytes' and cause == 'zap-counters'").iloc[0]
+    assert 0 < zap["difference_low"] < zap["difference"] < zap["difference_high"]
+    assert 350 * 1024 < zap["difference"] < 550 * 1024
+
+
+def test_profile_diff_is_exact_against_pprof():
+    """`go tool pprof -top -nodecount=40 -unit=B -diff_base=<v1.37.1 last served> <v1.24.0 last served>`, recorded:
+    the same table from crdscale's diff, and the comparison's per-CRD diff holds the same values."""
+    from crdscale.analysis import views
+    from crdscale.analysis.profile import read_profile
+
+    recorded = RECORDED_DIFF.read_text()
+    args = recorded.splitlines()[0].removeprefix("# args:").split()
+    base = read_profile(ROOT / next(a for a in args if a.startswith("-diff_base=")).removeprefix("-diff_base="))
+    profile = read_profile(ROOT / args[-1])
+    table = views.diff(profile, base, nodecount=40, nodefraction=0.005)
+    ours = views.format_top(table, profile, "B")
+    keep = [ln for ln in recorded.splitlines()[1:] if not ln.startswith("Time:")]
+    assert [ln for ln in ours.splitlines() if not ln.startswith("Time:")] == keep
+    full = compare_runs([REFERENCE, V124]).profile_diff.set_index("name")
+    want_header, want = views.parse_pprof_top(recorded)
+    for row in want.itertuples(index=False):
+        flat, cum = int(row.flat.removesuffix("B")), int(row.cum.removesuffix("B"))
+        assert full.loc[row.name, "flat"] == flat and full.loc[row.name, "cum"] == cum
+        assert full.loc[row.name, "flat_per_crd"] == pytest.approx(flat / 160)
