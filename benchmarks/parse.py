@@ -37,9 +37,8 @@ def main() -> int:
 
     t_import = time.perf_counter()
     from crdscale.analysis.attribution import attribution_table
-    from crdscale.analysis.pprof_schema import protobuf_backend
-    from crdscale.analysis.profile import read_profile
-    from crdscale.analysis.views import top
+    from crdscale.analysis.pprof import read_profile, top
+    from crdscale.analysis.pprof.schema import protobuf_backend
     import_s = time.perf_counter() - t_import
 
     paths: list[Path] = []

@@ -31,7 +31,7 @@ from typing import Literal, Sequence
 import numpy as np
 import pandas as pd
 
-from crdscale.analysis.profile import Profile
+from crdscale.analysis.pprof.decode import Profile, expand_stacks, function_arrays, function_rows
 
 OTHER = "other"
 
@@ -214,13 +214,11 @@ def attribute(profile: Profile, rules: Sequence[Rule] = RULES) -> pd.DataFrame:
     key = ("attribution", tuple(rules))
     if key in profile._cache:
         return profile._cache[key]
-    from crdscale.analysis.profile import _expand_stacks, _function_columns, _function_positions
-
-    frames = _expand_stacks(profile)
+    frames = expand_stacks(profile)
     n_samples = len(profile.samples)
     # Match each function name once (a profile has a few thousand), not each frame.
-    fn_names = _function_columns(profile)["name"]
-    codes = _function_positions(profile, frames["function"].to_numpy())
+    fn_names = function_arrays(profile)["name"]
+    codes = function_rows(profile, frames["function"].to_numpy())
     names = fn_names[codes] if len(codes) else np.zeros(0, dtype=object)
     match = np.array([[r.regex.search(u) is not None for r in rules] for u in fn_names], dtype=bool).reshape(
         len(fn_names), len(rules)

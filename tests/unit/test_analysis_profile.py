@@ -9,8 +9,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from crdscale.analysis.pprof_schema import FILE_DESCRIPTOR, protobuf_backend
-from crdscale.analysis.profile import encode_profile, read_profile, truncate_stacks
+from crdscale.analysis.pprof import read_profile
+from crdscale.analysis.pprof.schema import FILE_DESCRIPTOR, protobuf_backend
+from crdscale.analysis.pprof.testing import encode_profile, truncate_stacks
 from crdscale.errors import ProfileError
 
 DATA = Path(__file__).resolve().parents[1] / "data" / "profiles"

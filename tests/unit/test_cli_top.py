@@ -2,14 +2,13 @@
 
 from __future__ import annotations
 
-import io
 from pathlib import Path
 
 import pandas as pd
 import pytest
 
-from crdscale.analysis import export, views
-from crdscale.analysis.profile import read_profile
+from crdscale.analysis import export
+from crdscale.analysis.pprof import read_profile, views
 from crdscale.cli.main import main
 
 DATA = Path(__file__).resolve().parents[1] / "data" / "profiles"
@@ -34,7 +33,7 @@ def test_top_cum_and_focus(capsys):
 
 def test_top_diff_base(capsys):
     new, base = DATA / "go-sample-heap2.pb.gz", DATA / "go-sample-heap.pb.gz"
-    assert main(["top", str(new), "--base", str(base), "--nodecount", "40"]) == 0
+    assert main(["top", str(new), "--diff_base", str(base), "--nodecount", "40"]) == 0
     recorded = (DATA / "go-sample-heap2.diff-go-sample-heap.txt").read_text()
     assert _rows(capsys.readouterr().out) == _rows(recorded)
 
@@ -54,7 +53,7 @@ def test_top_by_cause(capsys):
 
 def test_top_writes_full_table(tmp_path, capsys):
     out = tmp_path / "top.parquet"
-    assert main(["top", str(KUBE), "--nodecount", "5", "--output", str(out)]) == 0
+    assert main(["top", str(KUBE), "--nodecount", "5", "--table", str(out)]) == 0
     table = pd.read_parquet(out)
     assert len(table) > 5  # the file has every node, not just the printed ones
     assert list(table.columns) == views.TOP_COLUMNS
@@ -70,30 +69,53 @@ def test_top_errors_are_one_line_with_exit_codes(tmp_path, capsys):
     assert main(["top", str(KUBE), "--focus", "("]) == 2
 
 
+def _parse_callgrind(text: str) -> tuple[dict, dict, dict]:
+    """Minimal Callgrind reader: (header, self cost per fn, call costs per fn) per the format spec."""
+    header, self_cost, call_cost = {}, {}, {}
+    fn = callee = None
+    after_calls = False
+    for line in text.splitlines():
+        if not line or line.startswith("#"):
+            continue
+        key, sep, value = line.partition("=")
+        if sep and key in ("fl", "fn", "cfl", "cfn", "calls"):
+            if key == "fn":
+                fn = value
+                self_cost.setdefault(fn, 0)
+            elif key == "cfn":
+                callee = value
+            elif key == "calls":
+                after_calls = True
+            continue
+        if ": " in line and fn is None:
+            k, v = line.split(": ", 1)
+            header[k] = v
+            continue
+        position, cost = line.split()
+        int(position)
+        if after_calls:
+            call_cost.setdefault(fn, {})[callee] = int(cost)
+            after_calls = False
+        else:
+            self_cost[fn] += int(cost)
+    return header, self_cost, call_cost
+
+
 def test_callgrind_export_costs_match_top():
     profile = read_profile(DATA / "go-sample-heap.pb.gz")
-    buf = io.StringIO()
-    export.to_callgrind(profile, buf, "inuse_space")
-    text = buf.getvalue()
-    assert text.startswith("event: inuse_space")
+    text = export.callgrind(profile, "inuse_space")
+    assert text.startswith("# callgrind format\n")
+    header, self_cost, calls = _parse_callgrind(text)
+    assert header["events"] == "inuse_space" and header["version"] == "1"
     table = views.top(profile, "inuse_space", granularity="filefunctions")
-    # Each function's self cost line carries pprof's flat value exactly.
-    blocks = [b for b in text.split("\n\n") if "\nfn=main.allocBytes\n" in "\n" + b]
-    assert blocks
-    self_cost = int(blocks[0].splitlines()[2].split()[1])
-    want = int(table.loc[table["name"].str.startswith("main.allocBytes"), "flat"].iloc[0])
-    assert self_cost == want
-
-
-def test_folded_stacks_sum_to_total():
-    profile = read_profile(DATA / "go-sample-heap.pb.gz")
-    folded = export.folded_stacks(profile, "inuse_space")
-    assert folded["value"].sum() == profile.total("inuse_space")
-    assert all(";" in s or s for s in folded["stack"])
-    buf = io.StringIO()
-    export.write_folded(profile, buf, "inuse_space")
-    first = buf.getvalue().splitlines()[0]
-    assert first.rsplit(" ", 1)[1].lstrip("-").isdigit()
+    assert int(header["summary"]) == table.attrs["total"] == sum(self_cost.values())
+    # Each function's self cost is pprof's flat value exactly; its calls add up to cum - flat
+    # when no recursion is involved.
+    for row in table.itertuples(index=False):
+        fn = row.name.split(" ")[0]
+        assert self_cost[fn] == row.flat
+    want = table.set_index(table["name"].str.split(" ").str[0])
+    assert self_cost["main.main"] + sum(calls["main.main"].values()) == want.loc["main.main", "cum"]
 
 
 def test_write_table_csv_and_parquet(tmp_path):
@@ -110,7 +132,7 @@ def test_write_table_csv_and_parquet(tmp_path):
 def test_top_writes_callgrind_and_folded(tmp_path, capsys):
     cg, folded = tmp_path / "heap.callgrind", tmp_path / "heap.folded"
     assert main(["top", str(KUBE), "--nodecount", "3", "--callgrind", str(cg), "--folded", str(folded)]) == 0
-    assert cg.read_text().startswith("event: inuse_space")
+    assert "\nevents: inuse_space\n" in cg.read_text()
     assert "fn=k8s.io/" in cg.read_text()
     total = sum(int(line.rsplit(" ", 1)[1]) for line in folded.read_text().splitlines())
     assert total == read_profile(KUBE).total("inuse_space")
