@@ -197,16 +197,11 @@ def test_scaled_label_and_percentage_like_go():
     ["-top", "-nodecount=25", "-sample_index=0"],
     ["-top", "-nodecount=25", "-cum", "-noinlines"],
     ["-top", "-nodecount=25", "-focus=runtime|main", "-ignore=gzip"],
+    ["-top", "-nodecount=25", "-hide=runtime", "-mean"],
+    ["-top", "-nodecount=25", "-show=main|k8s", "-tagfocus=:1kb"],
 ])
 def test_live_against_go_tool_pprof(stem: str, args: list[str]):
     path = DATA / f"{stem}.pb.gz"
     live = subprocess.run(["go", "tool", "pprof", *args, str(path)], capture_output=True, text=True, timeout=120)
     assert live.returncode == 0, live.stderr
-    opts_args = [a for a in args if a != "-noinlines"]
-    noinlines = "-noinlines" in args
-    opts = _options(opts_args)
-    profile = read_profile(path)
-    table = views.top(profile, opts.get("sample_index"), sort=opts.get("sort", "flat"), nodecount=opts["nodecount"],
-                      nodefraction=opts["nodefraction"], focus=opts.get("focus"), ignore=opts.get("ignore"),
-                      noinlines=noinlines)
-    assert _comparable(text.format_top(table, profile)) == _comparable(live.stdout)
+    assert _comparable(_crdscale_output(path, args)) == _comparable(live.stdout)

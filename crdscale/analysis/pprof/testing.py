@@ -111,12 +111,14 @@ def synthetic_profile(
     sample_types: "list[tuple[str, str]]" = (("inuse_objects", "count"), ("inuse_space", "bytes")),
     *,
     time_nanos: int = 0,
+    labels: "list[dict] | None" = None,
 ) -> Profile:
     """Build a Profile from ``(function names from leaf to root, values)`` pairs.
 
     One location per function name (no inlining), values in the order of
     ``sample_types``. For tests and examples; :func:`encode_profile` turns it
-    into a file ``go tool pprof`` reads.
+    into a file ``go tool pprof`` reads. ``labels`` (one dict per sample) maps
+    a key to a string label, an int (numeric label) or an ``(int, unit)`` pair.
     """
     names: dict[str, int] = {}
     stack_rows, values = [], []
@@ -141,7 +143,15 @@ def synthetic_profile(
                            columns=unique_names([t for t, _ in sample_types]))
     samples.index.name = "sample"
     stacks_df = pd.DataFrame(stack_rows or None, columns=["sample", "depth", "location"]).astype(np.int64)
-    labels = pd.DataFrame(columns=["sample", "key", "str", "num", "num_unit"]).astype(
+    label_rows = []
+    for i, sample_labels in enumerate(labels or []):
+        for key, value in sample_labels.items():
+            if isinstance(value, str):
+                label_rows.append((i, key, value, 0, ""))
+            else:
+                num, unit = value if isinstance(value, tuple) else (value, "")
+                label_rows.append((i, key, None, int(num), unit))
+    labels = pd.DataFrame(label_rows, columns=["sample", "key", "str", "num", "num_unit"]).astype(
         {"sample": np.int64, "num": np.int64})
     meta = ProfileMeta(
         sample_types=tuple(ValueType(t, u) for t, u in sample_types),

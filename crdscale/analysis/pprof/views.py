@@ -54,13 +54,14 @@ def graph_parts(
         profiles.append((diff_base, -1))
     # The total is taken before any filter, as pprof does (percentages of everything).
     totals = [int(np.abs(p.samples.iloc[:, index].to_numpy()).sum()) for p, _ in profiles]
-    divs = [int(np.abs(p.samples.iloc[:, 0].to_numpy()).sum()) if mean else 0 for p, _ in profiles]
+    # pprof sums the divisors with their sign (a base's are negative), the values without.
+    divs = [int(p.samples.iloc[:, 0].to_numpy().sum()) * sign if mean else 0 for p, sign in profiles]
     if diff_base is not None and totals[1] > 0:
         total, div = totals[1], divs[1]
     else:
         total, div = sum(totals), sum(divs)
     if div:
-        total //= div
+        total = int(mean_values(np.array([total]), np.array([div]))[0])
     parts = []
     for p, sign in profiles:
         chosen = select(p, filters)
@@ -216,9 +217,8 @@ def peek(
         flat_div, cum_div = flat_cum(g, g.divisor)
         flat, cum = mean_values(flat, flat_div), mean_values(cum, cum_div)
     names = g.nodes["name"].to_numpy()
+    # pprof's peek prints the edges' raw weights even with -mean (only nodes show means).
     calls = edges(g)
-    if mean:
-        calls["weight"] = mean_values(calls["weight"].to_numpy(), calls["divisor"].to_numpy())
     calls["abs"] = np.abs(calls["weight"].to_numpy())
     calls["caller_name"] = names[calls["caller"].to_numpy()]
     calls["callee_name"] = names[calls["callee"].to_numpy()]
