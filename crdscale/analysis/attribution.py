@@ -208,6 +208,31 @@ def _groups(rules: Sequence[Rule]) -> list[list[int]]:
     return groups
 
 
+def rule_matches(rules: tuple[Rule, ...], names: np.ndarray) -> np.ndarray:
+    """Bool matrix (names x rules): does each rule's pattern match each function name?
+
+    Profiles of one server share most function names, so each name is matched
+    once per process; one combined pattern first sets aside the many names no
+    rule matches.
+    """
+    known = _NAME_HITS.setdefault(rules, {})
+    if len(known) > 500_000:  # bound the memory of a long notebook session
+        known.clear()
+    new = [n for n in dict.fromkeys(names.tolist()) if n not in known]
+    if new:
+        try:
+            anything = re.compile("|".join(f"(?:{r.pattern})" for r in rules))
+        except re.error:  # patterns that cannot be joined (e.g. repeated group names): no shortcut
+            anything = re.compile("")
+        none = (False,) * len(rules)
+        for n in new:
+            known[n] = tuple(r.regex.search(n) is not None for r in rules) if anything.search(n) else none
+    return np.array([known[n] for n in names.tolist()], dtype=bool).reshape(len(names), len(rules))
+
+
+_NAME_HITS: dict[tuple[Rule, ...], dict[str, tuple[bool, ...]]] = {}
+
+
 def attribute(profile: Profile, rules: Sequence[Rule] = RULES) -> pd.DataFrame:
     """Cause of every sample: DataFrame indexed by sample with ``cause`` and
     ``frame`` (the function name that decided, ``""`` for ``other``)."""
@@ -215,16 +240,14 @@ def attribute(profile: Profile, rules: Sequence[Rule] = RULES) -> pd.DataFrame:
     if key in profile._cache:
         return profile._cache[key]
     frames = expand_stacks(profile)
-    n_samples = len(profile.samples)
+    n_samples = profile.n_samples
     # Match each function name once (a profile has a few thousand), not each frame.
     fn_names = function_arrays(profile)["name"]
-    codes = function_rows(profile, frames["function"].to_numpy())
+    codes = function_rows(profile, frames["function"])
     names = fn_names[codes] if len(codes) else np.zeros(0, dtype=object)
-    match = np.array([[r.regex.search(u) is not None for r in rules] for u in fn_names], dtype=bool).reshape(
-        len(fn_names), len(rules)
-    )
-    sample = frames["sample"].to_numpy()
-    depth = frames["depth"].to_numpy()
+    match = rule_matches(tuple(rules), fn_names)
+    sample = frames["sample"]
+    depth = frames["depth"]
     never = np.iinfo(np.int64).max
     # Nearest-to-leaf depth at which each rule matches each sample.
     nearest = np.full((len(rules), n_samples), never, dtype=np.int64)

@@ -78,9 +78,10 @@ def callgrind(profile: Profile, sample_index: str | int | None = None, base: Pro
     calls = edges(g)
     start_lines = profile.functions.drop_duplicates("name").set_index("name")["start_line"]
     kind = profile.meta.sample_types[index]
-    names = [r.node_name or r.name for r in g.nodes.itertuples(index=False)]
-    files = [r.file or "?" for r in g.nodes.itertuples(index=False)]
-    lines = [int(start_lines.get(r.node_name, 0) or 0) for r in g.nodes.itertuples(index=False)]
+    nodes = g.nodes
+    names = [n or p for n, p in zip(nodes["node_name"], nodes["name"])]
+    files = [f or "?" for f in nodes["file"]]
+    lines = [int(start_lines.get(n, 0) or 0) for n in nodes["node_name"]]
     out = [
         "# callgrind format",
         "version: 1",

@@ -12,17 +12,19 @@ one-line message; callers never see protobuf, gzip or index errors.
 
 from __future__ import annotations
 
-import itertools
 import os
 import zlib
-from dataclasses import dataclass, field
+from dataclasses import dataclass
+from functools import lru_cache
 from pathlib import Path
 from typing import Union
 
 import numpy as np
 import pandas as pd
 
-from crdscale.analysis.pprof.schema import profile_message_class
+from crdscale.analysis.pprof import wire
+from crdscale.analysis.pprof.schema import FILE_DESCRIPTOR, PACKAGE
+from crdscale.analysis.pprof.wire import WireError
 from crdscale.errors import ProfileError
 
 PathOrBytes = Union[str, os.PathLike, bytes, bytearray, memoryview]
@@ -72,7 +74,17 @@ class ProfileMeta:
         return pd.Timestamp(self.time_nanos, unit="ns", tz="UTC") if self.time_nanos else None
 
 
-@dataclass(eq=False)
+TABLES = {
+    "samples": None,  # one column per sample type, named after it
+    "stacks": ("sample", "depth", "location"),
+    "locations": ("location", "address", "mapping", "inline_depth", "function", "line", "column"),
+    "functions": ("function", "name", "system_name", "filename", "start_line"),
+    "mappings": ("mapping", "memory_start", "memory_limit", "file_offset", "filename", "build_id",
+                 "has_functions", "has_filenames", "has_line_numbers", "has_inline_frames"),
+    "labels": ("sample", "key", "str", "num", "num_unit"),
+}
+
+
 class Profile:
     """A decoded profile as tidy tables.
 
@@ -93,17 +105,76 @@ class Profile:
     - ``labels``: ``sample, key, str, num, num_unit``; a string label has
       ``str`` set and ``num`` 0, a numeric label (e.g. heap profiles' ``bytes``,
       the size of each allocated object) has ``str`` None and ``num`` set.
+
+    The decoder keeps numpy columns and builds each DataFrame on first use
+    (views read columns with :meth:`column` and never need most of them);
+    fixtures may pass DataFrames directly.
     """
 
-    samples: pd.DataFrame
-    stacks: pd.DataFrame
-    locations: pd.DataFrame
-    functions: pd.DataFrame
-    mappings: pd.DataFrame
-    labels: pd.DataFrame
-    meta: ProfileMeta
-    source: str = ""
-    _cache: dict = field(default_factory=dict, repr=False, compare=False)
+    def __init__(self, samples: pd.DataFrame, stacks: pd.DataFrame, locations: pd.DataFrame,
+                 functions: pd.DataFrame, mappings: pd.DataFrame, labels: pd.DataFrame,
+                 meta: ProfileMeta, source: str = ""):
+        self._frames = dict(samples=samples, stacks=stacks, locations=locations, functions=functions,
+                            mappings=mappings, labels=labels)
+        self._columns: dict[str, dict[str, np.ndarray]] = {}
+        self.meta = meta
+        self.source = source
+        self._cache: dict = {}
+
+    @classmethod
+    def from_columns(cls, columns: dict[str, dict[str, np.ndarray]], meta: ProfileMeta, source: str = "") -> "Profile":
+        """A Profile from numpy columns per table (names as in :data:`TABLES`); DataFrames come on demand."""
+        profile = cls(None, None, None, None, None, None, meta, source)
+        profile._columns = columns
+        return profile
+
+    def column(self, table: str, name: str) -> np.ndarray:
+        """One column of a table as a numpy array, without building the DataFrame."""
+        columns = self._columns.get(table)
+        if columns is not None:
+            return columns[name]
+        return self._frame(table)[name].to_numpy()
+
+    def _frame(self, table: str) -> pd.DataFrame:
+        frame = self._frames.get(table)
+        if frame is None:
+            frame = pd.DataFrame(self._columns[table], copy=False)
+            if table == "samples":
+                frame.index.name = "sample"
+            self._frames[table] = frame
+        return frame
+
+    def _replace(self, table: str, frame: pd.DataFrame) -> None:
+        """Swap in a new table (fixtures edit profiles this way); derived caches are dropped."""
+        self._frames[table] = frame
+        self._columns.pop(table, None)
+        self._cache.clear()
+
+    samples = property(lambda self: self._frame("samples"), lambda self, v: self._replace("samples", v))
+    stacks = property(lambda self: self._frame("stacks"), lambda self, v: self._replace("stacks", v))
+    locations = property(lambda self: self._frame("locations"), lambda self, v: self._replace("locations", v))
+    functions = property(lambda self: self._frame("functions"), lambda self, v: self._replace("functions", v))
+    mappings = property(lambda self: self._frame("mappings"), lambda self, v: self._replace("mappings", v))
+    labels = property(lambda self: self._frame("labels"), lambda self, v: self._replace("labels", v))
+
+    @property
+    def n_samples(self) -> int:
+        """Number of samples."""
+        columns = self._columns.get("samples")
+        return len(next(iter(columns.values()))) if columns else len(self._frame("samples"))
+
+    def value_matrix(self) -> np.ndarray:
+        """All sample values as an int64 array of shape (samples, sample types)."""
+        cached = self._cache.get("value_matrix")
+        if cached is None:
+            columns = self._columns.get("samples")
+            if columns:
+                cached = np.column_stack(list(columns.values())).astype(np.int64, copy=False)
+            else:
+                cached = self._frame("samples").to_numpy(dtype=np.int64)
+            cached = cached.reshape(self.n_samples, len(self.meta.sample_types))
+            self._cache["value_matrix"] = cached
+        return cached
 
     @property
     def sample_types(self) -> list[str]:
@@ -141,7 +212,7 @@ class Profile:
 
     def values(self, sample_index: str | int | None = None) -> np.ndarray:
         """Sample values (int64) for one sample type, in sample order."""
-        return self.samples.iloc[:, self.sample_index(sample_index)].to_numpy()
+        return self.value_matrix()[:, self.sample_index(sample_index)]
 
     def total(self, sample_index: str | int | None = None) -> int:
         """Sum of one sample type over all samples, in its unit."""
@@ -153,10 +224,10 @@ class Profile:
         (inlined ones included) from the leaf, 0 first."""
         expanded = expand_stacks(self)
         cols = function_arrays(self)
-        pos = function_rows(self, expanded["function"].to_numpy())
-        return expanded.drop(columns=["row", "inlined"]).assign(
-            name=cols["name"][pos], filename=cols["filename"][pos]
-        )
+        pos = function_rows(self, expanded["function"])
+        keep = ("sample", "depth", "location", "inline_depth", "function", "line")
+        return pd.DataFrame({**{k: expanded[k] for k in keep}, "name": cols["name"][pos],
+                             "filename": cols["filename"][pos]})
 
 
 def read_profile(source: PathOrBytes) -> Profile:
@@ -187,15 +258,41 @@ def parse_profile(data: bytes, name: str = "<bytes>") -> Profile:
         if not data:
             raise ProfileError(f"{name}: empty profile after gunzip")
     try:
-        msg = profile_message_class().FromString(data)
+        msg = raw_profile_message_class().FromString(data)
     except Exception as err:  # DecodeError, RuntimeError from the C parser: all mean "not a profile"
         raise ProfileError(f"{name}: not a pprof profile ({type(err).__name__}: {err})") from None
     try:
         return _to_tables(msg, name)
     except ProfileError:
         raise
-    except (IndexError, KeyError, ValueError, OverflowError, TypeError) as err:
+    except (WireError, IndexError, KeyError, ValueError, OverflowError, TypeError) as err:
         raise ProfileError(f"{name}: malformed pprof profile ({type(err).__name__}: {err})") from None
+
+
+@lru_cache(maxsize=1)
+def raw_profile_message_class():
+    """A ``Profile`` look-alike whose samples, mappings, locations and functions stay
+    undecoded (``repeated bytes``): protobuf splits the top level in C, :mod:`.wire`
+    decodes each kind of message with numpy, all messages at once."""
+    from google.protobuf import descriptor_pb2, descriptor_pool, message_factory
+
+    file = descriptor_pb2.FileDescriptorProto.FromString(FILE_DESCRIPTOR)
+    file.name = file.name.replace(".proto", "_raw.proto")
+    file.package = PACKAGE + ".raw"
+    for message in file.message_type:
+        for f in message.field:
+            if f.type_name:
+                f.type_name = f.type_name.replace(PACKAGE + ".", PACKAGE + ".raw.")
+            if message.name == "Profile" and f.number in _RAW_FIELDS:
+                f.type = descriptor_pb2.FieldDescriptorProto.TYPE_BYTES
+                f.ClearField("type_name")
+    pool = descriptor_pool.DescriptorPool()
+    pool.Add(file)
+    return message_factory.GetMessageClass(pool.FindMessageTypeByName(PACKAGE + ".raw.Profile"))
+
+
+# Profile's sample, mapping, location and function fields.
+_RAW_FIELDS = (2, 3, 4, 5)
 
 
 def _gunzip(data: bytes, name: str) -> bytes:
@@ -216,6 +313,13 @@ def _gunzip(data: bytes, name: str) -> bytes:
     except zlib.error as err:
         raise ProfileError(f"{name}: bad gzip data ({err})") from None
     return bytes(out)
+
+
+def _messages(items) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Concatenate raw messages into one buffer: (buffer, start and end of each)."""
+    lengths = np.fromiter(map(len, items), dtype=np.int64, count=len(items))
+    ends = np.cumsum(lengths)
+    return wire.buffer(b"".join(items)), ends - lengths, ends
 
 
 def _to_tables(msg, name: str) -> Profile:
@@ -254,131 +358,126 @@ def _to_tables(msg, name: str) -> Profile:
 
     def strs(indexes: np.ndarray, what: str) -> np.ndarray:
         """Vectorized ``s``: look up many string indexes at once."""
+        indexes = indexes.view(np.int64) if indexes.dtype == np.uint64 else indexes
         if len(indexes) and (indexes.min() < 0 or indexes.max() >= n_strings):
             bad = indexes[(indexes < 0) | (indexes >= n_strings)][0]
             raise ProfileError(f"{name}: {what} string index {bad} out of range [0, {n_strings})")
         return string_array[indexes]
 
-    # Functions: one pass over the messages (attribute access is the slow part).
-    fmsgs = msg.function
-    f_ints = np.array([(f.name, f.system_name, f.filename, f.start_line) for f in fmsgs], dtype=np.int64).reshape(-1, 4)
-    function_ids = np.array([f.id for f in fmsgs], dtype=np.uint64)
-    functions = pd.DataFrame(
-        {
-            "function": _ids(function_ids, "function", name),
-            "name": strs(f_ints[:, 0], "function name"),
-            "system_name": strs(f_ints[:, 1], "function system name"),
-            "filename": strs(f_ints[:, 2], "function file"),
-            "start_line": f_ints[:, 3],
-        }
-    )
+    # Functions.
+    buf, start, end = _messages(msg.function)
+    n = len(start)
+    f = wire.walk(buf, start, end)
+    function_ids = f.scalar(1, n)
+    functions = {
+        "function": _ids(function_ids, "function", name),
+        "name": strs(f.scalar(2, n), "function name"),
+        "system_name": strs(f.scalar(3, n), "function system name"),
+        "filename": strs(f.scalar(4, n), "function file"),
+        "start_line": f.scalar(5, n, np.int64),
+    }
 
     # Mappings.
-    mmsgs = msg.mapping
-    mapping_ids = np.fromiter((m.id for m in mmsgs), dtype=np.uint64, count=len(mmsgs))
-    mappings = pd.DataFrame(
-        {
-            "mapping": _ids(mapping_ids, "mapping", name),
-            "memory_start": np.fromiter((m.memory_start for m in mmsgs), dtype=np.uint64, count=len(mmsgs)),
-            "memory_limit": np.fromiter((m.memory_limit for m in mmsgs), dtype=np.uint64, count=len(mmsgs)),
-            "file_offset": np.fromiter((m.file_offset for m in mmsgs), dtype=np.uint64, count=len(mmsgs)),
-            "filename": [s(m.filename, "mapping file") for m in mmsgs],
-            "build_id": [s(m.build_id, "mapping build id") for m in mmsgs],
-            "has_functions": [m.has_functions for m in mmsgs],
-            "has_filenames": [m.has_filenames for m in mmsgs],
-            "has_line_numbers": [m.has_line_numbers for m in mmsgs],
-            "has_inline_frames": [m.has_inline_frames for m in mmsgs],
-        }
-    )
+    buf, start, end = _messages(msg.mapping)
+    n = len(start)
+    f = wire.walk(buf, start, end)
+    mapping_ids = f.scalar(1, n)
+    mappings = {
+        "mapping": _ids(mapping_ids, "mapping", name),
+        "memory_start": f.scalar(2, n),
+        "memory_limit": f.scalar(3, n),
+        "file_offset": f.scalar(4, n),
+        "filename": strs(f.scalar(5, n), "mapping file"),
+        "build_id": strs(f.scalar(6, n), "mapping build id"),
+        **{key: f.scalar(number, n) != 0 for number, key in enumerate(
+            ("has_functions", "has_filenames", "has_line_numbers", "has_inline_frames"), start=7)},
+    }
 
     # Locations, one row per (possibly inlined) frame.
-    loc_rows = []
-    line_rows: list = []
-    for loc in msg.location:
-        lines = loc.line
-        loc_rows.append((loc.id, loc.mapping_id, loc.address, len(lines)))
-        if lines:
-            line_rows.extend([(ln.function_id, ln.line, ln.column) for ln in lines])
-    loc_arr = np.array(loc_rows, dtype=np.uint64).reshape(-1, 4)
-    location_ids = _ids(loc_arr[:, 0], "location", name)
-    loc_mapping = loc_arr[:, 1]
-    loc_address = loc_arr[:, 2]
-    n_lines = loc_arr[:, 3].astype(np.int64)
+    buf, start, end = _messages(msg.location)
+    n = len(start)
+    f = wire.walk(buf, start, end)
+    location_ids = _ids(f.scalar(1, n), "location", name)
+    loc_mapping = f.scalar(2, n)
+    loc_address = f.scalar(3, n)
+    line_fields = f.select(4, 2)
+    if (f.number == 4).sum() != len(line_fields.message):
+        raise ProfileError(f"{name}: malformed pprof profile (location line is not a message)")
+    lf = wire.walk(buf, line_fields.start, line_fields.end)
+    n_line_msgs = len(line_fields.message)
+    line_fn = lf.scalar(1, n_line_msgs)
+    line_no = lf.scalar(2, n_line_msgs, np.int64)
+    line_col = lf.scalar(3, n_line_msgs, np.int64)
+    n_lines = np.bincount(line_fields.message, minlength=n).astype(np.int64)
     rows_per_loc = np.maximum(n_lines, 1)  # a location without lines still is a frame
     total_rows = int(rows_per_loc.sum())
-    line_arr = np.array(line_rows, dtype=np.int64).reshape(-1, 3)
-    if len(line_arr) and (line_arr[:, 0] < 0).any():
-        raise ProfileError(f"{name}: function id out of range in a location line")
-    line_fn = line_arr[:, 0].astype(np.uint64)
-    line_no = line_arr[:, 1]
-    line_col = line_arr[:, 2]
     has_lines = np.repeat(n_lines > 0, rows_per_loc)
     row_fn = np.zeros(total_rows, dtype=np.uint64)
     row_line = np.zeros(total_rows, dtype=np.int64)
     row_col = np.zeros(total_rows, dtype=np.int64)
     row_fn[has_lines], row_line[has_lines], row_col[has_lines] = line_fn, line_no, line_col
+    if (row_fn > np.uint64(np.iinfo(np.int64).max)).any():
+        raise ProfileError(f"{name}: function id out of range in a location line")
     starts = np.cumsum(rows_per_loc) - rows_per_loc
     inline_depth = np.arange(total_rows, dtype=np.int64) - np.repeat(starts, rows_per_loc)
     _check_refs(row_fn, function_ids, "function", name)
     _check_refs(loc_mapping, mapping_ids, "mapping", name)
-    locations = pd.DataFrame(
-        {
-            "location": np.repeat(location_ids, rows_per_loc),
-            "address": np.repeat(loc_address, rows_per_loc),
-            "mapping": np.repeat(loc_mapping.astype(np.int64), rows_per_loc),
-            "inline_depth": inline_depth,
-            "function": row_fn.astype(np.int64),
-            "line": row_line,
-            "column": row_col,
-        }
-    )
+    if (loc_mapping > np.uint64(np.iinfo(np.int64).max)).any():
+        raise ProfileError(f"{name}: mapping id out of range in a location")
+    locations = {
+        "location": np.repeat(location_ids, rows_per_loc),
+        "address": np.repeat(loc_address, rows_per_loc),
+        "mapping": np.repeat(loc_mapping.astype(np.int64), rows_per_loc),
+        "inline_depth": inline_depth,
+        "function": row_fn.astype(np.int64),
+        "line": row_line,
+        "column": row_col,
+    }
 
     # Samples and stacks.
-    smsgs = msg.sample
-    n_samples = len(smsgs)
+    buf, start, end = _messages(msg.sample)
+    n_samples = len(start)
     n_types = len(sample_types)
-    loc_lists = [sm.location_id for sm in smsgs]
-    depth_counts = np.fromiter(map(len, loc_lists), dtype=np.int64, count=n_samples)
-    stack_locs = np.fromiter(
-        itertools.chain.from_iterable(loc_lists), dtype=np.uint64, count=int(depth_counts.sum())
-    )
-    value_lists = [sm.value for sm in smsgs]
-    value_counts = np.fromiter(map(len, value_lists), dtype=np.int64, count=n_samples)
+    f = wire.walk(buf, start, end)
+    stack_locs, depth_counts = wire.packed_varints(buf, f.select(1), n_samples)
+    raw_values, value_counts = wire.packed_varints(buf, f.select(2), n_samples)
     if n_samples and (value_counts != n_types).any():
         bad = int(np.argmax(value_counts != n_types))
         raise ProfileError(
             f"{name}: sample {bad} has {value_counts[bad]} values but the profile has {n_types} sample types"
         )
-    values = np.fromiter(
-        itertools.chain.from_iterable(value_lists), dtype=np.int64, count=n_samples * n_types
-    ).reshape(n_samples, n_types)
+    values = raw_values.view(np.int64).reshape(n_samples, n_types)
     _check_refs(stack_locs, location_ids.astype(np.uint64), "location", name, allow_zero=False)
     sample_of_frame = np.repeat(np.arange(n_samples, dtype=np.int64), depth_counts)
     frame_starts = np.cumsum(depth_counts) - depth_counts
     depth = np.arange(len(stack_locs), dtype=np.int64) - np.repeat(frame_starts, depth_counts)
-    stacks = pd.DataFrame({"sample": sample_of_frame, "depth": depth, "location": stack_locs.astype(np.int64)})
+    stacks = {"sample": sample_of_frame, "depth": depth, "location": stack_locs.astype(np.int64)}
     columns = unique_names([t.type for t in sample_types])
-    samples = pd.DataFrame(values, columns=columns)
-    samples.index.name = "sample"
+    samples = {c: values[:, i] for i, c in enumerate(columns)}
 
     # Labels (string and numeric); heap profiles carry a "bytes" label on every sample.
-    label_rows = [(i, lab.key, lab.str, lab.num, lab.num_unit)
-                  for i, sm in enumerate(smsgs) if sm.label for lab in sm.label]
-    lab = np.array(label_rows, dtype=np.int64).reshape(-1, 5)
-    is_str = lab[:, 2] != 0
-    str_values = strs(lab[:, 2], "label value").astype(object)
+    label_fields = f.select(3, 2)
+    if (f.number == 3).sum() != len(label_fields.message):
+        raise ProfileError(f"{name}: malformed pprof profile (sample label is not a message)")
+    n_labels = len(label_fields.message)
+    lab = wire.walk(buf, label_fields.start, label_fields.end)
+    str_index = lab.scalar(2, n_labels, np.int64)
+    is_str = str_index != 0
+    str_values = strs(str_index, "label value").astype(object)
     str_values[~is_str] = None
-    labels = pd.DataFrame(
-        {
-            "sample": lab[:, 0],
-            "key": strs(lab[:, 1], "label key"),
-            "str": pd.Series(str_values, dtype=object),
-            "num": np.where(is_str, 0, lab[:, 3]),
-            "num_unit": strs(np.where(is_str, 0, lab[:, 4]), "label unit"),
-        }
-    )
+    labels = {
+        "sample": label_fields.message,
+        "key": strs(lab.scalar(1, n_labels, np.int64), "label key"),
+        "str": str_values,
+        "num": np.where(is_str, 0, lab.scalar(3, n_labels, np.int64)),
+        "num_unit": strs(np.where(is_str, 0, lab.scalar(4, n_labels, np.int64)), "label unit"),
+    }
 
-    return Profile(samples, stacks, locations, functions, mappings, labels, meta, source=name)
+    tables = dict(samples=samples, stacks=stacks, locations=locations, functions=functions,
+                  mappings=mappings, labels=labels)
+    profile = Profile.from_columns(tables, meta, source=name)
+    profile._cache["value_matrix"] = values
+    return profile
 
 
 def _ids(ids: np.ndarray, what: str, name: str) -> np.ndarray:
@@ -405,6 +504,7 @@ def _check_refs(refs: np.ndarray, known: np.ndarray, what: str, name: str, allow
 
 
 def unique_names(names: list[str]) -> list[str]:
+    """Column names for sample types: empty names become ``value``, repeats get ``_1``, ``_2``..."""
     seen: dict[str, int] = {}
     out = []
     for n in names:
@@ -418,40 +518,53 @@ def unique_names(names: list[str]) -> list[str]:
     return out
 
 
-def expand_stacks(profile: Profile) -> pd.DataFrame:
-    """Stacks with each location replaced by its frames, innermost inlined frame first."""
+def expand_stacks(profile: Profile) -> dict[str, np.ndarray]:
+    """Stacks with each location replaced by its frames, innermost inlined frame first.
+
+    Returns numpy arrays of equal length, one entry per frame, ordered by
+    sample then from leaf to root: ``sample``, ``depth`` (frames from the
+    leaf), ``location``, ``inline_depth``, ``function``, ``line``, ``row``
+    (the frame's row in ``profile.locations``) and ``inlined`` (the frame was
+    inlined into the next one up). Cached on the profile.
+    """
     cached = profile._cache.get("expanded")
     if cached is not None:
         return cached
-    locs = profile.locations
-    loc_ids = locs["location"].to_numpy()
+    loc_ids = profile.column("locations", "location")
+    inline_depths = profile.column("locations", "inline_depth")
     # Locations rows are grouped by location: first row index and row count per id.
     first = np.flatnonzero(np.r_[True, loc_ids[1:] != loc_ids[:-1]]) if len(loc_ids) else np.array([], np.int64)
     counts = np.diff(np.r_[first, len(loc_ids)])
     order = np.argsort(loc_ids[first], kind="stable")
     sorted_ids = loc_ids[first][order]
-    stack_locs = profile.stacks["location"].to_numpy()
+    stack_locs = profile.column("stacks", "location")
+    stack_samples = profile.column("stacks", "sample")
     pos = order[np.searchsorted(sorted_ids, stack_locs)] if len(stack_locs) else np.array([], np.int64)
     n_rows = counts[pos]
-    row = np.repeat(first[pos], n_rows) + (
-        np.arange(int(n_rows.sum())) - np.repeat(np.cumsum(n_rows) - n_rows, n_rows)
-    )
-    sample = np.repeat(profile.stacks["sample"].to_numpy(), n_rows)
-    per_sample = np.bincount(sample, minlength=len(profile.samples)) if len(sample) else np.zeros(0, np.int64)
-    depth = np.arange(len(sample)) - np.repeat(np.cumsum(per_sample) - per_sample, per_sample)
-    out = pd.DataFrame(
-        {
-            "sample": sample,
-            "depth": depth,
-            "location": loc_ids[row],
-            "inline_depth": locs["inline_depth"].to_numpy()[row],
-            "function": locs["function"].to_numpy()[row],
-            "line": locs["line"].to_numpy()[row],
-            "row": row,
-            # True for a frame that was inlined into the next one up (not the location's last row).
-            "inlined": locs["inline_depth"].to_numpy()[row] != np.repeat(counts[pos] - 1, n_rows),
-        }
-    )
+    if len(n_rows) and (n_rows == 1).all():
+        # No inlining anywhere (common for CPU and goroutine profiles): one frame per location.
+        row = first[pos]
+        sample = stack_samples
+        depth = profile.column("stacks", "depth")
+    else:
+        row = np.repeat(first[pos], n_rows) + (
+            np.arange(int(n_rows.sum())) - np.repeat(np.cumsum(n_rows) - n_rows, n_rows)
+        )
+        sample = np.repeat(stack_samples, n_rows)
+        per_sample = np.bincount(sample, minlength=profile.n_samples) if len(sample) else np.zeros(0, np.int64)
+        depth = np.arange(len(sample)) - np.repeat(np.cumsum(per_sample) - per_sample, per_sample)
+    row_inline_depth = inline_depths[row]
+    last_depth = np.repeat(counts - 1, counts)  # per locations row: its location's last inline depth
+    out = {
+        "sample": sample,
+        "depth": depth,
+        "location": loc_ids[row],
+        "inline_depth": row_inline_depth,
+        "function": profile.column("locations", "function")[row],
+        "line": profile.column("locations", "line")[row],
+        "row": row,
+        "inlined": row_inline_depth != last_depth[row],
+    }
     profile._cache["expanded"] = out
     return out
 
@@ -464,15 +577,14 @@ def function_arrays(profile: Profile) -> dict:
     """
     cached = profile._cache.get("function_columns")
     if cached is None:
-        fn = profile.functions
-        ids = fn["function"].to_numpy(dtype=np.int64)
+        ids = profile.column("functions", "function").astype(np.int64, copy=False)
         order = np.argsort(ids, kind="stable")
         cached = {
             "sorted_ids": ids[order],
             "order": order,
-            "name": np.append(fn["name"].to_numpy(dtype=object), ""),
-            "filename": np.append(fn["filename"].to_numpy(dtype=object), ""),
-            "start_line": np.append(fn["start_line"].to_numpy(dtype=np.int64), 0),
+            "name": np.append(profile.column("functions", "name").astype(object, copy=False), ""),
+            "filename": np.append(profile.column("functions", "filename").astype(object, copy=False), ""),
+            "start_line": np.append(profile.column("functions", "start_line").astype(np.int64, copy=False), 0),
         }
         profile._cache["function_columns"] = cached
     return cached

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import posixpath
 from dataclasses import dataclass
+from types import SimpleNamespace
 
 import numpy as np
 import pandas as pd
@@ -49,7 +50,7 @@ def clean_path(path: str) -> str:
     return cleaned
 
 
-def node_rows(profile: Profile, granularity: str = "functions", noinlines: bool = False) -> pd.DataFrame:
+def node_rows(profile: Profile, granularity: str = "functions", noinlines: bool = False) -> dict[str, np.ndarray]:
     """pprof's NodeInfo for every row of ``profile.locations``: the :data:`NODE_KEY`
     columns, as the granularity keeps them (cached on the profile)."""
     key = ("nodes", granularity, noinlines)
@@ -57,7 +58,7 @@ def node_rows(profile: Profile, granularity: str = "functions", noinlines: bool 
         return profile._cache[key]
     if granularity not in GRANULARITIES:
         raise UsageError(f"granularity must be one of {', '.join(GRANULARITIES)}, not {granularity!r}")
-    locs = profile.locations
+    col = profile.column
 
     keep_function = granularity in ("functions", "filefunctions", "lines", "addresses")
     keep_file = granularity in ("filefunctions", "files", "lines", "addresses")
@@ -67,16 +68,15 @@ def node_rows(profile: Profile, granularity: str = "functions", noinlines: bool 
     keep_column = granularity == "addresses" and not noinlines
 
     cols = function_arrays(profile)
-    fids = locs["function"].to_numpy()
+    fids = col("locations", "function")
     has_fn = fids != 0
     pos = function_rows(profile, fids)
     fn_name = cols["name"][pos]
     fn_file = cols["filename"][pos]
     fn_start = cols["start_line"][pos]
-    maps = profile.mappings
-    map_ids = maps["mapping"].to_numpy(dtype=np.int64)
-    map_files = np.append(maps["filename"].to_numpy(dtype=object), "")
-    loc_maps = locs["mapping"].to_numpy()
+    map_ids = col("mappings", "mapping").astype(np.int64, copy=False)
+    map_files = np.append(col("mappings", "filename").astype(object, copy=False), "")
+    loc_maps = col("locations", "mapping")
     map_order = np.argsort(map_ids, kind="stable")
     if len(map_ids):
         at = np.minimum(np.searchsorted(map_ids[map_order], loc_maps), len(map_ids) - 1)
@@ -85,7 +85,7 @@ def node_rows(profile: Profile, granularity: str = "functions", noinlines: bool 
         mpos = np.zeros(len(loc_maps), dtype=np.int64)
     mapping_file = map_files[mpos]
 
-    n = len(locs)
+    n = len(fids)
     name = fn_name if keep_function else np.full(n, "", dtype=object)
     name = np.where(has_fn, name, "")
     if keep_file:
@@ -94,31 +94,39 @@ def node_rows(profile: Profile, granularity: str = "functions", noinlines: bool 
         file = np.where(has_fn, file, "")
     else:
         file = np.full(n, "", dtype=object)
-    lineno = np.where(has_fn & keep_line, locs["line"].to_numpy(), 0)
-    column = np.where(has_fn & keep_column, locs["column"].to_numpy(), 0)
-    address = locs["address"].to_numpy() if keep_address else np.zeros(n, dtype=np.uint64)
+    lineno = np.where(has_fn & keep_line, col("locations", "line"), 0)
+    column = np.where(has_fn & keep_column, col("locations", "column"), 0)
+    address = col("locations", "address") if keep_address else np.zeros(n, dtype=np.uint64)
     # pprof names a frame by its binary (and tells same-named ones apart by start
     # line) only when it has no function name.
     no_name = name == ""
     objfile = np.where(no_name, mapping_file, "")
     start_line = np.where(no_name & has_fn, fn_start, 0)
 
-    rows = pd.DataFrame(
-        {
-            "node_name": name,
-            "address": address.astype(np.uint64),
-            "file": file,
-            "start_line": start_line.astype(np.int64),
-            "lineno": lineno.astype(np.int64),
-            "column": column.astype(np.int64),
-            "objfile": objfile,
-        }
-    )
+    rows = {
+        "node_name": name.astype(object, copy=False),
+        "address": address.astype(np.uint64),
+        "file": file.astype(object, copy=False),
+        "start_line": start_line.astype(np.int64),
+        "lineno": lineno.astype(np.int64),
+        "column": column.astype(np.int64),
+        "objfile": objfile.astype(object, copy=False),
+    }
     profile._cache[key] = rows
     return rows
 
 
 NODE_KEY = ["node_name", "address", "file", "start_line", "lineno", "column", "objfile"]
+
+
+def printable_names(nodes: dict[str, np.ndarray]) -> np.ndarray:
+    """pprof's ``NodeInfo.PrintableName`` for node columns (object array)."""
+    names = nodes["node_name"].copy()
+    # Only a function name: the name itself (the common case, done in bulk).
+    simple = (names != "") & (nodes["address"] == 0) & (nodes["lineno"] == 0) & (nodes["file"] == "")
+    for i in np.flatnonzero(~simple):
+        names[i] = printable_name(SimpleNamespace(**{k: v[i] for k, v in nodes.items()}))
+    return names
 
 
 def printable_name(row) -> str:
@@ -170,7 +178,7 @@ class Graph:
     ``-mean``: pprof divides each node's sum of weights by its sum of divisors.
     """
 
-    nodes: pd.DataFrame  # NODE_KEY columns + "name" (pprof's printable name)
+    nodes: dict[str, np.ndarray]  # per node: the NODE_KEY columns + "name" (pprof's printable name)
     weight: np.ndarray  # int64 per sample (negative for subtracted base samples)
     divisor: np.ndarray | None
     frame_sample: np.ndarray
@@ -179,7 +187,7 @@ class Graph:
 
     @property
     def n_nodes(self) -> int:
-        return len(self.nodes)
+        return len(self.nodes["name"])
 
     def live_frames(self) -> np.ndarray:
         """Bool per frame: its sample counts (pprof skips samples whose weight and divisor are both 0)."""
@@ -199,7 +207,7 @@ def _frame_rows(profile: Profile, visible: np.ndarray | None, noinlines: bool) -
     key = ("frame_rows", noinlines)
     if visible is None and key in profile._cache:
         return profile._cache[key]
-    loc_ids = profile.locations["location"].to_numpy()
+    loc_ids = profile.column("locations", "location")
     n = len(loc_ids)
     vis = np.ones(n, dtype=bool) if visible is None else visible
     if n:
@@ -232,31 +240,38 @@ def build_graph(parts: list[Part], granularity: str = "functions", noinlines: bo
         key_frames.append(node_rows(profile, granularity, noinlines))
         active, inlined = _frame_rows(profile, part.visible, noinlines)
         expanded = expand_stacks(profile)
-        row = expanded["row"].to_numpy()
+        row = expanded["row"]
         sel = active[row]
-        values = profile.samples.to_numpy() if mean else None
-        w = profile.samples.iloc[:, part.index].to_numpy() * part.sign
-        d = values[:, 0] * part.sign if mean else None
+        w = profile.values(part.index) * part.sign
+        d = profile.values(0) * part.sign if mean else None
         if part.keep is not None:
             w = np.where(part.keep, w, 0)
             d = np.where(part.keep, d, 0) if mean else None
-        frames.append((expanded["sample"].to_numpy()[sel] + sample_offset, row[sel], inlined[row[sel]]))
+        frames.append((expanded["sample"][sel] + sample_offset, row[sel], inlined[row[sel]]))
         weights.append(w)
         divisors.append(d)
         sample_offset += len(w)
 
     # One node id per distinct NodeInfo across all profiles: factorize each
     # column, combine the codes into one integer, factorize that (vectorized).
-    all_rows = pd.concat(key_frames, ignore_index=True)
-    combined = np.zeros(len(all_rows), dtype=np.int64)
+    all_rows = {c: np.concatenate([k[c] for k in key_frames]) for c in NODE_KEY}
+    combined = np.zeros(len(all_rows["node_name"]), dtype=np.int64)
     for column in NODE_KEY:
-        col_codes, col_uniques = pd.factorize(all_rows[column].to_numpy(dtype=object), sort=False)
-        combined = combined * (len(col_uniques) + 1) + col_codes
+        values = all_rows[column]
+        if values.dtype != object and values.min(initial=0) >= 0 and values.max(initial=0) < 1 << 20:
+            # Small non-negative integers (line numbers...) are their own codes.
+            col_codes, n_codes = values.astype(np.int64), int(values.max(initial=0)) + 1
+        else:
+            col_codes, col_uniques = pd.factorize(values, sort=False)
+            n_codes = len(col_uniques)
+        if combined.max(initial=0) >= (1 << 62) // (n_codes + 1):
+            combined = pd.factorize(combined, sort=False)[0].astype(np.int64)  # keep the product in int64
+        combined = combined * (n_codes + 1) + col_codes
     codes, first_rows = _factorize_first(combined)
-    nodes = all_rows.iloc[first_rows].reset_index(drop=True)
-    nodes["name"] = [printable_name(r) for r in nodes.itertuples(index=False)]
+    nodes = {c: v[first_rows] for c, v in all_rows.items()}
+    nodes["name"] = printable_names(nodes)
 
-    offsets = np.cumsum([0] + [len(k) for k in key_frames])
+    offsets = np.cumsum([0] + [len(k["node_name"]) for k in key_frames])
     frame_sample = np.concatenate([f[0] for f in frames])
     frame_node = np.concatenate([codes[offsets[i] + f[1]] for i, f in enumerate(frames)]).astype(np.int64)
     frame_inline = np.concatenate([f[2] for f in frames])
@@ -343,10 +358,10 @@ def edges(g: Graph, kept: np.ndarray | None = None) -> pd.DataFrame:
     return out
 
 
-def sort_nodes(nodes: pd.DataFrame, flat: np.ndarray, cum: np.ndarray, by_cum: bool) -> np.ndarray:
+def sort_nodes(nodes: dict[str, np.ndarray], flat: np.ndarray, cum: np.ndarray, by_cum: bool) -> np.ndarray:
     """Node ids in pprof's FlatNameOrder (or CumNameOrder): |flat| (|cum|) descending,
     printable name, |cum| (|flat|) descending, then pprof's NodeInfo text."""
-    names = nodes["name"].to_numpy(dtype=object)
+    names = nodes["name"]
     if len(names) == 0:
         return np.zeros(0, dtype=np.int64)
     by_name = sorted(range(len(names)), key=names.__getitem__)
@@ -361,8 +376,8 @@ def sort_nodes(nodes: pd.DataFrame, flat: np.ndarray, cum: np.ndarray, by_cum: b
     if len(uniq) < len(names):
         # Only nodes sharing a printable name need pprof's last tie-breaker.
         info = [
-            f"{{{r.node_name}  {int(r.address)} {r.file} {r.start_line} {r.lineno} {r.column} {r.objfile}}}"
-            for r in nodes.itertuples(index=False)
+            f"{{{n}  {int(a)} {f} {s} {ln} {c} {o}}}"
+            for n, a, f, s, ln, c, o in zip(*(nodes[k] for k in NODE_KEY))
         ]
         _, info_rank = np.unique(np.asarray(info, dtype=str), return_inverse=True)
         info_rank = info_rank.reshape(-1)

@@ -121,14 +121,18 @@ def _matches(regex: re.Pattern, strings: np.ndarray) -> np.ndarray:
 def _row_matches(profile: Profile, regex: re.Pattern) -> tuple[np.ndarray, np.ndarray]:
     """Per row of ``profile.locations``: (the row's function name or file matches,
     the location's mapping file matches)."""
-    locs = profile.locations
-    fids = locs["function"].to_numpy()
+    fids = profile.column("locations", "function")
     cols = function_arrays(profile)
     pos = function_rows(profile, fids)
     has_fn = fids != 0
     line_hit = has_fn & (_matches(regex, cols["name"][pos]) | _matches(regex, cols["filename"][pos]))
-    maps = profile.mappings
-    map_files = maps.set_index("mapping")["filename"].reindex(locs["mapping"].to_numpy()).fillna("").to_numpy()
+    map_ids = profile.column("mappings", "mapping")
+    map_files = np.append(profile.column("mappings", "filename").astype(object, copy=False), "")
+    loc_maps = profile.column("locations", "mapping")
+    order = np.argsort(map_ids, kind="stable")
+    at = np.minimum(np.searchsorted(map_ids[order], loc_maps), max(len(map_ids) - 1, 0))
+    found = map_ids[order][at] == loc_maps if len(map_ids) else np.zeros(len(loc_maps), dtype=bool)
+    map_files = map_files[np.where(found, order[at] if len(map_ids) else 0, len(map_ids))]
     return line_hit, _matches(regex, map_files)
 
 
@@ -136,7 +140,7 @@ def location_matches(profile: Profile, regex: re.Pattern) -> pd.Series:
     """Bool Series indexed by location id: does the regex match any of the
     location's frames (function name or file name) or its mapping file?"""
     line_hit, map_hit = _row_matches(profile, regex)
-    locs = profile.locations["location"].to_numpy()
+    locs = profile.column("locations", "location")
     return pd.Series(line_hit | map_hit, index=locs).groupby(level=0).any()
 
 
@@ -153,11 +157,11 @@ def select_samples(profile: Profile, focus: str | None = None, ignore: str | Non
     """
     focus_rx = compile_regex(focus, "focus")
     ignore_rx = compile_regex(ignore, "ignore")
-    n = len(profile.samples)
+    n = profile.n_samples
     if focus_rx is None and ignore_rx is None:
         return np.ones(n, dtype=bool)
-    stack_loc = profile.stacks["location"].to_numpy()
-    stack_sample = profile.stacks["sample"].to_numpy()
+    stack_loc = profile.column("stacks", "location")
+    stack_sample = profile.column("stacks", "sample")
     ignored = (
         location_matches(profile, ignore_rx).reindex(stack_loc).to_numpy(dtype=bool)
         if ignore_rx is not None
@@ -184,7 +188,7 @@ def tag_matches(profile: Profile, tagfocus: str) -> np.ndarray:
     if not sep:
         key, value = "", tagfocus
     labels = profile.labels
-    n = len(profile.samples)
+    n = profile.n_samples
     numeric = _numeric_filter(value)
     if numeric is not None:
         nums = labels[labels["str"].isna()]
@@ -271,9 +275,8 @@ def visible_frames(profile: Profile, show: str | None = None, hide: str | None =
     whose mapping file matches). A location without line information has no
     frame to keep under ``show``.
     """
-    n = len(profile.locations)
-    visible = np.ones(n, dtype=bool)
-    has_fn = profile.locations["function"].to_numpy() != 0
+    has_fn = profile.column("locations", "function") != 0
+    visible = np.ones(len(has_fn), dtype=bool)
     hide_rx = compile_regex(hide, "hide")
     show_rx = compile_regex(show, "show")
     if hide_rx is not None:

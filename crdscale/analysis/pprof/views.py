@@ -53,9 +53,9 @@ def graph_parts(
             )
         profiles.append((diff_base, -1))
     # The total is taken before any filter, as pprof does (percentages of everything).
-    totals = [int(np.abs(p.samples.iloc[:, index].to_numpy()).sum()) for p, _ in profiles]
+    totals = [int(np.abs(p.values(index)).sum()) for p, _ in profiles]
     # pprof sums the divisors with their sign (a base's are negative), the values without.
-    divs = [int(p.samples.iloc[:, 0].to_numpy().sum()) * sign if mean else 0 for p, sign in profiles]
+    divs = [int(p.values(0).sum()) * sign if mean else 0 for p, sign in profiles]
     if diff_base is not None and totals[1] > 0:
         total, div = totals[1], divs[1]
     else:
@@ -152,7 +152,7 @@ def top(
     f, c = flat[order], cum[order]
     out = pd.DataFrame(
         {
-            "name": g.nodes["name"].to_numpy()[order],
+            "name": g.nodes["name"][order],
             "flat": f,
             "flat_pct": _pct(f, total),
             "sum_pct": _pct(np.cumsum(f), total),
@@ -216,7 +216,7 @@ def peek(
     if mean:
         flat_div, cum_div = flat_cum(g, g.divisor)
         flat, cum = mean_values(flat, flat_div), mean_values(cum, cum_div)
-    names = g.nodes["name"].to_numpy()
+    names = g.nodes["name"]
     # pprof's peek prints the edges' raw weights even with -mean (only nodes show means).
     calls = edges(g)
     calls["abs"] = np.abs(calls["weight"].to_numpy())
