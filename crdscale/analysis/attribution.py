@@ -239,6 +239,19 @@ def attribute(profile: Profile, rules: Sequence[Rule] = RULES) -> pd.DataFrame:
     key = ("attribution", tuple(rules))
     if key in profile._cache:
         return profile._cache[key]
+    cause, deciding = _causes(profile, rules)
+    cause_names = np.array([r.name for r in rules] + [OTHER], dtype=object)
+    out = pd.DataFrame({"cause": cause_names[cause], "frame": deciding})
+    out.index.name = "sample"
+    profile._cache[key] = out
+    return out
+
+
+def _causes(profile: Profile, rules: Sequence[Rule]) -> tuple[np.ndarray, np.ndarray]:
+    """Per sample: the deciding rule's position (``len(rules)`` for other) and the deciding function name."""
+    key = ("causes", tuple(rules))
+    if key in profile._cache:
+        return profile._cache[key]
     frames = expand_stacks(profile)
     n_samples = profile.n_samples
     # Match each function name once (a profile has a few thousand), not each frame.
@@ -273,15 +286,13 @@ def attribute(profile: Profile, rules: Sequence[Rule] = RULES) -> pd.DataFrame:
         idx = np.flatnonzero(open_)[hit]
         cause[idx] = np.asarray(group)[best[hit]]
 
-    cause_names = np.array([r.name for r in rules] + [OTHER], dtype=object)
     deciding = np.full(n_samples, "", dtype=object)
     has = cause >= 0
     frame_idx = nearest_frame[cause[has], np.flatnonzero(has)]
     deciding[has] = names[frame_idx]
-    out = pd.DataFrame({"cause": cause_names[cause], "frame": deciding})
-    out.index.name = "sample"
-    profile._cache[key] = out
-    return out
+    cause[~has] = len(rules)
+    profile._cache[key] = (cause, deciding)
+    return cause, deciding
 
 
 def cause_totals(
@@ -295,11 +306,16 @@ def cause_totals(
     then ``other``, zeros included so the unattributed row is always there),
     one int64 column per sample type in its own unit (bytes, count, ns).
     """
-    causes = attribute(profile, rules)["cause"]
-    columns = list(sample_types) if sample_types else list(profile.samples.columns)
-    order = list(dict.fromkeys([r.name for r in rules] + [OTHER]))
-    totals = profile.samples[columns].groupby(causes.to_numpy()).sum()
-    return totals.reindex(order, fill_value=0).astype(np.int64).rename_axis("cause")
+    cause, _ = _causes(profile, rules)
+    names = [r.name for r in rules] + [OTHER]
+    order = list(dict.fromkeys(names))
+    group = np.array([order.index(n) for n in names], dtype=np.int64)[cause]
+    all_columns = profile.sample_columns
+    columns = list(sample_types) if sample_types else all_columns
+    values = profile.value_matrix()[:, [all_columns.index(c) for c in columns]]
+    totals = np.zeros((len(order), len(columns)), dtype=np.int64)
+    np.add.at(totals, group, values)
+    return pd.DataFrame(totals, index=pd.Index(order, name="cause"), columns=columns)
 
 
 def attribution_table(
@@ -312,7 +328,7 @@ def attribution_table(
     with ``other`` (unattributed) always present.
     """
     index = profile.sample_index(sample_index)
-    column = profile.samples.columns[index]
+    column = profile.sample_columns[index]
     totals = cause_totals(profile, rules, [column])[column]
     total = int(totals.sum())
     out = pd.DataFrame({"cause": totals.index, "value": totals.to_numpy()})

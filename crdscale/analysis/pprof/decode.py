@@ -158,6 +158,12 @@ class Profile:
     labels = property(lambda self: self._frame("labels"), lambda self, v: self._replace("labels", v))
 
     @property
+    def sample_columns(self) -> list[str]:
+        """Column names of ``samples`` (the sample types, made unique)."""
+        columns = self._columns.get("samples")
+        return list(columns) if columns else list(self._frame("samples").columns)
+
+    @property
     def n_samples(self) -> int:
         """Number of samples."""
         columns = self._columns.get("samples")
@@ -498,7 +504,11 @@ def _check_refs(refs: np.ndarray, known: np.ndarray, what: str, name: str, allow
     if len(refs) == 0:
         return
     candidates = refs[refs != 0] if allow_zero else refs
-    missing = ~np.isin(candidates, known.astype(np.uint64))
+    if len(known) and known.min() == 1 and known.max() == len(known):
+        # Ids 1..n (what Go writes; ids are unique, checked before): a range check will do.
+        missing = (candidates < 1) | (candidates > np.uint64(len(known)))
+    else:
+        missing = ~np.isin(candidates, known.astype(np.uint64))
     if missing.any():
         raise ProfileError(f"{name}: reference to unknown {what} id {int(candidates[missing][0])}")
 
@@ -539,7 +549,7 @@ def expand_stacks(profile: Profile) -> dict[str, np.ndarray]:
     sorted_ids = loc_ids[first][order]
     stack_locs = profile.column("stacks", "location")
     stack_samples = profile.column("stacks", "sample")
-    pos = order[np.searchsorted(sorted_ids, stack_locs)] if len(stack_locs) else np.array([], np.int64)
+    pos = order[_positions(sorted_ids, stack_locs)] if len(stack_locs) else np.array([], np.int64)
     n_rows = counts[pos]
     if len(n_rows) and (n_rows == 1).all():
         # No inlining anywhere (common for CPU and goroutine profiles): one frame per location.
@@ -567,6 +577,14 @@ def expand_stacks(profile: Profile) -> dict[str, np.ndarray]:
     }
     profile._cache["expanded"] = out
     return out
+
+
+def _positions(sorted_ids: np.ndarray, ids: np.ndarray) -> np.ndarray:
+    """``np.searchsorted(sorted_ids, ids)``, without the search when the ids are 1..n (Go numbers them so)."""
+    n = len(sorted_ids)
+    if n and sorted_ids[0] == 1 and sorted_ids[-1] == n and (np.diff(sorted_ids) == 1).all():
+        return np.clip(ids.astype(np.int64, copy=False) - 1, 0, n)
+    return np.searchsorted(sorted_ids, ids)
 
 
 def function_arrays(profile: Profile) -> dict:
@@ -597,7 +615,7 @@ def function_rows(profile: Profile, function_ids: np.ndarray) -> np.ndarray:
     n = len(sorted_ids)
     if n == 0:
         return np.zeros(len(function_ids), dtype=np.int64)
-    at = np.searchsorted(sorted_ids, function_ids)
+    at = _positions(sorted_ids, function_ids)
     at_clipped = np.minimum(at, n - 1)
     found = sorted_ids[at_clipped] == function_ids
     return np.where(found, order[at_clipped], n)

@@ -19,7 +19,6 @@ from dataclasses import dataclass
 import numpy as np
 
 MAX_VARINT = 10  # bytes in the longest varint (a negative int64)
-_SHIFTS = (np.arange(MAX_VARINT, dtype=np.uint64) * np.uint64(7))
 
 
 class WireError(ValueError):
@@ -36,19 +35,22 @@ def varints_at(buf: np.ndarray, pos: np.ndarray, end: np.ndarray) -> tuple[np.nd
 
     Raises WireError if a varint runs past ``end`` or past 10 bytes.
     """
-    if len(pos) == 0:
-        return np.zeros(0, dtype=np.uint64), pos
-    window = buf[pos[:, None] + np.arange(MAX_VARINT)]
-    last = window < 0x80
-    if not last.any(axis=1).all():
+    byte = buf[pos]
+    value = (byte & 0x7F).astype(np.uint64)
+    after = pos + 1
+    more = np.flatnonzero(byte >= 0x80)  # most tags and lengths are one byte: done for those
+    for j in range(1, MAX_VARINT):
+        if len(more) == 0:
+            break
+        byte = buf[pos[more] + j]
+        value[more] |= (byte & 0x7F).astype(np.uint64) << np.uint64(7 * j)
+        after[more] += 1
+        more = more[byte >= 0x80]
+    if len(more):
         raise WireError("varint longer than 10 bytes")
-    length = np.argmax(last, axis=1) + 1
-    after = pos + length
     if (after > end).any():
         raise WireError("truncated varint")
-    used = np.arange(MAX_VARINT) < length[:, None]
-    parts = np.where(used, (window & 0x7F).astype(np.uint64) << _SHIFTS, np.uint64(0))
-    return np.bitwise_or.reduce(parts, axis=1), after
+    return value, after
 
 
 @dataclass(frozen=True)
@@ -76,9 +78,9 @@ class Fields:
 
     def scalar(self, number: int, n_messages: int, dtype=np.uint64) -> np.ndarray:
         """A varint field per message (0 where absent; the last one wins, as protobuf says)."""
-        f = self.select(number, 0)
+        keep = (self.number == number) & (self.wire == 0)
         out = np.zeros(n_messages, dtype=np.uint64)
-        out[f.message] = f.value  # fields are in stream order per message, so the last write wins
+        out[self.message[keep]] = self.value[keep]  # fields are in stream order per message: the last wins
         return out.view(np.int64) if dtype == np.int64 else out.astype(dtype, copy=False)
 
 
