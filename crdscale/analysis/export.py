@@ -4,12 +4,9 @@
   browse a profile in KCachegrind/QCachegrind.
 - :func:`folded_stacks` / :func:`folded_text` give Brendan Gregg's folded
   format (``root;caller;leaf value``) for ``flamegraph.pl``, speedscope, inferno.
-- :func:`write_table` writes any DataFrame as CSV or Parquet by extension.
 """
 
 from __future__ import annotations
-
-from pathlib import Path
 
 import numpy as np
 import pandas as pd
@@ -17,22 +14,6 @@ import pandas as pd
 from crdscale.analysis.pprof.decode import Profile
 from crdscale.analysis.pprof.graph import build_graph, edges, flat_cum
 from crdscale.analysis.pprof.views import graph_parts
-from crdscale.errors import UsageError
-
-
-def write_table(table: pd.DataFrame, path: str | Path) -> Path:
-    """Write ``table`` to ``path`` as ``.csv`` or ``.parquet`` (chosen by extension); returns the path."""
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    flat = table.copy()
-    flat.attrs = {}  # attrs are not serializable by every writer; the columns carry the data
-    if path.suffix == ".csv":
-        flat.to_csv(path, index=False)
-    elif path.suffix in (".parquet", ".pq"):
-        flat.to_parquet(path, index=False)
-    else:
-        raise UsageError(f"{path}: table output must end in .csv or .parquet")
-    return path
 
 
 def folded_stacks(profile: Profile, sample_index: str | int | None = None) -> pd.DataFrame:

@@ -30,6 +30,7 @@ from pathlib import Path
 
 from crdscale.analysis.pprof.graph import GRANULARITIES
 from crdscale.analysis.pprof.views import PPROF_NODE_FRACTION
+from crdscale.cli.common import write_table
 from crdscale.errors import UsageError
 
 
@@ -72,13 +73,14 @@ class Command:
     @staticmethod
     def run(args: argparse.Namespace) -> int:
         from crdscale.analysis import pprof
+        from crdscale.collect.pprof import read_profile
 
         if args.nodefraction < 0 or args.nodefraction > 1:
             raise UsageError("--nodefraction must be between 0 and 1")
         if args.nodecount < 0:
             raise UsageError("--nodecount must be >= 0")
-        profile = pprof.read_profile(args.profile)
-        base = pprof.read_profile(args.diff_base) if args.diff_base else None
+        profile = read_profile(args.profile)
+        base = read_profile(args.diff_base) if args.diff_base else None
 
         if args.callgrind:
             from crdscale.analysis.export import callgrind
@@ -113,8 +115,6 @@ class Command:
                 print(f"crdscale: {table.attrs['dropped_nodes']} small nodes not shown (--nodefraction 0 shows them)",
                       file=sys.stderr)
         if args.table:
-            from crdscale.analysis.export import write_table
-
             full = pprof.top(profile, args.sample_index, **options)
             write_table(full, Path(args.table))
         return 0

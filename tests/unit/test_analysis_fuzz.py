@@ -10,7 +10,8 @@ from pathlib import Path
 import pytest
 
 from crdscale.analysis.attribution import attribute
-from crdscale.analysis.pprof import read_profile, views
+from crdscale.analysis.pprof import views
+from crdscale.collect.pprof import read_profile
 from crdscale.errors import ProfileError
 
 DATA = Path(__file__).resolve().parents[1] / "data" / "profiles"

@@ -9,7 +9,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from crdscale.analysis.pprof import read_profile
+from crdscale.collect.pprof import read_profile
 from crdscale.analysis.pprof.schema import FILE_DESCRIPTOR, protobuf_backend
 from crdscale.analysis.pprof.testing import encode_profile, truncate_stacks
 from crdscale.errors import ProfileError

@@ -18,7 +18,7 @@ import numpy as np
 import pytest
 
 from crdscale.analysis.pprof import text, views
-from crdscale.analysis.pprof.decode import read_profile as _read_profile
+from crdscale.collect.pprof import read_profile as _read_profile
 from crdscale.analysis.pprof.graph import GRANULARITIES
 from crdscale.analysis.pprof.select import select_samples
 from crdscale.errors import UsageError

@@ -9,7 +9,9 @@ import pandas as pd
 import pytest
 
 from crdscale.analysis import export
-from crdscale.analysis.pprof import read_profile, text, views
+from crdscale.analysis.pprof import text, views
+from crdscale.cli.common import write_table
+from crdscale.collect.pprof import read_profile
 from crdscale.cli.main import main
 
 DATA = Path(__file__).resolve().parents[1] / "data" / "profiles"
@@ -122,12 +124,12 @@ def test_callgrind_export_costs_match_top():
 def test_write_table_csv_and_parquet(tmp_path):
     profile = read_profile(DATA / "go-sample-heap.pb.gz")
     table = views.top(profile)
-    csv = export.write_table(table, tmp_path / "t.csv")
-    pq = export.write_table(table, tmp_path / "t.parquet")
+    csv = write_table(table, tmp_path / "t.csv")
+    pq = write_table(table, tmp_path / "t.parquet")
     assert pd.read_csv(csv)["flat"].sum() == table["flat"].sum()
     assert pd.read_parquet(pq)["cum"].tolist() == table["cum"].tolist()
     with pytest.raises(Exception):
-        export.write_table(table, tmp_path / "t.xlsx")
+        write_table(table, tmp_path / "t.xlsx")
 
 
 def test_top_writes_callgrind_and_folded(tmp_path, capsys):

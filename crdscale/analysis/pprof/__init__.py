@@ -8,7 +8,7 @@
 - :mod:`.testing`: fixture builders for tests (synthetic, trimmed, re-encoded profiles).
 """
 
-from crdscale.analysis.pprof.decode import Profile, ProfileMeta, ValueType, parse_profile, read_profile
+from crdscale.analysis.pprof.decode import Profile, ProfileMeta, ValueType, parse_profile
 from crdscale.analysis.pprof.select import Filters, select_samples
 from crdscale.analysis.pprof.text import format_peek, format_top, percentage, scaled_label
 from crdscale.analysis.pprof.views import TOP_COLUMNS, diff, peek, top
@@ -25,7 +25,6 @@ __all__ = [
     "parse_profile",
     "peek",
     "percentage",
-    "read_profile",
     "scaled_label",
     "select_samples",
     "top",

@@ -12,12 +12,9 @@ one-line message; callers never see protobuf, gzip or index errors.
 
 from __future__ import annotations
 
-import os
 import zlib
 from dataclasses import dataclass
 from functools import lru_cache
-from pathlib import Path
-from typing import Union
 
 import numpy as np
 import pandas as pd
@@ -26,8 +23,6 @@ from crdscale.analysis.pprof import wire
 from crdscale.analysis.pprof.schema import FILE_DESCRIPTOR, PACKAGE
 from crdscale.analysis.pprof.wire import WireError
 from crdscale.errors import ProfileError
-
-PathOrBytes = Union[str, os.PathLike, bytes, bytearray, memoryview]
 
 # Refuse to inflate more than this: a gzip bomb should fail fast, not eat RAM.
 MAX_PROFILE_BYTES = 1 << 30
@@ -236,27 +231,14 @@ class Profile:
                              "filename": cols["filename"][pos]})
 
 
-def read_profile(source: PathOrBytes) -> Profile:
-    """Read a ``profile.proto`` (gzip-compressed or plain) from a path or bytes.
-
-    Returns a :class:`Profile` of DataFrames (see its docstring for columns and
-    units). Raises :class:`ProfileError` (one line) for anything that is not a
-    valid profile: unreadable file, empty input, bad gzip, bad protobuf,
-    dangling ids, out-of-range string indexes, wrong number of values.
-    """
-    if isinstance(source, (bytes, bytearray, memoryview)):
-        data, name = bytes(source), "<bytes>"
-    else:
-        name = str(source)
-        try:
-            data = Path(source).read_bytes()
-        except OSError as err:
-            raise ProfileError(f"{name}: cannot read: {err.strerror or err}") from None
-    return parse_profile(data, name)
-
-
 def parse_profile(data: bytes, name: str = "<bytes>") -> Profile:
-    """Decode profile bytes (gzip or plain); see :func:`read_profile`."""
+    """Decode a ``profile.proto`` (gzip-compressed or plain) from bytes; ``name`` labels errors.
+
+    Returns a :class:`Profile` of tables (see its docstring for columns and
+    units). Raises :class:`ProfileError` (one line) for anything that is not a
+    valid profile: empty input, bad gzip, bad protobuf, dangling ids,
+    out-of-range string indexes, wrong number of values.
+    """
     if not data:
         raise ProfileError(f"{name}: empty input, not a pprof profile")
     if data[:2] == b"\x1f\x8b":
