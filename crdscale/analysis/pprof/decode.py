@@ -303,11 +303,12 @@ def _gunzip(data: bytes, name: str) -> bytes:
     return bytes(out)
 
 
-def _messages(items) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Concatenate raw messages into one buffer: (buffer, start and end of each)."""
+def _messages(items) -> tuple[np.ndarray, wire.Fields, int]:
+    """Raw messages of one kind split into fields: (their buffer, the fields, how many messages)."""
     lengths = np.fromiter(map(len, items), dtype=np.int64, count=len(items))
     ends = np.cumsum(lengths)
-    return wire.buffer(b"".join(items)), ends - lengths, ends
+    buf = wire.buffer(b"".join(items))
+    return buf, wire.walk(buf, ends - lengths, ends), len(items)
 
 
 def _to_tables(msg, name: str) -> Profile:
@@ -353,9 +354,7 @@ def _to_tables(msg, name: str) -> Profile:
         return string_array[indexes]
 
     # Functions.
-    buf, start, end = _messages(msg.function)
-    n = len(start)
-    f = wire.walk(buf, start, end)
+    buf, f, n = _messages(msg.function)
     function_ids = f.scalar(1, n)
     functions = {
         "function": _ids(function_ids, "function", name),
@@ -366,9 +365,7 @@ def _to_tables(msg, name: str) -> Profile:
     }
 
     # Mappings.
-    buf, start, end = _messages(msg.mapping)
-    n = len(start)
-    f = wire.walk(buf, start, end)
+    buf, f, n = _messages(msg.mapping)
     mapping_ids = f.scalar(1, n)
     mappings = {
         "mapping": _ids(mapping_ids, "mapping", name),
@@ -382,9 +379,7 @@ def _to_tables(msg, name: str) -> Profile:
     }
 
     # Locations, one row per (possibly inlined) frame.
-    buf, start, end = _messages(msg.location)
-    n = len(start)
-    f = wire.walk(buf, start, end)
+    buf, f, n = _messages(msg.location)
     location_ids = _ids(f.scalar(1, n), "location", name)
     loc_mapping = f.scalar(2, n)
     loc_address = f.scalar(3, n)
@@ -423,10 +418,8 @@ def _to_tables(msg, name: str) -> Profile:
     }
 
     # Samples and stacks.
-    buf, start, end = _messages(msg.sample)
-    n_samples = len(start)
+    buf, f, n_samples = _messages(msg.sample)
     n_types = len(sample_types)
-    f = wire.walk(buf, start, end)
     stack_locs, depth_counts = wire.packed_varints(buf, f.select(1), n_samples)
     raw_values, value_counts = wire.packed_varints(buf, f.select(2), n_samples)
     if n_samples and (value_counts != n_types).any():
