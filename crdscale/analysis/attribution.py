@@ -256,16 +256,17 @@ def _causes(profile: Profile, rules: Sequence[Rule]) -> tuple[np.ndarray, np.nda
     n_samples = profile.n_samples
     # Match each function name once (a profile has a few thousand), not each frame.
     fn_names = function_arrays(profile)["name"]
-    codes = function_rows(profile, frames["function"])
-    names = fn_names[codes] if len(codes) else np.zeros(0, dtype=object)
     match = rule_matches(tuple(rules), fn_names)
-    sample = frames["sample"]
-    depth = frames["depth"]
+    codes = function_rows(profile, frames["function"])
+    # Only frames of functions some rule matches can decide (a small share of all frames).
+    hit_frames = np.flatnonzero(match.any(axis=1)[codes]) if len(codes) else np.zeros(0, dtype=np.int64)
+    sample = frames["sample"][hit_frames]
+    depth = frames["depth"][hit_frames]
     never = np.iinfo(np.int64).max
     # Nearest-to-leaf depth at which each rule matches each sample.
     nearest = np.full((len(rules), n_samples), never, dtype=np.int64)
     nearest_frame = np.full((len(rules), n_samples), -1, dtype=np.int64)
-    frame_match = match[codes] if len(codes) else np.zeros((0, len(rules)), dtype=bool)
+    frame_match = match[codes[hit_frames]]
     for r in range(len(rules)):
         sel = np.flatnonzero(frame_match[:, r])
         if len(sel) == 0:
@@ -273,7 +274,7 @@ def _causes(profile: Profile, rules: Sequence[Rule]) -> tuple[np.ndarray, np.nda
         # Frames are ordered by sample then depth, so the first hit per sample is the nearest.
         first = sel[np.r_[True, sample[sel][1:] != sample[sel][:-1]]]
         nearest[r, sample[first]] = depth[first]
-        nearest_frame[r, sample[first]] = first
+        nearest_frame[r, sample[first]] = hit_frames[first]
 
     cause = np.full(n_samples, -1, dtype=np.int64)
     for group in _groups(rules):
@@ -289,7 +290,7 @@ def _causes(profile: Profile, rules: Sequence[Rule]) -> tuple[np.ndarray, np.nda
     deciding = np.full(n_samples, "", dtype=object)
     has = cause >= 0
     frame_idx = nearest_frame[cause[has], np.flatnonzero(has)]
-    deciding[has] = names[frame_idx]
+    deciding[has] = fn_names[codes[frame_idx]]
     cause[~has] = len(rules)
     profile._cache[key] = (cause, deciding)
     return cause, deciding

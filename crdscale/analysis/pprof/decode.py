@@ -311,8 +311,17 @@ def _messages(items) -> tuple[np.ndarray, wire.Fields, int]:
     return buf, wire.walk(buf, ends - lengths, ends), len(items)
 
 
+def _decode_strings(table) -> list[str]:
+    """The string table as text (invalid UTF-8 replaced, as Go's pprof shows it)."""
+    joined = b"\x00".join(table)
+    if not table or joined.count(b"\x00") != len(table) - 1:  # a string holds a NUL itself
+        return [s.decode("utf-8", "replace") for s in table]
+    # One decode for all (NUL never occurs in UTF-8 sequences, so the separators survive "replace").
+    return joined.decode("utf-8", "replace").split("\x00")
+
+
 def _to_tables(msg, name: str) -> Profile:
-    strings = [s.decode("utf-8", "replace") for s in msg.string_table]
+    strings = _decode_strings(msg.string_table)
     if not strings or strings[0] != "":
         raise ProfileError(f"{name}: not a pprof profile (string_table[0] must be empty)")
     n_strings = len(strings)
