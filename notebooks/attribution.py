@@ -32,7 +32,7 @@ from IPython.display import Markdown
 from crdscale.analysis.attribution import rules_table
 from crdscale.analysis.export import folded_stacks
 from crdscale.analysis.percrd import unattributed_share
-from crdscale.analysis.views import diff
+from crdscale.analysis.pprof import diff
 from crdscale.report import figures, plots
 from crdscale.report.findings import fmt_bytes, key_numbers, numbers_markdown, per_crd_table
 from crdscale.report.flame import icicle_layout, stack_causes

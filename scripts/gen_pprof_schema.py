@@ -1,11 +1,11 @@
-"""Regenerate ``crdscale/analysis/pprof_schema.py`` from pprof's profile.proto.
+"""Regenerate ``crdscale/analysis/pprof/schema.py`` from pprof's profile.proto.
 
 The schema is written down here as Python data (field names and numbers copied
 from github.com/google/pprof/proto/profile.proto) and serialized with
 ``descriptor_pb2``, so no ``protoc`` is needed and the committed constant does
 not depend on the protobuf major version, unlike generated ``_pb2`` modules.
 
-Usage: python scripts/gen_pprof_schema.py > crdscale/analysis/pprof_schema.py
+Usage: python scripts/gen_pprof_schema.py > crdscale/analysis/pprof/schema.py
 """
 
 from __future__ import annotations

@@ -14,8 +14,8 @@ import argparse
 import shutil
 from pathlib import Path
 
-from crdscale.analysis.profile import encode_profile
-from crdscale.analysis.views import subset_samples
+from crdscale.analysis.pprof.select import subset_samples
+from crdscale.analysis.pprof.testing import encode_profile
 from crdscale.rundir import RunWriter, layout, read_run
 
 

@@ -35,8 +35,61 @@ SAMPLE_CASES = {
     "top-focus-ignore": ["-top", "-nodecount=30", "-focus=main", "-ignore=small"],
     "peek-main": ["-peek", r"main\.(deep|maps)$"],
 }
+# -show/-hide/-tagfocus/-mean, each alone and combined.
+SAMPLE_FILTER_CASES = {
+    "top-show": ["-top", "-nodecount=30", r"-show=main\."],
+    "top-hide": ["-top", "-nodecount=30", "-hide=runtime"],
+    "top-tagfocus-range": ["-top", "-nodecount=30", "-tagfocus=bytes=1kb:4kb"],
+    "top-tagfocus-max": ["-top", "-nodecount=30", "-tagfocus=:64"],
+    "top-mean": ["-top", "-nodecount=30", "-mean", "-sample_index=alloc_space"],
+    "peek-mean": ["-peek", r"main\.(deep|maps)$", "-mean"],
+}
+KUBE_FILTER_CASES = {
+    "top-show-hide": ["-top", "-nodecount=30", "-show=apiextensions|kube-openapi", "-hide=json"],
+    "top-hide-cum": ["-top", "-nodecount=30", "-hide=runtime|reflect", "-cum"],
+    "top-tagfocus-large": ["-top", "-nodecount=30", "-tagfocus=bytes=4kb:", "-sample_index=alloc_space"],
+    "top-mean": ["-top", "-nodecount=30", "-mean", "-sample_index=inuse_space"],
+    "top-all-filters": ["-top", "-nodecount=30", "-focus=apiextensions", "-show=k8s.io", "-tagfocus=bytes=:1kb"],
+}
+CPU_CASES = {
+    "top-mean": ["-top", "-nodecount=30", "-mean"],
+    "top-show-noinlines": ["-top", "-nodecount=30", "-show=main", "-noinlines"],
+}
+# A synthetic profile with string and numeric labels (Go's heap/CPU fixtures have no string labels).
+LABELED = "synthetic-labels"
+LABELED_CASES = {
+    "top-tagfocus-key": ["-top", "-nodefraction=0", "-tagfocus=verb=list|watch"],
+    "top-tagfocus-any": ["-top", "-nodefraction=0", "-tagfocus=verb:get,resource:crd"],
+    "top-tagfocus-unit": ["-top", "-nodefraction=0", "-tagfocus=request=2kb:"],
+    "top-mean": ["-top", "-nodefraction=0", "-mean", "-sample_index=1"],
+}
 OTHER_CASES = {"top-default": ["-top", "-nodecount=40"], "top-all": ["-top", "-nodefraction=0"]}
-DIFFS = [("go-sample-heap2", "go-sample-heap")]
+DIFFS = {
+    "": ("go-sample-heap2", "go-sample-heap", []),
+    "-hide-mean": ("go-sample-heap2", "go-sample-heap", ["-hide=runtime", "-mean"]),
+}
+
+
+def write_labeled_profile(root: Path) -> None:
+    """Write ``synthetic-labels.pb.gz``: a few stacks labelled with verb/resource strings and a request size."""
+    from crdscale.analysis.pprof.testing import encode_profile, synthetic_profile
+
+    stacks = [
+        (["json.Unmarshal", "handler.list", "main"], [3, 3000]),
+        (["json.Marshal", "handler.get", "main"], [2, 1000]),
+        (["cache.Add", "watch.Run", "main"], [5, 9000]),
+        (["json.Unmarshal", "handler.get", "main"], [1, 4096]),
+        (["schema.New", "crd.Install", "main"], [4, 6000]),
+    ]
+    labels = [
+        {"verb": "list", "resource": "pods", "request": (4096, "bytes")},
+        {"verb": "get", "resource": "crd", "request": (512, "bytes")},
+        {"verb": "watch", "resource": "crd", "request": (1024, "bytes")},
+        {"verb": "get", "resource": "pods", "request": (2048, "bytes")},
+        {"resource": "crd"},
+    ]
+    profile = synthetic_profile(stacks, [("samples", "count"), ("space", "bytes")], time_nanos=1, labels=labels)
+    (root / f"{LABELED}.pb.gz").write_bytes(encode_profile(profile))
 
 
 def run(args: list[str], profile: Path) -> str:
@@ -48,6 +101,8 @@ def main() -> None:
     root = Path(sys.argv[1] if len(sys.argv) > 1 else "tests/data/profiles")
     for old in root.glob("*.txt"):
         old.unlink()
+    if not (root / f"{LABELED}.pb.gz").exists():
+        write_labeled_profile(root)
     for profile in sorted(root.glob("*.pb.gz")):
         stem = profile.name.removesuffix(".pb.gz")
         head = subprocess.run(["go", "tool", "pprof", "-raw", str(profile)], capture_output=True, text=True).stdout
@@ -58,16 +113,24 @@ def main() -> None:
             cases.pop("top-all", None)  # every node of a kube-apiserver profile: too big a fixture
         if "inuse_space" in types and stem.startswith("kube-"):
             cases.update(KUBE_CASES)
+        if "inuse_space" in types and stem.startswith("kube-"):
+            cases.update(KUBE_FILTER_CASES)
         if stem.startswith("go-sample-heap"):
             cases.update(SAMPLE_CASES)
+        if stem == "go-sample-heap":
+            cases.update(SAMPLE_FILTER_CASES)
+        if stem == "go-sample-cpu":
+            cases.update(CPU_CASES)
+        if stem == LABELED:
+            cases = dict(LABELED_CASES)
         for case, args in cases.items():
             text = run(args, profile)
             (root / f"{stem}.{case}.txt").write_text(f"# args: {' '.join(args)}\n{text}")
-    for new, base in DIFFS:
-        args = ["-top", "-nodecount=40", f"-diff_base={base}.pb.gz"]
+    for suffix, (new, base, extra) in DIFFS.items():
+        args = ["-top", "-nodecount=40", f"-diff_base={base}.pb.gz", *extra]
         text = subprocess.run(["go", "tool", "pprof", *args, f"{new}.pb.gz"], cwd=root, capture_output=True,
                               text=True, check=True).stdout
-        (root / f"{new}.diff-{base}.txt").write_text(f"# args: {' '.join(args)}\n{text}")
+        (root / f"{new}.diff-{base}{suffix}.txt").write_text(f"# args: {' '.join(args)}\n{text}")
 
 
 if __name__ == "__main__":

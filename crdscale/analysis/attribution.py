@@ -31,7 +31,7 @@ from typing import Literal, Sequence
 import numpy as np
 import pandas as pd
 
-from crdscale.analysis.profile import Profile
+from crdscale.analysis.pprof.decode import Profile, expand_stacks, function_arrays, function_rows
 
 OTHER = "other"
 
@@ -208,30 +208,65 @@ def _groups(rules: Sequence[Rule]) -> list[list[int]]:
     return groups
 
 
+def rule_matches(rules: tuple[Rule, ...], names: np.ndarray) -> np.ndarray:
+    """Bool matrix (names x rules): does each rule's pattern match each function name?
+
+    Profiles of one server share most function names, so each name is matched
+    once per process; one combined pattern first sets aside the many names no
+    rule matches.
+    """
+    known = _NAME_HITS.setdefault(rules, {})
+    if len(known) > 500_000:  # bound the memory of a long notebook session
+        known.clear()
+    new = [n for n in dict.fromkeys(names.tolist()) if n not in known]
+    if new:
+        try:
+            anything = re.compile("|".join(f"(?:{r.pattern})" for r in rules))
+        except re.error:  # patterns that cannot be joined (e.g. repeated group names): no shortcut
+            anything = re.compile("")
+        none = (False,) * len(rules)
+        for n in new:
+            known[n] = tuple(r.regex.search(n) is not None for r in rules) if anything.search(n) else none
+    return np.array([known[n] for n in names.tolist()], dtype=bool).reshape(len(names), len(rules))
+
+
+_NAME_HITS: dict[tuple[Rule, ...], dict[str, tuple[bool, ...]]] = {}
+
+
 def attribute(profile: Profile, rules: Sequence[Rule] = RULES) -> pd.DataFrame:
     """Cause of every sample: DataFrame indexed by sample with ``cause`` and
     ``frame`` (the function name that decided, ``""`` for ``other``)."""
     key = ("attribution", tuple(rules))
     if key in profile._cache:
         return profile._cache[key]
-    from crdscale.analysis.profile import _expand_stacks, _function_columns, _function_positions
+    cause, deciding = _causes(profile, rules)
+    cause_names = np.array([r.name for r in rules] + [OTHER], dtype=object)
+    out = pd.DataFrame({"cause": cause_names[cause], "frame": deciding})
+    out.index.name = "sample"
+    profile._cache[key] = out
+    return out
 
-    frames = _expand_stacks(profile)
-    n_samples = len(profile.samples)
+
+def _causes(profile: Profile, rules: Sequence[Rule]) -> tuple[np.ndarray, np.ndarray]:
+    """Per sample: the deciding rule's position (``len(rules)`` for other) and the deciding function name."""
+    key = ("causes", tuple(rules))
+    if key in profile._cache:
+        return profile._cache[key]
+    frames = expand_stacks(profile)
+    n_samples = profile.n_samples
     # Match each function name once (a profile has a few thousand), not each frame.
-    fn_names = _function_columns(profile)["name"]
-    codes = _function_positions(profile, frames["function"].to_numpy())
-    names = fn_names[codes] if len(codes) else np.zeros(0, dtype=object)
-    match = np.array([[r.regex.search(u) is not None for r in rules] for u in fn_names], dtype=bool).reshape(
-        len(fn_names), len(rules)
-    )
-    sample = frames["sample"].to_numpy()
-    depth = frames["depth"].to_numpy()
+    fn_names = function_arrays(profile)["name"]
+    match = rule_matches(tuple(rules), fn_names)
+    codes = function_rows(profile, frames["function"])
+    # Only frames of functions some rule matches can decide (a small share of all frames).
+    hit_frames = np.flatnonzero(match.any(axis=1)[codes]) if len(codes) else np.zeros(0, dtype=np.int64)
+    sample = frames["sample"][hit_frames]
+    depth = frames["depth"][hit_frames]
     never = np.iinfo(np.int64).max
     # Nearest-to-leaf depth at which each rule matches each sample.
     nearest = np.full((len(rules), n_samples), never, dtype=np.int64)
     nearest_frame = np.full((len(rules), n_samples), -1, dtype=np.int64)
-    frame_match = match[codes] if len(codes) else np.zeros((0, len(rules)), dtype=bool)
+    frame_match = match[codes[hit_frames]]
     for r in range(len(rules)):
         sel = np.flatnonzero(frame_match[:, r])
         if len(sel) == 0:
@@ -239,7 +274,7 @@ def attribute(profile: Profile, rules: Sequence[Rule] = RULES) -> pd.DataFrame:
         # Frames are ordered by sample then depth, so the first hit per sample is the nearest.
         first = sel[np.r_[True, sample[sel][1:] != sample[sel][:-1]]]
         nearest[r, sample[first]] = depth[first]
-        nearest_frame[r, sample[first]] = first
+        nearest_frame[r, sample[first]] = hit_frames[first]
 
     cause = np.full(n_samples, -1, dtype=np.int64)
     for group in _groups(rules):
@@ -252,15 +287,13 @@ def attribute(profile: Profile, rules: Sequence[Rule] = RULES) -> pd.DataFrame:
         idx = np.flatnonzero(open_)[hit]
         cause[idx] = np.asarray(group)[best[hit]]
 
-    cause_names = np.array([r.name for r in rules] + [OTHER], dtype=object)
     deciding = np.full(n_samples, "", dtype=object)
     has = cause >= 0
     frame_idx = nearest_frame[cause[has], np.flatnonzero(has)]
-    deciding[has] = names[frame_idx]
-    out = pd.DataFrame({"cause": cause_names[cause], "frame": deciding})
-    out.index.name = "sample"
-    profile._cache[key] = out
-    return out
+    deciding[has] = fn_names[codes[frame_idx]]
+    cause[~has] = len(rules)
+    profile._cache[key] = (cause, deciding)
+    return cause, deciding
 
 
 def cause_totals(
@@ -274,11 +307,16 @@ def cause_totals(
     then ``other``, zeros included so the unattributed row is always there),
     one int64 column per sample type in its own unit (bytes, count, ns).
     """
-    causes = attribute(profile, rules)["cause"]
-    columns = list(sample_types) if sample_types else list(profile.samples.columns)
-    order = list(dict.fromkeys([r.name for r in rules] + [OTHER]))
-    totals = profile.samples[columns].groupby(causes.to_numpy()).sum()
-    return totals.reindex(order, fill_value=0).astype(np.int64).rename_axis("cause")
+    cause, _ = _causes(profile, rules)
+    names = [r.name for r in rules] + [OTHER]
+    order = list(dict.fromkeys(names))
+    group = np.array([order.index(n) for n in names], dtype=np.int64)[cause]
+    all_columns = profile.sample_columns
+    columns = list(sample_types) if sample_types else all_columns
+    values = profile.value_matrix()[:, [all_columns.index(c) for c in columns]]
+    totals = np.zeros((len(order), len(columns)), dtype=np.int64)
+    np.add.at(totals, group, values)
+    return pd.DataFrame(totals, index=pd.Index(order, name="cause"), columns=columns)
 
 
 def attribution_table(
@@ -291,7 +329,7 @@ def attribution_table(
     with ``other`` (unattributed) always present.
     """
     index = profile.sample_index(sample_index)
-    column = profile.samples.columns[index]
+    column = profile.sample_columns[index]
     totals = cause_totals(profile, rules, [column])[column]
     total = int(totals.sum())
     out = pd.DataFrame({"cause": totals.index, "value": totals.to_numpy()})

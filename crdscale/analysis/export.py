@@ -1,39 +1,19 @@
-"""Write profiles and tables for other tools: KCachegrind, flame graphs, CSV/Parquet.
+"""Profiles and tables for other tools: KCachegrind, flame graphs, CSV/Parquet.
 
-- :func:`to_callgrind` writes the Callgrind format through ``pyprof2calltree``
-  so users without Go can browse a profile in KCachegrind/QCachegrind.
-- :func:`folded_stacks` gives Brendan Gregg's folded format
-  (``root;caller;leaf value``) for ``flamegraph.pl``, speedscope, inferno.
-- :func:`write_table` writes any DataFrame as CSV or Parquet by extension.
+- :func:`callgrind` gives the Callgrind format, so users without Go can
+  browse a profile in KCachegrind/QCachegrind.
+- :func:`folded_stacks` / :func:`folded_text` give Brendan Gregg's folded
+  format (``root;caller;leaf value``) for ``flamegraph.pl``, speedscope, inferno.
 """
 
 from __future__ import annotations
 
-import io
-from pathlib import Path
-from typing import IO
-
 import numpy as np
 import pandas as pd
 
-from crdscale.analysis.profile import Profile
-from crdscale.analysis.views import _build_graph, _edges, _flat_cum, _parts
-from crdscale.errors import UsageError
-
-
-def write_table(table: pd.DataFrame, path: str | Path) -> Path:
-    """Write ``table`` to ``path`` as ``.csv`` or ``.parquet`` (chosen by extension); returns the path."""
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    flat = table.copy()
-    flat.attrs = {}  # attrs are not serializable by every writer; the columns carry the data
-    if path.suffix == ".csv":
-        flat.to_csv(path, index=False)
-    elif path.suffix in (".parquet", ".pq"):
-        flat.to_parquet(path, index=False)
-    else:
-        raise UsageError(f"{path}: table output must end in .csv or .parquet")
-    return path
+from crdscale.analysis.pprof.decode import Profile
+from crdscale.analysis.pprof.graph import build_graph, edges, flat_cum
+from crdscale.analysis.pprof.views import graph_parts
 
 
 def folded_stacks(profile: Profile, sample_index: str | int | None = None) -> pd.DataFrame:
@@ -56,72 +36,49 @@ def folded_stacks(profile: Profile, sample_index: str | int | None = None) -> pd
     return df
 
 
-def write_folded(profile: Profile, out: str | Path | IO[str], sample_index: str | int | None = None) -> None:
-    """Write :func:`folded_stacks` as text lines ``stack value``."""
+def folded_text(profile: Profile, sample_index: str | int | None = None) -> str:
+    """:func:`folded_stacks` as text, one ``stack value`` line per stack."""
     df = folded_stacks(profile, sample_index)
-    text = "".join(f"{s} {v}\n" for s, v in zip(df["stack"], df["value"]))
-    if hasattr(out, "write"):
-        out.write(text)
-    else:
-        Path(out).write_text(text)
+    return "".join(f"{s} {v}\n" for s, v in zip(df["stack"], df["value"]))
 
 
-def callgrind_entries(profile: Profile, sample_index: str | int | None = None, base: Profile | None = None):
-    """pyprof2calltree entries (one per function, with calls to its callees).
+def callgrind(profile: Profile, sample_index: str | int | None = None, base: Profile | None = None) -> str:
+    """The profile in Callgrind format (open with KCachegrind/QCachegrind), as text.
 
-    Inclusive/exclusive costs are the pprof cum/flat values in the sample unit
-    (bytes, objects or nanoseconds), handed over as pyprof2calltree's
-    "seconds" so that its nanosecond scaling writes them back unchanged.
+    One ``fn`` block per function (pprof's ``filefunctions`` nodes): its self
+    cost is pprof's flat value, and each call to a callee carries the edge's
+    inclusive cost, so KCachegrind's inclusive cost of a function is pprof's
+    cum. Costs are integers in the sample type's unit (bytes, objects,
+    nanoseconds); the event is named after the sample type (``inuse_space``).
+    With ``base``, costs are ``profile - base`` (pprof's ``-diff_base``) and
+    may be negative. Format: https://valgrind.org/docs/manual/cl-format.html
     """
-    from pyprof2calltree import SCALE, Code, Entry, Subentry
-
-    parts, _index, _total = _parts(profile, base, sample_index, None, None)
-    g = _build_graph(parts, "filefunctions", False)
-    flat, cum = _flat_cum(g)
-    edges = _edges(g)
+    parts, index, _total = graph_parts(profile, sample_index, diff_base=base)
+    g = build_graph(parts, "filefunctions")
+    flat, cum = flat_cum(g)
+    calls = edges(g)
     start_lines = profile.functions.drop_duplicates("name").set_index("name")["start_line"]
-
-    def seconds(v: int) -> float:
-        # Half a unit of slack so int(x * SCALE) in pyprof2calltree gives back v exactly.
-        return (v + (0.5 if v >= 0 else -0.5)) / SCALE
-
-    codes = []
-    for r in g.nodes.itertuples(index=False):
-        name = r.node_name or r.name
-        codes.append(Code(r.file or "?", int(start_lines.get(r.node_name, 0) or 0), name))
-    calls: dict[int, list] = {}
-    for e in edges.itertuples(index=False):
-        calls.setdefault(int(e.caller), []).append(
-            Subentry(codes[int(e.callee)], 1, 0, 0.0, seconds(int(e.weight)))
-        )
-    entries = []
-    for i in np.flatnonzero((flat != 0) | (cum != 0)):
-        entries.append(Entry(codes[i], 1, 0, seconds(int(flat[i])), seconds(int(cum[i])), calls.get(int(i), [])))
-    return entries
-
-
-def to_callgrind(
-    profile: Profile,
-    out: str | Path | IO[str],
-    sample_index: str | int | None = None,
-    base: Profile | None = None,
-) -> None:
-    """Write the profile in Callgrind format (open with KCachegrind/QCachegrind).
-
-    Costs are in the sample type's unit; the event is named after the sample
-    type (e.g. ``inuse_space``) instead of pyprof2calltree's ``ns``.
-    """
-    from pyprof2calltree import CalltreeConverter
-
-    entries = callgrind_entries(profile, sample_index, base)
-    buf = io.StringIO()
-    CalltreeConverter(entries).output(buf)
-    index = profile.sample_index(sample_index)
     kind = profile.meta.sample_types[index]
-    text = buf.getvalue().replace(
-        "event: ns : Nanoseconds\nevents: ns\n", f"event: {kind.type} : {kind.type} ({kind.unit})\nevents: {kind.type}\n", 1
-    )
-    if hasattr(out, "write"):
-        out.write(text)
-    else:
-        Path(out).write_text(text)
+    nodes = g.nodes
+    names = [n or p for n, p in zip(nodes["node_name"], nodes["name"])]
+    files = [f or "?" for f in nodes["file"]]
+    lines = [int(start_lines.get(n, 0) or 0) for n in nodes["node_name"]]
+    out = [
+        "# callgrind format",
+        "version: 1",
+        "creator: crdscale",
+        "positions: line",
+        f"event: {kind.type} : {kind.type} ({kind.unit})",
+        f"events: {kind.type}",
+        f"summary: {int(flat.sum())}",
+        "",
+    ]
+    callees: dict[int, list] = {}
+    for e in calls.itertuples(index=False):
+        callees.setdefault(int(e.caller), []).append((int(e.callee), int(e.weight)))
+    for i in np.flatnonzero((flat != 0) | (cum != 0)):
+        out += [f"fl={files[i]}", f"fn={names[i]}", f"{lines[i]} {int(flat[i])}"]
+        for callee, weight in callees.get(int(i), []):
+            out += [f"cfl={files[callee]}", f"cfn={names[callee]}", f"calls=1 {lines[callee]}", f"{lines[i]} {weight}"]
+        out.append("")
+    return "\n".join(out) + "\n"

@@ -24,7 +24,7 @@ import numpy as np
 import pandas as pd
 
 from crdscale.analysis.attribution import OTHER, RULES, Rule, cause_totals
-from crdscale.analysis.profile import Profile
+from crdscale.analysis.pprof.decode import Profile
 from crdscale.errors import UsageError
 
 TOTAL = "total"

@@ -36,7 +36,7 @@ class Command:
 
     @staticmethod
     def run(args: argparse.Namespace) -> int:
-        from crdscale.analysis.export import write_table
+        from crdscale.cli.common import write_table
         from crdscale.analysis.percrd import per_property_from_runs, unattributed_share
         from crdscale.rundir import read_run
 

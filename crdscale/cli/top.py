@@ -3,28 +3,35 @@
 Examples:
   crdscale top runs/<run>/profiles/heap-step05-crds0500.pb.gz
   crdscale top heap.pb.gz --sample-index alloc_space --cum --nodecount 30
-  crdscale top heap-step05-crds0500.pb.gz --base heap-step00-crds0000.pb.gz
+  crdscale top heap-step05-crds0500.pb.gz --diff_base heap-step00-crds0000.pb.gz
   crdscale top heap.pb.gz --focus 'kube-openapi' --ignore 'cacher'
+  crdscale top heap.pb.gz --show 'k8s.io/' --hide '^runtime'
+  crdscale top heap.pb.gz --tagfocus 'bytes=1kb:'       # objects of 1 kB and more
+  crdscale top heap.pb.gz --mean --sample-index alloc_space   # bytes per allocation
   crdscale top heap.pb.gz --peek 'crdHandler'
   crdscale top heap.pb.gz --by-cause
+  crdscale top heap.pb.gz -o json | jq '.rows[0]'
   crdscale top heap.pb.gz --callgrind heap.callgrind   # then: kcachegrind heap.callgrind
   crdscale top heap.pb.gz --folded heap.folded         # then: flamegraph.pl heap.folded
 
 Like `go tool pprof -top`, nodes whose cum is below --nodefraction of the
 total (default 0.005) are left out and the header says how many; use
---nodefraction 0 to list every node. Reads gzip or plain profile.proto
-(heap, allocs, CPU, goroutine).
+--nodefraction 0 to list every node. The options mean what pprof's options of
+the same name mean. Reads gzip or plain profile.proto (heap, allocs, CPU,
+goroutine).
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import sys
 from pathlib import Path
 
+from crdscale.analysis.pprof.graph import GRANULARITIES
+from crdscale.analysis.pprof.views import PPROF_NODE_FRACTION
+from crdscale.cli.common import write_table
 from crdscale.errors import UsageError
-
-PPROF_DEFAULT_NODEFRACTION = 0.005
 
 
 class Command:
@@ -33,74 +40,102 @@ class Command:
     @staticmethod
     def add_arguments(parser: argparse.ArgumentParser) -> None:
         parser.add_argument("profile", help="profile.proto file (gzip or plain)")
-        parser.add_argument("--base", help="subtract this profile first (pprof -diff_base); percentages are of the base")
+        parser.add_argument("--diff_base", "--diff-base", dest="diff_base", metavar="PROFILE",
+                            help="subtract this profile first (pprof -diff_base); percentages are of the base")
         parser.add_argument("--sample-index", "--sample_index", dest="sample_index",
                             help="sample type: inuse_space, inuse_objects, alloc_space, alloc_objects, cpu, samples,"
                                  " or its position (default: the profile's default)")
         parser.add_argument("--focus", help="keep samples with a frame matching this regexp (function, file or binary)")
         parser.add_argument("--ignore", help="drop samples with a frame matching this regexp (wins over --focus)")
-        parser.add_argument("--granularity", default="functions",
-                            choices=["functions", "filefunctions", "files", "lines", "addresses"])
+        parser.add_argument("--show", help="keep only the frames matching this regexp in every stack")
+        parser.add_argument("--hide", help="remove the frames matching this regexp from every stack")
+        parser.add_argument("--tagfocus", metavar="[KEY=]REGEXP|RANGE",
+                            help="keep samples whose labels match: KEY=REGEXP, or a numeric range such as "
+                                 "bytes=1kb: or 64:4kb (heap profiles label each sample with its object size)")
+        parser.add_argument("--mean", action="store_true",
+                            help="divide each value by the first sample type (e.g. bytes per object)")
+        parser.add_argument("--granularity", default="functions", choices=GRANULARITIES)
         parser.add_argument("--cum", action="store_true", help="sort by cum instead of flat")
         parser.add_argument("--nodecount", type=int, default=0, help="show at most N nodes (0: all that pass --nodefraction)")
-        parser.add_argument("--nodefraction", type=float, default=PPROF_DEFAULT_NODEFRACTION,
+        parser.add_argument("--nodefraction", type=float, default=PPROF_NODE_FRACTION,
                             help="hide nodes whose |cum| is below this share of the total (default 0.005, as pprof; 0 = none)")
         parser.add_argument("--noinlines", action="store_true", help="attribute inlined frames to their caller")
         parser.add_argument("--unit", default="minimum", help="display unit, e.g. B, kB, MB, ms (default: as pprof picks)")
         parser.add_argument("--peek", metavar="REGEXP", help="print callers and callees of matching nodes instead")
         parser.add_argument("--by-cause", action="store_true", help="print the attribution by cause instead")
-        parser.add_argument("-o", "--output", help="also write the full table (every node) as .csv or .parquet")
+        parser.add_argument("-o", "--output", choices=["text", "json"], default="text",
+                            help="text (as pprof prints it) or json (the shown rows and header facts, for scripts)")
+        parser.add_argument("--table", metavar="FILE", help="also write the full table (every node) as .csv or .parquet")
         parser.add_argument("--callgrind", metavar="FILE",
                             help="also write the profile in Callgrind format (KCachegrind/QCachegrind, no Go needed)")
         parser.add_argument("--folded", metavar="FILE", help="also write folded stacks for flame graphs")
 
     @staticmethod
     def run(args: argparse.Namespace) -> int:
-        from crdscale.analysis import views
-        from crdscale.analysis.profile import read_profile
+        from crdscale.analysis import pprof
+        from crdscale.collect.pprof import read_profile
 
         if args.nodefraction < 0 or args.nodefraction > 1:
             raise UsageError("--nodefraction must be between 0 and 1")
         if args.nodecount < 0:
             raise UsageError("--nodecount must be >= 0")
         profile = read_profile(args.profile)
-        base = read_profile(args.base) if args.base else None
+        base = read_profile(args.diff_base) if args.diff_base else None
 
-        if args.callgrind or args.folded:
-            from crdscale.analysis import export
+        if args.callgrind:
+            from crdscale.analysis.export import callgrind
 
-            if args.callgrind:
-                export.to_callgrind(profile, args.callgrind, args.sample_index, base)
-            if args.folded:
-                export.write_folded(profile, args.folded, args.sample_index)
+            Path(args.callgrind).write_text(callgrind(profile, args.sample_index, base))
+        if args.folded:
+            from crdscale.analysis.export import folded_text
+
+            Path(args.folded).write_text(folded_text(profile, args.sample_index))
         if args.by_cause:
-            _print_causes(profile, base, args.sample_index)
+            _print_causes(profile, base, args.sample_index, args.output)
             return 0
+        options = dict(granularity=args.granularity, focus=args.focus, ignore=args.ignore, show=args.show,
+                       hide=args.hide, tagfocus=args.tagfocus, diff_base=base, mean=args.mean,
+                       noinlines=args.noinlines)
         if args.peek:
-            table = views.peek(profile, args.peek, args.sample_index, granularity=args.granularity,
-                               focus=args.focus, ignore=args.ignore, base=base, noinlines=args.noinlines)
-            sys.stdout.write(views.format_peek(table, profile, args.unit))
+            table = pprof.peek(profile, args.peek, args.sample_index, **options)
+            if args.output == "json":
+                _print_json(args.profile, table)
+            else:
+                sys.stdout.write(pprof.format_peek(table, profile, args.unit))
             return 0
 
-        options = dict(granularity=args.granularity, focus=args.focus, ignore=args.ignore, base=base,
-                       sort="cum" if args.cum else "flat", noinlines=args.noinlines)
-        table = views.top(profile, args.sample_index, nodecount=args.nodecount,
+        options["sort"] = "cum" if args.cum else "flat"
+        table = pprof.top(profile, args.sample_index, nodecount=args.nodecount,
                           nodefraction=args.nodefraction, **options)
-        sys.stdout.write(views.format_top(table, profile, args.unit))
-        if table.attrs.get("dropped_nodes"):
-            print(f"crdscale: {table.attrs['dropped_nodes']} small nodes not shown (--nodefraction 0 shows them)",
-                  file=sys.stderr)
-        if args.output:
-            from crdscale.analysis.export import write_table
-
-            full = views.top(profile, args.sample_index, **options)
-            write_table(full, Path(args.output))
+        if args.output == "json":
+            _print_json(args.profile, table)
+        else:
+            sys.stdout.write(pprof.format_top(table, profile, args.unit))
+            if table.attrs.get("dropped_nodes"):
+                print(f"crdscale: {table.attrs['dropped_nodes']} small nodes not shown (--nodefraction 0 shows them)",
+                      file=sys.stderr)
+        if args.table:
+            full = pprof.top(profile, args.sample_index, **options)
+            write_table(full, Path(args.table))
         return 0
 
 
-def _print_causes(profile, base, sample_index) -> None:
+def _print_json(path: str, table) -> None:
+    """The table's header facts (``attrs``) and rows as one JSON object; values in the sample unit."""
+    facts = {k: v for k, v in table.attrs.items() if k not in ("output_unit",)}
+    doc = {"profile": str(path), **facts, "rows": table.to_dict("records")}
+    print(json.dumps(doc, indent=1, default=_json_default))
+
+
+def _json_default(value):
+    if hasattr(value, "item"):  # numpy scalars
+        return value.item()
+    raise TypeError(f"not JSON serializable: {type(value).__name__}")
+
+
+def _print_causes(profile, base, sample_index, output: str) -> None:
     from crdscale.analysis.attribution import attribution_table
-    from crdscale.analysis.views import scaled_label
+    from crdscale.analysis.pprof import scaled_label
 
     table = attribution_table(profile, sample_index)
     unit = table.attrs["unit"]
@@ -110,6 +145,12 @@ def _print_causes(profile, base, sample_index) -> None:
         growth = int(table["value"].sum())
         table["share"] = table["value"] / growth if growth else 0.0
         table = table.sort_values("value", ascending=False, kind="stable")
+        table.attrs["total"] = growth
+    if output == "json":
+        _print_json(profile.source, table)
+        return
+    if base is not None:
+        growth = table.attrs["total"]
         print(f"Growth by cause ({table.attrs['sample_type']}), profile minus base: "
               f"{scaled_label(growth, unit, 'auto')}")
     else:

@@ -7,8 +7,14 @@ local control plane and on any cluster where the user may GET ``/debug/pprof``.
 
 from __future__ import annotations
 
+import os
+from pathlib import Path
+from typing import Union
+
 from crdscale.cluster.clients import Cluster
-from crdscale.errors import ClusterError
+from crdscale.errors import ClusterError, ProfileError
+
+PathOrBytes = Union[str, os.PathLike, bytes, bytearray, memoryview]
 
 # kind -> (path, query); heap uses gc=1 so the profile reflects live objects after a GC.
 PROFILE_ENDPOINTS = {
@@ -37,3 +43,23 @@ def fetch_profile(cluster: Cluster, kind: str, *, cpu_seconds: int = 10, timeout
     if body[:2] != b"\x1f\x8b":
         raise ClusterError(f"GET {path} did not return a gzip pprof profile ({len(body)} bytes)")
     return body
+
+
+def read_profile(source: PathOrBytes):
+    """Read a ``profile.proto`` (gzip-compressed or plain) from a file path or bytes.
+
+    Returns a :class:`crdscale.analysis.pprof.Profile` (tables, see its
+    docstring). Raises :class:`ProfileError` (one line) for an unreadable file
+    or anything that is not a valid profile (see ``parse_profile``).
+    """
+    from crdscale.analysis.pprof.decode import parse_profile
+
+    if isinstance(source, (bytes, bytearray, memoryview)):
+        data, name = bytes(source), "<bytes>"
+    else:
+        name = str(source)
+        try:
+            data = Path(source).read_bytes()
+        except OSError as err:
+            raise ProfileError(f"{name}: cannot read: {err.strerror or err}") from None
+    return parse_profile(data, name)

@@ -239,7 +239,7 @@ def plot_per_crd_bars(ax, fits: pd.DataFrame, *, phase: str = "served", metric: 
 
 
 def plot_top_growth(ax, growth: pd.DataFrame, *, n: int = 15, title: str = "Functions whose heap grew the most"):
-    """Horizontal bars of ``flat`` (bytes, a ``views.diff`` table) for the ``n`` biggest growers, in MiB."""
+    """Horizontal bars of ``flat`` (bytes, a ``pprof.diff`` table) for the ``n`` biggest growers, in MiB."""
     data = growth.sort_values("flat", ascending=False).head(n).iloc[::-1]
     ax.barh(np.arange(len(data)), data["flat"] / MIB, color="#1f77b4")
     from crdscale.report.flame import short_name

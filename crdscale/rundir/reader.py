@@ -141,8 +141,8 @@ class Run:
         return (self.path / file).read_bytes()
 
     def read_profile(self, file: str):
-        """A profile decoded (:class:`crdscale.analysis.profile.Profile`) given its ``file`` entry."""
-        from crdscale.analysis.profile import parse_profile
+        """A profile decoded (:class:`crdscale.analysis.pprof.Profile`) given its ``file`` entry."""
+        from crdscale.analysis.pprof.decode import parse_profile
 
         return parse_profile(self.profile_bytes(file), name=str(self.path / file))
 

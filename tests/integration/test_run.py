@@ -83,7 +83,7 @@ def test_small_scenario_completes_with_profiles_and_metrics(tmp_path):
                  "heap-step03-crds0060.pb.gz", "heap-step03-crds0060-installed.pb.gz",
                  "goroutine-step03-crds0060.pb.gz", "cpu-step01-crds0020-install.pb.gz"]:
         assert name in profiles
-    from crdscale.analysis.profile import read_profile
+    from crdscale.collect.pprof import read_profile
 
     for name in profiles:
         read_profile(run / "profiles" / name)  # parses as pprof

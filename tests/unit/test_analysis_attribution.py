@@ -7,7 +7,8 @@ from pathlib import Path
 import pytest
 
 from crdscale.analysis.attribution import OTHER, RULES, attribute, attribution_table, cause_totals, classify_stack, rules_table
-from crdscale.analysis.profile import read_profile, synthetic_profile, truncate_stacks
+from crdscale.collect.pprof import read_profile
+from crdscale.analysis.pprof.testing import synthetic_profile, truncate_stacks
 
 DATA = Path(__file__).resolve().parents[1] / "data" / "profiles"
 

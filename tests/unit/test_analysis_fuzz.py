@@ -9,9 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from crdscale.analysis import views
 from crdscale.analysis.attribution import attribute
-from crdscale.analysis.profile import read_profile
+from crdscale.analysis.pprof import views
+from crdscale.collect.pprof import read_profile
 from crdscale.errors import ProfileError
 
 DATA = Path(__file__).resolve().parents[1] / "data" / "profiles"

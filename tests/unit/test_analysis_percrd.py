@@ -14,7 +14,7 @@ import pytest
 from crdscale.analysis.percrd import (
     TOTAL, fit_per_crd, fit_per_property, linear_fit, profile_points, t_quantile, unattributed_share,
 )
-from crdscale.analysis.profile import encode_profile, synthetic_profile
+from crdscale.analysis.pprof.testing import encode_profile, synthetic_profile
 from crdscale.cli.main import main
 from crdscale.rundir import RunWriter, read_run
 from crdscale.errors import UsageError

@@ -5,12 +5,14 @@ from __future__ import annotations
 import gzip
 import re
 from pathlib import Path
+from types import SimpleNamespace
 
 import numpy as np
 import pytest
 
-from crdscale.analysis.pprof_schema import FILE_DESCRIPTOR, protobuf_backend
-from crdscale.analysis.profile import encode_profile, read_profile, truncate_stacks
+from crdscale.collect.pprof import read_profile
+from crdscale.analysis.pprof.schema import FILE_DESCRIPTOR, protobuf_backend
+from crdscale.analysis.pprof.testing import encode_profile, truncate_stacks
 from crdscale.errors import ProfileError
 
 DATA = Path(__file__).resolve().parents[1] / "data" / "profiles"
@@ -111,3 +113,43 @@ def test_dangling_references_are_profile_errors():
     with pytest.raises(ProfileError, match="unknown location"):
         read_profile(data)
     assert read_profile(encode_profile(profile)).total() == profile.total()
+
+
+@pytest.mark.parametrize("path", sorted(DATA.glob("*.pb.gz")), ids=lambda p: p.name)
+def test_numpy_wire_decoding_agrees_with_protobuf(path):
+    """The numpy decoder reads what protobuf's own parser reads (Go mixes packed and unpacked lists)."""
+    from crdscale.analysis.pprof.schema import profile_message_class
+
+    msg = profile_message_class().FromString(gzip.decompress(path.read_bytes()))
+    profile = read_profile(path)
+    assert profile.n_samples == len(msg.sample)
+    assert profile.stacks["location"].tolist() == [loc for s in msg.sample for loc in s.location_id]
+    assert profile.samples.to_numpy().ravel().tolist() == [v for s in msg.sample for v in s.value]
+    assert profile.labels["num"].tolist() == [lab.num for s in msg.sample for lab in s.label]
+    assert profile.locations["function"].tolist() == [
+        ln.function_id for loc in msg.location for ln in (loc.line or [SimpleNamespace(function_id=0)])]
+    assert profile.functions["name"].tolist() == [msg.string_table[f.name].decode() for f in msg.function]
+    assert profile.mappings["memory_limit"].tolist() == [m.memory_limit for m in msg.mapping]
+
+
+def test_unpacked_and_split_repeated_fields_decode_alike():
+    """Protobuf allows repeated numbers unpacked, or packed in several chunks; both mean the same list."""
+    from crdscale.analysis.pprof import wire
+
+    def varint(v):
+        out = bytearray()
+        while True:
+            out.append((v & 0x7F) | (0x80 if v > 0x7F else 0))
+            v >>= 7
+            if not v:
+                return bytes(out)
+
+    packed = bytes([0x0A, 3]) + varint(1) + varint(300)[:1] + varint(300)[1:]
+    unpacked = bytes([0x08]) + varint(1) + bytes([0x08]) + varint(300) + bytes([0x0A, 1]) + varint(5)
+    data = packed + bytes([0x0A, 1]) + varint(5) + unpacked
+    buf = wire.buffer(data)
+    fields = wire.walk(buf, np.array([0, len(packed) + 3]), np.array([len(packed) + 3, len(data)]))
+    values, counts = wire.packed_varints(buf, fields.select(1), 2)
+    assert values.tolist() == [1, 300, 5, 1, 300, 5] and counts.tolist() == [3, 3]
+    with pytest.raises(wire.WireError):
+        wire.walk(buf, np.array([0]), np.array([len(packed) - 1]))  # cut inside a field

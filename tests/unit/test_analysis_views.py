@@ -17,8 +17,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from crdscale.analysis import views
-from crdscale.analysis.profile import read_profile as _read_profile
+from crdscale.analysis.pprof import text, views
+from crdscale.collect.pprof import read_profile as _read_profile
+from crdscale.analysis.pprof.graph import GRANULARITIES
+from crdscale.analysis.pprof.select import select_samples
 from crdscale.errors import UsageError
 
 DATA = Path(__file__).resolve().parents[1] / "data" / "profiles"
@@ -29,6 +31,9 @@ CASES = sorted(DATA.glob("*.txt"))
 def read_profile(path):
     """Decoded once per test session: views never modify a Profile."""
     return _read_profile(path)
+
+
+FILTERS = ("focus", "ignore", "show", "hide", "tagfocus")
 
 
 def _options(args: list[str]) -> dict:
@@ -48,12 +53,14 @@ def _options(args: list[str]) -> dict:
             opts["sample_index"] = value
         elif flag == "cum":
             opts["sort"] = "cum"
-        elif flag in views.GRANULARITIES:
+        elif flag in ("mean", "noinlines"):
+            opts[flag] = True
+        elif flag in GRANULARITIES:
             opts["granularity"] = flag
-        elif flag in ("focus", "ignore", "unit"):
+        elif flag in FILTERS + ("unit",):
             opts[flag] = value
         elif flag == "diff_base":
-            opts["base"] = value
+            opts["diff_base"] = value
         elif not flag:
             continue
         else:
@@ -69,15 +76,16 @@ def _crdscale_output(profile_path: Path, args: list[str]) -> str:
         regex = None
     opts = _options(args)
     profile = read_profile(profile_path)
-    base = read_profile(profile_path.parent / opts["base"]) if "base" in opts else None
-    common = dict(granularity=opts.get("granularity", "functions"), focus=opts.get("focus"),
-                  ignore=opts.get("ignore"), base=base)
+    base = read_profile(profile_path.parent / opts["diff_base"]) if "diff_base" in opts else None
+    common = dict(granularity=opts.get("granularity", "functions"), diff_base=base,
+                  mean=opts.get("mean", False), noinlines=opts.get("noinlines", False),
+                  **{k: opts.get(k) for k in FILTERS})
     if regex is not None:
         table = views.peek(profile, regex, opts.get("sample_index"), **common)
-        return views.format_peek(table, profile, opts["unit"])
+        return text.format_peek(table, profile, opts["unit"])
     table = views.top(profile, opts.get("sample_index"), sort=opts.get("sort", "flat"),
                       nodecount=opts["nodecount"], nodefraction=opts["nodefraction"], **common)
-    return views.format_top(table, profile, opts["unit"])
+    return text.format_top(table, profile, opts["unit"])
 
 
 def _comparable(text: str) -> list[str]:
@@ -103,8 +111,8 @@ def test_numbers_match_recorded(case: Path):
     """Belt and braces: the parsed rows (flat, cum, percentages, names) are equal field by field."""
     recorded = case.read_text()
     args = recorded.splitlines()[0].removeprefix("# args:").split()
-    want_header, want = views.parse_pprof_top(recorded)
-    got_header, got = views.parse_pprof_top(_crdscale_output(_profile_for(case), args))
+    want_header, want = text.parse_pprof_top(recorded)
+    got_header, got = text.parse_pprof_top(_crdscale_output(_profile_for(case), args))
     assert got_header["total"] == want_header["total"]
     assert got_header["shown"] == want_header["shown"]
     assert got.to_dict("records") == want.to_dict("records")
@@ -131,16 +139,16 @@ def test_nothing_dropped_by_default():
 
 def test_focus_ignore_ignore_wins():
     profile = read_profile(DATA / "go-sample-heap.pb.gz")
-    kept = views.select_samples(profile, focus="main\\.deep", ignore="main\\.deep")
+    kept = select_samples(profile, focus="main\\.deep", ignore="main\\.deep")
     assert not kept.any()
-    focused = views.select_samples(profile, focus="main\\.deep")
+    focused = select_samples(profile, focus="main\\.deep")
     assert 0 < focused.sum() < len(focused)
 
 
 def test_focus_matches_file_names_too():
     profile = read_profile(DATA / "go-sample-heap.pb.gz")
-    by_file = views.select_samples(profile, focus="go_sample_profiles/main\\.go")
-    by_name = views.select_samples(profile, focus="^main\\.")
+    by_file = select_samples(profile, focus="go_sample_profiles/main\\.go")
+    by_name = select_samples(profile, focus="^main\\.")
     assert (by_file == by_name).all()
 
 
@@ -171,14 +179,14 @@ def test_bad_options_are_usage_errors():
 
 
 def test_scaled_label_and_percentage_like_go():
-    assert views.scaled_label(1536, "bytes", "minimum") == "1.50kB"
-    assert views.scaled_label(0, "bytes", "MB") == "0"
-    assert views.scaled_label(12345, "count", "minimum") == "12345"
-    assert views.scaled_label(1_500_000, "nanoseconds", "auto") == "1.50ms"
-    assert views.percentage(1, 3) == "33.33%"
-    assert views.percentage(1, 1) == "  100%"
-    assert views.percentage(42, 10000) == " 0.42%"
-    assert views.percentage(0, 10) == "    0%"
+    assert text.scaled_label(1536, "bytes", "minimum") == "1.50kB"
+    assert text.scaled_label(0, "bytes", "MB") == "0"
+    assert text.scaled_label(12345, "count", "minimum") == "12345"
+    assert text.scaled_label(1_500_000, "nanoseconds", "auto") == "1.50ms"
+    assert text.percentage(1, 3) == "33.33%"
+    assert text.percentage(1, 1) == "  100%"
+    assert text.percentage(42, 10000) == " 0.42%"
+    assert text.percentage(0, 10) == "    0%"
 
 
 @pytest.mark.skipif(shutil.which("go") is None, reason="go is not installed")
@@ -189,16 +197,11 @@ def test_scaled_label_and_percentage_like_go():
     ["-top", "-nodecount=25", "-sample_index=0"],
     ["-top", "-nodecount=25", "-cum", "-noinlines"],
     ["-top", "-nodecount=25", "-focus=runtime|main", "-ignore=gzip"],
+    ["-top", "-nodecount=25", "-hide=runtime", "-mean"],
+    ["-top", "-nodecount=25", "-show=main|k8s", "-tagfocus=:1kb"],
 ])
 def test_live_against_go_tool_pprof(stem: str, args: list[str]):
     path = DATA / f"{stem}.pb.gz"
     live = subprocess.run(["go", "tool", "pprof", *args, str(path)], capture_output=True, text=True, timeout=120)
     assert live.returncode == 0, live.stderr
-    opts_args = [a for a in args if a != "-noinlines"]
-    noinlines = "-noinlines" in args
-    opts = _options(opts_args)
-    profile = read_profile(path)
-    table = views.top(profile, opts.get("sample_index"), sort=opts.get("sort", "flat"), nodecount=opts["nodecount"],
-                      nodefraction=opts["nodefraction"], focus=opts.get("focus"), ignore=opts.get("ignore"),
-                      noinlines=noinlines)
-    assert _comparable(views.format_top(table, profile)) == _comparable(live.stdout)
+    assert _comparable(_crdscale_output(path, args)) == _comparable(live.stdout)

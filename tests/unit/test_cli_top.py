@@ -2,14 +2,16 @@
 
 from __future__ import annotations
 
-import io
+import json
 from pathlib import Path
 
 import pandas as pd
 import pytest
 
-from crdscale.analysis import export, views
-from crdscale.analysis.profile import read_profile
+from crdscale.analysis import export
+from crdscale.analysis.pprof import text, views
+from crdscale.cli.common import write_table
+from crdscale.collect.pprof import read_profile
 from crdscale.cli.main import main
 
 DATA = Path(__file__).resolve().parents[1] / "data" / "profiles"
@@ -34,7 +36,7 @@ def test_top_cum_and_focus(capsys):
 
 def test_top_diff_base(capsys):
     new, base = DATA / "go-sample-heap2.pb.gz", DATA / "go-sample-heap.pb.gz"
-    assert main(["top", str(new), "--base", str(base), "--nodecount", "40"]) == 0
+    assert main(["top", str(new), "--diff_base", str(base), "--nodecount", "40"]) == 0
     recorded = (DATA / "go-sample-heap2.diff-go-sample-heap.txt").read_text()
     assert _rows(capsys.readouterr().out) == _rows(recorded)
 
@@ -54,7 +56,7 @@ def test_top_by_cause(capsys):
 
 def test_top_writes_full_table(tmp_path, capsys):
     out = tmp_path / "top.parquet"
-    assert main(["top", str(KUBE), "--nodecount", "5", "--output", str(out)]) == 0
+    assert main(["top", str(KUBE), "--nodecount", "5", "--table", str(out)]) == 0
     table = pd.read_parquet(out)
     assert len(table) > 5  # the file has every node, not just the printed ones
     assert list(table.columns) == views.TOP_COLUMNS
@@ -70,47 +72,121 @@ def test_top_errors_are_one_line_with_exit_codes(tmp_path, capsys):
     assert main(["top", str(KUBE), "--focus", "("]) == 2
 
 
+def _parse_callgrind(text: str) -> tuple[dict, dict, dict]:
+    """Minimal Callgrind reader: (header, self cost per fn, call costs per fn) per the format spec."""
+    header, self_cost, call_cost = {}, {}, {}
+    fn = callee = None
+    after_calls = False
+    for line in text.splitlines():
+        if not line or line.startswith("#"):
+            continue
+        key, sep, value = line.partition("=")
+        if sep and key in ("fl", "fn", "cfl", "cfn", "calls"):
+            if key == "fn":
+                fn = value
+                self_cost.setdefault(fn, 0)
+            elif key == "cfn":
+                callee = value
+            elif key == "calls":
+                after_calls = True
+            continue
+        if ": " in line and fn is None:
+            k, v = line.split(": ", 1)
+            header[k] = v
+            continue
+        position, cost = line.split()
+        int(position)
+        if after_calls:
+            call_cost.setdefault(fn, {})[callee] = int(cost)
+            after_calls = False
+        else:
+            self_cost[fn] += int(cost)
+    return header, self_cost, call_cost
+
+
 def test_callgrind_export_costs_match_top():
     profile = read_profile(DATA / "go-sample-heap.pb.gz")
-    buf = io.StringIO()
-    export.to_callgrind(profile, buf, "inuse_space")
-    text = buf.getvalue()
-    assert text.startswith("event: inuse_space")
+    text = export.callgrind(profile, "inuse_space")
+    assert text.startswith("# callgrind format\n")
+    header, self_cost, calls = _parse_callgrind(text)
+    assert header["events"] == "inuse_space" and header["version"] == "1"
     table = views.top(profile, "inuse_space", granularity="filefunctions")
-    # Each function's self cost line carries pprof's flat value exactly.
-    blocks = [b for b in text.split("\n\n") if "\nfn=main.allocBytes\n" in "\n" + b]
-    assert blocks
-    self_cost = int(blocks[0].splitlines()[2].split()[1])
-    want = int(table.loc[table["name"].str.startswith("main.allocBytes"), "flat"].iloc[0])
-    assert self_cost == want
-
-
-def test_folded_stacks_sum_to_total():
-    profile = read_profile(DATA / "go-sample-heap.pb.gz")
-    folded = export.folded_stacks(profile, "inuse_space")
-    assert folded["value"].sum() == profile.total("inuse_space")
-    assert all(";" in s or s for s in folded["stack"])
-    buf = io.StringIO()
-    export.write_folded(profile, buf, "inuse_space")
-    first = buf.getvalue().splitlines()[0]
-    assert first.rsplit(" ", 1)[1].lstrip("-").isdigit()
+    assert int(header["summary"]) == table.attrs["total"] == sum(self_cost.values())
+    # Each function's self cost is pprof's flat value exactly; its calls add up to cum - flat
+    # when no recursion is involved.
+    for row in table.itertuples(index=False):
+        fn = row.name.split(" ")[0]
+        assert self_cost[fn] == row.flat
+    want = table.set_index(table["name"].str.split(" ").str[0])
+    assert self_cost["main.main"] + sum(calls["main.main"].values()) == want.loc["main.main", "cum"]
 
 
 def test_write_table_csv_and_parquet(tmp_path):
     profile = read_profile(DATA / "go-sample-heap.pb.gz")
     table = views.top(profile)
-    csv = export.write_table(table, tmp_path / "t.csv")
-    pq = export.write_table(table, tmp_path / "t.parquet")
+    csv = write_table(table, tmp_path / "t.csv")
+    pq = write_table(table, tmp_path / "t.parquet")
     assert pd.read_csv(csv)["flat"].sum() == table["flat"].sum()
     assert pd.read_parquet(pq)["cum"].tolist() == table["cum"].tolist()
     with pytest.raises(Exception):
-        export.write_table(table, tmp_path / "t.xlsx")
+        write_table(table, tmp_path / "t.xlsx")
 
 
 def test_top_writes_callgrind_and_folded(tmp_path, capsys):
     cg, folded = tmp_path / "heap.callgrind", tmp_path / "heap.folded"
     assert main(["top", str(KUBE), "--nodecount", "3", "--callgrind", str(cg), "--folded", str(folded)]) == 0
-    assert cg.read_text().startswith("event: inuse_space")
+    assert "\nevents: inuse_space\n" in cg.read_text()
     assert "fn=k8s.io/" in cg.read_text()
     total = sum(int(line.rsplit(" ", 1)[1]) for line in folded.read_text().splitlines())
     assert total == read_profile(KUBE).total("inuse_space")
+
+
+@pytest.mark.parametrize("case,argv", [
+    ("go-sample-heap.top-show", ["--nodecount", "30", "--show", r"main\."]),
+    ("go-sample-heap.top-hide", ["--nodecount", "30", "--hide", "runtime"]),
+    ("go-sample-heap.top-tagfocus-range", ["--nodecount", "30", "--tagfocus", "bytes=1kb:4kb"]),
+    ("go-sample-heap.top-mean", ["--nodecount", "30", "--mean", "--sample-index", "alloc_space"]),
+    ("go-sample-heap.peek-mean", ["--peek", r"main\.(deep|maps)$", "--mean"]),
+    ("kube-apiserver-heap-crds0060.top-show-hide",
+     ["--nodecount", "30", "--show", "apiextensions|kube-openapi", "--hide", "json"]),
+    ("kube-apiserver-heap-crds0060.top-all-filters",
+     ["--nodecount", "30", "--focus", "apiextensions", "--show", "k8s.io", "--tagfocus", "bytes=:1kb"]),
+    ("synthetic-labels.top-tagfocus-key", ["--nodefraction", "0", "--tagfocus", "verb=list|watch"]),
+    ("synthetic-labels.top-tagfocus-any", ["--nodefraction", "0", "--tagfocus", "verb:get,resource:crd"]),
+    ("synthetic-labels.top-tagfocus-unit", ["--nodefraction", "0", "--tagfocus", "request=2kb:"]),
+])
+def test_top_new_options_print_what_pprof_prints(case, argv, capsys):
+    """Each option byte for byte against `go tool pprof` output recorded with the same flags."""
+    recorded = (DATA / f"{case}.txt").read_text()
+    profile = DATA / (case.split(".")[0] + ".pb.gz")
+    assert main(["top", str(profile), *argv]) == 0
+    assert _rows(capsys.readouterr().out) == _rows(recorded)
+
+
+def test_top_diff_base_with_hide_and_mean(capsys):
+    new, base = DATA / "go-sample-heap2.pb.gz", DATA / "go-sample-heap.pb.gz"
+    argv = ["top", str(new), "--diff_base", str(base), "--nodecount", "40", "--hide", "runtime", "--mean"]
+    assert main(argv) == 0
+    recorded = (DATA / "go-sample-heap2.diff-go-sample-heap-hide-mean.txt").read_text()
+    assert _rows(capsys.readouterr().out) == _rows(recorded)
+
+
+def test_top_json_rows_are_the_printed_rows(capsys):
+    assert main(["top", str(KUBE), "--nodecount", "40", "--sample-index", "inuse_space", "-o", "json"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    recorded = (DATA / "kube-apiserver-heap-crds0060.top-exact-bytes.txt").read_text()
+    _header, rows = text.parse_pprof_top(recorded)
+    assert doc["sample_type"] == "inuse_space" and doc["unit"] == "bytes"
+    assert f"{doc['total']}B" == _header["total"]
+    assert [r["name"] for r in doc["rows"]] == rows["name"].tolist()
+    assert [f"{r['flat']}B" if r["flat"] else "0" for r in doc["rows"]] == rows["flat"].tolist()
+    assert set(doc["rows"][0]) == set(views.TOP_COLUMNS)
+
+
+def test_peek_and_by_cause_json(capsys):
+    assert main(["top", str(KUBE), "--peek", "crdHandler", "-o", "json"]) == 0
+    peek = json.loads(capsys.readouterr().out)
+    assert {r["relation"] for r in peek["rows"]} == {"caller", "self", "callee"}
+    assert main(["top", str(KUBE), "--by-cause", "-o", "json"]) == 0
+    causes = json.loads(capsys.readouterr().out)
+    assert sum(r["value"] for r in causes["rows"]) == causes["total"]

@@ -147,17 +147,12 @@ def test_only_the_rundir_package_spells_run_directory_file_names():
     assert spelled <= {"rundir"}, spelled
 
 
-# The pprof code (decoder, exports) is being split into a subpackage whose file I/O moves
-# out of analysis/; until it lands, these two are the known exceptions.
-_PPROF_PENDING = {"export.py", "profile.py"}
 
 
 def test_analysis_does_no_file_io_and_does_not_import_collect():
     root = Path(__file__).resolve().parents[2] / "crdscale" / "analysis"
     offenders = []
     for path in root.rglob("*.py"):
-        if path.name in _PPROF_PENDING:
-            continue
         text = path.read_text()
         for needle in ("crdscale.collect", "open(", ".read_text(", ".read_bytes(", ".write_text(", ".write_bytes(",
                        "to_parquet(", "to_csv(", "read_parquet(", "read_csv("):

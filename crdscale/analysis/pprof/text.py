@@ -1,0 +1,273 @@
+"""pprof's text output: units, percentages, headers, ``-top`` and ``-peek`` tables.
+
+Ports of ``internal/measurement`` and the text printers of ``internal/report``
+from github.com/google/pprof, so that ``crdscale top`` prints byte for byte
+what ``go tool pprof`` prints for the same options.
+"""
+
+from __future__ import annotations
+
+import posixpath
+import re
+from datetime import datetime
+
+import numpy as np
+import pandas as pd
+
+from crdscale.analysis.pprof.decode import Profile
+
+
+_UNIT_TYPES = [
+    (
+        [("B", ("b", "byte"), 1.0), ("kB", ("kb", "kbyte", "kilobyte"), float(1 << 10)),
+         ("MB", ("mb", "mbyte", "megabyte"), float(1 << 20)), ("GB", ("gb", "gbyte", "gigabyte"), float(1 << 30)),
+         ("TB", ("tb", "tbyte", "terabyte"), float(1 << 40)), ("PB", ("pb", "pbyte", "petabyte"), float(1 << 50))],
+        ("B", 1.0),
+    ),
+    (
+        [("ns", ("ns", "nanosecond"), 1.0), ("us", ("μs", "us", "microsecond"), 1e3),
+         ("ms", ("ms", "millisecond"), 1e6), ("s", ("s", "sec", "second"), 1e9),
+         ("hrs", ("hour", "hr"), 3600e9)],
+        ("s", 1e9),
+    ),
+    (
+        [("n*GCU", ("nanogcu",), 1e-9), ("u*GCU", ("microgcu",), 1e-6), ("m*GCU", ("milligcu",), 1e-3),
+         ("GCU", ("gcu",), 1.0), ("k*GCU", ("kilogcu",), 1e3), ("M*GCU", ("megagcu",), 1e6),
+         ("G*GCU", ("gigagcu",), 1e9), ("T*GCU", ("teragcu",), 1e12), ("P*GCU", ("petagcu",), 1e15)],
+        ("GCU", 1.0),
+    ),
+]
+
+
+def _sniff(units, unit: str):
+    unit = unit.lower()
+    if len(unit) > 2:
+        unit = unit.removesuffix("s")
+    for canonical, aliases, factor in units:
+        if unit in aliases:
+            return canonical, factor
+    return None
+
+
+def scale(value: int, from_unit: str, to_unit: str) -> tuple[float, str]:
+    """pprof's ``measurement.Scale``: (scaled value, unit label); ``to_unit`` may be ``minimum``/``auto``."""
+    if value < 0:
+        v, u = scale(-value, from_unit, to_unit)
+        return -v, u
+    for units, (default_name, default_factor) in _UNIT_TYPES:
+        found = _sniff(units, from_unit)
+        if found is None:
+            continue
+        v = float(value) * found[1]
+        if to_unit in ("minimum", "auto"):
+            best_f, best_u = 0.0, ""
+            for canonical, _aliases, factor in units:
+                if factor >= best_f and v / factor >= 1.0:
+                    best_f, best_u = factor, canonical
+            if best_f:
+                return v / best_f, best_u
+            return v / default_factor, default_name
+        target = _sniff(units, to_unit)
+        if target is None:
+            return v / default_factor, default_name
+        return v / target[1], target[0]
+    if to_unit in ("count", "sample", "unit", "minimum", "auto"):
+        return float(value), ""
+    return float(value), to_unit
+
+
+def scaled_label(value: int, from_unit: str, to_unit: str) -> str:
+    """pprof's ``measurement.ScaledLabel``: ``1.50MB``, ``0``, ``12345``."""
+    v, u = scale(value, from_unit, to_unit)
+    sv = _go_float(v, 2)
+    if sv.endswith(".00"):
+        sv = sv[:-3]
+    if sv in ("0", "-0"):
+        return "0"
+    return sv + u
+
+
+def _go_float(v: float, digits: int) -> str:
+    s = f"{v:.{digits}f}"
+    return s
+
+
+def percentage(value: int, total: int) -> str:
+    """pprof's ``measurement.Percentage``: ``45.56%``, `` 100%``, ``0.42%`` (width 6)."""
+    ratio = abs(value / total) * 100 if total else 0.0
+    if 99.95 <= ratio <= 100.05:
+        return "  100%"
+    if ratio >= 1.0:
+        return f"{ratio:5.2f}%"
+    return f"{_go_g(ratio):>5}%"
+
+
+def _go_g(x: float) -> str:
+    """Go's ``%.2g`` (same as Python's except Python never prints ``e+0N`` differently)."""
+    s = f"{x:.2g}"
+    return s
+
+
+def select_output_unit(table: pd.DataFrame) -> str:
+    """The unit pprof's ``-unit=minimum`` picks for the shown rows of a top table."""
+    return output_unit(table["flat"].to_numpy(), table["cum"].to_numpy(), table.attrs["total"], table.attrs["unit"])
+
+
+def output_unit(flat: np.ndarray, cum: np.ndarray, total: int, unit: str) -> str:
+    """pprof's ``selectOutputUnit``: the unit that shows the smallest shown node
+    with at most two decimals (``kB``, ``MB``...), given the shown nodes' values."""
+    if len(flat) == 0:
+        return "minimum"
+    min_value = 0
+    for f, c in zip(np.abs(flat), np.abs(cum)):
+        node_min = int(f) or int(c)
+        if node_min > 0 and (min_value == 0 or node_min < min_value):
+            min_value = node_min
+    max_value = int(total)
+    if min_value == 0:
+        min_value = max_value
+    _, min_unit = scale(min_value, unit, "minimum")
+    _, max_unit = scale(max_value, unit, "minimum")
+    out = min_unit
+    if min_unit != max_unit and min_value * 100 < max_value:
+        _, out = scale(100 * min_value, unit, "minimum")
+    return out or unit
+
+
+def profile_labels(profile: Profile, sample_type: str, unit: str, total: int, format_value) -> list[str]:
+    """pprof's header lines: File, Build ID, comments, Type, Time, Duration.
+
+    ``sample_type`` is the type as pprof names it (``mean_`` prefixed with
+    ``-mean``), ``unit`` its unit, ``total`` the report total in that unit.
+    """
+    labels = []
+    maps = profile.mappings
+    if len(maps):
+        first = maps.iloc[0]
+        if first["filename"]:
+            labels.append("File: " + posixpath.basename(first["filename"]))
+        if first["build_id"]:
+            labels.append("Build ID: " + first["build_id"])
+    labels += [c for c in profile.meta.comments if not c.startswith("#")]
+    labels.append("Type: " + sample_type)
+    if profile.meta.doc_url:
+        labels.append("Doc: " + profile.meta.doc_url)
+    if profile.meta.time_nanos:
+        when = datetime.fromtimestamp(profile.meta.time_nanos / 1e9).astimezone()
+        labels.append("Time: " + when.strftime("%Y-%m-%d %H:%M:%S %Z"))
+    if profile.meta.duration_nanos:
+        duration = scaled_label(profile.meta.duration_nanos, "nanoseconds", "auto")
+        total_nanos, total_unit = scale(total, unit, "nanoseconds")
+        ratio = ""
+        if total_unit == "ns" and total_nanos != 0:
+            ratio = "(" + percentage(int(total_nanos), profile.meta.duration_nanos) + ")"
+        labels.append(f"Duration: {duration}, Total samples = {format_value(total)} {ratio}")
+    return labels
+
+
+def format_top(table: pd.DataFrame, profile: Profile | None = None, unit: str = "minimum") -> str:
+    """Render a :func:`top` table as ``go tool pprof -top`` prints it (header included)."""
+    out_unit = select_output_unit(table) if unit == "minimum" else unit
+    sample_unit = table.attrs["unit"]
+
+    def fmt(v: int) -> str:
+        return scaled_label(int(v), sample_unit, out_unit)
+
+    total = table.attrs["total"]
+    lines = []
+    if profile is not None:
+        lines += profile_labels(profile, table.attrs["sample_type"], sample_unit, total, fmt)
+    filters = table.attrs.get("filters") or []
+    if filters:
+        lines.append("Active filters:")
+        lines += ["   " + (f[:80] + "…" if len(f) > 80 else f) for f in filters]
+    shown = table.attrs["shown_total"]
+    lines.append(
+        f"Showing nodes accounting for {fmt(shown)}, {percentage(shown, total).strip()} of {fmt(total)} total"
+    )
+    if total != 0:
+        dropped = table.attrs.get("dropped_nodes", 0)
+        if dropped > 0:
+            cutoff = abs(int(float(total) * table.attrs.get("nodefraction", 0.0)))
+            lines.append(f"Dropped {dropped} node{'s' if dropped > 1 else ''} (cum <= {fmt(cutoff)})")
+        orig = table.attrs.get("orig_count", len(table))
+        if 0 < len(table) < orig:
+            lines.append(f"Showing top {len(table)} nodes out of {orig}")
+    lines.append(f"{'flat':>10} {'flat':>5}% {'sum':>5}% {'cum':>10} {'cum':>5}%")
+    flat_sum = 0
+    for row in table.itertuples(index=False):
+        flat_sum += int(row.flat)
+        inl = f" ({row.inline})" if row.inline else ""
+        lines.append(
+            f"{fmt(row.flat):>10} {percentage(row.flat, total)} {percentage(flat_sum, total)} "
+            f"{fmt(row.cum):>10} {percentage(row.cum, total)}  {row.name}{inl}"
+        )
+    return "\n".join(lines) + "\n"
+
+
+def parse_pprof_top(text: str) -> tuple[dict, pd.DataFrame]:
+    """Parse ``go tool pprof -top`` output into (header facts, rows).
+
+    Header facts: ``type``, ``shown``, ``total`` (strings as printed). Rows:
+    ``flat, flat_pct, sum_pct, cum, cum_pct, name, inline`` as printed. Used
+    by tests to compare with recorded pprof output.
+    """
+    header: dict = {}
+    rows = []
+    in_rows = False
+    for line in text.splitlines():
+        if not in_rows:
+            if line.startswith("Type: "):
+                header["type"] = line[6:]
+            m = re.match(r"Showing nodes accounting for (\S+), (\S+) of (\S+) total", line)
+            if m:
+                header["shown"], header["shown_pct"], header["total"] = m.groups()
+            if line.split() == ["flat", "flat%", "sum%", "cum", "cum%"]:
+                in_rows = True
+            continue
+        parts = line.split(None, 5)
+        if len(parts) < 6:
+            continue
+        name, inline = parts[5], ""
+        m = re.match(r"^(.*) \((inline|partial-inline)\)$", name)
+        if m:
+            name, inline = m.groups()
+        rows.append(dict(zip(["flat", "flat_pct", "sum_pct", "cum", "cum_pct"], parts[:5]), name=name, inline=inline))
+    return header, pd.DataFrame(rows, columns=["flat", "flat_pct", "sum_pct", "cum", "cum_pct", "name", "inline"])
+
+
+def format_peek(table: pd.DataFrame, profile: Profile | None = None, unit: str = "minimum") -> str:
+    """Render a :func:`peek` table as ``go tool pprof -peek`` prints it."""
+    total = table.attrs["total"]
+    sample_unit = table.attrs["unit"]
+    if unit == "minimum":
+        unit = table.attrs["output_unit"]
+
+    def fmt(v: int) -> str:
+        return scaled_label(int(v), sample_unit, unit)
+
+    separator = "----------------------------------------------------------+-------------"
+    lines = []
+    if profile is not None:
+        lines += profile_labels(profile, table.attrs["sample_type"], sample_unit, total, fmt)
+    shown = table.attrs["shown_total"]
+    lines.append(
+        f"Showing nodes accounting for {fmt(shown)}, {percentage(shown, total).strip()} of {fmt(total)} total"
+    )
+    lines += [separator, "      flat  flat%   sum%        cum   cum%   calls calls% + context \t \t "]
+    flat_sum = 0
+    for _node, rows in table.groupby("node", sort=False):
+        lines.append(separator)
+        node_cum = int(rows.loc[rows["relation"] == "self", "value"].iloc[0])
+        for r in rows.itertuples(index=False):
+            if r.relation == "self":
+                flat_sum += int(r.flat)
+                lines.append(
+                    f"{fmt(r.flat):>10} {percentage(r.flat, total)} {percentage(flat_sum, total)} "
+                    f"{fmt(r.value):>10} {percentage(r.value, total)}                | {r.name}"
+                )
+            else:
+                inl = " (inline)" if r.inline else ""
+                lines.append(f"{fmt(r.value):>50} {percentage(r.value, node_cum)} |   {r.name}{inl}")
+    lines.append(separator)
+    return "\n".join(lines) + "\n"
