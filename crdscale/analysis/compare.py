@@ -200,7 +200,7 @@ def crd_set_warnings(crd_sets: Mapping[str, dict | None]) -> list[str]:
 
 
 def per_crd_profile_diff(table: pd.DataFrame, crds: float) -> pd.DataFrame:
-    """A diff table (:func:`crdscale.analysis.views.diff`) with ``flat``/``cum`` also per CRD:
+    """A diff table (:func:`crdscale.analysis.pprof.diff`) with ``flat``/``cum`` also per CRD:
     adds ``flat_per_crd`` and ``cum_per_crd`` (the table's unit, e.g. bytes, per CRD)."""
     out = table.copy()
     out["flat_per_crd"] = out["flat"] / crds if crds else math.nan

@@ -24,7 +24,7 @@ import pandas as pd
 
 from crdscale.analysis import compare as C
 from crdscale.analysis.percrd import TOTAL, fit_per_crd, fit_series_per_crd, profile_points, series_points
-from crdscale.analysis.views import diff
+from crdscale.analysis.pprof import diff
 from crdscale.errors import UsageError
 from crdscale.report.findings import fmt_bytes, fmt_interval, provenance
 

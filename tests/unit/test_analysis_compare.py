@@ -13,7 +13,7 @@ from crdscale.analysis.compare import (
     crd_set_warnings, establish_times, joint_fit, per_crd_profile_diff, series_end_values, stack_runs,
 )
 from crdscale.analysis.percrd import linear_fit, profile_points, t_quantile
-from crdscale.analysis.profile import synthetic_profile
+from crdscale.analysis.pprof.testing import synthetic_profile
 
 CRDS = [0, 40, 80, 120, 160]
 ZAP = ["go.uber.org/zap/zapcore.newCounters", "main.main"]

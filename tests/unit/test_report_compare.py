@@ -96,15 +96,15 @@ def test_v124_reference_shows_the_zap_delta():
 def test_profile_diff_is_exact_against_pprof():
     """`go tool pprof -top -nodecount=40 -unit=B -diff_base=<v1.37.1 last served> <v1.24.0 last served>`, recorded:
     the same table from crdscale's diff, and the comparison's per-CRD diff holds the same values."""
-    from crdscale.analysis import views
-    from crdscale.analysis.profile import read_profile
+    from crdscale.analysis import pprof
+    from crdscale.collect.pprof import read_profile
 
     recorded = RECORDED_DIFF.read_text()
     args = recorded.splitlines()[0].removeprefix("# args:").split()
     base = read_profile(ROOT / next(a for a in args if a.startswith("-diff_base=")).removeprefix("-diff_base="))
     profile = read_profile(ROOT / args[-1])
-    table = views.diff(profile, base, nodecount=40, nodefraction=0.005)
-    ours = views.format_top(table, profile, "B")
+    table = pprof.diff(profile, base, nodecount=40, nodefraction=0.005)
+    ours = pprof.format_top(table, profile, "B")
     keep = [ln for ln in recorded.splitlines()[1:] if not ln.startswith("Time:")]
     assert [ln for ln in ours.splitlines() if not ln.startswith("Time:")] == keep
     full = compare_runs([REFERENCE, V124]).profile_diff.set_index("name")
