@@ -40,7 +40,7 @@ import requests
 import urllib3
 
 from crdscale.paths import binaries_dir
-from crdscale.collect.metrics import parse_exposition
+from crdscale.collect.promtext import parse_exposition
 from crdscale.rundir import RunWriter
 from crdscale.crds.generate import generate_crds, preset
 
