@@ -7,10 +7,10 @@ import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
-import requests
 
-from crdscale.analysis.tokenbucket import RateLimit
+from crdscale.cluster.clients import Cluster, Credentials, RequestsTransport
 from crdscale.collect.probes import discovery
+from crdscale.models.tokenbucket import RateLimit
 
 GROUPS = 15
 
@@ -56,28 +56,14 @@ class _Handler(BaseHTTPRequestHandler):
         return self._send(404, {})
 
 
-class FakeCluster:
-    def __init__(self, server: str):
-        self.server = server
-        self.session = requests.Session()
-
-    def url(self, path: str) -> str:
-        return self.server + path
-
-    def get(self, path: str, **kw):
-        return self.session.get(self.url(path), **kw)
-
-    def get_json(self, path: str, **kw):
-        return self.get(path, **kw).json()
-
-
 @pytest.fixture(scope="module")
 def fake_cluster():
     server = ThreadingHTTPServer(("127.0.0.1", 0), _Handler)
     thread = threading.Thread(target=server.serve_forever, daemon=True)
     thread.start()
     try:
-        yield FakeCluster(f"http://127.0.0.1:{server.server_address[1]}")
+        credentials = Credentials()
+        yield Cluster(f"http://127.0.0.1:{server.server_address[1]}", RequestsTransport(credentials), credentials)
     finally:
         server.shutdown()
 
