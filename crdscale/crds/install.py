@@ -31,8 +31,8 @@ from typing import Any, Callable, Iterator, Mapping, Sequence
 
 import requests
 
-from crdscale.cluster.clients import Cluster, Watch, status_message
-from crdscale.cluster.retry import DEFAULT_RETRY, RetryPolicy, send_with_retry
+from crdscale.cluster.clients import ApiError, Cluster, Watch, status_message
+from crdscale.cluster.retry import DEFAULT_RETRY, RETRY_STATUSES, RetryPolicy, send_with_retry
 from crdscale.errors import ClusterError, CRDError, UsageError
 from crdscale.models.tokenbucket import Limiter
 from crdscale.ownership import is_owned, owned_selector, ownership_labels
@@ -201,7 +201,7 @@ class ConditionWatcher:
     until given CRDs are Established.
     """
 
-    def __init__(self, cluster: Cluster, run_id: str, *, watch_timeout_s: int = 60):
+    def __init__(self, cluster: Cluster, run_id: str, *, watch_timeout_s: int = 60, list_timeout_s: float = 30.0):
         self.cluster = cluster
         self.selector = owned_selector(run_id)
         self.watch_timeout_s = watch_timeout_s
@@ -210,12 +210,25 @@ class ConditionWatcher:
         self.error: str | None = None
         self._changed = threading.Condition()
         self._stop = threading.Event()
-        self._ready = threading.Event()
         self._watch_handle: Watch | None = None
-        self._thread = threading.Thread(target=self._run, name="crdscale-crd-watch", daemon=True)
+        # The first LIST runs here so that a refusal (403, no such API) fails the
+        # caller at once; answers worth a retry are retried for ``list_timeout_s``.
+        resource_version = self._first_list(time.monotonic() + list_timeout_s)
+        self._thread = threading.Thread(target=self._run, args=(resource_version,), name="crdscale-crd-watch",
+                                        daemon=True)
         self._thread.start()
-        if not self._ready.wait(30):
-            raise ClusterError(f"cannot list CRDs on {cluster.server}: {self.error or 'no answer in 30 s'}")
+
+    def _first_list(self, deadline: float) -> str:
+        while True:
+            try:
+                return self._list()
+            except ApiError as err:
+                if err.status not in RETRY_STATUSES or time.monotonic() > deadline:
+                    raise ClusterError(f"cannot list CRDs on {self.cluster.server}: {err}") from err
+            except ClusterError as err:
+                if time.monotonic() > deadline:
+                    raise ClusterError(f"cannot list CRDs on {self.cluster.server}: {err}") from err
+            time.sleep(0.5)
 
     def _note(self, obj: Mapping[str, Any]) -> None:
         name = obj.get("metadata", {}).get("name")
@@ -234,13 +247,11 @@ class ConditionWatcher:
             self._note(item)
         return resource_version
 
-    def _run(self) -> None:
-        resource_version = None
+    def _run(self, resource_version: str | None) -> None:
         while not self._stop.is_set():
             try:
                 if resource_version is None:
                     resource_version = self._list()
-                    self._ready.set()
                 resource_version = self._watch(resource_version)
             except (ClusterError, ValueError) as err:
                 if self._stop.is_set():
