@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import math
 import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
@@ -75,10 +76,12 @@ def test_legacy_discovery_counts_and_throttles(fake_cluster):
     assert s["group_versions"] == GROUPS + 1
     assert s["requests"] == 2 + GROUPS + 1
     assert s["errors"] == 0
-    assert s["predicted_delay_s"] == pytest.approx(0.6, abs=0.02)
-    assert s["max_limiter_wait_s"] == pytest.approx(0.6, abs=0.05)
+    # The bucket refills during the sequential /api + /apis preamble: preamble_s * qps tokens, preamble_s less wait.
+    assert s["predicted_delay_s"] == pytest.approx(0.6 - s["preamble_s"], abs=0.01)
+    assert s["max_limiter_wait_s"] == pytest.approx(s["predicted_delay_s"], abs=0.05)
     assert s["max_wait_s"] == pytest.approx(0.6, abs=0.2)
-    assert (run.requests["limiter_wait_s"] > 0).sum() == 18 - 6
+    refilled = math.ceil(s["preamble_s"] * 20)  # tokens back during the preamble on a slow machine
+    assert 18 - 6 - refilled <= (run.requests["limiter_wait_s"] > 0).sum() <= 18 - 6
     assert set(run.requests.columns) >= {"issued_s", "limiter_wait_s", "latency_s", "bytes", "status", "start_s"}
 
 
