@@ -35,14 +35,13 @@ RECORDED_STATUS: dict[str, dict[str, Any]] = json.loads(STATUS_FILE.read_text())
 CRD_COLLECTION = "/apis/apiextensions.k8s.io/v1/customresourcedefinitions"
 
 
-def status_body(kind: str, **names: str) -> dict[str, Any]:
+def status_body(kind: str, **values: str) -> dict[str, Any]:
     """A recorded Status (``already_exists``, ``conflict``, ``invalid``, ``precondition``, ``not_found``,
-    ``too_many_requests``) with ``{name}``-style placeholders filled in."""
-    body = copy.deepcopy(RECORDED_STATUS[kind])
-    body["message"] = body["message"].format(**names)
-    if "details" in body and "name" in body["details"]:
-        body["details"]["name"] = body["details"]["name"].format(**names)
-    return body
+    ``too_many_requests``) with its ``{name}``-style placeholders filled in from ``values``."""
+    text = json.dumps(RECORDED_STATUS[kind])
+    for placeholder, value in values.items():
+        text = text.replace("{" + placeholder + "}", json.dumps(value)[1:-1])
+    return json.loads(text)
 
 
 @dataclass
