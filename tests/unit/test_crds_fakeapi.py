@@ -8,13 +8,17 @@ are not crdscale's.
 
 from __future__ import annotations
 
+import json
+import threading
 import time
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from urllib.parse import parse_qs, urlsplit
 
 import pytest
 import requests
 from fakeapi import CRD_COLLECTION, FakeApiServer, status_body
 
-from crdscale.cluster.clients import ApiError, Cluster, Credentials
+from crdscale.cluster.clients import ApiError, Cluster, Credentials, RequestsTransport
 from crdscale.cluster.retry import RetryPolicy
 from crdscale.crds.clean import OWNED_KINDS, clean
 from crdscale.crds.generate import GeneratorParams, generate_crds
@@ -302,3 +306,46 @@ def test_list_follows_continue_tokens():
     with pytest.raises(ApiError) as err:
         _cluster(FakeApiServer(known_collections=set())).list("/api/v1/x")
     assert err.value.status == 404
+
+
+def test_python_watch_keeper_resumes_from_the_last_version_when_the_server_ends_a_watch():
+    """The resource server's own watches (raw HTTP/1.1 streams) against a loopback server that ends each early."""
+    seen: list[str] = []
+
+    class Handler(BaseHTTPRequestHandler):
+        protocol_version = "HTTP/1.1"
+
+        def log_message(self, *args):
+            pass
+
+        def do_GET(self):
+            query = {k: v[0] for k, v in parse_qs(urlsplit(self.path).query).items()}
+            if query.get("watch") != "1":
+                body = json.dumps({"kind": "List", "metadata": {"resourceVersion": "10"}, "items": []}).encode()
+                self.send_response(200)
+                self.send_header("Content-Length", str(len(body)))
+                self.end_headers()
+                self.wfile.write(body)
+                return
+            seen.append(query["resourceVersion"])
+            event = json.dumps({"type": "BOOKMARK", "object": {"metadata": {"resourceVersion": str(10 + len(seen))}}})
+            chunk = (event + "\n").encode()
+            self.send_response(200)
+            self.send_header("Transfer-Encoding", "chunked")
+            self.end_headers()
+            self.wfile.write(b"%x\r\n%s\r\n0\r\n\r\n" % (len(chunk), chunk))  # one event, then the watch ends
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        credentials = Credentials()
+        cluster = Cluster(f"http://127.0.0.1:{server.server_address[1]}", RequestsTransport(credentials), credentials)
+        ref = resource_ref(_crds(1)[0])
+        with ResourceServer(cluster, "watch") as rs:
+            assert rs.serve(1, [ref]).watches_requested == 1
+            deadline = time.monotonic() + 10
+            while len(seen) < 3 and time.monotonic() < deadline:
+                time.sleep(0.05)
+    finally:
+        server.shutdown()
+    assert seen[:3] == ["10", "11", "12"]
