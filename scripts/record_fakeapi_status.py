@@ -6,8 +6,8 @@ Against a disposable (local) cluster: creates one labelled CRD, provokes
 AlreadyExists, Conflict, Invalid, a failed delete precondition and NotFound,
 deletes the CRD again, and writes the answers with the names and uids turned
 into ``{name}``/``{want}``/``{have}`` placeholders. A 429 cannot be provoked
-on demand; ``too_many_requests`` is kept from the existing file (it is the body
-of APF's rejection, ``staging/src/k8s.io/apiserver/pkg/server/filters/priority-and-fairness.go``).
+on demand; ``too_many_requests`` is kept from the existing file (APF's rejection
+is plain text, not a Status: ``k8s.io/apiserver/pkg/server/filters/priority-and-fairness.go``).
 """
 
 from __future__ import annotations

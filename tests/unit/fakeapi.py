@@ -8,9 +8,10 @@ PUT (optimistic concurrency), DELETE (uid/resourceVersion preconditions) and
 WATCH (a live stream from a resourceVersion), and marks CRDs NamesAccepted and
 Established right after they are created, as the apiextensions controllers do.
 
-Error answers are the Status bodies kube-apiserver v1.37.1 sent for the same
-situations, recorded in ``tests/data/fakeapi/status.json``; tests script
-others with :meth:`FakeApiServer.inject`. Every request is kept in
+Error answers are the Status bodies kube-apiserver sent for the same
+situations, recorded in ``tests/data/fakeapi/status.json`` by
+``scripts/record_fakeapi_status.py`` (and APF's plain-text 429, see
+:func:`too_many_requests`); tests script others with :meth:`FakeApiServer.inject`. Every request is kept in
 ``requests`` for assertions.
 """
 
@@ -36,12 +37,19 @@ CRD_COLLECTION = "/apis/apiextensions.k8s.io/v1/customresourcedefinitions"
 
 
 def status_body(kind: str, **values: str) -> dict[str, Any]:
-    """A recorded Status (``already_exists``, ``conflict``, ``invalid``, ``precondition``, ``not_found``,
-    ``too_many_requests``) with its ``{name}``-style placeholders filled in from ``values``."""
+    """A recorded Status (``already_exists``, ``conflict``, ``invalid``, ``precondition``, ``not_found``)
+    with its ``{name}``-style placeholders filled in from ``values``."""
     text = json.dumps(RECORDED_STATUS[kind])
     for placeholder, value in values.items():
         text = text.replace("{" + placeholder + "}", json.dumps(value)[1:-1])
     return json.loads(text)
+
+
+def too_many_requests(retry_after_s: int) -> dict[str, Any]:
+    """Keyword arguments for :meth:`FakeApiServer.inject`: APF's 429, plain text with ``Retry-After``."""
+    recorded = RECORDED_STATUS["too_many_requests"]
+    return {"body": recorded["body"],
+            "headers": {"Content-Type": recorded["content_type"], "Retry-After": str(retry_after_s)}}
 
 
 @dataclass
@@ -113,6 +121,8 @@ def _response(status: int, body: Any = None, headers: Mapping[str, str] | None =
     response.headers.update({"Content-Type": "application/json", **(headers or {})})
     if raw is not None:
         response.raw = raw
+    elif isinstance(body, str):
+        response._content = body.encode()
     else:
         response._content = b"" if body is None else json.dumps(body).encode()
     response.encoding = "utf-8"

@@ -16,7 +16,7 @@ from urllib.parse import parse_qs, urlsplit
 
 import pytest
 import requests
-from fakeapi import CRD_COLLECTION, FakeApiServer, status_body
+from fakeapi import CRD_COLLECTION, FakeApiServer, status_body, too_many_requests
 
 from crdscale.cluster.clients import ApiError, Cluster, Credentials, RequestsTransport
 from crdscale.cluster.retry import RetryPolicy
@@ -125,7 +125,7 @@ def test_update_that_races_another_writer_reads_again_and_retries():
 def test_429_waits_the_servers_retry_after_then_succeeds():
     crd = _crds(1)[0]
     server = FakeApiServer()
-    server.inject("POST", CRD_COLLECTION, 429, status_body("too_many_requests"), headers={"Retry-After": "3"}, times=2)
+    server.inject("POST", CRD_COLLECTION, 429, **too_many_requests(3), times=2)
     retry, slept = _no_sleep()
     with Installer(_cluster(server), RUN, retry=retry, establish_timeout_s=2) as installer:
         record = installer.install_step(1, [crd]).records[0]
