@@ -62,7 +62,7 @@ def main() -> None:
         out["invalid"] = _template(cluster.post(CRDS, bad).json(), name=bad["metadata"]["name"])
         wrong = "00000000-0000-0000-0000-000000000000"
         answer = cluster.delete(f"{CRDS}/{name}", {"preconditions": {"uid": wrong}}).json()
-        out["precondition"] = _template(answer, want=wrong, have=created["metadata"]["uid"])
+        out["precondition"] = _template(answer, name=name, want=wrong, have=created["metadata"]["uid"])
         out["precondition"]["message"] = out["precondition"]["message"].replace("UID", "{key}")
         missing = f"missing.{group}"
         out["not_found"] = _template(cluster.get(f"{CRDS}/{missing}").json(), name=missing)

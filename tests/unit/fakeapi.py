@@ -352,7 +352,7 @@ class FakeApiServer:
         for key in ("uid", "resourceVersion"):
             if key in preconditions and preconditions[key] != metadata[key]:
                 return _response(409, status_body("precondition", key={"uid": "UID"}.get(key, "ResourceVersion"),
-                                                  want=preconditions[key], have=metadata[key]))
+                                                  name=metadata["name"], want=preconditions[key], have=metadata[key]))
         del self.objects[collection][item_path]
         metadata["resourceVersion"] = str(next(self._rv))
         self._emit(collection, "DELETED", current)
