@@ -24,8 +24,8 @@
 run_dir = "runs/latest-probe-apf"
 
 # %%
-from crdscale.analysis import apf
 from crdscale.analysis.probes import apf_findings
+from crdscale.models import apf
 from crdscale.rundir import read_run
 
 seats = read_run(run_dir).probe_table("apf")

@@ -34,7 +34,8 @@ from crdscale.analysis.export import folded_stacks
 from crdscale.analysis.percrd import unattributed_share
 from crdscale.analysis.pprof import diff
 from crdscale.report import figures, plots
-from crdscale.report.findings import fmt_bytes, key_numbers, numbers_markdown, per_crd_table
+from crdscale.report.findings import key_numbers, numbers_markdown, per_crd_table
+from crdscale.units import fmt_bytes
 from crdscale.report.flame import icicle_layout, stack_causes
 from crdscale.rundir import read_run
 

@@ -25,8 +25,8 @@ run_dir = "runs/latest-probe-discovery"
 # %%
 import matplotlib.pyplot as plt
 
-from crdscale.analysis import tokenbucket
 from crdscale.analysis.probes import discovery_findings
+from crdscale.models import tokenbucket
 from crdscale.rundir import read_run
 
 run = read_run(run_dir)

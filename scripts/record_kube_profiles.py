@@ -32,15 +32,15 @@ import contextlib
 import os
 import secrets
 import signal
-import socket
 import subprocess
 from types import SimpleNamespace
 
 import requests
 import urllib3
 
+from crdscale.cluster.local import free_ports
 from crdscale.paths import binaries_dir
-from crdscale.collect.metrics import parse_exposition
+from crdscale.collect.promtext import parse_exposition
 from crdscale.rundir import RunWriter
 from crdscale.crds.generate import generate_crds, preset
 
@@ -54,12 +54,7 @@ def control_plane(workdir: Path):
     from cryptography.hazmat.primitives.asymmetric import rsa
 
     workdir.mkdir(parents=True, exist_ok=True)
-    ports = []
-    for _ in range(3):
-        with socket.socket() as s:
-            s.bind(("127.0.0.1", 0))
-            ports.append(s.getsockname()[1])
-    api_port, etcd_port, peer_port = ports
+    api_port, etcd_port, peer_port = free_ports(3)
     token = secrets.token_hex(16)
     (workdir / "tokens.csv").write_text(f'{token},admin,admin,"system:masters"\n')
     key = rsa.generate_private_key(public_exponent=65537, key_size=2048)

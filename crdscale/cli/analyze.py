@@ -21,6 +21,7 @@ import math
 import sys
 
 from crdscale.errors import UsageError
+from crdscale.units import fmt_bytes
 
 
 class Command:
@@ -89,12 +90,7 @@ def _fmt(value: float, metric: str) -> str:
         return "n/a"
     if metric == "objects":
         return f"{value:,.1f}"
-    sign = "-" if value < 0 else ""
-    v = abs(value)
-    for unit, factor in (("MiB", 2**20), ("KiB", 2**10)):
-        if v >= factor:
-            return f"{sign}{v / factor:,.2f} {unit}"
-    return f"{sign}{v:,.0f} B"
+    return fmt_bytes(value, digits=2)
 
 
 def _r2(value: float) -> str:

@@ -204,8 +204,8 @@ def _s(v) -> str:
 
 
 def _discovery(args) -> int:
-    from crdscale.analysis.tokenbucket import SWEEP_PRESETS
-    from crdscale.collect.probes import write_tables, discovery
+    from crdscale.collect.probes import discovery, write_tables
+    from crdscale.models.tokenbucket import SWEEP_PRESETS
 
     names = args.limits or (list(SWEEP_PRESETS) if args.sweep else ["legacy", "kubectl-1.24", "disabled"])
     limits = discovery.validate_limits(names)

@@ -21,6 +21,7 @@ from pathlib import Path
 
 from crdscale.errors import BinaryError
 from crdscale.fsutil import write_atomic, write_json_atomic
+from crdscale.timeutil import utc_iso
 
 
 @dataclass
@@ -141,7 +142,7 @@ def build(program: GoProgram, *, echo=None) -> Path:
         elapsed = time.monotonic() - started
         write_json_atomic(program.out_dir / "build.json", {
             "binary": str(program.binary), "go": go_version(), "seconds": round(elapsed, 1),
-            "built_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+            "built_at": utc_iso(),
         })
         say(f"built {program.binary} in {elapsed / 60:.1f} min")
         return program.binary

@@ -27,12 +27,13 @@ import requests
 import yaml
 
 from crdscale.cluster import binaries, pki
-from crdscale.proc import start_ticks
-from crdscale.cluster.clients import Cluster, ClusterSession, connect
+from crdscale.cluster.clients import Cluster, Credentials, connect
 from crdscale.cluster.versions import DEFAULT_KUBE_VERSION
 from crdscale.errors import ClusterError, UsageError
 from crdscale.fsutil import read_json, write_atomic, write_json_atomic
 from crdscale.paths import instances_dir
+from crdscale.proc import start_ticks
+from crdscale.timeutil import utc_iso
 
 INSTANCE_FILE = "instance.json"
 LOOPBACK = "127.0.0.1"
@@ -84,7 +85,7 @@ def terminate_process(record: ProcessRecord, grace_s: float = STOP_GRACE_S) -> N
             time.sleep(0.1)
 
 
-def _free_ports(count: int) -> list[int]:
+def free_ports(count: int) -> list[int]:
     """``count`` distinct free TCP ports on 127.0.0.1 (held open together so they differ)."""
     socks = []
     try:
@@ -232,11 +233,11 @@ class LocalControlPlane:
         etcd = binaries.etcd(self.etcd_spec, echo=self.echo)
         self.state_dir.mkdir(parents=True)
         (self.state_dir / "logs").mkdir()
-        api_port, etcd_client, etcd_peer = _free_ports(3)
+        api_port, etcd_client, etcd_peer = free_ports(3)
         self.state = {
             "name": self.name,
             "status": "starting",
-            "created_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+            "created_at": utc_iso(),
             "state_dir": str(self.state_dir),
             "server": f"https://{LOOPBACK}:{api_port}",
             "kubeconfig": str(self.kubeconfig),
@@ -339,9 +340,7 @@ class LocalControlPlane:
             *self.apiserver_flags,
         ]
         record = self._spawn("kube-apiserver", argv, env=self.apiserver_env)
-        session = ClusterSession()
-        session.verify = str(creds.ca_cert)
-        session.headers["Authorization"] = f"Bearer {creds.admin_token()}"
+        session = Credentials(verify=str(creds.ca_cert), headers={"Authorization": f"Bearer {creds.admin_token()}"}).session()
         self._wait(record, f"{self.server}/readyz", lambda r: r.status_code == 200,
                    timeout_s=self.ready_timeout_s, session=session)
 

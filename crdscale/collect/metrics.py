@@ -10,12 +10,13 @@ from __future__ import annotations
 
 import json
 import math
-import re
 from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
 from typing import Iterable, Mapping
 
 import pandas as pd
+
+from crdscale.collect.promtext import parse_exposition
 
 TIDY_COLUMNS = ["timestamp", "job", "metric", "labels", "value"]
 
@@ -86,34 +87,7 @@ SERIES: tuple[Series, ...] = (
 )
 
 
-# ---------------------------------------------------------------- text exposition format
-
-_SAMPLE_RE = re.compile(r'^(?P<name>[a-zA-Z_:][a-zA-Z0-9_:]*)(?:\{(?P<labels>.*)\})?\s+(?P<value>\S+)(?:\s+\S+)?$')
-_LABEL_RE = re.compile(r'([a-zA-Z_][a-zA-Z0-9_]*)="((?:[^"\\]|\\.)*)"')
-
-
-def parse_exposition(text: str, names: set[str] | None = None) -> Iterable[tuple[str, dict[str, str], float]]:
-    """Yield ``(name, labels, value)`` for each sample in Prometheus text format
-    (only samples whose metric name is in ``names``, when given)."""
-    for line in text.splitlines():
-        if not line or line.startswith("#"):
-            continue
-        if names is not None:
-            # kube-apiserver exposes tens of thousands of lines; skip unwanted ones before the regex.
-            end = min((i for i in (line.find("{"), line.find(" ")) if i >= 0), default=len(line))
-            if line[:end] not in names:
-                continue
-        m = _SAMPLE_RE.match(line)
-        if not m:
-            continue
-        labels = {}
-        if m["labels"]:
-            labels = {k: bytes(v, "utf-8").decode("unicode_escape") for k, v in _LABEL_RE.findall(m["labels"])}
-        try:
-            value = float(m["value"])
-        except ValueError:
-            continue
-        yield m["name"], labels, value
+# ---------------------------------------------------------------- scrapes
 
 
 def aggregate_scrape(text: str, job: str, timestamp: datetime, series: Iterable[Series] = SERIES) -> list[dict]:

@@ -40,18 +40,11 @@ import yaml
 
 from crdscale.cluster import binaries
 from crdscale.cluster.clients import Cluster
+from crdscale.cluster.local import free_ports
 from crdscale.collect import metrics
 from crdscale.errors import ClusterError
 from crdscale.fsutil import write_atomic
 from crdscale.proc import cpu_seconds, stat_fields, thread_count
-
-
-def _free_port() -> int:
-    import socket
-
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def _keep_recorded(job: str) -> dict:
@@ -89,7 +82,7 @@ class LocalPrometheus:
         self.ca_file = ca_file
         self.token_file = token_file
         self.interval_s = interval_s
-        self.port = _free_port()
+        self.port, = free_ports(1)
         self.url = f"http://127.0.0.1:{self.port}"
         self.workdir = Path(tempfile.mkdtemp(prefix="crdscale-prometheus-"))
         self.tsdb_dir = Path(tsdb_dir) if tsdb_dir else self.workdir / "data"

@@ -14,10 +14,8 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
-import requests
-
-from crdscale.cluster.clients import Cluster
-from crdscale.crds.install import status_message
+from crdscale.cluster.clients import ApiError, Cluster, status_message
+from crdscale.cluster.retry import send_with_retry
 from crdscale.errors import ClusterError, UsageError
 from crdscale.ownership import is_owned, owned_selector
 
@@ -70,20 +68,13 @@ def _display(item: dict[str, Any]) -> str:
 
 def list_owned(cluster: Cluster, collection: str, selector: str, run_id: str | None) -> list[dict[str, Any]]:
     """Objects of ``collection`` matching ``selector`` whose labels really are crdscale's (client-side check)."""
-    items: list[dict[str, Any]] = []
-    params: dict[str, Any] = {"labelSelector": selector, "limit": 500}
-    while True:
-        response = cluster.get(collection, params=params)
-        if response.status_code == 404:  # e.g. an API that this server does not have
-            return items
-        if response.status_code != 200:
-            raise ClusterError(f"LIST {collection} -> HTTP {response.status_code}: {status_message(response)}")
-        body = response.json()
-        items += [i for i in body.get("items") or [] if is_owned(i.get("metadata", {}).get("labels"), run_id)]
-        token = body.get("metadata", {}).get("continue")
-        if not token:
-            return items
-        params["continue"] = token
+    try:
+        items, _ = cluster.list(collection, params={"labelSelector": selector})
+    except ApiError as err:
+        if err.status == 404:  # e.g. an API that this server does not have
+            return []
+        raise
+    return [i for i in items if is_owned(i.get("metadata", {}).get("labels"), run_id)]
 
 
 def _delete(cluster: Cluster, collection: str, item: dict[str, Any], run_id: str | None) -> str | None:
@@ -101,14 +92,17 @@ def _delete(cluster: Cluster, collection: str, item: dict[str, Any], run_id: str
     }
     path = _item_path(collection, item)
     try:
-        response = cluster.session.delete(cluster.url(path), json=body, timeout=60)
-    except requests.RequestException as err:
-        return f"{_display(item)}: {type(err).__name__}: {err}"
+        response = send_with_retry(lambda: cluster.delete(path, body, timeout=60))
+    except ClusterError as err:
+        return f"{_display(item)}: {err}"
     if response.status_code in (200, 202, 404):
         return None
     if response.status_code == 409:
         # Changed since the LIST: fetch it again and decide on what it is now.
-        fresh = cluster.get(path)
+        try:
+            fresh = cluster.get(path)
+        except ClusterError as err:
+            return f"{_display(item)}: {err}"
         if fresh.status_code == 404:
             return None
         if fresh.status_code == 200:

@@ -23,7 +23,6 @@ counts), ``established`` (all of the step Established, or timed out).
 
 from __future__ import annotations
 
-import json
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
@@ -32,18 +31,19 @@ from typing import Any, Callable, Iterator, Mapping, Sequence
 
 import requests
 
-from crdscale.cluster.clients import Cluster
-from crdscale.rundir.events import EventLog
+from crdscale.cluster.clients import ApiError, Cluster, Watch, status_message
+from crdscale.cluster.retry import DEFAULT_RETRY, RETRY_STATUSES, RetryPolicy, send_with_retry
 from crdscale.errors import ClusterError, CRDError, UsageError
+from crdscale.models.tokenbucket import Limiter
 from crdscale.ownership import is_owned, owned_selector, ownership_labels
+from crdscale.rundir.events import EventLog
 
 CRD_PATH = "/apis/apiextensions.k8s.io/v1/customresourcedefinitions"
 FIELD_MANAGER = "crdscale"
 EXISTING_MODES = ("skip", "update", "fail")
 ERROR_MODES = ("continue", "stop")
-# Answers worth a retry: throttled by APF, or a server that is briefly busy.
-_RETRY_STATUS = {429, 500, 502, 503, 504}
-_MAX_ATTEMPTS = 5
+# GET + PUT rounds when an update races another writer (409 on the PUT).
+_CONFLICT_ATTEMPTS = 5
 _SERVER_METADATA = ("resourceVersion", "uid", "creationTimestamp", "generation", "managedFields",
                     "selfLink", "deletionTimestamp", "deletionGracePeriodSeconds")
 
@@ -193,38 +193,6 @@ def conditions_true(obj: Mapping[str, Any]) -> set[str]:
     return {c.get("type") for c in (obj.get("status") or {}).get("conditions") or [] if c.get("status") == "True"}
 
 
-def status_message(response: requests.Response) -> str:
-    """The ``message`` of a Kubernetes ``Status`` answer, else the start of the body, on one line."""
-    try:
-        message = response.json().get("message") or ""
-    except ValueError:
-        message = ""
-    return " ".join((message or response.text or f"HTTP {response.status_code}").split())[:1000]
-
-
-class RateLimiter:
-    """Token bucket shared by worker threads: ``qps`` per second, bursts of ``burst``; qps <= 0 = unlimited."""
-
-    def __init__(self, qps: float, burst: int | None = None):
-        self.qps = qps
-        self.burst = max(1, burst if burst is not None else int(max(qps, 1)))
-        self._tokens = float(self.burst)
-        self._last = time.monotonic()
-        self._lock = threading.Lock()
-
-    def acquire(self) -> None:
-        if self.qps <= 0:
-            return
-        with self._lock:
-            now = time.monotonic()
-            self._tokens = min(self.burst, self._tokens + (now - self._last) * self.qps)
-            self._last = now
-            self._tokens -= 1
-            wait = -self._tokens / self.qps if self._tokens < 0 else 0.0
-        if wait > 0:
-            time.sleep(wait)
-
-
 class ConditionWatcher:
     """One WATCH on this run's CRDs, noting when each is first seen NamesAccepted / Established.
 
@@ -233,7 +201,7 @@ class ConditionWatcher:
     until given CRDs are Established.
     """
 
-    def __init__(self, cluster: Cluster, run_id: str, *, watch_timeout_s: int = 60):
+    def __init__(self, cluster: Cluster, run_id: str, *, watch_timeout_s: int = 60, list_timeout_s: float = 30.0):
         self.cluster = cluster
         self.selector = owned_selector(run_id)
         self.watch_timeout_s = watch_timeout_s
@@ -242,12 +210,25 @@ class ConditionWatcher:
         self.error: str | None = None
         self._changed = threading.Condition()
         self._stop = threading.Event()
-        self._ready = threading.Event()
-        self._response: requests.Response | None = None
-        self._thread = threading.Thread(target=self._run, name="crdscale-crd-watch", daemon=True)
+        self._watch_handle: Watch | None = None
+        # The first LIST runs here so that a refusal (403, no such API) fails the
+        # caller at once; answers worth a retry are retried for ``list_timeout_s``.
+        resource_version = self._first_list(time.monotonic() + list_timeout_s)
+        self._thread = threading.Thread(target=self._run, args=(resource_version,), name="crdscale-crd-watch",
+                                        daemon=True)
         self._thread.start()
-        if not self._ready.wait(30):
-            raise ClusterError(f"cannot list CRDs on {cluster.server}: {self.error or 'no answer in 30 s'}")
+
+    def _first_list(self, deadline: float) -> str:
+        while True:
+            try:
+                return self._list()
+            except ApiError as err:
+                if err.status not in RETRY_STATUSES or time.monotonic() > deadline:
+                    raise ClusterError(f"cannot list CRDs on {self.cluster.server}: {err}") from err
+            except ClusterError as err:
+                if time.monotonic() > deadline:
+                    raise ClusterError(f"cannot list CRDs on {self.cluster.server}: {err}") from err
+            time.sleep(0.5)
 
     def _note(self, obj: Mapping[str, Any]) -> None:
         name = obj.get("metadata", {}).get("name")
@@ -261,23 +242,18 @@ class ConditionWatcher:
             self._changed.notify_all()
 
     def _list(self) -> str:
-        response = self.cluster.get(CRD_PATH, params={"labelSelector": self.selector})
-        if response.status_code != 200:
-            raise ClusterError(f"LIST CRDs -> HTTP {response.status_code}: {status_message(response)}")
-        body = response.json()
-        for item in body.get("items") or []:
+        items, resource_version = self.cluster.list(CRD_PATH, params={"labelSelector": self.selector})
+        for item in items:
             self._note(item)
-        return body["metadata"]["resourceVersion"]
+        return resource_version
 
-    def _run(self) -> None:
-        resource_version = None
+    def _run(self, resource_version: str | None) -> None:
         while not self._stop.is_set():
             try:
                 if resource_version is None:
                     resource_version = self._list()
-                    self._ready.set()
                 resource_version = self._watch(resource_version)
-            except (ClusterError, requests.RequestException, ValueError) as err:
+            except (ClusterError, ValueError) as err:
                 if self._stop.is_set():
                     return
                 self.error = str(err)
@@ -285,30 +261,22 @@ class ConditionWatcher:
                 self._stop.wait(0.5)
 
     def _watch(self, resource_version: str) -> str | None:
-        params = {
-            "labelSelector": self.selector,
-            "watch": "1",
-            "resourceVersion": resource_version,
-            "allowWatchBookmarks": "true",
-            "timeoutSeconds": str(self.watch_timeout_s),
-        }
-        with self.cluster.session.get(self.cluster.url(CRD_PATH), params=params, stream=True,
-                                      timeout=(10, self.watch_timeout_s + 30)) as response:
-            self._response = response
-            if response.status_code != 200:
-                raise ClusterError(f"WATCH CRDs -> HTTP {response.status_code}: {status_message(response)}")
-            for line in response.iter_lines(chunk_size=None):
+        """Follow one watch until the server ends it; returns where to resume (``None``: list again)."""
+        with self.cluster.watch(CRD_PATH, resource_version=resource_version, params={"labelSelector": self.selector},
+                                timeout_s=self.watch_timeout_s) as watch:
+            self._watch_handle = watch
+            if self._stop.is_set():  # closed while connecting
+                return None
+            for event in watch:
                 if self._stop.is_set():
                     return None
-                if not line:
-                    continue
-                event = json.loads(line)
                 obj = event.get("object") or {}
                 if event.get("type") == "ERROR":
                     return None  # 410 Gone and friends: list again
                 resource_version = obj.get("metadata", {}).get("resourceVersion", resource_version)
                 if event.get("type") in ("ADDED", "MODIFIED"):
                     self._note(obj)
+        # The server ended the watch (its timeout, or earlier): resume from the last version seen.
         return resource_version
 
     def wait(self, names: Sequence[str], deadline: float, progress: Callable[[int], None] | None = None) -> list[str]:
@@ -331,21 +299,9 @@ class ConditionWatcher:
 
     def close(self) -> None:
         self._stop.set()
-        _interrupt(self._response)
+        if self._watch_handle is not None:
+            self._watch_handle.close()
         self._thread.join(timeout=5)
-
-
-def _interrupt(response: requests.Response | None) -> None:
-    """Unblock a thread reading a streaming response by shutting its socket down."""
-    if response is None:
-        return
-    try:
-        sock = response.raw._connection.sock  # urllib3 2.x keeps the connection on the response
-        import socket
-
-        sock.shutdown(socket.SHUT_RDWR)
-    except Exception:  # already closed, or another urllib3 layout: the watch timeout ends it anyway
-        pass
 
 
 class Installer:
@@ -363,6 +319,7 @@ class Installer:
         establish_timeout_s: how long a step waits for its CRDs to be Established.
         events: an :class:`EventLog` to append to (optional).
         progress: ``progress(phase, done, total)`` callback (optional, for CLIs).
+        retry: how requests are retried on 429/5xx (``Retry-After`` is honoured).
     """
 
     def __init__(
@@ -378,6 +335,7 @@ class Installer:
         establish_timeout_s: float = 300.0,
         events: EventLog | None = None,
         progress: Progress | None = None,
+        retry: RetryPolicy = DEFAULT_RETRY,
     ):
         if existing not in EXISTING_MODES:
             raise UsageError(f"existing must be one of {', '.join(EXISTING_MODES)}, got {existing!r}")
@@ -388,12 +346,14 @@ class Installer:
         self.cluster = cluster
         self.run_id = run_id
         self.concurrency = concurrency
-        self.limiter = RateLimiter(qps or 0, burst)
+        # client-go's default burst for a given QPS is at least the QPS itself.
+        self.limiter = Limiter(burst if burst is not None else int(max(qps or 0, 1)), qps or 0)
         self.existing = existing
         self.on_rejected = on_rejected
         self.establish_timeout_s = establish_timeout_s
         self.events = events
         self.progress = progress
+        self.retry = retry
         self.results: list[StepResult] = []
         self._watcher: ConditionWatcher | None = None
         self._pool = ThreadPoolExecutor(max_workers=concurrency, thread_name_prefix="crdscale-install")
@@ -401,27 +361,24 @@ class Installer:
     # -- requests
 
     def _request(self, method: str, path: str, body: Mapping[str, Any] | None = None) -> requests.Response:
-        data = json.dumps(body, separators=(",", ":")) if body is not None else None
-        last_error = ""
-        for attempt in range(_MAX_ATTEMPTS):
-            self.limiter.acquire()
-            try:
-                response = self.cluster.session.request(
-                    method, self.cluster.url(path), data=data, timeout=60,
-                    params={"fieldManager": FIELD_MANAGER} if method in ("POST", "PUT") else None,
-                    headers={"Content-Type": "application/json"} if data else None,
-                )
-            except requests.RequestException as err:
-                last_error = f"{type(err).__name__}: {err}"
-            else:
-                if response.status_code not in _RETRY_STATUS:
-                    return response
-                last_error = f"HTTP {response.status_code}: {status_message(response)}"
-                retry_after = response.headers.get("Retry-After", "")
-                if retry_after.isdigit():
-                    time.sleep(min(int(retry_after), 5))
-            time.sleep(min(0.1 * 2**attempt, 2.0))
-        raise ClusterError(f"{method} {path}: gave up after {_MAX_ATTEMPTS} attempts: {last_error}")
+        """One request through the rate limiter, retried on throttling and busy answers (honouring Retry-After).
+
+        Raises :class:`ClusterError` when it got no usable answer after the policy's attempts.
+        """
+        params = {"fieldManager": FIELD_MANAGER} if method in ("POST", "PUT") else None
+
+        def send() -> requests.Response:
+            self.limiter.wait()
+            return self.cluster.request(method, path, params=params, body=body, timeout=60)
+
+        try:
+            response = send_with_retry(send, self.retry)
+        except ClusterError as err:
+            raise ClusterError(f"{method} {path}: gave up after {self.retry.attempts} attempts: {err}") from err
+        if response.status_code in self.retry.statuses:
+            raise ClusterError(f"{method} {path}: gave up after {self.retry.attempts} attempts: "
+                               f"HTTP {response.status_code}: {status_message(response)}")
+        return response
 
     def _install_one(self, crd: Mapping[str, Any], record: CrdRecord) -> CrdRecord:
         body = owned_body(crd, self.run_id)
@@ -447,7 +404,7 @@ class Installer:
     def _handle_existing(self, body: dict[str, Any], record: CrdRecord) -> requests.Response | None:
         """Apply the ``existing`` policy to a CRD that is already there; None when nothing more to do."""
         path = f"{CRD_PATH}/{record.name}"
-        for _ in range(_MAX_ATTEMPTS):
+        for _ in range(_CONFLICT_ATTEMPTS):
             current = self._request("GET", path)
             if current.status_code == 404:  # deleted meanwhile: create it after all
                 return self._request("POST", CRD_PATH, body)

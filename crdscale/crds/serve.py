@@ -40,18 +40,20 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, Mapping, Sequence
 from urllib.parse import urlencode, urlsplit
 
-import requests
-
-from crdscale.cluster.clients import Cluster
+from crdscale.cluster.clients import Cluster, status_message
+from crdscale.cluster.retry import RetryPolicy, send_with_retry
+from crdscale.crds.install import ResourceRef, resource_ref
+from crdscale.errors import ClusterError, UsageError
 from crdscale.rundir.events import EventLog
-from crdscale.crds.install import ResourceRef, resource_ref, status_message
-from crdscale.errors import UsageError
 
 SERVE_MODES = ("list", "watch", "none")
 DEFAULT_MAX_WATCHES = 5000
 # The server ends each watch after this long; the keeper re-opens it, as client-go does.
 WATCH_TIMEOUT_S = 300
-_LIST_ATTEMPTS = 5
+# 404 right after Established: the handler is still being set up; 429: APF; 5xx: busy.
+LIST_RETRY = RetryPolicy(statuses=frozenset({404, 429, 500, 502, 503, 504}))
+# A watch that cannot connect keeps trying in the background, backing off up to 30 s.
+WATCH_RETRY = RetryPolicy(backoff_s=0.5, max_backoff_s=30.0)
 
 
 @dataclass
@@ -84,27 +86,6 @@ class ServeResult:
         }
 
 
-def _ssl_context(cluster: Cluster) -> ssl.SSLContext | None:
-    """An SSL context with the same trust and client certificate as ``cluster.session``."""
-    if urlsplit(cluster.server).scheme != "https":
-        return None
-    verify = cluster.session.verify
-    if verify is False:
-        context = ssl.create_default_context()
-        context.check_hostname = False
-        context.verify_mode = ssl.CERT_NONE
-    elif isinstance(verify, str):
-        context = ssl.create_default_context(cafile=verify)
-    else:
-        context = ssl.create_default_context()
-    cert = cluster.session.cert
-    if isinstance(cert, (tuple, list)):
-        context.load_cert_chain(cert[0], cert[1])
-    elif isinstance(cert, str):
-        context.load_cert_chain(cert)
-    return context
-
-
 class _WatchLoop:
     """An asyncio loop in a daemon thread holding many raw HTTP/1.1 watch streams."""
 
@@ -113,8 +94,8 @@ class _WatchLoop:
         self.host = parts.hostname or "127.0.0.1"
         self.port = parts.port or (443 if parts.scheme == "https" else 80)
         self.base_path = parts.path.rstrip("/")
-        self.ssl = _ssl_context(cluster)
-        self.headers = {k: v for k, v in cluster.session.headers.items() if k.lower() == "authorization"}
+        self.ssl = cluster.credentials.ssl_context(cluster.server)
+        self.headers = {k: v for k, v in cluster.credentials.headers.items() if k.lower() == "authorization"}
         self.deadline = deadline  # monotonic; None = until close()
         self.open = 0
         self.events = 0
@@ -137,7 +118,7 @@ class _WatchLoop:
         return connected
 
     async def _watch(self, path: str, resource_version: str, connected: threading.Event) -> None:
-        backoff = 0.5
+        failures = 0
         while self.deadline is None or time.monotonic() < self.deadline:
             timeout_s = WATCH_TIMEOUT_S
             if self.deadline is not None:
@@ -155,27 +136,28 @@ class _WatchLoop:
                 writer.write(("\r\n".join(head) + "\r\n\r\n").encode())
                 await writer.drain()
                 status = int((await reader.readline()).split()[1])
-                chunked = False
+                headers = {}
                 while (line := await reader.readline()) not in (b"\r\n", b""):
-                    if line.lower().startswith(b"transfer-encoding:") and b"chunked" in line.lower():
-                        chunked = True
+                    key, _, value = line.decode("latin-1").partition(":")
+                    headers[key.strip().title()] = value.strip()
+                chunked = "chunked" in headers.get("Transfer-Encoding", "").lower()
                 if status != 200:
                     self.errors[path] = f"HTTP {status}"
-                    await asyncio.sleep(backoff)
-                    backoff = min(backoff * 2, 30)
+                    await asyncio.sleep(WATCH_RETRY.delay_s(failures, headers))
+                    failures += 1
                     continue
                 self.open += 1
                 counted = True
                 self.errors.pop(path, None)
                 connected.set()
-                backoff = 0.5
+                failures = 0
                 resource_version = await self._read_stream(reader, chunked, resource_version)
             except asyncio.CancelledError:
                 raise
             except (OSError, ValueError, IndexError, asyncio.IncompleteReadError, ssl.SSLError) as err:
                 self.errors[path] = f"{type(err).__name__}: {err}"
-                await asyncio.sleep(backoff)
-                backoff = min(backoff * 2, 30)
+                await asyncio.sleep(WATCH_RETRY.delay_s(failures))
+                failures += 1
             finally:
                 if counted:
                     self.open -= 1
@@ -275,24 +257,22 @@ class ResourceServer:
         return self._watches.open if self._watches else 0
 
     def _list(self, ref: ResourceRef) -> tuple[float, str | None, str | None]:
-        """LIST one resource; returns (latency s, resourceVersion, error)."""
-        error = None
-        for attempt in range(_LIST_ATTEMPTS):
+        """LIST one resource; returns (latency s of the successful attempt, resourceVersion, error)."""
+        started = 0.0
+
+        def send():
+            nonlocal started
             started = time.monotonic()
-            try:
-                response = self.cluster.session.get(self.cluster.url(ref.path), params={"limit": 500}, timeout=60)
-            except requests.RequestException as err:
-                error = f"{ref.path}: {type(err).__name__}"
-            else:
-                latency = time.monotonic() - started
-                if response.status_code == 200:
-                    return latency, response.json().get("metadata", {}).get("resourceVersion", ""), None
-                error = f"{ref.path}: HTTP {response.status_code}: {status_message(response)}"
-                # 404 right after Established: the handler is being set up; 429: APF.
-                if response.status_code not in (404, 429, 500, 503):
-                    break
-            time.sleep(0.1 * 2**attempt)
-        return 0.0, None, error
+            return self.cluster.get(ref.path, params={"limit": 500}, timeout=60)
+
+        try:
+            response = send_with_retry(send, LIST_RETRY)
+        except ClusterError as err:
+            return 0.0, None, f"{ref.path}: {err}"
+        latency = time.monotonic() - started
+        if response.status_code != 200:
+            return 0.0, None, f"{ref.path}: HTTP {response.status_code}: {status_message(response)}"
+        return latency, response.json().get("metadata", {}).get("resourceVersion", ""), None
 
     def serve(self, step: int | None, resources: Sequence[ResourceRef | Mapping[str, Any]]) -> ServeResult:
         """Serve ``resources`` (refs, or CRD dicts: their storage version) not served before.

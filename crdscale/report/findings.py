@@ -18,6 +18,7 @@ from typing import Sequence
 import pandas as pd
 
 from crdscale.analysis.percrd import OTHER, TOTAL, unattributed_share
+from crdscale.units import fmt_bytes
 
 # Columns of the key-numbers table: ``value``/``low``/``high`` in ``unit`` (bytes, CRDs, ...).
 NUMBER_COLUMNS = ["key", "finding", "value", "low", "high", "unit", "source"]
@@ -37,17 +38,6 @@ class Findings:
 # --------------------------------------------------------------------------
 # Formatting
 # --------------------------------------------------------------------------
-
-
-def fmt_bytes(value: float | None) -> str:
-    """``1.5 MiB``, ``12.3 KiB``, ``512 B``; ``n/a`` for None/NaN."""
-    if value is None or (isinstance(value, float) and math.isnan(value)):
-        return "n/a"
-    sign, v = ("-" if value < 0 else ""), abs(float(value))
-    for unit, factor in (("GiB", 2**30), ("MiB", 2**20), ("KiB", 2**10)):
-        if v >= factor:
-            return f"{sign}{v / factor:,.1f} {unit}"
-    return f"{sign}{v:,.0f} B"
 
 
 def fmt_value(value: float | None, unit: str) -> str:

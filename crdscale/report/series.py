@@ -264,11 +264,6 @@ def at_marks(table: pd.DataFrame, marks: pd.DataFrame) -> pd.DataFrame:
     return out.sort_values(["crds", "timestamp"], kind="stable").reset_index(drop=True)
 
 
-def with_crds(table: pd.DataFrame, steps: pd.DataFrame) -> pd.DataFrame:
-    """``table`` (timestamp-indexed) with a ``crds`` column: the CRD count in force at each sample."""
-    return table.assign(crds=crds_at(table.index.to_series(), steps))
-
-
 def memory_summary(memory: pd.DataFrame, columns: Sequence[str] = ("rss", "heap_inuse", "heap_alloc",
                                                                   "stack_inuse", "rss_minus_heap_stack",
                                                                   "idle_retained")) -> pd.DataFrame:

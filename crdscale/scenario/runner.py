@@ -25,6 +25,7 @@ from crdscale.cluster.clients import Cluster, connect
 from crdscale.cluster.gobuild import go_version
 from crdscale.cluster.local import LocalControlPlane
 from crdscale.collect import metrics as metric_defs
+from crdscale.collect.promtext import parse_exposition
 from crdscale.collect.pprof import fetch_profile
 from crdscale.collect.sources import DirectScraper, LocalPrometheus, ProcSampler, RemotePrometheus
 from crdscale.errors import BinaryError, ClusterError, CrdscaleError, RunInterrupted
@@ -143,7 +144,7 @@ def _current_metrics(cluster: Cluster) -> dict[str, float]:
     except ClusterError:
         return {}
     wanted = {"process_resident_memory_bytes", "go_memstats_heap_inuse_bytes", "process_open_fds", "go_goroutines"}
-    return {name: value for name, labels, value in metric_defs.parse_exposition(text, wanted) if not labels}
+    return {name: value for name, labels, value in parse_exposition(text, wanted) if not labels}
 
 
 def _load_crd_set(scenario: Scenario) -> tuple[list[dict], dict]:

@@ -70,7 +70,7 @@ def test_install_200_in_4_steps_serve_list_then_clean_leaves_foreign_crd(local_c
     assert all("Established" in conditions_true(c) for c in installed)
 
     foreign = _foreign_crd(uuid.uuid4().hex[:6])
-    response = cluster.session.post(cluster.url(CRD_PATH), json=foreign, timeout=30)
+    response = cluster.post(CRD_PATH, foreign, timeout=30)
     assert response.status_code == 201, response.text
     try:
         assert main(["clean", "--all-owned", "--kubeconfig", kubeconfig]) == 0
@@ -79,7 +79,7 @@ def test_install_200_in_4_steps_serve_list_then_clean_leaves_foreign_crd(local_c
         assert survivor.status_code == 200
         assert survivor.json()["metadata"].get("deletionTimestamp") is None
     finally:
-        cluster.session.delete(cluster.url(f"{CRD_PATH}/{foreign['metadata']['name']}"), timeout=30)
+        cluster.delete(f"{CRD_PATH}/{foreign['metadata']['name']}", timeout=30)
 
 
 def test_rejection_is_recorded_existing_is_skipped_or_updated_and_watch_serves(cluster):

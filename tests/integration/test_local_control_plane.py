@@ -67,8 +67,8 @@ def own_plane():
 
 def test_crd_becomes_established(own_plane):
     cluster = own_plane.connect()
-    resp = cluster.session.post(cluster.url("/apis/apiextensions.k8s.io/v1/customresourcedefinitions"),
-                                json=_crd("it.crdscale.io", "Widget"), timeout=30)
+    resp = cluster.post("/apis/apiextensions.k8s.io/v1/customresourcedefinitions", _crd("it.crdscale.io", "Widget"),
+                        timeout=30)
     assert resp.status_code == 201, resp.text
     crd = _wait_established(cluster, "widgets.it.crdscale.io")
     assert crd["metadata"]["labels"]["app.kubernetes.io/managed-by"] == "crdscale"

@@ -7,7 +7,7 @@ import time
 
 import pytest
 
-from crdscale.analysis.tokenbucket import PRESETS
+from crdscale.models.tokenbucket import PRESETS
 from crdscale.cli.main import main
 from crdscale.collect.probes import discovery
 from crdscale.collect.probes.fixtures import ProbeFixtures, sweep_crds
@@ -73,7 +73,7 @@ def test_discovery_cli_writes_a_run_directory(local_cluster, tmp_path):
 
 def test_sweep_measured_delay_agrees_with_the_token_bucket(local_cluster):
     # A scaled-down sweep: 60 group-versions at (20, 10) waits (62 - 20) / 10 = 4.2 s for the last token.
-    from crdscale.analysis.tokenbucket import parse_rate_limit
+    from crdscale.models.tokenbucket import parse_rate_limit
 
     cluster = local_cluster.connect()
     base = discovery.count_group_versions(cluster)

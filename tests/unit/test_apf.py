@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from crdscale.analysis import apf
+from crdscale.models import apf
 
 # (total size, object count, limit, selector, from cache, expected object-count seats (unclamped),
 #  expected size-based seats (unclamped)) -- the rows of list_work_estimator_test.go.

@@ -2,14 +2,11 @@
 
 from __future__ import annotations
 
-import time
-
 import pytest
 
 from crdscale.crds import clean as clean_mod
 from crdscale.crds.generate import GeneratorParams, generate_crds
 from crdscale.crds.install import (
-    RateLimiter,
     conditions_true,
     owned_body,
     resource_ref,
@@ -54,20 +51,6 @@ def test_conditions_true():
                                      {"type": "Established", "status": "False"}]}}
     assert conditions_true(obj) == {"NamesAccepted"}
     assert conditions_true({}) == set()
-
-
-def test_rate_limiter_spaces_requests_after_the_burst():
-    limiter = RateLimiter(qps=50, burst=5)
-    started = time.monotonic()
-    for _ in range(15):
-        limiter.acquire()
-    # 5 go at once, the other 10 at 50/s: about 0.2 s
-    assert 0.15 <= time.monotonic() - started < 1.0
-    unlimited = RateLimiter(qps=0)
-    started = time.monotonic()
-    for _ in range(1000):
-        unlimited.acquire()
-    assert time.monotonic() - started < 0.1
 
 
 class _NoNetwork:

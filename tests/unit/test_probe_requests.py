@@ -7,6 +7,7 @@ import json
 import pytest
 
 from crdscale.collect.probes import metrics as m
+from crdscale.collect.promtext import samples_by_name
 from crdscale.rundir.layout import parse_probe_table_name, probe_table_relative
 from crdscale.collect.probes.fixtures import PROBE_INSTANCE_LABEL, crd_manifest, probe_labels, probe_selector, secret, sweep_crds
 from crdscale.collect.probes.requests import (
@@ -130,14 +131,14 @@ apiserver_flowcontrol_work_estimated_seats_count{flow_schema="global-default",pr
 
 
 def test_parse_and_total():
-    samples = m.parse_prometheus_text(METRICS_TEXT)
+    samples = samples_by_name(METRICS_TEXT)
     assert m.total(samples, "apiserver_cache_list_total") == 10
     assert m.resource_total(samples, m.CACHE_LIST_COUNTERS, "", "secrets") == 7
     assert m.memory_bytes(samples)["rss_bytes"] == 1.234e8
 
 
 def test_parse_only_wanted_names():
-    samples = m.parse_prometheus_text(METRICS_TEXT, names=("process_",))
+    samples = samples_by_name(METRICS_TEXT, ("process_",), prefixes=True)
     assert list(samples) == ["process_resident_memory_bytes"]
 
 
@@ -164,20 +165,20 @@ def _bump(text: str, **changes: float) -> str:
     ],
 )
 def test_classify_served_from(changes, expected):
-    before = m.parse_prometheus_text(METRICS_TEXT)
-    after = m.parse_prometheus_text(_bump(METRICS_TEXT, **{k + "{": v for k, v in changes.items()}))
+    before = samples_by_name(METRICS_TEXT)
+    after = samples_by_name(_bump(METRICS_TEXT, **{k + "{": v for k, v in changes.items()}))
     assert m.classify_served_from(before, after, "", "secrets", requests=3).place == expected
 
 
 def test_classify_with_older_resource_prefix_labels():
-    before = m.parse_prometheus_text('apiserver_cache_list_total{index="",resource_prefix="/secrets"} 1\n')
-    after = m.parse_prometheus_text('apiserver_cache_list_total{index="",resource_prefix="/secrets"} 2\n')
+    before = samples_by_name('apiserver_cache_list_total{index="",resource_prefix="/secrets"} 1\n')
+    after = samples_by_name('apiserver_cache_list_total{index="",resource_prefix="/secrets"} 2\n')
     assert m.classify_served_from(before, after, "", "secrets").place == "cache"
 
 
 def test_histogram_delta_by():
-    before = m.parse_prometheus_text(METRICS_TEXT)
-    after = m.parse_prometheus_text(
+    before = samples_by_name(METRICS_TEXT)
+    after = samples_by_name(
         METRICS_TEXT.replace("global-default\"} 12", "global-default\"} 22").replace("global-default\"} 3", "global-default\"} 4")
     )
     assert m.histogram_delta_by(before, after, "apiserver_flowcontrol_work_estimated_seats", "priority_level") == {
@@ -209,7 +210,7 @@ etcd_requests_total{group="",operation="getCurrentResourceVersion",resource="con
 
 def test_classify_with_storage_label_scheme_consistent_read_from_cache():
     served = m.classify_served_from(
-        m.parse_prometheus_text(V137_BEFORE), m.parse_prometheus_text(V137_AFTER_CONSISTENT), "", "configmaps"
+        samples_by_name(V137_BEFORE), samples_by_name(V137_AFTER_CONSISTENT), "", "configmaps"
     )
     assert served.place == "cache"
     assert served.scheme == "storage-label"
@@ -218,7 +219,7 @@ def test_classify_with_storage_label_scheme_consistent_read_from_cache():
 
 def test_classify_with_storage_label_scheme_etcd():
     after = V137_BEFORE + 'apiserver_storage_list_total{group="",index="",resource="configmaps",storage="etcd"} 1\n'
-    served = m.classify_served_from(m.parse_prometheus_text(V137_BEFORE), m.parse_prometheus_text(after), "", "configmaps")
+    served = m.classify_served_from(samples_by_name(V137_BEFORE), samples_by_name(after), "", "configmaps")
     assert served.place == "etcd"
 
 

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import math
 from pathlib import Path
 
 import pandas as pd
@@ -12,7 +11,7 @@ from crdscale.analysis.percrd import unattributed_share
 from crdscale.rundir import read_run
 from crdscale.report import series as S
 from crdscale.report.findings import (
-    compute_findings, findings_markdown, fmt_bytes, fmt_value, headline, key_numbers, per_crd_table, provenance,
+    compute_findings, findings_markdown, fmt_value, headline, key_numbers, per_crd_table, provenance,
 )
 
 REFERENCE = Path(__file__).resolve().parents[2] / "data" / "reference-run"
@@ -84,12 +83,6 @@ def test_provenance_states_resolution_and_harness_cost():
                                    "kube_apiserver_cpu_seconds": 100.0, "harness_share_of_apiserver_cpu": 0.04}})
     assert prov["metrics resolution"].startswith("300 samples") and "largest 2 s" in prov["metrics resolution"]
     assert prov["harness cost"] == "crdscale 3.0 s + Prometheus 1.0 s CPU = 4.0% of kube-apiserver's 100.0 s"
-
-
-@pytest.mark.parametrize("value, text", [(512, "512 B"), (1536, "1.5 KiB"), (3 * 2**20, "3.0 MiB"),
-                                         (-2048, "-2.0 KiB"), (math.nan, "n/a"), (None, "n/a")])
-def test_fmt_bytes(value, text):
-    assert fmt_bytes(value) == text
 
 
 def test_per_crd_table_units(reference):

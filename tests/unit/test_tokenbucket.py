@@ -7,7 +7,7 @@ import math
 import numpy as np
 import pytest
 
-from crdscale.analysis import tokenbucket as tb
+from crdscale.models import tokenbucket as tb
 
 
 def test_one_pager_case_192_requests_burst_100_at_5_qps():
@@ -110,3 +110,22 @@ def test_predicted_extra_wall_overlaps_short_waits():
     assert tb.predicted_extra_wall(0.05, 53.96, 0.005, 0.83) == pytest.approx(53.185)
     # No throttling: never negative.
     assert tb.predicted_extra_wall(0.05, 0.0, 0.005, 0.83) == 0.0
+
+
+def test_limiter_spaces_requests_after_the_burst_on_its_clock():
+    now = [0.0]
+    slept = []
+    limiter = tb.Limiter(burst=5, qps=50, clock=lambda: now[0], sleep=slept.append)
+    waits = [limiter.wait() for _ in range(15)]
+    # 5 go at once, the other 10 queue at 50/s: the 15th waits 10 / 50 = 0.2 s
+    assert waits[:5] == [0.0] * 5
+    assert waits[-1] == pytest.approx(0.2)
+    assert slept == waits[5:]
+    now[0] = 10.0  # a long pause refills the bucket to its burst, no more
+    assert [limiter.wait() for _ in range(5)] == [0.0] * 5
+    assert limiter.wait() > 0
+
+
+def test_disabled_limiter_never_waits():
+    limiter = tb.Limiter(burst=0, qps=0, sleep=lambda s: pytest.fail("slept"))
+    assert sum(limiter.wait() for _ in range(1000)) == 0.0

@@ -10,10 +10,12 @@ from typing import Any, Callable, Iterable, Mapping
 from urllib.parse import urlencode, urlsplit
 
 import requests
-from requests.adapters import HTTPAdapter
 
-from crdscale.cluster.clients import ClusterSession
+from crdscale.cluster.retry import RetryPolicy, send_with_retry
 from crdscale.errors import ClusterError
+
+# Setup creates thousands of objects on a server that is busy building storage.
+CREATE_RETRY = RetryPolicy(backoff_s=0.5)
 
 
 def fresh_session(cluster, *, pool_size: int = 16) -> requests.Session:
@@ -23,31 +25,21 @@ def fresh_session(cluster, *, pool_size: int = 16) -> requests.Session:
     previous run kept alive; ``pool_size`` should cover the parallel requests
     so urllib3 does not open and discard extra connections.
     """
-    src = cluster.session
-    session = ClusterSession()
-    adapter = HTTPAdapter(pool_connections=2, pool_maxsize=max(pool_size, 1))
-    session.mount("https://", adapter)
-    session.mount("http://", adapter)
-    session.verify = src.verify
-    session.cert = src.cert
-    session.headers.update(src.headers)
-    return session
+    return cluster.credentials.session(pool_size=pool_size)
 
 
 def credentials_env(cluster) -> dict[str, str]:
     """Environment for a child process to reach the cluster with the same credentials (no kubeconfig parsing)."""
-    src = cluster.session
+    creds = cluster.credentials
     env = {"CRDSCALE_PROBE_SERVER": cluster.server}
-    if isinstance(src.verify, str):
-        env["CRDSCALE_PROBE_CA"] = src.verify
-    elif src.verify is False:
+    if isinstance(creds.verify, str):
+        env["CRDSCALE_PROBE_CA"] = creds.verify
+    elif creds.verify is False:
         env["CRDSCALE_PROBE_INSECURE"] = "1"
-    if src.cert:
-        cert, key = src.cert if isinstance(src.cert, tuple) else (src.cert, "")
-        env["CRDSCALE_PROBE_CERT"] = cert
-        env["CRDSCALE_PROBE_KEY"] = key
-    if src.headers.get("Authorization"):
-        env["CRDSCALE_PROBE_AUTH"] = src.headers["Authorization"]
+    if creds.cert:
+        env["CRDSCALE_PROBE_CERT"], env["CRDSCALE_PROBE_KEY"] = creds.cert
+    if creds.headers.get("Authorization"):
+        env["CRDSCALE_PROBE_AUTH"] = creds.headers["Authorization"]
     return env
 
 
@@ -114,22 +106,17 @@ def create_many(
     session = fresh_session(cluster, pool_size=workers)
     url = cluster.url(path)
 
+    def send_once(body: dict) -> requests.Response:
+        try:
+            return session.post(url, json=body, timeout=60)
+        except requests.exceptions.RequestException as err:
+            raise ClusterError(f"POST {path} failed: {err}") from err
+
     def post(body: dict) -> int:
-        for attempt in range(5):
-            try:
-                resp = session.post(url, json=body, timeout=60)
-            except requests.exceptions.RequestException as err:
-                if attempt == 4:
-                    raise ClusterError(f"POST {path} failed: {err}") from err
-                time.sleep(0.5 * (attempt + 1))
-                continue
-            if resp.status_code in (200, 201, 202, 409):
-                return 1
-            if resp.status_code in (429, 500, 503, 504) and attempt < 4:
-                time.sleep(0.5 * (attempt + 1))
-                continue
-            raise ClusterError(f"POST {path} -> HTTP {resp.status_code}: {resp.text.strip()[:300]}")
-        return 0
+        resp = send_with_retry(lambda: send_once(body), CREATE_RETRY)
+        if resp.status_code in (200, 201, 202, 409):
+            return 1
+        raise ClusterError(f"POST {path} -> HTTP {resp.status_code}: {resp.text.strip()[:300]}")
 
     created = 0
     try:
@@ -145,6 +132,6 @@ def create_many(
 
 def delete_collection(cluster, path: str, selector: str, *, timeout: float = 300.0) -> None:
     """DELETE every object under collection ``path`` that matches label ``selector``."""
-    resp = cluster.session.delete(cluster.url(path), params={"labelSelector": selector}, timeout=timeout)
+    resp = cluster.delete(path, params={"labelSelector": selector}, timeout=timeout)
     if resp.status_code not in (200, 202, 404):
         raise ClusterError(f"DELETE {path}?labelSelector={selector} -> HTTP {resp.status_code}: {resp.text.strip()[:300]}")

@@ -15,7 +15,7 @@ from typing import Callable
 
 import pandas as pd
 
-from crdscale.analysis import apf
+from crdscale.models import apf
 from crdscale.errors import ClusterError
 import secrets
 
@@ -92,10 +92,9 @@ def observe_seats(
     groups = sorted({r.split(".", 1)[1] if "." in r else "" for r in lists["resource"]})
     resources = sorted({r.split(".", 1)[0] for r in lists["resource"]})
     role, binding = _rbac(run_id, secrets.token_hex(3), [{"apiGroups": groups, "resources": resources, "verbs": ["get", "list"]}])
-    session = cluster.session
     rbac = "/apis/rbac.authorization.k8s.io/v1"
-    check(session.post(cluster.url(f"{rbac}/clusterroles"), json=role, timeout=30), "create ClusterRole", ok=(201, 409))
-    check(session.post(cluster.url(f"{rbac}/clusterrolebindings"), json=binding, timeout=30), "create ClusterRoleBinding", ok=(201, 409))
+    check(cluster.post(f"{rbac}/clusterroles", role, timeout=30), "create ClusterRole", ok=(201, 409))
+    check(cluster.post(f"{rbac}/clusterrolebindings", binding, timeout=30), "create ClusterRoleBinding", ok=(201, 409))
     rows = []
     probe_session = fresh_session(cluster, pool_size=2)
     probe_session.headers["Impersonate-User"] = PROBE_USER
@@ -127,7 +126,7 @@ def observe_seats(
         probe_session.close()
         # Delete by name: exactly the two objects created above.
         for kind, obj in (("clusterrolebindings", binding), ("clusterroles", role)):
-            resp = session.delete(cluster.url(f"{rbac}/{kind}/{obj['metadata']['name']}"), timeout=30)
+            resp = cluster.delete(f"{rbac}/{kind}/{obj['metadata']['name']}", timeout=30)
             if resp.status_code not in (200, 202, 404):
                 say(f"cleanup of {kind}/{obj['metadata']['name']} failed: HTTP {resp.status_code}")
     return pd.DataFrame(rows)

@@ -30,7 +30,7 @@ from typing import Callable, Iterable
 
 import pandas as pd
 
-from crdscale.analysis import tokenbucket as tb
+from crdscale.models import tokenbucket as tb
 from crdscale.errors import ClusterError, UsageError
 
 from ._http import fresh_session, timed_get
@@ -85,18 +85,15 @@ def legacy_discovery(
 
     Returns a :class:`LegacyDiscovery` with per-request rows and a summary (seconds, bytes).
     """
-    bucket = tb.TokenBucket(limit.burst, limit.qps, now=time.monotonic())
-    bucket_lock = threading.Lock()
     rows: list[dict] = []
     rows_lock = threading.Lock()
     session = fresh_session(cluster, pool_size=min(max_parallel, 1024))
+    # The bucket starts full at t0, as a new client-go client's does, so the model's clock and the probe's agree.
+    limiter = tb.Limiter(limit.burst, limit.qps)
     t0 = time.monotonic()
 
     def fetch(path: str, phase: str, issued: float) -> tuple[dict, bytes]:
-        with bucket_lock:
-            wait = bucket.reserve(time.monotonic())
-        if wait > 0:
-            time.sleep(wait)
+        wait = limiter.wait()
         start = time.monotonic()
         error = ""
         try:

@@ -171,7 +171,7 @@ class ProbeFixtures:
 
     def namespace(self, suffix: str) -> str:
         name = f"crdscale-probe-{self.instance}-{suffix}"
-        resp = self.cluster.session.post(self.cluster.url("/api/v1/namespaces"), json=namespace_manifest(name, self.labels), timeout=30)
+        resp = self.cluster.post("/api/v1/namespaces", namespace_manifest(name, self.labels), timeout=30)
         check(resp, f"create namespace {name}", ok=(201,))
         self.namespaces.append(name)
         return name
@@ -266,7 +266,7 @@ class ProbeFixtures:
         labels = resp.json().get("metadata", {}).get("labels", {})
         if labels != {**labels, **self.labels}:
             return  # not ours: never touch it
-        cluster.session.delete(cluster.url(f"/api/v1/namespaces/{name}"), timeout=30)
+        cluster.delete(f"/api/v1/namespaces/{name}", timeout=30)
         if not is_loopback(cluster.server):
             return  # a real cluster's namespace controller finishes the job
         # The local control plane runs no kube-controller-manager, so nothing
@@ -280,6 +280,6 @@ class ProbeFixtures:
             body = resp.json()
             if body.get("status", {}).get("phase") == "Terminating":
                 body.setdefault("spec", {})["finalizers"] = []
-                cluster.session.put(cluster.url(f"/api/v1/namespaces/{name}/finalize"), json=body, timeout=30)
+                cluster.put(f"/api/v1/namespaces/{name}/finalize", body, timeout=30)
                 return
             time.sleep(0.2)

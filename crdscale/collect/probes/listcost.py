@@ -204,7 +204,7 @@ def measure_lists(
     ``served_from`` (``cache``/``etcd``/``unknown``), ``served_from_evidence``,
     ``expected_from_cache`` (what the APF estimator assumes), ``stored_objects``.
     """
-    from crdscale.analysis.apf import served_from_cache
+    from crdscale.models.apf import served_from_cache
 
     say = echo or (lambda _m: None)
     kinds = tuple(kinds)

@@ -1,4 +1,4 @@
-"""Reading kube-apiserver's ``/metrics`` for the probes: parse, diff, classify.
+"""Reading kube-apiserver's ``/metrics`` for the probes: diff and classify scrapes.
 
 The probes compare scrapes taken before and after a request to tell where it
 was served from and how the API server's memory moved. Parsing and the
@@ -7,40 +7,10 @@ classification rules are pure; :func:`scrape` is the only I/O.
 
 from __future__ import annotations
 
-import re
-from collections import defaultdict
 from dataclasses import dataclass
-from typing import Iterable, Mapping
+from typing import Iterable
 
-_SAMPLE_RE = re.compile(r"^(?P<name>[a-zA-Z_:][a-zA-Z0-9_:]*)(?:\{(?P<labels>.*)\})?\s+(?P<value>\S+)")
-_LABEL_RE = re.compile(r'(?P<key>[a-zA-Z_][a-zA-Z0-9_]*)="(?P<value>(?:[^"\\]|\\.)*)"')
-
-Samples = dict[str, list[tuple[dict[str, str], float]]]
-
-
-def parse_prometheus_text(text: str, *, names: Iterable[str] | None = None) -> Samples:
-    """Samples of a text exposition, grouped by metric name: ``{name: [(labels, value), ...]}``.
-
-    ``names`` restricts parsing to those metric names (and their ``_sum``/``_count``/``_bucket``
-    series), which keeps this fast on a many-megabyte scrape.
-    """
-    wanted = tuple(names) if names else None
-    out: Samples = defaultdict(list)
-    for line in text.splitlines():
-        if not line or line[0] == "#":
-            continue
-        if wanted and not line.startswith(wanted):
-            continue
-        m = _SAMPLE_RE.match(line)
-        if not m:
-            continue
-        try:
-            value = float(m["value"])
-        except ValueError:
-            continue
-        labels = {lm["key"]: lm["value"] for lm in _LABEL_RE.finditer(m["labels"] or "")}
-        out[m["name"]].append((labels, value))
-    return dict(out)
+from crdscale.collect.promtext import Samples, samples_by_name
 
 
 def total(samples: Samples, name: str, **match: str) -> float:
@@ -242,17 +212,11 @@ def histogram_delta_by(before: Samples, after: Samples, name: str, label: str) -
 
 
 def scrape(cluster, *, names: Iterable[str] | None = None, timeout: float = 60.0) -> Samples:
-    """GET ``/metrics`` through the cluster's session and parse it (optionally only ``names``)."""
+    """GET ``/metrics`` and parse it: only metrics whose names start with one of ``names``, when given."""
     from crdscale.errors import ClusterError
 
     resp = cluster.get("/metrics", timeout=timeout)
     if resp.status_code != 200:
         raise ClusterError(f"GET /metrics -> HTTP {resp.status_code}; the probe needs permission to read /metrics")
-    return parse_prometheus_text(resp.text, names=names)
+    return samples_by_name(resp.text, tuple(names) if names else None, prefixes=True)
 
-
-def merge_label_filters(*filters: Mapping[str, str]) -> dict[str, str]:
-    out: dict[str, str] = {}
-    for f in filters:
-        out.update(f)
-    return out

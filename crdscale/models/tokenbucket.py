@@ -25,8 +25,10 @@ A ``qps`` of zero or below means "no rate limiter", as with kubectl's
 from __future__ import annotations
 
 import math
+import threading
+import time
 from dataclasses import dataclass
-from typing import Iterable, Sequence
+from typing import Callable, Iterable, Sequence
 
 import numpy as np
 import pandas as pd
@@ -117,6 +119,38 @@ class TokenBucket:
         self.tokens = tokens
         self.last = now
         return -tokens / self.qps if tokens < 0 else 0.0
+
+
+class Limiter:
+    """A :class:`TokenBucket` on the monotonic clock, shared by threads: client-go's ``limiter.Wait(ctx)``.
+
+    ``qps <= 0`` never waits. ``clock`` and ``sleep`` are injectable for tests.
+    """
+
+    def __init__(self, burst: int, qps: float, *, clock: Callable[[], float] = time.monotonic,
+                 sleep: Callable[[float], None] = time.sleep):
+        self._clock = clock
+        self._sleep = sleep
+        self._bucket = TokenBucket(burst, qps, now=clock())
+        self._lock = threading.Lock()
+
+    @property
+    def enabled(self) -> bool:
+        return self._bucket.enabled
+
+    def reserve(self) -> float:
+        """Take a token now; returns the seconds the caller must wait before sending (not slept)."""
+        if not self.enabled:
+            return 0.0
+        with self._lock:
+            return self._bucket.reserve(self._clock())
+
+    def wait(self) -> float:
+        """Take a token and sleep until it is due (outside the lock, so others queue behind); returns seconds slept."""
+        wait = self.reserve()
+        if wait > 0:
+            self._sleep(wait)
+        return wait
 
 
 def predict_waits(issue_times_s: Sequence[float] | np.ndarray, burst: int, qps: float) -> np.ndarray:
