@@ -274,7 +274,8 @@ class ScenarioRunner:
                               establish_timeout_s=sc.steps["establish_timeout_seconds"],
                               on_rejected=sc.steps.get("on_rejected", "stop"))
         stack.callback(installer.close)
-        server = Server(self.cluster, mode=sc.steps["serve"], events=self.events, run_id=self.run_id)
+        server = Server(self.cluster, mode=sc.steps["serve"], events=self.events, run_id=self.run_id,
+                        clients=sc.steps.get("serve_clients", 1), echo=self.progress.message)
         stack.callback(server.close)
 
         sizes = sc.step_sizes(len(crds))
