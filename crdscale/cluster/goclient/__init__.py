@@ -21,18 +21,16 @@ process started, ...}``); :func:`parse_lines` reads them. Modes:
 
 from __future__ import annotations
 
-import ctypes
 import hashlib
 import json
 import os
-import signal
 import subprocess
 import threading
 import time
 from dataclasses import dataclass, field
 from importlib import resources
 from pathlib import Path
-from typing import Any, Callable, Iterable, Sequence
+from typing import Callable, Iterable, Sequence
 
 from crdscale.cluster import gobuild
 from crdscale.errors import BinaryError, ClusterError
@@ -106,15 +104,6 @@ def connection_args(kubeconfig: str | os.PathLike, context: str | None = None) -
     return args
 
 
-def _die_with_parent() -> None:
-    """In the child before exec: get SIGTERM when crdscale dies, even by SIGKILL (Linux prctl)."""
-    try:
-        libc = ctypes.CDLL(None, use_errno=True)
-        libc.prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
-    except (OSError, AttributeError):
-        pass
-
-
 def run_once(mode: str, args: Sequence[str], *, timeout_s: float = 600.0, env: dict | None = None,
              echo: Callable[[str], None] | None = None) -> list[dict]:
     """Run crdscale-client ``mode`` to completion; returns its events.
@@ -123,7 +112,7 @@ def run_once(mode: str, args: Sequence[str], *, timeout_s: float = 600.0, env: d
     """
     path = binary(echo=echo)
     proc = subprocess.run([str(path), mode, *args], capture_output=True, text=True, timeout=timeout_s,
-                          env={**os.environ, **(env or {})}, preexec_fn=_die_with_parent)
+                          env={**os.environ, **(env or {})})
     events = parse_lines(proc.stdout.splitlines())
     if proc.returncode != 0:
         message = next((e.get("message") for e in events if e["event"] == "error"), None)
@@ -183,8 +172,9 @@ class InformerClients:
         for index in range(clients):
             proc = subprocess.Popen(
                 [str(path), "informers", *argv_tail, f"--name=crdscale-client/informers-{index}"],
+                # stdin stays open for the life of the client: when crdscale exits, even by
+                # SIGKILL, the pipe closes and the process ends on its own.
                 stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, bufsize=1,
-                preexec_fn=_die_with_parent,
             )
             entry = _Process(proc)
             self.processes.append(entry)
