@@ -33,7 +33,7 @@ from pathlib import Path
 from typing import Callable, Iterable, Sequence
 
 from crdscale.cluster import gobuild
-from crdscale.errors import BinaryError, ClusterError
+from crdscale.errors import ClusterError
 from crdscale.paths import binaries_dir
 
 BINARY_NAME = "crdscale-client"
