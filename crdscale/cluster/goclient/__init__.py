@@ -80,20 +80,21 @@ def binary(*, echo: Callable[[str], None] | None = None) -> Path:
     return gobuild.build(prog, echo=echo)
 
 
+def parse_line(line: str) -> dict | None:
+    """One JSON event from a line of crdscale-client's stdout, or ``None`` for anything else."""
+    line = line.strip()
+    if not line.startswith("{"):
+        return None
+    try:
+        event = json.loads(line)
+    except json.JSONDecodeError:
+        return None
+    return event if isinstance(event, dict) and "event" in event else None
+
+
 def parse_lines(lines: Iterable[str]) -> list[dict]:
-    """JSON objects from crdscale-client's stdout, in order; other lines (none expected) are skipped."""
-    events = []
-    for line in lines:
-        line = line.strip()
-        if not line.startswith("{"):
-            continue
-        try:
-            event = json.loads(line)
-        except json.JSONDecodeError:
-            continue
-        if isinstance(event, dict) and "event" in event:
-            events.append(event)
-    return events
+    """JSON events from crdscale-client's stdout, in order; other lines (none expected) are skipped."""
+    return [e for e in map(parse_line, lines) if e is not None]
 
 
 def connection_args(kubeconfig: str | os.PathLike, context: str | None = None) -> list[str]:
@@ -187,7 +188,10 @@ class InformerClients:
         return [p.proc.pid for p in self.processes]
 
     def _read(self, entry: _Process) -> None:
-        for event in parse_lines(iter(entry.proc.stdout.readline, "")):
+        for line in iter(entry.proc.stdout.readline, ""):
+            event = parse_line(line)
+            if event is None:
+                continue
             with self._changed:
                 kind = event["event"]
                 if kind == "synced":

@@ -230,7 +230,9 @@ def client_go_discovery(cluster, limit: tb.RateLimit, *, legacy: bool = True, ca
         if cache == "disk":
             args.append(f"--cache-dir={cache_dir}")
         events = goclient.run_once("discovery", args, timeout_s=timeout_s, echo=echo)
-    return discovery_from_events(events, limit, mode="client-go" if legacy else "client-go aggregated")
+    # The disk cache's client always prefers aggregated discovery when the server serves it.
+    kind = "legacy" if legacy and cache == "memory" else "aggregated"
+    return discovery_from_events(events, limit, mode="client-go" if kind == "legacy" else f"client-go {kind}, {cache} cache")
 
 
 def _discoverer(echo: Callable[[str], None] | None) -> Callable:
