@@ -116,6 +116,7 @@ class Command:
                               events=events, progress=bars)
         server = ResourceServer(cluster, args.serve, concurrency=args.concurrency, max_watches=args.max_watches,
                                 events=events, run_id=run_id, progress=bars, clients=args.serve_clients,
+                                record_process=run.record_process,
                                 echo=lambda m: print(f"crdscale: {m}", file=sys.stderr, flush=True))
         started = time.monotonic()
         installed = 0

@@ -25,8 +25,9 @@ client-go's reflector retries such watches with backoff.) ``watch_lifetime_s``
 applies to the fallback only.
 
 Events emitted: ``serve.client`` (which client serves the watches, the
-crdscale-client PIDs), ``serve.start`` and ``serve.end`` (with LIST or informer
-sync counts and latencies, open watches).
+crdscale-client PIDs, or why the fallback), ``serve.start`` and ``serve.end``
+(with LIST or informer sync counts and latencies, open watches), and
+``process.stop`` per crdscale-client process at :meth:`ResourceServer.close`.
 """
 
 from __future__ import annotations
@@ -251,6 +252,8 @@ class ResourceServer:
         go_client: ``watch`` mode: ``True`` (crdscale-client, falling back to the Python
             watcher with a warning when it cannot be built) or ``False`` (the Python watcher).
         echo: progress lines while crdscale-client is built (optional).
+        record_process: ``record_process(name, pid)`` for each crdscale-client process, so that a
+            run that dies can have them stopped (:meth:`crdscale.rundir.RunWriter.record_process`).
     """
 
     def __init__(
@@ -269,6 +272,7 @@ class ResourceServer:
         client_burst: int = 30,
         go_client: bool = True,
         echo: Callable[[str], None] | None = None,
+        record_process: Callable[[str, int], None] | None = None,
     ):
         if mode not in SERVE_MODES:
             raise UsageError(f"serve mode must be one of {', '.join(SERVE_MODES)}, got {mode!r}")
@@ -287,11 +291,11 @@ class ResourceServer:
         self._watched: set[str] = set()
         if mode == "watch" and go_client:
             self._informers = _start_informers(cluster, clients, client_qps, client_burst, events, run_id, echo)
+            for pid in self._informers.pids if self._informers is not None and record_process else ():
+                record_process("crdscale-client", pid)
         if mode == "watch" and self._informers is None:
             deadline = time.monotonic() + watch_lifetime_s if watch_lifetime_s else None
             self._watches = _WatchLoop(cluster, deadline)
-            if events is not None:
-                events.emit("serve.client", run_id=run_id, client="python-watcher", pids=[])
 
     @property
     def open_watches(self) -> int:
@@ -396,9 +400,10 @@ class ResourceServer:
     def close(self) -> None:
         """Close every watch (returns within ~15 s even if the server does not answer)."""
         if self._informers is not None:
-            stopped = self._informers.close()
+            self._informers.close()
             if self.events is not None:
-                self.events.emit("serve.client.stopped", run_id=self.run_id, clients=stopped)
+                for pid, code in self._informers.exit_codes().items():
+                    self.events.emit("process.stop", name="crdscale-client", pid=pid, exit_code=code)
             self._informers = None
         if self._watches is not None:
             self._watches.close()
@@ -426,7 +431,7 @@ def _start_informers(cluster: Cluster, clients: int, qps: float, burst: int, eve
         print(f"crdscale: warning: serve=watch falls back to the Python watcher (one HTTP/1.1 connection per "
               f"watch, unlike client-go): crdscale-client unavailable: {err}", file=sys.stderr, flush=True)
         if events is not None:
-            events.emit("serve.client.fallback", run_id=run_id, reason=str(err))
+            events.emit("serve.client", run_id=run_id, client="python-watcher", reason=str(err))
         return None
     if events is not None:
         events.emit("serve.client", run_id=run_id, client="go-informers", pids=informers.pids, clients=clients,

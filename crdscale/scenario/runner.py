@@ -275,7 +275,8 @@ class ScenarioRunner:
                               on_rejected=sc.steps.get("on_rejected", "stop"))
         stack.callback(installer.close)
         server = Server(self.cluster, mode=sc.steps["serve"], events=self.events, run_id=self.run_id,
-                        clients=sc.steps.get("serve_clients", 1), echo=self.progress.message)
+                        clients=sc.steps.get("serve_clients", 1), echo=self.progress.message,
+                        record_process=self.run.record_process)
         stack.callback(server.close)
 
         sizes = sc.step_sizes(len(crds))

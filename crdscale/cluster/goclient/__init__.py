@@ -278,6 +278,10 @@ class InformerClients:
         with self._lock:
             return [dict(p.stopped, pid=p.proc.pid) for p in self.processes if p.stopped]
 
+    def exit_codes(self) -> dict[int, int | None]:
+        """pid -> exit code (``None`` while a process still runs)."""
+        return {p.proc.pid: p.proc.poll() for p in self.processes}
+
     def __enter__(self) -> "InformerClients":
         return self
 
