@@ -6,6 +6,9 @@ BIN := $(VENV)/bin
 PYTEST_ARGS ?=
 # Only the tests need a second kube-apiserver: the old-version test brings up v1.24.0.
 test integration: export EXTRA_KUBE_VERSIONS ?= 1.24.0
+# ... and one kubectl at a seed's version (the kubectl discovery test); v1.24.0 reuses
+# most of that kube-apiserver's compiled packages.
+test integration: export EXTRA_KUBECTL_VERSIONS ?= 1.24.0
 
 .PHONY: bootstrap demo test unit integration lint clean-runs
 

@@ -11,6 +11,8 @@ VENV=${VENV:-.venv}
 PYTHON=${PYTHON:-python3}
 # Versions `make test` needs beyond the defaults (the old-version integration test).
 EXTRA_KUBE_VERSIONS=${EXTRA_KUBE_VERSIONS:-}
+# kubectl versions `make test` builds (the discovery probe's kubectl test).
+EXTRA_KUBECTL_VERSIONS=${EXTRA_KUBECTL_VERSIONS:-}
 
 say() { printf 'bootstrap: %s\n' "$*" >&2; }
 
@@ -64,4 +66,7 @@ fi
 args=()
 for v in $EXTRA_KUBE_VERSIONS; do args+=(--kube-version "$v"); done
 if [ "${#args[@]}" -gt 0 ]; then args=(--kube-version default "${args[@]}"); fi
-"$VENV/bin/crdscale" binaries "${args[@]}" --prometheus >&2
+for v in $EXTRA_KUBECTL_VERSIONS; do args+=(--kubectl-version "$v"); done
+# crdscale-client (client-go informers for serve=watch, discovery, cache memory): after
+# kube-apiserver, whose build already compiled the same client-go packages.
+"$VENV/bin/crdscale" binaries "${args[@]}" --client --prometheus >&2

@@ -11,6 +11,14 @@ def discovery_findings(sweep: pd.DataFrame, *, tolerance: float = 0.15) -> pd.Da
         return pd.DataFrame(columns=["finding", "value"])
     rows = []
     for (gv, limit), grp in sweep.groupby(["group_versions", "limit"], sort=True):
+        if str(limit).startswith("kubectl"):
+            # A real kubectl: its own wall time and GETs, beside the model's longest wait for its limiter.
+            for _, row in grp.iterrows():
+                command = row.get("command") if isinstance(row.get("command"), str) else "kubectl"
+                rows.append({"finding": f"{gv} group-versions, {limit}: {command.removeprefix('kubectl ')}",
+                             "value": f"wall {row['wall_s']:.2f} s, {int(row['requests'])} GETs "
+                                      f"(model's longest wait {row['predicted_delay_s']:.2f} s)"})
+            continue
         measured = grp["measured_delay_s"].median()
         predicted = grp["predicted_delay_s"].iloc[0]
         # End-to-end prediction (the wait net of overlapping transfer) when the sweep recorded it.

@@ -16,6 +16,7 @@ class Command:
       crdscale binaries                       # default kube-apiserver and etcd
       crdscale binaries --kube-version 1.24.0
       crdscale binaries --kubectl             # also a real kubectl (benchmarks)
+      crdscale binaries --kubectl-version 1.23.3 --client   # kubectl v1.23.3 and crdscale-client
     """
 
     @staticmethod
@@ -24,6 +25,10 @@ class Command:
                             help="kube-apiserver version(s) to ensure (repeatable; 'default' = the pinned one)")
         parser.add_argument("--etcd", metavar="VERSION|system|PATH", help="etcd to ensure (default: pinned version)")
         parser.add_argument("--kubectl", action="store_true", help="also ensure a real kubectl")
+        parser.add_argument("--kubectl-version", metavar="X.Y.Z", action="append",
+                            help="also build kubectl at this version from Go modules (repeatable)")
+        parser.add_argument("--client", action="store_true",
+                            help="also build crdscale-client (client-go informers, discovery, cache memory)")
         parser.add_argument("--prometheus", action="store_true", help="also check for prometheus")
 
     @staticmethod
@@ -35,6 +40,10 @@ class Command:
         found.append(("etcd", binaries.etcd(args.etcd, echo=stderr_echo)))
         if args.kubectl:
             found.append(("kubectl", binaries.kubectl(echo=stderr_echo)))
+        for version in args.kubectl_version or []:
+            found.append(("kubectl", binaries.kubectl(version, echo=stderr_echo)))
+        if args.client:
+            found.append(("crdscale-client", binaries.crdscale_client(echo=stderr_echo)))
         if args.prometheus:
             try:
                 found.append(("prometheus", binaries.prometheus()))

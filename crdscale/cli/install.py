@@ -67,7 +67,9 @@ class Command:
         parser.add_argument("--qps", type=float, default=0, help="client-side request rate limit (default: none)")
         parser.add_argument("--burst", type=int, help="rate limiter burst (default: qps)")
         parser.add_argument("--serve", choices=SERVE_MODES, default="none",
-                            help="after each step: LIST each new resource (list), also keep a WATCH open (watch), or nothing")
+                            help="after each step: LIST each new resource (list), run a client-go informer for it (watch), or nothing")
+        parser.add_argument("--serve-clients", type=int, default=1, metavar="N",
+                            help="with --serve watch: client processes sharing the informers, e.g. one per provider (default 1)")
         parser.add_argument("--hold", type=float, default=0, metavar="SECONDS",
                             help="with --serve watch, keep the watches open this long after the last step")
         parser.add_argument("--max-watches", type=int, default=DEFAULT_MAX_WATCHES, help="upper bound on open watches")
@@ -103,7 +105,7 @@ class Command:
         run.start_manifest(
             run_id=run_id, kind="install", target={"kind": "kubeconfig", "server": cluster.server},
             sources=[str(s) for s in args.sources], skipped_documents=dict(loaded.skipped),
-            options={k: getattr(args, k) for k in ("step", "concurrency", "qps", "burst", "serve",
+            options={k: getattr(args, k) for k in ("step", "concurrency", "qps", "burst", "serve", "serve_clients",
                                                     "existing", "on_rejected", "timeout")})
         run.write_crd_summary({"source": [str(s) for s in args.sources], "summary": summary.to_dict()})
         run.update_manifest(crds=summary.to_dict())
@@ -113,7 +115,9 @@ class Command:
                               existing=args.existing, on_rejected=args.on_rejected, establish_timeout_s=args.timeout,
                               events=events, progress=bars)
         server = ResourceServer(cluster, args.serve, concurrency=args.concurrency, max_watches=args.max_watches,
-                                events=events, run_id=run_id, progress=bars)
+                                events=events, run_id=run_id, progress=bars, clients=args.serve_clients,
+                                record_process=run.record_process,
+                                echo=lambda m: print(f"crdscale: {m}", file=sys.stderr, flush=True))
         started = time.monotonic()
         installed = 0
         failed, status, reason = False, "interrupted", "stopped early"

@@ -5,11 +5,12 @@ manifest.json and its tables under probes/, and prints a summary table.
 Objects it creates carry crdscale's ownership labels and are deleted afterwards.
 
   crdscale probe discovery                 # legacy (per limit) + aggregated + kubectl
-  crdscale probe discovery --sweep         # 192 and 368 group-versions: measured vs predicted
+  crdscale probe discovery --sweep         # 192 and 368 group-versions: client-go measured vs predicted
+  crdscale probe discovery --sweep --kubectl 1.23.3,1.24.0,1.37.1   # plus kubectl built at those versions
   crdscale probe list                      # 2,000 custom resources, every LIST kind
   crdscale probe list --secrets 100 --secret-bytes 100000 --custom-resources 0
   crdscale probe apf                       # seats: object-count vs size-based vs server
-  crdscale probe clientmem                 # peak client RSS: full vs metadata-only LIST
+  crdscale probe clientmem                 # client-go cache of Secrets: full vs metadata-only, peak heap and RSS
 """
 
 from __future__ import annotations
@@ -54,7 +55,7 @@ class Command:
       crdscale probe discovery --sweep   # measured vs predicted throttling, 192 and 368 group-versions
       crdscale probe list                # latency and bytes per LIST kind, cache/etcd marked
       crdscale probe apf                 # APF seats: object-count vs size-based vs the server
-      crdscale probe clientmem           # peak client RSS listing full objects vs metadata only
+      crdscale probe clientmem           # client-go cache memory: full objects vs metadata only
     """
 
     @staticmethod
@@ -75,6 +76,9 @@ class Command:
         d.add_argument("--targets", nargs="+", type=int, default=[192, 368], metavar="GVS", help="group-version counts for --sweep (default 192 368)")
         d.add_argument("--sweep-repeats", type=int, default=1, metavar="N", help="discoveries per limit and target (default 1)")
         d.add_argument("--no-kubectl", action="store_true", help="skip the kubectl measurement")
+        d.add_argument("--kubectl", metavar="VERSIONS",
+                       help="kubectl versions to build from Go modules and time (get pods, api-resources), "
+                       "e.g. 1.23.3,1.24.0,1.37.1 (default: a real kubectl on PATH, if any)")
         d.add_argument("--tolerance", type=float, default=0.15, help="sweep: allowed relative error (default 0.15); exit 1 beyond it")
 
         lst = sub.add_parser("list", help="LIST latency and bytes per request kind, cache vs etcd", formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -91,7 +95,7 @@ class Command:
         _add_objects(a)
         a.add_argument("--no-observe", action="store_true", help="do not replay LISTs as a non-exempt user to read the server's seats")
 
-        c = sub.add_parser("clientmem", help="peak RSS of a client listing full objects vs metadata only")
+        c = sub.add_parser("clientmem", help="peak memory of a client-go cache of full objects vs metadata only")
         _add_connection(c)
         c.add_argument("--secrets", type=int, default=100, metavar="N", help="Secrets to create (default 100)")
         c.add_argument("--secret-bytes", type=int, default=1_000_000, metavar="B", help="data per Secret (default 1000000: 100 x 1 MB as in the cert-manager PR)")
@@ -209,7 +213,11 @@ def _discovery(args) -> int:
 
     names = args.limits or (list(SWEEP_PRESETS) if args.sweep else ["legacy", "kubectl-1.24", "disabled"])
     limits = discovery.validate_limits(names)
-    parameters = {"limits": [l.label() for l in limits], "sweep": args.sweep, "targets": args.targets, "repeats": args.sweep_repeats}
+    kubectl_versions = [v.strip() for v in (args.kubectl or "").split(",") if v.strip()]
+    for version in kubectl_versions:
+        discovery.kubectl_limit(version)  # a malformed version fails before anything is created
+    parameters = {"limits": [l.label() for l in limits], "sweep": args.sweep, "targets": args.targets,
+                  "repeats": args.sweep_repeats, "kubectl": kubectl_versions}
 
     def body(run: ProbeRun, echo):
         extra: dict = {}
@@ -222,6 +230,7 @@ def _discovery(args) -> int:
                 repeats=args.sweep_repeats,
                 keep=args.keep,
                 with_kubectl=not args.no_kubectl,
+                kubectl_versions=kubectl_versions,
                 echo=echo,
             )
             write_tables(run.writer, "discovery", 0, tables, main="sweep")
@@ -229,9 +238,9 @@ def _discovery(args) -> int:
             print("\nLegacy discovery: measured vs predicted client-side throttling delay (s)")
             _print(
                 table,
-                ["group_versions", "limit", "requests", "wall_s", "unthrottled_wall_s", "measured_delay_s", "predicted_delay_s", "predicted_extra_wall_s", "relative_error", "model_relative_error", "max_wait_s"],
-                {k: _s for k in ("wall_s", "unthrottled_wall_s", "measured_delay_s", "predicted_delay_s", "predicted_extra_wall_s", "max_wait_s")}
-                | {k: (lambda v: "" if v != v else f"{v:.1%}") for k in ("relative_error", "model_relative_error")},
+                ["group_versions", "limit", "command", "requests", "wall_s", "unthrottled_wall_s", "measured_delay_s", "predicted_delay_s", "predicted_extra_wall_s", "relative_error", "model_relative_error", "max_limiter_wait_s", "wait_relative_error"],
+                {k: _s for k in ("wall_s", "unthrottled_wall_s", "measured_delay_s", "predicted_delay_s", "predicted_extra_wall_s", "max_limiter_wait_s")}
+                | {k: (lambda v: "" if v != v else f"{v:.1%}") for k in ("relative_error", "model_relative_error", "wait_relative_error")},
             )
             print(
                 "measured_delay = wall - unthrottled wall; predicted_delay = token-bucket longest wait; "
@@ -239,20 +248,24 @@ def _discovery(args) -> int:
                 "relative_error is measured vs predicted_extra_wall (checked when >= 0.25 s)"
             )
             print("\nCold legacy discovery wall time (s), the shape of the Crossplane one-pager's table")
-            pivot = table.pivot_table(index="limit", columns="group_versions", values="wall_s", aggfunc="median", sort=False)
+            # kubectl rows have one row per command; the row label names both.
+            command = table["command"].fillna("") if "command" in table else ""
+            labelled = table.assign(limit=(table["limit"] + " " + command).str.strip())
+            pivot = labelled.pivot_table(index="limit", columns="group_versions", values="wall_s", aggfunc="median", sort=False)
             print(pivot.map(lambda v: f"{v:.2f}").to_string())
             checked = discovery.agreement(table, tolerance=args.tolerance)
             ok = bool(checked["within_tolerance"].all()) if len(checked) else True
             extra = {"agreement_within_tolerance": ok, "tolerance": args.tolerance}
             print(f"\nagreement within {args.tolerance:.0%}: {'yes' if ok else 'NO'} ({int(checked['within_tolerance'].sum())}/{len(checked)} checked rows)")
             return (0 if ok else 1), extra
-        tables = discovery.probe(run.cluster, limits, kubeconfig=run.kubeconfig, with_kubectl=not args.no_kubectl)
+        tables = discovery.probe(run.cluster, limits, kubeconfig=run.kubeconfig, with_kubectl=not args.no_kubectl,
+                                 kubectl_versions=kubectl_versions, echo=echo)
         write_tables(run.writer, "discovery", 0, tables, main="summary")
         summary = tables["summary"]
         print("\nDiscovery")
         _print(
             summary,
-            ["mode", "limit", "group_versions", "requests", "wall_s", "max_wait_s", "predicted_delay_s", "bytes", "version", "revalidate_status", "revalidate_bytes", "kubectl_version", "gets", "throttle_messages", "note"],
+            ["mode", "limit", "command", "group_versions", "requests", "wall_s", "max_wait_s", "predicted_delay_s", "bytes", "version", "revalidate_status", "revalidate_bytes", "kubectl_version", "gets", "throttle_messages", "note"],
             {"wall_s": _s, "max_wait_s": _s, "predicted_delay_s": _s},
         )
         return 0, extra
@@ -365,8 +378,10 @@ def _clientmem(args) -> int:
 
     def body(run: ProbeRun, echo):
         table = clientmem_step(run.cluster, run.writer, {**parameters, "run_id": run.run_id, "echo": echo, "step": 0, "keep": args.keep})
-        print(f"\nClient peak RSS listing {args.secrets} Secrets x {args.secret_bytes} B")
-        _print(table, ["mode", "items", "bytes", "seconds", "baseline_rss_kib", "peak_rss_mib"], {"bytes": _mb, "peak_rss_mib": lambda v: f"{v:.1f}", "seconds": _s})
+        mib = lambda v: f"{v:.1f}"  # noqa: E731
+        print(f"\nClient cache of {args.secrets} Secrets x {args.secret_bytes} B: full vs metadata-only (MiB)")
+        _print(table, ["client", "mode", "initial_sync", "items", "bytes", "seconds", "peak_heap_mib", "live_heap_mib", "peak_rss_mib"],
+               {"bytes": _mb, "seconds": _s, "peak_heap_mib": mib, "live_heap_mib": mib, "peak_rss_mib": mib})
         return 0, {}
 
     return _run("clientmem", args, parameters, body)

@@ -229,9 +229,39 @@ def prometheus(path: str | None = None) -> Binary:
     return Binary(Path(found), version, "system")
 
 
+def _go_directive(gomod_text: str, floor: str = "1.24") -> str:
+    """The ``go`` line for a throwaway module requiring a module whose go.mod is ``gomod_text``:
+    that module's own line (``go 1.26.0``) when it is newer than ``floor``, else ``go <floor>``
+    (old modules say ``go 1.16``)."""
+    m = re.search(r"^go\s+(\d+(?:\.\d+){1,2})\s*$", gomod_text, re.M)
+    if m:
+        theirs = m.group(1)
+        if tuple(map(int, theirs.split("."))) > tuple(map(int, floor.split("."))):
+            return f"go {theirs}"
+    return f"go {floor}"
+
+
+def kubectl_program(version: str, *, gomod_text: str = "") -> gobuild.GoProgram:
+    """The throwaway module that builds kubectl ``version`` (``vX.Y.Z``) from ``k8s.io/kubectl v0.Y.Z``.
+
+    ``gomod_text`` is that module's go.mod (its ``go`` line decides ours).
+    """
+    zero = staging_version(version)
+    return gobuild.GoProgram(
+        binary_name="kubectl",
+        out_dir=binaries_dir("kubectl", version),
+        go_directive=_go_directive(gomod_text),
+        requires={"k8s.io/kubectl": zero, "k8s.io/component-base": zero},
+        main_go=KUBECTL_MAIN,
+        ldflags=_version_ldflags(version, "unknown", "1970-01-01T00:00:00Z"),
+        usual_duration="3-5 minutes on 2 cores",
+    )
+
+
 def kubectl(version: str | None = None, *, echo=None) -> Binary:
-    """A real kubectl: on PATH if it is a genuine build, else built from Go modules
-    (``k8s.io/kubectl`` at the staging version matching ``version``)."""
+    """A real kubectl: on PATH if it is a genuine build (only when no ``version`` is asked for),
+    else built from Go modules (``k8s.io/kubectl`` at the staging version matching ``version``)
+    and cached per version."""
     found = shutil.which("kubectl")
     if found and version is None:
         try:
@@ -242,16 +272,22 @@ def kubectl(version: str | None = None, *, echo=None) -> Binary:
         except (OSError, subprocess.SubprocessError):
             pass
     version = normalize_version(version or DEFAULT_KUBE_VERSION)
+    cached = binaries_dir("kubectl", version) / "kubectl"
+    if cached.is_file() and os.access(cached, os.X_OK):
+        return Binary(cached, version, "cache")
     zero = staging_version(version)
-    program = gobuild.GoProgram(
-        binary_name="kubectl",
-        out_dir=binaries_dir("kubectl", version),
-        go_directive="go 1.24",
-        requires={"k8s.io/kubectl": zero, "k8s.io/component-base": zero},
-        main_go=KUBECTL_MAIN,
-        ldflags=_version_ldflags(version, "unknown", "1970-01-01T00:00:00Z"),
-        usual_duration="3-5 minutes on 2 cores",
-    )
-    if program.binary.is_file():
-        return Binary(program.binary, version, "cache")
+    info = gobuild.module_download("k8s.io/kubectl", zero)
+    if info.get("Error"):
+        raise BinaryError(f"the Go module proxy does not serve k8s.io/kubectl {zero}: {info['Error'].splitlines()[-1]}")
+    program = kubectl_program(version, gomod_text=Path(info["GoMod"]).read_text())
     return Binary(gobuild.build(program, echo=echo), version, "built")
+
+
+def crdscale_client(*, echo=None) -> Binary:
+    """crdscale-client (:mod:`crdscale.cluster.goclient`): client-go informers, discovery and
+    cache-memory modes, built from Go modules and cached per client-go version and source."""
+    from crdscale.cluster import goclient
+
+    program = goclient.program()
+    source = "cache" if program.binary.is_file() else "built"
+    return Binary(goclient.binary(echo=echo), program.out_dir.name, source)

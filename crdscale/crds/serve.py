@@ -6,25 +6,28 @@ uses costs far less than a served one. :class:`ResourceServer` closes that
 gap on purpose:
 
 * ``list``: one LIST per resource once its CRD is Established;
-* ``watch``: the LIST, then a WATCH kept open per resource until
-  :meth:`ResourceServer.close` or ``watch_lifetime_s`` - what an informer does;
+* ``watch``: a client-go informer per resource (its LIST, then a WATCH kept
+  open until :meth:`ResourceServer.close`), run by ``clients`` crdscale-client
+  processes (:class:`crdscale.cluster.goclient.InformerClients`), each one
+  client sharing one HTTP/2 connection, as a provider's controller manager;
 * ``none``: nothing (installed-only cost).
 
-Watches run in one background thread with an asyncio loop (one socket per
-watch, no thread per watch), only against the cluster the caller connected
-to, and at most ``max_watches`` of them.
+When crdscale-client cannot be built (no Go, a failed build) ``watch`` falls
+back, with a warning, to a Python watcher: one background thread with an
+asyncio loop holding one raw HTTP/1.1 connection per watch, at most
+``max_watches`` of them. That fallback is biased: the API server then holds one
+more TLS connection (a file descriptor, buffers and goroutines) per watched
+resource than it would for a real provider. (Multiplexing over HTTP/2 with
+httpx was tried: right after a CRD's first LIST its watch cache is still
+initializing, the server answers 429 or holds requests, and httpx/h2 then
+leaked streams until the connection's 100-stream limit stalled the rest.
+client-go's reflector retries such watches with backoff.) ``watch_lifetime_s``
+applies to the fallback only.
 
-Known bias: each watch is its own HTTP/1.1 connection, whereas client-go
-multiplexes a controller's watches over one HTTP/2 connection. The API server
-therefore holds one more TLS connection (a file descriptor, buffers and
-goroutines) per watched resource than it would for a real provider; the
-``list`` mode has no such extra cost. (Multiplexing over HTTP/2 with httpx was
-tried: right after a CRD's first LIST its watch cache is still initializing,
-the server answers 429 or holds requests, and httpx/h2 then leaked streams
-until the connection's 100-stream limit stalled the rest.)
-
-Events emitted: ``serve.start`` and ``serve.end`` (with LIST counts and
-latencies, open watches).
+Events emitted: ``serve.client`` (which client serves the watches, the
+crdscale-client PIDs, or why the fallback), ``serve.start`` and ``serve.end``
+(with LIST or informer sync counts and latencies, open watches), and
+``process.stop`` per crdscale-client process at :meth:`ResourceServer.close`.
 """
 
 from __future__ import annotations
@@ -33,6 +36,7 @@ import asyncio
 import json
 import ssl
 import statistics
+import sys
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
@@ -43,7 +47,7 @@ from urllib.parse import urlencode, urlsplit
 from crdscale.cluster.clients import Cluster, status_message
 from crdscale.cluster.retry import RetryPolicy, send_with_retry
 from crdscale.crds.install import ResourceRef, resource_ref
-from crdscale.errors import ClusterError, UsageError
+from crdscale.errors import BinaryError, ClusterError, UsageError
 from crdscale.rundir.events import EventLog
 
 SERVE_MODES = ("list", "watch", "none")
@@ -54,6 +58,9 @@ WATCH_TIMEOUT_S = 300
 LIST_RETRY = RetryPolicy(statuses=frozenset({404, 429, 500, 502, 503, 504}))
 # A watch that cannot connect keeps trying in the background, backing off up to 30 s.
 WATCH_RETRY = RetryPolicy(backoff_s=0.5, max_backoff_s=30.0)
+# How long serve() waits for new informers to sync: a base plus their share of the
+# client's rate limit (a LIST and a WATCH per resource at the client's QPS).
+_SYNC_BASE_TIMEOUT_S = 60
 
 
 @dataclass
@@ -219,9 +226,16 @@ class ResourceServer:
         concurrency: parallel LIST requests.
         max_watches: refuse to hold more watches than this (each is a socket here
             and an etcd watch plus a cache watcher on the server).
-        watch_lifetime_s: close watches after this long (None: at :meth:`close`).
+        watch_lifetime_s: close watches after this long (None: at :meth:`close`); Python fallback only.
         events: an :class:`EventLog` (optional).
         progress: ``progress(phase, done, total)`` with phase ``"list"``/``"watch"`` (optional).
+        clients: ``watch`` mode: crdscale-client processes sharing the resources (e.g. one per provider).
+        client_qps, client_burst: each client's rate limiter (controller-runtime's defaults).
+        go_client: ``watch`` mode: ``True`` (crdscale-client, falling back to the Python
+            watcher with a warning when it cannot be built) or ``False`` (the Python watcher).
+        echo: progress lines while crdscale-client is built (optional).
+        record_process: ``record_process(name, pid)`` for each crdscale-client process, so that a
+            run that dies can have them stopped (:meth:`crdscale.rundir.RunWriter.record_process`).
     """
 
     def __init__(
@@ -235,6 +249,12 @@ class ResourceServer:
         events: EventLog | None = None,
         run_id: str | None = None,
         progress: Callable[[str, int, int], None] | None = None,
+        clients: int = 1,
+        client_qps: float = 20.0,
+        client_burst: int = 30,
+        go_client: bool = True,
+        echo: Callable[[str], None] | None = None,
+        record_process: Callable[[str, int], None] | None = None,
     ):
         if mode not in SERVE_MODES:
             raise UsageError(f"serve mode must be one of {', '.join(SERVE_MODES)}, got {mode!r}")
@@ -247,14 +267,29 @@ class ResourceServer:
         self.progress = progress
         self.served: set[str] = set()
         self.results: list[ServeResult] = []
-        deadline = time.monotonic() + watch_lifetime_s if watch_lifetime_s else None
-        self._watches = _WatchLoop(cluster, deadline) if mode == "watch" else None
+        self.client_qps = client_qps
+        self._informers = None
+        self._watches = None
         self._watched: set[str] = set()
+        if mode == "watch" and go_client:
+            self._informers = _start_informers(cluster, clients, client_qps, client_burst, events, run_id, echo)
+            for pid in self._informers.pids if self._informers is not None and record_process else ():
+                record_process("crdscale-client", pid)
+        if mode == "watch" and self._informers is None:
+            deadline = time.monotonic() + watch_lifetime_s if watch_lifetime_s else None
+            self._watches = _WatchLoop(cluster, deadline)
 
     @property
     def open_watches(self) -> int:
-        """Watches currently connected."""
+        """Watches currently connected (informers: synced ones, each holding its watch)."""
+        if self._informers is not None:
+            return len(self._informers.synced())
         return self._watches.open if self._watches else 0
+
+    @property
+    def client(self) -> str:
+        """What serves ``watch``: ``go-informers``, ``python-watcher`` or ``none``."""
+        return "go-informers" if self._informers is not None else ("python-watcher" if self._watches else "none")
 
     def _list(self, ref: ResourceRef) -> tuple[float, str | None, str | None]:
         """LIST one resource; returns (latency s of the successful attempt, resourceVersion, error)."""
@@ -288,7 +323,9 @@ class ResourceServer:
         self.results.append(result)
         if self.events is not None:
             self.events.emit("serve.start", run_id=self.run_id, step=step, mode=self.mode, resources=len(new))
-        if self.mode != "none" and new:
+        if self._informers is not None and new:
+            self._serve_informers(new, result)
+        elif self.mode != "none" and new:
             if self._watches is not None and len(self._watched) + len(new) > self.max_watches:
                 raise UsageError(f"serving {len(new)} more resources would exceed --max-watches {self.max_watches}")
             done = 0
@@ -321,8 +358,33 @@ class ResourceServer:
             self.events.emit("serve.end", run_id=self.run_id, step=step, **result.to_fields())
         return result
 
+    def _serve_informers(self, new: list[ResourceRef], result: ServeResult) -> None:
+        """Start an informer per new resource and wait for them to sync (their LIST and WATCH)."""
+        keys = self._informers.add((r.group, r.version, r.plural) for r in new)
+        result.watches_requested = len(keys)
+        timeout_s = _SYNC_BASE_TIMEOUT_S + 2 * len(keys) / max(self.client_qps, 1.0)
+        deadline = time.monotonic() + timeout_s
+        done: dict[str, dict] = {}
+        while len(done) < len(keys) and time.monotonic() < deadline:
+            done = self._informers.wait_synced(keys, timeout_s=min(2.0, max(0.0, deadline - time.monotonic())))
+            if self.progress:
+                self.progress("watch", len(done), len(keys))
+        for ref, key in zip(new, keys):
+            if key in done:
+                self.served.add(ref.path)
+                result.listed += 1
+                result.list_latencies_s.append(float(done[key]["seconds"]))
+            else:
+                result.list_errors.append(f"{ref.path}: informer not synced within {timeout_s:.0f} s")
+
     def close(self) -> None:
         """Close every watch (returns within ~15 s even if the server does not answer)."""
+        if self._informers is not None:
+            self._informers.close()
+            if self.events is not None:
+                for pid, code in self._informers.exit_codes().items():
+                    self.events.emit("process.stop", name="crdscale-client", pid=pid, exit_code=code)
+            self._informers = None
         if self._watches is not None:
             self._watches.close()
             self._watches = None
@@ -335,4 +397,24 @@ class ResourceServer:
 
 
 Server = ResourceServer
+
+
+def _start_informers(cluster: Cluster, clients: int, qps: float, burst: int, events: EventLog | None,
+                     run_id: str | None, echo: Callable[[str], None] | None):
+    """crdscale-client informer processes, or ``None`` (with a warning) when they cannot be built."""
+    from crdscale.cluster import goclient
+
+    try:
+        informers = goclient.InformerClients(cluster.kubeconfig, cluster.context, clients=clients, qps=qps,
+                                             burst=burst, echo=echo)
+    except BinaryError as err:
+        print(f"crdscale: warning: serve=watch falls back to the Python watcher (one HTTP/1.1 connection per "
+              f"watch, unlike client-go): crdscale-client unavailable: {err}", file=sys.stderr, flush=True)
+        if events is not None:
+            events.emit("serve.client", run_id=run_id, client="python-watcher", reason=str(err))
+        return None
+    if events is not None:
+        events.emit("serve.client", run_id=run_id, client="go-informers", pids=informers.pids, clients=clients,
+                    qps=qps, burst=burst)
+    return informers
 """Short name used by the scenario runner."""

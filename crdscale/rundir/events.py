@@ -65,6 +65,8 @@ EVENT_KINDS: dict[str, EventKind] = {k.name: k for k in (
     EventKind("serve.start", ("step", "mode"), ("run_id", "resources", "clients"),
               "the step's resources are being LISTed / watched"),
     EventKind("serve.end", ("step",), ("run_id", *_SERVE_RESULT), "serving the step's resources finished"),
+    EventKind("serve.client", ("client",), ("run_id", "pids", "clients", "qps", "burst", "reason"),
+              "what serves watch mode: go-informers (crdscale-client pids) or python-watcher (reason: why)"),
     EventKind("profile", ("file", "profile", "step", "crds"), ("phase", "bytes"),
               "a profile was saved; phase None = end of step"),
     EventKind("profile.error", ("profile", "step", "error"), (), "a profile could not be taken"),

@@ -33,7 +33,7 @@ SCHEMA: dict[str, dict[str, type | tuple[type, ...]]] = {
     "crds": {"source": str, "preset": str, "count": int, "groups": int, "property_count": int, "versions": int,
              "max_depth": int, "description_length": int, "scope": str, "printer_columns": int,
              "categories": list, "shape": str, "group_suffix": str, "seed": int},
-    "steps": {"count": int, "size": int, "serve": str, "settle_seconds": (int, float),
+    "steps": {"count": int, "size": int, "serve": str, "serve_clients": int, "settle_seconds": (int, float),
               "establish_timeout_seconds": (int, float), "concurrency": int, "qps": (int, float),
               "on_rejected": str, "hold_seconds": (int, float), "memory_guard_mib": int},
     "profiles": {"kinds": list, "cpu_seconds": int, "installed_phase": bool},
@@ -251,6 +251,7 @@ def build_scenario(user: dict, *, where: str = "scenario", overrides: dict | Non
     _choice(steps["serve"], SERVE_MODES, "steps.serve", where)
     _choice(steps.get("on_rejected", "stop"), ("stop", "continue"), "steps.on_rejected", where)
     _positive(steps["count"], "steps.count", where)
+    _positive(steps.get("serve_clients", 1), "steps.serve_clients", where)
     if "size" in steps:
         _positive(steps["size"], "steps.size", where)
     _positive(steps["settle_seconds"], "steps.settle_seconds", where, zero_ok=True)

@@ -278,7 +278,9 @@ class ScenarioRunner:
                               establish_timeout_s=sc.steps["establish_timeout_seconds"],
                               on_rejected=sc.steps.get("on_rejected", "stop"))
         stack.callback(installer.close)
-        server = Server(self.cluster, mode=sc.steps["serve"], events=self.events, run_id=self.run_id)
+        server = Server(self.cluster, mode=sc.steps["serve"], events=self.events, run_id=self.run_id,
+                        clients=sc.steps.get("serve_clients", 1), echo=self.progress.message,
+                        record_process=self.run.record_process)
         stack.callback(server.close)
 
         sizes = sc.step_sizes(len(crds))

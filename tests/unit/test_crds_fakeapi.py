@@ -341,7 +341,7 @@ def test_python_watch_keeper_resumes_from_the_last_version_when_the_server_ends_
         credentials = Credentials()
         cluster = Cluster(f"http://127.0.0.1:{server.server_address[1]}", RequestsTransport(credentials), credentials)
         ref = resource_ref(_crds(1)[0])
-        with ResourceServer(cluster, "watch") as rs:
+        with ResourceServer(cluster, "watch", go_client=False) as rs:
             assert rs.serve(1, [ref]).watches_requested == 1
             deadline = time.monotonic() + 10
             while len(seen) < 3 and time.monotonic() < deadline:

@@ -21,6 +21,20 @@ def test_discovery_findings_verdicts():
     assert "no throttling predicted" in values["192 group-versions, (300, 50)"]
 
 
+def test_discovery_findings_report_kubectl_rows_as_measured():
+    sweep = pd.DataFrame(
+        [
+            {"group_versions": 192, "limit": "kubectl v1.23.3", "command": "kubectl get pods", "wall_s": 19.5,
+             "requests": 195, "measured_delay_s": float("nan"), "predicted_delay_s": 18.8},
+            {"group_versions": 192, "limit": "kubectl v1.23.3", "command": "kubectl api-resources", "wall_s": 19.1,
+             "requests": 194, "measured_delay_s": float("nan"), "predicted_delay_s": 18.8},
+        ]
+    )
+    values = discovery_findings(sweep).set_index("finding")["value"]
+    assert values["192 group-versions, kubectl v1.23.3: get pods"] == "wall 19.50 s, 195 GETs (model's longest wait 18.80 s)"
+    assert "api-resources" in " ".join(values.index)
+
+
 def test_list_findings_ratios_and_mismatches():
     lists = pd.DataFrame(
         [

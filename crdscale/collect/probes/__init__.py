@@ -37,12 +37,14 @@ def discovery_step(cluster, run: "RunWriter", options: Mapping[str, Any]):
 
     Options: ``limits`` (names or ``BURST,QPS``; default ``kubectl-1.24`` and
     ``disabled`` -- the (100, 5) preset waits (N - 100) / 5 s, three minutes at
-    1,000 group-versions, too long for every step), ``kubeconfig``, ``with_kubectl``, ``step``.
+    1,000 group-versions, too long for every step), ``kubeconfig``, ``with_kubectl``,
+    ``kubectl_versions`` (e.g. ``["1.24.0"]``, built from Go modules), ``step``.
     """
     from . import discovery
 
     limits = discovery.validate_limits(options.get("limits") or ["kubectl-1.24", "disabled"])
-    tables = discovery.probe(cluster, limits, kubeconfig=options.get("kubeconfig"), with_kubectl=options.get("with_kubectl", True))
+    tables = discovery.probe(cluster, limits, kubeconfig=options.get("kubeconfig"), with_kubectl=options.get("with_kubectl", True),
+                             kubectl_versions=options.get("kubectl_versions", ()), echo=options.get("echo"))
     write_tables(run, "discovery", int(options.get("step", 0)), tables, main="summary")
     return tables["summary"]
 

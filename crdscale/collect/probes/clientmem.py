@@ -1,15 +1,21 @@
-"""Client memory probe: peak RSS of a client that LISTs full objects versus metadata only.
+"""Client memory probe: peak memory of a client caching full objects versus metadata only.
 
 The cert-manager PR (seed 004) measured cainjector's peak RSS with 100 MiB of
-Secrets: ~290 MB listing full Secrets, ~46 MB listing
-``PartialObjectMetadataList``. Here a child process (``python -m
-crdscale.collect.probes.clientmem``) does one LIST the way an informer's first
-list does -- read the whole body, decode it -- and reports its peak RSS from
-``getrusage``. A fresh process per mode keeps the peaks independent.
+Secrets: ~290 MB caching full Secrets, ~46 MB caching
+``PartialObjectMetadata``. :func:`measure_cache` redoes that with client-go:
+crdscale-client's ``cachemem`` mode (:mod:`crdscale.cluster.goclient`) runs
+one informer cache of a namespace's Secrets -- typed full objects, or the
+metadata informer -- in a fresh process per mode and reports its peak Go heap,
+its live heap once synced, and its peak RSS (``VmHWM``). Both initial-sync
+strategies of client-go are measured: a LIST (what the seed's client did) and
+the streaming watch-list client-go >= 1.35 uses by default.
 
-The child imports only ``requests`` and the standard library and reads the
-credentials from its environment (:func:`._http.credentials_env`), so its
-baseline is small and nothing secret appears on a command line.
+:func:`measure` is the older Python stand-in (``python -m
+crdscale.collect.probes.clientmem``: one LIST read and decoded by ``requests`` +
+``json``); it also reports response bytes, and is the fallback when
+crdscale-client cannot be built. Its child imports only ``requests`` and the
+standard library and reads the credentials from its environment
+(:func:`._http.credentials_env`), so nothing secret appears on a command line.
 """
 
 from __future__ import annotations
@@ -128,6 +134,51 @@ def measure(cluster, path: str, *, modes: Iterable[str] = ("full", "metadata"), 
     return reports
 
 
+CACHE_KINDS = ("full", "metadata")
+# client-go's feature gate for the streaming initial sync (sendInitialEvents), read from the environment.
+WATCH_LIST_ENV = "KUBE_FEATURE_WatchListClient"
+INITIAL_SYNC = {"list": "false", "watch-list": "true"}
+
+
+def cache_report(event: dict, *, initial_sync: str) -> dict:
+    """One row from a crdscale-client ``cachemem`` event: bytes and KiB as sent, plus MiB columns."""
+    row = {k: v for k, v in event.items() if k not in ("event", "t")}
+    row["mode"] = row.pop("kind")
+    row["initial_sync"] = initial_sync
+    row["seconds"] = row.pop("sync_s")
+    for key in ("peak_heap_bytes", "live_heap_bytes"):
+        row[key.replace("_bytes", "_mib")] = row[key] / 2**20
+    row["peak_rss_mib"] = row["peak_rss_kib"] / 1024
+    return row
+
+
+def measure_cache(cluster, namespace: str, *, kinds: Iterable[str] = CACHE_KINDS,
+                  initial_syncs: Iterable[str] = ("list", "watch-list"), echo=None, timeout_s: float = 600.0) -> list[dict]:
+    """A client-go informer cache of ``namespace``'s Secrets per (kind, initial sync), each in a fresh process.
+
+    Returns one report per run: ``mode`` (``full``/``metadata``), ``initial_sync``
+    (``list``/``watch-list``), ``items``, ``seconds`` (to synced), ``peak_heap_bytes``
+    (largest Go HeapAlloc sampled every 20 ms), ``live_heap_bytes`` (after a GC once
+    synced), ``peak_rss_kib`` (VmHWM), ``baseline_rss_kib``, and the same in MiB.
+    Raises :class:`BinaryError` when crdscale-client cannot be built.
+    """
+    from crdscale.cluster import goclient
+    from crdscale.errors import ClusterError
+
+    reports = []
+    for initial_sync in initial_syncs:
+        for kind in kinds:
+            args = [*goclient.connection_args(cluster.kubeconfig, cluster.context), f"--kind={kind}",
+                    f"--namespace={namespace}"]
+            events = goclient.run_once("cachemem", args, timeout_s=timeout_s, echo=echo,
+                                       env={WATCH_LIST_ENV: INITIAL_SYNC[initial_sync]})
+            event = next((e for e in events if e["event"] == "cachemem"), None)
+            if event is None:
+                raise ClusterError(f"crdscale-client cachemem ({kind}) reported nothing")
+            reports.append(cache_report(event, initial_sync=initial_sync))
+    return reports
+
+
 def probe(
     cluster,
     *,
@@ -137,11 +188,16 @@ def probe(
     keep: bool = False,
     echo=None,
 ) -> "pandas.DataFrame":  # noqa: F821
-    """Create ``secrets`` Secrets of ``secret_bytes`` each, measure both client modes, clean up.
+    """Create ``secrets`` Secrets of ``secret_bytes`` each, measure a client-go cache of them, clean up.
 
-    Returns one row per mode (see :func:`measure`) plus ``secrets`` and ``secret_bytes``.
+    Returns one row per (mode, initial sync) (see :func:`measure_cache`) with
+    ``client`` = ``client-go``, plus ``secrets`` and ``secret_bytes``. Without
+    crdscale-client (no Go), the Python stand-in's rows (:func:`measure`, ``client`` = ``python``)
+    with a warning.
     """
     import pandas as pd
+
+    from crdscale.errors import BinaryError
 
     from .fixtures import ProbeFixtures
     from .listcost import ListProbeConfig, populate
@@ -151,7 +207,12 @@ def probe(
     with ProbeFixtures(cluster, run_id, keep=keep, echo=echo) as fixtures:
         populated = populate(fixtures, config, echo=echo)
         ns = populated.namespaces[0]
-        reports = measure(cluster, f"/api/v1/namespaces/{ns}/secrets")
+        try:
+            reports = [dict(r, client="client-go") for r in measure_cache(cluster, ns, echo=echo)]
+        except BinaryError as err:
+            print(f"crdscale: warning: client memory measured with the Python stand-in "
+                  f"(crdscale-client unavailable: {err})", file=sys.stderr, flush=True)
+            reports = [dict(r, client="python") for r in measure(cluster, f"/api/v1/namespaces/{ns}/secrets")]
     return pd.DataFrame(reports).assign(secrets=secrets, secret_bytes=secret_bytes)
 
 

@@ -1,12 +1,16 @@
 """Discovery probe: how long a cold client takes to learn the API, with client-go's throttling.
 
-* :func:`legacy_discovery` -- ``GET /api``, ``GET /apis``, then every
-  group-version's resource list in parallel (one thread per request, as
-  client-go starts one goroutine per group-version), each request first taking
-  a token from a client-go-style token bucket.
+* :func:`client_go_discovery` -- client-go's own discovery client (crdscale-client's
+  ``discovery`` mode, :mod:`crdscale.cluster.goclient`) through client-go's token
+  bucket at a given (burst, QPS): per-request timings, limiter waits, wall time.
+  This is what the probe and the sweep measure.
+* :func:`legacy_discovery` -- a Python imitation (``GET /api``, ``GET /apis``, then
+  every group-version in parallel through :class:`tokenbucket.TokenBucket`), used
+  only when crdscale-client cannot be built: it cannot disagree with the model.
 * :func:`aggregated_discovery` -- the two-request aggregated discovery with
   ETag revalidation.
-* :func:`kubectl_discovery` -- a real ``kubectl`` with an empty cache dir.
+* :func:`kubectl_discovery` -- a real ``kubectl`` (e.g. v1.23.3 and v1.24.0 built
+  from Go modules) with an empty cache dir: wall time and GETs.
 * :func:`sweep` -- add CRDs in new groups until the server has 192 and 368
   group-versions and compare measured with predicted throttling delays.
 
@@ -30,8 +34,8 @@ from typing import Callable, Iterable
 
 import pandas as pd
 
+from crdscale.errors import BinaryError, ClusterError, UsageError
 from crdscale.models import tokenbucket as tb
-from crdscale.errors import ClusterError, UsageError
 
 from ._http import fresh_session, timed_get
 from .requests import (
@@ -150,6 +154,99 @@ def legacy_discovery(
     return LegacyDiscovery(table, summary)
 
 
+def discovery_from_events(events: list[dict], limit: tb.RateLimit, *, mode: str = "client-go") -> LegacyDiscovery:
+    """A :class:`LegacyDiscovery` from crdscale-client ``discovery`` events (``request``, ``wait``, ``summary``).
+
+    client-go does not say which request a limiter wait belonged to; each request
+    is sent right after its wait ends, so the k-th wait to end is matched with the
+    k-th request sent (``limiter_wait_s``, NaN when the counts differ). Times are
+    seconds from the start of the discovery.
+    """
+    summary_event = next((e for e in events if e["event"] == "summary"), None)
+    if summary_event is None:
+        raise ClusterError("crdscale-client discovery ended without a summary")
+    begin = summary_event["t"] - summary_event["wall_s"]
+    requests = sorted((e for e in events if e["event"] == "request"), key=lambda e: e["start_s"])
+    waits = sorted((e["start_s"] + e["wait_s"], e["wait_s"]) for e in events if e["event"] == "wait")
+    matched = len(waits) == len(requests)
+    rows = []
+    for k, r in enumerate(requests):
+        wait = waits[k][1] if matched else float("nan")
+        start = r["start_s"] - begin
+        rows.append({
+            "path": r["path"],
+            "phase": "groups" if r["path"] in ("/api", "/apis") else "resources",
+            "issued_s": start - (wait if matched else 0.0),
+            "limiter_wait_s": wait,
+            "queued_s": wait if matched else float("nan"),
+            "start_s": start,
+            "latency_s": r["latency_s"],
+            "bytes": r["bytes"],
+            "status": r["status"],
+            "error": r.get("error", ""),
+        })
+    table = pd.DataFrame(rows, columns=["path", "phase", "issued_s", "limiter_wait_s", "queued_s", "start_s",
+                                        "latency_s", "bytes", "status", "error"])
+    groups = table[table["phase"] == "groups"]
+    preamble_s = float((groups["start_s"] + groups["latency_s"]).max()) if len(groups) else 0.0
+    gv = int(summary_event["group_versions"])
+    wait_values = [w for _, w in waits]
+    summary = {
+        "mode": mode,
+        "limit": limit.label(),
+        "burst": limit.burst,
+        "qps": limit.qps,
+        "group_versions": gv,
+        "requests": len(table),
+        "wall_s": float(summary_event["wall_s"]),
+        "preamble_s": preamble_s,
+        "max_wait_s": max(wait_values, default=0.0),
+        "max_limiter_wait_s": max(wait_values, default=0.0),
+        "bytes": int(table["bytes"].sum()),
+        "errors": int((table["status"] != 200).sum()) + int(bool(summary_event.get("error"))),
+        "predicted_delay_s": tb.predicted_discovery_delay(gv, limit, preamble_duration_s=preamble_s),
+    }
+    return LegacyDiscovery(table, summary)
+
+
+def client_go_discovery(cluster, limit: tb.RateLimit, *, legacy: bool = True, cache: str = "memory",
+                        timeout_s: float = 600.0, echo: Callable[[str], None] | None = None) -> LegacyDiscovery:
+    """One cold discovery by client-go's discovery client in a fresh crdscale-client process.
+
+    ``legacy`` True: ``/api``, ``/apis`` and one GET per group-version (client-go
+    before aggregated discovery, kubectl <= 1.29); False: aggregated. ``cache``:
+    ``memory`` (memcache) or ``disk`` (kubectl's cache, in an empty temporary directory).
+    Returns a :class:`LegacyDiscovery` (seconds, bytes); raises :class:`BinaryError`
+    when crdscale-client cannot be built.
+    """
+    from crdscale.cluster import goclient
+
+    args = [*goclient.connection_args(cluster.kubeconfig, cluster.context), f"--burst={limit.burst}",
+            f"--qps={limit.qps:g}", f"--legacy={'true' if legacy else 'false'}", f"--cache={cache}"]
+    with tempfile.TemporaryDirectory(prefix="crdscale-discovery-cache-") as cache_dir:
+        if cache == "disk":
+            args.append(f"--cache-dir={cache_dir}")
+        events = goclient.run_once("discovery", args, timeout_s=timeout_s, echo=echo)
+    # The disk cache's client always prefers aggregated discovery when the server serves it.
+    kind = "legacy" if legacy and cache == "memory" else "aggregated"
+    return discovery_from_events(events, limit, mode="client-go" if kind == "legacy" else f"client-go {kind}, {cache} cache")
+
+
+def _discoverer(echo: Callable[[str], None] | None) -> Callable:
+    """client-go's discovery (crdscale-client), or the Python imitation with a warning when it cannot be built."""
+    from crdscale.cluster import goclient
+
+    try:
+        goclient.binary(echo=echo)
+    except BinaryError as err:
+        import sys
+
+        print(f"crdscale: warning: discovery measured with the Python imitation of client-go "
+              f"(crdscale-client unavailable: {err})", file=sys.stderr, flush=True)
+        return legacy_discovery
+    return lambda cluster, limit: client_go_discovery(cluster, limit, echo=echo)
+
+
 def aggregated_discovery(cluster, *, timeout_s: float = 120.0) -> dict:
     """Aggregated discovery (``/api`` + ``/apis`` as ``APIGroupDiscoveryList``) and ETag revalidation.
 
@@ -256,21 +353,94 @@ def kubectl_discovery(kubeconfig: str | Path, *, kubectl: str | None = None, ver
     }
 
 
+# Which discovery client each kubectl version has: (first version, preset or None = aggregated).
+# kubectl raised its discovery burst to 300 at 50 QPS in v1.24 (and v1.23.5); it uses
+# aggregated discovery, two requests, from v1.30 when the server serves it.
+KUBECTL_DISCOVERY = (
+    ((1, 0, 0), "legacy"),
+    ((1, 23, 5), "kubectl-1.24"),
+    ((1, 30, 0), None),
+)
+
+
+def kubectl_limit(version: str) -> tb.RateLimit | None:
+    """The discovery rate limit of kubectl ``version`` (``v1.23.3``), ``None`` for aggregated discovery."""
+    m = re.match(r"v?(\d+)\.(\d+)\.(\d+)", version)
+    if not m:
+        raise UsageError(f"kubectl version {version!r}: expected X.Y.Z")
+    key = tuple(int(x) for x in m.groups())
+    preset = None
+    for first, name in KUBECTL_DISCOVERY:
+        if key >= first:
+            preset = name
+    return tb.PRESETS[preset] if preset else None
+
+
+KUBECTL_COMMANDS = (("get", "pods"), ("api-resources",))
+
+
+def kubectl_rows(kubeconfig, versions: Iterable[str], group_versions: int, *,
+                 echo: Callable[[str], None] | None = None) -> list[dict]:
+    """``kubectl get pods`` and ``kubectl api-resources`` with an empty cache, per kubectl version.
+
+    Each version is built from Go modules on first use (:func:`binaries.kubectl`).
+    Returns one row per (version, command): ``limit`` (``kubectl vX.Y.Z``), ``command``,
+    ``requests`` (GETs in the ``-v=6`` log), ``wall_s``, ``errors``, and the model's
+    ``predicted_delay_s`` for that kubectl's limiter (0 for aggregated discovery).
+    """
+    from crdscale.cluster import binaries
+
+    rows = []
+    for version in versions:
+        kubectl = binaries.kubectl(version, echo=echo)
+        limit = kubectl_limit(kubectl.version)
+        for verb in KUBECTL_COMMANDS:
+            kc = kubectl_discovery(kubeconfig, kubectl=str(kubectl.path), verb=verb)
+            predicted = tb.predicted_discovery_delay(group_versions, limit) if limit else 0.0
+            rows.append({
+                "group_versions": group_versions,
+                "repeat": 0,
+                "limit": f"kubectl {kubectl.version}",
+                "command": kc.get("command"),
+                "burst": limit.burst if limit else float("nan"),
+                "qps": limit.qps if limit else float("nan"),
+                "requests": kc.get("gets"),
+                "wall_s": kc.get("wall_s"),
+                "errors": int(kc.get("exit_code", 1) != 0),
+                "throttle_messages": kc.get("throttle_messages"),
+                "measured_delay_s": float("nan"),
+                "predicted_delay_s": predicted,
+                "relative_error": float("nan"),
+            })
+            if echo:
+                echo(f"  {group_versions} GVs kubectl {kubectl.version} {kc.get('command')}: wall {kc['wall_s']:6.2f} s, "
+                     f"{kc['gets']} GETs, predicted throttling {predicted:.2f} s")
+    return rows
+
+
 # --- the probe and the sweep --------------------------------------------------
 
 
-def probe(cluster, limits: Iterable[tb.RateLimit], *, kubeconfig: str | Path | None = None, with_kubectl: bool = True) -> dict[str, pd.DataFrame]:
-    """Legacy discovery once per limit, aggregated discovery, and kubectl if available.
+def probe(cluster, limits: Iterable[tb.RateLimit], *, kubeconfig: str | Path | None = None, with_kubectl: bool = True,
+          kubectl_versions: Iterable[str] = (), echo: Callable[[str], None] | None = None) -> dict[str, pd.DataFrame]:
+    """client-go legacy discovery once per limit, aggregated discovery, and kubectl.
 
-    Returns ``{"summary": one row per mode/limit, "requests": legacy per-request rows}``.
+    kubectl: each of ``kubectl_versions`` (built from Go modules), or else the one on
+    PATH if it is real. Returns ``{"summary": one row per mode/limit, "requests":
+    legacy per-request rows}``.
     """
+    discover = _discoverer(echo)
+    kubectl_versions = list(kubectl_versions)
     summaries, request_tables = [], []
     for limit in limits:
-        run = legacy_discovery(cluster, limit)
+        run = discover(cluster, limit)
         summaries.append(run.summary)
         request_tables.append(run.requests.assign(limit=limit.label()))
     summaries.append(aggregated_discovery(cluster))
-    if with_kubectl and kubeconfig:
+    if with_kubectl and kubeconfig and kubectl_versions:
+        gv = count_group_versions(cluster)
+        summaries += [dict(row, mode="kubectl") for row in kubectl_rows(kubeconfig, kubectl_versions, gv, echo=echo)]
+    elif with_kubectl and kubeconfig:
         summaries.append(kubectl_discovery(kubeconfig))
     return {
         "summary": pd.DataFrame(summaries),
@@ -287,12 +457,16 @@ def sweep(
     repeats: int = 1,
     keep: bool = False,
     with_kubectl: bool = True,
+    kubectl_versions: Iterable[str] = (),
     echo: Callable[[str], None] | None = None,
 ) -> dict[str, pd.DataFrame]:
     """Add CRDs (one group each) until the server has each target number of group-versions; measure every limit.
 
-    With a real kubectl available (``$CRDSCALE_KUBECTL`` or on ``PATH``), each
-    target also gets a ``kubectl`` row: a cold ``kubectl get pods``, wall time and GETs.
+    Each limit is measured with client-go's discovery client (crdscale-client;
+    the Python imitation only when it cannot be built). Each target also gets
+    kubectl rows: for every version in ``kubectl_versions`` (built from Go modules)
+    a cold ``kubectl get pods`` and ``kubectl api-resources`` (wall time, GETs);
+    without versions, one ``get pods`` by a real kubectl on ``PATH`` if any.
 
     The measured throttling delay of a limit (``measured_delay_s``) is its
     discovery wall time minus the unthrottled (``disabled``) wall time at the
@@ -308,6 +482,8 @@ def sweep(
     from .fixtures import ProbeFixtures, sweep_crds
 
     say = echo or (lambda _m: None)
+    discover = _discoverer(echo)
+    kubectl_versions = list(kubectl_versions)
     limits = list(limits)
     disabled = tb.PRESETS["disabled"]
     if not any(not l.enabled for l in limits):
@@ -330,7 +506,7 @@ def sweep(
             for repeat in range(repeats):
                 baseline, solo_latency = None, 0.0
                 for limit in limits:
-                    run = legacy_discovery(cluster, limit)
+                    run = discover(cluster, limit)
                     s = run.summary
                     if not limit.enabled:
                         baseline = s["wall_s"]
@@ -345,7 +521,9 @@ def sweep(
                     row = {
                         "group_versions": gv,
                         "repeat": repeat,
-                        **{k: s[k] for k in ("limit", "burst", "qps", "requests", "wall_s", "preamble_s", "max_wait_s", "bytes", "errors")},
+                        "mode": s["mode"],
+                        **{k: s[k] for k in ("limit", "burst", "qps", "requests", "wall_s", "preamble_s", "max_wait_s",
+                                             "max_limiter_wait_s", "bytes", "errors")},
                         "unthrottled_wall_s": baseline,
                         "measured_delay_s": measured,
                         "predicted_delay_s": s["predicted_delay_s"],
@@ -356,6 +534,8 @@ def sweep(
                         tb.relative_error(measured, predicted_extra) if predicted_extra >= tb.MIN_CHECKED_DELAY_S else float("nan")
                     )
                     row["model_relative_error"] = tb.relative_error(measured, row["predicted_delay_s"])
+                    # The client's own last wait on its limiter against the model's: no network in between.
+                    row["wait_relative_error"] = tb.relative_error(s["max_limiter_wait_s"], row["predicted_delay_s"])
                     rows.append(row)
                     request_tables.append(run.requests.assign(group_versions=gv, limit=limit.label(), repeat=repeat))
                     say(
@@ -363,7 +543,9 @@ def sweep(
                         f"delay measured {measured:6.2f} s, predicted {row['predicted_delay_s']:6.2f} s"
                     )
             kubeconfig = getattr(cluster, "kubeconfig", None)
-            if with_kubectl and kubeconfig:
+            if with_kubectl and kubeconfig and kubectl_versions:
+                rows += kubectl_rows(kubeconfig, kubectl_versions, gv, echo=say)
+            elif with_kubectl and kubeconfig:
                 kc = kubectl_discovery(kubeconfig)
                 if kc.get("available"):
                     rows.append(
