@@ -26,7 +26,7 @@ def _pyproject_requirements() -> dict[str, str]:
     reqs = list(project["dependencies"])
     for extra in project["optional-dependencies"].values():
         reqs += extra
-    return {_name(r): r for r in reqs}
+    return {_name(r): r for r in reqs if _name(r) != "crdscale"}  # extras made of other extras
 
 
 def _conda_requirements() -> dict[str, str]:
