@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+from crdscale.cli.common import add_output_argument, print_json
 from crdscale.cluster.local import list_instances
 
 
@@ -8,11 +9,15 @@ class Command:
 
     Status 'stale' means the instance was recorded as running but its processes
     are gone (e.g. the machine rebooted); 'crdscale down NAME' cleans it up.
+
+    -o json prints {"instances": [{name, status, server, kubeconfig, versions,
+    created_at, processes_alive}, ...]}, newest first (an empty list when none).
     """
 
     @staticmethod
     def add_arguments(parser):
         parser.add_argument("--kubeconfig-only", action="store_true", help="print only the newest ready instance's kubeconfig path")
+        add_output_argument(parser)
 
     @staticmethod
     def run(args) -> int:
@@ -23,6 +28,9 @@ class Command:
                 print(ready[0].kubeconfig)
                 return 0
             return 1
+        if args.output == "json":
+            print_json({"instances": instances})
+            return 0
         if not instances:
             print("no local instances (start one with 'crdscale up')")
             return 0
