@@ -52,13 +52,30 @@ if ! command -v go >/dev/null 2>&1; then
 fi
 
 # --- 2. Python venv -------------------------------------------------------------
+# The venv holds exactly requirements.lock (what CI tested, for Python 3.11; scripts/lock.sh
+# regenerates it), then crdscale itself without resolving anything. The stamp covers the lock,
+# pyproject.toml and the interpreter: when one changes, the venv is rebuilt from scratch, so
+# packages dropped from the lock do not linger.
+LOCK=requirements.lock
+LOCK_PYTHON=3.11
+PIP_VERSION=26.3
+py_version="$("$PYTHON" -c 'import sys; print("%d.%d" % sys.version_info[:2])')"
 stamp="$VENV/.crdscale-installed"
-want="$(sha256sum pyproject.toml | cut -c1-16)"
+want="$(cat "$LOCK" pyproject.toml | sha256sum | cut -c1-16) python$py_version"
 if [ ! -x "$VENV/bin/python" ] || [ "$(cat "$stamp" 2>/dev/null)" != "$want" ]; then
-  say "creating Python venv in $VENV and installing crdscale with its dependencies"
-  [ -x "$VENV/bin/python" ] || "$PYTHON" -m venv "$VENV"
-  "$VENV/bin/pip" install -q --upgrade pip
-  "$VENV/bin/pip" install -q -e '.[dev,notebooks]'
+  say "creating Python venv in $VENV from $LOCK"
+  "$PYTHON" -m venv --clear "$VENV"
+  "$VENV/bin/pip" install -q --disable-pip-version-check "pip==$PIP_VERSION"
+  if [ "$py_version" = "$LOCK_PYTHON" ]; then
+    "$VENV/bin/pip" install -q --no-deps -r "$LOCK"
+    "$VENV/bin/pip" install -q --no-deps -e .
+    "$VENV/bin/pip" check >&2
+  else
+    say "warning: $LOCK is for Python $LOCK_PYTHON, this is $py_version: installing the newest versions within pyproject.toml's ranges (not what CI tested)"
+    "$VENV/bin/pip" install -q -e '.[dev,report,lab]'
+  fi
+  # py:percent notebooks open as notebooks in this venv's JupyterLab (jupytext's default viewer).
+  "$VENV/bin/python" -c 'from crdscale.report.lab import install_lab_settings; install_lab_settings()'
   echo "$want" > "$stamp"
 fi
 

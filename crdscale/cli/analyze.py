@@ -12,6 +12,11 @@ and prints bytes per CRD with confidence intervals, for the served phase and,
 when recorded, the installed phase. Writes RUN_DIR/analysis/percrd.csv and
 .parquet (plus residuals and series fits). Given several runs whose CRD
 schemas differ in size, also fits bytes per schema property by cause.
+
+-o json prints one document instead of the tables: {"metric", "confidence",
+"runs": [{"run_dir", "heap_profiles", "phases", "fits", "install_serve",
+"series_fits", "unattributed_share", "written"}], "per_property"}, each table a
+list of records (bytes and objects per CRD, null where undefined).
 """
 
 from __future__ import annotations
@@ -20,6 +25,7 @@ import argparse
 import math
 import sys
 
+from crdscale.cli.common import add_output_argument, print_json
 from crdscale.errors import UsageError
 from crdscale.units import fmt_bytes
 
@@ -34,6 +40,7 @@ class Command:
                             help="what to print (both are written): heap bytes or objects in use")
         parser.add_argument("--confidence", type=float, default=0.95, help="confidence level of the intervals (default 0.95)")
         parser.add_argument("--no-write", action="store_true", help="print only; do not write RUN_DIR/analysis/")
+        add_output_argument(parser)
 
     @staticmethod
     def run(args: argparse.Namespace) -> int:
@@ -43,18 +50,21 @@ class Command:
 
         if not 0 < args.confidence < 1:
             raise UsageError("--confidence must be between 0 and 1")
-        analyses, runs = [], [read_run(run_dir) for run_dir in args.run_dirs]
+        table = args.output == "table"
+        analyses, results, runs = [], [], [read_run(run_dir) for run_dir in args.run_dirs]
         for run in runs:
             if run.status == "abandoned":
                 print(f"warning: {run.path} was abandoned (its runner died); analysing what it recorded. "
                       f"Export its series with: crdscale recover {run.path}", file=sys.stderr)
             analysis = run.analysis(confidence=args.confidence)
             analyses.append(analysis)
-            print(render(analysis, args.metric, args.confidence))
-            for phase in analysis.phases:
-                share = unattributed_share(analysis.fits, phase, args.metric)
-                if not math.isnan(share):
-                    print(f"unattributed ({phase}): {100 * share:.1f}% of the growth per CRD")
+            shares = {phase: unattributed_share(analysis.fits, phase, args.metric) for phase in analysis.phases}
+            if table:
+                print(render(analysis, args.metric, args.confidence))
+                for phase, share in shares.items():
+                    if not math.isnan(share):
+                        print(f"unattributed ({phase}): {100 * share:.1f}% of the growth per CRD")
+            written = []
             if not args.no_write:
                 out = run.output_dir()
                 written = [
@@ -67,22 +77,43 @@ class Command:
                     written.append(write_table(analysis.series_fits, out / "series_percrd.csv"))
                 if len(analysis.install_serve):
                     written.append(write_table(analysis.install_serve, out / "install_serve.csv"))
-                print("wrote " + ", ".join(str(p) for p in written))
-            print()
+                if table:
+                    print("wrote " + ", ".join(str(p) for p in written))
+            if table:
+                print()
+            results.append(_json_run(analysis, args.metric, shares, written))
+        per_property = None
         if len(analyses) > 1:
             per_property = per_property_from_runs(analyses, metric=args.metric, confidence=args.confidence)
-            if len(per_property):
+            if len(per_property) and table:
                 print(f"Per schema property ({args.metric}, served phase, {100 * args.confidence:g}% CI):")
                 for r in per_property.itertuples(index=False):
                     print(f"{r.cause:<18} {_fmt(r.per_property, args.metric):>12} per property "
                           f"[{_fmt(r.per_property_low, args.metric)}, {_fmt(r.per_property_high, args.metric)}]"
                           f"  + {_fmt(r.fixed_per_crd, args.metric)} per CRD")
-                if not args.no_write:
-                    for run in runs:
-                        write_table(per_property, run.output_dir() / "per_property.csv")
-            else:
+            elif table:
                 print("(runs do not differ in properties per CRD: no per-property fit)")
+            if len(per_property) and not args.no_write:
+                for run in runs:
+                    write_table(per_property, run.output_dir() / "per_property.csv")
+        if not table:
+            print_json({"metric": args.metric, "confidence": args.confidence, "runs": results,
+                        "per_property": per_property if per_property is not None and len(per_property) else None})
         return 0
+
+
+def _json_run(analysis, metric: str, shares: dict, written: list) -> dict:
+    """One run's results for ``-o json``: every fit (both metrics), the unattributed share of ``metric``."""
+    return {
+        "run_dir": analysis.run_dir,
+        "heap_profiles": len(analysis.profiles),
+        "phases": analysis.phases,
+        "fits": analysis.fits,
+        "install_serve": analysis.install_serve,
+        "series_fits": analysis.series_fits,
+        "unattributed_share": shares,
+        "written": written,
+    }
 
 
 def _fmt(value: float, metric: str) -> str:

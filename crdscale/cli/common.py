@@ -1,11 +1,12 @@
-"""Plumbing shared by subcommands: finding the cluster, writing tables the user asked for."""
+"""Plumbing shared by subcommands: finding the cluster, ``-o json`` output, writing tables the user asked for."""
 
 from __future__ import annotations
 
 import argparse
+import json
 import os
-from pathlib import Path
-from typing import TYPE_CHECKING
+from pathlib import Path, PurePath
+from typing import TYPE_CHECKING, Any
 
 from crdscale.errors import UsageError
 
@@ -50,3 +51,51 @@ def write_table(table: pd.DataFrame, path: str | Path) -> Path:
     else:
         raise UsageError(f"{path}: table output must end in .csv or .parquet")
     return path
+
+
+def add_output_argument(parser: argparse.ArgumentParser) -> None:
+    """``-o/--output table|json``: the human table (default) or one JSON document on stdout, as kubectl's ``-o json``."""
+    parser.add_argument("-o", "--output", choices=("table", "json"), default="table",
+                        help="output format: table (default, for people) or json (one document on stdout, for scripts and CI)")
+
+
+def jsonable(value: Any) -> Any:
+    """``value`` made of JSON types only: DataFrames become lists of records, NaN and NaT
+    become null, numpy scalars plain numbers, times ISO 8601 strings, paths strings."""
+    import dataclasses
+    import datetime
+    import math
+
+    if isinstance(value, dict):
+        return {str(k): jsonable(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple, set)):
+        return [jsonable(v) for v in value]
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        return jsonable(dataclasses.asdict(value))
+    if isinstance(value, float):
+        return value if math.isfinite(value) else None
+    if value is None or isinstance(value, (str, bool, int)):
+        return value
+    if isinstance(value, (datetime.datetime, datetime.date)):
+        return None if value != value else value.isoformat()  # pandas' NaT is a datetime unequal to itself
+    if isinstance(value, PurePath):
+        return str(value)
+    module = type(value).__module__.split(".")[0]
+    if module == "pandas":
+        import pandas as pd
+
+        if isinstance(value, pd.DataFrame):
+            # to_json knows every pandas dtype (NaN/NaT -> null, Timestamps -> ISO 8601).
+            return json.loads(value.to_json(orient="records", date_format="iso", default_handler=str))
+        if isinstance(value, pd.Series):
+            return jsonable(value.to_dict())
+        if value is pd.NA:
+            return None
+    if module == "numpy":
+        return jsonable(value.tolist())
+    return str(value)
+
+
+def print_json(value: Any) -> None:
+    """Print ``value`` (see :func:`jsonable`) as one indented JSON document on stdout."""
+    print(json.dumps(jsonable(value), indent=2, allow_nan=False))

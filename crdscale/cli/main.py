@@ -8,12 +8,13 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import importlib.util
 import signal
 import sys
 from typing import Sequence
 
 from crdscale import __version__
-from crdscale.errors import CrdscaleError
+from crdscale.errors import CrdscaleError, UsageError
 
 # name -> module under crdscale.cli; the order is the order of `crdscale --help`.
 SUBCOMMANDS = {
@@ -30,9 +31,18 @@ SUBCOMMANDS = {
     "report": "report",
     "compare": "compare",
     "footprint": "footprint",
+    "lab": "lab",
     "probe": "probe",
     "recover": "recover",
 }
+
+# The optional extras of pyproject.toml by the modules they bring, and the commands that need
+# them: a missing one is named in one line instead of an ImportError deep in a traceback.
+EXTRAS = {
+    "report": ("jupytext", "nbclient", "nbconvert", "nbformat", "papermill", "ipykernel", "jinja2"),
+    "lab": ("jupyterlab",),
+}
+COMMAND_EXTRAS = {"report": ("report",), "lab": ("report", "lab")}
 
 DESCRIPTION = """\
 Profile kube-apiserver as CustomResourceDefinitions pile up.
@@ -43,6 +53,7 @@ Typical flow:
   crdscale install crds/ --step 100 --serve watch
   crdscale run                                 # the default scenario, end to end
   crdscale top runs/<run>/profiles/heap-step05-crds0500.pb.gz
+  crdscale lab runs/<run>                      # the run's notebooks in JupyterLab
   crdscale down
 """
 
@@ -78,6 +89,15 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def require_extras(command: str) -> None:
+    """UsageError naming the extra (and the pip command) when a module ``command`` needs is missing."""
+    for extra in COMMAND_EXTRAS.get(command, ()):
+        for module in EXTRAS[extra]:
+            if importlib.util.find_spec(module) is None:
+                raise UsageError(f"crdscale {command} needs the '{extra}' extra ({module} is not installed): "
+                                 f"pip install 'crdscale[{extra}]'")
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the CLI and return the exit code (tests call this directly)."""
     parser = build_parser()
@@ -86,6 +106,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         parser.print_help()
         return 2
     try:
+        require_extras(args.command)
         return int(args._command.run(args) or 0)
     except CrdscaleError as err:
         print(f"crdscale: error: {err}", file=sys.stderr)

@@ -11,16 +11,19 @@ Objects it creates carry crdscale's ownership labels and are deleted afterwards.
   crdscale probe list --secrets 100 --secret-bytes 100000 --custom-resources 0
   crdscale probe apf                       # seats: object-count vs size-based vs server
   crdscale probe clientmem                 # client-go cache of Secrets: full vs metadata-only, peak heap and RSS
+  crdscale probe list -o json              # the tables as one JSON document on stdout (for scripts and CI)
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
+import io
 import sys
 import time
 from pathlib import Path
 
-from crdscale.cli.common import resolve_kubeconfig
+from crdscale.cli.common import add_output_argument, print_json, resolve_kubeconfig
 from crdscale.errors import UsageError
 
 
@@ -30,6 +33,7 @@ def _add_connection(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--runs-dir", metavar="DIR", help="parent of the run directory (default: $CRDSCALE_RUNS or ./runs)")
     parser.add_argument("--keep", action="store_true", help="leave the created objects in place")
     parser.add_argument("-q", "--quiet", action="store_true", help="no progress lines")
+    add_output_argument(parser)
 
 
 def _add_objects(parser: argparse.ArgumentParser, *, custom_resources: int = 2000) -> None:
@@ -148,17 +152,31 @@ class ProbeRun:
 
 
 def _run(name: str, args, parameters: dict, body) -> int:
+    """Run one probe's ``body(run, echo) -> (exit code, manifest extras, {table name: DataFrame})``
+    in its run directory; with ``-o json`` the tables go to stdout as one JSON document and the
+    human tables to stderr (nowhere with --quiet)."""
     run = ProbeRun(name, args, parameters)
     echo = _echo(args)
     if echo:
         echo(f"probe {name}: {run.cluster.server} ({run.server_version}) -> {run.dir}")
+    as_json = args.output == "json"
+    human = contextlib.nullcontext()
+    if as_json:
+        human = contextlib.redirect_stdout(io.StringIO() if args.quiet else sys.stderr)
     try:
-        code, extra = body(run, echo)
+        with human:
+            code, extra, tables = body(run, echo)
     except BaseException as err:
         run.finish("interrupted" if isinstance(err, KeyboardInterrupt) else "failed", str(err) or type(err).__name__)
         raise
-    run.finish("completed" if code == 0 else "failed", None if code == 0 else f"exit code {code}", **extra)
-    print(f"\nrun directory: {run.dir}")
+    status = "completed" if code == 0 else "failed"
+    run.finish(status, None if code == 0 else f"exit code {code}", **extra)
+    if as_json:
+        print_json({"probe": name, "run_dir": run.dir, "status": status, "exit_code": code,
+                    "server": run.cluster.server, "server_version": run.server_version,
+                    "parameters": parameters, "result": extra, "tables": tables})
+    else:
+        print(f"\nrun directory: {run.dir}")
     return code
 
 
@@ -257,7 +275,7 @@ def _discovery(args) -> int:
             ok = bool(checked["within_tolerance"].all()) if len(checked) else True
             extra = {"agreement_within_tolerance": ok, "tolerance": args.tolerance}
             print(f"\nagreement within {args.tolerance:.0%}: {'yes' if ok else 'NO'} ({int(checked['within_tolerance'].sum())}/{len(checked)} checked rows)")
-            return (0 if ok else 1), extra
+            return (0 if ok else 1), extra, tables
         tables = discovery.probe(run.cluster, limits, kubeconfig=run.kubeconfig, with_kubectl=not args.no_kubectl,
                                  kubectl_versions=kubectl_versions, echo=echo)
         write_tables(run.writer, "discovery", 0, tables, main="summary")
@@ -268,7 +286,7 @@ def _discovery(args) -> int:
             ["mode", "limit", "command", "group_versions", "requests", "wall_s", "max_wait_s", "predicted_delay_s", "bytes", "version", "revalidate_status", "revalidate_bytes", "kubectl_version", "gets", "throttle_messages", "note"],
             {"wall_s": _s, "max_wait_s": _s, "predicted_delay_s": _s},
         )
-        return 0, extra
+        return 0, extra, tables
 
     return _run("discovery", args, parameters, body)
 
@@ -340,7 +358,7 @@ def _list(args) -> int:
                 {"latency_p50_s": _ms, "latency_p99_s": _ms, "rss_before_bytes": _mb, "rss_max_bytes": _mb, "heap_inuse_max_bytes": _mb, "throughput_rps": lambda v: f"{v:.1f}"},
             )
         errors = int((lists["status"] != 200).sum())
-        return (1 if errors else 0), {"served_from": lists.groupby("kind")["served_from"].first().to_dict()}
+        return (1 if errors else 0), {"served_from": lists.groupby("kind")["served_from"].first().to_dict()}, tables
 
     return _run("list", args, parameters, body)
 
@@ -366,7 +384,7 @@ def _apf(args) -> int:
         if "observed_matches" in table:
             counts = table["observed_matches"].replace("", "not observed").value_counts().to_dict()
             print(f"(bytes in MB; observed = apiserver_flowcontrol_work_estimated_seats for an impersonated non-exempt user; matches at the level's cap: {counts})")
-        return 0, {}
+        return 0, {}, {"seats": table}
 
     return _run("apf", args, parameters, body)
 
@@ -382,6 +400,6 @@ def _clientmem(args) -> int:
         print(f"\nClient cache of {args.secrets} Secrets x {args.secret_bytes} B: full vs metadata-only (MiB)")
         _print(table, ["client", "mode", "initial_sync", "items", "bytes", "seconds", "peak_heap_mib", "live_heap_mib", "peak_rss_mib"],
                {"bytes": _mb, "seconds": _s, "peak_heap_mib": mib, "live_heap_mib": mib, "peak_rss_mib": mib})
-        return 0, {}
+        return 0, {}, {"clientmem": table}
 
     return _run("clientmem", args, parameters, body)

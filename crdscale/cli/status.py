@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+from crdscale.cli.common import add_output_argument, print_json
 from crdscale.cluster.local import list_instances
 
 
@@ -12,11 +13,16 @@ class Command:
     Also lists the runs under ./runs (or $CRDSCALE_RUNS) that have not ended:
     'running', or 'abandoned' when their runner died (kill -9, OOM) —
     'crdscale recover RUN_DIR' exports what they collected.
+
+    -o json prints {"instances": [{name, status, server, kubeconfig, versions,
+    created_at, processes_alive}, ...], "runs": [{path, status, reason}, ...]},
+    newest first (empty lists when none).
     """
 
     @staticmethod
     def add_arguments(parser):
         parser.add_argument("--kubeconfig-only", action="store_true", help="print only the newest ready instance's kubeconfig path")
+        add_output_argument(parser)
 
     @staticmethod
     def run(args) -> int:
@@ -28,6 +34,11 @@ class Command:
                 return 0
             return 1
         unfinished = _unfinished_runs()
+        if args.output == "json":
+            print_json({"instances": instances,
+                        "runs": [{"path": r.path, "status": r.status, "reason": r.manifest.get("reason")}
+                                 for r in unfinished]})
+            return 0
         if not instances:
             print("no local instances (start one with 'crdscale up')")
             _print_runs(unfinished)

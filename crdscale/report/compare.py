@@ -393,12 +393,9 @@ def render_comparison(run_dirs: Sequence[str | Path], out_dir: str | Path, *, la
                                        encoding="utf-8")
 
     echo(f"executing {notebook.name}")
-    nb = R.inject_parameters(R.read_notebook(notebook), {"run_dirs": run_dirs, "labels": comparison.labels})
     target = out / "notebooks" / f"{notebook.stem}.ipynb"
-    target.parent.mkdir(parents=True, exist_ok=True)
-    stopped = R.execute_notebook(nb, cwd=notebook.parent, timeout=timeout or R.CELL_TIMEOUT_S,
-                                 kernel_log=target.with_suffix(".kernel.log"))
-    nbformat.write(nb, str(target))
+    nb, stopped = R.execute_notebook(notebook, target, {"run_dirs": run_dirs, "labels": comparison.labels},
+                                     cwd=notebook.parent, timeout=timeout or R.CELL_TIMEOUT_S)
     source = notebook.read_text(encoding="utf-8")
     failure = R.find_failure(nb, str(notebook), source) or (
         R.unfinished_cell(nb, str(notebook), stopped, source) if stopped else None)

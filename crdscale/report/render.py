@@ -10,11 +10,11 @@ the output directory (default ``RUN_DIR/report/``)::
     report-nocode.html     the same without code cells (what to attach)
     notebooks/*.ipynb      each notebook as executed (partial when a cell failed)
 
-Notebooks are jupytext ``py:percent`` files; each is converted to ``.ipynb`` at
-run time, gets its ``run_dir`` in a cell inserted after the cell tagged
-``parameters`` (as papermill does), and runs in a ``python3`` kernel of the
-current interpreter (nbclient). A failing notebook keeps its output up to the
-failing cell, which :class:`CellFailure` names by file and line.
+Notebooks are jupytext ``py:percent`` files; each is read with jupytext and
+executed by papermill: its ``run_dir`` goes in a cell papermill inserts after
+the cell tagged ``parameters``, and it runs in a ``python3`` kernel of the
+current interpreter. A failing notebook keeps its output up to the failing
+cell, which :class:`CellFailure` names by file and line.
 """
 
 from __future__ import annotations
@@ -117,19 +117,6 @@ def read_notebook(path: str | Path):
     return jupytext.read(str(path))
 
 
-def inject_parameters(nb, parameters: dict):
-    """A copy of ``nb`` with a code cell tagged ``injected-parameters`` setting ``parameters``,
-    right after the cell tagged ``parameters`` (at the top when there is none)."""
-    import nbformat
-
-    nb = copy.deepcopy(nb)
-    source = "# Parameters\n" + "".join(f"{k} = {v!r}\n" for k, v in parameters.items())
-    cell = nbformat.v4.new_code_cell(source, metadata={"tags": ["injected-parameters"]})
-    index = next((i + 1 for i, c in enumerate(nb.cells) if "parameters" in c.get("metadata", {}).get("tags", [])), 0)
-    nb.cells.insert(index, cell)
-    return nb
-
-
 def find_failure(nb, name: str, source_text: str | None = None) -> CellFailure | None:
     """The first cell of an executed notebook with an error output; its line in ``source_text``
     (the ``.py`` file) when the cell's first line can be found there."""
@@ -144,30 +131,37 @@ def find_failure(nb, name: str, source_text: str | None = None) -> CellFailure |
     return None
 
 
-def execute_notebook(nb, *, cwd: str | Path, timeout: int = CELL_TIMEOUT_S, kernel_name: str = KERNEL_NAME,
-                     kernel_log: str | Path | None = None) -> str | None:
-    """Run every cell of ``nb`` in place (a fresh kernel of this interpreter, working directory ``cwd``).
+def execute_notebook(source: str | Path, output: str | Path, parameters: dict, *, cwd: str | Path,
+                     timeout: int = CELL_TIMEOUT_S, kernel_name: str = KERNEL_NAME, prepare_only: bool = False):
+    """Run the notebook ``source`` with papermill: ``parameters`` injected after the cell tagged
+    ``parameters``, every cell executed in a fresh kernel of this interpreter (working directory
+    ``cwd``), the result written to ``output`` (``.ipynb``) after each cell. ``prepare_only``
+    writes the parameterized notebook without running it.
 
     Stops at the first failing cell, leaving its error in the outputs. Returns
-    ``None``, or a one-line reason when the kernel died or a cell timed out
-    (no error output then). The kernel's own stderr goes to ``kernel_log``.
+    ``(executed notebook, reason)``: ``reason`` is ``None``, or a one-line reason
+    when the kernel died or a cell timed out (no error output then).
     """
-    from nbclient import NotebookClient
-    from nbclient.exceptions import CellExecutionError
+    import nbformat
+    import papermill
 
-    client = NotebookClient(nb, timeout=timeout, kernel_name=kernel_name, allow_errors=False,
-                            resources={"metadata": {"path": str(cwd)}})
-    log = open(kernel_log, "w", encoding="utf-8") if kernel_log else None
+    nb = read_notebook(source)
+    output = Path(output)
+    output.parent.mkdir(parents=True, exist_ok=True)
+    reason = None
     try:
-        client.execute(**({"stderr": log} if log else {}))
-    except CellExecutionError:
-        return None  # the error is in the failing cell's outputs; find_failure reads it
+        # language: how papermill writes the parameters; a .py without jupytext's header has none.
+        # The kernel shares our stderr: only its errors belong there, not its transport warnings.
+        papermill.execute_notebook(nb, str(output), parameters=parameters, kernel_name=kernel_name, language="python",
+                                   cwd=str(cwd), execution_timeout=timeout, progress_bar=False, log_output=False,
+                                   prepare_only=prepare_only, extra_arguments=["--IPKernelApp.log_level=ERROR"])
+    except papermill.PapermillExecutionError:
+        pass  # the error is in the failing cell's outputs; find_failure reads it
     except Exception as err:  # DeadKernelError, CellTimeoutError, a kernel that never started
-        return f"{type(err).__name__}: {str(err).strip().splitlines()[0] if str(err).strip() else ''}"
-    finally:
-        if log:
-            log.close()
-    return None
+        reason = f"{type(err).__name__}: {str(err).strip().splitlines()[0] if str(err).strip() else ''}"
+    if output.is_file():  # papermill saves after every cell, also when one failed
+        return nbformat.read(str(output), as_version=4), reason
+    return nb, reason
 
 
 def unfinished_cell(nb, name: str, reason: str, source_text: str | None = None) -> CellFailure:
@@ -261,7 +255,6 @@ def render_report(run_dir: str | Path, out_dir: str | Path | None = None, *,
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
-    import nbformat
 
     from crdscale.report import figures as F
     from crdscale.report import series as S
@@ -306,12 +299,8 @@ def render_report(run_dir: str | Path, out_dir: str | Path | None = None, *,
     executed, written, failures = [], [], []
     for path in plan:
         echo(f"executing {path.name}")
-        nb = inject_parameters(read_notebook(path), {"run_dir": str(run_dir)})
         target = out / "notebooks" / f"{path.stem}.ipynb"
-        target.parent.mkdir(parents=True, exist_ok=True)
-        stopped = execute_notebook(nb, cwd=path.parent, timeout=timeout,
-                                   kernel_log=target.with_suffix(".kernel.log"))
-        nbformat.write(nb, str(target))
+        nb, stopped = execute_notebook(path, target, {"run_dir": str(run_dir)}, cwd=path.parent, timeout=timeout)
         written.append(target)
         executed.append(nb)
         source_text = path.read_text(encoding="utf-8")

@@ -48,6 +48,7 @@ PROBES = "probes"
 LOGS = "logs"
 ANALYSIS = "analysis"
 REPORT = "report"
+NOTEBOOKS = "notebooks"  # `crdscale lab`: the run's own executed copies of the notebooks
 
 # Sub-directories made when a run directory is created.
 SUBDIRECTORIES = (PROFILES, METRICS, "crds", PROBES)

@@ -49,6 +49,23 @@ def test_t_quantile_matches_tables():
         assert t_quantile(0.975, dof) == pytest.approx(want, abs=1e-4)
 
 
+# What the hand-written incomplete-beta bisection gave before t_quantile became scipy.stats.t.ppf:
+# the intervals of earlier runs stay the same to 1e-9.
+HAND_WRITTEN_T = {
+    (0.9, 1): 3.077683537174835, (0.9, 3): 1.6377443536962346, (0.9, 30): 1.3104150253916487,
+    (0.95, 2): 2.919985580354023, (0.95, 5): 2.0150483733327746, (0.95, 100): 1.660234326085174,
+    (0.975, 1): 12.70620473617464, (0.975, 2): 4.302652729749298, (0.975, 3): 3.1824463052839747,
+    (0.975, 10): 2.2281388519863867, (0.975, 30): 2.042272456300907,
+    (0.995, 1): 63.65674116287073, (0.995, 5): 4.032142983555332, (0.995, 100): 2.625890521437668,
+}
+
+
+@pytest.mark.parametrize(("p", "dof"), sorted(HAND_WRITTEN_T))
+def test_t_quantile_equals_the_former_hand_written_numerics(p, dof):
+    assert t_quantile(p, dof) == pytest.approx(HAND_WRITTEN_T[(p, dof)], rel=1e-9)
+    assert t_quantile(1 - p, dof) == pytest.approx(-HAND_WRITTEN_T[(p, dof)], rel=1e-9)
+
+
 def test_linear_fit_exact_line():
     fit = linear_fit([0, 10, 20, 40], [5, 25, 45, 85])
     assert fit.slope == pytest.approx(2.0) and fit.intercept == pytest.approx(5.0)

@@ -11,11 +11,12 @@ import pytest
 
 pytest.importorskip("jupytext")
 pytest.importorskip("nbclient")
+pytest.importorskip("papermill")
 
 import nbformat  # noqa: E402
 
 from crdscale.report.render import (  # noqa: E402
-    PROBE_NOTEBOOKS, execute_notebook, find_failure, inject_parameters, read_notebook, unfinished_cell,
+    PROBE_NOTEBOOKS, execute_notebook, find_failure, read_notebook, unfinished_cell,
 )
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -44,17 +45,12 @@ def _parameters(notebook: Path) -> dict:
 @pytest.mark.timeout(TIMEOUT_S + 60)
 @pytest.mark.parametrize("notebook", NOTEBOOKS, ids=[p.stem for p in NOTEBOOKS])
 def test_notebook_executes(notebook: Path, tmp_path: Path):
-    nb = read_notebook(notebook)
-    parameters = _parameters(notebook)
-    if parameters:
-        nb = inject_parameters(nb, parameters)
-    generated = tmp_path / f"{notebook.stem}.ipynb"
-    nbformat.write(nb, str(generated))  # the generated .ipynb, as JupyterLab or papermill would open it
-    nb = nbformat.read(str(generated), as_version=4)
-    stopped = execute_notebook(nb, cwd=notebook.parent, timeout=TIMEOUT_S, kernel_log=tmp_path / "kernel.log")
+    generated = tmp_path / f"{notebook.stem}.ipynb"  # the executed .ipynb, as papermill writes it
+    nb, stopped = execute_notebook(notebook, generated, _parameters(notebook), cwd=notebook.parent, timeout=TIMEOUT_S)
     source = notebook.read_text()
     failure = find_failure(nb, str(notebook), source) or (stopped and unfinished_cell(nb, str(notebook), stopped, source))
     assert not failure, failure.describe()
+    assert nbformat.read(str(generated), as_version=4).cells == nb.cells
     code = [c for c in nb.cells if c.cell_type == "code"]
     assert all(c.execution_count for c in code)
     if notebook.stem in ("memory", "attribution"):

@@ -1,9 +1,12 @@
-"""environment.yml (conda) and pyproject.toml must list the same dependencies."""
+"""environment.yml (conda) and pyproject.toml must list the same dependencies, and
+requirements.lock must satisfy pyproject.toml."""
 
 import re
 from pathlib import Path
 
 import yaml
+from packaging.requirements import Requirement
+from packaging.utils import canonicalize_name
 
 try:
     import tomllib
@@ -26,7 +29,7 @@ def _pyproject_requirements() -> dict[str, str]:
     reqs = list(project["dependencies"])
     for extra in project["optional-dependencies"].values():
         reqs += extra
-    return {_name(r): r for r in reqs}
+    return {_name(r): r for r in reqs if _name(r) != "crdscale"}  # extras made of other extras
 
 
 def _conda_requirements() -> dict[str, str]:
@@ -50,3 +53,36 @@ def test_minimum_versions_agree():
         want = re.search(r">=\s*([\w.]+)", pyproject[name])
         have = re.search(r">=\s*([\w.]+)", req)
         assert (want and want.group(1)) == (have and have.group(1)), name
+
+
+def _locked() -> dict[str, str]:
+    pins = {}
+    for line in (ROOT / "requirements.lock").read_text().splitlines():
+        if line and not line.startswith((" ", "#")):
+            name, version = line.split("==")
+            pins[canonicalize_name(name)] = version.strip()
+    return pins
+
+
+def _requirements(extras: list[str]) -> list[Requirement]:
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
+    reqs = [Requirement(r) for r in project["dependencies"]]
+    for extra in extras:
+        for r in map(Requirement, project["optional-dependencies"][extra]):
+            reqs += _requirements(sorted(r.extras)) if canonicalize_name(r.name) == "crdscale" else [r]
+    return reqs
+
+
+def test_the_lock_satisfies_pyproject():
+    """requirements.lock (what bootstrap installs) has every requirement of crdscale and its extras
+    dev, report and lab, in pyproject's ranges, for Python 3.11: run scripts/lock.sh after editing them."""
+    pins = _locked()
+    environment = {"python_version": "3.11", "python_full_version": "3.11.0", "sys_platform": "linux",
+                   "platform_system": "Linux", "platform_machine": "x86_64", "implementation_name": "cpython",
+                   "extra": ""}
+    for req in _requirements(["dev", "report", "lab"]):
+        if req.marker and not req.marker.evaluate(environment):
+            continue
+        name = canonicalize_name(req.name)
+        assert name in pins, f"{req} is not in requirements.lock: run scripts/lock.sh"
+        assert req.specifier.contains(pins[name], prereleases=True), f"locked {name}=={pins[name]} is outside {req}"

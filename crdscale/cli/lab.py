@@ -1,0 +1,86 @@
+"""Open the notebooks in JupyterLab, bound to run directories.
+
+Examples:
+  crdscale lab                                  # the shipped notebooks, on data/reference-run
+  crdscale lab runs/20261122T031500Z-default    # that run's own notebooks
+  crdscale lab runs/<run-a> runs/<run-b> --no-execute
+
+For each RUN_DIR, the notebooks that apply to it (memory and heap attribution;
+discovery, LIST and APF when the run has their probe tables) are copied once
+into RUN_DIR/notebooks/NAME.ipynb with run_dir set (papermill's parameters
+cell) and executed, so they open with their figures. A copy that exists is
+never overwritten: edit it freely; delete it to get a fresh one. Without
+RUN_DIR, the notebooks/ of this checkout open as they are (py:percent files,
+shown as notebooks), reading data/reference-run.
+
+JupyterLab listens on 127.0.0.1 only, on a free port, with a random token; the
+URL of the first notebook is printed on stdout. Ctrl-C (or SIGTERM) stops it
+and its kernels.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import signal
+import sys
+from pathlib import Path
+
+
+class Command:
+    __doc__ = __doc__
+
+    @staticmethod
+    def add_arguments(parser: argparse.ArgumentParser) -> None:
+        parser.add_argument("run_dirs", nargs="*", metavar="RUN_DIR", help="run directory written by `crdscale run` or a probe")
+        parser.add_argument("--notebooks", metavar="DIR",
+                            help="directory of the jupytext notebooks (default: notebooks/ of this checkout)")
+        parser.add_argument("--no-execute", action="store_true",
+                            help="write new copies with run_dir set but do not run them first")
+        parser.add_argument("--timeout", type=int, default=600, metavar="SECONDS",
+                            help="longest a single notebook cell may run while executing a new copy (default 600)")
+
+    @staticmethod
+    def run(args: argparse.Namespace) -> int:
+        from crdscale.report.lab import LabServer, bind_notebooks, install_lab_settings
+        from crdscale.report.render import default_notebooks_dir
+
+        def echo(message: str) -> None:
+            print(f"crdscale: {message}", file=sys.stderr, flush=True)
+
+        notebooks_dir = Path(args.notebooks) if args.notebooks else default_notebooks_dir()
+        if args.run_dirs:
+            bound = [b for run_dir in args.run_dirs
+                     for b in bind_notebooks(run_dir, notebooks_dir, execute=not args.no_execute,
+                                             timeout=args.timeout, echo=echo)]
+            paths = [b.path for b in bound]
+            for b in bound:
+                if not b.created:
+                    echo(f"kept your copy {b.path}")
+            root = Path(os.path.commonpath([Path(r).resolve() for r in args.run_dirs]))
+        else:
+            root = notebooks_dir.resolve()
+            paths = sorted(root.glob("*.py"), key=lambda p: (p.stem != "memory", p.name))
+        try:
+            install_lab_settings()
+        except OSError as err:
+            echo(f"warning: could not install the JupyterLab settings ({err}); open .py notebooks with "
+                 "right click > Open With > Notebook")
+
+        # SIGTERM ends the lab as Ctrl-C does: the server and its kernels are stopped.
+        signal.signal(signal.SIGTERM, signal.default_int_handler)
+        server = LabServer(root)
+        try:
+            server.start()
+            for path in paths[1:]:
+                echo(f"also: {server.url(path)}")
+            echo("JupyterLab is running; Ctrl-C stops it")
+            print(server.url(paths[0]) if paths else server.url(), flush=True)
+            code = server.wait()
+            echo(f"JupyterLab exited with code {code}")
+            return 1 if code else 0
+        except KeyboardInterrupt:
+            echo("stopping JupyterLab")
+            return 0
+        finally:
+            server.stop()
