@@ -12,7 +12,7 @@ import time
 from pathlib import Path
 
 from crdscale.cli.main import main
-from crdscale.collect.events import read_events
+from crdscale.rundir.events import read_events
 from crdscale.rundir import layout
 
 REPO = Path(__file__).resolve().parents[2]
