@@ -13,8 +13,8 @@ profile files; default: the small recorded fixtures under tests/data. Large
 profiles stay out of git; record some with the scenario beside this file and
 pass the run directory::
 
-    crdscale run benchmarks/large-profiles.toml --out /tmp/large    # 2,000 CRDs, ~15-25 min
-    python benchmarks/parse.py /tmp/large/<run> --repeat 3
+    crdscale run benchmarks/scale-2000.toml --out /tmp/scale        # 2,000 CRDs, ~20-30 min
+    python benchmarks/parse.py /tmp/scale/<run> --repeat 3
 
 Usage: python benchmarks/parse.py [RUN_DIR | DIR | PROFILE ...] [--count N] [--repeat R]
 """

@@ -26,7 +26,7 @@ def test_probe_prints_json(local_cluster, tmp_path, capsys, argv, table, column)
     code = main(["probe", *argv, "-q", "-o", "json", "--kubeconfig", str(local_cluster.kubeconfig),
                  "--runs-dir", str(tmp_path)])
     doc = _json(capsys)
-    assert code == 0 and doc["exit_code"] == 0 and doc["status"] == "ok"
+    assert code == 0 and doc["exit_code"] == 0 and doc["status"] == "completed"
     assert doc["probe"] == argv[0] and doc["server_version"].startswith("v1.")
     (run_dir,) = tmp_path.iterdir()
     assert doc["run_dir"] == str(run_dir)
