@@ -38,7 +38,10 @@ def run_points(path: str) -> tuple[dict, pd.DataFrame, dict]:
     rss = series_points(run.series, run.profile_marks(), metrics={"process_resident_memory_bytes": RSS})
     rss = rss.rename(columns={"metric": "target"})
     both = pd.concat([points[["crds", "phase", "target", "value"]], rss[["crds", "phase", "target", "value"]]])
-    summary = run.manifest.get("crds") or run.crd_summary
+    # The manifest carries the CRD set summary; crds/summary.json nests it under "summary".
+    summary = run.manifest.get("crds") or (run.crd_summary or {}).get("summary")
+    if not summary:
+        sys.exit(f"{path}: no CRD set summary in its manifest or crds/summary.json")
     return run.manifest, both.assign(run=str(path)), features_from_summary(summary)
 
 
@@ -59,8 +62,7 @@ def main(argv=None) -> int:
         for (manifest, points, features), path in zip(loaded, args.runs):
             measured = training_rows(points, {str(path): features})
             top = measured[measured["installed"] == measured["installed"].max()].set_index("target")["added"]
-            full = {**features, "crds": features["crds"]}
-            predicted = predict(model, full).set_index("target")
+            predicted = predict(model, features).set_index("target")
             for target in (TOTAL, RSS):
                 p = predicted.loc[target]
                 m = top.get(target)

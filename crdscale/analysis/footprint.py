@@ -118,15 +118,27 @@ def fit_linear(x: np.ndarray, y: np.ndarray) -> LinearModel:
     return LinearModel([float(c) for c in coef], [[float(v) for v in row] for row in cov], sigma2, dof)
 
 
+# What a fit saw, per CRD: outside it a prediction extrapolates (v1.24.0's OpenAPI, for one,
+# grows superlinearly past a few hundred properties per CRD).
+RANGE_MEASURES = ("crds", "properties_per_crd")
+
+
+def _measures(features: Mapping[str, float]) -> dict[str, float]:
+    crds = float(features.get("crds") or 0)
+    return {"crds": crds, "properties_per_crd": float(features.get("properties") or 0) / crds if crds else math.nan}
+
+
 @dataclass
 class FootprintModel:
     """Per-target linear models (``targets``: cause, ``total`` or ``rss`` -> model) over ``features``,
-    for one kube-apiserver version, with where the coefficients came from."""
+    for one kube-apiserver version, with where the coefficients came from and ``ranges``: the
+    ``[min, max]`` of each of :data:`RANGE_MEASURES` over the rows it was fitted on."""
 
     kube_version: str
     features: list[str]
     targets: dict[str, LinearModel]
     provenance: dict[str, Any] = field(default_factory=dict)
+    ranges: dict[str, list[float]] = field(default_factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
         """Plain data for JSON (NaN becomes None)."""
@@ -138,7 +150,7 @@ class FootprintModel:
             return v
 
         return {"format": MODEL_FORMAT, "kube_version": self.kube_version, "features": list(self.features),
-                "provenance": self.provenance,
+                "provenance": self.provenance, "ranges": self.ranges,
                 "targets": {t: {"coef": clean(m.coef), "cov": clean(m.cov), "sigma2": clean(m.sigma2),
                                 "dof": m.dof} for t, m in self.targets.items()}}
 
@@ -149,7 +161,8 @@ class FootprintModel:
 
         targets = {t: LinearModel([num(c) for c in m["coef"]], [[num(v) for v in row] for row in m["cov"]],
                                   num(m["sigma2"]), int(m["dof"])) for t, m in data["targets"].items()}
-        return cls(data["kube_version"], list(data["features"]), targets, dict(data.get("provenance") or {}))
+        return cls(data["kube_version"], list(data["features"]), targets, dict(data.get("provenance") or {}),
+                   {k: list(v) for k, v in (data.get("ranges") or {}).items()})
 
 
 def fit_footprint(rows: pd.DataFrame, features: Sequence[str], *, kube_version: str,
@@ -170,7 +183,22 @@ def fit_footprint(rows: pd.DataFrame, features: Sequence[str], *, kube_version: 
             raise ValueError(f"features {features} are collinear on these runs; sweep what they measure "
                              f"(schema size, versions) or fit fewer")
         targets[target] = fit_linear(x, group["added"].to_numpy(dtype=float))
-    return FootprintModel(kube_version, features, targets, dict(provenance or {}))
+    seen = pd.DataFrame([_measures(r) for r in rows.to_dict("records")], columns=list(RANGE_MEASURES))
+    ranges = {m: [float(seen[m].min()), float(seen[m].max())] for m in RANGE_MEASURES if seen[m].notna().any()}
+    return FootprintModel(kube_version, features, targets, dict(provenance or {}), ranges)
+
+
+def extrapolations(model: FootprintModel, features: Mapping[str, float]) -> list[str]:
+    """One line per measure of :data:`RANGE_MEASURES` where a CRD set lies outside what ``model``
+    was fitted on (empty when inside, or when the model records no ranges)."""
+    out = []
+    for name, value in _measures(features).items():
+        low, high = model.ranges.get(name, (None, None))
+        if low is None or math.isnan(value) or low <= value <= high:
+            continue
+        out.append(f"{name.replace('_', ' ')} {value:,.0f} is outside the fitted range "
+                   f"[{low:,.0f}, {high:,.0f}]: the prediction extrapolates")
+    return out
 
 
 def predict(model: FootprintModel, features: Mapping[str, float], confidence: float = 0.95) -> pd.DataFrame:

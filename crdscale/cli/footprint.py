@@ -12,10 +12,12 @@ caches, OpenAPI, schemas...), the total, and RSS, each with a 95% prediction
 interval. The coefficients ship with crdscale with their provenance
 (experiment, machine, date), printed below the table; they were measured on
 one machine and generated CRD sets, so treat the interval as a floor on the
-uncertainty for very different sets.
+uncertainty for very different sets. A set outside what the fit saw (CRD
+count, properties per CRD) gets a warning on stderr.
 
 -o json gives {"features": ..., "predictions": [{"target", "value", "low",
-"high"}], "served_heap_bytes": {...}, "rss_bytes": {...}, "model": ...}.
+"high"}], "served_heap_bytes": {...}, "rss_bytes": {...}, "warnings": [...],
+"model": ...}.
 """
 
 from __future__ import annotations
@@ -37,7 +39,8 @@ class Command:
 
     @staticmethod
     def run(args: argparse.Namespace) -> int:
-        from crdscale.analysis.footprint import RSS, TOTAL, footprint_features, predict
+        from crdscale.analysis.footprint import RSS, TOTAL, extrapolations, footprint_features, predict
+        from crdscale.cluster.gobuild import stderr_echo
         from crdscale.crds.load import load_crds
         from crdscale.footprint_models import shipped_model
         from crdscale.report.findings import fmt_bytes
@@ -45,6 +48,7 @@ class Command:
         model = shipped_model(args.kube_version)
         features = footprint_features(list(load_crds(args.source).crds))
         table = predict(model, features)
+        warnings = extrapolations(model, features)
 
         def clean(v):
             return None if isinstance(v, float) and math.isnan(v) else v
@@ -54,8 +58,9 @@ class Command:
         if args.output == "json":
             print(json.dumps({"kube_version": model.kube_version, "features": features,
                               "predictions": [{"target": t, **v} for t, v in rows.items()],
-                              "served_heap_bytes": rows.get(TOTAL), "rss_bytes": rows.get(RSS),
-                              "model": {"features": model.features, "provenance": model.provenance}}, indent=2))
+                              "served_heap_bytes": rows.get(TOTAL), "rss_bytes": rows.get(RSS), "warnings": warnings,
+                              "model": {"features": model.features, "provenance": model.provenance,
+                                        "ranges": model.ranges}}, indent=2))
             return 0
         print(f"CRD set: {features['crds']:.0f} CRDs, {features['served_versions']:.0f} served versions, "
               f"{features['properties']:,.0f} schema properties, {fmt_bytes(features['schema_bytes'])} of schemas, "
@@ -66,6 +71,8 @@ class Command:
             name = {TOTAL: "heap, total", RSS: "RSS"}.get(target, f"heap: {target}")
             interval = "" if v["low"] is None else f"  [{fmt_bytes(v['low'])}, {fmt_bytes(v['high'])}]"
             print(f"  {name:<{width + 6}} {fmt_bytes(v['value']):>12}{interval}")
+        for warning in warnings:
+            stderr_echo(f"warning: {warning}")
         prov = model.provenance
         print(f"model: {' + '.join(model.features)}; fitted on {prov.get('experiment', '?')}, "
               f"{prov.get('machine', '?')}, {prov.get('date', '?')}")

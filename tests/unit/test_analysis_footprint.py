@@ -10,7 +10,7 @@ import pandas as pd
 import pytest
 
 from crdscale.analysis.footprint import (
-    FootprintModel, fit_footprint, footprint_features, predict, training_rows,
+    FootprintModel, extrapolations, fit_footprint, footprint_features, predict, training_rows,
 )
 from crdscale.crds.generate import generate_crds, preset
 from crdscale.crds.summary import schema_depth
@@ -98,6 +98,17 @@ def test_noisy_prediction_interval_holds_the_truth():
     assert row["low"] < truth < row["high"] and not math.isnan(row["low"])
 
 
+def test_model_records_what_it_saw_and_flags_extrapolation():
+    points, feats = _sweep()
+    model = fit_footprint(training_rows(points, feats), ["crds", "properties"], kube_version="1.37.1")
+    assert model.ranges == {"crds": [25.0, 100.0], "properties_per_crd": [10.0, 1000.0]}
+    assert FootprintModel.from_dict(json.loads(json.dumps(model.to_dict()))).ranges == model.ranges
+    assert extrapolations(model, {"crds": 50, "properties": 50 * 300}) == []
+    lines = extrapolations(model, {"crds": 2000, "properties": 2000 * 5000})
+    assert len(lines) == 2 and lines[0].startswith("crds 2,000 is outside the fitted range [25, 100]")
+    assert extrapolations(FootprintModel("1.37.1", ["crds"], {}), {"crds": 2000}) == []  # no ranges recorded
+
+
 def test_collinear_features_are_refused():
     points, feats = _sweep()
     rows = training_rows(points[points["run"] == "p100"], feats)
@@ -117,9 +128,14 @@ def test_footprint_cli_with_the_shipped_model(tmp_path, capsys):
     assert main(["footprint", str(tmp_path), "-o", "json"]) == 0
     data = json.loads(capsys.readouterr().out)
     assert data["features"]["crds"] == 50 and data["model"]["provenance"]["experiment"]
+    assert data["warnings"] == []  # 50 CRDs of 100 properties: inside the sweep
     heap = data["served_heap_bytes"]
     assert 0 < heap["low"] < heap["value"] < heap["high"]
     assert 100 * 2**10 * 50 < heap["value"] < 5 * 2**20 * 50  # between 100 KiB and 5 MiB per CRD
-    assert main(["footprint", str(tmp_path)]) == 0
+    assert main(["footprint", str(tmp_path), "--kube-version", "1.24.0"]) == 0
     assert "heap, total" in capsys.readouterr().out
+    few = tmp_path / "few"
+    write_crds(generate_crds(preset("apigen", crd_count=4, group_count=1, property_count=2000)), few)
+    assert main(["footprint", str(few)]) == 0
+    assert "properties per crd 2,000 is outside the fitted range" in capsys.readouterr().err
     assert main(["footprint", str(tmp_path), "--kube-version", "0.1.0"]) == 2

@@ -97,6 +97,7 @@ def test_profile_diff_is_exact_against_pprof():
     """`go tool pprof -top -nodecount=40 -unit=B -diff_base=<v1.37.1 last served> <v1.24.0 last served>`, recorded:
     the same table from crdscale's diff, and the comparison's per-CRD diff holds the same values."""
     from crdscale.analysis import pprof
+    from crdscale.analysis.pprof.text import parse_pprof_top
     from crdscale.collect.pprof import read_profile
 
     recorded = RECORDED_DIFF.read_text()
@@ -108,7 +109,7 @@ def test_profile_diff_is_exact_against_pprof():
     keep = [ln for ln in recorded.splitlines()[1:] if not ln.startswith("Time:")]
     assert [ln for ln in ours.splitlines() if not ln.startswith("Time:")] == keep
     full = compare_runs([REFERENCE, V124]).profile_diff.set_index("name")
-    want_header, want = views.parse_pprof_top(recorded)
+    want_header, want = parse_pprof_top(recorded)
     for row in want.itertuples(index=False):
         flat, cum = int(row.flat.removesuffix("B")), int(row.cum.removesuffix("B"))
         assert full.loc[row.name, "flat"] == flat and full.loc[row.name, "cum"] == cum
