@@ -378,12 +378,12 @@ def _apf(args) -> int:
         print("\nAPF seats per LIST: object-count estimator (max 10) vs size-based (max 100)")
         _print(
             table,
-            ["resource", "kind", "items", "bytes", "served_from", "estimator_assumes", "object_count_seats", "size_based_seats", "size_based_seats_measured_place", "observed_seats", "priority_level", "level_cap_inferred", "observed_matches"],
-            {"bytes": _mb, "observed_seats": _int, "level_cap_inferred": _int},
+            ["resource", "kind", "items", "bytes", "served_from", "estimator_assumes", "object_count_seats", "size_based_seats", "size_based_seats_measured_place", "observed_seats", "priority_level", "level_max_seats", "observed_matches"],
+            {"bytes": _mb, "observed_seats": _int, "level_max_seats": _int},
         )
         if "observed_matches" in table:
             counts = table["observed_matches"].replace("", "not observed").value_counts().to_dict()
-            print(f"(bytes in MB; observed = apiserver_flowcontrol_work_estimated_seats for an impersonated non-exempt user; matches at the level's cap: {counts})")
+            print(f"(bytes in MB; observed = apiserver_flowcontrol_work_estimated_seats for an impersonated non-exempt user; estimates capped at the level's max seats, which the server derives from its nominal concurrency limit and the level's hand size: {counts})")
         return 0, {}, {"seats": table}
 
     return _run("apf", args, parameters, body)

@@ -63,6 +63,21 @@ class ListShape:
     streamed: bool = True
 
 
+# apf_controller.go: a priority level's maxSeats is 15 % of its nominal concurrency limit,
+# at most nominalCL / handSize and at least 1 (600 server seats give the default levels 10).
+PRIORITY_LEVEL_MAX_SEATS_SHARE = 0.15
+
+
+def priority_level_max_seats(nominal_limit_seats: int, hand_size: int | None) -> int:
+    """The most seats one request may occupy in a priority level, as kube-apiserver derives it
+    (``apf_controller.go``): ``max(1, min(ceil(0.15 * nominalCL), nominalCL // handSize))``.
+    ``hand_size`` None (a level without queuing): 0, meaning no level limit (the estimator's own applies)."""
+    if not hand_size:
+        return 0
+    return int(max(1, min(math.ceil(nominal_limit_seats * PRIORITY_LEVEL_MAX_SEATS_SHARE),
+                          nominal_limit_seats // hand_size)))
+
+
 def _clamp(seats: int, max_seats: int) -> int:
     return max(MINIMUM_SEATS, min(seats, max_seats))
 

@@ -8,6 +8,7 @@ import pandas as pd
 import pytest
 
 from crdscale.cli.main import main
+from crdscale.rundir import read_run
 from crdscale.collect.probes import apfseats, clientmem, listcost
 from crdscale.collect.probes.fixtures import ProbeFixtures
 from crdscale.ownership import new_run_id
@@ -96,6 +97,11 @@ def test_apf_probe_observes_the_servers_seats(local_cluster, tmp_path):
     # estimator (SizeBasedListCostEstimate on by default) agrees with our size-based model.
     assert seats["observed_seats"].notna().all(), seats
     assert seats["observed_matches"].str.contains("size-based").all(), seats.to_string()
+    # Each level's seat limit is the server's own (nominal limit and hand size), never an observation.
+    levels = read_run(run_dir).probe_table("apf", "levels")
+    limit = levels.set_index("priority_level").loc["global-default"]
+    assert limit["nominal_limit_seats"] > 0 and limit["hand_size"] > 0
+    assert (seats["level_max_seats"] == limit["max_seats"]).all(), (seats.to_string(), levels.to_string())
 
 
 def test_list_cli_prints_the_table(local_cluster, tmp_path, capsys):

@@ -156,7 +156,7 @@ def test_estimate_measured_lists():
 def test_compare_infers_the_priority_level_cap():
     import pandas as pd
 
-    from crdscale.collect.probes.apfseats import compare
+    from crdscale.collect.probes.apfseats import NOMINAL_LIMIT, compare, level_limits_from
 
     lists = pd.DataFrame(
         [
@@ -170,9 +170,28 @@ def test_compare_infers_the_priority_level_cap():
             {"resource": "secrets", "kind": "paged", "observed_seats": 7.0, "priority_level": "global-default"},
         ]
     )
-    table = compare(lists, None, observed).set_index("kind")
+    # global-default on a single kube-apiserver v1.37.1 with default flags: nominal 49 seats, hand size 6.
+    limits = level_limits_from({NOMINAL_LIMIT: [({"priority_level": "global-default"}, 49.0),
+                                                ({"priority_level": "exempt"}, 0.0)]},
+                               [{"metadata": {"name": "global-default"},
+                                 "spec": {"limited": {"limitResponse": {"queuing": {"handSize": 6}}}}},
+                                {"metadata": {"name": "exempt"}, "spec": {"type": "Exempt"}}])
+    assert dict(zip(limits.priority_level, limits.max_seats)) == {"global-default": 8, "exempt": 0}
+    table = compare(lists, None, observed, limits).set_index("kind")
     assert table.loc["rv0", "size_based_seats"] == 10  # streamed from cache: capped at 10
-    assert table.loc["rv0", "level_cap_inferred"] == 8
+    assert table.loc["rv0", "level_max_seats"] == 8
     assert table.loc["rv0", "observed_matches"] == "size-based"
     assert table.loc["paged", "size_based_seats"] == 7  # 5 x 134 KB
     assert table.loc["paged", "observed_matches"] == "size-based"
+
+
+@pytest.mark.parametrize("nominal,hand,expected", [
+    # k8s.io/apiserver v0.37.1 pkg/util/flowcontrol/max_seats_test.go, case by case
+    (5, 6, 1), (10, 6, 1), (15, 6, 2), (20, 6, 3), (35, 6, 5), (100, 6, 15), (200, 6, 30), (10, 1, 2), (100, 20, 5),
+])
+def test_priority_level_max_seats_as_kube_apiserver_derives_it(nominal, hand, expected):
+    assert apf.priority_level_max_seats(nominal, hand) == expected
+
+
+def test_a_level_without_queuing_does_not_limit():
+    assert apf.priority_level_max_seats(30, None) == 0

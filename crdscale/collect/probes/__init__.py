@@ -86,10 +86,14 @@ def apf_step(cluster, run: "RunWriter", options: Mapping[str, Any]):
             # The server estimates seats from object counts it refreshes about once a minute.
             stats = listcost.wait_for_object_stats(cluster, populated)
             observed = apfseats.observe_seats(cluster, lists, run_id=run_id, echo=options.get("echo"))
+            limits = apfseats.level_limits(cluster)
         else:
-            stats, observed = listcost.server_object_stats(cluster, populated), None
-    table = apfseats.compare(lists, stats, observed)
-    write_tables(run, "apf", int(options.get("step", 0)), {"seats": table, "lists": lists}, main="seats")
+            stats, observed, limits = listcost.server_object_stats(cluster, populated), None, None
+    table = apfseats.compare(lists, stats, observed, limits)
+    tables = {"seats": table, "lists": lists}
+    if limits is not None:
+        tables["levels"] = limits  # each priority level's seat limit, read from the server
+    write_tables(run, "apf", int(options.get("step", 0)), tables, main="seats")
     return table
 
 

@@ -15,9 +15,11 @@ from typing import Callable
 
 import pandas as pd
 
-from crdscale.models import apf
-from crdscale.errors import ClusterError
 import secrets
+
+from crdscale.collect.promtext import Samples
+from crdscale.errors import ClusterError
+from crdscale.models import apf
 
 from . import metrics as m
 from ._http import check, fresh_session, timed_get
@@ -132,21 +134,50 @@ def observe_seats(
     return pd.DataFrame(rows)
 
 
-def compare(lists: pd.DataFrame, stats: pd.DataFrame | None, observed: pd.DataFrame | None) -> pd.DataFrame:
-    """The APF table: per measured LIST, bytes, place, both estimates and (if any) the server's observation."""
+NOMINAL_LIMIT = "apiserver_flowcontrol_nominal_limit_seats"
+PLC_PATH = "/apis/flowcontrol.apiserver.k8s.io/v1/prioritylevelconfigurations"
+
+
+def level_limits_from(nominal: Samples, plcs: list[dict]) -> pd.DataFrame:
+    """Per priority level: ``nominal_limit_seats`` (the server's gauge), ``hand_size`` (its
+    PriorityLevelConfiguration) and ``max_seats`` a request may occupy there
+    (:func:`crdscale.models.apf.priority_level_max_seats`; 0 = the level does not limit)."""
+    hands = {}
+    for plc in plcs:
+        limited = (plc.get("spec") or {}).get("limited") or {}
+        queuing = (limited.get("limitResponse") or {}).get("queuing") or {}
+        hands[plc["metadata"]["name"]] = queuing.get("handSize")
+    rows = []
+    for labels, value in nominal.get(NOMINAL_LIMIT, []):
+        level = labels.get("priority_level", "")
+        hand = hands.get(level)
+        rows.append({"priority_level": level, "nominal_limit_seats": int(value), "hand_size": hand,
+                     "max_seats": apf.priority_level_max_seats(int(value), hand)})
+    return pd.DataFrame(rows, columns=["priority_level", "nominal_limit_seats", "hand_size", "max_seats"])
+
+
+def level_limits(cluster) -> pd.DataFrame:
+    """:func:`level_limits_from` read from the server: its ``/metrics`` gauge and its PriorityLevelConfigurations."""
+    nominal = m.scrape(cluster, names=(NOMINAL_LIMIT,))
+    plcs = check(cluster.get(PLC_PATH, timeout=30), "list PriorityLevelConfigurations").json().get("items", [])
+    return level_limits_from(nominal, plcs)
+
+
+def compare(lists: pd.DataFrame, stats: pd.DataFrame | None, observed: pd.DataFrame | None,
+            limits: pd.DataFrame | None = None) -> pd.DataFrame:
+    """The APF table: per measured LIST, bytes, place, both estimates and (if any) the server's
+    observation, with both estimates capped at the observed priority level's ``max_seats`` as the
+    server computes it from its own configuration (``limits``: :func:`level_limits`)."""
     table = estimate(lists, stats)
     cols = ["resource", "kind", "items", "bytes", "served_from", "estimator_assumes", "object_count_seats", "size_based_seats", "size_based_seats_measured_place"]
     table = table[cols]
     if observed is not None and not observed.empty:
         table = table.merge(observed[["resource", "kind", "observed_seats", "priority_level"]], on=["resource", "kind"], how="left")
-        # Each priority level caps seats at its own maxSeats, which APF derives from the level's
-        # concurrency and does not export. The largest seats observed in a level is a lower bound
-        # of it; when an estimate exceeds that bound, the bound is taken as the cap.
-        caps = table.groupby("priority_level")["observed_seats"].max().to_dict()
-        table["level_cap_inferred"] = table["priority_level"].map(caps)
+        caps = {} if limits is None else dict(zip(limits["priority_level"], limits["max_seats"]))
+        table["level_max_seats"] = table["priority_level"].map(caps)
         for name in ("object_count_seats", "size_based_seats"):
             table[f"{name}_at_level"] = [
-                min(v, int(cap)) if cap == cap else v for v, cap in zip(table[name], table["level_cap_inferred"])
+                min(v, int(cap)) if cap == cap and cap > 0 else v for v, cap in zip(table[name], table["level_max_seats"])
             ]
 
         def matches(row) -> str:
