@@ -22,6 +22,8 @@ TIDY_COLUMNS = ["timestamp", "job", "metric", "labels", "value"]
 
 # Prometheus refuses range queries returning more than 11,000 points per series.
 MAX_POINTS_PER_QUERY = 11_000
+# Raw samples are read in windows of this many seconds (each answer stays small).
+RAW_WINDOW_S = 3600.0
 
 
 @dataclass(frozen=True)
@@ -132,11 +134,22 @@ def split_range(start: datetime, end: datetime, step_s: float,
     return windows
 
 
+def raw_windows(start: datetime, end: datetime, seconds: float = RAW_WINDOW_S) -> list[tuple[datetime, datetime]]:
+    """Consecutive windows ``(lo, hi]`` covering ``[start, end]``, each at most ``seconds`` long."""
+    windows, lo = [], start
+    while lo < end:
+        hi = min(lo + timedelta(seconds=seconds), end)
+        windows.append((lo, hi))
+        lo = hi
+    return windows or [(start, end)]
+
+
 def query_prometheus(url: str, start: datetime, end: datetime, step_s: float, *,
                      series: Iterable[Series] = SERIES, job_labels: Mapping[str, str] | None = None,
                      headers: Mapping[str, str] | None = None, verify: bool | str = True) -> pd.DataFrame:
-    """Range-query every recorded series from the Prometheus at ``url`` between ``start``
-    and ``end`` (UTC) at ``step_s`` seconds; return the tidy DataFrame.
+    """Every recorded series from the Prometheus at ``url`` between ``start`` and ``end`` (UTC)
+    as the tidy DataFrame: unaggregated series as their raw samples, aggregated ones
+    (``Series.by``) range-queried at ``step_s`` seconds.
 
     ``job_labels`` maps crdscale's job names to the ``job`` label used by that
     Prometheus (a user's may call kube-apiserver ``apiserver``).
@@ -148,6 +161,18 @@ def query_prometheus(url: str, start: datetime, end: datetime, step_s: float, *,
     rows: list[dict] = []
     for s in series:
         query = s.promql(job_labels.get(s.job, s.job))
+        if s.by is None:
+            # Unaggregated: the raw samples at their scrape times, so a missed scrape stays a gap
+            # and a job scraped less often than step_s keeps its own cadence.
+            for lo, hi in raw_windows(start, end):
+                window = (hi - lo).total_seconds() + (0.001 if lo == start else 0.0)  # (hi - window, hi]
+                for result in prom.custom_query(f"{query}[{int(window * 1000)}ms]", params={"time": hi.timestamp()}):
+                    labels = json.dumps({k: v for k, v in result["metric"].items()
+                                         if k not in ("__name__", "job", "instance")}, sort_keys=True)
+                    for ts, value in result["values"]:
+                        rows.append({"timestamp": datetime.fromtimestamp(float(ts), tz=timezone.utc), "job": s.job,
+                                     "metric": s.key, "labels": labels, "value": float(value)})
+            continue
         for lo, hi in split_range(start, end, step_s):
             for result in prom.custom_query_range(query, start_time=lo, end_time=hi, step=f"{step_s:g}s"):
                 metric_labels = {k: v for k, v in result["metric"].items() if k != "__name__"}

@@ -60,6 +60,28 @@ def _scrape_facts(job: str, when: datetime, seconds: float, body_bytes: int) -> 
              "value": float(body_bytes)}]
 
 
+# kube-apiserver's /metrics grows with every CRD (request and storage families per resource:
+# a 38 MB body at 2,000 provider-like CRDs). Once one scrape outlasts the interval, every scrape
+# times out and the series stop. The /metrics jobs then move up this ladder to the first
+# interval at least twice the last scrape's duration (measured: benchmarks/completeness.py);
+# RSS, CPU, fds and threads stay at the run's interval through /proc (ProcSampler).
+CADENCE_LADDER_S = (1.0, 2.0, 3.0, 5.0, 10.0, 15.0, 20.0, 30.0, 60.0)
+# Above this share of the interval a scrape is close enough to timing out to move up a rung.
+CADENCE_HEADROOM = 0.6
+CADENCE_CHECK_EVERY_S = 5.0
+
+
+def next_cadence(interval_s: float, last_duration_s: float, up: bool) -> float:
+    """The scrape interval a job should move to after a scrape that took ``last_duration_s``
+    (``up`` False: it failed, e.g. timed out at the interval): unchanged while the scrape fits
+    with headroom, else the first rung of :data:`CADENCE_LADDER_S` at least twice the duration
+    (twice the interval after a failure). Never moves down: /metrics only grows during a run."""
+    if up and last_duration_s <= CADENCE_HEADROOM * interval_s:
+        return interval_s
+    need = 2 * max(last_duration_s, interval_s if not up else 0.0)
+    return max(interval_s, next((v for v in CADENCE_LADDER_S if v >= need), CADENCE_LADDER_S[-1]))
+
+
 class LocalPrometheus:
     """A Prometheus process on 127.0.0.1 with a throwaway TSDB in a temp directory.
 
@@ -68,14 +90,17 @@ class LocalPrometheus:
         ca_file, token_file: the instance's CA and bare bearer-token file (never copied
             into a run directory; the generated config only points at them).
         etcd_target: ``host:port`` of etcd's client URL (serves ``/metrics``), or ``None``.
-        interval_s: scrape interval (default 1 s).
+        interval_s: scrape interval (default 1 s); each job's interval grows when its scrapes
+            outlast it (:func:`next_cadence`, checked every few seconds while it runs).
+        on_cadence: called with each change, ``{"job", "interval_s", "previous_s", "scrape_duration_s", "up"}``.
     """
 
     kind = "prometheus"
 
     def __init__(self, apiserver_target: str, ca_file: Path, token_file: Path, etcd_target: str | None = None,
                  interval_s: float = 1.0, binary: str | None = None, *, tsdb_dir: Path | None = None,
-                 on_spawn: Callable[[int, Path], None] | None = None):
+                 on_spawn: Callable[[int, Path], None] | None = None,
+                 on_cadence: Callable[[dict], None] | None = None):
         self.binary = binaries.prometheus(binary)
         self.apiserver_target = apiserver_target
         self.etcd_target = etcd_target
@@ -89,12 +114,22 @@ class LocalPrometheus:
         self.scrapes = True
         self.cpu_seconds: float | None = None
         self.on_spawn = on_spawn
+        self.on_cadence = on_cadence
+        self.job_interval_s = {"kube-apiserver": interval_s, **({"etcd": interval_s} if etcd_target else {})}
+        self.cadence_changes: list[dict] = []
+        self._adapting = threading.Event()
+        self._adapter: threading.Thread | None = None
         self.proc: subprocess.Popen | None = None
 
     def config(self) -> dict:
         interval = f"{self.interval_s:g}s"
+
+        def cadence(job: str) -> dict:
+            every = f"{self.job_interval_s.get(job, self.interval_s):g}s"
+            return {"scrape_interval": every, "scrape_timeout": every}
+
         jobs = [{
-            "job_name": "kube-apiserver",
+            "job_name": "kube-apiserver", **cadence("kube-apiserver"),
             "scheme": "https",
             "tls_config": {"ca_file": str(self.ca_file)},
             "authorization": {"type": "Bearer", "credentials_file": str(self.token_file)},
@@ -102,7 +137,7 @@ class LocalPrometheus:
             "metric_relabel_configs": [_keep_recorded("kube-apiserver")],
         }]
         if self.etcd_target:
-            jobs.append({"job_name": "etcd", "static_configs": [{"targets": [self.etcd_target]}],
+            jobs.append({"job_name": "etcd", **cadence("etcd"), "static_configs": [{"targets": [self.etcd_target]}],
                          "metric_relabel_configs": [_keep_recorded("etcd")]})
         return {"global": {"scrape_interval": interval, "scrape_timeout": interval, "evaluation_interval": "15s"},
                 "scrape_configs": jobs if self.scrapes else []}
@@ -115,9 +150,9 @@ class LocalPrometheus:
              f"--web.listen-address=127.0.0.1:{self.port}", "--storage.tsdb.retention.time=100y",
              # scrape_body_size_bytes per job, beside scrape_duration_seconds.
              "--enable-feature=extra-scrape-metrics",
-             # Range queries must show a missed scrape as a gap, not fill it with the
-             # sample before (the default looks back 5 minutes).
-             f"--query.lookback-delta={max(2.0, 2 * self.interval_s):g}s",
+             # Unaggregated series are exported as raw samples (a missed scrape stays a gap);
+             # aggregated ones by range query, which must bridge the longest cadence.
+             f"--query.lookback-delta={2 * max(CADENCE_LADDER_S[-1], self.interval_s):g}s",
              # Deliberately no remote access: the API is only for our own range queries.
              "--web.enable-lifecycle"],
             stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True)
@@ -131,6 +166,9 @@ class LocalPrometheus:
             try:
                 # Ready is not enough: the run window starts once every target was scraped.
                 if requests.get(f"{self.url}/-/ready", timeout=2).status_code == 200 and self._all_scraped():
+                    if self.scrapes:
+                        self._adapter = threading.Thread(target=self._adapt_loop, name="crdscale-cadence", daemon=True)
+                        self._adapter.start()
                     return self
             except requests.RequestException:
                 pass
@@ -151,6 +189,40 @@ class LocalPrometheus:
         targets = requests.get(f"{self.url}/api/v1/targets", timeout=5).json()["data"]["activeTargets"]
         return bool(targets) and all(t.get("lastScrape", "").startswith("20") and t["health"] == "up" for t in targets)
 
+    def _instant(self, query: str) -> float | None:
+        result = requests.get(f"{self.url}/api/v1/query", params={"query": query}, timeout=5).json()["data"]["result"]
+        return float(result[0]["value"][1]) if result else None
+
+    def adapt(self) -> list[dict]:
+        """Move each job whose last scrape failed or came close to its timeout to a longer
+        interval (:func:`next_cadence`) and reload Prometheus; returns the changes."""
+        changes = []
+        for job, interval in list(self.job_interval_s.items()):
+            duration = self._instant(f'scrape_duration_seconds{{job="{job}"}}')
+            up = self._instant(f'up{{job="{job}"}}')
+            if duration is None or up is None:
+                continue
+            new = next_cadence(interval, duration, up == 1.0)
+            if new != interval:
+                self.job_interval_s[job] = new
+                changes.append({"job": job, "interval_s": new, "previous_s": interval,
+                                "scrape_duration_s": round(duration, 3), "up": up == 1.0})
+        if changes:
+            write_atomic(self.workdir / "prometheus.yml", yaml.safe_dump(self.config(), sort_keys=False))
+            requests.post(f"{self.url}/-/reload", timeout=10).raise_for_status()
+            self.cadence_changes.extend(changes)
+            for change in changes:
+                if self.on_cadence is not None:
+                    self.on_cadence(change)
+        return changes
+
+    def _adapt_loop(self) -> None:
+        while not self._adapting.wait(CADENCE_CHECK_EVERY_S):
+            try:
+                self.adapt()
+            except (requests.RequestException, KeyError, ValueError):
+                pass  # Prometheus busy or stopping: try again at the next check
+
     def targets_up(self) -> dict[str, bool]:
         """job -> whether its last scrape succeeded."""
         data = requests.get(f"{self.url}/api/v1/targets", timeout=5).json()["data"]["activeTargets"]
@@ -160,6 +232,9 @@ class LocalPrometheus:
         return metrics.query_prometheus(self.url, start, end, self.interval_s)
 
     def stop(self) -> None:
+        self._adapting.set()
+        if self._adapter is not None:
+            self._adapter.join(timeout=15)
         if self.proc and self.proc.poll() is None:
             # What Prometheus cost beside the server being measured (the report's harness overhead).
             self.cpu_seconds = cpu_seconds(self.proc.pid)
@@ -173,7 +248,8 @@ class LocalPrometheus:
 
     def describe(self) -> dict:
         return {"source": self.kind, "prometheus_version": self.binary.version, "scrape_interval_s": self.interval_s,
-                "prometheus_cpu_seconds": self.cpu_seconds}
+                "prometheus_cpu_seconds": self.cpu_seconds, "job_interval_s": dict(self.job_interval_s),
+                "cadence_changes": list(self.cadence_changes)}
 
 
 class RemotePrometheus:

@@ -375,7 +375,8 @@ class ScenarioRunner:
                 source = LocalPrometheus(f"127.0.0.1:{self.plane.ports['apiserver']}", creds.ca_cert,
                                          creds.admin_token_file, f"127.0.0.1:{self.plane.ports['etcd_client']}",
                                          interval_s=interval, tsdb_dir=self.run.prometheus_tsdb,
-                                         on_spawn=self._adopt)
+                                         on_spawn=self._adopt,
+                                         on_cadence=lambda change: self.events.emit("metrics.cadence", **change))
             except BinaryError:
                 if wanted == "prometheus":
                     raise
@@ -450,6 +451,7 @@ class ScenarioRunner:
         manifest.setdefault("metrics", {}).update(
             window={"start": self.window_start.isoformat(), "end": end.isoformat()},
             rows=int(len(df)), series=sorted(df["metric"].unique().tolist()) if len(df) else [],
+            **{k: v for k, v in self.source.describe().items() if k in ("job_interval_s", "cadence_changes")},
             resolution=metric_defs.resolution(df, self.window_start, end),
             resolution_proc=metric_defs.resolution(df, self.window_start, end, job=ProcSampler.JOB))
         self.run.write_manifest(manifest)
