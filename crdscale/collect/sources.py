@@ -117,6 +117,7 @@ class LocalPrometheus:
         self.on_cadence = on_cadence
         self.job_interval_s = {"kube-apiserver": interval_s, **({"etcd": interval_s} if etcd_target else {})}
         self.cadence_changes: list[dict] = []
+        self._changed_at: dict[str, float] = {}
         self._adapting = threading.Event()
         self._adapter: threading.Thread | None = None
         self.proc: subprocess.Popen | None = None
@@ -197,7 +198,10 @@ class LocalPrometheus:
         """Move each job whose last scrape failed or came close to its timeout to a longer
         interval (:func:`next_cadence`) and reload Prometheus; returns the changes."""
         changes = []
+        now = time.monotonic()
         for job, interval in list(self.job_interval_s.items()):
+            if now - self._changed_at.get(job, float("-inf")) < 2 * interval:
+                continue  # the last scrape may still be one at the old interval
             duration = self._instant(f'scrape_duration_seconds{{job="{job}"}}')
             up = self._instant(f'up{{job="{job}"}}')
             if duration is None or up is None:
@@ -205,6 +209,7 @@ class LocalPrometheus:
             new = next_cadence(interval, duration, up == 1.0)
             if new != interval:
                 self.job_interval_s[job] = new
+                self._changed_at[job] = now
                 changes.append({"job": job, "interval_s": new, "previous_s": interval,
                                 "scrape_duration_s": round(duration, 3), "up": up == 1.0})
         if changes:

@@ -47,6 +47,9 @@ def test_adapt_rewrites_the_job_interval_and_reports_the_change(tmp_path, monkey
         jobs = {j["job_name"]: j for j in config["scrape_configs"]}
         assert jobs["kube-apiserver"]["scrape_interval"] == jobs["kube-apiserver"]["scrape_timeout"] == "2s"
         assert jobs["etcd"]["scrape_interval"] == "1s"
+        last['scrape_duration_seconds{job="kube-apiserver"}'] = 2.0  # still the old scrape, timed out
+        assert prom.adapt() == []  # no scrape at the new interval yet: wait for one
+        prom._changed_at["kube-apiserver"] -= 10
         last['up{job="kube-apiserver"}'] = 1.0
         last['scrape_duration_seconds{job="kube-apiserver"}'] = 1.1
         assert prom.adapt() == []  # 1.1 s of a 2 s interval: fits now
