@@ -92,6 +92,8 @@ class LocalPrometheus:
         etcd_target: ``host:port`` of etcd's client URL (serves ``/metrics``), or ``None``.
         interval_s: scrape interval (default 1 s); each job's interval grows when its scrapes
             outlast it (:func:`next_cadence`, checked every few seconds while it runs).
+        apiserver_interval_s: kube-apiserver's ``/metrics`` interval when longer than ``interval_s``
+            (its scrapes cost the server CPU that grows with every CRD).
         on_cadence: called with each change, ``{"job", "interval_s", "previous_s", "scrape_duration_s", "up"}``.
     """
 
@@ -100,7 +102,7 @@ class LocalPrometheus:
     def __init__(self, apiserver_target: str, ca_file: Path, token_file: Path, etcd_target: str | None = None,
                  interval_s: float = 1.0, binary: str | None = None, *, tsdb_dir: Path | None = None,
                  on_spawn: Callable[[int, Path], None] | None = None,
-                 on_cadence: Callable[[dict], None] | None = None):
+                 on_cadence: Callable[[dict], None] | None = None, apiserver_interval_s: float | None = None):
         self.binary = binaries.prometheus(binary)
         self.apiserver_target = apiserver_target
         self.etcd_target = etcd_target
@@ -115,7 +117,8 @@ class LocalPrometheus:
         self.cpu_seconds: float | None = None
         self.on_spawn = on_spawn
         self.on_cadence = on_cadence
-        self.job_interval_s = {"kube-apiserver": interval_s, **({"etcd": interval_s} if etcd_target else {})}
+        self.job_interval_s = {"kube-apiserver": max(interval_s, apiserver_interval_s or interval_s),
+                               **({"etcd": interval_s} if etcd_target else {})}
         self.cadence_changes: list[dict] = []
         self._changed_at: dict[str, float] = {}
         self._adapting = threading.Event()

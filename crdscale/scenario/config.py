@@ -37,7 +37,7 @@ SCHEMA: dict[str, dict[str, type | tuple[type, ...]]] = {
               "establish_timeout_seconds": (int, float), "concurrency": int, "qps": (int, float),
               "on_rejected": str, "hold_seconds": (int, float), "memory_guard_mib": int},
     "profiles": {"kinds": list, "cpu_seconds": int, "installed_phase": bool},
-    "metrics": {"source": str, "scrape_interval_seconds": (int, float)},
+    "metrics": {"source": str, "scrape_interval_seconds": (int, float), "apiserver_metrics_interval_seconds": (int, float)},
     "probes": {"each_step": list, "options": dict},
 }
 
@@ -265,6 +265,7 @@ def build_scenario(user: dict, *, where: str = "scenario", overrides: dict | Non
     _positive(profiles["cpu_seconds"], "profiles.cpu_seconds", where)
     _choice(metrics["source"], METRIC_SOURCES, "metrics.source", where)
     _positive(metrics["scrape_interval_seconds"], "metrics.scrape_interval_seconds", where)
+    _positive(metrics.get("apiserver_metrics_interval_seconds", 5), "metrics.apiserver_metrics_interval_seconds", where)
 
     scenario = Scenario(
         name=data.get("name", "scenario"), description=data.get("description") or "",

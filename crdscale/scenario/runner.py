@@ -376,7 +376,8 @@ class ScenarioRunner:
                                          creds.admin_token_file, f"127.0.0.1:{self.plane.ports['etcd_client']}",
                                          interval_s=interval, tsdb_dir=self.run.prometheus_tsdb,
                                          on_spawn=self._adopt,
-                                         on_cadence=lambda change: self.events.emit("metrics.cadence", **change))
+                                         on_cadence=lambda change: self.events.emit("metrics.cadence", **change),
+                                         apiserver_interval_s=float(sc.metrics.get("apiserver_metrics_interval_seconds", 5)))
             except BinaryError:
                 if wanted == "prometheus":
                     raise
