@@ -23,6 +23,8 @@ import base64
 import copy
 import json
 import math
+import os
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, Sequence
@@ -254,11 +256,6 @@ def render_report(run_dir: str | Path, out_dir: str | Path | None = None, *,
     import matplotlib
 
     matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    from crdscale.report import figures as F
-    from crdscale.report import series as S
-    from crdscale.report.findings import compute_findings, findings_markdown
 
     echo = echo or (lambda _m: None)
     data = read_run(Path(run_dir).resolve())
@@ -268,11 +265,39 @@ def render_report(run_dir: str | Path, out_dir: str | Path | None = None, *,
     notebooks_dir = Path(notebooks_dir) if notebooks_dir else default_notebooks_dir()
     plan = notebook_plan(data, notebooks_dir)
 
+    # The notebooks run in their own kernels while this process analyses and draws the figures:
+    # each waits on its kernel, so on two cores the report takes about as long as its slowest part.
+    workers = max(1, min(len(plan), os.cpu_count() or 1))
+    pool = ThreadPoolExecutor(max_workers=workers)
+    running = [(path, out / "notebooks" / f"{path.stem}.ipynb") for path in plan]
+    futures = [pool.submit(execute_notebook, path, target, {"run_dir": str(run_dir)}, cwd=path.parent, timeout=timeout)
+               for path, target in running]
+    echo(f"executing {', '.join(p.name for p in plan)} in {workers} kernel(s) at once")
+    try:
+        return _render(data, out, title_of(data), running, futures, echo)
+    finally:
+        # On an error here, the kernels still finish their notebooks (and save them) before we return.
+        pool.shutdown(wait=True, cancel_futures=True)
+
+
+def title_of(data: Run) -> str:
+    scenario = (data.manifest.get("scenario") or {}).get("name") or data.path.name
+    return f"crdscale report: {scenario} ({data.path.name})"
+
+
+def _render(data: Run, out: Path, title: str, running, futures, echo) -> ReportResult:
+    """Findings, figures and HTML while ``futures`` (one per notebook of ``running``) execute."""
+    import matplotlib.pyplot as plt
+
+    from crdscale.report import figures as F
+    from crdscale.report import series as S
+    from crdscale.report.findings import compute_findings, findings_markdown
+
+    run_dir = data.path
     echo(f"analysing {run_dir}")
     analysis = data.analysis()
     findings = compute_findings(data.manifest, analysis, S.memory_frame(data.series, data.start))
     scenario = (data.manifest.get("scenario") or {}).get("name") or run_dir.name
-    title = f"crdscale report: {scenario} ({run_dir.name})"
 
     figure_files, captions, headline_png = [], [], None
     for spec in F.standard_figures(data, analysis):
@@ -297,10 +322,8 @@ def render_report(run_dir: str | Path, out_dir: str | Path | None = None, *,
     }, indent=2) + "\n", encoding="utf-8")
 
     executed, written, failures = [], [], []
-    for path in plan:
-        echo(f"executing {path.name}")
-        target = out / "notebooks" / f"{path.stem}.ipynb"
-        nb, stopped = execute_notebook(path, target, {"run_dir": str(run_dir)}, cwd=path.parent, timeout=timeout)
+    for (path, target), future in zip(running, futures):
+        nb, stopped = future.result()
         written.append(target)
         executed.append(nb)
         source_text = path.read_text(encoding="utf-8")
