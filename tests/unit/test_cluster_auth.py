@@ -265,3 +265,59 @@ def test_the_requests_transport_refreshes_on_expiry_and_after_a_401():
     finally:
         server.shutdown()
         _RotatingServer.accepted = "Bearer token-1"
+
+
+def test_the_raw_watch_loop_rotates_credentials_after_a_401():
+    """The Python watcher (raw HTTP/1.1 streams) sends the current token per connection and rotates it after a 401."""
+    import time
+    from urllib.parse import parse_qs, urlsplit
+
+    from crdscale.crds.install import resource_ref
+    from crdscale.crds.serve import ResourceServer
+    from crdscale.crds.generate import GeneratorParams, generate_crds
+
+    watch_auth: list[str] = []
+
+    class Handler(BaseHTTPRequestHandler):
+        protocol_version = "HTTP/1.1"
+
+        def log_message(self, *args):
+            pass
+
+        def do_GET(self):
+            query = {k: v[0] for k, v in parse_qs(urlsplit(self.path).query).items()}
+            if query.get("watch") != "1":  # the LIST: any token
+                body = json.dumps({"kind": "List", "metadata": {"resourceVersion": "10"}, "items": []}).encode()
+                self.send_response(200)
+                self.send_header("Content-Length", str(len(body)))
+                self.end_headers()
+                self.wfile.write(body)
+                return
+            watch_auth.append(self.headers.get("Authorization", ""))
+            if self.headers.get("Authorization") != "Bearer token-2":  # token-1 was revoked for watches
+                self.send_response(401)
+                self.send_header("Content-Length", "0")
+                self.end_headers()
+                return
+            self.send_response(200)
+            self.send_header("Transfer-Encoding", "chunked")
+            self.end_headers()
+            self.wfile.write(b"0\r\n\r\n")
+
+    clock = Clock()
+    plugin = Plugin(clock)
+    credentials = Credentials(authenticator=_authenticator(plugin, clock))
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        cluster = Cluster(f"http://127.0.0.1:{server.server_address[1]}", RequestsTransport(credentials), credentials)
+        crd = generate_crds(GeneratorParams(crd_count=1, group_count=1, property_count=3))[0]
+        with ResourceServer(cluster, "watch", go_client=False) as rs:
+            rs.serve(1, [resource_ref(crd)])
+            deadline = time.monotonic() + 10
+            while "Bearer token-2" not in watch_auth and time.monotonic() < deadline:
+                time.sleep(0.05)
+    finally:
+        server.shutdown()
+    assert watch_auth[:2] == ["Bearer token-1", "Bearer token-2"]
+    assert len(plugin.calls) == 2
