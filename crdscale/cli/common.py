@@ -13,28 +13,35 @@ from crdscale.errors import UsageError
 if TYPE_CHECKING:
     import pandas as pd
 
+    from crdscale.cluster.kubeconfig import KubeconfigFiles
 
-def resolve_kubeconfig(explicit: str | None) -> Path:
-    """``--kubeconfig``, else the newest ready local instance, else ``$KUBECONFIG``, else ``~/.kube/config``."""
+
+def resolve_kubeconfig(explicit: str | None) -> "KubeconfigFiles":
+    """``--kubeconfig`` (one file, or ``a:b`` merged), else the newest ready local instance,
+    else every file of ``$KUBECONFIG`` merged as kubectl merges them, else ``~/.kube/config``."""
+    from crdscale.cluster.kubeconfig import KubeconfigFiles
     from crdscale.cluster.local import default_kubeconfig
 
     if explicit:
-        return Path(explicit).expanduser()
+        return KubeconfigFiles.parse(explicit)
     local = default_kubeconfig()
     if local:
-        return Path(local)
-    env = os.environ.get("KUBECONFIG", "").split(os.pathsep)[0]
-    if env:
-        return Path(env).expanduser()
+        return KubeconfigFiles.parse(Path(local))
+    env = os.environ.get("KUBECONFIG", "")
+    if any(env.split(os.pathsep)):
+        return KubeconfigFiles.from_list(env.split(os.pathsep))
     default = Path.home() / ".kube" / "config"
     if default.is_file():
-        return default
+        return KubeconfigFiles.parse(default)
     raise UsageError("no cluster: pass --kubeconfig, start one with 'crdscale up', or set $KUBECONFIG")
 
 
+KUBECONFIG_HELP = ("kubeconfig file, or FILE:FILE:... merged as kubectl merges $KUBECONFIG "
+                   "(default: the newest local instance, then $KUBECONFIG, then ~/.kube/config)")
+
+
 def add_cluster_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--kubeconfig", metavar="PATH",
-                        help="cluster to use (default: the newest local instance, then $KUBECONFIG, then ~/.kube/config)")
+    parser.add_argument("--kubeconfig", metavar="PATH", help=KUBECONFIG_HELP)
     parser.add_argument("--context", help="kubeconfig context (default: its current context)")
 
 

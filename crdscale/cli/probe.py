@@ -23,12 +23,12 @@ import sys
 import time
 from pathlib import Path
 
-from crdscale.cli.common import add_output_argument, print_json, resolve_kubeconfig
+from crdscale.cli.common import KUBECONFIG_HELP, add_output_argument, print_json, resolve_kubeconfig
 from crdscale.errors import UsageError
 
 
 def _add_connection(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--kubeconfig", metavar="PATH", help="default: the newest local instance's kubeconfig, then $KUBECONFIG")
+    parser.add_argument("--kubeconfig", metavar="PATH", help=KUBECONFIG_HELP)
     parser.add_argument("--context", help="kubeconfig context (default: current)")
     parser.add_argument("--runs-dir", metavar="DIR", help="parent of the run directory (default: $CRDSCALE_RUNS or ./runs)")
     parser.add_argument("--keep", action="store_true", help="leave the created objects in place")

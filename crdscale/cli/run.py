@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import os
 import sys
 
 from crdscale.cluster.gobuild import stderr_echo
@@ -58,10 +59,25 @@ class Command:
     'crdscale run --resume EXPERIMENT_DIR' skips the completed cells and redoes
     the interrupted one; 'crdscale report EXPERIMENT_DIR' compares the cells.
 
+    Any cluster: --kubeconfig FILE (or FILE:FILE:..., merged as kubectl merges
+    $KUBECONFIG; exec plugins such as aws or gke-gcloud-auth-plugin are run again
+    when their token expires or is refused) and an existing Prometheus with
+    --prometheus-url. Its credentials come from files or the environment, never
+    from an argument ps would show: --prometheus-bearer-token-file (or
+    $CRDSCALE_PROMETHEUS_TOKEN), --prometheus-username with
+    --prometheus-password-file (or $CRDSCALE_PROMETHEUS_PASSWORD); its certificate
+    is verified with --prometheus-ca-file, or not at all with
+    --prometheus-insecure-skip-tls-verify. The manifest records file names only.
+    Scenario keys: target.prometheus_bearer_token_file, prometheus_username,
+    prometheus_password_file, prometheus_ca_file, prometheus_insecure_skip_tls_verify.
+
     Examples:
       crdscale run
       crdscale run my-scenario.toml --out /data/runs
       crdscale run --kubeconfig ~/.kube/config --prometheus-url http://127.0.0.1:9090
+      KUBECONFIG=~/.kube/config:~/.kube/eks.yaml crdscale run --kubeconfig "$KUBECONFIG" --context eks
+      crdscale run --kubeconfig eks.yaml --prometheus-url https://prom.example --prometheus-bearer-token-file prom.token
+      CRDSCALE_PROMETHEUS_PASSWORD=... crdscale run --kubeconfig kind.yaml --prometheus-url https://127.0.0.1:9090 --prometheus-ca-file ca.crt --prometheus-username crdscale
       crdscale run --set steps.count=3 --set crds.count=60 --set crds.groups=6
       crdscale run scenarios/gogc.toml                # a [matrix] experiment
       crdscale run --resume runs/20261123T091500Z-gogc
@@ -72,9 +88,19 @@ class Command:
         parser.add_argument("scenario", nargs="?", metavar="SCENARIO.toml", help="scenario file (default: built-in)")
         parser.add_argument("--out", metavar="DIR", help="parent directory for the run directory (default: ./runs)")
         parser.add_argument("--kubeconfig", metavar="PATH",
-                            help="run against this cluster instead of a local control plane (never touches objects it did not create)")
+                            help="run against this cluster instead of a local control plane (never touches objects it "
+                                 "did not create); FILE:FILE:... is merged as kubectl merges $KUBECONFIG")
         parser.add_argument("--context", help="kubeconfig context")
-        parser.add_argument("--prometheus-url", metavar="URL", help="an existing Prometheus scraping the target")
+        prom = parser.add_argument_group("an existing Prometheus (credentials from files, never on the command line)")
+        prom.add_argument("--prometheus-url", metavar="URL", help="an existing Prometheus scraping the target")
+        prom.add_argument("--prometheus-bearer-token-file", metavar="PATH",
+                          help="send the bearer token in this file (default: $CRDSCALE_PROMETHEUS_TOKEN if set)")
+        prom.add_argument("--prometheus-username", metavar="USER", help="basic auth as USER")
+        prom.add_argument("--prometheus-password-file", metavar="PATH",
+                          help="basic-auth password from this file (default: $CRDSCALE_PROMETHEUS_PASSWORD)")
+        prom.add_argument("--prometheus-ca-file", metavar="PATH", help="verify Prometheus' certificate with this CA bundle")
+        prom.add_argument("--prometheus-insecure-skip-tls-verify", action="store_true",
+                          help="do not verify Prometheus' certificate (explicit only)")
         parser.add_argument("--set", action="append", default=[], metavar="SECTION.KEY=VALUE",
                             help="override one scenario key (value parsed as TOML, e.g. steps.count=3, steps.serve=\"list\")")
         parser.add_argument("--print-default", action="store_true", help="print the default scenario and exit")
@@ -100,6 +126,12 @@ class Command:
                 overrides["target.context"] = args.context
         if args.prometheus_url:
             overrides["target.prometheus_url"] = args.prometheus_url
+        for flag in PROMETHEUS_FLAGS:
+            value = getattr(args, flag)
+            if value:
+                # Absolute: relative paths in a scenario file are taken from the file's directory instead.
+                is_file = flag.endswith("_file")
+                overrides[f"target.{flag}"] = os.path.abspath(os.path.expanduser(value)) if is_file else value
         scenario = load_scenario(args.scenario, overrides=overrides)
         if scenario.matrix:
             from crdscale.paths import runs_dir
@@ -110,6 +142,11 @@ class Command:
         stderr_echo(f"completed; explore with: crdscale analyze {run}")
         print(run)
         return 0
+
+
+# --prometheus-* flags that set the scenario key of the same name (target.prometheus_*).
+PROMETHEUS_FLAGS = ("prometheus_bearer_token_file", "prometheus_username", "prometheus_password_file",
+                    "prometheus_ca_file", "prometheus_insecure_skip_tls_verify")
 
 
 def _run_one(scenario, parent, run_name: str | None = None):

@@ -1,8 +1,10 @@
 """Clients for any kubeconfig: the local instance's or a user's cluster.
 
 :func:`connect` returns a :class:`Cluster`: the server URL, the credentials
-from the kubeconfig (TLS trust, client certificate, bearer token) and a
-:class:`Transport` that sends the requests. Every request of the installer,
+from the kubeconfig (TLS trust, client certificate, bearer token, or an
+exec plugin or token file refreshed during the run, :mod:`crdscale.cluster.auth`)
+and a :class:`Transport` that sends the requests. Which files and which
+context: :mod:`crdscale.cluster.kubeconfig`. Every request of the installer,
 watcher, resource server, cleaner and probes goes through the cluster's
 methods (:meth:`Cluster.request`, ``get``/``post``/``put``/``delete``,
 :meth:`Cluster.list`, :meth:`Cluster.watch`), which turn "no answer" into a
@@ -15,6 +17,7 @@ fake that answers from recorded responses, so the code above needs no server.
 
 from __future__ import annotations
 
+import base64
 import json
 import socket
 import ssl
@@ -26,6 +29,10 @@ from urllib.parse import urlsplit
 import requests
 from requests.adapters import HTTPAdapter
 
+from crdscale.cluster import kubeconfig as kubeconfig_files
+from crdscale.cluster.auth import (PRIVATE_FILES, Authenticator, AuthState, ExecAuthenticator, ExecPlugin,
+                                   TokenFileAuthenticator, decode_data, send_authenticated)
+from crdscale.cluster.kubeconfig import KubeconfigFiles
 from crdscale.errors import ClusterError, UsageError
 
 DEFAULT_TIMEOUT_S = 30.0
@@ -33,12 +40,28 @@ Timeout = float | tuple[float, float]
 
 
 class ClusterSession(requests.Session):
-    """A ``requests.Session`` whose own ``verify`` (the cluster CA) always wins.
+    """A ``requests.Session`` whose own ``verify`` (the cluster CA) always wins, and that sends
+    every request with its ``authenticator``'s current credentials (refreshed after a 401, see
+    :func:`crdscale.cluster.auth.send_authenticated`).
 
     Plain sessions let ``REQUESTS_CA_BUNDLE``/``CURL_CA_BUNDLE`` from the
     environment override ``session.verify`` (requests issue #3829), which breaks
     TLS to a cluster with its own CA on machines that set those variables.
     """
+
+    authenticator: Authenticator | None = None
+
+    def request(self, method, url, *args, headers=None, **kwargs):
+        if self.authenticator is None:
+            return super().request(method, url, *args, headers=headers, **kwargs)
+
+        def send(state: AuthState) -> requests.Response:
+            if state.cert is not None:
+                kwargs["cert"] = state.cert  # a new pair: requests keys its connection pools by it
+            return super(ClusterSession, self).request(method, url, *args, headers={**state.headers, **(headers or {})},
+                                                       **kwargs)
+
+        return send_authenticated(self.authenticator, send)
 
     def merge_environment_settings(self, url, proxies, stream, verify, cert):
         settings = super().merge_environment_settings(url, proxies, stream, verify, cert)
@@ -56,11 +79,29 @@ class Credentials:
             kubeconfig says ``insecure-skip-tls-verify``).
         cert: client certificate and key paths, if the kubeconfig uses them.
         headers: headers sent with every request (``Authorization``, ``User-Agent``).
+        authenticator: credentials that change during a run (exec plugin, token file); what it
+            gives each request goes on top of ``headers`` and ``cert``.
     """
 
     verify: bool | str = True
     cert: tuple[str, str] | None = None
     headers: Mapping[str, str] = field(default_factory=dict)
+    authenticator: Authenticator | None = None
+
+    def current_auth(self) -> AuthState:
+        """What the next request authenticates with: the static ``Authorization`` and ``cert``,
+        overridden by the authenticator's current state (which may run an exec plugin)."""
+        static = {k: v for k, v in self.headers.items() if k.lower() == "authorization"}
+        if self.authenticator is None:
+            return AuthState(static, self.cert)
+        state = self.authenticator.current()
+        return AuthState({**static, **state.headers}, state.cert or self.cert)
+
+    def after_unauthorized(self) -> None:
+        """A request sent with :meth:`current_auth` got 401: rotate the credentials (once for
+        any number of such requests), for clients that retry by themselves (the raw watch loop)."""
+        if self.authenticator is not None:
+            self.authenticator.rotate(self.authenticator.current())
 
     def session(self, *, pool_size: int = 16) -> requests.Session:
         """A new ``requests`` session with these credentials and ``pool_size`` connections per host."""
@@ -71,10 +112,12 @@ class Credentials:
         session.verify = self.verify
         session.cert = self.cert
         session.headers.update(self.headers)
+        session.authenticator = self.authenticator
         return session
 
-    def ssl_context(self, server: str) -> ssl.SSLContext | None:
-        """An SSL context with the same trust and client certificate, for raw sockets (``None`` for http)."""
+    def ssl_context(self, server: str, cert: tuple[str, str] | None = None) -> ssl.SSLContext | None:
+        """An SSL context with the same trust and client certificate (``cert`` if given, e.g. from
+        :meth:`current_auth`), for raw sockets (``None`` for http)."""
         if urlsplit(server).scheme != "https":
             return None
         if self.verify is False:
@@ -85,8 +128,9 @@ class Credentials:
             context = ssl.create_default_context(cafile=self.verify)
         else:
             context = ssl.create_default_context()
-        if self.cert:
-            context.load_cert_chain(self.cert[0], self.cert[1])
+        cert = cert or self.cert
+        if cert:
+            context.load_cert_chain(cert[0], cert[1])
         return context
 
 
@@ -106,7 +150,8 @@ class Transport(Protocol):
 
 
 class RequestsTransport:
-    """The real transport: one pooled ``requests`` session with the cluster's credentials."""
+    """The real transport: one pooled ``requests`` session with the cluster's credentials
+    (an exec plugin's or token file's refreshed per request, :class:`ClusterSession`)."""
 
     def __init__(self, credentials: Credentials, *, pool_size: int = 64):
         self.session = credentials.session(pool_size=pool_size)
@@ -187,14 +232,15 @@ class Cluster:
         transport: what requests are sent through (:class:`RequestsTransport` unless a test fakes it).
         credentials: TLS trust, client certificate and headers (for probes that need
             fresh connections or a child process with the same identity).
-        kubeconfig: the kubeconfig file it was built from (``None`` when built by hand).
+        kubeconfig: the kubeconfig file(s) it was built from (``None`` when built by hand); Go
+            programs and kubectl get them through :meth:`KubeconfigFiles.child_env`.
         context: the context used (``None`` means the kubeconfig's current one).
     """
 
     server: str
     transport: Transport
     credentials: Credentials = field(default_factory=Credentials)
-    kubeconfig: Path | None = None
+    kubeconfig: KubeconfigFiles | None = None
     context: str | None = None
 
     def url(self, path: str) -> str:
@@ -294,41 +340,86 @@ def _root_cause(err: BaseException) -> str:
     return text.split(":")[-1].strip() or type(err).__name__
 
 
-def read_credentials(kubeconfig: str | Path, context: str | None = None) -> tuple[str, Credentials]:
+def read_credentials(kubeconfig: str | Path | KubeconfigFiles, context: str | None = None) -> tuple[str, Credentials]:
     """``(server URL, credentials)`` of a kubeconfig context (default: its ``current-context``).
 
-    The ``kubernetes`` package reads the kubeconfig: it knows every auth form
-    (token, token file, client certificate, exec plugin). Raises
-    :class:`UsageError` for a missing or unusable kubeconfig.
+    ``kubeconfig`` is one file, or a ``:``-separated list merged as kubectl merges
+    ``$KUBECONFIG`` (:mod:`crdscale.cluster.kubeconfig`). Users authenticate with a
+    token, ``tokenFile`` (re-read every minute), a client certificate, basic auth, an
+    exec plugin (run again when its credential expires or after a 401) or an oidc
+    ``auth-provider``'s ``id-token`` (not refreshed). ``*-data`` fields are written
+    to a private temporary directory removed at exit. Raises :class:`UsageError`
+    for a missing or unusable kubeconfig; nothing is run or sent yet.
     """
-    from kubernetes import client, config
-
-    path = Path(kubeconfig).expanduser()
-    if not path.is_file():
-        raise UsageError(f"kubeconfig not found: {path}")
-    configuration = client.Configuration()
-    try:
-        config.load_kube_config(config_file=str(path), context=context, client_configuration=configuration)
-    except Exception as err:  # the kubernetes package raises several unrelated types here
-        raise UsageError(f"cannot use kubeconfig {path}: {err}") from err
-    if configuration.refresh_api_key_hook is not None:
-        configuration.refresh_api_key_hook(configuration)
+    files = KubeconfigFiles.parse(kubeconfig)
+    where = f"kubeconfig {files}"
+    selection = kubeconfig_files.select(kubeconfig_files.load(files), context, where=where)
+    cluster, user = selection.cluster, selection.user
+    verify: bool | str = True
+    if cluster.get("insecure-skip-tls-verify"):
+        verify = False
+    elif cluster.get("certificate-authority-data"):
+        verify = PRIVATE_FILES.write("ca.crt", decode_data(cluster["certificate-authority-data"], "certificate-authority-data"))
+    elif cluster.get("certificate-authority"):
+        verify = _existing(cluster["certificate-authority"], "certificate-authority", where)
+    cert = _client_cert(user, where)
     headers = {"User-Agent": "crdscale"}
-    for setting in configuration.auth_settings().values():
-        if setting.get("in") == "header" and setting.get("value"):
-            headers[setting["key"].title()] = setting["value"]
-    verify: bool | str = (configuration.ssl_ca_cert or True) if configuration.verify_ssl else False
-    cert = (configuration.cert_file, configuration.key_file) if configuration.cert_file and configuration.key_file else None
-    return configuration.host, Credentials(verify=verify, cert=cert, headers=headers)
+    authenticator: Authenticator | None = None
+    # client-go's order: a token set in the kubeconfig wins over an exec plugin.
+    if user.get("tokenFile"):
+        authenticator = TokenFileAuthenticator(_existing(user["tokenFile"], "tokenFile", where))
+    elif user.get("token"):
+        headers["Authorization"] = f"Bearer {user['token']}"
+    elif user.get("exec"):
+        authenticator = ExecAuthenticator(ExecPlugin.from_kubeconfig(user["exec"], cluster))
+    elif user.get("auth-provider"):
+        headers["Authorization"] = f"Bearer {_auth_provider_token(user['auth-provider'], where)}"
+    elif user.get("username"):
+        basic = base64.b64encode(f"{user['username']}:{user.get('password', '')}".encode()).decode()
+        headers["Authorization"] = f"Basic {basic}"
+    return str(cluster["server"]), Credentials(verify=verify, cert=cert, headers=headers, authenticator=authenticator)
 
 
-def connect(kubeconfig: str | Path, context: str | None = None, *, pool_size: int = 64,
+def _existing(path: str, what: str, where: str) -> str:
+    if not Path(path).is_file():
+        raise UsageError(f"{where}: {what} {path} not found")
+    return str(path)
+
+
+def _client_cert(user: Mapping[str, Any], where: str) -> tuple[str, str] | None:
+    if user.get("client-certificate-data"):
+        cert = PRIVATE_FILES.write("client.crt", decode_data(user["client-certificate-data"], "client-certificate-data"))
+    elif user.get("client-certificate"):
+        cert = _existing(user["client-certificate"], "client-certificate", where)
+    else:
+        return None
+    if user.get("client-key-data"):
+        key = PRIVATE_FILES.write("client.key", decode_data(user["client-key-data"], "client-key-data"))
+    elif user.get("client-key"):
+        key = _existing(user["client-key"], "client-key", where)
+    else:
+        raise UsageError(f"{where}: the user has a client certificate but no client key")
+    return cert, key
+
+
+def _auth_provider_token(provider: Mapping[str, Any], where: str) -> str:
+    """An oidc ``auth-provider``'s ``id-token``; other providers left client-go in 1.26."""
+    name = provider.get("name")
+    token = (provider.get("config") or {}).get("id-token")
+    if name != "oidc" or not token:
+        raise UsageError(f"{where}: auth-provider {name!r} is not supported; use its exec plugin "
+                         f"(e.g. gke-gcloud-auth-plugin, kubelogin)")
+    return str(token)
+
+
+def connect(kubeconfig: str | Path | KubeconfigFiles, context: str | None = None, *, pool_size: int = 64,
             transport: Transport | None = None) -> Cluster:
-    """Build a :class:`Cluster` from a kubeconfig file.
+    """Build a :class:`Cluster` from a kubeconfig.
 
     Parameters:
-        kubeconfig: path to a kubeconfig file.
-        context: context name; default is the file's ``current-context``.
+        kubeconfig: one file, or a ``:``-separated list merged as ``$KUBECONFIG``
+            (see :mod:`crdscale.cluster.kubeconfig`).
+        context: context name; default is the (merged) ``current-context``.
         pool_size: HTTP connections kept per host by the requests transport (the
             discovery probe issues hundreds of requests in parallel).
         transport: send requests through this instead (tests).
@@ -336,6 +427,7 @@ def connect(kubeconfig: str | Path, context: str | None = None, *, pool_size: in
     Raises :class:`UsageError` for a missing or unusable kubeconfig. No request
     is made; call :meth:`Cluster.server_version` to check reachability.
     """
-    server, credentials = read_credentials(kubeconfig, context)
+    files = KubeconfigFiles.parse(kubeconfig)
+    server, credentials = read_credentials(files, context)
     return Cluster(server=server, transport=transport or RequestsTransport(credentials, pool_size=pool_size),
-                   credentials=credentials, kubeconfig=Path(kubeconfig).expanduser(), context=context)
+                   credentials=credentials, kubeconfig=files, context=context)

@@ -12,11 +12,14 @@ import json
 import math
 from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
-from typing import Iterable, Mapping
+from typing import TYPE_CHECKING, Iterable, Mapping
 
 import pandas as pd
 
 from crdscale.collect.promtext import parse_exposition
+
+if TYPE_CHECKING:
+    from crdscale.collect.prometheus import PrometheusClient
 
 TIDY_COLUMNS = ["timestamp", "job", "metric", "labels", "value"]
 
@@ -144,20 +147,17 @@ def raw_windows(start: datetime, end: datetime, seconds: float = RAW_WINDOW_S) -
     return windows or [(start, end)]
 
 
-def query_prometheus(url: str, start: datetime, end: datetime, step_s: float, *,
-                     series: Iterable[Series] = SERIES, job_labels: Mapping[str, str] | None = None,
-                     headers: Mapping[str, str] | None = None, verify: bool | str = True) -> pd.DataFrame:
-    """Every recorded series from the Prometheus at ``url`` between ``start`` and ``end`` (UTC)
+def query_prometheus(client: "PrometheusClient", start: datetime, end: datetime, step_s: float, *,
+                     series: Iterable[Series] = SERIES, job_labels: Mapping[str, str] | None = None) -> pd.DataFrame:
+    """Every recorded series from the Prometheus behind ``client`` between ``start`` and ``end`` (UTC)
     as the tidy DataFrame: unaggregated series as their raw samples, aggregated ones
     (``Series.by``) range-queried at ``step_s`` seconds.
 
-    ``job_labels`` maps crdscale's job names to the ``job`` label used by that
-    Prometheus (a user's may call kube-apiserver ``apiserver``).
+    ``client`` is a :class:`crdscale.collect.prometheus.PrometheusClient` (it carries the URL,
+    TLS and credentials). ``job_labels`` maps crdscale's job names to the ``job`` label used
+    by that Prometheus (a user's may call kube-apiserver ``apiserver``).
     """
-    from prometheus_api_client import PrometheusConnect
-
     job_labels = dict(job_labels or {})
-    prom = PrometheusConnect(url=url, headers=dict(headers or {}), disable_ssl=(verify is False))
     rows: list[dict] = []
     for s in series:
         query = s.promql(job_labels.get(s.job, s.job))
@@ -166,7 +166,7 @@ def query_prometheus(url: str, start: datetime, end: datetime, step_s: float, *,
             # and a job scraped less often than step_s keeps its own cadence.
             for lo, hi in raw_windows(start, end):
                 window = (hi - lo).total_seconds() + (0.001 if lo == start else 0.0)  # (hi - window, hi]
-                for result in prom.custom_query(f"{query}[{int(window * 1000)}ms]", params={"time": hi.timestamp()}):
+                for result in client.query(f"{query}[{int(window * 1000)}ms]", hi):
                     labels = json.dumps({k: v for k, v in result["metric"].items()
                                          if k not in ("__name__", "job", "instance")}, sort_keys=True)
                     for ts, value in result["values"]:
@@ -174,11 +174,8 @@ def query_prometheus(url: str, start: datetime, end: datetime, step_s: float, *,
                                      "metric": s.key, "labels": labels, "value": float(value)})
             continue
         for lo, hi in split_range(start, end, step_s):
-            for result in prom.custom_query_range(query, start_time=lo, end_time=hi, step=f"{step_s:g}s"):
-                metric_labels = {k: v for k, v in result["metric"].items() if k != "__name__"}
-                if s.by is None:
-                    metric_labels = {k: v for k, v in metric_labels.items() if k not in ("job", "instance")}
-                labels = json.dumps(metric_labels, sort_keys=True)
+            for result in client.query_range(query, lo, hi, step_s):
+                labels = json.dumps({k: v for k, v in result["metric"].items() if k != "__name__"}, sort_keys=True)
                 for ts, value in result["values"]:
                     rows.append({"timestamp": datetime.fromtimestamp(float(ts), tz=timezone.utc), "job": s.job,
                                  "metric": s.key, "labels": labels, "value": float(value)})

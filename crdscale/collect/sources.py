@@ -6,7 +6,8 @@
   mid-run loses no sample (``crdscale recover`` exports them), and it keeps only
   the series crdscale records (less disk and less Prometheus CPU beside the
   server being measured).
-- :class:`RemotePrometheus`: a user's Prometheus (``--prometheus-url``).
+- :class:`RemotePrometheus`: a user's Prometheus (``--prometheus-url``, with
+  TLS and credentials from :class:`crdscale.collect.prometheus.PrometheusAccess`).
 - :class:`DirectScraper`: no Prometheus binary: scrape ``/metrics`` ourselves at
   the same interval (the manifest records which source was used); samples are
   handed to a ``sink`` every few seconds (the runner writes them as chunks).
@@ -42,6 +43,7 @@ from crdscale.cluster import binaries
 from crdscale.cluster.clients import Cluster
 from crdscale.cluster.local import free_ports
 from crdscale.collect import metrics
+from crdscale.collect.prometheus import PrometheusAccess, PrometheusClient
 from crdscale.errors import ClusterError
 from crdscale.fsutil import write_atomic
 from crdscale.proc import cpu_seconds, stat_fields, thread_count
@@ -236,8 +238,12 @@ class LocalPrometheus:
         data = requests.get(f"{self.url}/api/v1/targets", timeout=5).json()["data"]["activeTargets"]
         return {t["labels"]["job"]: t["health"] == "up" for t in data}
 
+    def client(self) -> PrometheusClient:
+        """Its HTTP API (local, plain HTTP, no credentials)."""
+        return PrometheusClient(self.url)
+
     def series(self, start: datetime, end: datetime):
-        return metrics.query_prometheus(self.url, start, end, self.interval_s)
+        return metrics.query_prometheus(self.client(), start, end, self.interval_s)
 
     def stop(self) -> None:
         self._adapting.set()
@@ -261,35 +267,37 @@ class LocalPrometheus:
 
 
 class RemotePrometheus:
-    """A Prometheus the user already runs; crdscale only range-queries it."""
+    """A Prometheus the user already runs; crdscale only queries it, with the TLS trust and
+    credentials of ``access`` (a CA file, a bearer token or basic auth from files)."""
 
     kind = "remote-prometheus"
 
-    def __init__(self, url: str, interval_s: float = 1.0, job_labels: dict[str, str] | None = None):
-        self.url = url.rstrip("/")
+    def __init__(self, access: PrometheusAccess | str, interval_s: float = 1.0, job_labels: dict[str, str] | None = None):
+        self.access = access if isinstance(access, PrometheusAccess) else PrometheusAccess(access)
+        self.url = self.access.url.rstrip("/")
         self.interval_s = interval_s
         self.job_labels = job_labels or {}
+        self._client: PrometheusClient | None = None
+        self.version = "unknown"
 
     def start(self) -> "RemotePrometheus":
-        try:
-            requests.get(f"{self.url}/api/v1/status/buildinfo", timeout=5).raise_for_status()
-        except requests.RequestException as err:
-            raise ClusterError(f"cannot reach Prometheus at {self.url}: {err}") from err
+        """Check it answers with these credentials (raises :class:`ClusterError` with one line)."""
+        self._client = self.access.client()
+        self.version = str(self._client.buildinfo().get("version", "unknown"))
         return self
 
     def series(self, start: datetime, end: datetime):
-        return metrics.query_prometheus(self.url, start, end, self.interval_s, job_labels=self.job_labels)
+        client = self._client or self.access.client()
+        return metrics.query_prometheus(client, start, end, self.interval_s, job_labels=self.job_labels)
 
     def stop(self) -> None:
-        pass
+        if self._client is not None:
+            self._client.close()
+            self._client = None
 
     def describe(self) -> dict:
-        version = "unknown"
-        try:
-            version = requests.get(f"{self.url}/api/v1/status/buildinfo", timeout=5).json()["data"]["version"]
-        except (requests.RequestException, KeyError, ValueError):
-            pass
-        return {"source": self.kind, "prometheus_url": self.url, "prometheus_version": version,
+        # File names and the kind of auth only: the manifest never holds a secret.
+        return {"source": self.kind, **self.access.describe(), "prometheus_version": self.version,
                 "scrape_interval_s": self.interval_s, "job_labels": self.job_labels}
 
 

@@ -101,8 +101,9 @@ class _WatchLoop:
         self.host = parts.hostname or "127.0.0.1"
         self.port = parts.port or (443 if parts.scheme == "https" else 80)
         self.base_path = parts.path.rstrip("/")
-        self.ssl = cluster.credentials.ssl_context(cluster.server)
-        self.headers = {k: v for k, v in cluster.credentials.headers.items() if k.lower() == "authorization"}
+        self.server = cluster.server
+        self.credentials = cluster.credentials
+        self._ssl: dict[tuple[str, str] | None, ssl.SSLContext | None] = {}
         self.deadline = deadline  # monotonic; None = until close()
         self.open = 0
         self.events = 0
@@ -112,6 +113,12 @@ class _WatchLoop:
         self._loop = asyncio.new_event_loop()
         self._thread = threading.Thread(target=self._loop.run_forever, name="crdscale-watches", daemon=True)
         self._thread.start()
+
+    def _ssl_context(self, cert: tuple[str, str] | None) -> ssl.SSLContext | None:
+        # One context per client certificate: building one per watch would reload the CA thousands of times.
+        if cert not in self._ssl:
+            self._ssl[cert] = self.credentials.ssl_context(self.server, cert)
+        return self._ssl[cert]
 
     def start(self, path: str, resource_version: str) -> threading.Event:
         """Open a watch on ``path`` in the background; the returned event is set once it is
@@ -135,11 +142,14 @@ class _WatchLoop:
             writer = None
             counted = False
             try:
+                # Per connection: an exec plugin's token or certificate may have been refreshed.
+                auth = await asyncio.to_thread(self.credentials.current_auth)
+                context = self._ssl_context(auth.cert)
                 reader, writer = await asyncio.open_connection(
-                    self.host, self.port, ssl=self.ssl, server_hostname=self.host if self.ssl else None)
+                    self.host, self.port, ssl=context, server_hostname=self.host if context else None)
                 head = [f"GET {self.base_path}{path}?{query} HTTP/1.1", f"Host: {self.host}:{self.port}",
                         "Accept: application/json", "User-Agent: crdscale-serve"]
-                head += [f"{k}: {v}" for k, v in self.headers.items()]
+                head += [f"{k}: {v}" for k, v in auth.headers.items()]
                 writer.write(("\r\n".join(head) + "\r\n\r\n").encode())
                 await writer.drain()
                 status = int((await reader.readline()).split()[1])
@@ -150,6 +160,8 @@ class _WatchLoop:
                 chunked = "chunked" in headers.get("Transfer-Encoding", "").lower()
                 if status != 200:
                     self.errors[path] = f"HTTP {status}"
+                    if status == 401:  # stale credentials: rotate them before the retry below
+                        await asyncio.to_thread(self.credentials.after_unauthorized)
                     await asyncio.sleep(WATCH_RETRY.delay_s(failures, headers))
                     failures += 1
                     continue

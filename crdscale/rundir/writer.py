@@ -33,7 +33,7 @@ STATUSES = ("running", "completed", "failed", "interrupted", "abandoned")
 
 # Python packages whose versions change crdscale's numbers (decoding, fits, parquet).
 PROVENANCE_PACKAGES = ("numpy", "pandas", "pyarrow", "scipy", "protobuf", "matplotlib", "requests",
-                       "prometheus-api-client", "jupytext", "nbclient", "papermill")
+                       "jupytext", "nbclient", "papermill")
 
 
 def machine_facts() -> dict[str, Any]:

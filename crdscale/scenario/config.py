@@ -29,7 +29,9 @@ SCHEMA: dict[str, dict[str, type | tuple[type, ...]]] = {
     "": {"name": str, "description": str},
     "target": {"kind": str, "kube_version": str, "etcd": str, "apiserver_flags": list, "env": dict,
                "apiserver_binary": str, "kubeconfig": str, "context": str, "prometheus_url": str,
-               "prometheus_jobs": dict},
+               "prometheus_jobs": dict, "prometheus_bearer_token_file": str, "prometheus_username": str,
+               "prometheus_password_file": str, "prometheus_ca_file": str,
+               "prometheus_insecure_skip_tls_verify": bool},
     "crds": {"source": str, "preset": str, "count": int, "groups": int, "property_count": int, "versions": int,
              "max_depth": int, "description_length": int, "scope": str, "printer_columns": int,
              "categories": list, "shape": str, "group_suffix": str, "seed": int},
@@ -210,7 +212,8 @@ def _check_matrix(matrix: Any, where: str) -> dict[str, Any]:
     return flat
 
 
-def parse_scenario(text: str | None = None, *, where: str = "scenario", overrides: dict | None = None) -> Scenario:
+def parse_scenario(text: str | None = None, *, where: str = "scenario", overrides: dict | None = None,
+                   base_dir: Path | None = None) -> Scenario:
     """Parse a scenario TOML text (``None`` = the default) over the defaults and validate it.
 
     A ``[matrix]`` table is kept (flattened) in ``Scenario.matrix``; the
@@ -223,14 +226,24 @@ def parse_scenario(text: str | None = None, *, where: str = "scenario", override
             user = tomllib.loads(text)
         except tomllib.TOMLDecodeError as err:
             raise UsageError(f"{where}: not valid TOML: {err}") from err
-    return build_scenario(user, where=where, overrides=overrides)
+    return build_scenario(user, where=where, overrides=overrides, base_dir=base_dir)
 
 
-def build_scenario(user: dict, *, where: str = "scenario", overrides: dict | None = None) -> Scenario:
+def build_scenario(user: dict, *, where: str = "scenario", overrides: dict | None = None,
+                   base_dir: Path | None = None) -> Scenario:
     """A validated :class:`Scenario` from the keys of a scenario file (already parsed TOML)
-    over the defaults, then ``overrides`` (dotted keys, see :func:`set_key`)."""
+    over the defaults, then ``overrides`` (dotted keys, see :func:`set_key`).
+
+    ``base_dir``: the scenario file's directory; the file's relative ``target.prometheus_*_file``
+    paths are taken from there (overrides come from the command line, relative to the current one).
+    """
+    from crdscale.collect.prometheus import FILE_KEYS, PrometheusAccess
+
     defaults = tomllib.loads(default_text())
     user = dict(user)
+    if base_dir is not None and isinstance(user.get("target"), dict):
+        user["target"] = {k: str(Path(base_dir) / Path(v).expanduser()) if k in FILE_KEYS and isinstance(v, str) else v
+                          for k, v in user["target"].items()}
     matrix = _check_matrix(user.pop(MATRIX), where) if MATRIX in user else {}
     _check_types(user, where)
     data = _merge(defaults, user)
@@ -248,6 +261,8 @@ def build_scenario(user: dict, *, where: str = "scenario", overrides: dict | Non
     for k, v in target.get("env", {}).items():
         if not isinstance(v, str):
             raise UsageError(f"{where}: 'target.env.{k}' must be a string, got {v!r}")
+    # Before anything starts: a missing token file or a password in the URL is a one-line error now.
+    PrometheusAccess.from_target(target, where=where)
     _choice(steps["serve"], SERVE_MODES, "steps.serve", where)
     _choice(steps.get("on_rejected", "stop"), ("stop", "continue"), "steps.on_rejected", where)
     _positive(steps["count"], "steps.count", where)
@@ -295,7 +310,7 @@ def load_scenario(path: str | Path | None, **kwargs) -> Scenario:
         text = p.read_text()
     except OSError as err:
         raise UsageError(f"cannot read scenario {p}: {err.strerror}") from err
-    scenario = parse_scenario(text, where=p.name, **kwargs)
+    scenario = parse_scenario(text, where=p.name, base_dir=p.parent, **kwargs)
     scenario.source_path = str(p)
     return resolve_paths(scenario)
 

@@ -50,7 +50,7 @@ def export_from_prometheus_tsdb(run, interval_s: float) -> pd.DataFrame:
     prom.start()
     try:
         start, end = _window(run)
-        return metrics.query_prometheus(prom.url, start, min(end, datetime.now(timezone.utc)), interval_s)
+        return metrics.query_prometheus(prom.client(), start, min(end, datetime.now(timezone.utc)), interval_s)
     finally:
         prom.stop()
 

@@ -27,6 +27,7 @@ from crdscale.cluster.local import LocalControlPlane
 from crdscale.collect import metrics as metric_defs
 from crdscale.collect.promtext import parse_exposition
 from crdscale.collect.pprof import fetch_profile
+from crdscale.collect.prometheus import PrometheusAccess
 from crdscale.collect.sources import DirectScraper, LocalPrometheus, ProcSampler, RemotePrometheus
 from crdscale.errors import BinaryError, ClusterError, CrdscaleError, RunInterrupted
 from crdscale.ownership import new_run_id
@@ -365,10 +366,10 @@ class ScenarioRunner:
         sc = self.scenario
         interval = float(sc.metrics["scrape_interval_seconds"])
         wanted = sc.metrics["source"]
-        url = sc.target.get("prometheus_url")
+        remote = PrometheusAccess.from_target(sc.target)
         source = None
-        if url:
-            source = RemotePrometheus(url, interval, job_labels=sc.target.get("prometheus_jobs"))
+        if remote is not None:
+            source = RemotePrometheus(remote, interval, job_labels=sc.target.get("prometheus_jobs"))
         elif wanted in ("auto", "prometheus") and self.plane is not None:
             try:
                 creds = self.plane.credentials

@@ -40,9 +40,10 @@ def test_parse_lines_keeps_only_events():
     assert events[0]["pid"] == 7
 
 
-def test_connection_args_name_the_kubeconfig_and_context():
-    assert goclient.connection_args("/k/config") == ["--kubeconfig=/k/config"]
-    assert goclient.connection_args("/k/config", "ctx") == ["--kubeconfig=/k/config", "--context=ctx"]
+def test_connection_names_the_kubeconfig_files_in_the_environment_and_the_context_as_a_flag():
+    # $KUBECONFIG, not --kubeconfig (one file, no merge): client-go merges the list as crdscale did.
+    assert goclient.connection("/k/config") == ([], {"KUBECONFIG": "/k/config"})
+    assert goclient.connection("/k/a:/k/b", "ctx") == (["--context=ctx"], {"KUBECONFIG": "/k/a:/k/b"})
 
 
 @pytest.mark.parametrize(

@@ -33,6 +33,7 @@ from pathlib import Path
 from typing import Callable, Iterable, Sequence
 
 from crdscale.cluster import gobuild
+from crdscale.cluster.kubeconfig import KubeconfigFiles
 from crdscale.errors import ClusterError
 from crdscale.paths import binaries_dir
 
@@ -97,12 +98,17 @@ def parse_lines(lines: Iterable[str]) -> list[dict]:
     return [e for e in map(parse_line, lines) if e is not None]
 
 
-def connection_args(kubeconfig: str | os.PathLike, context: str | None = None) -> list[str]:
-    """Flags naming the cluster: the kubeconfig file (client-go reads every auth form itself)."""
-    args = [f"--kubeconfig={kubeconfig}"]
-    if context:
-        args.append(f"--context={context}")
-    return args
+def connection(kubeconfig, context: str | None = None) -> tuple[list[str], dict[str, str]]:
+    """``(flags, environment)`` naming the cluster for crdscale-client (or any client-go program).
+
+    The kubeconfig files go in ``$KUBECONFIG``, not ``--kubeconfig``: that flag takes one
+    file and merges nothing, while ``$KUBECONFIG`` is merged by client-go by the rules
+    crdscale follows (:mod:`crdscale.cluster.kubeconfig`), so the child reaches the same
+    cluster as the same user, runs the same exec plugin itself and nothing secret is
+    copied. ``--context`` is passed when one was chosen.
+    """
+    files = KubeconfigFiles.parse(kubeconfig)
+    return ([f"--context={context}"] if context else []), files.child_env()
 
 
 def run_once(mode: str, args: Sequence[str], *, timeout_s: float = 600.0, env: dict | None = None,
@@ -151,7 +157,7 @@ class InformerClients:
     groups are dealt out round-robin in the order they first appear.
 
     Parameters:
-        kubeconfig, context: the cluster.
+        kubeconfig, context: the cluster (kubeconfig: one file or a list, see :func:`connection`).
         clients: number of processes.
         kind: ``dynamic`` (full objects) or ``metadata``.
         qps, burst: client-side limiter of each process (default: controller-runtime's 20, 30).
@@ -168,14 +174,15 @@ class InformerClients:
         self._changed = threading.Condition(self._lock)
         self._group_owner: dict[str, int] = {}
         self.processes: list[_Process] = []
-        argv_tail = [*connection_args(kubeconfig, context), f"--kind={kind}", f"--qps={qps:g}", f"--burst={burst}",
-                     f"--mem-interval={mem_interval_s:g}s"]
+        args, env = connection(kubeconfig, context)
+        argv_tail = [*args, f"--kind={kind}", f"--qps={qps:g}", f"--burst={burst}", f"--mem-interval={mem_interval_s:g}s"]
         for index in range(clients):
             proc = subprocess.Popen(
                 [str(path), "informers", *argv_tail, f"--name=crdscale-client/informers-{index}"],
                 # stdin stays open for the life of the client: when crdscale exits, even by
                 # SIGKILL, the pipe closes and the process ends on its own.
                 stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, bufsize=1,
+                env={**os.environ, **env},
             )
             entry = _Process(proc)
             self.processes.append(entry)

@@ -36,10 +36,12 @@ def credentials_env(cluster) -> dict[str, str]:
         env["CRDSCALE_PROBE_CA"] = creds.verify
     elif creds.verify is False:
         env["CRDSCALE_PROBE_INSECURE"] = "1"
-    if creds.cert:
-        env["CRDSCALE_PROBE_CERT"], env["CRDSCALE_PROBE_KEY"] = creds.cert
-    if creds.headers.get("Authorization"):
-        env["CRDSCALE_PROBE_AUTH"] = creds.headers["Authorization"]
+    # The credentials of this moment (an exec plugin's current token): the child lives seconds.
+    auth = creds.current_auth()
+    if auth.cert:
+        env["CRDSCALE_PROBE_CERT"], env["CRDSCALE_PROBE_KEY"] = auth.cert
+    if auth.headers.get("Authorization"):
+        env["CRDSCALE_PROBE_AUTH"] = auth.headers["Authorization"]
     return env
 
 

@@ -66,7 +66,7 @@ def child_main(argv: list[str]) -> int:
     """Entry point of the child: ``clientmem <path> <mode>``; prints one JSON line."""
     import time
 
-    # ClusterSession keeps our CA even when REQUESTS_CA_BUNDLE is set; it imports only requests.
+    # ClusterSession keeps our CA even when REQUESTS_CA_BUNDLE is set; its module imports requests and yaml.
     from crdscale.cluster.clients import ClusterSession
 
     path, mode = argv[0], argv[1]
@@ -168,10 +168,10 @@ def measure_cache(cluster, namespace: str, *, kinds: Iterable[str] = CACHE_KINDS
     reports = []
     for initial_sync in initial_syncs:
         for kind in kinds:
-            args = [*goclient.connection_args(cluster.kubeconfig, cluster.context), f"--kind={kind}",
-                    f"--namespace={namespace}"]
+            args, env = goclient.connection(cluster.kubeconfig, cluster.context)
+            args += [f"--kind={kind}", f"--namespace={namespace}"]
             events = goclient.run_once("cachemem", args, timeout_s=timeout_s, echo=echo,
-                                       env={WATCH_LIST_ENV: INITIAL_SYNC[initial_sync]})
+                                       env={**env, WATCH_LIST_ENV: INITIAL_SYNC[initial_sync]})
             event = next((e for e in events if e["event"] == "cachemem"), None)
             if event is None:
                 raise ClusterError(f"crdscale-client cachemem ({kind}) reported nothing")

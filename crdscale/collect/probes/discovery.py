@@ -221,12 +221,13 @@ def client_go_discovery(cluster, limit: tb.RateLimit, *, legacy: bool = True, ca
     """
     from crdscale.cluster import goclient
 
-    args = [*goclient.connection_args(cluster.kubeconfig, cluster.context), f"--burst={limit.burst}",
-            f"--qps={limit.qps:g}", f"--legacy={'true' if legacy else 'false'}", f"--cache={cache}"]
+    args, env = goclient.connection(cluster.kubeconfig, cluster.context)
+    args += [f"--burst={limit.burst}", f"--qps={limit.qps:g}", f"--legacy={'true' if legacy else 'false'}",
+             f"--cache={cache}"]
     with tempfile.TemporaryDirectory(prefix="crdscale-discovery-cache-") as cache_dir:
         if cache == "disk":
             args.append(f"--cache-dir={cache_dir}")
-        events = goclient.run_once("discovery", args, timeout_s=timeout_s, echo=echo)
+        events = goclient.run_once("discovery", args, timeout_s=timeout_s, echo=echo, env=env)
     # The disk cache's client always prefers aggregated discovery when the server serves it.
     kind = "legacy" if legacy and cache == "memory" else "aggregated"
     return discovery_from_events(events, limit, mode="client-go" if kind == "legacy" else f"client-go {kind}, {cache} cache")
@@ -326,8 +327,12 @@ def find_kubectl(candidate: str | None = None) -> tuple[str | None, str]:
     return path, version
 
 
-def kubectl_discovery(kubeconfig: str | Path, *, kubectl: str | None = None, verb: Iterable[str] = ("get", "pods")) -> dict:
+def kubectl_discovery(kubeconfig, *, context: str | None = None, kubectl: str | None = None,
+                      verb: Iterable[str] = ("get", "pods")) -> dict:
     """``kubectl -v=6 <verb>`` with an empty ``--cache-dir``: wall time and GETs.
+
+    ``kubeconfig`` (one file or a list) reaches kubectl as ``$KUBECONFIG``, as for
+    crdscale-client (:func:`crdscale.cluster.goclient.connection`).
 
     Returns ``available`` False with a ``note`` when no real kubectl is found;
     otherwise ``kubectl_version``, ``wall_s``, ``gets``, ``throttle_messages``, ``exit_code``.
@@ -336,9 +341,12 @@ def kubectl_discovery(kubeconfig: str | Path, *, kubectl: str | None = None, ver
     if not binary:
         return {"mode": "kubectl", "available": False, "note": f"kubectl part skipped: {detail}"}
     with tempfile.TemporaryDirectory(prefix="crdscale-kubectl-cache-") as cache_dir:
-        argv = [binary, f"--kubeconfig={kubeconfig}", f"--cache-dir={cache_dir}", "-v=6", *verb]
+        from crdscale.cluster import goclient
+
+        args, env = goclient.connection(kubeconfig, context)
+        argv = [binary, *args, f"--cache-dir={cache_dir}", "-v=6", *verb]
         start = time.monotonic()
-        proc = subprocess.run(argv, capture_output=True, text=True, timeout=600)
+        proc = subprocess.run(argv, capture_output=True, text=True, timeout=600, env={**os.environ, **env})
         wall = time.monotonic() - start
     log = proc.stderr
     return {
@@ -379,7 +387,7 @@ def kubectl_limit(version: str) -> tb.RateLimit | None:
 KUBECTL_COMMANDS = (("get", "pods"), ("api-resources",))
 
 
-def kubectl_rows(kubeconfig, versions: Iterable[str], group_versions: int, *,
+def kubectl_rows(kubeconfig, versions: Iterable[str], group_versions: int, *, context: str | None = None,
                  echo: Callable[[str], None] | None = None) -> list[dict]:
     """``kubectl get pods`` and ``kubectl api-resources`` with an empty cache, per kubectl version.
 
@@ -395,7 +403,7 @@ def kubectl_rows(kubeconfig, versions: Iterable[str], group_versions: int, *,
         kubectl = binaries.kubectl(version, echo=echo)
         limit = kubectl_limit(kubectl.version)
         for verb in KUBECTL_COMMANDS:
-            kc = kubectl_discovery(kubeconfig, kubectl=str(kubectl.path), verb=verb)
+            kc = kubectl_discovery(kubeconfig, context=context, kubectl=str(kubectl.path), verb=verb)
             predicted = tb.predicted_discovery_delay(group_versions, limit) if limit else 0.0
             rows.append({
                 "group_versions": group_versions,
@@ -431,6 +439,7 @@ def probe(cluster, limits: Iterable[tb.RateLimit], *, kubeconfig: str | Path | N
     """
     discover = _discoverer(echo)
     kubectl_versions = list(kubectl_versions)
+    context = getattr(cluster, "context", None)
     summaries, request_tables = [], []
     for limit in limits:
         run = discover(cluster, limit)
@@ -439,9 +448,10 @@ def probe(cluster, limits: Iterable[tb.RateLimit], *, kubeconfig: str | Path | N
     summaries.append(aggregated_discovery(cluster))
     if with_kubectl and kubeconfig and kubectl_versions:
         gv = count_group_versions(cluster)
-        summaries += [dict(row, mode="kubectl") for row in kubectl_rows(kubeconfig, kubectl_versions, gv, echo=echo)]
+        summaries += [dict(row, mode="kubectl") for row in kubectl_rows(kubeconfig, kubectl_versions, gv, context=context,
+                                                                        echo=echo)]
     elif with_kubectl and kubeconfig:
-        summaries.append(kubectl_discovery(kubeconfig))
+        summaries.append(kubectl_discovery(kubeconfig, context=context))
     return {
         "summary": pd.DataFrame(summaries),
         "requests": pd.concat(request_tables, ignore_index=True) if request_tables else pd.DataFrame(),
@@ -544,9 +554,9 @@ def sweep(
                     )
             kubeconfig = getattr(cluster, "kubeconfig", None)
             if with_kubectl and kubeconfig and kubectl_versions:
-                rows += kubectl_rows(kubeconfig, kubectl_versions, gv, echo=say)
+                rows += kubectl_rows(kubeconfig, kubectl_versions, gv, context=getattr(cluster, "context", None), echo=say)
             elif with_kubectl and kubeconfig:
-                kc = kubectl_discovery(kubeconfig)
+                kc = kubectl_discovery(kubeconfig, context=getattr(cluster, "context", None))
                 if kc.get("available"):
                     rows.append(
                         {
