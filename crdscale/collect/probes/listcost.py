@@ -231,7 +231,7 @@ def measure_lists(
                 served = (
                     m.classify_served_from(before, after, target.group, target.resource, requests=repeats * pages)
                     if read_metrics
-                    else m.ServedFrom("unknown", 0, 0, 0, 0, 0, "none", "metrics not read")
+                    else m.ServedFrom("unknown", 0, 0, 0, 0, 0, 0, "none", "metrics not read")
                 )
                 latencies = [r.latency_s for r in results]
                 rows.append(
