@@ -42,6 +42,37 @@ def cpu_seconds(pid: int, fields: list[str] | None = None) -> float | None:
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
+def rss_bytes(pid: int) -> int | None:
+    """Resident set size of ``pid`` in bytes (field 2 of /proc/PID/statm), ``None`` when it is gone."""
+    try:
+        return int(Path(f"/proc/{pid}/statm").read_text().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+    except OSError:
+        return None
+
+
+def thread_cpu_seconds(pid: int) -> float | None:
+    """CPU time of ``pid``'s live threads in seconds, to the nanosecond (``/proc/PID/task/*/schedstat``).
+
+    ``/proc/PID/stat`` counts in clock ticks (10 ms): too coarse to tell what one
+    few-millisecond request cost. Threads that exited are missing here (Go rarely ends
+    one). Falls back to :func:`cpu_seconds` where the kernel keeps no schedstat.
+    """
+    try:
+        tasks = os.listdir(f"/proc/{pid}/task")
+    except OSError:
+        return None
+    total_ns = 0
+    for task in tasks:
+        try:
+            total_ns += int(Path(f"/proc/{pid}/task/{task}/schedstat").read_text().split()[0])
+        except FileNotFoundError:
+            if task == str(pid):  # no schedstat at all, not a thread that just ended
+                return cpu_seconds(pid)
+        except (OSError, ValueError, IndexError):
+            continue
+    return total_ns / 1e9
+
+
 def thread_count(fields: list[str]) -> int:
     return int(fields[17])
 

@@ -36,9 +36,76 @@ def discovery_findings(sweep: pd.DataFrame, *, tolerance: float = 0.15) -> pd.Da
     return pd.DataFrame(rows)
 
 
-def list_findings(lists: pd.DataFrame) -> pd.DataFrame:
-    """Headline comparisons of the LIST probe per resource: cache vs etcd latency, metadata-only and Table savings."""
+# What the cache-vs-etcd comparison puts side by side: (column in the probe's table, name in the comparison).
+COMPARED = (
+    ("latency_s", "latency"),
+    ("cpu_s", "cpu"),
+    ("alloc_bytes", "alloc"),
+    ("etcd_cpu_s", "etcd_cpu"),
+    ("fetched_objects", "fetched"),
+)
+# Ratios of the cost columns (etcd over cache); fetched objects are reported, not divided.
+RATIOS = ("latency", "cpu", "alloc")
+
+
+def cache_vs_etcd(lists: pd.DataFrame) -> pd.DataFrame:
+    """The same LIST served from the watch cache and from etcd, side by side, per (resource, kind).
+
+    Pairs rows of the LIST probe's table by where the server's own counters say each was
+    served (``served_from``), not by which server was asked: a kind that both servers
+    served from etcd (``exact-old``) has no cache row and no ratio. When several rows
+    qualify, the first in table order is used (the probe writes the default server first).
+
+    Returns one row per (resource, kind) in table order with ``items``/``bytes`` (of the
+    cache row), ``same_response`` (both returned the same number of items), for each of
+    latency, cpu, alloc, etcd_cpu and fetched a ``<name>_cache`` and ``<name>_etcd``
+    column (units of the probe's columns: seconds, bytes, objects per request), the
+    ratios ``latency_ratio``, ``cpu_ratio``, ``alloc_ratio`` (etcd / cache; NaN unless
+    both are positive), ``apiserver_cache``/``apiserver_etcd`` (who served each) and a
+    ``note`` for unpaired kinds.
+    """
+    columns = ["resource", "kind", "items", "bytes", "same_response", "apiserver_cache", "apiserver_etcd"]
+    columns += [f"{name}_{place}" for _, name in COMPARED for place in ("cache", "etcd")]
+    columns += [f"{name}_ratio" for name in RATIOS] + ["note"]
+    if lists.empty:
+        return pd.DataFrame(columns=columns)
+    nan = float("nan")
     rows = []
+    for (resource, kind), grp in lists.groupby(["resource", "kind"], sort=False):
+        ok = grp[grp["status"] == 200] if "status" in grp else grp
+        cache = ok[ok["served_from"] == "cache"]
+        etcd = ok[ok["served_from"] == "etcd"]
+        row: dict = {"resource": resource, "kind": kind}
+        first = (cache if len(cache) else etcd if len(etcd) else grp).iloc[0]
+        row["items"], row["bytes"] = first["items"], first["bytes"]
+        c = cache.iloc[0] if len(cache) else None
+        e = etcd.iloc[0] if len(etcd) else None
+        row["apiserver_cache"] = c.get("apiserver", "") if c is not None else ""
+        row["apiserver_etcd"] = e.get("apiserver", "") if e is not None else ""
+        for column, name in COMPARED:
+            row[f"{name}_cache"] = c.get(column, nan) if c is not None else nan
+            row[f"{name}_etcd"] = e.get(column, nan) if e is not None else nan
+        for name in RATIOS:
+            cached, direct = row[f"{name}_cache"], row[f"{name}_etcd"]
+            row[f"{name}_ratio"] = direct / cached if cached > 0 and direct > 0 else nan
+        if c is not None and e is not None:
+            row["same_response"] = bool(c["items"] == e["items"])
+            row["note"] = "" if row["same_response"] else "different items: not the same LIST"
+        else:
+            row["same_response"] = False
+            places = sorted(set(ok["served_from"]))
+            row["note"] = f"only served from {', '.join(places)}" if places else "no LIST answered 200"
+        rows.append(row)
+    return pd.DataFrame(rows, columns=columns)
+
+
+def list_findings(lists: pd.DataFrame) -> pd.DataFrame:
+    """Headline comparisons of the LIST probe per resource: metadata-only and Table savings on the
+    default server, and each LIST served from etcd vs from the watch cache (:func:`cache_vs_etcd`)."""
+    rows = []
+    every_server = lists
+    if "apiserver" in lists:
+        lists = lists[lists["apiserver"] == lists["apiserver"].iloc[0]] if len(lists) else lists
     for resource, grp in lists.groupby("resource"):
         by = grp.set_index("kind")
 
@@ -63,6 +130,15 @@ def list_findings(lists: pd.DataFrame) -> pd.DataFrame:
     mismatched = lists[(lists["served_from"].isin(["cache", "etcd"])) & ((lists["served_from"] == "cache") != lists["expected_from_cache"])]
     for row in mismatched.itertuples(index=False):
         rows.append({"finding": f"{row.resource}: {row.kind} place", "value": f"served from {row.served_from}, unlike the APF estimator's assumption"})
+    paired = cache_vs_etcd(every_server)
+    paired = paired[paired["same_response"]]
+    for row in paired.itertuples(index=False):
+        ratios = ", ".join(f"{label} {getattr(row, f'{name}_ratio'):.1f}x" for name, label in
+                           (("latency", "latency"), ("cpu", "CPU"), ("alloc", "allocated")) if getattr(row, f"{name}_ratio") == getattr(row, f"{name}_ratio"))
+        value = (f"{row.latency_etcd * 1000:.1f} vs {row.latency_cache * 1000:.1f} ms"
+                 + (f" ({ratios})" if ratios else "")
+                 + f"; objects read {row.fetched_etcd:g} vs {row.fetched_cache:g} for {int(row.items)} returned")
+        rows.append({"finding": f"{row.resource}: {row.kind}, etcd vs watch cache", "value": value})
     return pd.DataFrame(rows)
 
 

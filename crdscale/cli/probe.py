@@ -7,8 +7,9 @@ Objects it creates carry crdscale's ownership labels and are deleted afterwards.
   crdscale probe discovery                 # legacy (per limit) + aggregated + kubectl
   crdscale probe discovery --sweep         # 192 and 368 group-versions: client-go measured vs predicted
   crdscale probe discovery --sweep --kubectl 1.23.3,1.24.0,1.37.1   # plus kubectl built at those versions
-  crdscale probe list                      # 2,000 custom resources, every LIST kind
+  crdscale probe list                      # 2,000 custom resources, every LIST kind, from the watch cache and from etcd
   crdscale probe list --secrets 100 --secret-bytes 100000 --custom-resources 0
+  crdscale probe list --pods 1000 --pod-bytes 20000   # plus 1,000 Pods of ~20 KB (fieldSelector=spec.nodeName)
   crdscale probe apf                       # seats: object-count vs size-based vs server
   crdscale probe clientmem                 # client-go cache of Secrets: full vs metadata-only, peak heap and RSS
   crdscale probe list -o json              # the tables as one JSON document on stdout (for scripts and CI)
@@ -44,6 +45,8 @@ def _add_objects(parser: argparse.ArgumentParser, *, custom_resources: int = 200
     g.add_argument("--secret-bytes", type=int, default=100_000, metavar="B", help="data per Secret (default 100000)")
     g.add_argument("--configmaps", type=int, default=0, metavar="N", help="ConfigMaps to create (default 0)")
     g.add_argument("--configmap-bytes", type=int, default=10_000, metavar="B", help="data per ConfigMap (default 10000)")
+    g.add_argument("--pods", type=int, default=0, metavar="N", help="Pods to create, bound to 10 nodes that do not exist (default 0)")
+    g.add_argument("--pod-bytes", type=int, default=20_000, metavar="B", help="data per Pod, in environment variables (default 20000)")
     g.add_argument("--namespaces", type=int, default=2, metavar="N", help="spread objects over N namespaces (default 2)")
     g.add_argument("--repeats", type=int, default=3, metavar="N", help="measurements per LIST kind; the median is reported (default 3)")
     g.add_argument("--page-size", type=int, default=500, metavar="N", help="limit for paged LISTs (default 500)")
@@ -57,7 +60,7 @@ class Command:
     tables, prints a summary, and deletes the objects it created.
 
       crdscale probe discovery --sweep   # measured vs predicted throttling, 192 and 368 group-versions
-      crdscale probe list                # latency and bytes per LIST kind, cache/etcd marked
+      crdscale probe list                # latency, bytes, server CPU per LIST kind: watch cache vs etcd
       crdscale probe apf                 # APF seats: object-count vs size-based vs the server
       crdscale probe clientmem           # client-go cache memory: full objects vs metadata only
     """
@@ -85,9 +88,17 @@ class Command:
                        "e.g. 1.23.3,1.24.0,1.37.1 (default: a real kubectl on PATH, if any)")
         d.add_argument("--tolerance", type=float, default=0.15, help="sweep: allowed relative error (default 0.15); exit 1 beyond it")
 
-        lst = sub.add_parser("list", help="LIST latency and bytes per request kind, cache vs etcd", formatter_class=argparse.RawDescriptionHelpFormatter)
+        lst = sub.add_parser(
+            "list", help="LIST latency, bytes and server cost per request kind, from the watch cache and from etcd",
+            description="Each LIST kind is sent to the kube-apiserver and, on a crdscale local instance, to a second "
+            "kube-apiserver started with --watch-cache=false on the same etcd: the same request on the same objects, "
+            "once from the watch cache and once from etcd (each place read from the server's own counters), with the "
+            "etcd/cache ratios of latency, CPU and allocated bytes.\n\n" + __doc__,
+            formatter_class=argparse.RawDescriptionHelpFormatter)
         _add_connection(lst)
         _add_objects(lst)
+        lst.add_argument("--no-etcd-comparison", action="store_true",
+                         help="do not start the second, etcd-only kube-apiserver (only the server's own paths are measured)")
         lg = lst.add_argument_group("concurrent load (optional)")
         lg.add_argument("--load", metavar="LEVELS", help="concurrency levels, e.g. 1,4,16 (loopback servers only unless --allow-remote-load)")
         lg.add_argument("--load-requests", type=int, default=100, metavar="N", help="requests per level (default 100)")
@@ -218,6 +229,10 @@ def _mb(v) -> str:
     return "" if v != v else f"{v / 1e6:.3f}"
 
 
+def _count(v) -> str:
+    return "" if v != v else f"{v:g}"
+
+
 def _s(v) -> str:
     return "" if v is None or v != v else f"{v:.2f}"
 
@@ -304,10 +319,13 @@ def _config(args):
         secret_bytes=args.secret_bytes,
         configmaps=args.configmaps,
         configmap_bytes=args.configmap_bytes,
+        pods=args.pods,
+        pod_bytes=args.pod_bytes,
         namespaces=args.namespaces,
         repeats=args.repeats,
         page_size=args.page_size,
         kinds=tuple(args.kinds) if args.kinds else LIST_KINDS,
+        compare_etcd=not getattr(args, "no_etcd_comparison", True),
     )
 
 
@@ -320,12 +338,17 @@ def _levels(text: str | None) -> tuple[int, ...]:
         raise UsageError(f"--load {text!r}: expected comma-separated integers such as 1,4,16") from err
 
 
-LIST_COLUMNS = ["resource", "kind", "items", "pages", "bytes", "latency_s", "served_from", "expected_from_cache", "status"]
+LIST_COLUMNS = ["resource", "kind", "apiserver", "items", "pages", "bytes", "latency_s", "cpu_s", "alloc_bytes",
+                "fetched_objects", "served_from", "expected_from_cache", "status"]
+COMPARISON_COLUMNS = ["resource", "kind", "items", "bytes", "latency_cache", "latency_etcd", "latency_ratio", "cpu_cache",
+                      "cpu_etcd", "cpu_ratio", "alloc_cache", "alloc_etcd", "alloc_ratio", "etcd_cpu_etcd",
+                      "fetched_cache", "fetched_etcd", "note"]
 
 
 def _list(args) -> int:
     import dataclasses
 
+    from crdscale.analysis.probes import cache_vs_etcd
     from crdscale.collect.probes import write_tables, listcost
 
     config = _config(args)
@@ -347,9 +370,25 @@ def _list(args) -> int:
         )
         write_tables(run.writer, "list", 0, tables, main="lists")
         lists = tables["lists"]
-        print(f"\nLIST cost on {run.server_version} (median of {config.repeats}; served_from from the server's counters)")
-        _print(lists, LIST_COLUMNS, {"bytes": _mb, "latency_s": _ms})
-        print("(bytes in MB, latency in ms)")
+        print(f"\nLIST cost on {run.server_version} (median of {config.repeats}; served_from from each server's counters)")
+        _print(lists, LIST_COLUMNS, {"bytes": _mb, "latency_s": _ms, "cpu_s": _ms, "alloc_bytes": _mb, "fetched_objects": _count})
+        print("(bytes and alloc_bytes in MB, latency and cpu_s in ms; cpu_s, alloc_bytes (Go heap allocated) and "
+              "fetched_objects (read from storage) per request, net of an idle second)")
+        note = tables["apiservers"]["note"].iloc[0]
+        # Derived from the rows (crdscale.analysis.probes.cache_vs_etcd), so not stored in the run directory.
+        comparison = cache_vs_etcd(lists)
+        paired = comparison[comparison["same_response"]]
+        print(f"\nThe same LIST from etcd and from the watch cache (etcd: {note}); ratio = etcd / cache")
+        if len(paired):
+            ratio = lambda v: f"{v:.1f}x"  # noqa: E731
+            _print(comparison, COMPARISON_COLUMNS,
+                   {"bytes": _mb, "latency_cache": _ms, "latency_etcd": _ms, "cpu_cache": _ms, "cpu_etcd": _ms,
+                    "etcd_cpu_etcd": _ms, "alloc_cache": _mb, "alloc_etcd": _mb, "fetched_cache": _count,
+                    "fetched_etcd": _count, "latency_ratio": ratio, "cpu_ratio": ratio, "alloc_ratio": ratio})
+            print("(latency, cpu = kube-apiserver CPU and etcd_cpu_etcd = etcd's CPU in ms per request; bytes and alloc in MB; "
+                  "fetched = objects the storage layer read per request)")
+        else:
+            print("no LIST was served from both places")
         if not tables["load"].empty:
             print("\nConcurrent load")
             _print(
@@ -358,7 +397,16 @@ def _list(args) -> int:
                 {"latency_p50_s": _ms, "latency_p99_s": _ms, "rss_before_bytes": _mb, "rss_max_bytes": _mb, "heap_inuse_max_bytes": _mb, "throughput_rps": lambda v: f"{v:.1f}"},
             )
         errors = int((lists["status"] != 200).sum())
-        return (1 if errors else 0), {"served_from": lists.groupby("kind")["served_from"].first().to_dict()}, tables
+        default = lists[lists["apiserver"] == listcost.DEFAULT_APISERVER]
+        extra = {
+            "served_from": default.groupby("kind", sort=False)["served_from"].first().to_dict(),
+            "etcd_comparison": note,
+            # The manifest is plain JSON: a ratio that cannot be computed is null, not NaN.
+            "etcd_over_cache": {f"{r.resource} {r.kind}": {name: None if v != v else round(float(v), 2)
+                                                           for name, v in (("latency", r.latency_ratio), ("cpu", r.cpu_ratio), ("alloc", r.alloc_ratio))}
+                                for r in paired.itertuples(index=False)},
+        }
+        return (1 if errors else 0), extra, {**tables, "comparison": comparison}
 
     return _run("list", args, parameters, body)
 

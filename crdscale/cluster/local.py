@@ -27,7 +27,7 @@ import requests
 import yaml
 
 from crdscale.cluster import binaries, pki
-from crdscale.cluster.clients import Cluster, Credentials, connect
+from crdscale.cluster.clients import Cluster, Credentials, RequestsTransport, connect
 from crdscale.cluster.versions import DEFAULT_KUBE_VERSION
 from crdscale.errors import ClusterError, UsageError
 from crdscale.fsutil import read_json, write_atomic, write_json_atomic
@@ -315,11 +315,16 @@ class LocalControlPlane:
         self._wait(record, f"{client}/health", lambda r: r.status_code == 200 and "true" in r.text, timeout_s=60)
 
     def _start_apiserver(self, binary: Path, creds: pki.Credentials) -> None:
-        argv = [
+        argv = self._apiserver_argv(binary, creds, self.ports["apiserver"], self.apiserver_flags)
+        record = self._spawn("kube-apiserver", argv, env=self.apiserver_env)
+        self._wait_apiserver_ready(record, self.server, creds)
+
+    def _apiserver_argv(self, binary: Path, creds: pki.Credentials, port: int, flags: Sequence[str]) -> list[str]:
+        return [
             str(binary),
             f"--bind-address={LOOPBACK}",
             f"--advertise-address={LOOPBACK}",
-            f"--secure-port={self.ports['apiserver']}",
+            f"--secure-port={port}",
             f"--etcd-servers=http://{LOOPBACK}:{self.ports['etcd_client']}",
             f"--tls-cert-file={creds.serving_cert}",
             f"--tls-private-key-file={creds.serving_key}",
@@ -337,12 +342,47 @@ class LocalControlPlane:
             "--endpoint-reconciler-type=none",
             "--profiling=true",
             f"--cert-dir={self.state_dir / 'pki'}",
-            *self.apiserver_flags,
+            *flags,
         ]
-        record = self._spawn("kube-apiserver", argv, env=self.apiserver_env)
+
+    def _wait_apiserver_ready(self, record: ProcessRecord, server: str, creds: pki.Credentials) -> None:
         session = Credentials(verify=str(creds.ca_cert), headers={"Authorization": f"Bearer {creds.admin_token()}"}).session()
-        self._wait(record, f"{self.server}/readyz", lambda r: r.status_code == 200,
-                   timeout_s=self.ready_timeout_s, session=session)
+        try:
+            self._wait(record, f"{server}/readyz", lambda r: r.status_code == 200,
+                       timeout_s=self.ready_timeout_s, session=session)
+        finally:
+            session.close()
+
+    def start_second_apiserver(self, name: str, flags: Sequence[str]) -> "SecondApiserver":
+        """Start another kube-apiserver on this instance's etcd: same binary, credentials and
+        flags, plus ``flags`` (which win over the instance's own), on a free port.
+
+        For comparing two configurations on the very same stored objects, e.g.
+        ``--watch-cache=false`` to serve every LIST from etcd. The process is recorded in
+        the instance (``crdscale down`` stops it too); stop it with
+        :meth:`SecondApiserver.stop`, or use the returned object as a context manager.
+        Returns once its ``/readyz`` answers.
+        """
+        if not name.startswith("kube-apiserver-"):
+            raise UsageError(f"a second kube-apiserver's name starts with 'kube-apiserver-' (got {name!r})")
+        if self.process(name) is not None:
+            raise UsageError(f"instance {self.name!r} already runs a process named {name!r}")
+        binary = Path(self.state["binaries"]["kube-apiserver"])
+        # attach() does not know the flags the instance was started with; its state does.
+        own_flags = self.state.get("apiserver_flags", self.apiserver_flags)
+        env = self.state.get("apiserver_env", self.apiserver_env)
+        creds = self.credentials
+        (port,) = free_ports(1)
+        server = f"https://{LOOPBACK}:{port}"
+        record = self._spawn(name, self._apiserver_argv(binary, creds, port, [*own_flags, *flags]), env=env)
+        second = SecondApiserver(self, record, server)
+        try:
+            self._wait_apiserver_ready(record, server, creds)
+        except BaseException:
+            second.stop()
+            raise
+        self.echo(f"{name} ready at {server} (on {self.name}'s etcd, extra flags: {' '.join(flags)})")
+        return second
 
     def _wait(self, record: ProcessRecord, url: str, ok, *, timeout_s: float, session=None) -> None:
         getter = session or requests
@@ -394,8 +434,8 @@ class LocalControlPlane:
         if self._cluster is not None:
             self._cluster.close()
             self._cluster = None
-        # kube-apiserver first: stopping etcd under it makes it log errors for seconds.
-        for record in sorted(self.processes, key=lambda p: p.name != "kube-apiserver"):
+        # kube-apiservers first: stopping etcd under one makes it log errors for seconds.
+        for record in sorted(self.processes, key=lambda p: not p.name.startswith("kube-apiserver")):
             terminate_process(record)
         if self.state:
             self.state["status"] = "stopped"
@@ -414,6 +454,40 @@ class LocalControlPlane:
         cp.state = read_json(state_file)
         cp.requested_version = cp.state.get("versions", {}).get("kube-apiserver")
         return cp
+
+
+class SecondApiserver:
+    """A kube-apiserver started by :meth:`LocalControlPlane.start_second_apiserver` beside the
+    instance's own, on the same etcd.
+
+    Attributes:
+        record: its process (name, pid, log).
+        server: its URL; it accepts the instance's credentials.
+    """
+
+    def __init__(self, plane: LocalControlPlane, record: ProcessRecord, server: str):
+        self.plane = plane
+        self.record = record
+        self.server = server
+
+    @property
+    def pid(self) -> int:
+        return self.record.pid
+
+    def connect(self, like: Cluster) -> Cluster:
+        """A :class:`Cluster` for this server with the credentials of ``like`` (the instance's cluster)."""
+        return Cluster(server=self.server, transport=RequestsTransport(like.credentials), credentials=like.credentials)
+
+    def stop(self) -> None:
+        """Stop it and forget it in the instance's record."""
+        terminate_process(self.record)
+        self.plane.release_process(self.record.pid)
+
+    def __enter__(self) -> "SecondApiserver":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.stop()
 
 
 # ---------------------------------------------------------------- instances
@@ -451,6 +525,14 @@ def list_instances() -> list[InstanceInfo]:
                                   state.get("kubeconfig", ""), state.get("versions", {}),
                                   state.get("created_at", ""), alive))
     return sorted(found, key=lambda i: i.created_at, reverse=True)
+
+
+def instance_serving(server: str) -> LocalControlPlane | None:
+    """The ready local instance whose kube-apiserver is at ``server``, or ``None`` (another cluster)."""
+    for info in list_instances():
+        if info.status == "ready" and info.server.rstrip("/") == server.rstrip("/"):
+            return LocalControlPlane.attach(info.name)
+    return None
 
 
 def default_kubeconfig() -> Path | None:

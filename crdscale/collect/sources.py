@@ -46,7 +46,7 @@ from crdscale.collect import metrics
 from crdscale.collect.prometheus import PrometheusAccess, PrometheusClient
 from crdscale.errors import ClusterError
 from crdscale.fsutil import write_atomic
-from crdscale.proc import cpu_seconds, stat_fields, thread_count
+from crdscale.proc import cpu_seconds, rss_bytes, stat_fields, thread_count
 
 
 def _keep_recorded(job: str) -> dict:
@@ -414,13 +414,14 @@ class ProcSampler(_Sampler):
     def __init__(self, pid: int, interval_s: float = 1.0, **kwargs):
         super().__init__(interval_s, **kwargs)
         self.pid = pid
-        self._page = os.sysconf("SC_PAGE_SIZE")
 
     def sample(self, now: datetime) -> list[dict]:
+        rss = rss_bytes(self.pid)
         try:
-            rss = int(Path(f"/proc/{self.pid}/statm").read_text().split()[1]) * self._page
             fds = len(os.listdir(f"/proc/{self.pid}/fd"))
-        except OSError:  # the process is gone: the watchdog reports that
+        except OSError:
+            fds = None
+        if rss is None or fds is None:  # the process is gone: the watchdog reports that
             self.errors += 1
             return []
         fields = stat_fields(self.pid)

@@ -110,7 +110,7 @@ def test_list_cli_prints_the_table(local_cluster, tmp_path, capsys):
             "probe", "list", "-q",
             "--kubeconfig", str(local_cluster.kubeconfig),
             "--runs-dir", str(tmp_path),
-            "--custom-resources", "100", "--repeats", "1",
+            "--custom-resources", "100", "--repeats", "1", "--no-etcd-comparison",
             "--load", "1,2", "--load-requests", "10", "--load-seconds", "10",
         ]
     )
@@ -122,3 +122,47 @@ def test_list_cli_prints_the_table(local_cluster, tmp_path, capsys):
     load = pd.read_parquet(run_dir / "probes" / "list-load-step00.parquet")
     assert set(load["concurrency"]) == {1, 2}
     assert (load["rss_max_bytes"] > 0).all()
+
+
+def test_list_cli_serves_the_same_lists_from_etcd_and_from_the_cache(local_cluster, tmp_path, capsys):
+    """The default server answers from its watch cache, a second kube-apiserver with
+    --watch-cache=false on the same etcd from etcd: the server's own counters say so."""
+    code = main(
+        [
+            "probe", "list", "-q", "-o", "json",
+            "--kubeconfig", str(local_cluster.kubeconfig),
+            "--runs-dir", str(tmp_path),
+            "--custom-resources", "200", "--pods", "30", "--pod-bytes", "20000", "--repeats", "1",
+            "--kinds", "rv0", "consistent", "field-selector",
+        ]
+    )
+    document = json.loads(capsys.readouterr().out)
+    assert code == 0, document
+    lists = pd.DataFrame(document["tables"]["lists"])
+    default = lists[lists["apiserver"] == "default"].set_index(["resource", "kind"])
+    etcd_only = lists[lists["apiserver"] == "--watch-cache=false"].set_index(["resource", "kind"])
+    assert len(default) == len(etcd_only) == 6, lists[["resource", "kind", "apiserver", "served_from"]]
+    assert (default["served_from"] == "cache").all(), default["served_from_evidence"]
+    assert (etcd_only["served_from"] == "etcd").all(), etcd_only["served_from_evidence"]
+    assert etcd_only["served_from_evidence"].str.contains("etcd_lists+1 ", regex=False).all()
+    assert (lists["cost_source"] == "proc").all() and lists["cpu_s"].notna().all()
+
+    comparison = pd.DataFrame(document["tables"]["comparison"]).set_index(["resource", "kind"])
+    assert comparison["same_response"].all(), comparison["note"]
+    assert (comparison["latency_ratio"] > 0).all()
+    crs = comparison.loc[[r for r in comparison.index if r[0].startswith("listprobes.")]].droplevel(0)
+    assert crs.loc["rv0", "items"] == 200
+    # A field other than namespace or name: etcd reads all 200, the cache evaluates its own 200.
+    assert (crs.loc["field-selector", "items"], crs.loc["field-selector", "fetched_etcd"]) == (20, 200)
+    pods = comparison.loc["pods"]
+    # spec.nodeName has an index in the Pods' watch cache: it reads only the node's 3 Pods; etcd reads all 30.
+    assert (pods.loc["field-selector", "fetched_cache"], pods.loc["field-selector", "fetched_etcd"]) == (3, 30)
+    ratios = document["result"]["etcd_over_cache"]
+    assert len(ratios) == 6 and all(r["latency"] is None or r["latency"] > 0 for r in ratios.values())
+
+    (run_dir,) = tmp_path.iterdir()
+    run = read_run(run_dir)
+    assert set(run.probe_table("list")["apiserver"]) == {"default", "--watch-cache=false"}
+    assert list(run.probe_table("list", "apiservers")["apiserver"]) == ["default", "--watch-cache=false"]
+    # The second kube-apiserver is stopped and forgotten by the instance again.
+    assert [p.name for p in type(local_cluster).attach(local_cluster.name).processes] == ["etcd", "kube-apiserver"]

@@ -9,7 +9,17 @@ import pytest
 from crdscale.collect.probes import metrics as m
 from crdscale.collect.promtext import samples_by_name
 from crdscale.rundir.layout import parse_probe_table_name, probe_table_relative
-from crdscale.collect.probes.fixtures import PROBE_INSTANCE_LABEL, crd_manifest, probe_labels, probe_selector, secret, sweep_crds
+from crdscale.collect.probes.fixtures import (
+    PROBE_INSTANCE_LABEL,
+    crd_manifest,
+    has_selectable_field,
+    list_probe_crd,
+    pod,
+    probe_labels,
+    probe_selector,
+    secret,
+    sweep_crds,
+)
 from crdscale.collect.probes.requests import (
     LIST_KINDS,
     METADATA_ONLY_ACCEPT,
@@ -70,7 +80,7 @@ def test_list_target_paths():
 
 
 def test_build_list_requests_covers_every_kind():
-    target = ListTarget("secrets", namespace="ns-a")
+    target = ListTarget("secrets", namespace="ns-a", field_selector="spec.nodeName=node-0")
     reqs = {
         r.kind: r
         for r in build_list_requests(target, resource_version="42", label_selector="b=0", single_name="s-0", old_resource_version="7")
@@ -84,6 +94,8 @@ def test_build_list_requests_covers_every_kind():
     assert reqs["label-selector"].params == {"labelSelector": "b=0"}
     assert reqs["field-selector-name"].params == {"fieldSelector": "metadata.name=s-0"}
     assert reqs["field-selector-namespace"].path == "/api/v1/secrets"
+    assert reqs["field-selector"].params == {"fieldSelector": "spec.nodeName=node-0"}
+    assert reqs["field-selector"].path == "/api/v1/secrets"
     assert reqs["namespaced"].path == "/api/v1/namespaces/ns-a/secrets"
     assert reqs["metadata-only"].accept == METADATA_ONLY_ACCEPT
     assert reqs["table"].accept == TABLE_ACCEPT
@@ -94,6 +106,7 @@ def test_build_list_requests_without_namespace_or_name_skips_those_kinds():
     reqs = build_list_requests(ListTarget("secrets"), resource_version="1", label_selector="a=b")
     kinds = {r.kind for r in reqs}
     assert "namespaced" not in kinds and "field-selector-name" not in kinds and "exact-old" not in kinds
+    assert "field-selector" not in kinds  # the resource has no field beyond namespace and name to select on
     assert "rv0" in kinds
 
 
@@ -108,6 +121,28 @@ def test_fixtures_carry_ownership_and_instance_labels():
     assert len(s["stringData"]["data"]) == 100
     crds = sweep_crds(0, 5, labels, "f00d")
     assert len({c["spec"]["group"] for c in crds}) == 5
+
+
+def test_pods_are_bound_hold_their_data_in_env_and_delete_at_once():
+    p = pod("p-0", "ns", probe_labels("run-abcd", "f00d"), 13, 20_000)
+    env = p["spec"]["containers"][0]["env"]
+    assert sum(len(e["value"]) for e in env) == 20_000 and len(env) == 20
+    assert 20_000 < len(json.dumps(p)) < 22_000
+    assert p["spec"]["nodeName"] == "node-3" and p["metadata"]["labels"]["crdscale.io/bucket"] == "3"
+    # No kubelet would ever confirm the deletion of a bound Pod with a grace period.
+    assert p["spec"]["terminationGracePeriodSeconds"] == 0
+    assert sum(len(e["value"]) for e in pod("p", "ns", {}, 0, 7)["spec"]["containers"][0]["env"]) == 7
+
+
+def test_list_probe_crd_selects_on_spec_bucket():
+    crd = list_probe_crd(probe_labels("run-abcd", "f00d"), "f00d")
+    version = crd["spec"]["versions"][0]
+    assert version["selectableFields"] == [{"jsonPath": ".spec.bucket"}]
+    assert "bucket" in version["schema"]["openAPIV3Schema"]["properties"]["spec"]["properties"]
+    assert has_selectable_field(crd)
+    # A server before v1.31 stores the CRD without it.
+    del version["selectableFields"]
+    assert not has_selectable_field(crd)
 
 
 def test_cleanup_selector_never_matches_other_objects_of_the_same_run():
@@ -221,6 +256,44 @@ def test_classify_with_storage_label_scheme_etcd():
     after = V137_BEFORE + 'apiserver_storage_list_total{group="",index="",resource="configmaps",storage="etcd"} 1\n'
     served = m.classify_served_from(samples_by_name(V137_BEFORE), samples_by_name(after), "", "configmaps")
     assert served.place == "etcd"
+
+
+def test_classify_counts_objects_read_and_returned_by_storage():
+    # A label selector from etcd: every object read, a tenth returned.
+    before = V137_BEFORE
+    after = V137_BEFORE + (
+        'apiserver_storage_list_total{group="",index="",resource="configmaps",storage="etcd"} 1\n'
+        'apiserver_storage_list_fetched_objects_total{group="",index="",resource="configmaps",storage="etcd"} 200\n'
+        'apiserver_storage_list_returned_objects_total{group="",resource="configmaps",storage="etcd"} 20\n'
+    )
+    served = m.classify_served_from(samples_by_name(before), samples_by_name(after), "", "configmaps")
+    assert (served.place, served.fetched_objects, served.returned_objects) == ("etcd", 200, 20)
+
+
+def _costs(cpu: float, alloc: float, rss: float = 1e8) -> str:
+    return (f"process_cpu_seconds_total {cpu}\ngo_memstats_alloc_bytes_total {alloc}\n"
+            f"process_resident_memory_bytes {rss}\ngo_memstats_heap_inuse_bytes 5e7\n")
+
+
+def test_request_cost_from_proc_subtracts_the_idle_cpu_rate_and_the_scrapes_allocations():
+    idle = m.CostReadings(samples_by_name(_costs(10, 1e9)), samples_by_name(_costs(10.2, 1.002e9)), 1.0,
+                          proc_before=(5.0, 1e8), proc_after=(5.01, 1e8))  # 10 ms/s in the background; scrapes allocate 2 MB
+    window = m.CostReadings(samples_by_name(_costs(11, 2e9)), samples_by_name(_costs(12, 2.032e9)), 2.0,
+                            proc_before=(6.0, 1e8), proc_after=(6.32, 1.5e8))
+    cost = m.request_cost(window, 3, idle)
+    assert cost.source == "proc"
+    assert cost.cpu_s == pytest.approx((0.32 - 0.02) / 3)  # /proc, not /metrics (1 s would include the scrapes)
+    assert cost.alloc_bytes == pytest.approx((32e6 - 2e6) / 3)
+    assert cost.rss_growth_bytes == 5e7
+
+
+def test_request_cost_from_metrics_alone_subtracts_the_idle_window_whole():
+    idle = m.CostReadings(samples_by_name(_costs(10, 1e9)), samples_by_name(_costs(10.03, 1.002e9)), 1.0)
+    window = m.CostReadings(samples_by_name(_costs(11, 2e9)), samples_by_name(_costs(11.33, 2.032e9)), 2.0)
+    cost = m.request_cost(window, 3, idle)
+    assert cost.source == "metrics"
+    assert cost.cpu_s == pytest.approx(0.1)
+    assert m.request_cost(window, 3).cpu_s == pytest.approx(0.11)
 
 
 def test_kubectl_get_lines_in_both_log_formats():

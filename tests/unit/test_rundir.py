@@ -286,3 +286,16 @@ def test_proc_sampler_reads_a_live_process():
     gone = subprocess.Popen([sys.executable, "-c", "pass"])
     gone.wait()
     assert ProcSampler(gone.pid).sample(pd.Timestamp.now(tz="UTC").to_pydatetime()) == []
+
+
+def test_thread_cpu_seconds_agree_with_the_tick_counters_at_finer_resolution():
+    from crdscale.proc import cpu_seconds, rss_bytes, thread_cpu_seconds
+
+    sum(i * i for i in range(300_000))  # some CPU of our own
+    precise, ticks = thread_cpu_seconds(os.getpid()), cpu_seconds(os.getpid())
+    assert abs(precise - ticks) < 0.05 + 0.01 * ticks
+    assert precise != round(precise, 2) or precise == 0  # nanoseconds, not 10 ms ticks
+    assert rss_bytes(os.getpid()) > 10 * 2**20
+    gone = subprocess.Popen([sys.executable, "-c", "pass"])
+    gone.wait()
+    assert thread_cpu_seconds(gone.pid) is None and rss_bytes(gone.pid) is None

@@ -26,6 +26,11 @@ BUCKET_LABEL = "crdscale.io/bucket"
 BUCKETS = 10
 # Marks objects of one probe instance; cleanup selects on it plus the run id.
 PROBE_INSTANCE_LABEL = "crdscale.io/probe-instance"
+# The list probe's custom resources carry their bucket in this selectable field too.
+CR_SELECTABLE_FIELD = "spec.bucket"
+# A Pod's data is spread over this many environment variables.
+POD_ENV_VARS = 20
+POD_IMAGE = "registry.k8s.io/pause:3.10"
 
 
 def probe_labels(run_id: str, instance: str) -> dict[str, str]:
@@ -85,8 +90,23 @@ def list_probe_group(instance: str) -> str:
 
 
 def list_probe_crd(labels: dict[str, str], instance: str) -> dict:
-    """The CRD holding the LIST probe's custom resources: ``listprobes.l<instance>.probe.crdscale.io``."""
-    return crd_manifest(list_probe_group(instance), "ListProbe", "listprobes", labels)
+    """The CRD holding the LIST probe's custom resources: ``listprobes.l<instance>.probe.crdscale.io``.
+
+    ``spec.bucket`` is a selectable field, so a field selector can pick one tenth of the
+    objects by a field that is neither namespace nor name (which the server turns into a
+    narrower etcd key). Servers before v1.31 drop ``selectableFields`` when storing the CRD.
+    """
+    crd = crd_manifest(list_probe_group(instance), "ListProbe", "listprobes", labels)
+    version = crd["spec"]["versions"][0]
+    version["schema"]["openAPIV3Schema"]["properties"]["spec"]["properties"]["bucket"] = {"type": "string"}
+    version["selectableFields"] = [{"jsonPath": f".{CR_SELECTABLE_FIELD}"}]
+    return crd
+
+
+def has_selectable_field(stored_crd: dict) -> bool:
+    """Did the server keep the list probe CRD's selectable field (v1.31+)?"""
+    versions = stored_crd.get("spec", {}).get("versions", [])
+    return any(f.get("jsonPath") == f".{CR_SELECTABLE_FIELD}" for v in versions for f in v.get("selectableFields") or [])
 
 
 def namespace_manifest(name: str, labels: dict[str, str]) -> dict:
@@ -94,7 +114,17 @@ def namespace_manifest(name: str, labels: dict[str, str]) -> dict:
 
 
 def _object_labels(labels: dict[str, str], index: int) -> dict[str, str]:
-    return {**labels, BUCKET_LABEL: str(index % BUCKETS)}
+    return {**labels, BUCKET_LABEL: bucket(index)}
+
+
+def bucket(index: int) -> str:
+    """The bucket (``"0"``..``"9"``) of the ``index``-th object: its label, selectable field and node."""
+    return str(index % BUCKETS)
+
+
+def node_name(index: int) -> str:
+    """The node the ``index``-th Pod is bound to: one node per bucket."""
+    return f"node-{bucket(index)}"
 
 
 def padding(size_bytes: int) -> str:
@@ -108,7 +138,7 @@ def custom_resource(group: str, name: str, namespace: str, labels: dict[str, str
         "apiVersion": f"{group}/v1",
         "kind": "ListProbe",
         "metadata": {"name": name, "namespace": namespace, "labels": _object_labels(labels, index)},
-        "spec": {"index": index, "data": padding(data_bytes)},
+        "spec": {"index": index, "bucket": bucket(index), "data": padding(data_bytes)},
     }
 
 
@@ -120,6 +150,29 @@ def secret(name: str, namespace: str, labels: dict[str, str], index: int, data_b
         "metadata": {"name": name, "namespace": namespace, "labels": _object_labels(labels, index)},
         "type": "Opaque",
         "stringData": {"data": padding(data_bytes)},
+    }
+
+
+def pod(name: str, namespace: str, labels: dict[str, str], index: int, data_bytes: int) -> dict:
+    """A Pod bound to :func:`node_name` whose ``data_bytes`` sit in environment variables
+    (:data:`POD_ENV_VARS` of them), as a big application Pod's do.
+
+    No kubelet or scheduler runs on the local control plane: the Pod stays Pending.
+    ``terminationGracePeriodSeconds: 0`` because a bound Pod with a grace period is only
+    marked Terminating on delete and waits for its kubelet, which never comes.
+    """
+    chunk = -(-data_bytes // POD_ENV_VARS) if data_bytes else 0
+    env = [{"name": f"PADDING_{i:02d}", "value": padding(min(chunk, data_bytes - i * chunk))}
+           for i in range(POD_ENV_VARS) if data_bytes - i * chunk > 0]
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": name, "namespace": namespace, "labels": _object_labels(labels, index)},
+        "spec": {
+            "nodeName": node_name(index),
+            "terminationGracePeriodSeconds": 0,
+            "containers": [{"name": "app", "image": POD_IMAGE, "env": env}],
+        },
     }
 
 

@@ -1,34 +1,51 @@
-"""LIST cost probe: latency and response bytes per kind of LIST, and where the server served it from.
+"""LIST cost probe: latency, bytes and server cost per kind of LIST, and where the server served it from.
 
-:func:`populate` creates custom resources, Secrets and ConfigMaps of a chosen
-size and count (ownership-labelled); :func:`measure_lists` times each request
-kind from :mod:`.requests` and reads the server's counters around it to tell
-watch cache from etcd; :func:`concurrent_load` replays one kind at several
+:func:`populate` creates custom resources, Secrets, ConfigMaps and Pods of a
+chosen size and count (ownership-labelled); :func:`measure_lists` times each
+request kind from :mod:`.requests` on one or more kube-apiservers and reads each
+server's counters around it to tell watch cache from etcd, and its CPU and heap
+allocations per request; :func:`concurrent_load` replays one kind at several
 concurrency levels while sampling kube-apiserver's RSS and heap.
+
+To compare the two paths on the same objects, :func:`apiservers` starts a second
+kube-apiserver with ``--watch-cache=false`` on a local instance's etcd: the same
+binary, flags and stored objects, only every LIST goes to etcd. (v1.37 has no
+switch left to send one LIST to etcd on a server with a watch cache: the
+ConsistentListFromCache gate is gone, and Exact and paged LISTs are served from
+the cache's snapshots; ``exact-old`` reaches etcd only when the resource's watch
+cache is younger than the revision asked for, and then lists no object.)
 """
 
 from __future__ import annotations
 
+import contextlib
 import statistics
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
-from typing import Callable, Iterable
+from typing import Callable, Iterable, Iterator, Sequence
 
 import pandas as pd
 
 from crdscale.errors import ClusterError, UsageError
+from crdscale.proc import rss_bytes, thread_cpu_seconds
 
 from . import metrics as m
 from ._http import fresh_session, is_loopback, timed_get
 from .fixtures import (
     BUCKET_LABEL,
+    CR_SELECTABLE_FIELD,
+    CRD_PATH,
     ProbeFixtures,
+    bucket,
     config_map,
     custom_resource,
+    has_selectable_field,
     list_probe_crd,
     list_probe_group,
+    node_name,
+    pod,
     secret,
 )
 from .requests import LIST_KINDS, ListRequest, ListTarget, build_list_requests
@@ -42,10 +59,16 @@ class ListProbeConfig:
         custom_resources: number of custom resources (0 = none), each with ``cr_bytes`` of data.
         secrets: number of Secrets, each holding ``secret_bytes`` of data.
         configmaps: number of ConfigMaps, each holding ``configmap_bytes`` of data.
+        pods: number of Pods, each holding ``pod_bytes`` of data in environment variables
+            and bound to one of ten nodes (for ``fieldSelector=spec.nodeName``).
         namespaces: objects are spread round-robin over this many namespaces.
         repeats: measurements per request kind (the table reports the median).
         page_size: ``limit`` of the paged kinds.
         kinds: which request kinds to measure.
+        compare_etcd: also send every LIST to a second kube-apiserver started with
+            ``--watch-cache=false`` on the same etcd (local instances only). Off by
+            default for scenario steps: at thousands of CRDs a second server costs as
+            much memory as the first. ``crdscale probe list`` turns it on.
     """
 
     custom_resources: int = 2000
@@ -54,18 +77,22 @@ class ListProbeConfig:
     secret_bytes: int = 100_000
     configmaps: int = 0
     configmap_bytes: int = 10_000
+    pods: int = 0
+    pod_bytes: int = 20_000
     namespaces: int = 2
     repeats: int = 3
     page_size: int = 500
     kinds: tuple[str, ...] = LIST_KINDS
     workers: int = 16
+    compare_etcd: bool = False
 
     def validate(self) -> None:
-        for name in ("custom_resources", "secrets", "configmaps", "cr_bytes", "secret_bytes", "configmap_bytes"):
+        sizes = ("custom_resources", "secrets", "configmaps", "pods", "cr_bytes", "secret_bytes", "configmap_bytes", "pod_bytes")
+        for name in sizes:
             if getattr(self, name) < 0:
                 raise UsageError(f"{name.replace('_', '-')} must be >= 0")
-        if self.secret_bytes > 1_000_000 or self.configmap_bytes > 1_000_000:
-            raise UsageError("Secrets and ConfigMaps hold at most 1 MB of data each (etcd's request limit)")
+        if max(self.secret_bytes, self.configmap_bytes, self.pod_bytes) > 1_000_000:
+            raise UsageError("Secrets, ConfigMaps and Pods hold at most 1 MB of data each (etcd's request limit)")
         if self.namespaces < 1 or self.repeats < 1:
             raise UsageError("namespaces and repeats must be >= 1")
         unknown = set(self.kinds) - set(LIST_KINDS)
@@ -99,9 +126,12 @@ def populate(fixtures: ProbeFixtures, config: ListProbeConfig, *, echo: Callable
 
     if config.custom_resources:
         group = list_probe_group(instance)
-        fixtures.install_crds([list_probe_crd(labels, instance)])
+        crd = list_probe_crd(labels, instance)
+        fixtures.install_crds([crd])
         fixtures.wait_resource_served(group, "listprobes")
-        target = ListTarget("listprobes", group, "v1", primary)
+        stored = fixtures.cluster.get_json(f"{CRD_PATH}/{crd['metadata']['name']}")
+        selector = f"{CR_SELECTABLE_FIELD}={bucket(0)}" if has_selectable_field(stored) else None
+        target = ListTarget("listprobes", group, "v1", primary, field_selector=selector)
         say(f"creating {config.custom_resources} custom resources of {config.cr_bytes} B")
         bodies = [custom_resource(group, f"cr-{i:06d}", ns, labels, i, config.cr_bytes) for i, ns in spread(config.custom_resources)]
         fixtures.create_objects(target.collection_path, bodies, workers=config.workers)
@@ -109,13 +139,15 @@ def populate(fixtures: ProbeFixtures, config: ListProbeConfig, *, echo: Callable
         out.counts[target.group_resource] = config.custom_resources
         out.data_bytes[target.group_resource] = config.cr_bytes
         out.names[target.group_resource] = "cr-000000"
-    # Core objects of a chosen data size: (resource, count, bytes, builder, name prefix, what to say).
-    core_objects = (("secrets", config.secrets, config.secret_bytes, secret, "s", "Secrets"),
-                    ("configmaps", config.configmaps, config.configmap_bytes, config_map, "cm", "ConfigMaps"))
-    for resource, count, size, build, prefix, noun in core_objects:
+    # Core objects of a chosen data size: (resource, count, bytes, builder, name prefix, what to say,
+    # a field selector on neither namespace nor name).
+    core_objects = (("secrets", config.secrets, config.secret_bytes, secret, "s", "Secrets", None),
+                    ("configmaps", config.configmaps, config.configmap_bytes, config_map, "cm", "ConfigMaps", None),
+                    ("pods", config.pods, config.pod_bytes, pod, "p", "Pods", f"spec.nodeName={node_name(0)}"))
+    for resource, count, size, build, prefix, noun, field_selector in core_objects:
         if not count:
             continue
-        target = ListTarget(resource, "", "v1", primary)
+        target = ListTarget(resource, "", "v1", primary, field_selector=field_selector)
         say(f"creating {count} {noun} of {size} B")
         bodies = [build(f"{prefix}-{i:06d}", ns, labels, i, size) for i, ns in spread(count)]
         fixtures.create_objects(target.collection_path, bodies, workers=min(config.workers, 8))
@@ -185,34 +217,172 @@ def current_resource_version(session, cluster, target: ListTarget) -> str:
     return result.json().get("metadata", {}).get("resourceVersion", "")
 
 
+# --- the kube-apiservers to LIST from ----------------------------------------------
+
+DEFAULT_APISERVER = "default"
+ETCD_ONLY_FLAGS = ("--watch-cache=false",)
+ETCD_ONLY_APISERVER = " ".join(ETCD_ONLY_FLAGS)
+# Background CPU and the scrapes' own allocations are measured over this long with no request.
+IDLE_WINDOW_S = 1.0
+
+
+@dataclass(frozen=True)
+class ApiServer:
+    """A kube-apiserver to send the LISTs to.
+
+    Attributes:
+        label: how the tables name it (:data:`DEFAULT_APISERVER`, :data:`ETCD_ONLY_APISERVER`).
+        cluster: its :class:`~crdscale.cluster.clients.Cluster`.
+        pid: its process id when it runs on this machine: CPU and RSS then come from
+            ``/proc``, leaving out what reading ``/metrics`` costs it.
+        etcd_pid: the etcd behind it, when local (its CPU per request is reported too).
+    """
+
+    label: str
+    cluster: object
+    pid: int | None = None
+    etcd_pid: int | None = None
+
+
+@dataclass
+class ApiServers:
+    """What :func:`apiservers` yields: the servers to measure (the default one first), and a
+    note on the etcd comparison: which server serves from etcd, or why there is none."""
+
+    servers: list[ApiServer]
+    note: str = ""
+
+
+@contextlib.contextmanager
+def apiservers(cluster, *, compare_etcd: bool, name_suffix: str = "", echo: Callable[[str], None] | None = None) -> Iterator[ApiServers]:
+    """The kube-apiserver behind ``cluster``, and with ``compare_etcd`` a second one started
+    with ``--watch-cache=false`` on the same etcd when ``cluster`` is a ready local instance.
+
+    The second server is stopped on exit. For other clusters there is no second server and
+    :attr:`ApiServers.note` says so; process ids are known only for local instances.
+    """
+    from crdscale.cluster.local import instance_serving
+
+    say = echo or (lambda _m: None)
+    plane = instance_serving(cluster.server)
+    etcd = plane.process("etcd") if plane else None
+    etcd_pid = etcd.pid if etcd else None
+    found = ApiServers([ApiServer(DEFAULT_APISERVER, cluster, plane.apiserver_pid if plane else None, etcd_pid)])
+    if not compare_etcd:
+        found.note = "not asked for"
+        yield found
+        return
+    if plane is None:
+        found.note = f"{cluster.server} is not a crdscale local instance: no second kube-apiserver to serve LISTs from etcd"
+        say(f"etcd comparison skipped: {found.note}")
+        yield found
+        return
+    name = f"kube-apiserver-etcd-only{'-' + name_suffix if name_suffix else ''}"
+    say(f"starting a second kube-apiserver ({ETCD_ONLY_APISERVER}) on {plane.name}'s etcd")
+    with plane.start_second_apiserver(name, ETCD_ONLY_FLAGS) as second:
+        etcd_only = second.connect(cluster)
+        try:
+            found.servers.append(ApiServer(ETCD_ONLY_APISERVER, etcd_only, second.pid, etcd_pid))
+            found.note = f"{ETCD_ONLY_APISERVER} on the same etcd ({second.server})"
+            yield found
+        finally:
+            etcd_only.close()
+
+
+def wait_served(server: ApiServer, populated: Populated, *, timeout_s: float = 120.0) -> None:
+    """Wait until ``server`` serves every populated resource (a second server learns about a
+    new CRD from etcd a moment after the first one)."""
+    deadline = time.monotonic() + timeout_s
+    for target in populated.targets:
+        while server.cluster.get(target.collection_path(), params={"limit": "1"}).status_code != 200:
+            if time.monotonic() > deadline:
+                raise ClusterError(f"{server.label} does not serve {target.group_resource} after {timeout_s:.0f} s")
+            time.sleep(0.3)
+
+
+# --- measuring -------------------------------------------------------------------
+
+
+def _proc(pid: int | None) -> tuple[float, float] | None:
+    if pid is None:
+        return None
+    cpu, rss = thread_cpu_seconds(pid), rss_bytes(pid)
+    return None if cpu is None or rss is None else (cpu, float(rss))
+
+
+def _etcd_cpu(server: ApiServer) -> float | None:
+    return thread_cpu_seconds(server.etcd_pid) if server.etcd_pid is not None else None
+
+
+@dataclass
+class _Window:
+    """Readings around some requests (or none): the server's and its etcd's."""
+
+    readings: m.CostReadings
+    etcd_cpu_s: float | None
+
+
+def _measure_window(server: ApiServer, work: Callable[[], object]) -> tuple[_Window, object]:
+    """Scrape, read /proc, run ``work``, read /proc, scrape: /proc brackets only the work."""
+    names = m.LIST_METRIC_NAMES + m.COST_METRIC_NAMES
+    before = m.scrape(server.cluster, names=names)
+    proc_before, etcd_before = _proc(server.pid), _etcd_cpu(server)
+    start = time.monotonic()
+    result = work()
+    seconds = time.monotonic() - start
+    proc_after, etcd_after = _proc(server.pid), _etcd_cpu(server)
+    after = m.scrape(server.cluster, names=names)
+    etcd_cpu = etcd_after - etcd_before if etcd_before is not None and etcd_after is not None else None
+    return _Window(m.CostReadings(before, after, seconds, proc_before, proc_after), etcd_cpu), result
+
+
+def _etcd_cpu_per_request(window: _Window, idle: _Window | None, requests: int) -> float:
+    if window.etcd_cpu_s is None:
+        return float("nan")
+    cpu = window.etcd_cpu_s
+    if idle is not None and idle.etcd_cpu_s is not None and idle.readings.seconds > 0:
+        cpu -= idle.etcd_cpu_s / idle.readings.seconds * window.readings.seconds
+    return cpu / max(requests, 1)
+
+
 def measure_lists(
     cluster,
     populated: Populated,
     *,
+    servers: Sequence[ApiServer] | None = None,
     repeats: int = 3,
     page_size: int = 500,
     kinds: Iterable[str] = LIST_KINDS,
     read_metrics: bool = True,
     echo: Callable[[str], None] | None = None,
 ) -> pd.DataFrame:
-    """Time each LIST kind on each populated resource.
+    """Time each LIST kind on each populated resource, on each of ``servers`` in turn
+    (default: ``cluster`` alone), so that both servers see the same request one after the other.
 
-    Returns one row per (resource, kind): ``resource``, ``kind``, ``description``,
-    ``path``, ``params`` (JSON), ``accept``, ``status``, ``items``, ``pages``,
-    ``bytes`` (per execution, all pages), ``latency_s`` (median over repeats),
-    ``latency_min_s``, ``latency_max_s``, ``first_page_latency_s``,
-    ``served_from`` (``cache``/``etcd``/``unknown``), ``served_from_evidence``,
+    Returns one row per (resource, kind, apiserver): ``resource``, ``kind``,
+    ``apiserver`` (the server's label), ``description``, ``path``, ``params`` (JSON),
+    ``accept``, ``status``, ``items``, ``pages``, ``bytes`` (per execution, all pages),
+    ``latency_s`` (median over repeats), ``latency_min_s``, ``latency_max_s``,
+    ``first_page_latency_s``, ``served_from`` (``cache``/``etcd``/``unknown``),
+    ``served_from_evidence``, ``fetched_objects`` and ``returned_objects`` (per
+    execution, from the server's storage counters), ``cpu_s`` and ``alloc_bytes`` (the
+    server's CPU seconds and Go heap bytes allocated per execution, net of an idle
+    window), ``etcd_cpu_s`` (per execution, local etcd only), ``rss_growth_bytes`` and
+    ``heap_inuse_growth_bytes`` (across the repeats), ``cost_source``,
     ``expected_from_cache`` (what the APF estimator assumes), ``stored_objects``.
+    Without ``read_metrics`` the place and costs are unknown (NaN).
     """
     from crdscale.models.apf import served_from_cache
 
     say = echo or (lambda _m: None)
     kinds = tuple(kinds)
+    servers = list(servers) if servers else [ApiServer(DEFAULT_APISERVER, cluster)]
+    nan = float("nan")
     rows = []
-    session = fresh_session(cluster, pool_size=4)
+    sessions = {s.label: fresh_session(s.cluster, pool_size=4) for s in servers}
     try:
         for target in populated.targets:
-            rv = current_resource_version(session, cluster, target)
+            rv = current_resource_version(sessions[servers[0].label], servers[0].cluster, target)
             list_requests = build_list_requests(
                 target,
                 resource_version=rv,
@@ -222,51 +392,72 @@ def measure_lists(
                 page_size=page_size,
                 kinds=kinds,
             )
+            idle = {s.label: _measure_window(s, lambda: time.sleep(IDLE_WINDOW_S))[0] for s in servers} if read_metrics else {}
             for request in list_requests:
-                execute(session, cluster, request)  # warm-up: connection, caches, first-request costs
-                before = m.scrape(cluster, names=m.LIST_METRIC_NAMES) if read_metrics else {}
-                results = [execute(session, cluster, request) for _ in range(repeats)]
-                after = m.scrape(cluster, names=m.LIST_METRIC_NAMES) if read_metrics else {}
-                pages = results[0].pages
-                served = (
-                    m.classify_served_from(before, after, target.group, target.resource, requests=repeats * pages)
-                    if read_metrics
-                    else m.ServedFrom("unknown", 0, 0, 0, 0, 0, "none", "metrics not read")
-                )
-                latencies = [r.latency_s for r in results]
-                rows.append(
-                    {
-                        "resource": target.group_resource,
-                        "kind": request.kind,
-                        "description": request.description,
-                        "path": request.path,
-                        "params": request.params_json(),
-                        "accept": request.accept,
-                        "status": results[-1].status,
-                        "items": results[-1].items,
-                        "pages": pages,
-                        "bytes": results[-1].bytes,
-                        "latency_s": statistics.median(latencies),
-                        "latency_min_s": min(latencies),
-                        "latency_max_s": max(latencies),
-                        "first_page_latency_s": statistics.median(r.first_page_latency_s for r in results),
-                        "served_from": served.place,
-                        "served_from_evidence": served.evidence,
-                        "counter_scheme": served.scheme,
-                        "consistent_reads": served.consistent_reads / repeats,
-                        "etcd_revision_checks": served.etcd_revision_checks / repeats,
-                        "expected_from_cache": served_from_cache(request.params),
-                        "stored_objects": populated.counts.get(target.group_resource, 0),
-                        "data_bytes_per_object": populated.data_bytes.get(target.group_resource, 0),
-                        "repeats": repeats,
-                    }
-                )
-                say(
-                    f"  {target.group_resource:>32} {request.kind:>24}: {statistics.median(latencies) * 1000:8.1f} ms "
-                    f"{results[-1].bytes / 1e6:9.3f} MB {results[-1].items:6d} items  [{served.place}]"
-                )
+                for server in servers:
+                    session = sessions[server.label]
+                    execute(session, server.cluster, request)  # warm-up: connection, caches, first-request costs
+                    run = lambda: [execute(session, server.cluster, request) for _ in range(repeats)]  # noqa: E731
+                    if read_metrics:
+                        window, results = _measure_window(server, run)
+                        before, after = window.readings.before, window.readings.after
+                    else:
+                        window, results = None, run()
+                    pages = results[0].pages
+                    requests_sent = repeats * pages
+                    if window is not None:
+                        served = m.classify_served_from(before, after, target.group, target.resource, requests=requests_sent)
+                        cost = m.request_cost(window.readings, repeats, idle[server.label].readings)
+                        etcd_cpu = _etcd_cpu_per_request(window, idle[server.label], repeats)
+                    else:
+                        served = m.ServedFrom("unknown", 0, 0, 0, 0, 0, 0, "none", "metrics not read")
+                        cost = m.RequestCost(nan, nan, nan, nan, "none")
+                        etcd_cpu = nan
+                    latencies = [r.latency_s for r in results]
+                    rows.append(
+                        {
+                            "resource": target.group_resource,
+                            "kind": request.kind,
+                            "apiserver": server.label,
+                            "description": request.description,
+                            "path": request.path,
+                            "params": request.params_json(),
+                            "accept": request.accept,
+                            "status": results[-1].status,
+                            "items": results[-1].items,
+                            "pages": pages,
+                            "bytes": results[-1].bytes,
+                            "latency_s": statistics.median(latencies),
+                            "latency_min_s": min(latencies),
+                            "latency_max_s": max(latencies),
+                            "first_page_latency_s": statistics.median(r.first_page_latency_s for r in results),
+                            "served_from": served.place,
+                            "served_from_evidence": served.evidence,
+                            "counter_scheme": served.scheme,
+                            "fetched_objects": served.fetched_objects / repeats if window is not None else nan,
+                            "returned_objects": served.returned_objects / repeats if window is not None else nan,
+                            "consistent_reads": served.consistent_reads / repeats,
+                            "etcd_revision_checks": served.etcd_revision_checks / repeats,
+                            "cpu_s": cost.cpu_s,
+                            "alloc_bytes": cost.alloc_bytes,
+                            "etcd_cpu_s": etcd_cpu,
+                            "rss_growth_bytes": cost.rss_growth_bytes,
+                            "heap_inuse_growth_bytes": cost.heap_inuse_growth_bytes,
+                            "cost_source": cost.source,
+                            "expected_from_cache": served_from_cache(request.params),
+                            "stored_objects": populated.counts.get(target.group_resource, 0),
+                            "data_bytes_per_object": populated.data_bytes.get(target.group_resource, 0),
+                            "repeats": repeats,
+                        }
+                    )
+                    say(
+                        f"  {target.group_resource:>32} {request.kind:>24} {server.label:>20}: "
+                        f"{statistics.median(latencies) * 1000:8.1f} ms {results[-1].bytes / 1e6:9.3f} MB "
+                        f"{results[-1].items:6d} items {cost.cpu_s * 1000:7.1f} CPU-ms  [{served.place}]"
+                    )
     finally:
-        session.close()
+        for session in sessions.values():
+            session.close()
     return pd.DataFrame(rows)
 
 
@@ -401,9 +592,12 @@ def probe(
     keep: bool = False,
     echo: Callable[[str], None] | None = None,
 ) -> dict[str, pd.DataFrame]:
-    """Populate, measure every LIST kind, optionally load the server; clean up.
+    """Populate, measure every LIST kind (with ``config.compare_etcd`` on a second, etcd-only
+    kube-apiserver too), optionally load the server; clean up.
 
-    Returns ``{"lists": ..., "stats": ..., "load": ...}`` (``load`` empty without levels).
+    Returns ``{"lists": ..., "stats": ..., "apiservers": ..., "load": ...}``: ``apiservers``
+    has one row per server measured (``apiserver``, ``server``, ``pid``) and a ``note``
+    on the etcd comparison; ``load`` is empty without levels.
     """
     config = config or ListProbeConfig()
     config.validate()
@@ -411,8 +605,15 @@ def probe(
     if load_levels and not (is_loopback(cluster.server) or allow_remote_load):
         raise UsageError(f"refusing concurrent load against {cluster.server}: pass --allow-remote-load for your own cluster")
     with ProbeFixtures(cluster, run_id, keep=keep, echo=echo) as fixtures:
-        populated = populate(fixtures, config, echo=echo)
-        lists = measure_lists(cluster, populated, repeats=config.repeats, page_size=config.page_size, kinds=config.kinds, echo=echo)
+        # The second server starts while the objects are created: it reads them from etcd anyway.
+        with apiservers(cluster, compare_etcd=config.compare_etcd, name_suffix=fixtures.instance, echo=echo) as found:
+            populated = populate(fixtures, config, echo=echo)
+            for server in found.servers[1:]:
+                wait_served(server, populated)
+            lists = measure_lists(cluster, populated, servers=found.servers, repeats=config.repeats,
+                                  page_size=config.page_size, kinds=config.kinds, echo=echo)
+            servers = pd.DataFrame([{"apiserver": s.label, "server": s.cluster.server, "pid": s.pid, "note": found.note}
+                                    for s in found.servers])
         stats = server_object_stats(cluster, populated)
         load = pd.DataFrame()
         if load_levels:
@@ -429,4 +630,4 @@ def probe(
                     )
                     tables.append(table.assign(resource=target.group_resource))
             load = pd.concat(tables, ignore_index=True)
-    return {"lists": lists, "stats": stats, "load": load}
+    return {"lists": lists, "stats": stats, "apiservers": servers, "load": load}

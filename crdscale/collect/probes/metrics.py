@@ -33,6 +33,7 @@ def has_metric(samples: Samples, name: str) -> bool:
 CACHE_LIST_COUNTERS = ("apiserver_cache_list_total",)
 STORAGE_LIST_COUNTERS = ("apiserver_storage_list_total",)
 STORAGE_FETCHED_COUNTERS = ("apiserver_storage_list_fetched_objects_total",)
+STORAGE_RETURNED_COUNTERS = ("apiserver_storage_list_returned_objects_total",)
 CONSISTENT_READ_COUNTER = "apiserver_watch_cache_consistent_read_total"
 ETCD_REQUESTS_COUNTER = "etcd_requests_total"
 WATCHCACHE_STORAGE = "watchcache"
@@ -47,6 +48,11 @@ MEMORY_METRIC_NAMES = (
     "go_memstats_heap_inuse_bytes",
     "go_memstats_heap_alloc_bytes",
 )
+# What a request costs the server: CPU, and bytes the Go heap allocated (a counter, so
+# it does not depend on when the garbage collector ran).
+CPU_SECONDS = "process_cpu_seconds_total"
+ALLOCATED_BYTES = "go_memstats_alloc_bytes_total"
+COST_METRIC_NAMES = (CPU_SECONDS, ALLOCATED_BYTES, *MEMORY_METRIC_NAMES)
 OBJECT_COUNT_METRICS = ("apiserver_resource_objects", "apiserver_storage_objects")
 SIZE_ESTIMATE_METRICS = ("apiserver_resource_size_estimate_bytes",)
 
@@ -88,7 +94,9 @@ class ServedFrom:
         place: ``cache``, ``etcd`` or ``unknown``.
         cache_lists: LISTs the watch cache served (increase).
         etcd_lists: LISTs etcd served (increase).
-        fetched_objects: objects the storage layer fetched for them.
+        fetched_objects: objects the storage layer fetched for them (read from etcd, or
+            taken from the watch cache or its index).
+        returned_objects: objects it returned after applying the selectors.
         consistent_reads: increase of the watch-cache consistent-read counter.
         etcd_revision_checks: ``getCurrentResourceVersion`` requests to etcd (consistent reads from cache).
         scheme: which counter scheme the server exposes (``storage-label`` or ``cache+storage``).
@@ -99,6 +107,7 @@ class ServedFrom:
     cache_lists: float
     etcd_lists: float
     fetched_objects: float
+    returned_objects: float
     consistent_reads: float
     etcd_revision_checks: float
     scheme: str
@@ -121,6 +130,7 @@ def classify_served_from(before: Samples, after: Samples, group: str, resource: 
     consistent = delta((CONSISTENT_READ_COUNTER,))
     revision_checks = delta((ETCD_REQUESTS_COUNTER,), operation="getCurrentResourceVersion")
     fetched = delta(STORAGE_FETCHED_COUNTERS)
+    returned = delta(STORAGE_RETURNED_COUNTERS)
     if _storage_values(after):
         scheme = "storage-label"
         cache = delta(STORAGE_LIST_COUNTERS, storage=WATCHCACHE_STORAGE)
@@ -149,10 +159,98 @@ def classify_served_from(before: Samples, after: Samples, group: str, resource: 
         else:
             place = "unknown"
     evidence = (
-        f"[{scheme}] cache_lists+{cache:g} etcd_lists+{etcd:g} fetched+{fetched:g} "
+        f"[{scheme}] cache_lists+{cache:g} etcd_lists+{etcd:g} fetched+{fetched:g} returned+{returned:g} "
         f"consistent_reads+{consistent:g} etcd_revision_checks+{revision_checks:g}"
     )
-    return ServedFrom(place, cache, etcd, fetched, consistent, revision_checks, scheme, evidence)
+    return ServedFrom(place, cache, etcd, fetched, returned, consistent, revision_checks, scheme, evidence)
+
+
+@dataclass(frozen=True)
+class CostReadings:
+    """One kube-apiserver's cumulative costs around a measurement window.
+
+    Attributes:
+        before: ``/metrics`` scrape (:data:`COST_METRIC_NAMES`) taken before the window.
+        after: the scrape taken after it.
+        seconds: wall time between the two ``/proc`` readings (or the scrapes).
+        proc_before: ``(cpu seconds, RSS bytes)`` from ``/proc`` read just after ``before``
+            returned; ``None`` when the server is not a local process.
+        proc_after: the same read just before ``after`` was sent. The ``/proc`` pair
+            brackets only the window, leaving out what the scrapes themselves cost.
+    """
+
+    before: Samples
+    after: Samples
+    seconds: float
+    proc_before: tuple[float, float] | None = None
+    proc_after: tuple[float, float] | None = None
+
+    @property
+    def has_proc(self) -> bool:
+        return self.proc_before is not None and self.proc_after is not None
+
+    def cpu_seconds(self) -> float:
+        """CPU seconds the server spent in the window (``/proc`` when read, else ``/metrics``)."""
+        if self.has_proc:
+            return self.proc_after[0] - self.proc_before[0]
+        return total(self.after, CPU_SECONDS) - total(self.before, CPU_SECONDS)
+
+    def allocated_bytes(self) -> float:
+        """Bytes the Go heap allocated between the scrapes (includes part of the scrapes' own)."""
+        return total(self.after, ALLOCATED_BYTES) - total(self.before, ALLOCATED_BYTES)
+
+    def rss_growth_bytes(self) -> float:
+        if self.has_proc:
+            return self.proc_after[1] - self.proc_before[1]
+        return memory_bytes(self.after)["rss_bytes"] - memory_bytes(self.before)["rss_bytes"]
+
+    def heap_inuse_growth_bytes(self) -> float:
+        return memory_bytes(self.after)["heap_inuse_bytes"] - memory_bytes(self.before)["heap_inuse_bytes"]
+
+
+@dataclass(frozen=True)
+class RequestCost:
+    """What one request cost a kube-apiserver, from :func:`request_cost`.
+
+    Attributes:
+        cpu_s: CPU seconds per request.
+        alloc_bytes: bytes the Go heap allocated per request.
+        rss_growth_bytes: RSS growth across the whole window (not per request). Go keeps
+            the heap it has grown, so a request after a bigger one shows little growth:
+            compare ``alloc_bytes`` across requests.
+        heap_inuse_growth_bytes: heap in use growth across the window (GC timing moves it).
+        source: ``proc`` (CPU and RSS from ``/proc``) or ``metrics`` (from ``/metrics``,
+            CPU then includes part of the scrapes' own cost).
+    """
+
+    cpu_s: float
+    alloc_bytes: float
+    rss_growth_bytes: float
+    heap_inuse_growth_bytes: float
+    source: str
+
+
+def request_cost(window: CostReadings, requests: int, idle: CostReadings | None = None) -> RequestCost:
+    """Per-request cost of the ``requests`` sent during ``window``, net of an ``idle`` window
+    (the same readings around no request) when given.
+
+    From ``/proc`` the idle window gives the server's background CPU rate, subtracted for
+    the window's length. Otherwise, and for allocated bytes (which only ``/metrics``
+    reports), the idle window's whole increase is subtracted as the fixed cost of the pair
+    of scrapes. Results can be slightly negative for requests cheaper than that noise.
+    """
+    cpu = window.cpu_seconds()
+    alloc = window.allocated_bytes()
+    if idle is not None:
+        if window.has_proc and idle.has_proc:
+            rate = idle.cpu_seconds() / idle.seconds if idle.seconds > 0 else 0.0
+            cpu -= rate * window.seconds
+        else:
+            cpu -= idle.cpu_seconds()
+        alloc -= idle.allocated_bytes()
+    n = max(requests, 1)
+    return RequestCost(cpu / n, alloc / n, window.rss_growth_bytes(), window.heap_inuse_growth_bytes(),
+                       "proc" if window.has_proc else "metrics")
 
 
 def memory_bytes(samples: Samples) -> dict[str, float]:

@@ -72,12 +72,15 @@ class ListTarget:
         group: API group, ``""`` for core.
         version: API version.
         namespace: the namespace used by the namespaced request kinds.
+        field_selector: a field selector on neither namespace nor name (``spec.nodeName=node-0``)
+            for the ``field-selector`` kind; ``None`` when the resource has no such field.
     """
 
     resource: str
     group: str = ""
     version: str = "v1"
     namespace: str | None = None
+    field_selector: str | None = None
 
     def collection_path(self, namespace: str | None = None) -> str:
         """``/api/v1/secrets`` (cluster-wide) or ``/api/v1/namespaces/NS/secrets``."""
@@ -127,6 +130,7 @@ LIST_KINDS = (
     "label-selector",
     "field-selector-namespace",
     "field-selector-name",
+    "field-selector",
     "namespaced",
     "namespaced-rv0",
     "metadata-only",
@@ -219,6 +223,15 @@ def build_list_requests(
             cluster_path,
             {"resourceVersion": old_resource_version, "resourceVersionMatch": "Exact"},
             description="resourceVersionMatch=Exact at an RV from before the objects existed",
+        )
+    if target.field_selector:
+        # The server narrows the etcd key for a namespace or a name in a field selector;
+        # any other field means reading every object of the resource and filtering after.
+        catalogue["field-selector"] = ListRequest(
+            "field-selector",
+            cluster_path,
+            {"fieldSelector": target.field_selector},
+            description=f"fieldSelector={target.field_selector} (neither namespace nor name)",
         )
     if single_name:
         catalogue["field-selector-name"] = ListRequest(
