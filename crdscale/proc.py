@@ -51,26 +51,36 @@ def rss_bytes(pid: int) -> int | None:
 
 
 def thread_cpu_seconds(pid: int) -> float | None:
-    """CPU time of ``pid``'s live threads in seconds, to the nanosecond (``/proc/PID/task/*/schedstat``).
+    """CPU time of ``pid`` in seconds, its live threads to the nanosecond (``/proc/PID/task/*/schedstat``).
 
     ``/proc/PID/stat`` counts in clock ticks (10 ms): too coarse to tell what one
-    few-millisecond request cost. Threads that exited are missing here (Go rarely ends
-    one). Falls back to :func:`cpu_seconds` where the kernel keeps no schedstat.
+    few-millisecond request cost. Threads that already exited have no schedstat left; their
+    time is what ``/proc/PID/stat`` counts beyond the live threads' own ticks, added at tick
+    resolution (so a long-lived process that ended threads is not undercounted). Falls back
+    to :func:`cpu_seconds` where the kernel keeps no schedstat.
     """
+    total = cpu_seconds(pid)
     try:
         tasks = os.listdir(f"/proc/{pid}/task")
     except OSError:
         return None
-    total_ns = 0
+    if total is None:
+        return None
+    live_ns, live_ticks = 0, 0
     for task in tasks:
         try:
-            total_ns += int(Path(f"/proc/{pid}/task/{task}/schedstat").read_text().split()[0])
+            ns = int(Path(f"/proc/{pid}/task/{task}/schedstat").read_text().split()[0])
+            fields = Path(f"/proc/{pid}/task/{task}/stat").read_text().rpartition(")")[2].split()
         except FileNotFoundError:
-            if task == str(pid):  # no schedstat at all, not a thread that just ended
-                return cpu_seconds(pid)
+            if task == str(pid) and not Path(f"/proc/{pid}/task/{task}/schedstat").exists():
+                return total  # no schedstat at all, not a thread that just ended
+            continue
         except (OSError, ValueError, IndexError):
             continue
-    return total_ns / 1e9
+        live_ns += ns
+        live_ticks += int(fields[11]) + int(fields[12])
+    exited = max(0.0, total - live_ticks / os.sysconf("SC_CLK_TCK"))
+    return live_ns / 1e9 + exited
 
 
 def thread_count(fields: list[str]) -> int:

@@ -292,6 +292,13 @@ def test_thread_cpu_seconds_agree_with_the_tick_counters_at_finer_resolution():
     from crdscale.proc import cpu_seconds, rss_bytes, thread_cpu_seconds
 
     sum(i * i for i in range(300_000))  # some CPU of our own
+    # ... and of threads that ended: their time is gone from /proc/PID/task, not from the total.
+    import threading
+
+    for _ in range(3):
+        worker = threading.Thread(target=lambda: sum(i * i for i in range(400_000)))
+        worker.start()
+        worker.join()
     precise, ticks = thread_cpu_seconds(os.getpid()), cpu_seconds(os.getpid())
     assert abs(precise - ticks) < 0.05 + 0.01 * ticks
     assert precise != round(precise, 2) or precise == 0  # nanoseconds, not 10 ms ticks
