@@ -7,7 +7,6 @@ here: callers pass data, never kubeconfigs or tokens.
 
 from __future__ import annotations
 
-import hashlib
 import io
 import json
 import os
@@ -21,7 +20,7 @@ import pandas as pd
 
 from crdscale import __version__
 from crdscale.errors import UsageError
-from crdscale.fsutil import read_json, write_atomic, write_json_atomic
+from crdscale.fsutil import read_json, sha256_file, write_atomic, write_json_atomic
 from crdscale.proc import start_ticks
 from crdscale.rundir import layout
 from crdscale.rundir.events import EventLog
@@ -67,15 +66,6 @@ def package_versions(names: tuple[str, ...] = PROVENANCE_PACKAGES) -> dict[str, 
         except metadata.PackageNotFoundError:
             versions[name] = None
     return versions
-
-
-def sha256_file(path: str | Path) -> str:
-    """Hex sha256 of a file, read in 1 MiB chunks."""
-    digest = hashlib.sha256()
-    with open(path, "rb") as f:
-        for chunk in iter(lambda: f.read(1 << 20), b""):
-            digest.update(chunk)
-    return digest.hexdigest()
 
 
 def binary_facts(paths: Mapping[str, str | Path | None]) -> dict[str, dict[str, Any]]:
