@@ -171,10 +171,17 @@ class RunWriter:
         self.write_manifest(manifest)
         return manifest
 
-    def record_binaries(self, paths: Mapping[str, str | Path | None]) -> None:
-        """Record path, size and sha256 of the binaries a run used (kube-apiserver, etcd, Prometheus…)."""
+    def record_binaries(self, paths: Mapping[str, str | Path | None],
+                        built_from: Mapping[str, Mapping[str, Any]] | None = None) -> None:
+        """Record path, size and sha256 of the binaries a run used (kube-apiserver, etcd, Prometheus…),
+        and for those built from a local source tree, what went in (``built_from``: name -> facts,
+        see :meth:`crdscale.cluster.kubesource.KubeSource.facts`)."""
+        facts = binary_facts(paths)
+        for name, source in (built_from or {}).items():
+            if name in facts and source:
+                facts[name]["built_from"] = dict(source)
         manifest = self.manifest()
-        manifest.setdefault("binaries", {}).update(binary_facts(paths))
+        manifest.setdefault("binaries", {}).update(facts)
         self.write_manifest(manifest)
 
     def finish(self, status: str, reason: str | None = None, **fields: Any) -> dict[str, Any]:

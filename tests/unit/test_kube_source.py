@@ -13,6 +13,8 @@ import pytest
 from crdscale.cli.main import main
 from crdscale.cluster import binaries, kubesource
 from crdscale.errors import BinaryError, UsageError
+from crdscale.report.findings import provenance
+from crdscale.rundir.writer import RunWriter
 
 GO_MOD = """\
 module k8s.io/kubernetes
@@ -197,3 +199,19 @@ def test_bad_trees_are_one_line_usage_errors(tmp_path, capsys):
     assert main(["binaries", "--kube-source", str(tmp_path)]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "is not a Kubernetes source tree" in err[0]
+
+
+# ---------------------------------------------------------------- manifests
+
+
+def test_manifest_records_what_a_binary_was_built_from(tmp_path):
+    binary = tmp_path / "kube-apiserver"
+    binary.write_bytes(b"\x7fELF")
+    run = RunWriter.create(tmp_path, "t")
+    facts = {"source_dir": "/src/kubernetes", "commit": "0123456789abcdef", "diff_sha256": "89abcdef01234567"}
+    run.record_binaries({"kube-apiserver": binary, "etcd": None}, built_from={"kube-apiserver": facts})
+    recorded = run.manifest()["binaries"]["kube-apiserver"]
+    assert recorded["built_from"] == facts and len(recorded["sha256"]) == 64
+    assert kubesource.describe_build(facts) == \
+        "built from /src/kubernetes at commit 0123456789ab + uncommitted diff sha256 89abcdef0123 (base None)"
+    assert kubesource.describe_build(facts) in provenance(run.manifest())["kube-apiserver"]  # findings.md says it
