@@ -15,6 +15,9 @@ from crdscale.cluster import binaries, kubesource
 from crdscale.errors import BinaryError, UsageError
 from crdscale.report.findings import provenance
 from crdscale.rundir.writer import RunWriter
+from crdscale.scenario.config import load_scenario, parse_scenario
+from crdscale.scenario.experiment import Experiment
+from crdscale.scenario.matrix import expand
 
 GO_MOD = """\
 module k8s.io/kubernetes
@@ -201,7 +204,37 @@ def test_bad_trees_are_one_line_usage_errors(tmp_path, capsys):
     assert len(err) == 1 and "is not a Kubernetes source tree" in err[0]
 
 
-# ---------------------------------------------------------------- manifests
+# ---------------------------------------------------------------- scenarios and manifests
+
+
+def test_scenario_kube_source_is_resolved_checked_and_a_matrix_axis(tmp_path, monkeypatch):
+    fake_tree(tmp_path / "kubernetes")
+    scenario_file = tmp_path / "patch.toml"
+    scenario_file.write_text('[matrix]\n"target.kube_source" = ["", "kubernetes"]\n')
+    monkeypatch.chdir("/")
+    base = load_scenario(scenario_file)
+    cells = expand(base)
+    assert [c.name for c, _ in cells] == ["kube_source=none", "kube_source=kubernetes"]
+    released, patched = (sc for _, sc in cells)
+    assert not released.target.get("kube_source") and "v1.37.1" in released.description
+    assert patched.target["kube_source"] == str(tmp_path / "kubernetes")  # relative to the file
+    assert "built from" in patched.summary()
+
+    # A bad path in any cell stops the experiment before anything runs or is written.
+    scenario_file.write_text('[matrix]\n"target.kube_source" = ["", "nowhere"]\n')
+    runs = tmp_path / "runs"
+    with pytest.raises(UsageError, match=r"cell kube_source=nowhere: 'target.kube_source': .*nowhere is not a directory"):
+        Experiment.create(runs, load_scenario(scenario_file))
+    assert not runs.exists()
+    expand(load_scenario(scenario_file))  # parsing alone does not look: reports open moved experiments
+
+    with pytest.raises(UsageError, match="not both"):
+        parse_scenario('[target]\nkube_source = "k"\napiserver_binary = "/bin/true"\n')
+    monkeypatch.chdir(tmp_path)  # without a file: relative to the current directory
+    assert load_scenario(None, overrides={"target.kube_source": "kubernetes"}).target["kube_source"] == \
+        str(tmp_path / "kubernetes")
+    with pytest.raises(UsageError, match="default scenario: 'target.kube_source': .* not a Kubernetes source tree"):
+        load_scenario(None, overrides={"target.kube_source": "."})
 
 
 def test_manifest_records_what_a_binary_was_built_from(tmp_path):
