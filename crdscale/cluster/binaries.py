@@ -173,10 +173,10 @@ def kube_apiserver_source_program(source: kubesource.KubeSource) -> gobuild.GoPr
     package the patch leaves alone has the same build-cache key as in the
     released build and only the patched packages and their importers are
     compiled again. The staging modules (k8s.io/apiserver, ...) come from the
-    tree's ``staging/src/k8s.io`` when it has one -- required at the release's
-    ``v0.Y.Z``, as the released build selects them, not at the ``v0.0.0`` the
-    tree's go.mod files say, for the same reason -- else from the base
+    tree's ``staging/src/k8s.io`` when it has one, else from the base
     release's published ``v0.Y.Z`` modules, as in :func:`kube_apiserver_program`.
+    From the tree they are labelled with the versions the released build
+    selects, for the same reason (see :func:`_staging_selected_at_release`).
     """
     gomod_text = (source.dir / "go.mod").read_text()
     staging = _staging_modules(gomod_text, str(source.dir))
@@ -185,7 +185,7 @@ def kube_apiserver_source_program(source: kubesource.KubeSource) -> gobuild.GoPr
     if source.staging_in_tree:
         replaces = {mod: str(source.dir / rel) for mod, rel in staging.items()}
         if zero:
-            requires.update({mod: zero for mod in staging})
+            requires.update({mod: zero for mod in _staging_selected_at_release(source.dir, staging)})
     elif zero:
         replaces = {mod: f"{mod} {zero}" for mod in staging}
     else:
@@ -203,6 +203,30 @@ def kube_apiserver_source_program(source: kubesource.KubeSource) -> gobuild.GoPr
         usual_duration="8-11 minutes on 2 cores, a few minutes after a build of the release it is based on",
         origin=str(source.dir),
     )
+
+
+_ZERO_REQUIREMENT = re.compile(r"(?:^|\s)(k8s\.io/[\w.-]+)\s+v0\.0\.0(?=\s|$)", re.M)
+
+
+def _staging_selected_at_release(tree: Path, staging: dict[str, str]) -> set[str]:
+    """The staging modules that the released build selects at ``v0.Y.Z`` rather than ``v0.0.0``.
+
+    In the tree every staging go.mod requires its siblings at ``v0.0.0``; the
+    published modules require them at ``v0.Y.Z``. So in the released build a
+    staging module another staging module requires is selected at ``v0.Y.Z``,
+    and one only k8s.io/kubernetes requires stays at the ``v0.0.0`` of its
+    go.mod (checked against v1.37.1's build list). Requiring the same here keeps
+    each package's ``module path@version`` -- part of Go's cache key -- as in the
+    released build; with all at ``v0.37.1`` a one-line patch took 4.9 min instead of 40 s.
+    """
+    wanted: set[str] = set()
+    for rel in staging.values():
+        try:
+            text = (tree / rel / "go.mod").read_text()
+        except OSError:
+            continue
+        wanted.update(m for m in _ZERO_REQUIREMENT.findall(text) if m in staging)
+    return wanted
 
 
 def _staging_version_or_none(version: str) -> str | None:

@@ -42,9 +42,10 @@ def fake_tree(path: Path, *, staging: bool = False) -> Path:
     (path / "cmd" / "kube-apiserver").mkdir(parents=True)
     (path / "go.mod").write_text(GO_MOD)
     (path / "cmd" / "kube-apiserver" / "apiserver.go").write_text("package main\n")
-    if staging:
-        for module in ("api", "apiserver"):
+    if staging:  # as in the Kubernetes repository: siblings required at v0.0.0
+        for module, requires in (("api", ""), ("apiserver", "require k8s.io/api v0.0.0\n")):
             (path / "staging" / "src" / "k8s.io" / module).mkdir(parents=True)
+            (path / "staging" / "src" / "k8s.io" / module / "go.mod").write_text(f"module k8s.io/{module}\n\n{requires}")
     return path
 
 
@@ -178,7 +179,9 @@ def test_source_program_replaces_kubernetes_and_staging_with_the_tree(tmp_path):
     assert "\tk8s.io/kubernetes v1.37.1\n" in gomod
     assert f"\tk8s.io/kubernetes => {tmp_path / 'a'}\n" in gomod
     assert f"\tk8s.io/apiserver => {tmp_path / 'a' / 'staging/src/k8s.io/apiserver'}\n" in gomod
-    assert "\tk8s.io/apiserver v0.37.1\n" in gomod  # as the released build selects it, not v0.0.0
+    # labelled as the released build selects them (part of Go's cache key): a staging module that
+    # another requires at v0.37.1, one only k8s.io/kubernetes requires at its go.mod's v0.0.0
+    assert "\tk8s.io/api v0.37.1\n" in gomod and "\tk8s.io/apiserver v0" not in gomod
     assert program.out_dir.name == with_staging.cache_name
     assert f"-X k8s.io/component-base/version.gitVersion={with_staging.version}" in program.ldflags
     assert "-X k8s.io/component-base/version.gitTreeState=dirty" in program.ldflags
