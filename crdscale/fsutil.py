@@ -1,7 +1,8 @@
-"""Atomic file writes: a reader never sees a half-written file, even after a crash."""
+"""Atomic file writes (a reader never sees a half-written file, even after a crash) and file digests."""
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import tempfile
@@ -44,3 +45,12 @@ def write_json_atomic(path: str | Path, obj: Any, *, mode: int | None = None) ->
 def read_json(path: str | Path) -> Any:
     with open(path, encoding="utf-8") as f:
         return json.load(f)
+
+
+def sha256_file(path: str | Path) -> str:
+    """Hex sha256 of a file, read in 1 MiB chunks."""
+    digest = hashlib.sha256()
+    with open(path, "rb") as f:
+        for chunk in iter(lambda: f.read(1 << 20), b""):
+            digest.update(chunk)
+    return digest.hexdigest()

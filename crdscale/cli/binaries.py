@@ -2,7 +2,8 @@ from __future__ import annotations
 
 from crdscale.cluster import binaries
 from crdscale.cluster.gobuild import go_version, stderr_echo
-from crdscale.errors import BinaryError
+from crdscale.cluster.kubesource import check_tree, describe_build
+from crdscale.errors import BinaryError, UsageError
 
 
 class Command:
@@ -12,9 +13,23 @@ class Command:
     cached per version (8-11 minutes for kube-apiserver on 2 cores, once).
     Prometheus and Debian's etcd 3.4 come from apt (see scripts/bootstrap.sh).
 
+    --kube-source DIR builds kube-apiserver from a local Kubernetes source
+    tree, e.g. your checkout with a patch, the same way: a throwaway module
+    that replaces k8s.io/kubernetes (and staging/src/k8s.io/*, when the tree
+    has them) with the tree. It is cached by the tree's git commit plus the
+    sha256 of its uncommitted changes (untracked files included), or by the
+    sha256 of its files when it is not a git checkout: an unchanged tree is
+    never rebuilt, any change is. After a build of the release the tree is
+    based on, only the packages your patch touches (and their importers) are
+    compiled again. The release comes from 'git describe'; for a tree without
+    git tags it is --kube-version (one; default the pinned 1.37.1), and when
+    the tree has no staging/ (a copy of the Go module zip) its staging modules
+    come from that release. /version then reports e.g. v1.37.1-dirty.
+
     Examples:
       crdscale binaries                       # default kube-apiserver and etcd
       crdscale binaries --kube-version 1.24.0
+      crdscale binaries --kube-source ~/src/kubernetes   # your checkout, as it is now
       crdscale binaries --kubectl             # also a real kubectl (benchmarks)
       crdscale binaries --kubectl-version 1.23.3 --client   # kubectl v1.23.3 and crdscale-client
     """
@@ -23,6 +38,9 @@ class Command:
     def add_arguments(parser):
         parser.add_argument("--kube-version", metavar="X.Y.Z", action="append",
                             help="kube-apiserver version(s) to ensure (repeatable; 'default' = the pinned one)")
+        parser.add_argument("--kube-source", metavar="DIR", action="append", default=[],
+                            help="also build kube-apiserver from this Kubernetes source tree (repeatable; "
+                                 "cached per commit + uncommitted diff)")
         parser.add_argument("--etcd", metavar="VERSION|system|PATH", help="etcd to ensure (default: pinned version)")
         parser.add_argument("--kubectl", action="store_true", help="also ensure a real kubectl")
         parser.add_argument("--kubectl-version", metavar="X.Y.Z", action="append",
@@ -34,9 +52,14 @@ class Command:
     @staticmethod
     def run(args) -> int:
         found = []
-        for version in args.kube_version or ["default"]:
-            version = None if version == "default" else version
+        versions = [None if v == "default" else v for v in args.kube_version or ["default"]]
+        if args.kube_source and len(versions) > 1:
+            raise UsageError("with --kube-source give at most one --kube-version: the release a tree without git tags is based on")
+        trees = [check_tree(tree) for tree in args.kube_source]  # a bad path fails before any build
+        for version in versions:
             found.append(("kube-apiserver", binaries.kube_apiserver(version, echo=stderr_echo)))
+        for tree in trees:
+            found.append(("kube-apiserver", binaries.kube_apiserver(versions[0], source=tree, echo=stderr_echo)))
         found.append(("etcd", binaries.etcd(args.etcd, echo=stderr_echo)))
         if args.kubectl:
             found.append(("kubectl", binaries.kubectl(echo=stderr_echo)))
@@ -52,4 +75,6 @@ class Command:
         print(f"go          {go_version()}")
         for name, b in found:
             print(f"{name:<15} {b.version:<10} {b.source:<18} {b.path}")
+            if b.built_from:
+                print(f"{'':<15} {describe_build(b.built_from)}")
         return 0

@@ -18,6 +18,7 @@ class Command:
     Examples:
       export KUBECONFIG=$(crdscale up)
       crdscale up --kube-version 1.24.0 --name old
+      crdscale up --kube-source ~/src/kubernetes --name patched   # your checkout with a patch
       crdscale up --etcd system            # Debian's etcd 3.4: LISTs are served from etcd
       crdscale up --apiserver-flag=--v=2 --env GOGC=50
     """
@@ -29,6 +30,9 @@ class Command:
                             help="etcd to run: a version built from Go modules (default v3.6.16), "
                                  "'system' for the etcd on PATH (Debian's 3.4), or a binary path")
         parser.add_argument("--apiserver-binary", metavar="PATH", help="use this kube-apiserver instead of building one")
+        parser.add_argument("--kube-source", metavar="DIR",
+                            help="build kube-apiserver from this Kubernetes source tree (cached per commit + "
+                                 "uncommitted diff; see 'crdscale binaries --help')")
         parser.add_argument("--name", help="instance name (default: derived from the version)")
         parser.add_argument("--apiserver-flag", action="append", default=[], metavar="--FLAG=VALUE",
                             help="extra kube-apiserver flag (repeatable)")
@@ -48,6 +52,7 @@ class Command:
             env[key] = value
         cp = LocalControlPlane(
             args.kube_version, etcd=args.etcd, name=args.name, apiserver_binary=args.apiserver_binary,
+            kube_source=args.kube_source,
             apiserver_flags=args.apiserver_flag, apiserver_env=env, ready_timeout_s=args.timeout,
             echo=stderr_echo, keep_state=True,
         ).start()

@@ -37,6 +37,7 @@ class GoProgram:
         main_go: source of ``main.go``.
         ldflags: ``-X`` settings etc.
         usual_duration: human text such as ``"8-11 minutes on 2 cores"``, printed up front.
+        origin: what it is built from, for the progress line (``"Go modules"``, a source tree).
     """
 
     binary_name: str
@@ -47,6 +48,7 @@ class GoProgram:
     replaces: dict[str, str] = field(default_factory=dict)
     ldflags: list[str] = field(default_factory=list)
     usual_duration: str = "a few minutes"
+    origin: str = "Go modules"
 
     @property
     def binary(self) -> Path:
@@ -118,7 +120,7 @@ def build(program: GoProgram, *, echo=None) -> Path:
         write_atomic(src / "go.mod", program.go_mod())
         write_atomic(src / "main.go", program.main_go)
         (src / "go.sum").unlink(missing_ok=True)
-        say(f"building {program.binary_name} from Go modules in {program.out_dir} "
+        say(f"building {program.binary_name} from {program.origin} in {program.out_dir} "
             f"(usually {program.usual_duration}); log: {program.log_path}")
         env = dict(os.environ, GOFLAGS="-mod=mod", GOTOOLCHAIN="local")
         started = time.monotonic()

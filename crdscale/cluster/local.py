@@ -135,6 +135,9 @@ class LocalControlPlane:
             e.g. Debian's 3.4), a version, or a path.
         name: instance name; default derived from the version plus a random suffix.
         apiserver_binary: use this kube-apiserver instead of finding/building one.
+        kube_source: build kube-apiserver from this local Kubernetes source tree (cached per
+            commit and uncommitted diff); ``version`` is then the release a tree without git
+            tags is based on. ``state["built_from"]`` records what went in.
         apiserver_flags: extra ``--flag=value`` arguments for kube-apiserver.
         apiserver_env: extra environment (``GOGC``, ``GOMEMLIMIT``, ``GODEBUG`` ...).
         ready_timeout_s: how long to wait for ``/readyz``.
@@ -155,6 +158,7 @@ class LocalControlPlane:
         etcd: str | None = None,
         name: str | None = None,
         apiserver_binary: str | None = None,
+        kube_source: str | None = None,
         apiserver_flags: Sequence[str] = (),
         apiserver_env: Mapping[str, str] | None = None,
         ready_timeout_s: float = 180.0,
@@ -164,12 +168,13 @@ class LocalControlPlane:
         self.requested_version = version
         self.etcd_spec = etcd
         self.apiserver_binary = apiserver_binary
+        self.kube_source = kube_source or None  # "" (a matrix's "as released" value) means none
         self.apiserver_flags = list(apiserver_flags)
         self.apiserver_env = dict(apiserver_env or {})
         self.ready_timeout_s = ready_timeout_s
         self.echo = echo or (lambda _msg: None)
         self.keep_state = keep_state
-        label = (version or DEFAULT_KUBE_VERSION).lstrip("v").replace(".", "-")
+        label = "src" if self.kube_source else (version or DEFAULT_KUBE_VERSION).lstrip("v").replace(".", "-")
         self.name = name or f"k{label}-{secrets.token_hex(2)}"
         self.state_dir = instances_dir() / self.name
         self.state: dict = {}
@@ -229,7 +234,8 @@ class LocalControlPlane:
         wait for ``/readyz``. Raises :class:`ClusterError` with the failing log's tail."""
         if self.state_dir.exists():
             raise UsageError(f"instance {self.name!r} already exists ({self.state_dir}); pick another name or run 'crdscale down {self.name}'")
-        apiserver = binaries.kube_apiserver(self.requested_version, binary=self.apiserver_binary, echo=self.echo)
+        apiserver = binaries.kube_apiserver(self.requested_version, binary=self.apiserver_binary,
+                                            source=self.kube_source, echo=self.echo)
         etcd = binaries.etcd(self.etcd_spec, echo=self.echo)
         self.state_dir.mkdir(parents=True)
         (self.state_dir / "logs").mkdir()
@@ -244,6 +250,8 @@ class LocalControlPlane:
             "ports": {"apiserver": api_port, "etcd_client": etcd_client, "etcd_peer": etcd_peer},
             "binaries": {"kube-apiserver": str(apiserver.path), "etcd": str(etcd.path)},
             "versions": {"kube-apiserver": apiserver.version, "etcd": etcd.version},
+            # Binaries built from a local source tree: the tree, commit, uncommitted diff's sha256.
+            "built_from": {"kube-apiserver": apiserver.built_from} if apiserver.built_from else {},
             "apiserver_flags": self.apiserver_flags,
             "apiserver_env": self.apiserver_env,
             # Who is starting it: if this process dies before the servers are up, the

@@ -18,6 +18,7 @@ from typing import Sequence
 import pandas as pd
 
 from crdscale.analysis.percrd import OTHER, TOTAL, unattributed_share
+from crdscale.cluster.kubesource import describe_build
 from crdscale.units import fmt_bytes
 
 # Columns of the key-numbers table: ``value``/``low``/``high`` in ``unit`` (bytes, CRDs, ...).
@@ -116,12 +117,14 @@ def provenance(manifest: dict) -> dict[str, str]:
         run += f"; metrics via {metrics['source']} every {metrics.get('scrape_interval_s', '?')} s"
     env = (scenario.get("target") or {}).get("env") or {}
     flags = (scenario.get("target") or {}).get("apiserver_flags") or []
+    built_from = ((manifest.get("binaries") or {}).get("kube-apiserver") or {}).get("built_from")
     facts = {
         "scenario": f"{scenario.get('name', unknown)}: {scenario.get('description') or ''}".rstrip(": "),
         "run": run,
         "kube-apiserver": str(versions.get("kube-apiserver") or unknown)
         + (f" (flags {' '.join(flags)})" if flags else "")
-        + (f" (env {', '.join(f'{k}={v}' for k, v in env.items())})" if env else ""),
+        + (f" (env {', '.join(f'{k}={v}' for k, v in env.items())})" if env else "")
+        + (f" ({describe_build(built_from)})" if built_from else ""),
         "etcd": str(versions.get("etcd") or unknown),
         "Go": go,
         "CRD set": crd_set,

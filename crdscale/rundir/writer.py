@@ -7,7 +7,6 @@ here: callers pass data, never kubeconfigs or tokens.
 
 from __future__ import annotations
 
-import hashlib
 import io
 import json
 import os
@@ -21,7 +20,7 @@ import pandas as pd
 
 from crdscale import __version__
 from crdscale.errors import UsageError
-from crdscale.fsutil import read_json, write_atomic, write_json_atomic
+from crdscale.fsutil import read_json, sha256_file, write_atomic, write_json_atomic
 from crdscale.proc import start_ticks
 from crdscale.rundir import layout
 from crdscale.rundir.events import EventLog
@@ -67,15 +66,6 @@ def package_versions(names: tuple[str, ...] = PROVENANCE_PACKAGES) -> dict[str, 
         except metadata.PackageNotFoundError:
             versions[name] = None
     return versions
-
-
-def sha256_file(path: str | Path) -> str:
-    """Hex sha256 of a file, read in 1 MiB chunks."""
-    digest = hashlib.sha256()
-    with open(path, "rb") as f:
-        for chunk in iter(lambda: f.read(1 << 20), b""):
-            digest.update(chunk)
-    return digest.hexdigest()
 
 
 def binary_facts(paths: Mapping[str, str | Path | None]) -> dict[str, dict[str, Any]]:
@@ -181,10 +171,17 @@ class RunWriter:
         self.write_manifest(manifest)
         return manifest
 
-    def record_binaries(self, paths: Mapping[str, str | Path | None]) -> None:
-        """Record path, size and sha256 of the binaries a run used (kube-apiserver, etcd, Prometheus…)."""
+    def record_binaries(self, paths: Mapping[str, str | Path | None],
+                        built_from: Mapping[str, Mapping[str, Any]] | None = None) -> None:
+        """Record path, size and sha256 of the binaries a run used (kube-apiserver, etcd, Prometheus…),
+        and for those built from a local source tree, what went in (``built_from``: name -> facts,
+        see :meth:`crdscale.cluster.kubesource.KubeSource.facts`)."""
+        facts = binary_facts(paths)
+        for name, source in (built_from or {}).items():
+            if name in facts and source:
+                facts[name]["built_from"] = dict(source)
         manifest = self.manifest()
-        manifest.setdefault("binaries", {}).update(binary_facts(paths))
+        manifest.setdefault("binaries", {}).update(facts)
         self.write_manifest(manifest)
 
     def finish(self, status: str, reason: str | None = None, **fields: Any) -> dict[str, Any]:

@@ -12,6 +12,7 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
+from crdscale.cluster.kubesource import check_tree
 from crdscale.errors import UsageError
 
 try:
@@ -27,8 +28,8 @@ TARGET_KINDS = ("local", "kubeconfig")
 # section -> key -> expected type(s). Anything else in a file is an error naming it.
 SCHEMA: dict[str, dict[str, type | tuple[type, ...]]] = {
     "": {"name": str, "description": str},
-    "target": {"kind": str, "kube_version": str, "etcd": str, "apiserver_flags": list, "env": dict,
-               "apiserver_binary": str, "kubeconfig": str, "context": str, "prometheus_url": str,
+    "target": {"kind": str, "kube_version": str, "kube_source": str, "etcd": str, "apiserver_flags": list,
+               "env": dict, "apiserver_binary": str, "kubeconfig": str, "context": str, "prometheus_url": str,
                "prometheus_jobs": dict, "prometheus_bearer_token_file": str, "prometheus_username": str,
                "prometheus_password_file": str, "prometheus_ca_file": str,
                "prometheus_insecure_skip_tls_verify": bool},
@@ -86,7 +87,9 @@ class Scenario:
             what = f"the CRDs in {c['source']}"
         steps = f"{st['size']} per step" if "size" in st else f"{st['count']} steps"
         serve = {"none": "not served", "list": "each LISTed once", "watch": "each LISTed and watched"}[st["serve"]]
-        if self.is_local:
+        if self.is_local and self.target.get("kube_source"):
+            where = f"a local kube-apiserver built from {self.target['kube_source']} (etcd {self.target.get('etcd') or 'default'})"
+        elif self.is_local:
             where = f"a local kube-apiserver v{self.target['kube_version'].lstrip('v')} (etcd {self.target.get('etcd') or 'default'})"
         else:
             where = f"the cluster of {self.target['kubeconfig']}"
@@ -255,6 +258,8 @@ def build_scenario(user: dict, *, where: str = "scenario", overrides: dict | Non
     _choice(target["kind"], TARGET_KINDS, "target.kind", where)
     if target["kind"] == "kubeconfig" and not target.get("kubeconfig"):
         raise UsageError(f"{where}: 'target.kubeconfig' is required when target.kind = \"kubeconfig\"")
+    if target.get("kube_source") and target.get("apiserver_binary"):
+        raise UsageError(f"{where}: set 'target.kube_source' (a source tree to build) or 'target.apiserver_binary', not both")
     for item in target.get("apiserver_flags", []):
         if not (isinstance(item, str) and item.startswith("--")):
             raise UsageError(f"{where}: 'target.apiserver_flags' entries must look like \"--flag=value\", got {item!r}")
@@ -304,7 +309,7 @@ def build_scenario(user: dict, *, where: str = "scenario", overrides: dict | Non
 def load_scenario(path: str | Path | None, **kwargs) -> Scenario:
     """Read and parse a scenario file; ``None`` gives the built-in default."""
     if path is None:
-        return parse_scenario(None, where="default scenario", **kwargs)
+        return check_inputs(resolve_paths(parse_scenario(None, where="default scenario", **kwargs)), "default scenario")
     p = Path(path).expanduser()
     try:
         text = p.read_text()
@@ -312,14 +317,32 @@ def load_scenario(path: str | Path | None, **kwargs) -> Scenario:
         raise UsageError(f"cannot read scenario {p}: {err.strerror}") from err
     scenario = parse_scenario(text, where=p.name, base_dir=p.parent, **kwargs)
     scenario.source_path = str(p)
-    return resolve_paths(scenario)
+    return check_inputs(resolve_paths(scenario), p.name)
 
 
 def resolve_paths(scenario: Scenario) -> Scenario:
-    """Make a relative ``crds.source`` relative to the scenario file (in place; returns ``scenario``)."""
+    """Make a relative ``crds.source`` and ``target.kube_source`` relative to the scenario file
+    (in place; returns ``scenario``); ``target.kube_source`` becomes absolute (relative to the
+    current directory without a file), as the build cache records it."""
+    base = Path(scenario.source_path).parent if scenario.source_path else Path.cwd()
     if scenario.source_path and scenario.crds["source"] not in ("generate",):
         crd_path = Path(scenario.crds["source"]).expanduser()
         if not crd_path.is_absolute():
-            crd_path = Path(scenario.source_path).parent / crd_path
+            crd_path = base / crd_path
         scenario.crds["source"] = str(crd_path)
+    if scenario.target.get("kube_source"):
+        scenario.target["kube_source"] = str(base / Path(scenario.target["kube_source"]).expanduser())
+    return scenario
+
+
+def check_inputs(scenario: Scenario, where: str) -> Scenario:
+    """Check what a run of ``scenario`` will build from before it starts (a matrix: before its
+    first cell), so a bad path is a one-line error, not a failed run: ``target.kube_source``
+    must be a Kubernetes source tree. Not part of parsing: reports on an experiment whose
+    tree has moved since must still open it. Returns ``scenario``."""
+    if scenario.is_local and scenario.target.get("kube_source"):
+        try:
+            check_tree(scenario.target["kube_source"])
+        except UsageError as err:
+            raise UsageError(f"{where}: 'target.kube_source': {err}") from err
     return scenario

@@ -24,8 +24,8 @@ from typing import Any, Callable
 from crdscale import __version__
 from crdscale.errors import CrdscaleError, UsageError
 from crdscale.rundir import layout, read_experiment_manifest, write_experiment_manifest
-from crdscale.scenario.config import Scenario, build_scenario
-from crdscale.scenario.matrix import Cell, expand
+from crdscale.scenario.config import Scenario, build_scenario, check_inputs
+from crdscale.scenario.matrix import Cell, cell_where, expand
 
 
 def _utc_iso() -> str:
@@ -61,6 +61,13 @@ def eta_seconds(done: list[float], remaining: int) -> float | None:
     return sum(done) / len(done) * remaining
 
 
+def _check_cells(scenario: Scenario, cells: list[CellState]) -> None:
+    """:func:`~crdscale.scenario.config.check_inputs` of every cell, so the last cell's bad path
+    stops the experiment before the first cell runs, not hours later."""
+    for state in cells:
+        check_inputs(state.scenario, cell_where(scenario, state.cell))
+
+
 class Experiment:
     """An experiment directory. Create with :meth:`create`, reopen with :meth:`open`."""
 
@@ -75,13 +82,14 @@ class Experiment:
         """A new experiment directory for ``scenario`` (which must have a matrix) under ``parent``."""
         if not scenario.matrix:
             raise UsageError("an experiment needs a scenario with a [matrix] table")
+        cells = [CellState(c, s) for c, s in expand(scenario)]
+        _check_cells(scenario, cells)  # before the directory exists: a bad path leaves nothing behind
         base = Path(parent) / f"{time.strftime('%Y%m%dT%H%M%SZ', time.gmtime())}-{scenario.name}"
         path, n = base, 1
         while path.exists():
             n += 1
             path = base.with_name(f"{base.name}-{n}")
         path.mkdir(parents=True)
-        cells = [CellState(c, s) for c, s in expand(scenario)]
         manifest = {
             "kind": "experiment", "crdscale_version": __version__, "name": scenario.name,
             "status": "running", "started_at": _utc_iso(), "ended_at": None,
@@ -134,6 +142,7 @@ class Experiment:
         """
         message = message or (lambda _m: None)
         todo = [c for c in self.cells if c.status != "completed"]
+        _check_cells(self.scenario, todo)
         done_seconds = [c.seconds for c in self.cells if c.status == "completed" and c.seconds]
         skipped = len(self.cells) - len(todo)
         if skipped:

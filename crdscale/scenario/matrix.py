@@ -86,6 +86,11 @@ def matrix_cells(matrix: dict[str, Any]) -> list[Cell]:
     return cells
 
 
+def cell_where(scenario: Scenario, cell: Cell) -> str:
+    """How errors name a cell: ``patch.toml [matrix] cell kube_source=none``."""
+    return f"{scenario.source_path or 'scenario'} [matrix] cell {cell.name}"
+
+
 def cell_scenario(scenario: Scenario, cell: Cell) -> Scenario:
     """The scenario of one cell: the file's keys, the ``--set`` overrides, then the cell's values.
 
@@ -93,8 +98,7 @@ def cell_scenario(scenario: Scenario, cell: Cell) -> Scenario:
     values, repeat}`` so a cell's run directory says which cell it was.
     Raises UsageError naming the cell when its values are not a valid scenario.
     """
-    where = f"{scenario.source_path or 'scenario'} [matrix] cell {cell.name}"
-    built = build_scenario(scenario.user, where=where, overrides={**scenario.overrides, **cell.values})
+    built = build_scenario(scenario.user, where=cell_where(scenario, cell), overrides={**scenario.overrides, **cell.values})
     built.source_path = scenario.source_path
     resolve_paths(built)
     built.raw["experiment"] = {"name": scenario.name, "cell": cell.name, "values": dict(cell.values),

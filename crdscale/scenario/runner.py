@@ -331,6 +331,7 @@ class ScenarioRunner:
             t = sc.target
             self.plane = LocalControlPlane(
                 t.get("kube_version"), etcd=t.get("etcd"), apiserver_binary=t.get("apiserver_binary"),
+                kube_source=t.get("kube_source"),
                 apiserver_flags=t.get("apiserver_flags", []), apiserver_env=t.get("env", {}),
                 name=f"run-{self.run_id}", echo=self.echo, keep_state=True)
             self.events.emit("target.start", target="local")
@@ -338,7 +339,7 @@ class ScenarioRunner:
             self.plane.start()
             self.cluster = self.plane.connect()
             versions.update(self.plane.versions)
-            self.run.record_binaries(self.plane.state["binaries"])
+            self.run.record_binaries(self.plane.state["binaries"], built_from=self.plane.state.get("built_from"))
         else:
             self.cluster = connect(sc.target["kubeconfig"], sc.target.get("context"))
             stack.callback(self.cluster.close)
