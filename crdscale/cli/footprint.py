@@ -4,7 +4,7 @@ Examples:
   crdscale footprint crds/
   crdscale footprint provider-aws/package/crds --kube-version 1.24.0
   crdscale footprint crds/ -o json
-  crdscale footprint --calibrate                    # refit the model on this machine (~6 min)
+  crdscale footprint --calibrate                    # refit the model on this machine (~8 min)
   crdscale footprint --calibrate --kube-version 1.24.0 --out /data/runs
 
 Describes the CRD set (CRDs, served versions, schema properties and bytes,
