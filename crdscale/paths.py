@@ -32,6 +32,12 @@ def instances_dir() -> Path:
     return cache_dir() / "instances"
 
 
+def calibrated_models_dir() -> Path:
+    """Footprint models fitted on this machine by ``crdscale footprint --calibrate``, one
+    ``v<version>.json`` each; they win over the ones shipped with crdscale."""
+    return cache_dir() / "footprint-models"
+
+
 def runs_dir() -> Path:
     """Default parent of run directories: ``$CRDSCALE_RUNS`` or ``./runs``."""
     return Path(os.environ.get("CRDSCALE_RUNS", "runs"))

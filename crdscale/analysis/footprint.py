@@ -3,15 +3,20 @@
 :func:`footprint_features` describes a CRD set in the numbers memory grows
 with (CRDs, served versions, schema properties and bytes, depth).
 :func:`fit_footprint` fits, per cause of :mod:`crdscale.analysis.attribution`
-and for RSS, a linear model through the origin on points of sweep runs::
+and for RSS, a linear model through the origin on sweep runs::
 
     added bytes = sum_f coef_f * feature_f
 
-(at 0 CRDs nothing is added). A :class:`FootprintModel` carries the
-coefficients, their covariance and residual variance, so :func:`predict`
-gives prediction intervals; it is plain data (:meth:`FootprintModel.to_dict`)
-shipped per kube-apiserver version with its provenance (experiment, machine,
-date). Nothing here reads files.
+(at 0 CRDs nothing is added). Each run is one observation: its steps share the
+run's misfit (a schema size the features describe badly is wrong at every
+step), so treating steps as independent made the intervals too narrow. A run's
+growth at its full set is fitted through its steps, and the runs are regressed
+per served CRD version, since a misfit grows with the set. A
+:class:`FootprintModel` carries the coefficients, their covariance and the
+runs' scatter (``len(runs) - len(features)`` degrees of freedom), so
+:func:`predict` gives prediction intervals for a new set; it is plain data
+(:meth:`FootprintModel.to_dict`) shipped per kube-apiserver version with its
+provenance (experiment, machine, date). Nothing here reads files.
 """
 
 from __future__ import annotations
@@ -27,16 +32,23 @@ from crdscale.analysis.percrd import TOTAL, phase_points, t_quantile
 from crdscale.crds.summary import compact_json, count_properties, schema_depth
 
 # Features a model may use, in the order they are reported; max_depth describes, it does not add up.
-FEATURES = ("crds", "served_versions", "properties", "schema_bytes")
+# properties_squared (the sum over served versions of their property count squared) is there for
+# costs that grow faster than the schema; tried on v1.24.0's RSS, the sweep did not support it
+# (README, "Footprint"), so no shipped model uses it.
+FEATURES = ("crds", "served_versions", "properties", "properties_squared", "schema_bytes")
 DESCRIPTIVE = ("max_depth",)
 RSS = "rss"
-MODEL_FORMAT = 1
+# 2: fitted on runs, not steps, with the error scaling with served versions (1 took steps as independent).
+MODEL_FORMAT = 2
+# What a run's misfit is proportional to: the prediction's spread grows with this feature.
+ERROR_SCALE = "served_versions"
 
 
 def footprint_features(crds: Sequence[Mapping[str, Any]]) -> dict[str, float]:
     """The shape of a CRD set: ``crds``; ``served_versions`` (summed over CRDs);
     ``properties`` and ``schema_bytes`` (compact JSON) of the served versions' schemas,
-    summed; ``max_depth`` (deepest property nesting). Counts, bytes and levels."""
+    summed; ``properties_squared`` (each served version's properties squared, summed);
+    ``max_depth`` (deepest property nesting). Counts, bytes and levels."""
     out = dict.fromkeys(FEATURES + DESCRIPTIVE, 0.0)
     for crd in crds:
         out["crds"] += 1
@@ -44,8 +56,10 @@ def footprint_features(crds: Sequence[Mapping[str, Any]]) -> dict[str, float]:
             if not version.get("served", True):
                 continue
             schema = (version.get("schema") or {}).get("openAPIV3Schema")
+            properties = count_properties(schema)
             out["served_versions"] += 1
-            out["properties"] += count_properties(schema)
+            out["properties"] += properties
+            out["properties_squared"] += properties ** 2
             out["schema_bytes"] += len(compact_json(schema).encode("utf-8")) if schema is not None else 0
             out["max_depth"] = max(out["max_depth"], schema_depth(schema))
     return out
@@ -54,16 +68,19 @@ def footprint_features(crds: Sequence[Mapping[str, Any]]) -> dict[str, float]:
 def features_from_summary(summary: Mapping[str, Any]) -> dict[str, float]:
     """:func:`footprint_features` from a run's CRD set summary (``manifest["crds"]``, see
     :class:`crdscale.crds.summary.CrdSetSummary`), taking every version as served and
-    ``max_depth`` as unknown (NaN): what a recorded run tells without its CRDs."""
-    return {"crds": float(summary["count"]), "served_versions": float(summary["versions"]),
-            "properties": float(summary["properties_total"]), "schema_bytes": float(summary["schema_bytes_total"]),
-            "max_depth": math.nan}
+    ``max_depth`` as unknown (NaN): what a recorded run tells without its CRDs. The summary
+    has no per-version property counts, so ``properties_squared`` takes the versions as equal
+    in size: exact for generated sets, a lower bound for others."""
+    versions, properties = float(summary["versions"]), float(summary["properties_total"])
+    return {"crds": float(summary["count"]), "served_versions": versions, "properties": properties,
+            "properties_squared": properties ** 2 / versions if versions else 0.0,
+            "schema_bytes": float(summary["schema_bytes_total"]), "max_depth": math.nan}
 
 
 def training_rows(points: pd.DataFrame, features: Mapping[str, Mapping[str, float]], *,
                   phase: str = "served") -> pd.DataFrame:
-    """Rows to fit on, from several runs: ``run, installed, target, added`` plus one column per
-    feature (``installed``: CRDs installed at that point).
+    """Rows to fit on, from several runs: ``run, installed, share, target, added`` plus one column
+    per feature (``installed``: CRDs installed at that point, ``share``: of the run's set).
 
     ``points`` has ``run, crds, phase, target, value`` (``target`` is a cause,
     ``total`` or ``rss``; bytes); ``features`` maps run -> the
@@ -81,58 +98,89 @@ def training_rows(points: pd.DataFrame, features: Mapping[str, Mapping[str, floa
                 continue
             for r in group[group["crds"] > 0].itertuples(index=False):
                 share = r.crds / feats["crds"]
-                rows.append({"run": run, "installed": r.crds, "target": target, "added": r.value - float(base.iloc[0]),
-                             **{f: feats[f] * share for f in FEATURES}})
-    return pd.DataFrame(rows, columns=["run", "installed", "target", "added", *FEATURES])
+                rows.append({"run": run, "installed": r.crds, "share": share, "target": target,
+                             "added": r.value - float(base.iloc[0]), **{f: feats[f] * share for f in FEATURES}})
+    return pd.DataFrame(rows, columns=["run", "installed", "share", "target", "added", *FEATURES])
+
+
+def run_growth(rows: pd.DataFrame) -> pd.DataFrame:
+    """One row per run and target of :func:`training_rows`: ``run, target, added`` (bytes the whole
+    set adds, fitted through the run's steps and the origin) and the whole set's features."""
+    out = []
+    for (run, target), group in rows.groupby(["run", "target"], sort=False):
+        share = group["share"].to_numpy(dtype=float)
+        added = float(share @ group["added"].to_numpy(dtype=float) / (share @ share))
+        whole = group.iloc[int(np.argmax(share))]
+        out.append({"run": run, "target": target, "added": added,
+                    **{f: float(whole[f]) / float(whole["share"]) for f in FEATURES}})
+    return pd.DataFrame(out, columns=["run", "target", "added", *FEATURES])
+
+
+def final_growth(rows: pd.DataFrame) -> pd.DataFrame:
+    """What each run measured once its whole set was in: ``run, target, installed, added`` at the
+    run's last step (bytes), from :func:`training_rows` -- the number a prediction is judged by."""
+    last = rows[rows["installed"] == rows.groupby("run")["installed"].transform("max")]
+    return last[["run", "target", "installed", "added"]].reset_index(drop=True)
 
 
 @dataclass
 class LinearModel:
-    """``y = x . coef`` with ``cov`` (coefficients' covariance), residual variance ``sigma2`` and ``dof``."""
+    """``y = x . coef`` with ``cov`` (coefficients' covariance) and ``sigma2``, the variance of a
+    new run's misfit per unit of :data:`ERROR_SCALE`, on ``dof`` degrees of freedom."""
 
     coef: list[float]
     cov: list[list[float]]
     sigma2: float
     dof: int
 
-    def predict(self, x: Sequence[float], confidence: float = 0.95) -> tuple[float, float, float]:
-        """Prediction and its prediction interval (a new measurement, not just the mean)."""
+    def predict(self, x: Sequence[float], scale: float, confidence: float = 0.95) -> tuple[float, float, float]:
+        """Prediction and its prediction interval (a new run, not just the mean) for a set of
+        size ``scale`` (its :data:`ERROR_SCALE`)."""
         x = np.asarray(x, dtype=float)
         value = float(x @ np.asarray(self.coef))
         if self.dof <= 0 or math.isnan(self.sigma2):
             return value, math.nan, math.nan
-        var = float(x @ np.asarray(self.cov) @ x) + self.sigma2
+        var = float(x @ np.asarray(self.cov) @ x) + self.sigma2 * scale ** 2
         half = t_quantile(0.5 + confidence / 2, self.dof) * math.sqrt(max(var, 0.0))
         return value, value - half, value + half
 
 
 def fit_linear(x: np.ndarray, y: np.ndarray) -> LinearModel:
     """Least squares through the origin; NaN uncertainty when the points leave no degree of freedom."""
-    coef, *_ = np.linalg.lstsq(x, y, rcond=None)
+    # Columns scaled to unit norm first: properties_squared is ~10^4 times properties, and an
+    # unscaled inverse of x'x would lose the small coefficients' covariance to rounding.
+    norms = np.linalg.norm(x, axis=0)
+    norms[norms == 0] = 1.0
+    z = x / norms
+    coef, *_ = np.linalg.lstsq(z, y, rcond=None)
     dof = len(y) - x.shape[1]
-    if dof > 0 and np.linalg.matrix_rank(x) == x.shape[1]:
-        sigma2 = float(((y - x @ coef) ** 2).sum()) / dof
-        cov = sigma2 * np.linalg.inv(x.T @ x)
+    if dof > 0 and np.linalg.matrix_rank(z) == x.shape[1]:
+        sigma2 = float(((y - z @ coef) ** 2).sum()) / dof
+        cov = sigma2 * np.linalg.inv(z.T @ z) / np.outer(norms, norms)
     else:
         sigma2, cov = math.nan, np.full((x.shape[1], x.shape[1]), math.nan)
+    coef = coef / norms
     return LinearModel([float(c) for c in coef], [[float(v) for v in row] for row in cov], sigma2, dof)
 
 
-# What a fit saw, per CRD: outside it a prediction extrapolates (v1.24.0's OpenAPI, for one,
-# grows superlinearly past a few hundred properties per CRD).
-RANGE_MEASURES = ("crds", "properties_per_crd")
+# What a fit saw: outside it a prediction extrapolates (v1.24.0's OpenAPI, for one, grows
+# superlinearly past a few hundred properties per CRD). Measure -> how a warning names it.
+RANGE_MEASURES = {"crds": "CRDs", "versions_per_crd": "served versions per CRD",
+                  "properties_per_version": "properties per served version"}
 
 
 def _measures(features: Mapping[str, float]) -> dict[str, float]:
     crds = float(features.get("crds") or 0)
-    return {"crds": crds, "properties_per_crd": float(features.get("properties") or 0) / crds if crds else math.nan}
+    versions = float(features.get("served_versions") or 0)
+    return {"crds": crds, "versions_per_crd": versions / crds if crds else math.nan,
+            "properties_per_version": float(features.get("properties") or 0) / versions if versions else math.nan}
 
 
 @dataclass
 class FootprintModel:
     """Per-target linear models (``targets``: cause, ``total`` or ``rss`` -> model) over ``features``,
     for one kube-apiserver version, with where the coefficients came from and ``ranges``: the
-    ``[min, max]`` of each of :data:`RANGE_MEASURES` over the rows it was fitted on."""
+    ``[min, max]`` of each of :data:`RANGE_MEASURES` over the steps it was fitted on."""
 
     kube_version: str
     features: list[str]
@@ -150,12 +198,16 @@ class FootprintModel:
             return v
 
         return {"format": MODEL_FORMAT, "kube_version": self.kube_version, "features": list(self.features),
-                "provenance": self.provenance, "ranges": self.ranges,
+                "error_scale": ERROR_SCALE, "provenance": self.provenance, "ranges": self.ranges,
                 "targets": {t: {"coef": clean(m.coef), "cov": clean(m.cov), "sigma2": clean(m.sigma2),
                                 "dof": m.dof} for t, m in self.targets.items()}}
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> "FootprintModel":
+        """The model of :meth:`to_dict`; ValueError for another format (refit it)."""
+        if data.get("format") != MODEL_FORMAT:
+            raise ValueError(f"footprint model format {data.get('format')!r}, this crdscale reads {MODEL_FORMAT}")
+
         def num(v):
             return math.nan if v is None else v
 
@@ -167,22 +219,26 @@ class FootprintModel:
 
 def fit_footprint(rows: pd.DataFrame, features: Sequence[str], *, kube_version: str,
                   provenance: Mapping[str, Any] | None = None) -> FootprintModel:
-    """Fit one :class:`LinearModel` per target of :func:`training_rows` over ``features``.
+    """Fit one :class:`LinearModel` per target of :func:`training_rows` over ``features``, one
+    observation per run (:func:`run_growth`), each weighted as its :data:`ERROR_SCALE`.
 
-    Raises ValueError when ``features`` cannot be told apart on these rows
-    (e.g. properties per CRD never varied: fit ``crds`` alone then).
+    Raises ValueError when ``features`` cannot be told apart on these runs
+    (e.g. served versions per CRD never varied: drop ``served_versions`` or ``crds`` then).
+    With no more runs than features the coefficients have no interval (NaN).
     """
     features = list(features)
     unknown = [f for f in features if f not in FEATURES]
     if unknown:
         raise ValueError(f"unknown features {unknown} (known: {', '.join(FEATURES)})")
     targets = {}
-    for target, group in rows.groupby("target", sort=False):
-        x = group[features].to_numpy(dtype=float)
+    for target, group in run_growth(rows).groupby("target", sort=False):
+        size = group[ERROR_SCALE].to_numpy(dtype=float)
+        # Dividing by the size weighs each run by it: a run's misfit grows with its set.
+        x = group[features].to_numpy(dtype=float) / size[:, None]
         if np.linalg.matrix_rank(x) < len(features):
-            raise ValueError(f"features {features} are collinear on these runs; sweep what they measure "
-                             f"(schema size, versions) or fit fewer")
-        targets[target] = fit_linear(x, group["added"].to_numpy(dtype=float))
+            raise ValueError(f"features {features} are collinear on these {len(group)} runs; sweep what they "
+                             f"measure (schema size, versions) or fit fewer")
+        targets[target] = fit_linear(x, group["added"].to_numpy(dtype=float) / size)
     seen = pd.DataFrame([_measures(r) for r in rows.to_dict("records")], columns=list(RANGE_MEASURES))
     ranges = {m: [float(seen[m].min()), float(seen[m].max())] for m in RANGE_MEASURES if seen[m].notna().any()}
     return FootprintModel(kube_version, features, targets, dict(provenance or {}), ranges)
@@ -196,8 +252,9 @@ def extrapolations(model: FootprintModel, features: Mapping[str, float]) -> list
         low, high = model.ranges.get(name, (None, None))
         if low is None or math.isnan(value) or low <= value <= high:
             continue
-        out.append(f"{name.replace('_', ' ')} {value:,.0f} is outside the fitted range "
-                   f"[{low:,.0f}, {high:,.0f}]: the prediction extrapolates")
+        out.append(f"{RANGE_MEASURES[name]} {value:,.{0 if value >= 10 else 1}f} is outside the fitted range "
+                   f"[{low:,.{0 if low >= 10 else 1}f}, {high:,.{0 if high >= 10 else 1}f}]: "
+                   f"the prediction extrapolates")
     return out
 
 
@@ -205,7 +262,8 @@ def predict(model: FootprintModel, features: Mapping[str, float], confidence: fl
     """What a CRD set with these :func:`footprint_features` adds: ``target, value, low, high``
     (bytes, prediction interval at ``confidence``); causes by size, then ``total`` and ``rss``."""
     x = [float(features[f]) for f in model.features]
-    rows = [(t, *m.predict(x, confidence)) for t, m in model.targets.items()]
+    scale = float(features[ERROR_SCALE])
+    rows = [(t, *m.predict(x, scale, confidence)) for t, m in model.targets.items()]
     out = pd.DataFrame(rows, columns=["target", "value", "low", "high"])
     out["_last"] = out["target"].map({TOTAL: 1, RSS: 2}).fillna(0)
     out = out.sort_values(["_last", "value"], ascending=[True, False], kind="stable").drop(columns="_last")

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import sys
 from pathlib import Path, PurePath
 from typing import TYPE_CHECKING, Any
 
@@ -106,3 +107,50 @@ def jsonable(value: Any) -> Any:
 def print_json(value: Any) -> None:
     """Print ``value`` (see :func:`jsonable`) as one indented JSON document on stdout."""
     print(json.dumps(jsonable(value), indent=2, allow_nan=False))
+
+
+class BarProgress:
+    """A :class:`crdscale.scenario.runner.Progress` for the terminal: tqdm bars per step plus a
+    one-line summary per step, on stderr."""
+
+    def __init__(self):
+        from tqdm import tqdm
+
+        self._tqdm = tqdm
+        self.bar = None
+
+    def message(self, text: str) -> None:
+        self._tqdm.write(f"crdscale: {text}", file=sys.stderr)
+
+    def step_started(self, step: int, steps: int, crds: int) -> None:
+        self.bar = self._tqdm(total=crds, desc=f"step {step}/{steps}", unit="CRD", file=sys.stderr,
+                              leave=False, dynamic_ncols=True)
+
+    def advance(self, n: int = 1) -> None:
+        if self.bar is not None:
+            self.bar.update(n)
+
+    def step_finished(self, summary) -> None:
+        self.close()
+        self._tqdm.write(summary.line(), file=sys.stderr)
+
+    def close(self) -> None:
+        if self.bar is not None:
+            self.bar.close()
+            self.bar = None
+
+
+def run_with_progress(scenario, parent, run_name: str | None = None) -> Path:
+    """Run one scenario with progress bars on stderr; returns its run directory (``run_name``
+    names it, e.g. an experiment's cell)."""
+    from crdscale.cluster.gobuild import stderr_echo
+    from crdscale.scenario.runner import ScenarioRunner  # pandas & co: only when running
+
+    progress = BarProgress()
+    runner = ScenarioRunner(scenario, runs_parent=parent, progress=progress, echo=stderr_echo, run_name=run_name)
+    stderr_echo(f"run {runner.run_id}: {scenario.description or scenario.name}")
+    try:
+        run = runner.execute()
+    finally:
+        progress.close()
+    return run.path

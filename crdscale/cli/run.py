@@ -1,40 +1,10 @@
 from __future__ import annotations
 
 import os
-import sys
 
+from crdscale.cli.common import run_with_progress
 from crdscale.cluster.gobuild import stderr_echo
 from crdscale.scenario.config import default_text, load_scenario
-
-
-class _BarProgress:
-    """tqdm bars per step plus a one-line summary per step, on stderr."""
-
-    def __init__(self):
-        from tqdm import tqdm
-
-        self._tqdm = tqdm
-        self.bar = None
-
-    def message(self, text: str) -> None:
-        self._tqdm.write(f"crdscale: {text}", file=sys.stderr)
-
-    def step_started(self, step: int, steps: int, crds: int) -> None:
-        self.bar = self._tqdm(total=crds, desc=f"step {step}/{steps}", unit="CRD", file=sys.stderr,
-                              leave=False, dynamic_ncols=True)
-
-    def advance(self, n: int = 1) -> None:
-        if self.bar is not None:
-            self.bar.update(n)
-
-    def step_finished(self, summary) -> None:
-        self.close()
-        self._tqdm.write(summary.line(), file=sys.stderr)
-
-    def close(self) -> None:
-        if self.bar is not None:
-            self.bar.close()
-            self.bar = None
 
 
 class Command:
@@ -138,7 +108,7 @@ class Command:
             from crdscale.scenario.experiment import Experiment
 
             return _run_experiment(Experiment.create(args.out or runs_dir(), scenario), args)
-        run = _run_one(scenario, args.out)
+        run = run_with_progress(scenario, args.out)
         stderr_echo(f"completed; explore with: crdscale analyze {run}")
         print(run)
         return 0
@@ -149,23 +119,9 @@ PROMETHEUS_FLAGS = ("prometheus_bearer_token_file", "prometheus_username", "prom
                     "prometheus_ca_file", "prometheus_insecure_skip_tls_verify")
 
 
-def _run_one(scenario, parent, run_name: str | None = None):
-    """Run one scenario with progress bars; returns its run directory."""
-    from crdscale.scenario.runner import ScenarioRunner  # pandas & co: only when running
-
-    progress = _BarProgress()
-    runner = ScenarioRunner(scenario, runs_parent=parent, progress=progress, echo=stderr_echo, run_name=run_name)
-    stderr_echo(f"run {runner.run_id}: {scenario.description or scenario.name}")
-    try:
-        run = runner.execute()
-    finally:
-        progress.close()
-    return run.path
-
-
 def _run_experiment(experiment, args) -> int:
     stderr_echo(f"experiment {experiment.path}: {len(experiment.cells)} cells")
-    experiment.run(lambda scenario, parent, name: _run_one(scenario, parent, name), message=stderr_echo)
+    experiment.run(run_with_progress, message=stderr_echo)
     stderr_echo(f"completed; compare the cells with: crdscale report {experiment.path}")
     print(experiment.path)
     return 0

@@ -1,16 +1,40 @@
-"""Footprint model coefficients shipped with crdscale, one JSON file per kube-apiserver version.
+"""Footprint models: the one place that knows where their files are and which one applies.
 
-Each ``v<version>.json`` is a :meth:`crdscale.analysis.footprint.FootprintModel.to_dict`
-with its provenance (experiment, runs, machine, date); ``scripts/fit_footprint.py``
-refits them from sweep runs.
+Three kinds, by the way they were made:
+
+* ``shipped``: one ``v<version>.json`` per kube-apiserver version beside this file,
+  fitted by ``scripts/fit_footprint.py`` on ``sweep.toml`` (also here) on crdscale's
+  reference machine;
+* ``calibrated``: refitted on the user's machine by ``crdscale footprint --calibrate``,
+  in :func:`crdscale.paths.calibrated_models_dir`; for its version it wins over the
+  shipped one, since it measured the machine it predicts for;
+* ``file``: any model file named explicitly.
+
+Each file is a :meth:`crdscale.analysis.footprint.FootprintModel.to_dict` with its
+provenance (experiment, runs, machine, date).
 """
 
 from __future__ import annotations
 
 import json
+from dataclasses import dataclass
 from importlib import resources
+from pathlib import Path
+from typing import TYPE_CHECKING
 
 from crdscale.errors import UsageError
+from crdscale.fsutil import write_atomic
+from crdscale.paths import calibrated_models_dir
+
+if TYPE_CHECKING:
+    from crdscale.analysis.footprint import FootprintModel
+
+SHIPPED, CALIBRATED, FILE = "shipped", "calibrated", "file"
+SWEEP = "sweep.toml"
+
+
+def _file_name(version: str) -> str:
+    return f"v{version.lstrip('v')}.json"
 
 
 def shipped_versions() -> list[str]:
@@ -19,14 +43,75 @@ def shipped_versions() -> list[str]:
     return sorted(n[1:-len(".json")] for n in names if n.startswith("v"))
 
 
-def shipped_model(version: str):
-    """The :class:`~crdscale.analysis.footprint.FootprintModel` shipped for ``version``
-    (``1.37.1`` or ``v1.37.1``); UsageError naming the shipped versions when there is none."""
+def shipped_path(version: str) -> Path:
+    """Where the shipped model of ``version`` lives (whether or not it exists yet)."""
+    return Path(str(resources.files(__name__).joinpath(_file_name(version))))
+
+
+def calibrated_path(version: str) -> Path:
+    """Where ``crdscale footprint --calibrate`` keeps the model of ``version`` on this machine."""
+    return calibrated_models_dir() / _file_name(version)
+
+
+def sweep_path() -> Path:
+    """The scenario file of the sweep models are fitted on."""
+    return Path(str(resources.files(__name__).joinpath(SWEEP)))
+
+
+def read_model(path: str | Path) -> "FootprintModel":
+    """The model in ``path``; UsageError (one line) when it is missing or not a model this crdscale reads."""
     from crdscale.analysis.footprint import FootprintModel
 
+    try:
+        return FootprintModel.from_dict(json.loads(Path(path).read_text()))
+    except OSError as err:
+        raise UsageError(f"cannot read footprint model {path}: {err.strerror}") from None
+    except (ValueError, KeyError, TypeError) as err:
+        raise UsageError(f"{path}: not a footprint model this crdscale reads ({err}); "
+                         f"recalibrate with 'crdscale footprint --calibrate'") from None
+
+
+def write_model(model: "FootprintModel", path: str | Path) -> Path:
+    """Write ``model`` to ``path`` atomically (a reader never sees half a model); returns the path."""
+    return write_atomic(path, json.dumps(model.to_dict(), indent=1) + "\n")
+
+
+@dataclass
+class ChosenModel:
+    """The model a prediction uses, how it was made (:data:`SHIPPED`, :data:`CALIBRATED` or
+    :data:`FILE`) and the file it came from."""
+
+    model: "FootprintModel"
+    origin: str
+    path: Path
+
+    def describe(self) -> str:
+        """One line: which model, from where, fitted on what, on which machine, when."""
+        prov = self.model.provenance
+        made = {SHIPPED: "shipped with crdscale", CALIBRATED: f"calibrated on this machine ({self.path})",
+                FILE: f"from {self.path}"}[self.origin]
+        return (f"model: {made}; {' + '.join(self.model.features)}, fitted on {prov.get('experiment', '?')}, "
+                f"{prov.get('machine', '?')}, {prov.get('date', '?')}")
+
+
+def choose_model(version: str, *, path: str | Path | None = None, shipped_only: bool = False) -> ChosenModel:
+    """The model for kube-apiserver ``version``: the file ``path`` when given, else the one
+    calibrated on this machine (unless ``shipped_only``), else the shipped one.
+
+    Raises UsageError when there is none, or when ``path`` holds a model of another version.
+    """
     version = version.lstrip("v")
-    path = resources.files(__name__).joinpath(f"v{version}.json")
-    if not path.is_file():
+    if path is not None:
+        model = read_model(path)
+        if model.kube_version.lstrip("v") != version:
+            raise UsageError(f"{path} is a model of kube-apiserver v{model.kube_version}, not v{version}")
+        return ChosenModel(model, FILE, Path(path))
+    calibrated = calibrated_path(version)
+    if not shipped_only and calibrated.is_file():
+        return ChosenModel(read_model(calibrated), CALIBRATED, calibrated)
+    shipped = shipped_path(version)
+    if not shipped.is_file():
         known = ", ".join(shipped_versions()) or "none"
-        raise UsageError(f"no footprint coefficients for kube-apiserver v{version} (shipped: {known})")
-    return FootprintModel.from_dict(json.loads(path.read_text()))
+        raise UsageError(f"no footprint coefficients for kube-apiserver v{version} (shipped: {known}); "
+                         f"fit them on this machine with 'crdscale footprint --calibrate --kube-version {version}'")
+    return ChosenModel(read_model(shipped), SHIPPED, shipped)

@@ -3,14 +3,14 @@
 from __future__ import annotations
 
 import json
-import math
 
 import numpy as np
 import pandas as pd
 import pytest
 
 from crdscale.analysis.footprint import (
-    FootprintModel, extrapolations, fit_footprint, footprint_features, predict, training_rows,
+    FootprintModel, extrapolations, features_from_summary, final_growth, fit_footprint, footprint_features, predict,
+    run_growth, training_rows,
 )
 from crdscale.crds.generate import generate_crds, preset
 from crdscale.crds.summary import schema_depth
@@ -53,35 +53,55 @@ def test_features_of_a_generated_set():
     assert f["properties"] >= 12 * 50
 
 
-COST = {"crds": 50_000.0, "properties": 900.0}  # bytes per CRD and per served property
+def test_features_square_each_served_version_and_summaries_assume_equal_versions():
+    small = _crd([_version("v1", True, NESTED)])  # 4 properties
+    big = _crd([_version("v1", True, NESTED), _version("v2", True, {"type": "object", "properties": {
+        f"p{i}": {"type": "string"} for i in range(10)}})])
+    f = footprint_features([small, big])
+    assert f["properties_squared"] == 4 ** 2 + 4 ** 2 + 10 ** 2
+    summary = {"count": 3, "versions": 6, "properties_total": 6 * 50, "schema_bytes_total": 1000}
+    assert features_from_summary(summary)["properties_squared"] == 6 * 50 ** 2
 
 
-def _sweep(noise=0.0):
+# What the synthetic server charges: bytes per CRD, per served version, per served property.
+COST = {"crds": 50_000.0, "served_versions": 200_000.0, "properties": 900.0}
+SHAPES = [(props, versions) for props in (10, 100, 1000) for versions in (1, 2)]
+
+
+def _sweep(run_misfit=0.0, step_noise=0.0, quadratic=0.0):
+    """Points of six runs (properties x versions, 100 CRDs in 4 steps): heap causes ``openapi`` and
+    ``watch-cache``, ``rss``. ``run_misfit`` is a relative error shared by every step of a run (what
+    a schema the features describe badly does); ``step_noise`` bytes of independent noise per step."""
     rng = np.random.default_rng(3)
     points, feats = [], {}
-    for props in (10, 100, 1000):
-        run = f"p{props}"
-        feats[run] = {"crds": 100.0, "served_versions": 100.0, "properties": 100.0 * props,
-                      "schema_bytes": 100.0 * props * 40}
+    for props, versions in SHAPES:
+        run = f"p{props}v{versions}"
+        feats[run] = {"crds": 100.0, "served_versions": 100.0 * versions, "properties": 100.0 * versions * props,
+                      "properties_squared": 100.0 * versions * props ** 2, "schema_bytes": 100.0 * versions * props * 40}
+        misfit = 1 + rng.normal(0, run_misfit) if run_misfit else 1.0
         for crds in (0, 25, 50, 75, 100):
-            added = COST["crds"] * crds + COST["properties"] * props * crds
+            added = crds * (COST["crds"] + versions * (COST["served_versions"] + COST["properties"] * props
+                                                        + quadratic * props ** 2)) * misfit
             for target, share in (("openapi", 0.6), ("watch-cache", 0.4)):
-                value = 1e8 * share + share * added + (rng.normal(0, noise) if noise else 0)
+                value = 1e8 * share + share * added + (rng.normal(0, step_noise) if step_noise else 0)
                 points.append((run, crds, "served", target, value))
             points.append((run, crds, "served", "rss", 3e8 + 1.5 * added))
     return pd.DataFrame(points, columns=["run", "crds", "phase", "target", "value"]), feats
 
 
+FEATS = ["crds", "served_versions", "properties"]
+
+
 def test_fit_recovers_costs_and_predicts_a_new_set():
     points, feats = _sweep()
     rows = training_rows(points, feats)
-    assert len(rows) == 3 * 4 * 3 and rows["added"].min() > 0
-    model = fit_footprint(rows, ["crds", "properties"], kube_version="1.37.1",
+    assert len(rows) == 6 * 4 * 3 and rows["added"].min() > 0
+    model = fit_footprint(rows, FEATS, kube_version="1.37.1",
                           provenance={"experiment": "schema-size", "machine": "test", "date": "2026-11-23"})
-    assert model.targets["openapi"].coef == pytest.approx([0.6 * 50_000, 0.6 * 900])
-    new = {"crds": 300, "properties": 300 * 500, "served_versions": 300, "schema_bytes": 0}
+    assert model.targets["openapi"].coef == pytest.approx([0.6 * COST[f] for f in FEATS])
+    new = {"crds": 300, "served_versions": 600, "properties": 600 * 500, "properties_squared": 0, "schema_bytes": 0}
     out = predict(model, new).set_index("target")
-    assert out.loc["rss", "value"] == pytest.approx(1.5 * (300 * 50_000 + 300 * 500 * 900))
+    assert out.loc["rss", "value"] == pytest.approx(1.5 * (300 * 50_000 + 600 * 200_000 + 600 * 500 * 900))
     assert list(out.index)[-1] == "rss"
     # Round trip through JSON keeps the numbers.
     again = FootprintModel.from_dict(json.loads(json.dumps(model.to_dict())))
@@ -89,53 +109,68 @@ def test_fit_recovers_costs_and_predicts_a_new_set():
     assert again.provenance["experiment"] == "schema-size"
 
 
-def test_noisy_prediction_interval_holds_the_truth():
-    points, feats = _sweep(noise=2e5)
-    model = fit_footprint(training_rows(points, feats), ["crds", "properties"], kube_version="1.37.1")
-    new = {"crds": 200, "properties": 200 * 300}
+def test_runs_not_steps_are_the_observations():
+    points, feats = _sweep(run_misfit=0.05)
+    model = fit_footprint(training_rows(points, feats), FEATS, kube_version="1.37.1")
+    assert model.targets["openapi"].dof == len(SHAPES) - len(FEATS)  # not 6 runs x 4 steps - 3
+    growth = run_growth(training_rows(points, feats))
+    assert len(growth) == len(SHAPES) * 3 and set(growth["target"]) == {"openapi", "watch-cache", "rss"}
+
+
+def test_interval_of_runs_holds_a_new_runs_misfit():
+    """Each run strays by its own ~5 %: the interval of a new set must hold the truth give or take that,
+    which an interval built on steps (all four of a run share its misfit) would not."""
+    points, feats = _sweep(run_misfit=0.05, step_noise=1e5)
+    model = fit_footprint(training_rows(points, feats), FEATS, kube_version="1.37.1")
+    new = {"crds": 200, "served_versions": 300, "properties": 300 * 300, "properties_squared": 0}
     row = predict(model, new).set_index("target").loc["openapi"]
-    truth = 0.6 * (200 * 50_000 + 200 * 300 * 900)
-    assert row["low"] < truth < row["high"] and not math.isnan(row["low"])
+    truth = 0.6 * (200 * 50_000 + 300 * 200_000 + 300 * 300 * 900)
+    assert row["low"] < 0.95 * truth and 1.05 * truth < row["high"]
+    assert (row["high"] - row["low"]) / row["value"] < 1.5
+
+
+def test_squared_properties_catch_a_cost_that_grows_faster_than_the_schema():
+    points, feats = _sweep(quadratic=3.0)
+    rows = training_rows(points, feats)
+    model = fit_footprint(rows, FEATS + ["properties_squared"], kube_version="1.24.0")
+    assert model.targets["rss"].coef[-1] == pytest.approx(1.5 * 3.0)
+    new = {"crds": 50, "served_versions": 50, "properties": 50 * 500, "properties_squared": 50 * 500 ** 2}
+    truth = 1.5 * 50 * (50_000 + 200_000 + 900 * 500 + 3.0 * 500 ** 2)
+    assert predict(model, new).set_index("target").loc["rss", "value"] == pytest.approx(truth)
+
+
+def test_final_growth_is_the_last_step():
+    points, feats = _sweep()
+    last = final_growth(training_rows(points, feats)).set_index(["run", "target"])["added"]
+    assert last[("p10v1", "rss")] == pytest.approx(1.5 * 100 * (50_000 + 200_000 + 9_000))
+    assert set(final_growth(training_rows(points, feats))["installed"]) == {100}
 
 
 def test_model_records_what_it_saw_and_flags_extrapolation():
     points, feats = _sweep()
-    model = fit_footprint(training_rows(points, feats), ["crds", "properties"], kube_version="1.37.1")
-    assert model.ranges == {"crds": [25.0, 100.0], "properties_per_crd": [10.0, 1000.0]}
+    model = fit_footprint(training_rows(points, feats), FEATS, kube_version="1.37.1")
+    assert model.ranges == {"crds": [25.0, 100.0], "versions_per_crd": [1.0, 2.0],
+                            "properties_per_version": [10.0, 1000.0]}
     assert FootprintModel.from_dict(json.loads(json.dumps(model.to_dict()))).ranges == model.ranges
-    assert extrapolations(model, {"crds": 50, "properties": 50 * 300}) == []
-    lines = extrapolations(model, {"crds": 2000, "properties": 2000 * 5000})
-    assert len(lines) == 2 and lines[0].startswith("crds 2,000 is outside the fitted range [25, 100]")
+    assert extrapolations(model, {"crds": 50, "served_versions": 50, "properties": 50 * 300}) == []
+    lines = extrapolations(model, {"crds": 2000, "served_versions": 6000, "properties": 6000 * 5000})
+    assert len(lines) == 3 and lines[0].startswith("CRDs 2,000 is outside the fitted range [25, 100]")
+    assert lines[1].startswith("served versions per CRD 3.0 is outside the fitted range [1.0, 2.0]")
     assert extrapolations(FootprintModel("1.37.1", ["crds"], {}), {"crds": 2000}) == []  # no ranges recorded
 
 
 def test_collinear_features_are_refused():
     points, feats = _sweep()
-    rows = training_rows(points[points["run"] == "p100"], feats)
+    one_version = points[points["run"].str.endswith("v1")]
+    rows = training_rows(one_version, feats)
     with pytest.raises(ValueError, match="collinear"):
-        fit_footprint(rows, ["crds", "properties"], kube_version="1.37.1")
-    model = fit_footprint(rows, ["crds"], kube_version="1.37.1")
-    assert model.targets["openapi"].coef[0] == pytest.approx(0.6 * (50_000 + 900 * 100))
+        fit_footprint(rows, FEATS, kube_version="1.37.1")  # crds == served_versions in every run
+    model = fit_footprint(rows, ["crds", "properties"], kube_version="1.37.1")
+    assert model.targets["openapi"].coef == pytest.approx([0.6 * (50_000 + 200_000), 0.6 * 900])
 
 
-def test_footprint_cli_with_the_shipped_model(tmp_path, capsys):
-    from crdscale.cli.main import main
-    from crdscale.crds.generate import write_crds
-    from crdscale.footprint_models import shipped_versions
-
-    assert "1.37.1" in shipped_versions()
-    write_crds(generate_crds(preset("apigen", crd_count=50, group_count=5, property_count=100)), tmp_path)
-    assert main(["footprint", str(tmp_path), "-o", "json"]) == 0
-    data = json.loads(capsys.readouterr().out)
-    assert data["features"]["crds"] == 50 and data["model"]["provenance"]["experiment"]
-    assert data["warnings"] == []  # 50 CRDs of 100 properties: inside the sweep
-    heap = data["served_heap_bytes"]
-    assert 0 < heap["low"] < heap["value"] < heap["high"]
-    assert 100 * 2**10 * 50 < heap["value"] < 5 * 2**20 * 50  # between 100 KiB and 5 MiB per CRD
-    assert main(["footprint", str(tmp_path), "--kube-version", "1.24.0"]) == 0
-    assert "heap, total" in capsys.readouterr().out
-    few = tmp_path / "few"
-    write_crds(generate_crds(preset("apigen", crd_count=4, group_count=1, property_count=2000)), few)
-    assert main(["footprint", str(few)]) == 0
-    assert "properties per crd 2,000 is outside the fitted range" in capsys.readouterr().err
-    assert main(["footprint", str(tmp_path), "--kube-version", "0.1.0"]) == 2
+def test_models_of_another_format_are_refused():
+    points, feats = _sweep()
+    data = fit_footprint(training_rows(points, feats), FEATS, kube_version="1.37.1").to_dict()
+    with pytest.raises(ValueError, match="format 1"):
+        FootprintModel.from_dict({**data, "format": 1})

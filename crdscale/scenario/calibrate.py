@@ -1,0 +1,186 @@
+"""Footprint calibration: run the footprint sweep here, fit the model, keep it with its provenance.
+
+``crdscale footprint --calibrate`` and ``scripts/fit_footprint.py`` (which refits the
+shipped models) both go through :func:`fit_runs`: runs of a sweep are read with
+:func:`crdscale.rundir.read_run`, turned into the points the pure fit of
+:mod:`crdscale.analysis.footprint` takes, and fitted. :func:`calibrate` first runs
+the sweep (``crdscale/footprint_models/sweep.toml`` unless told otherwise) as an
+ordinary experiment directory, one cell after another, so Ctrl-C ends it like any
+``crdscale run``: processes stopped, partial runs kept and marked interrupted, and
+no model written.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Callable, Iterable, Mapping, Sequence
+
+import pandas as pd
+
+from crdscale.analysis.footprint import (
+    RSS, FootprintModel, features_from_summary, fit_footprint, training_rows,
+)
+from crdscale.errors import UsageError
+from crdscale.footprint_models import choose_model, shipped_versions, sweep_path
+from crdscale.rundir import read_run
+from crdscale.scenario.config import Scenario, load_scenario
+
+# Per CRD, per served version, per schema property: what the sweep varies independently.
+DEFAULT_FEATURES = ("crds", "served_versions", "properties")
+PROC_JOB = "kube-apiserver-proc"  # RSS read from /proc every interval (crdscale.collect.sources.ProcSampler)
+APISERVER_JOB = "kube-apiserver"  # its own /metrics: the RSS of runs without /proc samples (remote, older)
+
+
+@dataclass
+class RunInput:
+    """What a fit takes from one run: ``points`` (``run, crds, phase, target, value``: heap bytes
+    by cause and ``total`` from its heap profiles, ``rss`` from its series) and the
+    ``features`` of its whole CRD set."""
+
+    path: Path
+    manifest: dict[str, Any]
+    points: pd.DataFrame
+    features: dict[str, float]
+
+    @property
+    def kube_version(self) -> str | None:
+        version = (self.manifest.get("versions") or {}).get("kube-apiserver")
+        return version.lstrip("v") if version else None
+
+
+def read_run_input(path: str | Path) -> RunInput:
+    """:class:`RunInput` of the run directory ``path``; UsageError when it has no CRD set summary."""
+    from crdscale.analysis.percrd import profile_points, series_points
+
+    run = read_run(path)
+    heap = run.heap_profiles()
+    points = profile_points((int(r.crds), r.phase if isinstance(r.phase, str) and r.phase else None,
+                             run.read_profile(r.file)) for r in heap.itertuples(index=False))
+    points = points[points["metric"] == "bytes"].rename(columns={"cause": "target"})
+    marks = run.profile_marks()
+    rss = pd.DataFrame(columns=["crds", "phase", "metric", "value"])
+    # /proc first: sampled every second, while kube-apiserver's /metrics may be 5 s or more old at a mark.
+    for job in (PROC_JOB, APISERVER_JOB):
+        rss = series_points(run.series, marks, job=job, metrics={"process_resident_memory_bytes": RSS})
+        if len(rss):
+            break
+    rss = rss.rename(columns={"metric": "target"})
+    both = pd.concat([points[["crds", "phase", "target", "value"]], rss[["crds", "phase", "target", "value"]]],
+                     ignore_index=True)
+    summary = run.manifest.get("crds")
+    if not summary:
+        raise UsageError(f"{path}: no CRD set summary in its manifest: not a run of a scenario")
+    return RunInput(run.path, run.manifest, both.assign(run=str(run.path)), features_from_summary(summary))
+
+
+def machine_line(manifest: Mapping[str, Any]) -> str:
+    """``2 CPUs, AMD EPYC, 24 GiB``: the machine a run recorded."""
+    machine = manifest.get("machine") or {}
+    return (f"{machine.get('cpus')} CPUs, {machine.get('cpu_model')}, "
+            f"{(machine.get('memory_bytes') or 0) / 2**30:.0f} GiB")
+
+
+def provenance(inputs: Sequence[RunInput], *, experiment: str, method: str) -> dict[str, Any]:
+    """Where a model's coefficients come from: the ``experiment`` (what was run, where it is),
+    the ``method`` (the command that fitted), its runs, machine, date, kube-apiserver binary
+    and the CRD sets' sha256."""
+    first = inputs[0].manifest
+    binary = (first.get("binaries") or {}).get("kube-apiserver") or {}
+    return {"experiment": experiment, "method": method, "runs": [i.path.name for i in inputs],
+            "machine": machine_line(first), "date": time.strftime("%Y-%m-%d", time.gmtime()),
+            "kube_apiserver_sha256": binary.get("sha256"),
+            "crd_sets": [(i.manifest.get("crds") or {}).get("sha256") for i in inputs]}
+
+
+def default_features(version: str) -> list[str]:
+    """The features of the model shipped for ``version`` (so calibrating refits the same model),
+    else :data:`DEFAULT_FEATURES`."""
+    if version.lstrip("v") in shipped_versions():
+        return list(choose_model(version, shipped_only=True).model.features)
+    return list(DEFAULT_FEATURES)
+
+
+def fit_runs(inputs: Sequence[RunInput], *, features: Sequence[str] | None = None, experiment: str,
+             method: str) -> FootprintModel:
+    """Fit a :class:`FootprintModel` on sweep runs of one kube-apiserver version (see
+    :func:`crdscale.analysis.footprint.fit_footprint`); ``features`` default to
+    :func:`default_features`. UsageError when the runs mix versions or the features
+    cannot be told apart on them."""
+    if not inputs:
+        raise UsageError("no runs to fit on")
+    versions = {i.kube_version for i in inputs}
+    if len(versions) != 1 or None in versions:
+        raise UsageError(f"runs of several kube-apiserver versions: {sorted(map(str, versions))}")
+    version = versions.pop()
+    features = list(features or default_features(version))
+    points = pd.concat([i.points for i in inputs], ignore_index=True)
+    rows = training_rows(points, {str(i.path): i.features for i in inputs})
+    try:
+        return fit_footprint(rows, features, kube_version=version,
+                             provenance=provenance(inputs, experiment=experiment, method=method))
+    except ValueError as err:
+        raise UsageError(f"{err} (--features)") from None
+
+
+def sweep_scenario(kube_version: str, sweep: str | Path | None = None,
+                   overrides: Mapping[str, Any] | None = None) -> Scenario:
+    """The sweep (a scenario with a ``[matrix]``, default :func:`sweep_path`) on kube-apiserver
+    ``kube_version``; UsageError when it has no matrix: one run cannot separate the features."""
+    path = Path(sweep) if sweep else sweep_path()
+    scenario = load_scenario(path, overrides={**(overrides or {}), "target.kube_version": kube_version.lstrip("v")})
+    if not scenario.matrix:
+        raise UsageError(f"{path}: a calibration sweep needs a [matrix] of CRD shapes (see {sweep_path()})")
+    if not scenario.is_local:
+        raise UsageError(f"{path}: calibration runs on a local control plane (target.kind = \"local\")")
+    return scenario
+
+
+def run_quietly(scenario: Scenario, parent: Path, name: str) -> Path:
+    """Run one cell without progress output (what a notebook wants); returns its run directory."""
+    from crdscale.scenario.runner import ScenarioRunner
+
+    return Path(ScenarioRunner(scenario, runs_parent=parent, run_name=name).execute().path)
+
+
+@dataclass
+class Calibration:
+    """A calibration's result: the fitted ``model`` and the ``experiment`` directory it ran."""
+
+    model: FootprintModel
+    experiment: Path
+
+
+def calibrate(kube_version: str, *, runs_parent: str | Path, sweep: str | Path | None = None,
+              features: Sequence[str] | None = None,
+              run_cell: Callable[[Scenario, Path, str], Path] = run_quietly,
+              message: Callable[[str], None] | None = None) -> Calibration:
+    """Run the sweep on a local kube-apiserver ``kube_version`` (an experiment directory under
+    ``runs_parent``) and fit a model on its cells. Writes no model file: the caller decides
+    where it goes. ``run_cell`` runs one cell (the CLI's draws progress bars); ``message``
+    gets the experiment's progress lines with an ETA. Raises what the runs raise (Ctrl-C:
+    :class:`crdscale.errors.RunInterrupted`)."""
+    from crdscale.scenario.experiment import Experiment
+
+    scenario = sweep_scenario(kube_version, sweep)
+    experiment = Experiment.create(runs_parent, scenario)
+    run_dirs = experiment.run(run_cell, message=message)
+    model = fit_runs([read_run_input(p) for p in run_dirs], features=features,
+                     experiment=f"{scenario.name} ({scenario.source_path}, {experiment.path.resolve()})",
+                     method=f"crdscale footprint --calibrate --kube-version {kube_version.lstrip('v')}")
+    return Calibration(model, experiment.path)
+
+
+def run_dirs_of(paths: Iterable[str | Path]) -> list[Path]:
+    """Run directories from ``paths``: an experiment directory stands for its completed cells."""
+    from crdscale.rundir import layout
+    from crdscale.scenario.experiment import Experiment
+
+    out: list[Path] = []
+    for path in map(Path, paths):
+        if (path / layout.EXPERIMENT_MANIFEST).is_file():
+            out += [run for _name, run in Experiment.open(path).completed_runs()]
+        else:
+            out.append(path)
+    return out

@@ -1,0 +1,143 @@
+"""Footprint models: calibration's fit-and-write on synthetic runs, and which model a prediction uses
+(calibrated on this machine beats shipped; the CLI says which, with its provenance)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from crdscale import footprint_models
+from crdscale.analysis.footprint import features_from_summary, predict
+from crdscale.cli.main import main
+from crdscale.crds.generate import generate_crds, preset, write_crds
+from crdscale.errors import UsageError
+from crdscale.footprint_models import CALIBRATED, FILE, SHIPPED, choose_model, read_model, write_model
+from crdscale.scenario.calibrate import RunInput, fit_runs
+
+MANIFEST = {"versions": {"kube-apiserver": "v1.37.1"},
+            "machine": {"cpus": 2, "cpu_model": "Test CPU", "memory_bytes": 8 * 2**30},
+            "binaries": {"kube-apiserver": {"sha256": "ab" * 32}}}
+
+
+def _run_input(props: int, versions: int, *, kube_version: str = "v1.37.1") -> RunInput:
+    """A sweep cell as calibration reads it: 60 CRDs in 3 steps, heap and RSS growing with the set."""
+    summary = {"count": 60, "versions": 60 * versions, "properties_total": 60 * versions * props,
+               "schema_bytes_total": 60 * versions * props * 40, "sha256": f"set-{props}-{versions}"}
+    per_crd = 40_000 + versions * (150_000 + 800 * props)
+    rows = []
+    for crds in (0, 20, 40, 60):
+        rows += [(crds, "served", "openapi", 5e7 + 0.5 * per_crd * crds),
+                 (crds, "served", "watch-cache", 2e7 + 0.5 * per_crd * crds),
+                 (crds, "served", "total", 7e7 + per_crd * crds),
+                 (crds, "served", "rss", 3e8 + 2.5 * per_crd * crds)]
+    path = Path(f"/runs/exp/cell-p{props}-v{versions}")
+    points = pd.DataFrame(rows, columns=["crds", "phase", "target", "value"]).assign(run=str(path))
+    manifest = {**MANIFEST, "versions": {"kube-apiserver": kube_version}, "crds": summary}
+    return RunInput(path, manifest, points, features_from_summary(summary))
+
+
+SWEEP = [_run_input(p, v) for p in (10, 100, 300) for v in (1, 3)]
+
+
+def test_calibration_fits_runs_and_writes_the_model_with_its_provenance(tmp_path):
+    model = fit_runs(SWEEP, features=["crds", "served_versions", "properties"], experiment="sweep (exp)",
+                     method="crdscale footprint --calibrate --kube-version 1.37.1")
+    assert model.kube_version == "1.37.1"
+    assert model.targets["total"].coef == pytest.approx([40_000, 150_000, 800])
+    assert model.targets["total"].dof == 6 - 3
+    prov = model.provenance
+    assert prov["experiment"] == "sweep (exp)" and prov["method"].startswith("crdscale footprint --calibrate")
+    assert prov["machine"] == "2 CPUs, Test CPU, 8 GiB" and prov["kube_apiserver_sha256"] == "ab" * 32
+    assert prov["runs"] == [f"cell-p{p}-v{v}" for p in (10, 100, 300) for v in (1, 3)]
+    assert prov["crd_sets"][0] == "set-10-1" and len(prov["date"]) == 10
+    path = write_model(model, tmp_path / "models" / "v1.37.1.json")
+    again = read_model(path)
+    assert again.provenance == prov and again.targets["rss"].coef == pytest.approx([100_000, 375_000, 2_000])
+    assert [p.name for p in path.parent.iterdir()] == ["v1.37.1.json"]  # written atomically, no temp file left
+
+
+def test_calibration_refuses_what_it_cannot_fit():
+    with pytest.raises(UsageError, match="several kube-apiserver versions"):
+        fit_runs(SWEEP[:2] + [_run_input(10, 2, kube_version="v1.24.0")], features=["crds"], experiment="x",
+                 method="m")
+    one_version = [r for r in SWEEP if r.features["served_versions"] == 60]
+    with pytest.raises(UsageError, match="collinear.*--features"):
+        fit_runs(one_version, features=["crds", "served_versions", "properties"], experiment="x", method="m")
+
+
+@pytest.fixture
+def calibrated_dir(tmp_path, monkeypatch):
+    """Where this machine's calibrated models go, empty and private to the test."""
+    folder = tmp_path / "calibrated"
+    monkeypatch.setattr(footprint_models, "calibrated_models_dir", lambda: folder)
+    return folder
+
+
+def test_a_calibrated_model_beats_the_shipped_one_for_its_version(calibrated_dir):
+    assert choose_model("1.37.1").origin == SHIPPED
+    model = fit_runs(SWEEP, features=["crds", "served_versions", "properties"], experiment="my sweep", method="m")
+    write_model(model, calibrated_dir / "v1.37.1.json")
+    chosen = choose_model("v1.37.1")
+    assert chosen.origin == CALIBRATED and chosen.model.provenance["experiment"] == "my sweep"
+    assert "calibrated on this machine" in chosen.describe() and "my sweep" in chosen.describe()
+    assert choose_model("1.37.1", shipped_only=True).origin == SHIPPED
+    assert choose_model("1.24.0").origin == SHIPPED  # no calibration for that version
+    assert choose_model("1.37.1", path=calibrated_dir / "v1.37.1.json").origin == FILE
+    with pytest.raises(UsageError, match="not v1.24.0"):
+        choose_model("1.24.0", path=calibrated_dir / "v1.37.1.json")
+    with pytest.raises(UsageError, match="footprint --calibrate --kube-version 0.1.0"):
+        choose_model("0.1.0")
+
+
+def test_a_stale_calibrated_model_says_to_recalibrate(calibrated_dir):
+    calibrated_dir.mkdir()
+    (calibrated_dir / "v1.37.1.json").write_text(json.dumps({"format": 1, "kube_version": "1.37.1"}))
+    with pytest.raises(UsageError, match="recalibrate"):
+        choose_model("1.37.1")
+
+
+@pytest.fixture
+def crds(tmp_path):
+    write_crds(generate_crds(preset("apigen", crd_count=50, group_count=5, property_count=100)), tmp_path / "crds")
+    return tmp_path / "crds"
+
+
+def test_footprint_cli_says_which_model_it_used(crds, calibrated_dir, capsys):
+    assert main(["footprint", str(crds), "-o", "json"]) == 0
+    shipped = json.loads(capsys.readouterr().out)
+    assert shipped["model"]["origin"] == SHIPPED and shipped["model"]["provenance"]["experiment"]
+    model = fit_runs(SWEEP, features=["crds", "served_versions", "properties"], experiment="my sweep", method="m")
+    write_model(model, calibrated_dir / "v1.37.1.json")
+    assert main(["footprint", str(crds), "-o", "json"]) == 0
+    data = json.loads(capsys.readouterr().out)
+    assert data["model"]["origin"] == CALIBRATED and data["model"]["path"] == str(calibrated_dir / "v1.37.1.json")
+    assert data["model"]["provenance"]["machine"] == "2 CPUs, Test CPU, 8 GiB"
+    expected = predict(model, data["features"]).set_index("target").loc["total", "value"]
+    assert data["served_heap_bytes"]["value"] == pytest.approx(expected)
+    assert main(["footprint", str(crds)]) == 0
+    text = capsys.readouterr().out
+    assert f"model: calibrated on this machine ({calibrated_dir / 'v1.37.1.json'})" in text and "my sweep" in text
+    assert main(["footprint", str(crds), "--shipped"]) == 0
+    assert "model: shipped with crdscale" in capsys.readouterr().out
+
+
+def test_footprint_cli_with_the_shipped_models(crds, calibrated_dir, tmp_path, capsys):
+    assert {"1.24.0", "1.37.1"} <= set(footprint_models.shipped_versions())
+    assert main(["footprint", str(crds), "-o", "json"]) == 0
+    data = json.loads(capsys.readouterr().out)
+    assert data["features"]["crds"] == 50 and data["warnings"] == []  # 50 CRDs of 100 properties: inside the sweep
+    heap = data["served_heap_bytes"]
+    assert 0 < heap["low"] < heap["value"] < heap["high"]
+    assert 100 * 2**10 * 50 < heap["value"] < 5 * 2**20 * 50  # between 100 KiB and 5 MiB per CRD
+    assert main(["footprint", str(crds), "--kube-version", "1.24.0"]) == 0
+    assert "heap, total" in capsys.readouterr().out
+    few = tmp_path / "few"
+    write_crds(generate_crds(preset("apigen", crd_count=4, group_count=1, property_count=2000)), few)
+    assert main(["footprint", str(few)]) == 0
+    assert "properties per served version 2,000 is outside the fitted range" in capsys.readouterr().err
+    assert main(["footprint", str(crds), "--kube-version", "0.1.0"]) == 2
+    assert main(["footprint"]) == 2 and main(["footprint", str(crds), "--calibrate"]) == 2
+    assert main(["footprint", str(crds), "--out", "x"]) == 2
