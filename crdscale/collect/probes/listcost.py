@@ -464,6 +464,16 @@ def measure_lists(
 # --- concurrent load ------------------------------------------------------------
 
 
+def _cpu_seconds(cluster, pid: int | None) -> tuple[float, str]:
+    """The server's CPU seconds so far and where they came from: ``/proc`` of a local
+    server (to the nanosecond), else its ``process_cpu_seconds_total`` (NaN if not exposed)."""
+    cpu = thread_cpu_seconds(pid) if pid is not None else None
+    if cpu is not None:
+        return cpu, "proc"
+    series = m.scrape(cluster, names=(m.CPU_SECONDS,)).get(m.CPU_SECONDS)
+    return (series[0][1] if series else float("nan")), "metrics"
+
+
 def concurrent_load(
     cluster,
     request: ListRequest,
@@ -473,13 +483,22 @@ def concurrent_load(
     max_seconds_per_level: float = 30.0,
     sample_interval_s: float = 0.5,
     allow_remote: bool = False,
+    pid: int | None = None,
+    collect_garbage: bool = False,
 ) -> pd.DataFrame:
     """Replay ``request`` with N clients at each level, bounded in count and time, sampling server memory.
 
     Only loopback servers unless ``allow_remote`` (the user's own cluster, on purpose).
+    ``pid`` is the kube-apiserver's process id when it runs on this machine: its CPU and RSS
+    then come from ``/proc`` (RSS sampled as often as the heap), otherwise from ``/metrics``.
     Returns one row per level: ``concurrency``, ``requests``, ``errors``, ``seconds``,
     ``throughput_rps``, ``latency_p50_s``, ``latency_p99_s``, ``bytes``, and the
-    server's ``rss_max_bytes``, ``heap_inuse_max_bytes``, ``rss_before_bytes``.
+    server's ``rss_before_bytes``, ``rss_max_bytes``, ``heap_inuse_before_bytes``,
+    ``heap_inuse_max_bytes``, ``rss_growth_bytes`` and ``heap_inuse_growth_bytes`` (peak over
+    the level's baseline), ``cpu_s`` (CPU seconds over the level) and ``cpu_source``
+    (``proc`` or ``metrics``). With ``collect_garbage`` the server runs a garbage collection
+    before each level (``/debug/pprof/heap?gc=1``), so each level's heap baseline holds no
+    garbage left by the one before.
     """
     if not (is_loopback(cluster.server) or allow_remote):
         raise UsageError(f"refusing concurrent load against {cluster.server}: pass --allow-remote-load for your own cluster")
@@ -491,15 +510,25 @@ def concurrent_load(
         samples: list[dict] = []
         stop = threading.Event()
 
+        def memory() -> dict[str, float]:
+            sample = m.memory_bytes(m.scrape(cluster, names=m.MEMORY_METRIC_NAMES, timeout=10))
+            rss = rss_bytes(pid) if pid is not None else None
+            if rss is not None:
+                sample["rss_bytes"] = float(rss)  # /proc: not the value of up to a scrape interval ago
+            return sample
+
         def sampler() -> None:
             while not stop.is_set():
                 try:
-                    samples.append(m.memory_bytes(m.scrape(cluster, names=m.MEMORY_METRIC_NAMES, timeout=10)))
+                    samples.append(memory())
                 except ClusterError:
                     pass
                 stop.wait(sample_interval_s)
 
-        before = m.memory_bytes(m.scrape(cluster, names=m.MEMORY_METRIC_NAMES))
+        if collect_garbage:
+            cluster.get("/debug/pprof/heap", params={"gc": "1"}, timeout=60)
+        before = memory()
+        cpu_before, cpu_source = _cpu_seconds(cluster, pid)
         thread = threading.Thread(target=sampler, daemon=True)
         thread.start()
         deadline = time.monotonic() + max_seconds_per_level
@@ -532,6 +561,7 @@ def concurrent_load(
             for _ in range(level):
                 pool.submit(worker)
         elapsed = time.monotonic() - start
+        cpu_after, _ = _cpu_seconds(cluster, pid)
         stop.set()
         thread.join(timeout=15)
         session.close()
@@ -551,7 +581,13 @@ def concurrent_load(
                 "bytes": total_bytes[0],
                 "rss_before_bytes": before["rss_bytes"],
                 "rss_max_bytes": max(rss) if rss else float("nan"),
+                "heap_inuse_before_bytes": before["heap_inuse_bytes"],
                 "heap_inuse_max_bytes": max(heap) if heap else float("nan"),
+                # A level whose peak stays under its baseline (a GC in between) grew by 0.
+                "rss_growth_bytes": max(0.0, max(rss) - before["rss_bytes"]) if rss else float("nan"),
+                "heap_inuse_growth_bytes": max(0.0, max(heap) - before["heap_inuse_bytes"]) if heap else float("nan"),
+                "cpu_s": cpu_after - cpu_before,
+                "cpu_source": cpu_source,
                 "memory_samples": len(samples),
             }
         )
@@ -614,6 +650,7 @@ def probe(
                                   page_size=config.page_size, kinds=config.kinds, echo=echo)
             servers = pd.DataFrame([{"apiserver": s.label, "server": s.cluster.server, "pid": s.pid, "note": found.note}
                                     for s in found.servers])
+            pid = found.servers[0].pid
         stats = server_object_stats(cluster, populated)
         load = pd.DataFrame()
         if load_levels:
@@ -627,7 +664,100 @@ def probe(
                         requests_per_level=load_requests,
                         max_seconds_per_level=load_seconds,
                         allow_remote=allow_remote_load,
+                        pid=pid,
                     )
                     tables.append(table.assign(resource=target.group_resource))
             load = pd.concat(tables, ignore_index=True)
     return {"lists": lists, "stats": stats, "apiservers": servers, "load": load}
+
+
+# --- one response size, two shapes ----------------------------------------------
+
+
+@dataclass(frozen=True)
+class LoadShape:
+    """One way to make up a LIST response: ``objects`` Secrets holding ``object_bytes`` of data each."""
+
+    objects: int
+    object_bytes: int
+
+    @property
+    def label(self) -> str:
+        return f"{self.objects}x{self.object_bytes}"
+
+    @property
+    def data_bytes(self) -> int:
+        return self.objects * self.object_bytes
+
+
+def parse_load_shapes(text: str) -> tuple[LoadShape, ...]:
+    """``"40x1000000,4000x10000"`` -> two :class:`LoadShape` (objects x data bytes each)."""
+    shapes = []
+    for part in (p.strip() for p in text.split(",") if p.strip()):
+        count, sep, size = part.lower().partition("x")
+        try:
+            shape = LoadShape(int(count), int(size))
+        except ValueError:
+            shape = None
+        if not sep or shape is None or shape.objects < 1 or shape.object_bytes < 1:
+            raise UsageError(f"load shape {part!r}: expected OBJECTSxBYTES such as 40x1000000")
+        if shape.object_bytes > 1_000_000:
+            raise UsageError(f"load shape {part!r}: a Secret holds at most 1000000 B of data (etcd's request limit)")
+        shapes.append(shape)
+    if len(shapes) < 2:
+        raise UsageError(f"load shapes {text!r}: give at least two shapes to compare, e.g. 40x1000000,4000x10000")
+    return tuple(shapes)
+
+
+# The LISTs the shape experiment sends to each shape's namespace, both served from the watch cache on v1.31+.
+SHAPE_LIST_PARAMS = {"rv0": {"resourceVersion": "0"}, "consistent": {}}
+
+
+def shape_load(
+    cluster,
+    *,
+    run_id: str,
+    shapes: Sequence[LoadShape],
+    concurrency_levels: Iterable[int] = (1, 4, 16),
+    kinds: Sequence[str] = ("rv0",),
+    requests_per_level: int = 100,
+    max_seconds_per_level: float = 30.0,
+    allow_remote: bool = False,
+    keep: bool = False,
+    echo: Callable[[str], None] | None = None,
+) -> pd.DataFrame:
+    """Concurrent LISTs of one namespace per shape: the same data in few large or many small Secrets.
+
+    Every shape is created before any is loaded, so all see the same server. Each (kind, shape)
+    runs :func:`concurrent_load` over ``concurrency_levels`` with a garbage collection before each
+    level. Returns its rows plus ``shape``, ``objects``, ``object_bytes``, ``data_bytes``.
+    """
+    say = echo or (lambda _m: None)
+    levels = tuple(concurrency_levels)
+    unknown = set(kinds) - set(SHAPE_LIST_PARAMS)
+    if unknown:
+        raise UsageError(f"unknown load kinds: {', '.join(sorted(unknown))} (known: {', '.join(SHAPE_LIST_PARAMS)})")
+    if not (is_loopback(cluster.server) or allow_remote):
+        raise UsageError(f"refusing concurrent load against {cluster.server}: pass --allow-remote-load for your own cluster")
+    with ProbeFixtures(cluster, run_id, keep=keep, echo=echo) as fixtures:
+        with apiservers(cluster, compare_etcd=False) as found:
+            pid = found.servers[0].pid
+        targets = []
+        for index, shape in enumerate(shapes):
+            target = ListTarget("secrets", "", "v1", fixtures.namespace(f"shape{index}"))
+            say(f"creating {shape.objects} Secrets of {shape.object_bytes} B in {target.namespace}")
+            bodies = [secret(f"s-{i:06d}", target.namespace, fixtures.labels, i, shape.object_bytes) for i in range(shape.objects)]
+            fixtures.create_objects(target.collection_path, bodies, workers=8)
+            targets.append(target)
+        tables = []
+        for kind in kinds:
+            for shape, target in zip(shapes, targets):
+                request = ListRequest(kind, target.collection_path(target.namespace), SHAPE_LIST_PARAMS[kind],
+                                      description=f"{shape.label} in {target.namespace}")
+                say(f"loading {shape.label} ({kind}) at concurrency {','.join(map(str, levels))}")
+                table = concurrent_load(cluster, request, concurrency_levels=levels, requests_per_level=requests_per_level,
+                                        max_seconds_per_level=max_seconds_per_level, allow_remote=allow_remote,
+                                        pid=pid, collect_garbage=True)
+                tables.append(table.assign(shape=shape.label, objects=shape.objects, object_bytes=shape.object_bytes,
+                                           data_bytes=shape.data_bytes))
+    return pd.concat(tables, ignore_index=True)
