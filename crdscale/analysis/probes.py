@@ -158,3 +158,56 @@ def apf_findings(seats: pd.DataFrame) -> pd.DataFrame:
         counts = seats["observed_matches"].replace("", "not observed").value_counts()
         rows.append({"finding": "server's seats match", "value": ", ".join(f"{k}: {v}" for k, v in counts.items())})
     return pd.DataFrame(rows)
+
+
+def _ratio(numerator: float, denominator: float) -> float:
+    return numerator / denominator if denominator and denominator == denominator and numerator == numerator else float("nan")
+
+
+def _closer_to(value: float, candidates: dict[str, float]) -> str:
+    """The name of the candidate ratio nearest ``value`` on a log scale ("unknown" when it cannot be told)."""
+    import math
+
+    if not (value > 0) or any(not (c > 0) for c in candidates.values()):
+        return "unknown"
+    return min(candidates, key=lambda name: abs(math.log(value) - math.log(candidates[name])))
+
+
+def shape_findings(load: pd.DataFrame) -> pd.DataFrame:
+    """Does kube-apiserver's memory under concurrent LISTs follow response bytes or object count?
+
+    ``load`` is :func:`crdscale.collect.probes.listcost.shape_load`'s table: rows per (kind,
+    shape, concurrency) for shapes of about the same data in few large or many small objects.
+    For each (kind, concurrency), every shape is compared with the one of fewest objects.
+    Returns one row each: ``kind``, ``concurrency``, ``shape``, ``baseline_shape``, and the
+    ratios shape / baseline of ``objects``, response ``bytes`` per request,
+    ``heap_growth`` (peak heap-in-use growth), ``rss_growth``, ``cpu_per_request`` and
+    ``latency_p50``; ``heap_follows`` names the ratio (``bytes`` or ``objects``) the heap ratio
+    is nearer on a log scale (``unknown`` when a growth is zero or missing).
+    """
+    columns = ["kind", "concurrency", "shape", "baseline_shape", "objects_ratio", "bytes_ratio", "heap_growth_ratio",
+               "rss_growth_ratio", "cpu_per_request_ratio", "latency_p50_ratio", "heap_follows"]
+    if load.empty:
+        return pd.DataFrame(columns=columns)
+    rows = []
+    for (kind, level), group in load.groupby(["kind", "concurrency"], sort=True):
+        group = group.sort_values("objects")
+        base = group.iloc[0]
+        for _, row in group.iloc[1:].iterrows():
+            bytes_ratio = _ratio(row["bytes"] / max(row["requests"], 1), base["bytes"] / max(base["requests"], 1))
+            objects_ratio = _ratio(row["objects"], base["objects"])
+            heap_ratio = _ratio(row["heap_inuse_growth_bytes"], base["heap_inuse_growth_bytes"])
+            rows.append({
+                "kind": kind,
+                "concurrency": level,
+                "shape": row["shape"],
+                "baseline_shape": base["shape"],
+                "objects_ratio": objects_ratio,
+                "bytes_ratio": bytes_ratio,
+                "heap_growth_ratio": heap_ratio,
+                "rss_growth_ratio": _ratio(row["rss_growth_bytes"], base["rss_growth_bytes"]),
+                "cpu_per_request_ratio": _ratio(row["cpu_s"] / max(row["requests"], 1), base["cpu_s"] / max(base["requests"], 1)),
+                "latency_p50_ratio": _ratio(row["latency_p50_s"], base["latency_p50_s"]),
+                "heap_follows": _closer_to(heap_ratio, {"bytes": bytes_ratio, "objects": objects_ratio}),
+            })
+    return pd.DataFrame(rows, columns=columns)
