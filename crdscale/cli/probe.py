@@ -10,6 +10,7 @@ Objects it creates carry crdscale's ownership labels and are deleted afterwards.
   crdscale probe list                      # 2,000 custom resources, every LIST kind, from the watch cache and from etcd
   crdscale probe list --secrets 100 --secret-bytes 100000 --custom-resources 0
   crdscale probe list --pods 1000 --pod-bytes 20000   # plus 1,000 Pods of ~20 KB (fieldSelector=spec.nodeName)
+  crdscale probe list --load-shapes 40x1000000,4000x10000 --load 1,4,16   # memory vs concurrency: few large vs many small
   crdscale probe apf                       # seats: object-count vs size-based vs server
   crdscale probe clientmem                 # client-go cache of Secrets: full vs metadata-only, peak heap and RSS
   crdscale probe list -o json              # the tables as one JSON document on stdout (for scripts and CI)
@@ -104,6 +105,18 @@ class Command:
         lg.add_argument("--load-requests", type=int, default=100, metavar="N", help="requests per level (default 100)")
         lg.add_argument("--load-seconds", type=float, default=30.0, metavar="S", help="time limit per level (default 30)")
         lg.add_argument("--allow-remote-load", action="store_true", help="allow load against a non-loopback cluster (yours)")
+        sg = lst.add_argument_group(
+            "one response size, two shapes (optional)",
+            "Does kube-apiserver's memory under concurrent LISTs follow the response's bytes or its object count? "
+            "Creates one namespace of Secrets per shape OBJECTSxBYTES (about the same total data), LISTs each "
+            "namespace with --load clients per level (default 1,4,16) and reports, per level, peak heap and RSS growth "
+            "over the level's baseline and kube-apiserver CPU, then the ratios many-small / few-large of memory, "
+            "objects and bytes. Replaces the per-kind measurement; the object options above are ignored.\n"
+            "  crdscale probe list --load-shapes 40x1000000,4000x10000 --load 1,4,16 --load-seconds 20")
+        sg.add_argument("--load-shapes", metavar="SHAPES",
+                        help="comma-separated OBJECTSxBYTES, e.g. 40x1000000,4000x10000 (40 MB each; at most 1000000 B per Secret)")
+        sg.add_argument("--load-kinds", default="rv0", metavar="KINDS",
+                        help="LISTs per shape: rv0 (resourceVersion=0), consistent (unset), or rv0,consistent (default rv0)")
 
         a = sub.add_parser("apf", help="APF seats of LISTs: object-count vs size-based estimator vs the server", formatter_class=argparse.RawDescriptionHelpFormatter)
         _add_connection(a)
@@ -351,6 +364,8 @@ def _list(args) -> int:
     from crdscale.analysis.probes import cache_vs_etcd
     from crdscale.collect.probes import write_tables, listcost
 
+    if args.load_shapes:
+        return _list_shapes(args)
     config = _config(args)
     config.validate()
     levels = _levels(args.load)
@@ -407,6 +422,48 @@ def _list(args) -> int:
                                 for r in paired.itertuples(index=False)},
         }
         return (1 if errors else 0), extra, {**tables, "comparison": comparison}
+
+    return _run("list", args, parameters, body)
+
+
+SHAPE_COLUMNS = ["kind", "shape", "concurrency", "requests", "errors", "latency_p50_s", "latency_p99_s", "bytes",
+                 "heap_inuse_before_bytes", "heap_inuse_growth_bytes", "rss_before_bytes", "rss_growth_bytes", "cpu_s", "cpu_source"]
+SHAPE_FINDING_COLUMNS = ["kind", "concurrency", "shape", "baseline_shape", "objects_ratio", "bytes_ratio", "heap_growth_ratio",
+                         "rss_growth_ratio", "cpu_per_request_ratio", "latency_p50_ratio", "heap_follows"]
+
+
+def _list_shapes(args) -> int:
+    from crdscale.analysis.probes import shape_findings
+    from crdscale.collect.probes import listcost
+
+    shapes = listcost.parse_load_shapes(args.load_shapes)
+    levels = _levels(args.load) or (1, 4, 16)
+    kinds = tuple(k.strip() for k in args.load_kinds.split(",") if k.strip())
+    unknown = set(kinds) - set(listcost.SHAPE_LIST_PARAMS)
+    if unknown or not kinds:
+        raise UsageError(f"--load-kinds {args.load_kinds!r}: choose from {', '.join(listcost.SHAPE_LIST_PARAMS)}")
+    parameters = {"load_shapes": [s.label for s in shapes], "load_levels": list(levels), "load_kinds": list(kinds),
+                  "load_requests": args.load_requests, "load_seconds": args.load_seconds}
+
+    def body(run: ProbeRun, echo):
+        load = listcost.shape_load(run.cluster, run_id=run.run_id, shapes=shapes, concurrency_levels=levels, kinds=kinds,
+                                   requests_per_level=args.load_requests, max_seconds_per_level=args.load_seconds,
+                                   allow_remote=args.allow_remote_load, keep=args.keep, echo=echo)
+        run.writer.write_probe_table("list", 0, load, "shapes")
+        # Derived from the rows (crdscale.analysis.probes.shape_findings), so not stored in the run directory.
+        findings = shape_findings(load)
+        print(f"\nConcurrent LISTs of one namespace per shape on {run.server_version}")
+        _print(load, SHAPE_COLUMNS, {"latency_p50_s": _ms, "latency_p99_s": _ms, "bytes": _mb, "heap_inuse_before_bytes": _mb,
+                                     "heap_inuse_growth_bytes": _mb, "rss_before_bytes": _mb, "rss_growth_bytes": _mb, "cpu_s": _s})
+        print("(latency in ms; bytes = all responses of the level and memory in MB; growth = peak over the level's baseline "
+              "after a garbage collection; cpu_s = kube-apiserver CPU seconds over the level)")
+        ratio = lambda v: "" if v != v else f"{v:.2f}x"  # noqa: E731
+        print("\nEach shape / the shape of fewest objects: memory follows bytes if heap_growth_ratio is near bytes_ratio, "
+              "object count if near objects_ratio")
+        _print(findings, SHAPE_FINDING_COLUMNS, {c: ratio for c in SHAPE_FINDING_COLUMNS if c.endswith("_ratio")})
+        errors = int(load["errors"].sum())
+        extra = {"heap_follows": {f"{r.kind} c={r.concurrency} {r.shape}": r.heap_follows for r in findings.itertuples(index=False)}}
+        return (1 if errors else 0), extra, {"shapes": load, "shape_findings": findings}
 
     return _run("list", args, parameters, body)
 

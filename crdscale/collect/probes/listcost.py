@@ -711,6 +711,9 @@ def parse_load_shapes(text: str) -> tuple[LoadShape, ...]:
 
 # The LISTs the shape experiment sends to each shape's namespace, both served from the watch cache on v1.31+.
 SHAPE_LIST_PARAMS = {"rv0": {"resourceVersion": "0"}, "consistent": {}}
+# A LIST of tens of MB holds its memory for a fraction of a second: sample often enough to see
+# the peak, not so often that scraping /metrics becomes the CPU being measured.
+SHAPE_SAMPLE_INTERVAL_S = 0.2
 
 
 def shape_load(
@@ -757,7 +760,7 @@ def shape_load(
                 say(f"loading {shape.label} ({kind}) at concurrency {','.join(map(str, levels))}")
                 table = concurrent_load(cluster, request, concurrency_levels=levels, requests_per_level=requests_per_level,
                                         max_seconds_per_level=max_seconds_per_level, allow_remote=allow_remote,
-                                        pid=pid, collect_garbage=True)
+                                        pid=pid, collect_garbage=True, sample_interval_s=SHAPE_SAMPLE_INTERVAL_S)
                 tables.append(table.assign(shape=shape.label, objects=shape.objects, object_bytes=shape.object_bytes,
                                            data_bytes=shape.data_bytes))
     return pd.concat(tables, ignore_index=True)
