@@ -408,8 +408,9 @@ def _list(args) -> int:
             print("\nConcurrent load")
             _print(
                 tables["load"],
-                ["resource", "kind", "concurrency", "requests", "errors", "throughput_rps", "latency_p50_s", "latency_p99_s", "rss_before_bytes", "rss_max_bytes", "heap_inuse_max_bytes"],
-                {"latency_p50_s": _ms, "latency_p99_s": _ms, "rss_before_bytes": _mb, "rss_max_bytes": _mb, "heap_inuse_max_bytes": _mb, "throughput_rps": lambda v: f"{v:.1f}"},
+                ["resource", "kind", "concurrency", "requests", "errors", "throughput_rps", "latency_p50_s", "latency_p99_s", "rss_before_bytes", "rss_max_bytes", "heap_inuse_max_bytes", "cpu_s"],
+                {"latency_p50_s": _ms, "latency_p99_s": _ms, "rss_before_bytes": _mb, "rss_max_bytes": _mb, "heap_inuse_max_bytes": _mb,
+                 "throughput_rps": lambda v: f"{v:.1f}", "cpu_s": _s},
             )
         errors = int((lists["status"] != 200).sum())
         default = lists[lists["apiserver"] == listcost.DEFAULT_APISERVER]
