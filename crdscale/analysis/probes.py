@@ -176,7 +176,7 @@ def _closer_to(value: float, candidates: dict[str, float]) -> str:
 def shape_findings(load: pd.DataFrame) -> pd.DataFrame:
     """Does kube-apiserver's memory under concurrent LISTs follow response bytes or object count?
 
-    ``load`` is :func:`crdscale.collect.probes.listcost.shape_load`'s table: rows per (kind,
+    ``load`` is the shape table of the list probe (``shape_load``): rows per (kind,
     shape, concurrency) for shapes of about the same data in few large or many small objects.
     For each (kind, concurrency), every shape is compared with the one of fewest objects.
     Returns one row each: ``kind``, ``concurrency``, ``shape``, ``baseline_shape``, and the
