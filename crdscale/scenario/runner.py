@@ -83,12 +83,19 @@ class _Watchdog(threading.Thread):
     second, and so is the machine's available memory: below ``min_available_bytes``
     the run stops as failed (reason naming memory) before the kernel's OOM killer
     picks a victim — which could be crdscale itself, losing the run's end.
-    Any target: ``/readyz`` failing 3 times in a row, 5 s apart.
+    ``/readyz`` failing for ``unready_limit_s`` (checked every 5 s): 15 s for a remote
+    target, where nothing else tells a dead server from a slow one; 180 s for a local one,
+    whose processes are watched directly, so a failing ``/readyz`` there means a saturated
+    server (a 5,000-CRD run on 2 busy cores timed /readyz out for 15 s while it served on).
     """
 
+    CHECK_EVERY_S = 5.0
+
     def __init__(self, cluster: Cluster, plane: LocalControlPlane | None, *, interrupt_main: bool = True,
-                 min_available_bytes: int = 0, available: Callable[[], int | None] = available_memory_bytes):
+                 min_available_bytes: int = 0, available: Callable[[], int | None] = available_memory_bytes,
+                 unready_limit_s: float | None = None):
         super().__init__(name="crdscale-watchdog", daemon=True)
+        self.unready_limit_s = unready_limit_s if unready_limit_s is not None else (15.0 if plane is None else 180.0)
         self.interrupt_main = interrupt_main
         self.min_available_bytes = min_available_bytes
         self.available = available
@@ -111,15 +118,16 @@ class _Watchdog(threading.Thread):
                                f"{self.min_available_bytes / 2**20:,.0f} MiB guard (steps.memory_guard_mib); "
                                "stopped before the OOM killer")
                     return
-            if time.monotonic() - last_http >= 5.0:
+            if time.monotonic() - last_http >= self.CHECK_EVERY_S:
                 last_http = time.monotonic()
                 try:
-                    ok = self.cluster.get("/readyz", timeout=5).status_code == 200
+                    ok = self.cluster.get("/readyz", timeout=self.CHECK_EVERY_S).status_code == 200
                 except ClusterError:
                     ok = False
                 failures = 0 if ok else failures + 1
-                if failures >= 3:
-                    self._fail(f"API server {self.cluster.server} not ready for 15 s")
+                if failures * self.CHECK_EVERY_S >= self.unready_limit_s:
+                    alive = " although its process runs (saturated?)" if self.plane is not None else ""
+                    self._fail(f"API server {self.cluster.server} not ready for {self.unready_limit_s:.0f} s{alive}")
                     return
 
     def _fail(self, reason: str) -> None:

@@ -306,3 +306,28 @@ def test_thread_cpu_seconds_agree_with_the_tick_counters_at_finer_resolution():
     gone = subprocess.Popen([sys.executable, "-c", "pass"])
     gone.wait()
     assert thread_cpu_seconds(gone.pid) is None and rss_bytes(gone.pid) is None
+
+
+def test_watchdog_gives_a_slow_local_server_longer_than_a_remote_one():
+    from crdscale.errors import ClusterError
+    from crdscale.scenario.runner import _Watchdog
+
+    class Unready:
+        server = "https://127.0.0.1:1"
+
+        def get(self, path, timeout=None):
+            raise ClusterError("timed out")
+
+    class Plane:
+        processes = []
+
+    assert _Watchdog(Unready(), None).unready_limit_s == 15.0
+    assert _Watchdog(Unready(), Plane()).unready_limit_s == 180.0
+    _Watchdog.CHECK_EVERY_S = 0.01
+    try:
+        dog = _Watchdog(Unready(), Plane(), interrupt_main=False, unready_limit_s=0.03)
+        dog.start()
+        dog.join(timeout=10)
+    finally:
+        _Watchdog.CHECK_EVERY_S = 5.0
+    assert "not ready for 0 s although its process runs" in dog.reason
