@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Iterable, Mapping
 import pandas as pd
 
 from crdscale.collect.promtext import parse_exposition
+from crdscale.errors import ClusterError
 
 if TYPE_CHECKING:
     from crdscale.collect.prometheus import PrometheusClient
@@ -147,6 +148,36 @@ def raw_windows(start: datetime, end: datetime, seconds: float = RAW_WINDOW_S) -
     return windows or [(start, end)]
 
 
+def _range_query_bisecting(client, query: str, lo: datetime, hi: datetime, step_s: float,
+                           min_span_s: float = 60.0) -> list[dict]:
+    """``client.query_range``, halving the window while Prometheus refuses it for loading too
+    many samples (``--query.max-samples``): an aggregation over every resource's histogram
+    buckets does at thousands of CRDs (5,000 CRDs: refused over a few minutes). Below
+    ``min_span_s`` the refusal stands."""
+    try:
+        return client.query_range(query, lo, hi, step_s)
+    except ClusterError as err:
+        if "too many samples" not in str(err) or (hi - lo).total_seconds() < 2 * min_span_s:
+            raise
+    # Split on the step grid, so both halves sample at the same instants the whole window would.
+    middle = lo + timedelta(seconds=step_s * math.floor((hi - lo).total_seconds() / step_s / 2))
+    return _merge_results(_range_query_bisecting(client, query, lo, middle, step_s, min_span_s),
+                          _range_query_bisecting(client, query, middle + timedelta(seconds=step_s), hi, step_s,
+                                                 min_span_s))
+
+
+def _merge_results(first: list[dict], second: list[dict]) -> list[dict]:
+    """Two query_range results over consecutive windows as one: values joined per label set."""
+    merged: dict[str, dict] = {}
+    for result in (*first, *second):
+        key = json.dumps(result["metric"], sort_keys=True)
+        if key in merged:
+            merged[key]["values"] = merged[key]["values"] + result["values"]
+        else:
+            merged[key] = {"metric": result["metric"], "values": list(result["values"])}
+    return list(merged.values())
+
+
 def query_prometheus(client: "PrometheusClient", start: datetime, end: datetime, step_s: float, *,
                      series: Iterable[Series] = SERIES, job_labels: Mapping[str, str] | None = None) -> pd.DataFrame:
     """Every recorded series from the Prometheus behind ``client`` between ``start`` and ``end`` (UTC)
@@ -174,7 +205,7 @@ def query_prometheus(client: "PrometheusClient", start: datetime, end: datetime,
                                      "metric": s.key, "labels": labels, "value": float(value)})
             continue
         for lo, hi in split_range(start, end, step_s):
-            for result in client.query_range(query, lo, hi, step_s):
+            for result in _range_query_bisecting(client, query, lo, hi, step_s):
                 labels = json.dumps({k: v for k, v in result["metric"].items() if k != "__name__"}, sort_keys=True)
                 for ts, value in result["values"]:
                     rows.append({"timestamp": datetime.fromtimestamp(float(ts), tz=timezone.utc), "job": s.job,

@@ -72,3 +72,32 @@ def test_required_series_are_recorded():
                      "go_memstats_sys_bytes", "go_memstats_next_gc_bytes", "go_goroutines", "process_cpu_seconds_total",
                      "process_open_fds", "apiserver_request_total", "apiserver_storage_objects"]:
         assert required in names
+
+
+def test_a_range_query_refused_for_too_many_samples_is_split_until_prometheus_accepts_it():
+    from datetime import datetime, timedelta, timezone
+
+    from crdscale.collect.metrics import Series, query_prometheus
+    from crdscale.errors import ClusterError
+
+    start = datetime(2026, 11, 23, tzinfo=timezone.utc)
+    end = start + timedelta(seconds=600)
+    asked, accepted = [], []
+
+    class Prometheus:  # refuses any window over 150 s, as --query.max-samples does for big aggregations
+        def query_range(self, query, lo, hi, step):
+            asked.append((hi - lo).total_seconds())
+            if (hi - lo).total_seconds() > 150:
+                raise ClusterError("Prometheus refused /api/v1/query_range: HTTP 422: query processing would load "
+                                   "too many samples into memory in query execution")
+            accepted.append((hi - lo).total_seconds())
+            t = lo.timestamp()
+            values = []
+            while t <= hi.timestamp():
+                values.append([t, "1"])
+                t += step
+            return [{"metric": {"verb": "GET"}, "values": values}]
+
+    df = query_prometheus(Prometheus(), start, end, 1.0, series=[Series("apiserver_request_total", by=("verb",))])
+    assert asked[0] == 600 and len(accepted) == 4 and max(accepted) <= 150
+    assert len(df) == 601 and df["timestamp"].is_unique  # every second once, no window lost or doubled
