@@ -68,10 +68,21 @@ def recover_run(path, *, echo: Callable[[str], None] | None = None) -> dict:
     series, source = None, None
     if (run.path / layout.SERIES).is_file():
         source = "already exported"
-    elif (run.path / layout.PROMETHEUS_TSDB).is_dir():
-        series, source = export_from_prometheus_tsdb(run, interval), "prometheus database"
-    elif (run.path / layout.SERIES_CHUNKS).is_dir():
-        series, source = run.series, "direct-scrape chunks"
+    else:
+        # Both may be there: Prometheus scraped /metrics while the /proc sampler (or the direct
+        # scraper) wrote chunks. Dropping the chunks after exporting only the database lost the
+        # /proc series (RSS, CPU, fds at 1 s) of every recovered local run.
+        parts, sources = [], []
+        if (run.path / layout.PROMETHEUS_TSDB).is_dir():
+            parts.append(export_from_prometheus_tsdb(run, interval))
+            sources.append("prometheus database")
+        if (run.path / layout.SERIES_CHUNKS).is_dir():
+            parts.append(run.series)
+            sources.append("chunks")
+        parts = [p for p in parts if p is not None and len(p)]
+        if parts:
+            series = pd.concat(parts, ignore_index=True) if len(parts) > 1 else parts[0]
+        source = " + ".join(sources) or None
     if series is not None and len(series):
         writer.write_series(series)
         writer.drop_series_chunks()

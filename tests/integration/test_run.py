@@ -187,6 +187,8 @@ def test_kill_9_of_the_runner_loses_no_series_and_down_leaves_no_process(tmp_pat
     assert recovered.status == "abandoned" and "runner died" in recovered.manifest["reason"]
     rss = recovered.series[recovered.series.metric == "process_resident_memory_bytes"]
     assert len(rss) >= 10
+    # Both recordings survive: /metrics from the Prometheus database, /proc from the chunks.
+    assert {"kube-apiserver", "kube-apiserver-proc"} <= set(rss.job)
     started = pd.Timestamp(recovered.manifest["started_at"])
     assert rss.timestamp.max() >= killed_at - pd.Timedelta(seconds=5)  # up to the kill
     assert rss.timestamp.min() >= started - pd.Timedelta(seconds=1)
