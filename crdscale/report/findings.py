@@ -115,6 +115,11 @@ def provenance(manifest: dict) -> dict[str, str]:
         run += f"; {steps.get('count', '?')} steps, serve {steps.get('serve', '?')}, settle {steps.get('settle_seconds', '?')} s"
     if metrics.get("source"):
         run += f"; metrics via {metrics['source']} every {metrics.get('scrape_interval_s', '?')} s"
+        # /metrics jobs may have their own (longer, possibly adapted) cadence: say which.
+        jobs = {job: s for job, s in (metrics.get("job_interval_s") or {}).items()
+                if s != metrics.get("scrape_interval_s")}
+        if jobs:
+            run += " (" + ", ".join(f"{job} /metrics every {s:g} s" for job, s in sorted(jobs.items())) + ")"
     env = (scenario.get("target") or {}).get("env") or {}
     flags = (scenario.get("target") or {}).get("apiserver_flags") or []
     built_from = ((manifest.get("binaries") or {}).get("kube-apiserver") or {}).get("built_from")
