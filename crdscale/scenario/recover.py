@@ -78,7 +78,7 @@ def recover_run(path, *, echo: Callable[[str], None] | None = None) -> dict:
             sources.append("prometheus database")
         if (run.path / layout.SERIES_CHUNKS).is_dir():
             parts.append(run.series)
-            sources.append("chunks")
+            sources.append("/proc chunks" if sources else "direct-scrape chunks")
         parts = [p for p in parts if p is not None and len(p)]
         if parts:
             series = pd.concat(parts, ignore_index=True) if len(parts) > 1 else parts[0]
