@@ -47,6 +47,7 @@ from crdscale.collect.prometheus import PrometheusAccess, PrometheusClient
 from crdscale.errors import ClusterError
 from crdscale.fsutil import write_atomic
 from crdscale.proc import cpu_seconds, rss_bytes, stat_fields, thread_count
+from crdscale.rundir import layout
 
 
 def _keep_recorded(job: str) -> dict:
@@ -409,7 +410,7 @@ class ProcSampler(_Sampler):
     """
 
     kind = "proc"
-    JOB = "kube-apiserver-proc"
+    JOB = layout.PROC_JOB
 
     def __init__(self, pid: int, interval_s: float = 1.0, **kwargs):
         super().__init__(interval_s, **kwargs)

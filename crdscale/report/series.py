@@ -16,6 +16,7 @@ from typing import Mapping, Sequence
 import numpy as np
 import pandas as pd
 
+from crdscale.rundir import layout
 from crdscale.rundir.reader import run_start
 
 MIB = 2**20
@@ -196,8 +197,11 @@ def memory_frame(series: pd.DataFrame, start: pd.Timestamp | None = None,
     Indexed by timestamp.
     """
     table = wide(series, MEMORY_COLUMNS, job)
+    if table.empty and job == "kube-apiserver":
+        # No /metrics series (a run that failed before exporting them): RSS from /proc at least.
+        table = wide(series, MEMORY_COLUMNS, layout.PROC_JOB)
     if table.empty:
-        return table
+        return pd.DataFrame(columns=["elapsed_s"])
     if {"heap_idle", "heap_released"} <= set(table):
         table["idle_retained"] = table["heap_idle"] - table["heap_released"]
     if {"heap_inuse", "stack_inuse"} <= set(table):

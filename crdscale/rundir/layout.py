@@ -44,6 +44,9 @@ SERIES_CSV = "metrics/series.csv"
 # Written while a run goes, so a runner killed mid-run loses nothing (see `crdscale recover`):
 SERIES_CHUNKS = "metrics/chunks"  # direct scrapes, one parquet file every few seconds
 PROMETHEUS_TSDB = "metrics/prometheus"  # a local Prometheus's own database (open it with Prometheus later)
+# The series' ``job`` of a local kube-apiserver's /proc samples (RSS, CPU, fds, threads every
+# interval), beside the ``kube-apiserver`` job of its /metrics.
+PROC_JOB = "kube-apiserver-proc"
 PROBES = "probes"
 LOGS = "logs"
 ANALYSIS = "analysis"

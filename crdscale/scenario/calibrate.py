@@ -24,12 +24,12 @@ from crdscale.analysis.footprint import (
 )
 from crdscale.errors import UsageError
 from crdscale.footprint_models import choose_model, shipped_versions, sweep_path
-from crdscale.rundir import read_run
+from crdscale.rundir import layout, read_run
 from crdscale.scenario.config import Scenario, load_scenario
 
 # Per CRD, per served version, per schema property: what the sweep varies independently.
 DEFAULT_FEATURES = ("crds", "served_versions", "properties")
-PROC_JOB = "kube-apiserver-proc"  # RSS read from /proc every interval (crdscale.collect.sources.ProcSampler)
+PROC_JOB = layout.PROC_JOB  # RSS read from /proc every interval
 APISERVER_JOB = "kube-apiserver"  # its own /metrics: the RSS of runs without /proc samples (remote, older)
 
 
