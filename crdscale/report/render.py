@@ -274,18 +274,13 @@ def render_report(run_dir: str | Path, out_dir: str | Path | None = None, *,
                for path, target in running]
     echo(f"executing {', '.join(p.name for p in plan)} in {workers} kernel(s) at once")
     try:
-        return _render(data, out, title_of(data), running, futures, echo)
+        return _render(data, out, running, futures, echo)
     finally:
         # On an error here, the kernels still finish their notebooks (and save them) before we return.
         pool.shutdown(wait=True, cancel_futures=True)
 
 
-def title_of(data: Run) -> str:
-    scenario = (data.manifest.get("scenario") or {}).get("name") or data.path.name
-    return f"crdscale report: {scenario} ({data.path.name})"
-
-
-def _render(data: Run, out: Path, title: str, running, futures, echo) -> ReportResult:
+def _render(data: Run, out: Path, running, futures, echo) -> ReportResult:
     """Findings, figures and HTML while ``futures`` (one per notebook of ``running``) execute."""
     import matplotlib.pyplot as plt
 
@@ -298,6 +293,7 @@ def _render(data: Run, out: Path, title: str, running, futures, echo) -> ReportR
     analysis = data.analysis()
     findings = compute_findings(data.manifest, analysis, S.memory_frame(data.series, data.start))
     scenario = (data.manifest.get("scenario") or {}).get("name") or run_dir.name
+    title = f"crdscale report: {scenario} ({run_dir.name})"
 
     figure_files, captions, headline_png = [], [], None
     for spec in F.standard_figures(data, analysis):
