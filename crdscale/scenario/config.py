@@ -285,7 +285,7 @@ def build_scenario(user: dict, *, where: str = "scenario", overrides: dict | Non
     _positive(profiles["cpu_seconds"], "profiles.cpu_seconds", where)
     _choice(metrics["source"], METRIC_SOURCES, "metrics.source", where)
     _positive(metrics["scrape_interval_seconds"], "metrics.scrape_interval_seconds", where)
-    _positive(metrics.get("apiserver_metrics_interval_seconds", 5), "metrics.apiserver_metrics_interval_seconds", where)
+    _positive(metrics["apiserver_metrics_interval_seconds"], "metrics.apiserver_metrics_interval_seconds", where)
 
     scenario = Scenario(
         name=data.get("name", "scenario"), description=data.get("description") or "",

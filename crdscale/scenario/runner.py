@@ -387,7 +387,7 @@ class ScenarioRunner:
                                          interval_s=interval, tsdb_dir=self.run.prometheus_tsdb,
                                          on_spawn=self._adopt,
                                          on_cadence=lambda change: self.events.emit("metrics.cadence", **change),
-                                         apiserver_interval_s=float(sc.metrics.get("apiserver_metrics_interval_seconds", 5)))
+                                         apiserver_interval_s=float(sc.metrics["apiserver_metrics_interval_seconds"]))
             except BinaryError:
                 if wanted == "prometheus":
                     raise
