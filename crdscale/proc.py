@@ -7,13 +7,14 @@ import os
 from pathlib import Path
 
 
-def stat_fields(pid: int) -> list[str] | None:
-    """Fields 3… of /proc/PID/stat (``[0]`` is the state), or None when there is no such process.
+def stat_fields(pid: int, task: str | None = None) -> list[str] | None:
+    """Fields 3… of /proc/PID/stat (``[0]`` is the state), or None when there is no such process;
+    of one thread's /proc/PID/task/TASK/stat when ``task`` is given.
 
     The command name (field 2) may contain spaces and parentheses; fields resume after the last ')'.
     """
     try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
+        stat = Path(f"/proc/{pid}/task/{task}/stat" if task else f"/proc/{pid}/stat").read_text()
     except OSError:
         return None
     return stat[stat.rindex(")") + 2:].split()
@@ -66,20 +67,22 @@ def thread_cpu_seconds(pid: int) -> float | None:
         return None
     if total is None:
         return None
-    live_ns, live_ticks = 0, 0
+    live_ns, live_s = 0, 0.0
     for task in tasks:
         try:
             ns = int(Path(f"/proc/{pid}/task/{task}/schedstat").read_text().split()[0])
-            fields = Path(f"/proc/{pid}/task/{task}/stat").read_text().rpartition(")")[2].split()
         except FileNotFoundError:
-            if task == str(pid) and not Path(f"/proc/{pid}/task/{task}/schedstat").exists():
+            if task == str(pid) and Path(f"/proc/{pid}/task/{task}").is_dir():
                 return total  # no schedstat at all, not a thread that just ended
             continue
         except (OSError, ValueError, IndexError):
             continue
+        fields = stat_fields(pid, task)
+        if fields is None:  # the thread ended between the two reads
+            continue
         live_ns += ns
-        live_ticks += int(fields[11]) + int(fields[12])
-    exited = max(0.0, total - live_ticks / os.sysconf("SC_CLK_TCK"))
+        live_s += cpu_seconds(pid, fields)
+    exited = max(0.0, total - live_s)
     return live_ns / 1e9 + exited
 
 
