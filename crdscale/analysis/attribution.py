@@ -31,7 +31,12 @@ from typing import Literal, Sequence
 import numpy as np
 import pandas as pd
 
-from crdscale.analysis.pprof.decode import Profile, expand_stacks, function_arrays, function_rows
+from crdscale.analysis.pprof.decode import (
+    Profile,
+    expand_stacks,
+    function_arrays,
+    location_function_rows,
+)
 
 OTHER = "other"
 
@@ -254,27 +259,27 @@ def _causes(profile: Profile, rules: Sequence[Rule]) -> tuple[np.ndarray, np.nda
         return profile._cache[key]
     frames = expand_stacks(profile)
     n_samples = profile.n_samples
-    # Match each function name once (a profile has a few thousand), not each frame.
+    # Match each function name once (a profile has a few thousand), not each frame,
+    # and find the frames to look at through their locations rows (tens of thousands), not frame by frame.
     fn_names = function_arrays(profile)["name"]
     match = rule_matches(tuple(rules), fn_names)
-    codes = function_rows(profile, frames["function"])
+    fn_of_row = location_function_rows(profile)
+    row_match = match[fn_of_row]
+    row = frames["row"]
     # Only frames of functions some rule matches can decide (a small share of all frames).
-    hit_frames = np.flatnonzero(match.any(axis=1)[codes]) if len(codes) else np.zeros(0, dtype=np.int64)
+    hit_frames = np.flatnonzero(row_match.any(axis=1)[row]) if len(row) else np.zeros(0, dtype=np.int64)
     sample = frames["sample"][hit_frames]
-    depth = frames["depth"][hit_frames]
+    # Frames are ordered by sample then from the leaf, so within a sample a smaller
+    # frame index is a frame nearer the leaf: the index stands in for the depth.
     never = np.iinfo(np.int64).max
-    # Nearest-to-leaf depth at which each rule matches each sample.
     nearest = np.full((len(rules), n_samples), never, dtype=np.int64)
-    nearest_frame = np.full((len(rules), n_samples), -1, dtype=np.int64)
-    frame_match = match[codes[hit_frames]]
+    frame_match = row_match[row[hit_frames]]
     for r in range(len(rules)):
         sel = np.flatnonzero(frame_match[:, r])
         if len(sel) == 0:
             continue
-        # Frames are ordered by sample then depth, so the first hit per sample is the nearest.
         first = sel[np.r_[True, sample[sel][1:] != sample[sel][:-1]]]
-        nearest[r, sample[first]] = depth[first]
-        nearest_frame[r, sample[first]] = hit_frames[first]
+        nearest[r, sample[first]] = hit_frames[first]
 
     cause = np.full(n_samples, -1, dtype=np.int64)
     for group in _groups(rules):
@@ -289,8 +294,8 @@ def _causes(profile: Profile, rules: Sequence[Rule]) -> tuple[np.ndarray, np.nda
 
     deciding = np.full(n_samples, "", dtype=object)
     has = cause >= 0
-    frame_idx = nearest_frame[cause[has], np.flatnonzero(has)]
-    deciding[has] = fn_names[codes[frame_idx]]
+    frame_idx = nearest[cause[has], np.flatnonzero(has)]
+    deciding[has] = fn_names[fn_of_row[row[frame_idx]]]
     cause[~has] = len(rules)
     profile._cache[key] = (cause, deciding)
     return cause, deciding

@@ -13,6 +13,7 @@ one-line message; callers never see protobuf, gzip or index errors.
 from __future__ import annotations
 
 import zlib
+from collections.abc import Mapping
 from dataclasses import dataclass
 from functools import lru_cache
 
@@ -133,7 +134,7 @@ class Profile:
     def _frame(self, table: str) -> pd.DataFrame:
         frame = self._frames.get(table)
         if frame is None:
-            frame = pd.DataFrame(self._columns[table], copy=False)
+            frame = pd.DataFrame(dict(self._columns[table]), copy=False)
             if table == "samples":
                 frame.index.name = "sample"
             self._frames[table] = frame
@@ -438,10 +439,7 @@ def _to_tables(msg, name: str) -> Profile:
         )
     values = raw_values.view(np.int64).reshape(n_samples, n_types)
     _check_refs(stack_locs, location_ids.astype(np.uint64), "location", name, allow_zero=False)
-    sample_of_frame = np.repeat(np.arange(n_samples, dtype=np.int64), depth_counts)
-    frame_starts = np.cumsum(depth_counts) - depth_counts
-    depth = np.arange(len(stack_locs), dtype=np.int64) - np.repeat(frame_starts, depth_counts)
-    stacks = {"sample": sample_of_frame, "depth": depth, "location": stack_locs.astype(np.int64)}
+    stacks = _StackColumns(depth_counts, stack_locs.astype(np.int64))
     columns = unique_names([t.type for t in sample_types])
     samples = {c: values[:, i] for i, c in enumerate(columns)}
 
@@ -468,6 +466,31 @@ def _to_tables(msg, name: str) -> Profile:
     profile = Profile.from_columns(tables, meta, source=name)
     profile._cache["value_matrix"] = values
     return profile
+
+
+class _StackColumns(Mapping):
+    """The ``stacks`` table's columns from each sample's stack length; ``depth`` is
+    computed on first use (only inline-free profiles and DataFrame users need it)."""
+
+    def __init__(self, depth_counts: np.ndarray, locations: np.ndarray):
+        self._depth_counts = depth_counts
+        self._columns = {
+            "sample": np.repeat(np.arange(len(depth_counts), dtype=np.int64), depth_counts),
+            "location": locations,
+        }
+
+    def __getitem__(self, key: str) -> np.ndarray:
+        if key == "depth" and key not in self._columns:
+            counts = self._depth_counts
+            starts = np.cumsum(counts) - counts
+            self._columns[key] = np.arange(int(counts.sum()), dtype=np.int64) - np.repeat(starts, counts)
+        return self._columns[key]
+
+    def __iter__(self):
+        return iter(TABLES["stacks"])
+
+    def __len__(self) -> int:
+        return len(TABLES["stacks"])
 
 
 def _ids(ids: np.ndarray, what: str, name: str) -> np.ndarray:
@@ -512,55 +535,79 @@ def unique_names(names: list[str]) -> list[str]:
     return out
 
 
-def expand_stacks(profile: Profile) -> dict[str, np.ndarray]:
+def expand_stacks(profile: Profile) -> "ExpandedStacks":
     """Stacks with each location replaced by its frames, innermost inlined frame first.
 
-    Returns numpy arrays of equal length, one entry per frame, ordered by
-    sample then from leaf to root: ``sample``, ``depth`` (frames from the
-    leaf), ``location``, ``inline_depth``, ``function``, ``line``, ``row``
-    (the frame's row in ``profile.locations``) and ``inlined`` (the frame was
-    inlined into the next one up). Cached on the profile.
+    Returns a mapping of numpy arrays of equal length, one entry per frame,
+    ordered by sample then from leaf to root: ``sample``, ``depth`` (frames
+    from the leaf), ``location``, ``inline_depth``, ``function``, ``line``,
+    ``row`` (the frame's row in ``profile.locations``) and ``inlined`` (the
+    frame was inlined into the next one up). Cached on the profile.
     """
     cached = profile._cache.get("expanded")
-    if cached is not None:
-        return cached
-    loc_ids = profile.column("locations", "location")
-    inline_depths = profile.column("locations", "inline_depth")
-    # Locations rows are grouped by location: first row index and row count per id.
-    first = np.flatnonzero(np.r_[True, loc_ids[1:] != loc_ids[:-1]]) if len(loc_ids) else np.array([], np.int64)
-    counts = np.diff(np.r_[first, len(loc_ids)])
-    order = np.argsort(loc_ids[first], kind="stable")
-    sorted_ids = loc_ids[first][order]
-    stack_locs = profile.column("stacks", "location")
-    stack_samples = profile.column("stacks", "sample")
-    pos = order[_positions(sorted_ids, stack_locs)] if len(stack_locs) else np.array([], np.int64)
-    n_rows = counts[pos]
-    if len(n_rows) and (n_rows == 1).all():
-        # No inlining anywhere (common for CPU and goroutine profiles): one frame per location.
-        row = first[pos]
-        sample = stack_samples
-        depth = profile.column("stacks", "depth")
-    else:
-        row = np.repeat(first[pos], n_rows) + (
-            np.arange(int(n_rows.sum())) - np.repeat(np.cumsum(n_rows) - n_rows, n_rows)
-        )
-        sample = np.repeat(stack_samples, n_rows)
-        per_sample = np.bincount(sample, minlength=profile.n_samples) if len(sample) else np.zeros(0, np.int64)
-        depth = np.arange(len(sample)) - np.repeat(np.cumsum(per_sample) - per_sample, per_sample)
-    row_inline_depth = inline_depths[row]
-    last_depth = np.repeat(counts - 1, counts)  # per locations row: its location's last inline depth
-    out = {
-        "sample": sample,
-        "depth": depth,
-        "location": loc_ids[row],
-        "inline_depth": row_inline_depth,
-        "function": profile.column("locations", "function")[row],
-        "line": profile.column("locations", "line")[row],
-        "row": row,
-        "inlined": row_inline_depth != last_depth[row],
-    }
-    profile._cache["expanded"] = out
-    return out
+    if cached is None:
+        cached = profile._cache["expanded"] = ExpandedStacks(profile)
+    return cached
+
+
+class ExpandedStacks(Mapping):
+    """:func:`expand_stacks`' arrays, each computed on first use.
+
+    A 2,000-CRD heap profile has ~500,000 frames: ``top`` needs only ``row``
+    and ``sample``, so the other columns (a pass over every frame each) wait
+    until something asks for them.
+    """
+
+    KEYS = ("sample", "depth", "location", "inline_depth", "function", "line", "row", "inlined")
+
+    def __init__(self, profile: Profile):
+        self._profile = profile
+        self._arrays: dict[str, np.ndarray] = {}
+        loc_ids = profile.column("locations", "location")
+        # Locations rows are grouped by location: first row index and row count per id.
+        first = np.flatnonzero(np.r_[True, loc_ids[1:] != loc_ids[:-1]]) if len(loc_ids) else np.array([], np.int64)
+        counts = np.diff(np.r_[first, len(loc_ids)])
+        order = np.argsort(loc_ids[first], kind="stable")
+        sorted_ids = loc_ids[first][order]
+        stack_locs = profile.column("stacks", "location")
+        stack_samples = profile.column("stacks", "sample")
+        pos = order[_positions(sorted_ids, stack_locs)] if len(stack_locs) else np.array([], np.int64)
+        n_rows = counts[pos]
+        self._counts = counts
+        if len(n_rows) and (n_rows == 1).all():
+            # No inlining anywhere (common for CPU and goroutine profiles): one frame per location.
+            self._arrays.update(row=first[pos], sample=stack_samples, depth=profile.column("stacks", "depth"))
+        else:
+            # Frame k of stack entry i is row first[pos[i]] + k: one repeat of (first row - first frame).
+            frame_starts = np.cumsum(n_rows) - n_rows
+            self._arrays["row"] = np.arange(int(n_rows.sum())) + np.repeat(first[pos] - frame_starts, n_rows)
+            self._arrays["sample"] = np.repeat(stack_samples, n_rows)
+
+    def __getitem__(self, key: str) -> np.ndarray:
+        array = self._arrays.get(key)
+        if array is None:
+            if key not in self.KEYS:
+                raise KeyError(key)
+            array = self._arrays[key] = self._compute(key)
+        return array
+
+    def _compute(self, key: str) -> np.ndarray:
+        profile, row = self._profile, self["row"]
+        if key == "depth":
+            sample = self["sample"]
+            per_sample = np.bincount(sample, minlength=profile.n_samples) if len(sample) else np.zeros(0, np.int64)
+            return np.arange(len(sample)) - np.repeat(np.cumsum(per_sample) - per_sample, per_sample)
+        if key == "inlined":
+            last_depth = np.repeat(self._counts - 1, self._counts)  # per locations row: its location's last
+            return self["inline_depth"] != last_depth[row]
+        column = {"location": "location", "inline_depth": "inline_depth", "function": "function", "line": "line"}
+        return profile.column("locations", column[key])[row]
+
+    def __iter__(self):
+        return iter(self.KEYS)
+
+    def __len__(self) -> int:
+        return len(self.KEYS)
 
 
 def _positions(sorted_ids: np.ndarray, ids: np.ndarray) -> np.ndarray:
@@ -603,3 +650,13 @@ def function_rows(profile: Profile, function_ids: np.ndarray) -> np.ndarray:
     at_clipped = np.minimum(at, n - 1)
     found = sorted_ids[at_clipped] == function_ids
     return np.where(found, order[at_clipped], n)
+
+
+def location_function_rows(profile: Profile) -> np.ndarray:
+    """:func:`function_rows` of every row of ``profile.locations`` (cached): a frame's
+    function row is then ``location_function_rows(profile)[frames["row"]]``."""
+    cached = profile._cache.get("location_function_rows")
+    if cached is None:
+        cached = profile._cache["location_function_rows"] = function_rows(
+            profile, profile.column("locations", "function"))
+    return cached

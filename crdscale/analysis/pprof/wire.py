@@ -174,13 +174,22 @@ def _decode_run(buf: np.ndarray, start: np.ndarray, end: np.ndarray) -> tuple[np
     nonempty = lengths > 0
     if not last[(offsets + lengths - 1)[nonempty]].all():
         raise WireError("truncated packed varints")
-    group = np.cumsum(last) - last  # varint number of each byte
-    group_start = np.flatnonzero(np.r_[True, last[:-1]])
-    within = np.arange(total, dtype=np.int64) - group_start[group]
-    if (within >= MAX_VARINT).any():
+    # Varint by varint, not byte by byte: a stack's location ids take 2-3 bytes
+    # each, so one step per byte position touches far fewer elements than a
+    # reduction over every byte.
+    ends = np.flatnonzero(last)  # each varint's last byte
+    starts = np.empty_like(ends)
+    starts[0] = 0
+    starts[1:] = ends[:-1] + 1
+    size = ends - starts + 1
+    values = (raw[starts] & 0x7F).astype(np.uint64)
+    longer = np.flatnonzero(size > 1)
+    for j in range(1, MAX_VARINT):
+        if len(longer) == 0:
+            break
+        values[longer] |= (raw[starts[longer] + j] & 0x7F).astype(np.uint64) << np.uint64(7 * j)
+        longer = longer[size[longer] > j + 1]
+    if len(longer):
         raise WireError("varint longer than 10 bytes")
-    parts = (raw & 0x7F).astype(np.uint64) << (within.astype(np.uint64) * np.uint64(7))
-    values = np.bitwise_or.reduceat(parts, group_start)
-    ends_before = np.r_[0, np.cumsum(last)]
-    per_range = ends_before[offsets + lengths] - ends_before[offsets]
+    per_range = np.searchsorted(ends, offsets + lengths) - np.searchsorted(ends, offsets)
     return values, per_range.astype(np.int64)
