@@ -101,3 +101,18 @@ def test_a_range_query_refused_for_too_many_samples_is_split_until_prometheus_ac
     df = query_prometheus(Prometheus(), start, end, 1.0, series=[Series("apiserver_request_total", by=("verb",))])
     assert asked[0] == 600 and len(accepted) == 4 and max(accepted) <= 150
     assert len(df) == 601 and df["timestamp"].is_unique  # every second once, no window lost or doubled
+
+
+def test_exposed_families_name_every_recorded_series_family_for_a_name_filter():
+    """A scrape's name[] list must hold the family of every recorded series (a histogram's
+    _bucket/_count/_sum come from one family) and nothing Prometheus records itself."""
+    families = metrics.exposed_families("kube-apiserver")
+    assert "apiserver_request_duration_seconds" in families  # _bucket, _count, _sum
+    assert "go_gc_duration_seconds" in families  # a summary's _count and _sum
+    assert "process_cpu_seconds_total" in families  # a counter's family name keeps _total
+    assert not any(f.startswith("scrape_") for f in families)
+    recorded = {s.metric for s in metrics.SERIES if s.job == "kube-apiserver" and not s.metric.startswith("scrape_")}
+    for metric in recorded:
+        assert metric in families or any(metric == f + suffix for f in families for suffix in ("_bucket", "_count", "_sum"))
+    assert metrics.exposed_families("etcd") == sorted(
+        {"process_resident_memory_bytes", "process_cpu_seconds_total", "etcd_mvcc_db_total_size_in_bytes", "go_goroutines"})
