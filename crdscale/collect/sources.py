@@ -159,10 +159,11 @@ class LocalPrometheus:
         self.proc = subprocess.Popen(
             [str(self.binary.path), f"--config.file={config_path}", f"--storage.tsdb.path={self.tsdb_dir}",
              f"--web.listen-address=127.0.0.1:{self.port}", "--storage.tsdb.retention.time=100y",
-             # scrape_body_size_bytes per job, beside scrape_duration_seconds; native-histograms
-             # is what makes Prometheus 2.4x ask for the protobuf exposition, which kube-apiserver
-             # encodes for about half the CPU of text (classic histograms stay classic series).
-             "--enable-feature=extra-scrape-metrics,native-histograms",
+             # scrape_body_size_bytes per job, beside scrape_duration_seconds. Not native-histograms,
+             # although the protobuf exposition it negotiates costs kube-apiserver less CPU than
+             # text: v1.37 then sends native histograms, and Prometheus 2.42 drops their classic
+             # _bucket/_count/_sum series, which is what crdscale records.
+             "--enable-feature=extra-scrape-metrics",
              # Unaggregated series are exported as raw samples (a missed scrape stays a gap);
              # aggregated ones by range query, which must bridge the longest cadence.
              f"--query.lookback-delta={2 * max(CADENCE_LADDER_S[-1], self.interval_s):g}s",

@@ -111,8 +111,17 @@ def test_small_scenario_completes_with_profiles_and_metrics(tmp_path):
         gaps = rss.timestamp.sort_values().diff().dropna()
         assert gaps.max() <= 3 * interval and abs(gaps.median() - interval) < pd.Timedelta(seconds=0.2), (job, gaps.describe())
     assert manifest["metrics"]["job_interval_s"]["kube-apiserver"] >= 5
-    assert {"process_open_fds", "go_memstats_heap_inuse_bytes", "apiserver_request_total"} <= set(series.metric)
+    assert RECORDED_EVERYWHERE <= set(series.metric)
     _no_credentials_in(run)
+
+
+# Recorded series every kube-apiserver version exposes, histograms and summaries included: a
+# scrape that negotiates native histograms (or filters families by name[]) must not lose them.
+RECORDED_EVERYWHERE = {
+    "process_open_fds", "go_memstats_heap_inuse_bytes", "apiserver_request_total",
+    "apiserver_request_duration_seconds_bucket", "apiserver_request_duration_seconds_count",
+    "etcd_request_duration_seconds_count", "go_gc_duration_seconds_count",
+}
 
 
 def _start_run(tmp_path: Path, scenario_text: str) -> tuple[subprocess.Popen, Path]:
@@ -263,3 +272,4 @@ def test_without_prometheus_metrics_come_from_direct_scrapes(tmp_path):
     gaps = rss.timestamp.sort_values().diff().dropna()
     assert len(rss) >= 5 and gaps.median() < pd.Timedelta(seconds=1.5)  # one scrape a second
     assert (series.job == "etcd").any()
+    assert RECORDED_EVERYWHERE <= set(series.metric)
