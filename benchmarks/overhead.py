@@ -7,21 +7,23 @@ Two measurements in one run:
    watchers, scrapes), of the Prometheus it started, and of kube-apiserver over
    the same run (from the run's series) — the manifest's ``harness`` entry.
 2. **The load collection puts on kube-apiserver**: with the run's CRDs installed
-   and served, kube-apiserver's CPU (from /proc) over a quiet window without any
-   scraping, then over the same window with Prometheus scraping ``/metrics`` at
-   the run's interval. The difference is the extra kube-apiserver CPU that 1 s
-   collection causes, in CPU seconds per minute and as a share of what
-   kube-apiserver spent per minute during the run.
+   and served, kube-apiserver's CPU (from /proc) over quiet windows without any
+   scraping, alternating with windows of Prometheus scraping as a run does
+   (``/metrics`` at its own interval, etcd at the run's). The difference is
+   the extra kube-apiserver CPU that collection causes, in CPU seconds per
+   minute and as a share of what kube-apiserver spent per minute during the run.
 
 Prints a table and the overhead percentage (goal: <= 5 %). It reports; it does
 not assert.
 
-Usage: python benchmarks/overhead.py [--crds 300] [--steps 3] [--window 60] [--interval 1]
+Usage: python benchmarks/overhead.py [--crds 300] [--steps 3] [--window 40] [--pairs 3] [--interval 1]
+                                    [--apiserver-interval 5]
 """
 
 from __future__ import annotations
 
 import argparse
+import statistics
 import sys
 import tempfile
 import time
@@ -51,8 +53,12 @@ def scenario_run(crds: int, steps: int, interval: float, apiserver_interval: flo
     return {**run.manifest["harness"], "run_seconds": time.monotonic() - started, "run_dir": str(path)}
 
 
-def scrape_load(crds: int, window: float, interval: float, apiserver_interval: float) -> dict:
-    """kube-apiserver CPU per minute with and without a Prometheus scraping it, CRDs served."""
+def scrape_load(crds: int, window: float, interval: float, apiserver_interval: float, pairs: int) -> dict:
+    """kube-apiserver CPU per minute with and without a Prometheus scraping it, CRDs served.
+
+    Quiet and scraped windows alternate ``pairs`` times, so that a drift of the
+    server's idle CPU (an OpenAPI rebuild, a GC) falls on both sides.
+    """
     with LocalControlPlane(name="bench-overhead") as plane:
         cluster = plane.connect()
         crd_set = generate_crds(GeneratorParams(crd_count=crds, group_count=max(1, crds // 10), property_count=100,
@@ -69,24 +75,31 @@ def scrape_load(crds: int, window: float, interval: float, apiserver_interval: f
             time.sleep(seconds)
             return (cpu_seconds(pid) - before) * 60 / seconds
 
-        quiet = cpu_over(window)
         creds = plane.credentials
-        prom = LocalPrometheus(f"127.0.0.1:{plane.ports['apiserver']}", creds.ca_cert, creds.admin_token_file,
-                               f"127.0.0.1:{plane.ports['etcd_client']}", interval_s=interval,
-                               apiserver_interval_s=apiserver_interval).start()
-        try:
-            scraped = cpu_over(window)
-        finally:
-            prom.stop()
-        return {"quiet_cpu_s_per_min": quiet, "scraped_cpu_s_per_min": scraped,
-                "prometheus_cpu_s_per_min": (prom.cpu_seconds or 0) * 60 / window}
+        quiet, scraped, prometheus = [], [], []
+        for _ in range(pairs):
+            quiet.append(cpu_over(window))
+            prom = LocalPrometheus(f"127.0.0.1:{plane.ports['apiserver']}", creds.ca_cert, creds.admin_token_file,
+                                   f"127.0.0.1:{plane.ports['etcd_client']}", interval_s=interval,
+                                   apiserver_interval_s=apiserver_interval).start()
+            try:
+                scraped.append(cpu_over(window))
+            finally:
+                prom.stop()
+            prometheus.append((prom.cpu_seconds or 0) * 60 / window)
+            time.sleep(5)  # the last scrape's garbage is collected before the next quiet window
+        extra = [s - q for s, q in zip(scraped, quiet)]
+        return {"quiet_cpu_s_per_min": statistics.mean(quiet), "scraped_cpu_s_per_min": statistics.mean(scraped),
+                "extra": extra, "prometheus_cpu_s_per_min": statistics.mean(prometheus)}
 
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--crds", type=int, default=300, help="CRDs installed and served (default 300)")
     ap.add_argument("--steps", type=int, default=3, help="steps of the scenario run (default 3)")
-    ap.add_argument("--window", type=float, default=60, help="seconds per CPU window of measurement 2 (default 60)")
+    ap.add_argument("--window", type=float, default=40, help="seconds per CPU window of measurement 2 (default 40)")
+    ap.add_argument("--pairs", type=int, default=3,
+                    help="quiet/scraped window pairs in measurement 2, alternating (default 3)")
     ap.add_argument("--interval", type=float, default=1.0, help="/proc and etcd interval in seconds (default 1)")
     ap.add_argument("--apiserver-interval", type=float, default=5.0,
                     help="kube-apiserver /metrics interval in seconds (default 5, the scenario default)")
@@ -94,10 +107,12 @@ def main(argv: list[str] | None = None) -> int:
 
     with tempfile.TemporaryDirectory(prefix="crdscale-overhead-") as out:
         run = scenario_run(args.crds, args.steps, args.interval, args.apiserver_interval, Path(out))
-    load = scrape_load(args.crds, args.window, args.interval, args.apiserver_interval)
+    load = scrape_load(args.crds, args.window, args.interval, args.apiserver_interval, args.pairs)
 
     apiserver_per_min = run["kube_apiserver_cpu_seconds"] * 60 / run["run_seconds"]
-    extra = load["scraped_cpu_s_per_min"] - load["quiet_cpu_s_per_min"]
+    extra = statistics.mean(load["extra"])
+    spread = f"{min(load['extra']):.2f} to {max(load['extra']):.2f} over {len(load['extra'])} pairs"
+    per_scrape = extra / (60 / args.apiserver_interval)
     harness = (run["crdscale_cpu_seconds"] + (run["prometheus_cpu_seconds"] or 0)) / run["kube_apiserver_cpu_seconds"]
     rows = [
         ("kube-apiserver CPU during the run", f"{run['kube_apiserver_cpu_seconds']:.1f} s "
@@ -107,8 +122,9 @@ def main(argv: list[str] | None = None) -> int:
         ("harness CPU / kube-apiserver CPU", f"{100 * harness:.1f} %  (machine load beside the server)"),
         ("kube-apiserver CPU, quiet, CRDs served", f"{load['quiet_cpu_s_per_min']:.2f} s/min"),
         (f"kube-apiserver CPU, /metrics scraped every {args.apiserver_interval:g} s", f"{load['scraped_cpu_s_per_min']:.2f} s/min"),
-        ("extra kube-apiserver CPU caused by collection", f"{extra:.2f} s/min = "
+        ("extra kube-apiserver CPU caused by collection", f"{extra:.2f} s/min ({spread}) = "
                                                           f"{100 * extra / apiserver_per_min:.1f} % of its CPU in the run"),
+        ("kube-apiserver CPU per /metrics scrape", f"{per_scrape:.3f} s"),
     ]
     width = max(len(r[0]) for r in rows)
     print(f"harness overhead, {args.crds} CRDs in {args.steps} steps, /metrics every {args.apiserver_interval:g} s, "
