@@ -252,12 +252,18 @@ def attribute(profile: Profile, rules: Sequence[Rule] = RULES) -> pd.DataFrame:
     return out
 
 
-def _causes(profile: Profile, rules: Sequence[Rule]) -> tuple[np.ndarray, np.ndarray]:
-    """Per sample: the deciding rule's position (``len(rules)`` for other) and the deciding function name."""
+def _causes(profile: Profile, rules: Sequence[Rule], samples: np.ndarray | None = None
+            ) -> tuple[np.ndarray, np.ndarray]:
+    """Per sample: the deciding rule's position (``len(rules)`` for other) and the deciding function name.
+
+    With ``samples`` (bool per sample) only those are attributed and the others
+    get ``other``: what a sum over values that are 0 elsewhere needs (most of a
+    heap profile's samples hold no bytes in use).
+    """
     key = ("causes", tuple(rules))
     if key in profile._cache:
         return profile._cache[key]
-    frames = expand_stacks(profile)
+    subset = samples is not None and not samples.all()
     n_samples = profile.n_samples
     # Match each function name once (a profile has a few thousand), not each frame,
     # and find the frames to look at through their locations rows (tens of thousands), not frame by frame.
@@ -265,10 +271,10 @@ def _causes(profile: Profile, rules: Sequence[Rule]) -> tuple[np.ndarray, np.nda
     match = rule_matches(tuple(rules), fn_names)
     fn_of_row = location_function_rows(profile)
     row_match = match[fn_of_row]
-    row = frames["row"]
+    row, frame_sample = expand_stacks(profile).rows_of(samples if subset else None)
     # Only frames of functions some rule matches can decide (a small share of all frames).
     hit_frames = np.flatnonzero(row_match.any(axis=1)[row]) if len(row) else np.zeros(0, dtype=np.int64)
-    sample = frames["sample"][hit_frames]
+    sample = frame_sample[hit_frames]
     # Frames are ordered by sample then from the leaf, so within a sample a smaller
     # frame index is a frame nearer the leaf: the index stands in for the depth.
     never = np.iinfo(np.int64).max
@@ -297,7 +303,8 @@ def _causes(profile: Profile, rules: Sequence[Rule]) -> tuple[np.ndarray, np.nda
     frame_idx = nearest[cause[has], np.flatnonzero(has)]
     deciding[has] = fn_names[fn_of_row[row[frame_idx]]]
     cause[~has] = len(rules)
-    profile._cache[key] = (cause, deciding)
+    if not subset:
+        profile._cache[key] = (cause, deciding)
     return cause, deciding
 
 
@@ -312,13 +319,13 @@ def cause_totals(
     then ``other``, zeros included so the unattributed row is always there),
     one int64 column per sample type in its own unit (bytes, count, ns).
     """
-    cause, _ = _causes(profile, rules)
-    names = [r.name for r in rules] + [OTHER]
-    order = list(dict.fromkeys(names))
-    group = np.array([order.index(n) for n in names], dtype=np.int64)[cause]
     all_columns = profile.sample_columns
     columns = list(sample_types) if sample_types else all_columns
     values = profile.value_matrix()[:, [all_columns.index(c) for c in columns]]
+    cause, _ = _causes(profile, rules, (values != 0).any(axis=1))
+    names = [r.name for r in rules] + [OTHER]
+    order = list(dict.fromkeys(names))
+    group = np.array([order.index(n) for n in names], dtype=np.int64)[cause]
     totals = np.zeros((len(order), len(columns)), dtype=np.int64)
     np.add.at(totals, group, values)
     return pd.DataFrame(totals, index=pd.Index(order, name="cause"), columns=columns)

@@ -555,7 +555,8 @@ class ExpandedStacks(Mapping):
 
     A 2,000-CRD heap profile has ~500,000 frames: ``top`` needs only ``row``
     and ``sample``, so the other columns (a pass over every frame each) wait
-    until something asks for them.
+    until something asks for them; and :meth:`rows_of` expands only the
+    samples a view counts (a tenth of a heap profile's have any bytes in use).
     """
 
     KEYS = ("sample", "depth", "location", "inline_depth", "function", "line", "row", "inlined")
@@ -570,18 +571,34 @@ class ExpandedStacks(Mapping):
         order = np.argsort(loc_ids[first], kind="stable")
         sorted_ids = loc_ids[first][order]
         stack_locs = profile.column("stacks", "location")
-        stack_samples = profile.column("stacks", "sample")
         pos = order[_positions(sorted_ids, stack_locs)] if len(stack_locs) else np.array([], np.int64)
-        n_rows = counts[pos]
         self._counts = counts
-        if len(n_rows) and (n_rows == 1).all():
-            # No inlining anywhere (common for CPU and goroutine profiles): one frame per location.
-            self._arrays.update(row=first[pos], sample=stack_samples, depth=profile.column("stacks", "depth"))
-        else:
-            # Frame k of stack entry i is row first[pos[i]] + k: one repeat of (first row - first frame).
-            frame_starts = np.cumsum(n_rows) - n_rows
-            self._arrays["row"] = np.arange(int(n_rows.sum())) + np.repeat(first[pos] - frame_starts, n_rows)
-            self._arrays["sample"] = np.repeat(stack_samples, n_rows)
+        self._entry_first_row = first[pos]  # per stack entry: its location's first locations row
+        self._entry_rows = counts[pos]  # per stack entry: how many frames it expands to
+
+    def rows_of(self, samples: np.ndarray | None) -> tuple[np.ndarray, np.ndarray]:
+        """``(row, sample)`` of the frames of the samples where ``samples`` (bool per
+        sample) is True, in frame order; all frames for None."""
+        if samples is None or samples.all() or "row" in self._arrays:
+            row, sample = self["row"], self["sample"]
+            if samples is None or samples.all():
+                return row, sample
+            keep = samples[sample]
+            return row[keep], sample[keep]
+        entries = np.flatnonzero(samples[self._profile.column("stacks", "sample")])
+        return self._expand(entries)
+
+    def _expand(self, entries: np.ndarray | None) -> tuple[np.ndarray, np.ndarray]:
+        """Frames (row, sample) of the stack entries at ``entries`` (all for None)."""
+        stack_samples = self._profile.column("stacks", "sample")
+        first, n_rows = self._entry_first_row, self._entry_rows
+        if entries is not None:
+            first, n_rows, stack_samples = first[entries], n_rows[entries], stack_samples[entries]
+        if len(n_rows) == 0 or (n_rows == 1).all():  # no inlining (CPU, goroutine profiles): a frame per entry
+            return first, stack_samples
+        # Frame k of stack entry i is row first[i] + k: one repeat of (first row - first frame).
+        frame_starts = np.cumsum(n_rows) - n_rows
+        return np.arange(int(n_rows.sum())) + np.repeat(first - frame_starts, n_rows), np.repeat(stack_samples, n_rows)
 
     def __getitem__(self, key: str) -> np.ndarray:
         array = self._arrays.get(key)
@@ -592,6 +609,9 @@ class ExpandedStacks(Mapping):
         return array
 
     def _compute(self, key: str) -> np.ndarray:
+        if key in ("row", "sample"):
+            self._arrays["row"], self._arrays["sample"] = self._expand(None)
+            return self._arrays[key]
         profile, row = self._profile, self["row"]
         if key == "depth":
             sample = self["sample"]

@@ -239,16 +239,17 @@ def build_graph(parts: list[Part], granularity: str = "functions", noinlines: bo
         profile = part.profile
         key_frames.append(node_rows(profile, granularity, noinlines))
         active, inlined = _frame_rows(profile, part.visible, noinlines)
-        expanded = expand_stacks(profile)
-        row, sample = expanded["row"], expanded["sample"]
-        if not active.all():  # -show/-hide/-noinlines left some frames out
-            sel = active[row]
-            row, sample = row[sel], sample[sel]
         w = profile.values(part.index) * part.sign
         d = profile.values(0) * part.sign if mean else None
         if part.keep is not None:
             w = np.where(part.keep, w, 0)
             d = np.where(part.keep, d, 0) if mean else None
+        # pprof skips samples whose value (and divisor) is 0: their frames are never expanded.
+        counted = w != 0 if d is None else (w != 0) | (d != 0)
+        row, sample = expand_stacks(profile).rows_of(counted)
+        if not active.all():  # -show/-hide/-noinlines left some frames out
+            sel = active[row]
+            row, sample = row[sel], sample[sel]
         frames.append((sample + sample_offset if sample_offset else sample, row, inlined[row]))
         weights.append(w)
         divisors.append(d)

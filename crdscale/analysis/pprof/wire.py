@@ -167,29 +167,34 @@ def _decode_run(buf: np.ndarray, start: np.ndarray, end: np.ndarray) -> tuple[np
     total = int(lengths.sum())
     if total == 0:
         return np.zeros(0, dtype=np.uint64), np.zeros(len(start), dtype=np.int64)
-    offsets = np.cumsum(lengths) - lengths
-    index = np.arange(total, dtype=np.int64) + np.repeat(start - offsets, lengths)
-    raw = buf[index]
-    last = raw < 0x80
     nonempty = lengths > 0
+    start, end = start[nonempty], end[nonempty]
+    # The ranges' bytes in order: a mask over the buffer (ranges never overlap) is cheaper
+    # than an index array per byte.
+    edges = np.zeros(len(buf) + 1, dtype=np.int8)
+    edges[start] = 1
+    edges[end] -= 1
+    raw = buf[np.cumsum(edges[:-1], dtype=np.int8).view(bool)]
+    offsets = np.cumsum(lengths) - lengths
+    last = raw < 0x80
     if not last[(offsets + lengths - 1)[nonempty]].all():
         raise WireError("truncated packed varints")
-    # Varint by varint, not byte by byte: a stack's location ids take 2-3 bytes
-    # each, so one step per byte position touches far fewer elements than a
-    # reduction over every byte.
+    # Varint by varint, one byte position at a time: a stack's location ids take
+    # 2-3 bytes each, so a few whole-array steps do it.
     ends = np.flatnonzero(last)  # each varint's last byte
     starts = np.empty_like(ends)
     starts[0] = 0
     starts[1:] = ends[:-1] + 1
     size = ends - starts + 1
-    values = (raw[starts] & 0x7F).astype(np.uint64)
-    longer = np.flatnonzero(size > 1)
-    for j in range(1, MAX_VARINT):
-        if len(longer) == 0:
-            break
-        values[longer] |= (raw[starts[longer] + j] & 0x7F).astype(np.uint64) << np.uint64(7 * j)
-        longer = longer[size[longer] > j + 1]
-    if len(longer):
+    longest = int(size.max())
+    if longest > MAX_VARINT:
         raise WireError("varint longer than 10 bytes")
+    wide = np.uint64 if longest > 4 else np.uint32  # 4 bytes hold 28 bits
+    padded = np.concatenate([raw, np.zeros(MAX_VARINT, dtype=np.uint8)])
+    values = (padded[starts] & 0x7F).astype(wide)
+    for j in range(1, longest):
+        part = (padded[starts + j] & 0x7F).astype(wide)
+        part[size <= j] = 0
+        values |= part << wide(7 * j)
     per_range = np.searchsorted(ends, offsets + lengths) - np.searchsorted(ends, offsets)
-    return values, per_range.astype(np.int64)
+    return values.astype(np.uint64, copy=False), per_range.astype(np.int64)
