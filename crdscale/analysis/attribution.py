@@ -223,19 +223,25 @@ def rule_matches(rules: tuple[Rule, ...], names: np.ndarray) -> np.ndarray:
     known = _NAME_HITS.setdefault(rules, {})
     if len(known) > 500_000:  # bound the memory of a long notebook session
         known.clear()
-    new = [n for n in dict.fromkeys(names.tolist()) if n not in known]
+    names_list = names.tolist()
+    new = [n for n in dict.fromkeys(names_list) if n not in known]
     if new:
         try:
             anything = re.compile("|".join(f"(?:{r.pattern})" for r in rules))
         except re.error:  # patterns that cannot be joined (e.g. repeated group names): no shortcut
             anything = re.compile("")
-        none = (False,) * len(rules)
         for n in new:
-            known[n] = tuple(r.regex.search(n) is not None for r in rules) if anything.search(n) else none
-    return np.array([known[n] for n in names.tolist()], dtype=bool).reshape(len(names), len(rules))
+            # One int per name, bit i set when rule i matches: read back for all names in one pass.
+            known[n] = sum(1 << i for i, r in enumerate(rules) if r.regex.search(n)) if anything.search(n) else 0
+    if len(rules) > 62:
+        bits = [known[n] for n in names_list]
+        return np.array([[(b >> i) & 1 for i in range(len(rules))] for b in bits], dtype=bool).reshape(
+            len(names), len(rules))
+    codes = np.fromiter(map(known.__getitem__, names_list), dtype=np.int64, count=len(names_list))
+    return ((codes[:, None] >> np.arange(len(rules), dtype=np.int64)) & 1).astype(bool)
 
 
-_NAME_HITS: dict[tuple[Rule, ...], dict[str, tuple[bool, ...]]] = {}
+_NAME_HITS: dict[tuple[Rule, ...], dict[str, int]] = {}
 
 
 def attribute(profile: Profile, rules: Sequence[Rule] = RULES) -> pd.DataFrame:
@@ -265,21 +271,24 @@ def _causes(profile: Profile, rules: Sequence[Rule], samples: np.ndarray | None 
         return profile._cache[key]
     subset = samples is not None and not samples.all()
     n_samples = profile.n_samples
-    # Match each function name once (a profile has a few thousand), not each frame,
-    # and find the frames to look at through their locations rows (tens of thousands), not frame by frame.
+    # Match each function name once, not each frame: through the locations rows for all
+    # samples, and through the functions their frames use for a subset (a few thousand).
     fn_names = function_arrays(profile)["name"]
-    match = rule_matches(tuple(rules), fn_names)
     fn_of_row = location_function_rows(profile)
-    row_match = match[fn_of_row]
     row, frame_sample = expand_stacks(profile).rows_of(samples if subset else None)
+    if subset:
+        used, frame_fn = np.unique(fn_of_row[row], return_inverse=True)
+        frame_fn_match = rule_matches(tuple(rules), fn_names[used])
+    else:
+        frame_fn, frame_fn_match = row, rule_matches(tuple(rules), fn_names)[fn_of_row]
     # Only frames of functions some rule matches can decide (a small share of all frames).
-    hit_frames = np.flatnonzero(row_match.any(axis=1)[row]) if len(row) else np.zeros(0, dtype=np.int64)
+    hit_frames = np.flatnonzero(frame_fn_match.any(axis=1)[frame_fn]) if len(row) else np.zeros(0, dtype=np.int64)
+    frame_match = frame_fn_match[frame_fn[hit_frames]]
     sample = frame_sample[hit_frames]
     # Frames are ordered by sample then from the leaf, so within a sample a smaller
     # frame index is a frame nearer the leaf: the index stands in for the depth.
     never = np.iinfo(np.int64).max
     nearest = np.full((len(rules), n_samples), never, dtype=np.int64)
-    frame_match = row_match[row[hit_frames]]
     for r in range(len(rules)):
         sel = np.flatnonzero(frame_match[:, r])
         if len(sel) == 0:

@@ -306,10 +306,13 @@ def _gunzip(data: bytes, name: str) -> bytes:
 
 def _messages(items) -> tuple[np.ndarray, wire.Fields, int]:
     """Raw messages of one kind split into fields: (their buffer, the fields, how many messages)."""
-    lengths = np.fromiter(map(len, items), dtype=np.int64, count=len(items))
+    items = list(items)  # protobuf makes a bytes object per access: once, not twice
+    n = len(items)
+    lengths = np.fromiter(map(len, items), dtype=np.int64, count=n)
     ends = np.cumsum(lengths)
-    buf = wire.buffer(b"".join(items))
-    return buf, wire.walk(buf, ends - lengths, ends), len(items)
+    items.append(bytes(wire.PADDING))  # wire.buffer's padding, without copying the joined bytes again
+    buf = np.frombuffer(b"".join(items), dtype=np.uint8)
+    return buf, wire.walk(buf, ends - lengths, ends), n
 
 
 def _decode_strings(table) -> list[str]:
@@ -474,17 +477,26 @@ class _StackColumns(Mapping):
 
     def __init__(self, depth_counts: np.ndarray, locations: np.ndarray):
         self._depth_counts = depth_counts
-        self._columns = {
-            "sample": np.repeat(np.arange(len(depth_counts), dtype=np.int64), depth_counts),
-            "location": locations,
-        }
+        self._starts = np.cumsum(depth_counts) - depth_counts
+        self._columns = {"location": locations}
 
     def __getitem__(self, key: str) -> np.ndarray:
-        if key == "depth" and key not in self._columns:
+        if key not in self._columns:
             counts = self._depth_counts
-            starts = np.cumsum(counts) - counts
-            self._columns[key] = np.arange(int(counts.sum()), dtype=np.int64) - np.repeat(starts, counts)
+            if key == "sample":
+                self._columns[key] = np.repeat(np.arange(len(counts), dtype=np.int64), counts)
+            elif key == "depth":
+                self._columns[key] = np.arange(int(counts.sum()), dtype=np.int64) - np.repeat(self._starts, counts)
         return self._columns[key]
+
+    def entries_of(self, samples: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Stack entries of the samples where ``samples`` is True, and the sample of each
+        (in stack order), without a pass over every entry."""
+        chosen = np.flatnonzero(samples)
+        counts = self._depth_counts[chosen]
+        offsets = np.cumsum(counts) - counts
+        entries = np.arange(int(counts.sum()), dtype=np.int64) + np.repeat(self._starts[chosen] - offsets, counts)
+        return entries, np.repeat(chosen, counts)
 
     def __iter__(self):
         return iter(TABLES["stacks"])
@@ -501,7 +513,8 @@ def _ids(ids: np.ndarray, what: str, name: str) -> np.ndarray:
         raise ProfileError(f"{name}: {what} with id 0")
     if (ids > np.uint64(np.iinfo(np.int64).max)).any():
         raise ProfileError(f"{name}: {what} id too large")
-    if len(np.unique(ids)) != len(ids):
+    # Increasing ids (Go writes 1..n) are unique without hashing them.
+    if not (ids[1:] > ids[:-1]).all() and len(np.unique(ids)) != len(ids):
         raise ProfileError(f"{name}: duplicate {what} ids")
     return ids.astype(np.int64)
 
@@ -570,11 +583,24 @@ class ExpandedStacks(Mapping):
         counts = np.diff(np.r_[first, len(loc_ids)])
         order = np.argsort(loc_ids[first], kind="stable")
         sorted_ids = loc_ids[first][order]
-        stack_locs = profile.column("stacks", "location")
-        pos = order[_positions(sorted_ids, stack_locs)] if len(stack_locs) else np.array([], np.int64)
         self._counts = counts
-        self._entry_first_row = first[pos]  # per stack entry: its location's first locations row
-        self._entry_rows = counts[pos]  # per stack entry: how many frames it expands to
+        self._first = first
+        # Location id -> its position in first/counts (identity when Go's 1..n ids come in order).
+        self._order = None if (order == np.arange(len(order))).all() else order
+        self._sorted_ids = sorted_ids
+
+    def _locations_of(self, entries: np.ndarray | None) -> tuple[np.ndarray, np.ndarray]:
+        """Per stack entry (all, or those at ``entries``): its location's first locations
+        row and how many frames (rows) it expands to."""
+        stack_locs = self._profile.column("stacks", "location")
+        if entries is not None:
+            stack_locs = stack_locs[entries]
+        if len(stack_locs) == 0:
+            return np.zeros(0, np.int64), np.zeros(0, np.int64)
+        pos = _positions(self._sorted_ids, stack_locs)
+        if self._order is not None:
+            pos = self._order[pos]
+        return self._first[pos], self._counts[pos]
 
     def rows_of(self, samples: np.ndarray | None) -> tuple[np.ndarray, np.ndarray]:
         """``(row, sample)`` of the frames of the samples where ``samples`` (bool per
@@ -585,15 +611,19 @@ class ExpandedStacks(Mapping):
                 return row, sample
             keep = samples[sample]
             return row[keep], sample[keep]
+        stacks = self._profile._columns.get("stacks")
+        if isinstance(stacks, _StackColumns):  # decoded here: each sample's entries are a known range
+            return self._expand(*stacks.entries_of(samples))
         entries = np.flatnonzero(samples[self._profile.column("stacks", "sample")])
-        return self._expand(entries)
+        return self._expand(entries, self._profile.column("stacks", "sample")[entries])
 
-    def _expand(self, entries: np.ndarray | None) -> tuple[np.ndarray, np.ndarray]:
-        """Frames (row, sample) of the stack entries at ``entries`` (all for None)."""
-        stack_samples = self._profile.column("stacks", "sample")
-        first, n_rows = self._entry_first_row, self._entry_rows
-        if entries is not None:
-            first, n_rows, stack_samples = first[entries], n_rows[entries], stack_samples[entries]
+    def _expand(self, entries: np.ndarray | None, stack_samples: np.ndarray | None = None
+                ) -> tuple[np.ndarray, np.ndarray]:
+        """Frames (row, sample) of the stack entries at ``entries`` (all for None), whose
+        samples are ``stack_samples``."""
+        if entries is None:
+            stack_samples = self._profile.column("stacks", "sample")
+        first, n_rows = self._locations_of(entries)
         if len(n_rows) == 0 or (n_rows == 1).all():  # no inlining (CPU, goroutine profiles): a frame per entry
             return first, stack_samples
         # Frame k of stack entry i is row first[i] + k: one repeat of (first row - first frame).
@@ -634,7 +664,9 @@ def _positions(sorted_ids: np.ndarray, ids: np.ndarray) -> np.ndarray:
     """``np.searchsorted(sorted_ids, ids)``, without the search when the ids are 1..n (Go numbers them so)."""
     n = len(sorted_ids)
     if n and sorted_ids[0] == 1 and sorted_ids[-1] == n and (np.diff(sorted_ids) == 1).all():
-        return np.clip(ids.astype(np.int64, copy=False) - 1, 0, n)
+        at = ids.astype(np.int64)  # a copy, changed in place below
+        at -= 1
+        return np.clip(at, 0, n, out=at)
     return np.searchsorted(sorted_ids, ids)
 
 

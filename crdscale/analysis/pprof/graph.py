@@ -309,9 +309,15 @@ def flat_cum(g: Graph, values: np.ndarray | None = None) -> tuple[np.ndarray, np
     leaf = np.r_[True, fs[1:] != fs[:-1]]
     np.add.at(flat, fn[leaf], w[fs[leaf]])
     # A node counts once per sample however often it recurs in the stack.
-    pair = np.unique(fs * n + fn)
+    pair = _distinct(fs * n + fn)
     np.add.at(cum, pair % n, w[pair // n])
     return flat, cum
+
+
+def _distinct(keys: np.ndarray) -> np.ndarray:
+    """``np.unique`` of int64 keys by sorting (numpy 2's hashing unique is ~8x slower here)."""
+    keys = np.sort(keys)
+    return keys[np.r_[True, keys[1:] != keys[:-1]]] if len(keys) else keys
 
 
 def mean_values(sums: np.ndarray, divisors: np.ndarray) -> np.ndarray:

@@ -25,9 +25,13 @@ class WireError(ValueError):
     """The bytes are not valid protobuf wire format."""
 
 
+# Zero bytes after a buffer's data, so that reads past the end stay in bounds (they are checked).
+PADDING = MAX_VARINT + 8
+
+
 def buffer(data: bytes) -> np.ndarray:
-    """The bytes as uint8, padded so that reads past the end stay in bounds (they are checked)."""
-    return np.frombuffer(data + bytes(MAX_VARINT + 8), dtype=np.uint8)
+    """The bytes as uint8, padded with :data:`PADDING` zero bytes."""
+    return np.frombuffer(data + bytes(PADDING), dtype=np.uint8)
 
 
 def varints_at(buf: np.ndarray, pos: np.ndarray, end: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -168,14 +172,8 @@ def _decode_run(buf: np.ndarray, start: np.ndarray, end: np.ndarray) -> tuple[np
     if total == 0:
         return np.zeros(0, dtype=np.uint64), np.zeros(len(start), dtype=np.int64)
     nonempty = lengths > 0
-    start, end = start[nonempty], end[nonempty]
-    # The ranges' bytes in order: a mask over the buffer (ranges never overlap) is cheaper
-    # than an index array per byte.
-    edges = np.zeros(len(buf) + 1, dtype=np.int8)
-    edges[start] = 1
-    edges[end] -= 1
-    raw = buf[np.cumsum(edges[:-1], dtype=np.int8).view(bool)]
     offsets = np.cumsum(lengths) - lengths
+    raw = buf[np.arange(total, dtype=np.int64) + np.repeat(start - offsets, lengths)]
     last = raw < 0x80
     if not last[(offsets + lengths - 1)[nonempty]].all():
         raise WireError("truncated packed varints")
