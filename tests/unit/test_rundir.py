@@ -215,7 +215,7 @@ def test_direct_scraper_hands_chunks_to_its_sink():
         content = text.encode()
 
     class FakeCluster:
-        def get(self, path, timeout=None):
+        def get(self, path, params=None, timeout=None):
             return Response()
 
     chunks = []
