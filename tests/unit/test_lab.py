@@ -133,6 +133,13 @@ def _alive(pid: int, ticks: int) -> bool:
     return start_ticks(pid) == ticks
 
 
+def _cmdline(pid: int) -> str:
+    try:
+        return Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")[:200]
+    except OSError:
+        return "?"
+
+
 def _chromium(url: str, profile: Path, *args: str) -> subprocess.CompletedProcess:
     # virtual-time-budget: Chromium lets JupyterLab load and render before it dumps or shoots.
     return subprocess.run([CHROMIUM, *FLAGS, f"--user-data-dir={profile}", "--window-size=1400,2000",
@@ -148,10 +155,17 @@ def test_lab_shows_the_memory_notebook_as_a_notebook_in_chromium(run_copy, tmp_p
     started: dict[int, int] = {}
     try:
         lines: list[str] = []
-        reader = threading.Thread(target=lambda: lines.append(lab.stdout.readline()), daemon=True)
+        errors: list[str] = []
+        # Both pipes are drained all along: JupyterLab logs every request to stderr, and a full
+        # pipe would block it (then it cannot even stop on Ctrl-C).
+        reader = threading.Thread(target=lambda: lines.extend(lab.stdout), daemon=True)
+        drain = threading.Thread(target=lambda: errors.extend(lab.stderr), daemon=True)
         reader.start()
-        reader.join(420)  # executing the two notebooks on 2 busy cores, then starting JupyterLab
-        assert lines and lines[0].startswith("http://127.0.0.1:"), (lines, lab.poll())
+        drain.start()
+        deadline = time.monotonic() + 420  # executing the two notebooks on 2 busy cores, then starting JupyterLab
+        while not lines and lab.poll() is None and time.monotonic() < deadline:
+            time.sleep(0.2)
+        assert lines and lines[0].startswith("http://127.0.0.1:"), (lines, lab.poll(), "".join(errors)[-2000:])
         url = lines[0].strip()
         assert re.fullmatch(r"http://127\.0\.0\.1:\d+/lab/tree/notebooks/memory\.ipynb\?token=[0-9a-f]{48}", url)
         started = _descendants(lab.pid)
@@ -170,8 +184,15 @@ def test_lab_shows_the_memory_notebook_as_a_notebook_in_chromium(run_copy, tmp_p
         assert shot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 
         lab.send_signal(signal.SIGINT)  # Ctrl-C
-        assert lab.wait(60) == 0
-        assert "stopping JupyterLab" in lab.stderr.read()
+        try:
+            code = lab.wait(60)
+        except subprocess.TimeoutExpired:  # once in a full CI run (not reproduced alone): say what was left
+            left = {pid: _cmdline(pid) for pid in _descendants(lab.pid)}
+            pytest.fail(f"crdscale lab still running 60 s after Ctrl-C; its processes {left}; "
+                        f"its stderr: {''.join(errors)[-2000:]!r}")
+        assert code == 0
+        drain.join(10)
+        assert "stopping JupyterLab" in "".join(errors)
         deadline = time.monotonic() + 20
         while any(_alive(*p) for p in started.items()) and time.monotonic() < deadline:
             time.sleep(0.5)
