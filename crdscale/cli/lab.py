@@ -67,8 +67,11 @@ class Command:
             echo(f"warning: could not install the JupyterLab settings ({err}); open .py notebooks with "
                  "right click > Open With > Notebook")
 
-        # SIGTERM ends the lab as Ctrl-C does: the server and its kernels are stopped.
+        # SIGTERM ends the lab as Ctrl-C does: the server and its kernels are stopped. SIGINT is set
+        # too: a process started in the background by a non-interactive shell (a script's `&`, CI)
+        # inherits SIGINT ignored, and Python then leaves it ignored.
         signal.signal(signal.SIGTERM, signal.default_int_handler)
+        signal.signal(signal.SIGINT, signal.default_int_handler)
         server = LabServer(root)
         try:
             server.start()
