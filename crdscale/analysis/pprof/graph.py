@@ -22,7 +22,7 @@ from types import SimpleNamespace
 import numpy as np
 import pandas as pd
 
-from crdscale.analysis.pprof.decode import Profile, expand_stacks, function_arrays, function_rows
+from crdscale.analysis.pprof.decode import Profile, expand_stacks, function_arrays, location_function_rows
 from crdscale.errors import UsageError
 
 GRANULARITIES = ("functions", "filefunctions", "files", "lines", "addresses")
@@ -70,7 +70,7 @@ def node_rows(profile: Profile, granularity: str = "functions", noinlines: bool 
     cols = function_arrays(profile)
     fids = col("locations", "function")
     has_fn = fids != 0
-    pos = function_rows(profile, fids)
+    pos = location_function_rows(profile)  # cached: attribution reads the same rows
     fn_name = cols["name"][pos]
     fn_file = cols["filename"][pos]
     fn_start = cols["start_line"][pos]
