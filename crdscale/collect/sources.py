@@ -68,7 +68,7 @@ def _scrape_facts(job: str, when: datetime, seconds: float, body_bytes: int) -> 
 # times out and the series stop. The /metrics jobs then move up this ladder to the first
 # interval at least twice the last scrape's duration (measured: benchmarks/completeness.py);
 # RSS, CPU, fds and threads stay at the run's interval through /proc (ProcSampler).
-CADENCE_LADDER_S = (1.0, 2.0, 3.0, 5.0, 10.0, 15.0, 20.0, 30.0, 60.0)
+CADENCE_LADDER_S = (1.0, 2.0, 3.0, 5.0, 10.0, 15.0, 20.0, 30.0, 45.0, 60.0)
 # Above this share of the interval a scrape is close enough to timing out to move up a rung.
 CADENCE_HEADROOM = 0.6
 CADENCE_CHECK_EVERY_S = 5.0
@@ -85,6 +85,29 @@ def next_cadence(interval_s: float, last_duration_s: float, up: bool) -> float:
     return max(interval_s, next((v for v in CADENCE_LADDER_S if v >= need), CADENCE_LADDER_S[-1]))
 
 
+# kube-apiserver CPU seconds per second of a /metrics scrape's wall time (Prometheus'
+# scrape_duration_seconds): the handler gathers and encodes on one core, and the garbage it leaves
+# is collected on the others. Measured at 300 CRDs, name[] and Prometheus' Accept header: 0.20 CPU-s
+# per scrape for scrapes of 0.16-0.18 s (benchmarks/overhead.py prints both).
+SCRAPE_CPU_PER_SECOND = 1.3
+# The budget is judged on this much of the run (cumulative from the first scrape): a few scrapes,
+# and the server's own work averaged over more than one GC cycle or OpenAPI rebuild.
+BUDGET_WARMUP_S = 60.0
+
+
+def budget_cadence(interval_s: float, scrape_s: float, server_cores: float, budget: float) -> float:
+    """The interval at which scrapes of ``scrape_s`` seconds cost kube-apiserver at most ``budget``
+    (a fraction) of the CPU it spends on its own work (``server_cores``, its average CPU rate
+    without our scrapes): unchanged if the current one does, else the first rung of
+    :data:`CADENCE_LADDER_S` that does (the top rung at most). Never moves down."""
+    if budget <= 0 or server_cores <= 0 or scrape_s <= 0:
+        return interval_s
+    need = SCRAPE_CPU_PER_SECOND * scrape_s / (budget * server_cores)
+    if need <= interval_s:
+        return interval_s
+    return max(interval_s, next((v for v in CADENCE_LADDER_S if v >= need), CADENCE_LADDER_S[-1]))
+
+
 class LocalPrometheus:
     """A Prometheus process on 127.0.0.1 with a throwaway TSDB in a temp directory.
 
@@ -97,7 +120,12 @@ class LocalPrometheus:
             outlast it (:func:`next_cadence`, checked every few seconds while it runs).
         apiserver_interval_s: kube-apiserver's ``/metrics`` interval when longer than ``interval_s``
             (its scrapes cost the server CPU that grows with every CRD).
-        on_cadence: called with each change, ``{"job", "interval_s", "previous_s", "scrape_duration_s", "up"}``.
+        cpu_budget: the share of kube-apiserver's CPU its ``/metrics`` scrapes may cost (0.05 =
+            5 %; 0: no budget). Judged over the run so far from ``process_cpu_seconds_total`` and
+            ``scrape_duration_seconds`` (:func:`budget_cadence`); a light, settling server gets
+            a longer interval than a busy one.
+        on_cadence: called with each change, ``{"job", "interval_s", "previous_s", "reason",
+            "scrape_duration_s", "up"}`` (and ``server_cores``, ``scrape_share`` for the budget).
     """
 
     kind = "prometheus"
@@ -105,7 +133,8 @@ class LocalPrometheus:
     def __init__(self, apiserver_target: str, ca_file: Path, token_file: Path, etcd_target: str | None = None,
                  interval_s: float = 1.0, binary: str | None = None, *, tsdb_dir: Path | None = None,
                  on_spawn: Callable[[int, Path], None] | None = None,
-                 on_cadence: Callable[[dict], None] | None = None, apiserver_interval_s: float | None = None):
+                 on_cadence: Callable[[dict], None] | None = None, apiserver_interval_s: float | None = None,
+                 cpu_budget: float = 0.0):
         self.binary = binaries.prometheus(binary)
         self.apiserver_target = apiserver_target
         self.etcd_target = etcd_target
@@ -114,8 +143,8 @@ class LocalPrometheus:
         self.interval_s = interval_s
         self.port, = free_ports(1)
         self.url = f"http://127.0.0.1:{self.port}"
-        self.workdir = Path(tempfile.mkdtemp(prefix="crdscale-prometheus-"))
-        self.tsdb_dir = Path(tsdb_dir) if tsdb_dir else self.workdir / "data"
+        self._workdir: Path | None = None
+        self._tsdb_dir = Path(tsdb_dir) if tsdb_dir else None
         self.scrapes = True
         self.cpu_seconds: float | None = None
         self.on_spawn = on_spawn
@@ -123,10 +152,23 @@ class LocalPrometheus:
         self.job_interval_s = {"kube-apiserver": max(interval_s, apiserver_interval_s or interval_s),
                                **({"etcd": interval_s} if etcd_target else {})}
         self.cadence_changes: list[dict] = []
+        self.cpu_budget = cpu_budget
+        self._cpu_origin: tuple[float, float] | None = None  # (monotonic time, server CPU s) at the first look
         self._changed_at: dict[str, float] = {}
         self._adapting = threading.Event()
         self._adapter: threading.Thread | None = None
         self.proc: subprocess.Popen | None = None
+
+    @property
+    def workdir(self) -> Path:
+        """Its config and log (a temp directory, made on first use and removed by ``stop()``)."""
+        if self._workdir is None:
+            self._workdir = Path(tempfile.mkdtemp(prefix="crdscale-prometheus-"))
+        return self._workdir
+
+    @property
+    def tsdb_dir(self) -> Path:
+        return self._tsdb_dir if self._tsdb_dir is not None else self.workdir / "data"
 
     def config(self) -> dict:
         interval = f"{self.interval_s:g}s"
@@ -209,9 +251,11 @@ class LocalPrometheus:
 
     def adapt(self) -> list[dict]:
         """Move each job whose last scrape failed or came close to its timeout to a longer
-        interval (:func:`next_cadence`) and reload Prometheus; returns the changes."""
+        interval (:func:`next_cadence`), and kube-apiserver's to one within the CPU budget
+        (:func:`budget_cadence`); reload Prometheus; returns the changes."""
         changes = []
         now = time.monotonic()
+        budget = self._budget_facts(now) if self.cpu_budget > 0 and "kube-apiserver" in self.job_interval_s else None
         for job, interval in list(self.job_interval_s.items()):
             if now - self._changed_at.get(job, float("-inf")) < 2 * interval:
                 continue  # the last scrape may still be one at the old interval
@@ -219,12 +263,17 @@ class LocalPrometheus:
             up = self._instant(f'up{{job="{job}"}}')
             if duration is None or up is None:
                 continue
+            change = {"job": job, "previous_s": interval, "scrape_duration_s": round(duration, 3), "up": up == 1.0}
             new = next_cadence(interval, duration, up == 1.0)
+            if new != interval:
+                change["reason"] = "scrape duration"
+            elif job == "kube-apiserver" and budget is not None:
+                new = budget_cadence(interval, duration, budget["server_cores"], self.cpu_budget)
+                change.update(reason="cpu budget", **budget)
             if new != interval:
                 self.job_interval_s[job] = new
                 self._changed_at[job] = now
-                changes.append({"job": job, "interval_s": new, "previous_s": interval,
-                                "scrape_duration_s": round(duration, 3), "up": up == 1.0})
+                changes.append({**change, "interval_s": new})
         if changes:
             write_atomic(self.workdir / "prometheus.yml", yaml.safe_dump(self.config(), sort_keys=False))
             requests.post(f"{self.url}/-/reload", timeout=10).raise_for_status()
@@ -233,6 +282,26 @@ class LocalPrometheus:
                 if self.on_cadence is not None:
                     self.on_cadence(change)
         return changes
+
+    def _budget_facts(self, now: float) -> dict | None:
+        """kube-apiserver's own CPU rate (cores, our scrapes' estimated cost taken out) and the
+        share its scrapes took, over the run since the first look; None until there is enough."""
+        cpu = self._instant('process_cpu_seconds_total{job="kube-apiserver"}')
+        if cpu is None:
+            return None
+        if self._cpu_origin is None or cpu < self._cpu_origin[1]:  # first look, or the server restarted
+            self._cpu_origin = (now, cpu)
+            return None
+        since, cpu_then = self._cpu_origin
+        elapsed = now - since
+        if elapsed < BUDGET_WARMUP_S:
+            return None
+        scraped = self._instant(f'sum_over_time(scrape_duration_seconds{{job="kube-apiserver"}}[{elapsed:.0f}s])')
+        cost = SCRAPE_CPU_PER_SECOND * (scraped or 0.0)
+        own = cpu - cpu_then - cost
+        if own <= 0:
+            return None
+        return {"server_cores": round(own / elapsed, 4), "scrape_share": round(cost / own, 4)}
 
     def _adapt_loop(self) -> None:
         while not self._adapting.wait(CADENCE_CHECK_EVERY_S):
@@ -266,11 +335,13 @@ class LocalPrometheus:
             except subprocess.TimeoutExpired:
                 os.killpg(self.proc.pid, signal.SIGKILL)
                 self.proc.wait()
-        shutil.rmtree(self.workdir, ignore_errors=True)
+        if self._workdir is not None:
+            shutil.rmtree(self._workdir, ignore_errors=True)
 
     def describe(self) -> dict:
         return {"source": self.kind, "prometheus_version": self.binary.version, "scrape_interval_s": self.interval_s,
                 "prometheus_cpu_seconds": self.cpu_seconds, "job_interval_s": dict(self.job_interval_s),
+                "apiserver_cpu_budget": self.cpu_budget,
                 "cadence_changes": list(self.cadence_changes)}
 
 

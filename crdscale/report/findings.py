@@ -148,6 +148,11 @@ def provenance(manifest: dict) -> dict[str, str]:
             f"crdscale {harness['crdscale_cpu_seconds']:.1f} s + Prometheus {harness.get('prometheus_cpu_seconds') or 0:.1f} s "
             f"CPU = {100 * harness['harness_share_of_apiserver_cpu']:.1f}% of kube-apiserver's "
             f"{harness['kube_apiserver_cpu_seconds']:.1f} s")
+        scrapes = harness.get("apiserver_scrapes") or {}
+        if harness.get("scrape_share_of_apiserver_cpu") is not None:
+            facts["harness cost"] += (
+                f"; its {scrapes['count']} /metrics scrapes cost kube-apiserver ~{scrapes['cpu_seconds_estimate']:.1f} CPU-s "
+                f"= {100 * harness['scrape_share_of_apiserver_cpu']:.1f}% of its own work (from their durations)")
     return facts
 
 

@@ -50,8 +50,10 @@ EVENT_KINDS: dict[str, EventKind] = {k.name: k for k in (
     EventKind("target.ready", ("server",), ("version",), "the API server answers"),
     EventKind("target.stop", (), (), "the local control plane was stopped"),
     EventKind("metrics.start", ("source",), ("interval_s",), "metrics collection started: time zero of the plots"),
-    EventKind("metrics.cadence", ("job", "interval_s", "previous_s"), ("scrape_duration_s", "up"),
-              "a /metrics job moved to a longer scrape interval: its scrapes outlasted the old one"),
+    EventKind("metrics.cadence", ("job", "interval_s", "previous_s"),
+              ("reason", "scrape_duration_s", "up", "server_cores", "scrape_share"),
+              "a /metrics job moved to a longer scrape interval: its scrapes outlasted the old one "
+              "(reason `scrape duration`) or cost kube-apiserver more than its CPU budget (`cpu budget`)"),
     EventKind("settle.start", ("label", "seconds"), (), "the runner waits `seconds` before profiling"),
     EventKind("hold.start", ("seconds",), ("crds",), "after the last step the run keeps serving `seconds`"),
     EventKind("hold.end", ("seconds",), ("crds",), "the hold after the last step ended"),

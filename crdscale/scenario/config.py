@@ -40,7 +40,8 @@ SCHEMA: dict[str, dict[str, type | tuple[type, ...]]] = {
               "establish_timeout_seconds": (int, float), "concurrency": int, "qps": (int, float),
               "on_rejected": str, "hold_seconds": (int, float), "memory_guard_mib": int},
     "profiles": {"kinds": list, "cpu_seconds": int, "installed_phase": bool},
-    "metrics": {"source": str, "scrape_interval_seconds": (int, float), "apiserver_metrics_interval_seconds": (int, float)},
+    "metrics": {"source": str, "scrape_interval_seconds": (int, float), "apiserver_metrics_interval_seconds": (int, float),
+                "apiserver_cpu_budget_percent": (int, float)},
     "probes": {"each_step": list, "options": dict},
 }
 
@@ -286,6 +287,8 @@ def build_scenario(user: dict, *, where: str = "scenario", overrides: dict | Non
     _choice(metrics["source"], METRIC_SOURCES, "metrics.source", where)
     _positive(metrics["scrape_interval_seconds"], "metrics.scrape_interval_seconds", where)
     _positive(metrics["apiserver_metrics_interval_seconds"], "metrics.apiserver_metrics_interval_seconds", where)
+    _positive(metrics.get("apiserver_cpu_budget_percent", 0), "metrics.apiserver_cpu_budget_percent", where,
+              zero_ok=True)
 
     scenario = Scenario(
         name=data.get("name", "scenario"), description=data.get("description") or "",

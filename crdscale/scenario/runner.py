@@ -28,7 +28,8 @@ from crdscale.collect import metrics as metric_defs
 from crdscale.collect.promtext import parse_exposition
 from crdscale.collect.pprof import fetch_profile
 from crdscale.collect.prometheus import PrometheusAccess
-from crdscale.collect.sources import DirectScraper, LocalPrometheus, ProcSampler, RemotePrometheus
+from crdscale.collect.sources import (SCRAPE_CPU_PER_SECOND, DirectScraper, LocalPrometheus, ProcSampler,
+                                      RemotePrometheus)
 from crdscale.errors import BinaryError, ClusterError, CrdscaleError, RunInterrupted
 from crdscale.ownership import new_run_id
 from crdscale.paths import runs_dir
@@ -387,7 +388,8 @@ class ScenarioRunner:
                                          interval_s=interval, tsdb_dir=self.run.prometheus_tsdb,
                                          on_spawn=self._adopt,
                                          on_cadence=lambda change: self.events.emit("metrics.cadence", **change),
-                                         apiserver_interval_s=float(sc.metrics["apiserver_metrics_interval_seconds"]))
+                                         apiserver_interval_s=float(sc.metrics["apiserver_metrics_interval_seconds"]),
+                                         cpu_budget=float(sc.metrics.get("apiserver_cpu_budget_percent", 0)) / 100)
             except BinaryError:
                 if wanted == "prometheus":
                     raise
@@ -432,16 +434,25 @@ class ScenarioRunner:
         now = os.times()
         own = (now.user - self._cpu_at_start.user) + (now.system - self._cpu_at_start.system)
         prometheus = getattr(self.source, "cpu_seconds", None)
-        apiserver = None
+        apiserver = scrapes = None
         if self._series is not None and len(self._series):
-            cpu = self._series[(self._series["metric"] == "process_cpu_seconds_total")
-                               & (self._series["job"] == "kube-apiserver")].sort_values("timestamp")["value"]
+            of_apiserver = self._series[self._series["job"] == "kube-apiserver"]
+            cpu = of_apiserver[of_apiserver["metric"] == "process_cpu_seconds_total"].sort_values("timestamp")["value"]
             apiserver = float(cpu.iloc[-1] - cpu.iloc[0]) if len(cpu) > 1 else None
+            # What our /metrics scrapes cost the server itself, estimated from their durations.
+            durations = of_apiserver.loc[of_apiserver["metric"] == "scrape_duration_seconds", "value"]
+            scrapes = {"count": int(len(durations)),
+                       "cpu_seconds_estimate": round(SCRAPE_CPU_PER_SECOND * float(durations.sum()), 3)}
         harness = own + (prometheus or 0.0)
+        own_work = apiserver - scrapes["cpu_seconds_estimate"] if apiserver and scrapes else None
         self.run.update_manifest(harness={
             "crdscale_cpu_seconds": round(own, 3), "prometheus_cpu_seconds": prometheus,
             "kube_apiserver_cpu_seconds": apiserver,
-            "harness_share_of_apiserver_cpu": round(harness / apiserver, 4) if apiserver else None})
+            "harness_share_of_apiserver_cpu": round(harness / apiserver, 4) if apiserver else None,
+            "apiserver_scrapes": scrapes,
+            # The load collection puts on the server measured, against what the server did besides.
+            "scrape_share_of_apiserver_cpu": (round(scrapes["cpu_seconds_estimate"] / own_work, 4)
+                                              if own_work and own_work > 0 else None)})
 
     def _export_series(self) -> None:
         """Write the time series of the whole run window (also after failures)."""

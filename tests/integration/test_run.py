@@ -35,7 +35,8 @@ serve = "watch"
 settle_seconds = 2
 [metrics]
 scrape_interval_seconds = 1
-apiserver_metrics_interval_seconds = 5  # the default 15 s would leave a short run two samples
+apiserver_metrics_interval_seconds = 5  # the default 20 s would leave a short run two samples
+apiserver_cpu_budget_percent = 0  # a fixed cadence to check gaps against (the budget: test_collect_sources_cadence)
 """
 
 

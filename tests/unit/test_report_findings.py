@@ -96,3 +96,12 @@ def test_per_crd_table_units(reference):
 
 def test_headline_without_fits():
     assert "fewer than two" in headline(pd.DataFrame(columns=["key", "value", "low", "high"]))
+
+
+def test_provenance_states_what_the_scrapes_cost_the_server():
+    prov = provenance({"harness": {"crdscale_cpu_seconds": 3.0, "prometheus_cpu_seconds": 1.0,
+                                   "kube_apiserver_cpu_seconds": 100.0, "harness_share_of_apiserver_cpu": 0.04,
+                                   "apiserver_scrapes": {"count": 12, "cpu_seconds_estimate": 2.5},
+                                   "scrape_share_of_apiserver_cpu": 0.0256}})
+    assert prov["harness cost"].endswith("; its 12 /metrics scrapes cost kube-apiserver ~2.5 CPU-s "
+                                         "= 2.6% of its own work (from their durations)")
