@@ -14,7 +14,8 @@ class Command:
     (etcd v3.6.16), 500 generated CRDs (50 groups, 100 properties) in 5 steps of
     100, each served with a LIST and a watch, 15 s settle, a heap profile
     (gc=1) at the start and after every step; RSS, CPU and fds from /proc every
-    1 s, kube-apiserver's /metrics every 20 s (longer when a scrape outlasts it).
+    1 s, kube-apiserver's /metrics every 20 s (longer when a scrape outlasts it,
+    or while scrapes would cost the server more than 5 % of its own CPU).
     Print the default with --print-default, copy it and edit what you need.
 
     Everything lands in runs/<UTC timestamp>-<name>/: manifest.json (scenario,

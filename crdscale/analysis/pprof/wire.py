@@ -153,14 +153,12 @@ def packed_varints(buf: np.ndarray, fields: Fields, n_messages: int) -> tuple[np
     if not single.any():
         counts = np.bincount(fields.message, weights=chunk_counts, minlength=n_messages).astype(np.int64)
         return chunk_values, counts
-    # Place every field's values at its offset in the output (fields are in message, stream order).
+    # Fields are in message, stream order: each unpacked value goes in after the packed values
+    # of the fields before it (one pass; Go leaves only stacks of one or two locations unpacked).
     per_field = np.ones(len(fields.message), dtype=np.int64)
     per_field[packed] = chunk_counts
-    offset = np.cumsum(per_field) - per_field
-    values = np.zeros(int(per_field.sum()), dtype=np.uint64)
-    values[offset[single]] = fields.value[single]
-    within = np.arange(len(chunk_values)) - np.repeat(np.cumsum(chunk_counts) - chunk_counts, chunk_counts)
-    values[np.repeat(offset[packed], chunk_counts) + within] = chunk_values
+    packed_before = np.cumsum(per_field) - per_field - (np.cumsum(single) - single)
+    values = np.insert(chunk_values, packed_before[single], fields.value[single])
     counts = np.bincount(fields.message, weights=per_field, minlength=n_messages).astype(np.int64)
     return values, counts
 
