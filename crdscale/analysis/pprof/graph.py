@@ -356,8 +356,7 @@ def edges(g: Graph, kept: np.ndarray | None = None) -> pd.DataFrame:
     k = len(firsts)
     weight = np.zeros(k, dtype=np.int64)
     np.add.at(weight, codes, g.weight[sample[keep]])
-    all_inline = np.ones(k, dtype=bool)
-    np.logical_and.at(all_inline, codes, inline[keep])
+    all_inline = np.bincount(codes, weights=~inline[keep], minlength=k) == 0  # no call that was not inlined
     first_key = edge_key[firsts]
     out = pd.DataFrame({"caller": first_key // n, "callee": first_key % n, "weight": weight, "inline": all_inline})
     if g.divisor is not None:

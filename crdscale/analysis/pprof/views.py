@@ -127,8 +127,10 @@ def top(
         kept &= np.abs(cum) >= node_cutoff
         dropped = int(exists.sum() - kept.sum())
     orig_count = int(kept.sum())
-    order = sort_nodes(g.nodes, flat, cum, sort == "cum")
-    order = order[kept[order]]
+    # Only the kept nodes are ordered (an inuse_* view touches a fraction of the profile's functions).
+    candidates = np.flatnonzero(kept)
+    order = candidates[sort_nodes({k: v[candidates] for k, v in g.nodes.items()}, flat[candidates],
+                                  cum[candidates], sort == "cum")]
     trimmed = dropped > 0
     if nodecount and nodecount > 0 and len(order) > nodecount:
         order = order[:nodecount]
@@ -137,14 +139,13 @@ def top(
         trimmed = True
 
     calls = edges(g, kept if trimmed else None)
-    calls = calls[np.abs(calls["weight"].to_numpy()) >= edge_cutoff]
-    inline_in = calls.groupby("callee")["inline"].agg(["any", "all"])
-    marks = np.full(g.n_nodes, "", dtype=object)
-    if len(inline_in):
-        callee = inline_in.index.to_numpy()
-        marks[callee] = np.where(
-            inline_in["all"].to_numpy(), "inline", np.where(inline_in["any"].to_numpy(), "partial-inline", "")
-        )
+    shown = np.abs(calls["weight"].to_numpy()) >= edge_cutoff
+    # A node is "inline" when every call into it that is shown was inlined, "partial-inline" when some were.
+    callee = calls["callee"].to_numpy()[shown]
+    calls_in = np.bincount(callee, minlength=g.n_nodes)
+    inlined_in = np.bincount(callee, weights=calls["inline"].to_numpy()[shown], minlength=g.n_nodes)
+    marks = np.where((calls_in > 0) & (inlined_in == calls_in), "inline",
+                     np.where(inlined_in > 0, "partial-inline", "")).astype(object)
 
     if mean:
         flat_div, cum_div = flat_cum(g, g.divisor)
