@@ -183,7 +183,7 @@ def main(argv: list[str] | None = None) -> int:
         ("harness CPU / kube-apiserver CPU", f"{100 * harness:.1f} %  (machine load beside the server)"),
         ("kube-apiserver /metrics scrapes in the run", f"{scrapes}, every {cadence}"),
         ("the run's own estimate of their cost", "-" if estimate is None else
-         f"{100 * estimate:.1f} % of the server's own work (their durations x {SCRAPE_CPU_PER_SECOND:g})"),
+         f"<= {100 * estimate:.1f} % of the server's own work (their wall time x {SCRAPE_CPU_PER_SECOND:g})"),
         ("kube-apiserver CPU, quiet, CRDs served", f"{load['quiet_cpu_s_per_min']:.2f} s/min"),
         (f"kube-apiserver CPU, /metrics scraped every {args.apiserver_interval:g} s", f"{load['scraped_cpu_s_per_min']:.2f} s/min"),
         ("extra, windows with minus without Prometheus", f"{extra_windows:.2f} s/min ({spread}) = "

@@ -151,8 +151,9 @@ def provenance(manifest: dict) -> dict[str, str]:
         scrapes = harness.get("apiserver_scrapes") or {}
         if harness.get("scrape_share_of_apiserver_cpu") is not None:
             facts["harness cost"] += (
-                f"; its {scrapes['count']} /metrics scrapes cost kube-apiserver ~{scrapes['cpu_seconds_estimate']:.1f} CPU-s "
-                f"= {100 * harness['scrape_share_of_apiserver_cpu']:.1f}% of its own work (from their durations)")
+                f"; its {scrapes['count']} /metrics scrapes cost kube-apiserver at most ~{scrapes['cpu_seconds_estimate']:.1f} "
+                f"CPU-s = {100 * harness['scrape_share_of_apiserver_cpu']:.1f}% of its own work (their wall time x "
+                f"{scrapes.get('cpu_per_wall_second', 1.3):g}, which counts waiting for a CPU on a busy machine)")
     return facts
 
 
