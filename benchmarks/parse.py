@@ -2,7 +2,8 @@
 
 For a sweep of kube-apiserver heap profiles, times crdscale reading and
 decoding each profile, computing the full top table and the attribution by
-cause, all in this one Python process, against running ``go tool pprof -top``
+cause, all in this one Python process (with the malloc settings the crdscale
+CLI uses, ``crdscale/allocator.py``), against running ``go tool pprof -top``
 once per profile, in the same run. Prints both times (wall clock and CPU) and
 the ratios; the goal (issue 13) is at most 0.2 on large real profiles
 (2,000-CRD kube-apiserver heap profiles: 400-570 KB, ~12,000 samples).
@@ -66,10 +67,12 @@ def main() -> int:
     args = ap.parse_args()
 
     t_import = time.perf_counter()
+    from crdscale.allocator import keep_freed_memory
     from crdscale.analysis.attribution import attribution_table
     from crdscale.analysis.pprof import parse_profile, top
     from crdscale.analysis.pprof.schema import protobuf_backend
     import_s = time.perf_counter() - t_import
+    keep_freed_memory()  # as the crdscale CLI does (crdscale/allocator.py)
 
     paths = [p for item in args.inputs for p in heap_profiles(item)] or default_profiles()
     if not paths:

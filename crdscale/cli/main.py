@@ -14,6 +14,7 @@ import sys
 from typing import Sequence
 
 from crdscale import __version__
+from crdscale.allocator import keep_freed_memory
 from crdscale.errors import CrdscaleError, UsageError
 
 # name -> module under crdscale.cli; the order is the order of `crdscale --help`.
@@ -105,6 +106,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     if not getattr(args, "_command", None):
         parser.print_help()
         return 2
+    keep_freed_memory()  # numpy's temporaries of a few MB are reused, not faulted in again
     try:
         require_extras(args.command)
         return int(args._command.run(args) or 0)

@@ -71,6 +71,28 @@ def test_packed_runs_decode_every_varint_length():
     assert counts.tolist() == [len(r) for r in runs]
 
 
+@pytest.mark.parametrize("runs", [
+    [[1, 300, 127], [], [128, 5], [16383]],      # one- and two-byte varints only: the short path
+    [[200], [7, 16383, 0]],                      # a run opening with a two-byte varint
+    [[5], [130]],
+])
+def test_packed_runs_of_short_varints_decode_alike(runs):
+    """Runs whose varints are all 1-2 bytes (stack location ids) take a path of their own,
+    with gaps between the runs as in a real message (other fields' bytes)."""
+    gap = bytes([0x96, 0x12, 0x81])  # bytes >= 0x80 between runs must not join a varint
+    chunks, start, end, pos = [], [], [], 0
+    for r in runs:
+        body = b"".join(map(_varint, r))
+        chunks.append(gap + body)
+        start.append(pos + len(gap))
+        pos += len(gap) + len(body)
+        end.append(pos)
+    buf = np.frombuffer(b"".join(chunks) + bytes(18), dtype=np.uint8)
+    values, counts = _decode_run(buf, np.array(start), np.array(end))
+    assert values.tolist() == [v for r in runs for v in r]
+    assert counts.tolist() == [len(r) for r in runs]
+
+
 def test_packed_runs_refuse_a_varint_cut_at_the_end_of_its_range():
     buf = np.frombuffer(bytes([0x96, 0x01, 0x96]) + bytes(18), dtype=np.uint8)
     with pytest.raises(WireError):

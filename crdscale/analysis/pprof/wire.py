@@ -171,13 +171,30 @@ def _decode_run(buf: np.ndarray, start: np.ndarray, end: np.ndarray) -> tuple[np
         return np.zeros(0, dtype=np.uint64), np.zeros(len(start), dtype=np.int64)
     nonempty = lengths > 0
     offsets = np.cumsum(lengths) - lengths
-    raw = buf[np.arange(total, dtype=np.int64) + np.repeat(start - offsets, lengths)]
+    # Byte k of range i is buf[k + start[i] - offsets[i]]: one repeat, one add (int32 where it
+    # fits: half the memory to touch, and the pages of a fresh array cost as much as the adds).
+    index_type = np.int32 if len(buf) < np.iinfo(np.int32).max else np.int64
+    index = np.repeat((start - offsets).astype(index_type), lengths)
+    index += np.arange(total, dtype=index_type)
+    raw = buf[index]
     last = raw < 0x80
     if not last[(offsets + lengths - 1)[nonempty]].all():
         raise WireError("truncated packed varints")
-    # Varint by varint, one byte position at a time: a stack's location ids take
-    # 2-3 bytes each, so a few whole-array steps do it.
-    ends = np.flatnonzero(last)  # each varint's last byte
+    per_range = np.zeros(len(start), dtype=np.int64)
+    per_range[nonempty] = np.add.reduceat(last, offsets[nonempty], dtype=np.int64)
+    ends = np.flatnonzero(last)  # each varint's last byte (a gather beats a boolean mask here)
+    more = ~last
+    if not (more[1:] & more[:-1]).any():
+        # No varint is longer than two bytes (ids below 16,384: a stack's location ids): the
+        # byte before each last byte is its first when >= 0x80. Before the first varint,
+        # index -1 reads the run's last byte, which is < 0x80 (checked above): a 1-byte varint.
+        values = raw[ends].astype(np.uint64)
+        before = raw[ends - 1]
+        two = before >= 0x80
+        values <<= (two * np.uint8(7)).astype(np.uint64)
+        values |= (before & (two * np.uint8(0x7F))).astype(np.uint64)
+        return values, per_range
+    # Varint by varint, one byte position at a time.
     starts = np.empty_like(ends)
     starts[0] = 0
     starts[1:] = ends[:-1] + 1
@@ -192,5 +209,4 @@ def _decode_run(buf: np.ndarray, start: np.ndarray, end: np.ndarray) -> tuple[np
         part = (padded[starts + j] & 0x7F).astype(wide)
         part[size <= j] = 0
         values |= part << wide(7 * j)
-    per_range = np.searchsorted(ends, offsets + lengths) - np.searchsorted(ends, offsets)
-    return values.astype(np.uint64, copy=False), per_range.astype(np.int64)
+    return values.astype(np.uint64, copy=False), per_range
