@@ -277,18 +277,23 @@ def _causes(profile: Profile, rules: Sequence[Rule], samples: np.ndarray | None 
     fn_of_row = location_function_rows(profile)
     row, frame_sample = expand_stacks(profile).rows_of(samples if subset else None)
     if subset:
-        used, frame_fn = np.unique(fn_of_row[row], return_inverse=True)
+        frame_fn, used = pd.factorize(fn_of_row[row], sort=False)  # hashing: faster than np.unique's sort
         frame_fn_match = rule_matches(tuple(rules), fn_names[used])
     else:
         frame_fn, frame_fn_match = row, rule_matches(tuple(rules), fn_names)[fn_of_row]
     # Only frames of functions some rule matches can decide (a small share of all frames).
     hit_frames = np.flatnonzero(frame_fn_match.any(axis=1)[frame_fn]) if len(row) else np.zeros(0, dtype=np.int64)
     frame_match = frame_fn_match[frame_fn[hit_frames]]
-    sample = frame_sample[hit_frames]
+    # Only samples with a frame some rule matches can get a cause: they are numbered 0..k-1
+    # here (frames come sample by sample, so a new sample number starts a new one).
+    hit_sample = frame_sample[hit_frames]
+    starts = np.r_[True, hit_sample[1:] != hit_sample[:-1]] if len(hit_sample) else np.zeros(0, dtype=bool)
+    candidates = hit_sample[starts]
+    sample = np.cumsum(starts) - 1
     # Frames are ordered by sample then from the leaf, so within a sample a smaller
     # frame index is a frame nearer the leaf: the index stands in for the depth.
     never = np.iinfo(np.int64).max
-    nearest = np.full((len(rules), n_samples), never, dtype=np.int64)
+    nearest = np.full((len(rules), len(candidates)), never, dtype=np.int64)
     for r in range(len(rules)):
         sel = np.flatnonzero(frame_match[:, r])
         if len(sel) == 0:
@@ -296,22 +301,22 @@ def _causes(profile: Profile, rules: Sequence[Rule], samples: np.ndarray | None 
         first = sel[np.r_[True, sample[sel][1:] != sample[sel][:-1]]]
         nearest[r, sample[first]] = hit_frames[first]
 
-    cause = np.full(n_samples, -1, dtype=np.int64)
+    found = np.full(len(candidates), -1, dtype=np.int64)
     for group in _groups(rules):
-        open_ = cause < 0
+        open_ = found < 0
         if not open_.any():
             break
         sub = nearest[group][:, open_]
         best = np.argmin(sub, axis=0)  # argmin keeps the first (table order) on ties
         hit = sub[best, np.arange(sub.shape[1])] != never
         idx = np.flatnonzero(open_)[hit]
-        cause[idx] = np.asarray(group)[best[hit]]
+        found[idx] = np.asarray(group)[best[hit]]
 
+    cause = np.full(n_samples, len(rules), dtype=np.int64)
     deciding = np.full(n_samples, "", dtype=object)
-    has = cause >= 0
-    frame_idx = nearest[cause[has], np.flatnonzero(has)]
-    deciding[has] = fn_names[fn_of_row[row[frame_idx]]]
-    cause[~has] = len(rules)
+    has = np.flatnonzero(found >= 0)
+    cause[candidates[has]] = found[has]
+    deciding[candidates[has]] = fn_names[fn_of_row[row[nearest[found[has], has]]]]
     if not subset:
         profile._cache[key] = (cause, deciding)
     return cause, deciding
@@ -328,8 +333,14 @@ def cause_totals(
     then ``other``, zeros included so the unattributed row is always there),
     one int64 column per sample type in its own unit (bytes, count, ns).
     """
+    columns = list(sample_types) if sample_types else profile.sample_columns
+    causes, totals = _cause_sums(profile, rules, columns)
+    return pd.DataFrame(totals, index=pd.Index(causes, name="cause"), columns=columns)
+
+
+def _cause_sums(profile: Profile, rules: Sequence[Rule], columns: Sequence[str]) -> tuple[list[str], np.ndarray]:
+    """:func:`cause_totals` as numpy: the causes in table order, and their sums (causes x columns)."""
     all_columns = profile.sample_columns
-    columns = list(sample_types) if sample_types else all_columns
     values = profile.value_matrix()[:, [all_columns.index(c) for c in columns]]
     cause, _ = _causes(profile, rules, (values != 0).any(axis=1))
     names = [r.name for r in rules] + [OTHER]
@@ -337,7 +348,7 @@ def cause_totals(
     group = np.array([order.index(n) for n in names], dtype=np.int64)[cause]
     totals = np.zeros((len(order), len(columns)), dtype=np.int64)
     np.add.at(totals, group, values)
-    return pd.DataFrame(totals, index=pd.Index(order, name="cause"), columns=columns)
+    return order, totals
 
 
 def attribution_table(
@@ -351,10 +362,11 @@ def attribution_table(
     """
     index = profile.sample_index(sample_index)
     column = profile.sample_columns[index]
-    totals = cause_totals(profile, rules, [column])[column]
-    total = int(totals.sum())
-    out = pd.DataFrame({"cause": totals.index, "value": totals.to_numpy()})
-    out["share"] = out["value"] / total if total else 0.0
-    out = out.sort_values("value", ascending=False, kind="stable").reset_index(drop=True)
+    causes, totals = _cause_sums(profile, rules, [column])
+    values = totals[:, 0]
+    total = int(values.sum())
+    order = np.argsort(-values, kind="stable")  # largest first; table order among equals
+    out = pd.DataFrame({"cause": np.array(causes, dtype=object)[order], "value": values[order],
+                        "share": values[order] / total if total else 0.0})
     out.attrs.update(unit=profile.meta.sample_types[index].unit, sample_type=column, total=total)
     return out
