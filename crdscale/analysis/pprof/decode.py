@@ -286,22 +286,24 @@ _RAW_FIELDS = (2, 3, 4, 5)
 
 def _gunzip(data: bytes, name: str) -> bytes:
     """Inflate every gzip member (Go's reader, like ``gzip -d``, accepts concatenated members)."""
-    out = bytearray()
+    members: list[bytes] = []
+    size = 0
     rest = data
     try:
         while rest:
             if rest[:2] != b"\x1f\x8b":
                 raise ProfileError(f"{name}: trailing garbage after gzip data")
             d = zlib.decompressobj(16 + zlib.MAX_WBITS)
-            out += d.decompress(rest, MAX_PROFILE_BYTES + 1 - len(out))
-            if len(out) > MAX_PROFILE_BYTES:
+            members.append(d.decompress(rest, MAX_PROFILE_BYTES + 1 - size))
+            size += len(members[-1])
+            if size > MAX_PROFILE_BYTES:
                 raise ProfileError(f"{name}: profile inflates to more than {MAX_PROFILE_BYTES >> 20} MiB")
             if not d.eof:
                 raise ProfileError(f"{name}: truncated gzip data")
             rest = d.unused_data
     except zlib.error as err:
         raise ProfileError(f"{name}: bad gzip data ({err})") from None
-    return bytes(out)
+    return members[0] if len(members) == 1 else b"".join(members)  # Go writes one member: no copy
 
 
 def _messages(items) -> tuple[np.ndarray, wire.Fields, int]:
