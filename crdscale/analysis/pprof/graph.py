@@ -72,7 +72,6 @@ def node_rows(profile: Profile, granularity: str = "functions", noinlines: bool 
     has_fn = fids != 0
     pos = location_function_rows(profile)  # cached: attribution reads the same rows
     fn_name = cols["name"][pos]
-    fn_file = cols["filename"][pos]
     fn_start = cols["start_line"][pos]
     map_ids = col("mappings", "mapping").astype(np.int64, copy=False)
     map_files = np.append(col("mappings", "filename").astype(object, copy=False), "")
@@ -89,9 +88,9 @@ def node_rows(profile: Profile, granularity: str = "functions", noinlines: bool 
     name = fn_name if keep_function else np.full(n, "", dtype=object)
     name = np.where(has_fn, name, "")
     if keep_file:
-        cleaned = {f: clean_path(f) for f in set(fn_file.tolist())}
-        file = np.array([cleaned[f] for f in fn_file], dtype=object) if n else np.zeros(0, dtype=object)
-        file = np.where(has_fn, file, "")
+        cleaned = {f: clean_path(f) for f in set(cols["filename"].tolist())}
+        file_table = np.array([cleaned[f] for f in cols["filename"].tolist()], dtype=object)  # ends with ""
+        file = np.where(has_fn, file_table[pos], "")
     else:
         file = np.full(n, "", dtype=object)
     lineno = np.where(has_fn & keep_line, col("locations", "line"), 0)
@@ -103,6 +102,13 @@ def node_rows(profile: Profile, granularity: str = "functions", noinlines: bool 
     objfile = np.where(no_name, mapping_file, "")
     start_line = np.where(no_name & has_fn, fn_start, 0)
 
+    # Integer codes of the string columns, equal where the strings are equal: from the
+    # function and mapping tables (a few thousand names) instead of every locations row.
+    codes = {
+        "node_name": _row_codes(cols["name"], pos, has_fn) if keep_function else np.zeros(n, dtype=np.int64),
+        "file": _row_codes(file_table, pos, has_fn) if keep_file else np.zeros(n, dtype=np.int64),
+        "objfile": _row_codes(map_files, mpos, no_name),
+    }
     rows = {
         "node_name": name.astype(object, copy=False),
         "address": address.astype(np.uint64),
@@ -113,7 +119,15 @@ def node_rows(profile: Profile, granularity: str = "functions", noinlines: bool 
         "objfile": objfile.astype(object, copy=False),
     }
     profile._cache[key] = rows
+    profile._cache[("node_codes", granularity, noinlines)] = codes
     return rows
+
+
+def _row_codes(table_strings: np.ndarray, pos: np.ndarray, keep: np.ndarray) -> np.ndarray:
+    """Per locations row, a code for ``table_strings[pos]`` where ``keep``, else for ``""``
+    (codes are equal exactly where the strings are; ``table_strings`` ends with ``""``)."""
+    table_codes, _ = pd.factorize(table_strings, sort=False)
+    return np.where(keep, table_codes[pos], table_codes[-1]).astype(np.int64)
 
 
 NODE_KEY = ["node_name", "address", "file", "start_line", "lineno", "column", "objfile"]
@@ -258,10 +272,15 @@ def build_graph(parts: list[Part], granularity: str = "functions", noinlines: bo
     # One node id per distinct NodeInfo across all profiles: factorize each
     # column, combine the codes into one integer, factorize that (vectorized).
     all_rows = {c: np.concatenate([k[c] for k in key_frames]) for c in NODE_KEY}
+    # One profile: its string columns' codes from node_rows (equal strings, equal codes).
+    string_codes = parts[0].profile._cache.get(("node_codes", granularity, noinlines)) if len(parts) == 1 else None
     combined = np.zeros(len(all_rows["node_name"]), dtype=np.int64)
     for column in NODE_KEY:
         values = all_rows[column]
-        if values.dtype != object and values.min(initial=0) >= 0 and values.max(initial=0) < 1 << 20:
+        if string_codes is not None and column in string_codes:
+            col_codes = string_codes[column]
+            n_codes = int(col_codes.max(initial=0)) + 1
+        elif values.dtype != object and values.min(initial=0) >= 0 and values.max(initial=0) < 1 << 20:
             # Small non-negative integers (line numbers...) are their own codes.
             col_codes, n_codes = values.astype(np.int64), int(values.max(initial=0)) + 1
         else:
