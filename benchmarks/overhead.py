@@ -111,8 +111,9 @@ PROMETHEUS_ACCEPT = ("application/openmetrics-text;version=1.0.0,application/ope
                      "text/plain;version=0.0.4;q=0.5,*/*;q=0.1")
 
 
-def per_scrape_cpu(cluster, pid: int, window: float, rounds: int = 2, every: float = 2.0) -> list[float]:
-    """kube-apiserver CPU seconds per ``/metrics`` scrape as Prometheus asks for it.
+def per_scrape_cpu(cluster, pid: int, window: float, rounds: int = 2, every: float = 2.0) -> dict:
+    """kube-apiserver CPU seconds per ``/metrics`` scrape as Prometheus asks for it
+    (``costs``, one per round), and the scrapes' mean wall time (``wall_s``).
 
     A window of scrapes every ``every`` seconds against a quiet window of the
     same length, ``rounds`` times: many scrapes per window, so that the garbage
@@ -123,19 +124,21 @@ def per_scrape_cpu(cluster, pid: int, window: float, rounds: int = 2, every: flo
     """
     params = {"name[]": metrics.exposed_families("kube-apiserver")}
     headers = {"Accept": PROMETHEUS_ACCEPT, "Accept-Encoding": "gzip"}
-    costs = []
+    costs, walls = [], []
     for _ in range(rounds):
         c0 = cpu_seconds(pid)
         time.sleep(window)
         quiet = cpu_seconds(pid) - c0
         c0, t0, scrapes = cpu_seconds(pid), time.monotonic(), 0
         while time.monotonic() - t0 < window:
+            began = time.monotonic()
             cluster.get("/metrics", params=params, headers=headers, timeout=60)
+            walls.append(time.monotonic() - began)
             scrapes += 1
             time.sleep(max(0.0, t0 + scrapes * every - time.monotonic()))
         scraped = (cpu_seconds(pid) - c0) * window / (time.monotonic() - t0)
         costs.append((scraped - quiet) / scrapes)
-    return costs
+    return {"costs": costs, "wall_s": statistics.mean(walls)}
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -165,7 +168,8 @@ def main(argv: list[str] | None = None) -> int:
     apiserver_per_min = run["kube_apiserver_cpu_seconds"] * 60 / run["run_seconds"]
     extra_windows = statistics.mean(load["extra"])
     spread = f"{min(load['extra']):.2f} to {max(load['extra']):.2f} over {len(load['extra'])} pairs"
-    per_scrape = statistics.mean(load["per_scrape"])
+    per_scrape = statistics.mean(load["per_scrape"]["costs"])
+    wall = load["per_scrape"]["wall_s"]
     # The estimate: a scrape's cost times the scrapes the run made (the windows' difference is the
     # cross-check). The cost is measured with every CRD served, so earlier scrapes are over-counted.
     scrapes = (run.get("apiserver_scrapes") or {}).get("count") or 0
@@ -189,7 +193,9 @@ def main(argv: list[str] | None = None) -> int:
         ("extra, windows with minus without Prometheus", f"{extra_windows:.2f} s/min ({spread}) = "
                                                          f"{100 * extra_windows / apiserver_per_min:.1f} %"),
         ("kube-apiserver CPU per /metrics scrape", f"{per_scrape:.3f} s (scrapes every 2 s vs quiet, "
-                                                   f"{', '.join(f'{c:.3f}' for c in load['per_scrape'])})"),
+                                                   f"{', '.join(f'{c:.3f}' for c in load['per_scrape']['costs'])})"),
+        ("a scrape's wall time", f"{wall:.3f} s: {per_scrape / wall:.2f} CPU-s per wall second "
+                                 f"(crdscale assumes {SCRAPE_CPU_PER_SECOND:g})"),
         ("extra kube-apiserver CPU caused by collection", f"{extra:.2f} s/min ({scrapes} scrapes x {per_scrape:.3f} s "
                                                           f"over {run['run_seconds']:.0f} s) = "
                                                           f"{100 * extra / apiserver_per_min:.1f} % of its CPU in the run"),
