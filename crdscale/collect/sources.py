@@ -124,6 +124,7 @@ class LocalPrometheus:
             5 %; 0: no budget). Judged over the run so far from ``process_cpu_seconds_total`` and
             ``scrape_duration_seconds`` (:func:`budget_cadence`); a light, settling server gets
             a longer interval than a busy one.
+        workdir: where its config and log go (default: a temp directory).
         on_cadence: called with each change, ``{"job", "interval_s", "previous_s", "reason",
             "scrape_duration_s", "up"}`` (and ``server_cores``, ``scrape_share`` for the budget).
     """
@@ -134,7 +135,7 @@ class LocalPrometheus:
                  interval_s: float = 1.0, binary: str | None = None, *, tsdb_dir: Path | None = None,
                  on_spawn: Callable[[int, Path], None] | None = None,
                  on_cadence: Callable[[dict], None] | None = None, apiserver_interval_s: float | None = None,
-                 cpu_budget: float = 0.0):
+                 cpu_budget: float = 0.0, workdir: Path | None = None):
         self.binary = binaries.prometheus(binary)
         self.apiserver_target = apiserver_target
         self.etcd_target = etcd_target
@@ -143,7 +144,7 @@ class LocalPrometheus:
         self.interval_s = interval_s
         self.port, = free_ports(1)
         self.url = f"http://127.0.0.1:{self.port}"
-        self._workdir: Path | None = None
+        self._workdir: Path | None = Path(workdir) if workdir else None
         self._tsdb_dir = Path(tsdb_dir) if tsdb_dir else None
         self.scrapes = True
         self.cpu_seconds: float | None = None
@@ -161,9 +162,12 @@ class LocalPrometheus:
 
     @property
     def workdir(self) -> Path:
-        """Its config and log (a temp directory, made on first use and removed by ``stop()``)."""
+        """Its config and log: the ``workdir`` given (e.g. inside a local instance's directory,
+        which ``crdscale down`` removes even after the runner was killed), else a temp
+        directory; made on first use, removed by ``stop()``."""
         if self._workdir is None:
             self._workdir = Path(tempfile.mkdtemp(prefix="crdscale-prometheus-"))
+        self._workdir.mkdir(mode=0o700, parents=True, exist_ok=True)
         return self._workdir
 
     @property

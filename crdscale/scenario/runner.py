@@ -389,7 +389,9 @@ class ScenarioRunner:
                                          on_spawn=self._adopt,
                                          on_cadence=lambda change: self.events.emit("metrics.cadence", **change),
                                          apiserver_interval_s=float(sc.metrics["apiserver_metrics_interval_seconds"]),
-                                         cpu_budget=float(sc.metrics.get("apiserver_cpu_budget_percent", 0)) / 100)
+                                         cpu_budget=float(sc.metrics.get("apiserver_cpu_budget_percent", 0)) / 100,
+                                         # in the instance's directory: `crdscale down` removes it after a kill -9
+                                         workdir=self.plane.state_dir / "prometheus")
             except BinaryError:
                 if wanted == "prometheus":
                     raise

@@ -187,6 +187,8 @@ def test_kill_9_of_the_runner_loses_no_series_and_down_leaves_no_process(tmp_pat
     records = _instance_processes(run_id)
     assert {"etcd", "kube-apiserver", "prometheus"} <= {r.name for r in records}
     assert all(r.alive() for r in records)
+    prometheus_dir = instances_dir() / f"run-{run_id}" / "prometheus"  # its config and log, not in /tmp
+    assert (prometheus_dir / "prometheus.yml").is_file()
     killed_at = pd.Timestamp.now(tz="UTC")
     proc.kill()
     proc.communicate(timeout=30)
@@ -194,6 +196,7 @@ def test_kill_9_of_the_runner_loses_no_series_and_down_leaves_no_process(tmp_pat
     assert all(r.alive() for r in records)  # nothing stops them but us
     assert main(["down", f"run-{run_id}"]) == 0
     assert not any(r.alive() for r in records)
+    assert not prometheus_dir.exists()
     assert main(["recover", str(run)]) == 0
     recovered = read_run(run)
     assert recovered.status == "abandoned" and "runner died" in recovered.manifest["reason"]
