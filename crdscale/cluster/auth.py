@@ -88,19 +88,28 @@ def bearer(token: str) -> dict[str, str]:
     return {"Authorization": f"Bearer {token}"}
 
 
+CREDENTIALS_PREFIX = "crdscale-credentials-"
+
+
 class _PrivateFiles:
     """A 0700 directory for key material that requests and ssl need as files (exec plugins'
-    client certificates, kubeconfigs' ``*-data`` fields); removed when the process exits."""
+    client certificates, kubeconfigs' ``*-data`` fields); removed when the process exits.
 
-    def __init__(self):
+    A process killed with SIGKILL cannot remove it: its name carries the pid, and the next
+    crdscale process that needs one removes those whose process is gone."""
+
+    def __init__(self, parent: str | None = None):
         self._dir: Path | None = None
+        self._parent = parent
         self._lock = threading.Lock()
         self._count = 0
 
     def write(self, name: str, data: bytes) -> str:
         with self._lock:
             if self._dir is None:
-                self._dir = Path(tempfile.mkdtemp(prefix="crdscale-credentials-"))  # mode 0700
+                parent = Path(self._parent or tempfile.gettempdir())
+                remove_orphaned_credentials(parent)
+                self._dir = Path(tempfile.mkdtemp(prefix=f"{CREDENTIALS_PREFIX}{os.getpid()}-", dir=parent))  # 0700
                 atexit.register(shutil.rmtree, self._dir, True)
             self._count += 1
             path = self._dir / f"{self._count:04d}-{name}"
@@ -111,6 +120,28 @@ class _PrivateFiles:
 
 
 PRIVATE_FILES = _PrivateFiles()
+
+
+def remove_orphaned_credentials(parent: Path) -> list[Path]:
+    """Remove the credential directories under ``parent`` of crdscale processes that no
+    longer run (killed before their exit handler); returns them. Only ours: named
+    ``crdscale-credentials-<pid>-*`` and owned by this user."""
+    removed = []
+    for path in parent.glob(f"{CREDENTIALS_PREFIX}*-*"):
+        pid = path.name[len(CREDENTIALS_PREFIX):].split("-", 1)[0]
+        if not pid.isdigit() or int(pid) == os.getpid():
+            continue
+        try:
+            if path.lstat().st_uid != os.getuid() or not path.is_dir() or path.is_symlink():
+                continue
+            os.kill(int(pid), 0)
+            continue  # still running (or the pid was reused: leave it)
+        except ProcessLookupError:
+            shutil.rmtree(path, ignore_errors=True)
+            removed.append(path)
+        except OSError:
+            continue  # a process of another user has that pid: not ours to judge
+    return removed
 
 
 def decode_data(value: str, what: str) -> bytes:
