@@ -81,14 +81,20 @@ def next_cadence(interval_s: float, last_duration_s: float, up: bool) -> float:
     (twice the interval after a failure). Never moves down: /metrics only grows during a run."""
     if up and last_duration_s <= CADENCE_HEADROOM * interval_s:
         return interval_s
-    need = 2 * max(last_duration_s, interval_s if not up else 0.0)
-    return max(interval_s, next((v for v in CADENCE_LADDER_S if v >= need), CADENCE_LADDER_S[-1]))
+    return _rung_for(interval_s, 2 * max(last_duration_s, interval_s if not up else 0.0))
+
+
+def _rung_for(interval_s: float, need_s: float) -> float:
+    """The first rung of :data:`CADENCE_LADDER_S` at least ``need_s`` (the top rung at most),
+    never below the current ``interval_s``."""
+    return max(interval_s, next((v for v in CADENCE_LADDER_S if v >= need_s), CADENCE_LADDER_S[-1]))
 
 
 # kube-apiserver CPU seconds per second of a /metrics scrape's wall time (Prometheus'
 # scrape_duration_seconds): the handler gathers and encodes on one core, and the garbage it leaves
-# is collected on the others. Measured at 300 CRDs, name[] and Prometheus' Accept header: 0.20 CPU-s
-# per scrape for scrapes of 0.16-0.18 s (benchmarks/overhead.py prints both).
+# is collected on the others. Measured at 300 CRDs, name[] and Prometheus' Accept header
+# (benchmarks/overhead.py prints both): 0.98 on a quiet machine, 1.15-1.3 with the other core busy.
+# The high end, so that the estimate errs towards the scrapes costing more.
 SCRAPE_CPU_PER_SECOND = 1.3
 # The budget is judged on this much of the run (cumulative from the first scrape): a few scrapes,
 # and the server's own work averaged over more than one GC cycle or OpenAPI rebuild.
@@ -103,9 +109,15 @@ def budget_cadence(interval_s: float, scrape_s: float, server_cores: float, budg
     if budget <= 0 or server_cores <= 0 or scrape_s <= 0:
         return interval_s
     need = SCRAPE_CPU_PER_SECOND * scrape_s / (budget * server_cores)
-    if need <= interval_s:
-        return interval_s
-    return max(interval_s, next((v for v in CADENCE_LADDER_S if v >= need), CADENCE_LADDER_S[-1]))
+    return interval_s if need <= interval_s else _rung_for(interval_s, need)
+
+
+def scrape_cost(server_cpu_s: float, scrape_wall_s: float) -> tuple[float, float]:
+    """What kube-apiserver's /metrics scrapes cost it, from their summed wall time, and the CPU
+    it spent on its own work besides, out of ``server_cpu_s`` over the same span: (cost, own).
+    The cost is an upper bound on a busy machine, where a scrape also waits for a CPU."""
+    cost = SCRAPE_CPU_PER_SECOND * scrape_wall_s
+    return cost, server_cpu_s - cost
 
 
 class LocalPrometheus:
@@ -301,8 +313,7 @@ class LocalPrometheus:
         if elapsed < BUDGET_WARMUP_S:
             return None
         scraped = self._instant(f'sum_over_time(scrape_duration_seconds{{job="kube-apiserver"}}[{elapsed:.0f}s])')
-        cost = SCRAPE_CPU_PER_SECOND * (scraped or 0.0)
-        own = cpu - cpu_then - cost
+        cost, own = scrape_cost(cpu - cpu_then, scraped or 0.0)
         if own <= 0:
             return None
         return {"server_cores": round(own / elapsed, 4), "scrape_share": round(cost / own, 4)}
