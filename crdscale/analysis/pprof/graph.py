@@ -123,6 +123,13 @@ def node_rows(profile: Profile, granularity: str = "functions", noinlines: bool 
     return rows
 
 
+def node_codes(profile: Profile, granularity: str = "functions", noinlines: bool = False) -> dict[str, np.ndarray]:
+    """Integer codes of :func:`node_rows`' string columns (``node_name``, ``file``, ``objfile``),
+    equal exactly where the strings are; valid within this profile only (cached)."""
+    node_rows(profile, granularity, noinlines)  # computes and caches them
+    return profile._cache[("node_codes", granularity, noinlines)]
+
+
 def _row_codes(table_strings: np.ndarray, pos: np.ndarray, keep: np.ndarray) -> np.ndarray:
     """Per locations row, a code for ``table_strings[pos]`` where ``keep``, else for ``""``
     (codes are equal exactly where the strings are; ``table_strings`` ends with ``""``)."""
@@ -273,7 +280,7 @@ def build_graph(parts: list[Part], granularity: str = "functions", noinlines: bo
     # column, combine the codes into one integer, factorize that (vectorized).
     all_rows = {c: np.concatenate([k[c] for k in key_frames]) for c in NODE_KEY}
     # One profile: its string columns' codes from node_rows (equal strings, equal codes).
-    string_codes = parts[0].profile._cache.get(("node_codes", granularity, noinlines)) if len(parts) == 1 else None
+    string_codes = node_codes(parts[0].profile, granularity, noinlines) if len(parts) == 1 else None
     combined = np.zeros(len(all_rows["node_name"]), dtype=np.int64)
     for column in NODE_KEY:
         values = all_rows[column]
