@@ -103,3 +103,12 @@ def test_distinct_is_unique():
     keys = np.array([5, 3, 5, 9, 3, 0], dtype=np.int64)
     np.testing.assert_array_equal(_distinct(keys), np.unique(keys))
     assert len(_distinct(np.zeros(0, dtype=np.int64))) == 0
+
+
+def test_range_indexes_concatenates_ranges_and_depths():
+    from crdscale.analysis.pprof.wire import range_indexes
+
+    counts = np.array([2, 0, 3])
+    assert range_indexes(np.array([10, 99, 4]), counts).tolist() == [10, 11, 4, 5, 6]
+    assert range_indexes(0, counts).tolist() == [0, 1, 0, 1, 2]
+    assert range_indexes(np.array([5]), np.array([2]), np.int32).dtype == np.int32

@@ -416,8 +416,7 @@ def _to_tables(msg, name: str) -> Profile:
     row_fn[has_lines], row_line[has_lines], row_col[has_lines] = line_fn, line_no, line_col
     if (row_fn > np.uint64(np.iinfo(np.int64).max)).any():
         raise ProfileError(f"{name}: function id out of range in a location line")
-    starts = np.cumsum(rows_per_loc) - rows_per_loc
-    inline_depth = np.arange(total_rows, dtype=np.int64) - np.repeat(starts, rows_per_loc)
+    inline_depth = wire.range_indexes(0, rows_per_loc)
     _check_refs(row_fn, function_ids, "function", name)
     _check_refs(loc_mapping, mapping_ids, "mapping", name)
     if (loc_mapping > np.uint64(np.iinfo(np.int64).max)).any():
@@ -488,7 +487,7 @@ class _StackColumns(Mapping):
             if key == "sample":
                 self._columns[key] = np.repeat(np.arange(len(counts), dtype=np.int64), counts)
             elif key == "depth":
-                self._columns[key] = np.arange(int(counts.sum()), dtype=np.int64) - np.repeat(self._starts, counts)
+                self._columns[key] = wire.range_indexes(0, counts)
         return self._columns[key]
 
     def entries_of(self, samples: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -496,9 +495,7 @@ class _StackColumns(Mapping):
         (in stack order), without a pass over every entry."""
         chosen = np.flatnonzero(samples)
         counts = self._depth_counts[chosen]
-        offsets = np.cumsum(counts) - counts
-        entries = np.arange(int(counts.sum()), dtype=np.int64) + np.repeat(self._starts[chosen] - offsets, counts)
-        return entries, np.repeat(chosen, counts)
+        return wire.range_indexes(self._starts[chosen], counts), np.repeat(chosen, counts)
 
     def __iter__(self):
         return iter(TABLES["stacks"])
@@ -628,9 +625,8 @@ class ExpandedStacks(Mapping):
         first, n_rows = self._locations_of(entries)
         if len(n_rows) == 0 or (n_rows == 1).all():  # no inlining (CPU, goroutine profiles): a frame per entry
             return first, stack_samples
-        # Frame k of stack entry i is row first[i] + k: one repeat of (first row - first frame).
-        frame_starts = np.cumsum(n_rows) - n_rows
-        return np.arange(int(n_rows.sum())) + np.repeat(first - frame_starts, n_rows), np.repeat(stack_samples, n_rows)
+        # Frame k of stack entry i is row first[i] + k.
+        return wire.range_indexes(first, n_rows), np.repeat(stack_samples, n_rows)
 
     def __getitem__(self, key: str) -> np.ndarray:
         array = self._arrays.get(key)
@@ -648,7 +644,7 @@ class ExpandedStacks(Mapping):
         if key == "depth":
             sample = self["sample"]
             per_sample = np.bincount(sample, minlength=profile.n_samples) if len(sample) else np.zeros(0, np.int64)
-            return np.arange(len(sample)) - np.repeat(np.cumsum(per_sample) - per_sample, per_sample)
+            return wire.range_indexes(0, per_sample)
         if key == "inlined":
             last_depth = np.repeat(self._counts - 1, self._counts)  # per locations row: its location's last
             return self["inline_depth"] != last_depth[row]
