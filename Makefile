@@ -10,16 +10,29 @@ test integration: export EXTRA_KUBE_VERSIONS ?= 1.24.0
 # most of that kube-apiserver's compiled packages.
 test integration: export EXTRA_KUBECTL_VERSIONS ?= 1.24.0
 
-.PHONY: bootstrap demo test unit integration lint clean-runs
+.PHONY: bootstrap venv demo test unit integration lint format clean-runs
 
 bootstrap:
 	bash scripts/bootstrap.sh
+
+# The Python venv alone (what lint and format need), without the Go builds.
+venv:
+	BOOTSTRAP_ONLY=python bash scripts/bootstrap.sh
 
 demo: bootstrap
 	$(BIN)/python scripts/demo.py
 
 test: bootstrap
 	$(BIN)/pytest $(PYTEST_ARGS)
+
+# ruff's lint rules and formatter, configured in pyproject.toml; `make format` applies them.
+lint: venv
+	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
+
+format: venv
+	$(BIN)/ruff check --fix .
+	$(BIN)/ruff format .
 
 unit:
 	$(BIN)/pytest tests/unit $(PYTEST_ARGS)

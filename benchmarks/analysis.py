@@ -42,14 +42,18 @@ def timed(argv: list[str]) -> dict:
 def run_size(run_dir: Path) -> dict:
     run = read_run(run_dir)
     profiles = sorted((run_dir / "profiles").glob("*.pb.gz"))
-    return {"crds": (run.manifest.get("crds") or {}).get("count"),
-            "profiles": len(profiles), "profile_bytes": sum(p.stat().st_size for p in profiles),
-            "series_rows": 0 if run.series is None else len(run.series)}
+    return {
+        "crds": (run.manifest.get("crds") or {}).get("count"),
+        "profiles": len(profiles),
+        "profile_bytes": sum(p.stat().st_size for p in profiles),
+        "series_rows": 0 if run.series is None else len(run.series),
+    }
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__.split("\n\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("run_dir", type=Path)
     parser.add_argument("--goal", type=float, default=60.0, help="seconds for analyze + report (default 60)")
     parser.add_argument("-o", "--output", choices=("text", "json"), default="text")
@@ -59,23 +63,39 @@ def main(argv: list[str] | None = None) -> int:
 
     with tempfile.TemporaryDirectory(prefix="crdscale-bench-") as tmp:
         # A copy, so the benchmark measures a first analysis and leaves the recorded run as it was.
-        run_dir = Path(shutil.copytree(args.run_dir, Path(tmp) / args.run_dir.name,
-                                       ignore=shutil.ignore_patterns("analysis", "report", "prometheus")))
+        run_dir = Path(
+            shutil.copytree(
+                args.run_dir,
+                Path(tmp) / args.run_dir.name,
+                ignore=shutil.ignore_patterns("analysis", "report", "prometheus"),
+            )
+        )
         size = run_size(run_dir)
         cli = [sys.executable, "-m", "crdscale"]
         analyze = timed([*cli, "analyze", str(run_dir), "-o", "json"])
         report = timed([*cli, "report", str(run_dir)])
     total = round(analyze["wall_s"] + report["wall_s"], 2)
-    result = {"run": str(args.run_dir), **size, "analyze": analyze, "report": report,
-              "total_wall_s": total, "goal_s": args.goal, "met": total <= args.goal}
+    result = {
+        "run": str(args.run_dir),
+        **size,
+        "analyze": analyze,
+        "report": report,
+        "total_wall_s": total,
+        "goal_s": args.goal,
+        "met": total <= args.goal,
+    }
     if args.output == "json":
         print(json.dumps(result, indent=2))
     else:
-        print(f"run: {args.run_dir} ({size['crds']} CRDs, {size['profiles']} heap profiles, "
-              f"{size['profile_bytes'] / 2**20:.1f} MiB, {size['series_rows']:,} series rows)")
+        print(
+            f"run: {args.run_dir} ({size['crds']} CRDs, {size['profiles']} heap profiles, "
+            f"{size['profile_bytes'] / 2**20:.1f} MiB, {size['series_rows']:,} series rows)"
+        )
         for name in ("analyze", "report"):
             print(f"  crdscale {name:<8} {result[name]['wall_s']:7.1f} s wall  {result[name]['cpu_s']:7.1f} s CPU")
-        print(f"  together        {total:7.1f} s wall  (goal {args.goal:.0f} s: {'met' if result['met'] else 'NOT met'})")
+        print(
+            f"  together        {total:7.1f} s wall  (goal {args.goal:.0f} s: {'met' if result['met'] else 'NOT met'})"
+        )
     return 0 if result["met"] else 1
 
 

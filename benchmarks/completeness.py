@@ -65,49 +65,76 @@ def completeness(run_dir: str, goal_s: float) -> dict:
             continue
         job_goal = max(goal_s, goal_s / interval * cadence.get(job, interval))
         ok = (r["max_gap_s"] or 0) <= job_goal and r["end_gap_s"] <= job_goal
-        rows.append({"job": job, "metric": metric, "interval_s": cadence.get(job, interval), **r,
-                     "goal_s": job_goal, "meets_goal": ok})
+        rows.append(
+            {
+                "job": job,
+                "metric": metric,
+                "interval_s": cadence.get(job, interval),
+                **r,
+                "goal_s": job_goal,
+                "meets_goal": ok,
+            }
+        )
     scrapes = {}
     for metric in ("scrape_duration_seconds", "scrape_body_size_bytes"):
         values = series[(series["metric"] == metric) & (series["job"] == "kube-apiserver")]["value"]
         if len(values):
             scrapes[metric] = {q: float(values.quantile(q)) for q in (0.5, 0.9, 0.99, 1.0)}
     summary = run.manifest.get("crds") or run.crd_summary or {}
-    return {"run_dir": str(run.path), "crds": summary.get("count"),
-            "kube_apiserver": (run.manifest.get("versions") or {}).get("kube-apiserver"),
-            "interval_s": (run.manifest.get("scenario") or {}).get("metrics", {}).get("scrape_interval_seconds"),
-            "window_s": (end - start).total_seconds(), "goal_s": goal_s, "series": rows, "scrapes": scrapes,
-            "cadence_changes": metrics_manifest.get("cadence_changes") or [],
-            "meets_goal": all(r["meets_goal"] for r in rows) and bool(rows)}
+    return {
+        "run_dir": str(run.path),
+        "crds": summary.get("count"),
+        "kube_apiserver": (run.manifest.get("versions") or {}).get("kube-apiserver"),
+        "interval_s": (run.manifest.get("scenario") or {}).get("metrics", {}).get("scrape_interval_seconds"),
+        "window_s": (end - start).total_seconds(),
+        "goal_s": goal_s,
+        "series": rows,
+        "scrapes": scrapes,
+        "cadence_changes": metrics_manifest.get("cadence_changes") or [],
+        "meets_goal": all(r["meets_goal"] for r in rows) and bool(rows),
+    }
 
 
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("run_dir")
-    parser.add_argument("--goal", type=float, default=3.0,
-                        help="largest allowed gap and end gap, seconds at a 1 s interval (default 3 = 3 intervals)")
+    parser.add_argument(
+        "--goal",
+        type=float,
+        default=3.0,
+        help="largest allowed gap and end gap, seconds at a 1 s interval (default 3 = 3 intervals)",
+    )
     parser.add_argument("-o", "--output", choices=("table", "json"), default="table")
     args = parser.parse_args(argv)
     result = completeness(args.run_dir, args.goal)
     if args.output == "json":
         print(json.dumps(result, indent=2, default=str))
     else:
-        print(f"{result['run_dir']}: {result['crds']} CRDs, kube-apiserver {result['kube_apiserver']}, "
-              f"interval {result['interval_s']} s, run window {result['window_s']:.0f} s")
-        table = pd.DataFrame(result["series"])[["job", "metric", "interval_s", "samples", "median_gap_s", "max_gap_s",
-                                                 "end_gap_s", "goal_s", "meets_goal"]]
+        print(
+            f"{result['run_dir']}: {result['crds']} CRDs, kube-apiserver {result['kube_apiserver']}, "
+            f"interval {result['interval_s']} s, run window {result['window_s']:.0f} s"
+        )
+        table = pd.DataFrame(result["series"])[
+            ["job", "metric", "interval_s", "samples", "median_gap_s", "max_gap_s", "end_gap_s", "goal_s", "meets_goal"]
+        ]
         print(table.to_string(index=False, float_format=lambda v: f"{v:.2f}"))
         for change in result["cadence_changes"]:
-            print(f"cadence: {change['job']} {change['previous_s']:g} s -> {change['interval_s']:g} s "
-                  f"(last scrape {change['scrape_duration_s']:g} s, {'up' if change['up'] else 'failed'})")
+            print(
+                f"cadence: {change['job']} {change['previous_s']:g} s -> {change['interval_s']:g} s "
+                f"(last scrape {change['scrape_duration_s']:g} s, {'up' if change['up'] else 'failed'})"
+            )
         for metric, q in result["scrapes"].items():
             print(f"{metric}: " + ", ".join(f"p{int(k * 100)} {v:,.3g}" for k, v in q.items()))
         proc = [r for r in result["series"] if r["job"] == ProcSampler.JOB]
         if proc:
-            print(f"/proc series: largest gap {max(r['max_gap_s'] or 0 for r in proc):.2f} s, "
-                  f"last sample {max(r['end_gap_s'] for r in proc):.2f} s before the end")
-        print(f"{'every series meets' if result['meets_goal'] else 'some series MISS'} the goal "
-              f"(gap and end gap <= {args.goal:g} intervals of its job)")
+            print(
+                f"/proc series: largest gap {max(r['max_gap_s'] or 0 for r in proc):.2f} s, "
+                f"last sample {max(r['end_gap_s'] for r in proc):.2f} s before the end"
+            )
+        print(
+            f"{'every series meets' if result['meets_goal'] else 'some series MISS'} the goal "
+            f"(gap and end gap <= {args.goal:g} intervals of its job)"
+        )
     return 0 if result["meets_goal"] else 1
 
 

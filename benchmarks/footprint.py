@@ -42,9 +42,17 @@ def predicted(crds_dir: Path, kube_version: str, shipped: bool) -> dict:
 def measured(crds_dir: Path, kube_version: str, steps: int, out: Path) -> tuple[Path, dict[str, float]]:
     """Run the set under the sweep's conditions; its run directory and growth by target (bytes) at the last step."""
     sweep = sweep_scenario(kube_version)
-    scenario = build_scenario(sweep.user, where="footprint benchmark", overrides={
-        "name": "footprint-benchmark", "crds.source": str(crds_dir), "steps.count": steps,
-        "target.kube_version": kube_version, "description": f"footprint benchmark: the CRDs in {crds_dir}"})
+    scenario = build_scenario(
+        sweep.user,
+        where="footprint benchmark",
+        overrides={
+            "name": "footprint-benchmark",
+            "crds.source": str(crds_dir),
+            "steps.count": steps,
+            "target.kube_version": kube_version,
+            "description": f"footprint benchmark: the CRDs in {crds_dir}",
+        },
+    )
     run_dir = Path(run_with_progress(scenario, out))
     run = read_run_input(run_dir)
     growth = final_growth(training_rows(run.points, {str(run.path): run.features}))
@@ -56,8 +64,18 @@ def compare(prediction: dict, growth: dict[str, float]) -> list[dict]:
     for target, key, label in MEASURES:
         p, m = prediction[key], growth.get(target)
         inside = None if p["low"] is None or m is None else p["low"] <= m <= p["high"]
-        rows.append({"what": label, "target": target, "predicted": p["value"], "low": p["low"], "high": p["high"],
-                     "measured": m, "error": None if not m else (p["value"] - m) / m, "inside_interval": inside})
+        rows.append(
+            {
+                "what": label,
+                "target": target,
+                "predicted": p["value"],
+                "low": p["low"],
+                "high": p["high"],
+                "measured": m,
+                "error": None if not m else (p["value"] - m) / m,
+                "inside_interval": inside,
+            }
+        )
     return rows
 
 
@@ -78,26 +96,41 @@ def main(argv=None) -> int:
     parser.add_argument("-o", "--output", choices=("text", "json"), default="text")
     args = parser.parse_args(argv)
 
-    params = preset("apigen", crd_count=args.crds, group_count=max(1, args.crds // 10),
-                    property_count=args.properties, versions=args.versions, seed=args.seed)
+    params = preset(
+        "apigen",
+        crd_count=args.crds,
+        group_count=max(1, args.crds // 10),
+        property_count=args.properties,
+        versions=args.versions,
+        seed=args.seed,
+    )
     with tempfile.TemporaryDirectory(prefix="crdscale-footprint-bench-") as tmp:
         crds_dir = Path(tmp) / "crds"
         write_crds(generate_crds(params), crds_dir)
         prediction = predicted(crds_dir, args.kube_version, args.shipped)
         run_dir, growth = measured(crds_dir, args.kube_version, args.steps, args.out or runs_dir())
     rows = compare(prediction, growth)
-    result = {"kube_version": args.kube_version, "crd_set": {**params.to_dict(), **prediction["features"]},
-              "model": prediction["model"], "warnings": prediction["warnings"], "run_dir": str(run_dir),
-              "results": rows}
+    result = {
+        "kube_version": args.kube_version,
+        "crd_set": {**params.to_dict(), **prediction["features"]},
+        "model": prediction["model"],
+        "warnings": prediction["warnings"],
+        "run_dir": str(run_dir),
+        "results": rows,
+    }
     if args.output == "json":
         print(json.dumps(result, indent=2))
         return 0
     f = prediction["features"]
-    print(f"CRD set: {f['crds']:.0f} CRDs, {f['served_versions']:.0f} served versions, "
-          f"{f['properties'] / f['served_versions']:.0f} properties per version, seed {args.seed}")
+    print(
+        f"CRD set: {f['crds']:.0f} CRDs, {f['served_versions']:.0f} served versions, "
+        f"{f['properties'] / f['served_versions']:.0f} properties per version, seed {args.seed}"
+    )
     origin, prov = prediction["model"]["origin"], prediction["model"]["provenance"]
-    print(f"model: {origin} ({prediction['model']['path']}); fitted on {prov.get('experiment')}, "
-          f"{prov.get('machine')}, {prov.get('date')}")
+    print(
+        f"model: {origin} ({prediction['model']['path']}); fitted on {prov.get('experiment')}, "
+        f"{prov.get('machine')}, {prov.get('date')}"
+    )
     for warning in prediction["warnings"]:
         print(f"warning: {warning}")
     print(f"run: {run_dir}")

@@ -54,9 +54,23 @@ def time_kubectl(kubectl: Path, crd_dir: Path, work: Path) -> dict[str, float]:
 def time_crdscale(crd_dir: Path, work: Path, concurrency: int) -> dict[str, float]:
     with LocalControlPlane(name=f"bench-crdscale-{os.getpid()}") as cp:
         env = dict(os.environ)
-        total = _run([sys.executable, "-m", "crdscale", "install", str(crd_dir), "--quiet",
-                      "--concurrency", str(concurrency), "--kubeconfig", str(cp.kubeconfig),
-                      "--out", str(work / f"crdscale-run-{time.monotonic_ns()}")], env)
+        total = _run(
+            [
+                sys.executable,
+                "-m",
+                "crdscale",
+                "install",
+                str(crd_dir),
+                "--quiet",
+                "--concurrency",
+                str(concurrency),
+                "--kubeconfig",
+                str(cp.kubeconfig),
+                "--out",
+                str(work / f"crdscale-run-{time.monotonic_ns()}"),
+            ],
+            env,
+        )
     return {"total_s": total}
 
 
@@ -74,19 +88,26 @@ def main(argv: list[str] | None = None) -> int:
     with tempfile.TemporaryDirectory(prefix="crdscale-bench-") as tmp:
         work = Path(tmp)
         crd_dir = work / "crds"
-        write_crds(generate_crds(GeneratorParams(crd_count=args.crds, group_count=args.groups,
-                                                 property_count=args.properties)), crd_dir)
+        write_crds(
+            generate_crds(
+                GeneratorParams(crd_count=args.crds, group_count=args.groups, property_count=args.properties)
+            ),
+            crd_dir,
+        )
         print(f"{args.crds} CRDs in {args.groups} groups, {args.properties} properties each")
         kubectl_runs, crdscale_runs = [], []
         for n in range(args.repeat):
             # Alternate the order so a warm page cache or CPU boost favours neither.
-            order = (("kubectl", "crdscale") if n % 2 == 0 else ("crdscale", "kubectl"))
+            order = ("kubectl", "crdscale") if n % 2 == 0 else ("crdscale", "kubectl")
             for who in order:
                 if who == "kubectl":
                     run = time_kubectl(kubectl, crd_dir, work)
                     kubectl_runs.append(run["total_s"])
-                    print(f"kubectl  run {n + 1}: create {run['create_s']:.2f} s + wait {run['wait_s']:.2f} s "
-                          f"= {run['total_s']:.2f} s", flush=True)
+                    print(
+                        f"kubectl  run {n + 1}: create {run['create_s']:.2f} s + wait {run['wait_s']:.2f} s "
+                        f"= {run['total_s']:.2f} s",
+                        flush=True,
+                    )
                 else:
                     run = time_crdscale(crd_dir, work, args.concurrency)
                     crdscale_runs.append(run["total_s"])

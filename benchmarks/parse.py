@@ -71,6 +71,7 @@ def main() -> int:
     from crdscale.analysis.attribution import attribution_table
     from crdscale.analysis.pprof import parse_profile, top
     from crdscale.analysis.pprof.schema import protobuf_backend
+
     import_s = time.perf_counter() - t_import
     keep_freed_memory()  # as the crdscale CLI does (crdscale/allocator.py)
 
@@ -83,8 +84,10 @@ def main() -> int:
     backend = protobuf_backend()
     print(f"protobuf backend: {backend}" + ("" if backend == "upb" else "  (NOT the fast upb backend!)"))
     sizes = [p.stat().st_size for p in sweep]
-    print(f"profiles: {len(sweep)} ({len(set(sweep))} distinct, {min(sizes) / 1e3:.0f}-{max(sizes) / 1e3:.0f} KB gz, "
-          f"{sum(sizes) / 1e6:.1f} MB in all)")
+    print(
+        f"profiles: {len(sweep)} ({len(set(sweep))} distinct, {min(sizes) / 1e3:.0f}-{max(sizes) / 1e3:.0f} KB gz, "
+        f"{sum(sizes) / 1e6:.1f} MB in all)"
+    )
 
     def ours_once() -> tuple[float, float, int]:
         wall, cpu = time.perf_counter(), cpu_seconds(resource.RUSAGE_SELF)
@@ -105,8 +108,9 @@ def main() -> int:
     def theirs_once() -> tuple[float, float]:
         wall, cpu = time.perf_counter(), cpu_seconds(resource.RUSAGE_CHILDREN)
         for path in sweep:
-            subprocess.run([go, "tool", "pprof", "-top", "-sample_index=inuse_space", str(path)],
-                           capture_output=True, check=True)
+            subprocess.run(
+                [go, "tool", "pprof", "-top", "-sample_index=inuse_space", str(path)], capture_output=True, check=True
+            )
         return time.perf_counter() - wall, cpu_seconds(resource.RUSAGE_CHILDREN) - cpu
 
     # Interleave the two so that both see the same load on a shared machine.
@@ -117,16 +121,22 @@ def main() -> int:
             theirs.append(theirs_once())
     o_wall, o_cpu, samples = min(ours)
     n = len(sweep)
-    print(f"crdscale decode+top+attribution: {o_wall:.3f} s wall, {o_cpu:.3f} s CPU "
-          f"({1000 * o_wall / n:.0f} ms/profile, {samples // n} samples/profile; +{import_s:.2f} s one-time import)")
+    print(
+        f"crdscale decode+top+attribution: {o_wall:.3f} s wall, {o_cpu:.3f} s CPU "
+        f"({1000 * o_wall / n:.0f} ms/profile, {samples // n} samples/profile; +{import_s:.2f} s one-time import)"
+    )
     if go is None:
         return 0
     t_wall, t_cpu = min(theirs)
-    print(f"go tool pprof -top, once per profile: {t_wall:.3f} s wall, {t_cpu:.3f} s CPU "
-          f"({1000 * t_wall / n:.0f} ms/profile)")
+    print(
+        f"go tool pprof -top, once per profile: {t_wall:.3f} s wall, {t_cpu:.3f} s CPU "
+        f"({1000 * t_wall / n:.0f} ms/profile)"
+    )
     ratio = o_wall / t_wall
-    print(f"ratio crdscale / pprof: {ratio:.2f} wall, {o_cpu / t_cpu:.2f} CPU "
-          f"(goal <= {GOAL}: {'met' if ratio <= GOAL else 'NOT met'})")
+    print(
+        f"ratio crdscale / pprof: {ratio:.2f} wall, {o_cpu / t_cpu:.2f} CPU "
+        f"(goal <= {GOAL}: {'met' if ratio <= GOAL else 'NOT met'})"
+    )
     # The import (pandas, numpy, protobuf) is paid once per process; shown apart so both views are visible.
     print(f"ratio including crdscale's one-time import: {(o_wall + import_s) / t_wall:.2f}")
     return 0

@@ -17,7 +17,7 @@ def stat_fields(pid: int, task: str | None = None) -> list[str] | None:
         stat = Path(f"/proc/{pid}/task/{task}/stat" if task else f"/proc/{pid}/stat").read_text()
     except OSError:
         return None
-    return stat[stat.rindex(")") + 2:].split()
+    return stat[stat.rindex(")") + 2 :].split()
 
 
 def start_ticks(pid: int) -> int | None:

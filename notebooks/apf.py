@@ -40,7 +40,9 @@ apf_findings(seats) if not seats.empty else "no APF table in this run"
 # ## The seed's response sizes
 
 # %%
-apf.seed_table().pivot_table(index=["response", "objects"], columns="served_from", values=["object_count_seats", "size_based_seats"])
+apf.seed_table().pivot_table(
+    index=["response", "objects"], columns="served_from", values=["object_count_seats", "size_based_seats"]
+)
 
 # %% [markdown]
 # ## Measured LISTs

@@ -35,9 +35,9 @@ from crdscale.analysis.percrd import unattributed_share
 from crdscale.analysis.pprof import diff
 from crdscale.report import figures, plots
 from crdscale.report.findings import key_numbers, numbers_markdown, per_crd_table
-from crdscale.units import fmt_bytes
 from crdscale.report.flame import icicle_layout, stack_causes
 from crdscale.rundir import read_run
+from crdscale.units import fmt_bytes
 
 pd.set_option("display.max_colwidth", 120)  # long Go function names and rule explanations
 run = read_run(run_dir)
@@ -64,7 +64,7 @@ Markdown(numbers_markdown(key_numbers(analysis)))
 # by cause, with 95% confidence intervals (wide when a cause grows unevenly between steps).
 
 # %%
-figures.heap_by_cause_figure(analysis.points, fits, phase=phase);
+figures.heap_by_cause_figure(analysis.points, fits, phase=phase)
 
 # %% [markdown]
 # ## Bytes per CRD by cause
@@ -78,16 +78,19 @@ figures.heap_by_cause_figure(analysis.points, fits, phase=phase);
 per_crd_table(fits, phase).set_index("cause")
 
 # %%
-fits[fits["metric"] == "bytes"].pivot_table(index="cause", columns="phase", values="per_crd").div(1024).round(1) \
-    .sort_values(phase, ascending=False).rename_axis(columns="KiB per CRD, by phase")
+fits[fits["metric"] == "bytes"].pivot_table(index="cause", columns="phase", values="per_crd").div(1024).round(
+    1
+).sort_values(phase, ascending=False).rename_axis(columns="KiB per CRD, by phase")
 
 # %% [markdown]
 # ## What no rule explains
 
 # %%
-Markdown(f"**{100 * unattributed_share(fits, phase):.1f}%** of the heap growth per CRD ({phase} phase) "
-         f"falls in `other`: no attribution rule claims it. Above ~10%, look at the functions below "
-         f"and add a rule to `crdscale/analysis/attribution.py`.")
+Markdown(
+    f"**{100 * unattributed_share(fits, phase):.1f}%** of the heap growth per CRD ({phase} phase) "
+    f"falls in `other`: no attribution rule claims it. Above ~10%, look at the functions below "
+    f"and add a rule to `crdscale/analysis/attribution.py`."
+)
 
 # %%
 rules_table().set_index("order")[["cause", "decides", "why"]]
@@ -100,18 +103,21 @@ rules_table().set_index("order")[["cause", "decides", "why"]]
 
 # %%
 growth = diff(last, first, "inuse_space")
-Markdown(f"From `{first_file}` to `{last_file}`: heap in use grew by "
-         f"**{fmt_bytes(growth.attrs['shown_total'])}**.")
+Markdown(f"From `{first_file}` to `{last_file}`: heap in use grew by **{fmt_bytes(growth.attrs['shown_total'])}**.")
 
 # %%
-growth.head(20).assign(flat=(growth["flat"] / 2**20).round(2), cum=(growth["cum"] / 2**20).round(2),
-                       flat_pct=growth["flat_pct"].round(1), cum_pct=growth["cum_pct"].round(1)) \
-    .rename(columns={"flat": "flat (MiB)", "cum": "cum (MiB)", "flat_pct": "flat %", "cum_pct": "cum %"}) \
-    .set_index("name")[["flat (MiB)", "flat %", "cum (MiB)", "cum %"]]
+growth.head(20).assign(
+    flat=(growth["flat"] / 2**20).round(2),
+    cum=(growth["cum"] / 2**20).round(2),
+    flat_pct=growth["flat_pct"].round(1),
+    cum_pct=growth["cum_pct"].round(1),
+).rename(columns={"flat": "flat (MiB)", "cum": "cum (MiB)", "flat_pct": "flat %", "cum_pct": "cum %"}).set_index(
+    "name"
+)[["flat (MiB)", "flat %", "cum (MiB)", "cum %"]]
 
 # %%
 fig, ax = plt.subplots(figsize=(11, 5), layout="constrained")
-plots.plot_top_growth(ax, growth, n=15, title="The 15 functions whose own heap grew the most");
+plots.plot_top_growth(ax, growth, n=15, title="The 15 functions whose own heap grew the most")
 
 # %% [markdown]
 # ## Icicle of the last profile
@@ -125,5 +131,4 @@ plots.plot_top_growth(ax, growth, n=15, title="The 15 functions whose own heap g
 folded = folded_stacks(last, "inuse_space")
 rects = icicle_layout(folded, stack_causes(folded), max_depth=30, min_fraction=0.004)
 fig, ax = plt.subplots(figsize=(14, 8), layout="constrained")
-plots.plot_icicle(ax, rects, colors=plots.cause_palette(fits, phase),
-                  title=f"Heap in use by call path: {last_file}");
+plots.plot_icicle(ax, rects, colors=plots.cause_palette(fits, phase), title=f"Heap in use by call path: {last_file}")

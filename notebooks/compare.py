@@ -32,7 +32,11 @@ from IPython.display import Markdown
 
 from crdscale.report import plots
 from crdscale.report.compare import (
-    compare_runs, differences_table, headline, provenance_table, series_table,
+    compare_runs,
+    differences_table,
+    headline,
+    provenance_table,
+    series_table,
 )
 
 pd.set_option("display.max_colwidth", 120)
@@ -59,7 +63,7 @@ differences_table(comparison).set_index(["run", "cause"])
 
 # %%
 fig, ax = plt.subplots(figsize=(10, 4.5), layout="constrained")
-plots.plot_difference_bars(ax, comparison.joint);
+plots.plot_difference_bars(ax, comparison.joint)
 
 # %% [markdown]
 # ## Memory against CRDs
@@ -69,7 +73,7 @@ plots.plot_difference_bars(ax, comparison.joint);
 
 # %%
 fig, ax = plt.subplots(figsize=(10, 4.5), layout="constrained")
-plots.plot_runs_against_crds(ax, comparison.series_points);
+plots.plot_runs_against_crds(ax, comparison.series_points)
 
 # %% [markdown]
 # ## The process: per CRD, at the end, at peak

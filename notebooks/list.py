@@ -50,8 +50,23 @@ list_findings(lists)
 # selector or a field other than namespace and name, then filters.
 
 # %%
-comparison[["resource", "kind", "items", "latency_cache", "latency_etcd", "latency_ratio", "cpu_cache", "cpu_etcd",
-            "cpu_ratio", "alloc_ratio", "fetched_cache", "fetched_etcd", "note"]]
+comparison[
+    [
+        "resource",
+        "kind",
+        "items",
+        "latency_cache",
+        "latency_etcd",
+        "latency_ratio",
+        "cpu_cache",
+        "cpu_etcd",
+        "cpu_ratio",
+        "alloc_ratio",
+        "fetched_cache",
+        "fetched_etcd",
+        "note",
+    ]
+]
 
 # %%
 paired = comparison[comparison["same_response"]]
@@ -68,8 +83,26 @@ ax.legend()
 # ## Every request kind
 
 # %%
-lists[[c for c in ("resource", "kind", "apiserver", "items", "pages", "bytes", "latency_s", "cpu_s", "alloc_bytes",
-                   "fetched_objects", "served_from", "expected_from_cache") if c in lists]]
+lists[
+    [
+        c
+        for c in (
+            "resource",
+            "kind",
+            "apiserver",
+            "items",
+            "pages",
+            "bytes",
+            "latency_s",
+            "cpu_s",
+            "alloc_bytes",
+            "fetched_objects",
+            "served_from",
+            "expected_from_cache",
+        )
+        if c in lists
+    ]
+]
 
 # %%
 fig, ax = plt.subplots(figsize=(8, 4))

@@ -66,7 +66,7 @@ Markdown(provenance_markdown(provenance(data.manifest)))
 # * The purple step line (right axis) is the number of CRDs installed.
 
 # %%
-figures.memory_over_time_figure(memory, phases, steps);
+figures.memory_over_time_figure(memory, phases, steps)
 
 # %% [markdown]
 # First, last and peak value of each series (MiB):
@@ -83,7 +83,7 @@ S.memory_summary(memory).set_index("series").round(1)
 # `crdscale analyze` and the attribution notebook fit.
 
 # %%
-figures.memory_vs_crds_figure(marks);
+figures.memory_vs_crds_figure(marks)
 
 # %%
 S.marks_table(marks)
@@ -108,7 +108,9 @@ Markdown(S.release_advice(go_version, apiserver_env))
 
 # %%
 fig, ax = plt.subplots(figsize=(11, 4.5), layout="constrained")
-plots.plot_gap(ax, memory, phases=phases, title="RSS - (heap in use + stacks): memory RSS holds beyond live spans and stacks");
+plots.plot_gap(
+    ax, memory, phases=phases, title="RSS - (heap in use + stacks): memory RSS holds beyond live spans and stacks"
+)
 
 # %% [markdown]
 # ## CPU, garbage collection and goroutines
@@ -120,12 +122,21 @@ plots.plot_gap(ax, memory, phases=phases, title="RSS - (heap in use + stacks): m
 
 # %%
 fig, axes = plt.subplots(1, 3, figsize=(14, 3.8), layout="constrained")
-plots.plot_activity(axes[0], activity, "cpu_cores", ylabel="cores", title="CPU used (cores)", phases=phases,
-                    color="#d62728")
-plots.plot_activity(axes[1], activity, "gc_per_s", ylabel="GC cycles per second", title="Garbage collections per second",
-                    phases=phases, color="#9467bd")
-plots.plot_activity(axes[2], activity, "goroutines", ylabel="goroutines", title="Goroutines", phases=phases,
-                    color="#2ca02c");
+plots.plot_activity(
+    axes[0], activity, "cpu_cores", ylabel="cores", title="CPU used (cores)", phases=phases, color="#d62728"
+)
+plots.plot_activity(
+    axes[1],
+    activity,
+    "gc_per_s",
+    ylabel="GC cycles per second",
+    title="Garbage collections per second",
+    phases=phases,
+    color="#9467bd",
+)
+plots.plot_activity(
+    axes[2], activity, "goroutines", ylabel="goroutines", title="Goroutines", phases=phases, color="#2ca02c"
+)
 
 # %% [markdown]
 # ## Open file descriptors
@@ -135,6 +146,13 @@ plots.plot_activity(axes[2], activity, "goroutines", ylabel="goroutines", title=
 
 # %%
 fig, ax = plt.subplots(figsize=(11, 3.5), layout="constrained")
-plots.plot_activity(ax, activity, "open_fds", ylabel="open file descriptors", title="Open file descriptors",
-                    phases=phases, color="#1f77b4")
-plots.plot_crd_steps(ax, steps);
+plots.plot_activity(
+    ax,
+    activity,
+    "open_fds",
+    ylabel="open file descriptors",
+    title="Open file descriptors",
+    phases=phases,
+    color="#1f77b4",
+)
+plots.plot_crd_steps(ax, steps)

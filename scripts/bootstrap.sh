@@ -72,12 +72,15 @@ if [ ! -x "$VENV/bin/python" ] || [ "$(cat "$stamp" 2>/dev/null)" != "$want" ]; 
     "$VENV/bin/pip" check >&2
   else
     say "warning: $LOCK is for Python $LOCK_PYTHON, this is $py_version: installing the newest versions within pyproject.toml's ranges (not what CI tested)"
-    "$VENV/bin/pip" install -q -e '.[dev,report,lab]'
+    "$VENV/bin/pip" install -q -e '.[dev,report,lab,docs]'
   fi
   # py:percent notebooks open as notebooks in this venv's JupyterLab (jupytext's default viewer).
   "$VENV/bin/python" -c 'from crdscale.report.lab import install_lab_settings; install_lab_settings()'
   echo "$want" > "$stamp"
 fi
+
+# `make lint` needs only the venv: stop here rather than build Go binaries it never runs.
+if [ "${BOOTSTRAP_ONLY:-}" = python ]; then exit 0; fi
 
 # --- 3. Binaries ---------------------------------------------------------------
 args=()

@@ -30,9 +30,11 @@ def validate(paths, model_file=None) -> None:
         predicted = predict(chosen.model, run.features).set_index("target")
         for target in (TOTAL, RSS):
             p, m = predicted.loc[target], measured[target]
-            print(f"{path}: {target}: predicted {p['value'] / 2**20:,.1f} MiB "
-                  f"[{p['low'] / 2**20:,.1f}, {p['high'] / 2**20:,.1f}], measured {m / 2**20:,.1f} MiB "
-                  f"({100 * (p['value'] - m) / m:+.1f}%)")
+            print(
+                f"{path}: {target}: predicted {p['value'] / 2**20:,.1f} MiB "
+                f"[{p['low'] / 2**20:,.1f}, {p['high'] / 2**20:,.1f}], measured {m / 2**20:,.1f} MiB "
+                f"({100 * (p['value'] - m) / m:+.1f}%)"
+            )
 
 
 def main(argv=None) -> int:
@@ -48,9 +50,12 @@ def main(argv=None) -> int:
             validate(args.runs, args.model)
             return 0
         inputs = [read_run_input(p) for p in run_dirs_of(args.runs)]
-        model = fit_runs(inputs, features=args.features.split(",") if args.features else None,
-                         experiment=args.experiment or ", ".join(args.runs),
-                         method="scripts/fit_footprint.py")
+        model = fit_runs(
+            inputs,
+            features=args.features.split(",") if args.features else None,
+            experiment=args.experiment or ", ".join(args.runs),
+            method="scripts/fit_footprint.py",
+        )
     except CrdscaleError as err:
         sys.exit(f"fit_footprint: {err}")
     print(write_model(model, shipped_path(model.kube_version)))

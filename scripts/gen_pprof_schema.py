@@ -21,78 +21,100 @@ F = descriptor_pb2.FieldDescriptorProto
 # string_table is declared ``bytes`` rather than ``string``: proto3 parsers reject
 # invalid UTF-8 in ``string`` fields, while Go's pprof accepts any bytes there.
 MESSAGES = [
-    ("Profile", [
-        ("sample_type", 1, F.TYPE_MESSAGE, True, "ValueType"),
-        ("sample", 2, F.TYPE_MESSAGE, True, "Sample"),
-        ("mapping", 3, F.TYPE_MESSAGE, True, "Mapping"),
-        ("location", 4, F.TYPE_MESSAGE, True, "Location"),
-        ("function", 5, F.TYPE_MESSAGE, True, "Function"),
-        ("string_table", 6, F.TYPE_BYTES, True, None),
-        ("drop_frames", 7, F.TYPE_INT64, False, None),
-        ("keep_frames", 8, F.TYPE_INT64, False, None),
-        ("time_nanos", 9, F.TYPE_INT64, False, None),
-        ("duration_nanos", 10, F.TYPE_INT64, False, None),
-        ("period_type", 11, F.TYPE_MESSAGE, False, "ValueType"),
-        ("period", 12, F.TYPE_INT64, False, None),
-        ("comment", 13, F.TYPE_INT64, True, None),
-        ("default_sample_type", 14, F.TYPE_INT64, False, None),
-        ("doc_url", 15, F.TYPE_INT64, False, None),
-    ]),
-    ("ValueType", [
-        ("type", 1, F.TYPE_INT64, False, None),
-        ("unit", 2, F.TYPE_INT64, False, None),
-    ]),
-    ("Sample", [
-        ("location_id", 1, F.TYPE_UINT64, True, None),
-        ("value", 2, F.TYPE_INT64, True, None),
-        ("label", 3, F.TYPE_MESSAGE, True, "Label"),
-    ]),
-    ("Label", [
-        ("key", 1, F.TYPE_INT64, False, None),
-        ("str", 2, F.TYPE_INT64, False, None),
-        ("num", 3, F.TYPE_INT64, False, None),
-        ("num_unit", 4, F.TYPE_INT64, False, None),
-    ]),
-    ("Mapping", [
-        ("id", 1, F.TYPE_UINT64, False, None),
-        ("memory_start", 2, F.TYPE_UINT64, False, None),
-        ("memory_limit", 3, F.TYPE_UINT64, False, None),
-        ("file_offset", 4, F.TYPE_UINT64, False, None),
-        ("filename", 5, F.TYPE_INT64, False, None),
-        ("build_id", 6, F.TYPE_INT64, False, None),
-        ("has_functions", 7, F.TYPE_BOOL, False, None),
-        ("has_filenames", 8, F.TYPE_BOOL, False, None),
-        ("has_line_numbers", 9, F.TYPE_BOOL, False, None),
-        ("has_inline_frames", 10, F.TYPE_BOOL, False, None),
-    ]),
-    ("Location", [
-        ("id", 1, F.TYPE_UINT64, False, None),
-        ("mapping_id", 2, F.TYPE_UINT64, False, None),
-        ("address", 3, F.TYPE_UINT64, False, None),
-        ("line", 4, F.TYPE_MESSAGE, True, "Line"),
-        ("is_folded", 5, F.TYPE_BOOL, False, None),
-    ]),
-    ("Line", [
-        ("function_id", 1, F.TYPE_UINT64, False, None),
-        ("line", 2, F.TYPE_INT64, False, None),
-        ("column", 3, F.TYPE_INT64, False, None),
-    ]),
-    ("Function", [
-        ("id", 1, F.TYPE_UINT64, False, None),
-        ("name", 2, F.TYPE_INT64, False, None),
-        ("system_name", 3, F.TYPE_INT64, False, None),
-        ("filename", 4, F.TYPE_INT64, False, None),
-        ("start_line", 5, F.TYPE_INT64, False, None),
-    ]),
+    (
+        "Profile",
+        [
+            ("sample_type", 1, F.TYPE_MESSAGE, True, "ValueType"),
+            ("sample", 2, F.TYPE_MESSAGE, True, "Sample"),
+            ("mapping", 3, F.TYPE_MESSAGE, True, "Mapping"),
+            ("location", 4, F.TYPE_MESSAGE, True, "Location"),
+            ("function", 5, F.TYPE_MESSAGE, True, "Function"),
+            ("string_table", 6, F.TYPE_BYTES, True, None),
+            ("drop_frames", 7, F.TYPE_INT64, False, None),
+            ("keep_frames", 8, F.TYPE_INT64, False, None),
+            ("time_nanos", 9, F.TYPE_INT64, False, None),
+            ("duration_nanos", 10, F.TYPE_INT64, False, None),
+            ("period_type", 11, F.TYPE_MESSAGE, False, "ValueType"),
+            ("period", 12, F.TYPE_INT64, False, None),
+            ("comment", 13, F.TYPE_INT64, True, None),
+            ("default_sample_type", 14, F.TYPE_INT64, False, None),
+            ("doc_url", 15, F.TYPE_INT64, False, None),
+        ],
+    ),
+    (
+        "ValueType",
+        [
+            ("type", 1, F.TYPE_INT64, False, None),
+            ("unit", 2, F.TYPE_INT64, False, None),
+        ],
+    ),
+    (
+        "Sample",
+        [
+            ("location_id", 1, F.TYPE_UINT64, True, None),
+            ("value", 2, F.TYPE_INT64, True, None),
+            ("label", 3, F.TYPE_MESSAGE, True, "Label"),
+        ],
+    ),
+    (
+        "Label",
+        [
+            ("key", 1, F.TYPE_INT64, False, None),
+            ("str", 2, F.TYPE_INT64, False, None),
+            ("num", 3, F.TYPE_INT64, False, None),
+            ("num_unit", 4, F.TYPE_INT64, False, None),
+        ],
+    ),
+    (
+        "Mapping",
+        [
+            ("id", 1, F.TYPE_UINT64, False, None),
+            ("memory_start", 2, F.TYPE_UINT64, False, None),
+            ("memory_limit", 3, F.TYPE_UINT64, False, None),
+            ("file_offset", 4, F.TYPE_UINT64, False, None),
+            ("filename", 5, F.TYPE_INT64, False, None),
+            ("build_id", 6, F.TYPE_INT64, False, None),
+            ("has_functions", 7, F.TYPE_BOOL, False, None),
+            ("has_filenames", 8, F.TYPE_BOOL, False, None),
+            ("has_line_numbers", 9, F.TYPE_BOOL, False, None),
+            ("has_inline_frames", 10, F.TYPE_BOOL, False, None),
+        ],
+    ),
+    (
+        "Location",
+        [
+            ("id", 1, F.TYPE_UINT64, False, None),
+            ("mapping_id", 2, F.TYPE_UINT64, False, None),
+            ("address", 3, F.TYPE_UINT64, False, None),
+            ("line", 4, F.TYPE_MESSAGE, True, "Line"),
+            ("is_folded", 5, F.TYPE_BOOL, False, None),
+        ],
+    ),
+    (
+        "Line",
+        [
+            ("function_id", 1, F.TYPE_UINT64, False, None),
+            ("line", 2, F.TYPE_INT64, False, None),
+            ("column", 3, F.TYPE_INT64, False, None),
+        ],
+    ),
+    (
+        "Function",
+        [
+            ("id", 1, F.TYPE_UINT64, False, None),
+            ("name", 2, F.TYPE_INT64, False, None),
+            ("system_name", 3, F.TYPE_INT64, False, None),
+            ("filename", 4, F.TYPE_INT64, False, None),
+            ("start_line", 5, F.TYPE_INT64, False, None),
+        ],
+    ),
 ]
 
 PACKAGE = "crdscale.perftools.profiles"
 
 
 def build() -> bytes:
-    fd = descriptor_pb2.FileDescriptorProto(
-        name="crdscale/pprof/profile.proto", package=PACKAGE, syntax="proto3"
-    )
+    fd = descriptor_pb2.FileDescriptorProto(name="crdscale/pprof/profile.proto", package=PACKAGE, syntax="proto3")
     for message_name, fields in MESSAGES:
         message = fd.message_type.add(name=message_name)
         for name, number, type_, repeated, type_name in fields:

@@ -28,11 +28,15 @@ CRDS = "/apis/apiextensions.k8s.io/v1/customresourcedefinitions"
 def _crd(group: str, schema_type: str | None = "object") -> dict:
     schema = {"type": schema_type} if schema_type else {"properties": {"x": {"type": "string"}}}
     return {
-        "apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
+        "apiVersion": "apiextensions.k8s.io/v1",
+        "kind": "CustomResourceDefinition",
         "metadata": {"name": f"things.{group}", "labels": ownership_labels("status-recording")},
-        "spec": {"group": group, "scope": "Cluster",
-                 "names": {"plural": "things", "singular": "thing", "kind": "Thing", "listKind": "ThingList"},
-                 "versions": [{"name": "v1", "served": True, "storage": True, "schema": {"openAPIV3Schema": schema}}]},
+        "spec": {
+            "group": group,
+            "scope": "Cluster",
+            "names": {"plural": "things", "singular": "thing", "kind": "Thing", "listKind": "ThingList"},
+            "versions": [{"name": "v1", "served": True, "storage": True, "schema": {"openAPIV3Schema": schema}}],
+        },
     }
 
 

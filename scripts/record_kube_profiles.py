@@ -20,29 +20,27 @@ Usage:
 from __future__ import annotations
 
 import argparse
-import json
-import sys
-import time
-from datetime import datetime, timezone
-from pathlib import Path
-
-import pandas as pd
-
 import contextlib
+import json
 import os
 import secrets
 import signal
 import subprocess
+import sys
+import time
+from datetime import datetime, timezone
+from pathlib import Path
 from types import SimpleNamespace
 
+import pandas as pd
 import requests
 import urllib3
 
 from crdscale.cluster.local import free_ports
-from crdscale.paths import binaries_dir
 from crdscale.collect.promtext import parse_exposition
-from crdscale.rundir import RunWriter
 from crdscale.crds.generate import generate_crds, preset
+from crdscale.paths import binaries_dir
+from crdscale.rundir import RunWriter
 
 SERIES = ("process_resident_memory_bytes", "go_memstats_heap_inuse_bytes")
 
@@ -58,31 +56,66 @@ def control_plane(workdir: Path):
     token = secrets.token_hex(16)
     (workdir / "tokens.csv").write_text(f'{token},admin,admin,"system:masters"\n')
     key = rsa.generate_private_key(public_exponent=65537, key_size=2048)
-    (workdir / "sa.key").write_bytes(key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
-                                                       serialization.NoEncryption()))
-    (workdir / "sa.pub").write_bytes(key.public_key().public_bytes(serialization.Encoding.PEM,
-                                                                   serialization.PublicFormat.SubjectPublicKeyInfo))
+    (workdir / "sa.key").write_bytes(
+        key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption())
+    )
+    (workdir / "sa.pub").write_bytes(
+        key.public_key().public_bytes(serialization.Encoding.PEM, serialization.PublicFormat.SubjectPublicKeyInfo)
+    )
     etcd_bin = binaries_dir("etcd", "v3.6.16") / "etcd"
     api_bin = binaries_dir("kube-apiserver", "v1.37.1") / "kube-apiserver"
     client = f"http://127.0.0.1:{etcd_port}"
     peer = f"http://127.0.0.1:{peer_port}"
     procs = []
     try:
-        procs.append(subprocess.Popen(
-            [str(etcd_bin), "--data-dir", str(workdir / "etcd"), "--listen-client-urls", client,
-             "--advertise-client-urls", client, "--listen-peer-urls", peer, "--initial-advertise-peer-urls", peer,
-             "--initial-cluster", f"default={peer}", "--unsafe-no-fsync"],
-            stdout=open(workdir / "etcd.log", "wb"), stderr=subprocess.STDOUT, start_new_session=True))
-        procs.append(subprocess.Popen(
-            [str(api_bin), "--bind-address=127.0.0.1", "--advertise-address=127.0.0.1", f"--secure-port={api_port}",
-             f"--etcd-servers={client}", f"--cert-dir={workdir / 'certs'}", f"--token-auth-file={workdir / 'tokens.csv'}",
-             "--authorization-mode=RBAC", "--service-account-issuer=https://kubernetes.default.svc.cluster.local",
-             f"--service-account-key-file={workdir / 'sa.pub'}",
-             f"--service-account-signing-key-file={workdir / 'sa.key'}", "--service-cluster-ip-range=10.0.0.0/24",
-             "--disable-admission-plugins=ServiceAccount", "--profiling=true",
-             # 127.0.0.1 cannot be advertised through the endpoint reconciler; nothing here needs it.
-             "--endpoint-reconciler-type=none"],
-            stdout=open(workdir / "kube-apiserver.log", "wb"), stderr=subprocess.STDOUT, start_new_session=True))
+        procs.append(
+            subprocess.Popen(
+                [
+                    str(etcd_bin),
+                    "--data-dir",
+                    str(workdir / "etcd"),
+                    "--listen-client-urls",
+                    client,
+                    "--advertise-client-urls",
+                    client,
+                    "--listen-peer-urls",
+                    peer,
+                    "--initial-advertise-peer-urls",
+                    peer,
+                    "--initial-cluster",
+                    f"default={peer}",
+                    "--unsafe-no-fsync",
+                ],
+                stdout=open(workdir / "etcd.log", "wb"),
+                stderr=subprocess.STDOUT,
+                start_new_session=True,
+            )
+        )
+        procs.append(
+            subprocess.Popen(
+                [
+                    str(api_bin),
+                    "--bind-address=127.0.0.1",
+                    "--advertise-address=127.0.0.1",
+                    f"--secure-port={api_port}",
+                    f"--etcd-servers={client}",
+                    f"--cert-dir={workdir / 'certs'}",
+                    f"--token-auth-file={workdir / 'tokens.csv'}",
+                    "--authorization-mode=RBAC",
+                    "--service-account-issuer=https://kubernetes.default.svc.cluster.local",
+                    f"--service-account-key-file={workdir / 'sa.pub'}",
+                    f"--service-account-signing-key-file={workdir / 'sa.key'}",
+                    "--service-cluster-ip-range=10.0.0.0/24",
+                    "--disable-admission-plugins=ServiceAccount",
+                    "--profiling=true",
+                    # 127.0.0.1 cannot be advertised through the endpoint reconciler; nothing here needs it.
+                    "--endpoint-reconciler-type=none",
+                ],
+                stdout=open(workdir / "kube-apiserver.log", "wb"),
+                stderr=subprocess.STDOUT,
+                start_new_session=True,
+            )
+        )
         urllib3.disable_warnings()
         session = requests.Session()
         session.verify = False  # loopback only, self-signed serving cert
@@ -90,8 +123,11 @@ def control_plane(workdir: Path):
         session.trust_env = False
         session.headers["Authorization"] = f"Bearer {token}"
         server = f"https://127.0.0.1:{api_port}"
-        cluster = SimpleNamespace(session=session, url=lambda path: server + path,
-                                  get=lambda path, timeout=60, **kw: session.get(server + path, timeout=timeout, **kw))
+        cluster = SimpleNamespace(
+            session=session,
+            url=lambda path: server + path,
+            get=lambda path, timeout=60, **kw: session.get(server + path, timeout=timeout, **kw),
+        )
         cluster.get_json = lambda path, **kw: cluster.get(path, **kw).json()
         deadline = time.monotonic() + 300
         while time.monotonic() < deadline:
@@ -117,7 +153,9 @@ def control_plane(workdir: Path):
 
 
 def create_crd(cluster, crd: dict) -> None:
-    resp = cluster.session.post(cluster.url("/apis/apiextensions.k8s.io/v1/customresourcedefinitions"), json=crd, timeout=60)
+    resp = cluster.session.post(
+        cluster.url("/apis/apiextensions.k8s.io/v1/customresourcedefinitions"), json=crd, timeout=60
+    )
     if resp.status_code not in (200, 201, 409):
         raise SystemExit(f"creating {crd['metadata']['name']}: HTTP {resp.status_code} {resp.text[:300]}")
 
@@ -159,8 +197,15 @@ def scrape(cluster) -> list[dict]:
     rows = []
     for name, labels, value in parse_exposition(text):
         if name in SERIES:
-            rows.append({"timestamp": now, "job": "kube-apiserver", "metric": name,
-                         "labels": json.dumps(labels, sort_keys=True), "value": float(value)})
+            rows.append(
+                {
+                    "timestamp": now,
+                    "job": "kube-apiserver",
+                    "metric": name,
+                    "labels": json.dumps(labels, sort_keys=True),
+                    "value": float(value),
+                }
+            )
     return rows
 
 
@@ -178,23 +223,29 @@ def main() -> None:
     run = RunWriter.create_at(Path(args.out))
     run.fsync = False
     out = run.path
-    crds = generate_crds(preset("apigen", crd_count=max(counts), group_count=args.groups,
-                                property_count=args.properties, seed=1))
+    crds = generate_crds(
+        preset("apigen", crd_count=max(counts), group_count=args.groups, property_count=args.properties, seed=1)
+    )
     events = run.events
     series: list[dict] = []
     with control_plane(Path(args.workdir)) as cluster:
-        manifest = {"name": "recorded-fixture", "status": "running",
-                    "versions": {"kube-apiserver": cluster.get_json("/version")["gitVersion"], "etcd": "v3.6.16"},
-                    "scenario": {"crds": {"count": max(counts), "groups": args.groups,
-                                          "property_count": args.properties},
-                                 "steps": {"counts": counts, "serve": "list"}}}
+        manifest = {
+            "name": "recorded-fixture",
+            "status": "running",
+            "versions": {"kube-apiserver": cluster.get_json("/version")["gitVersion"], "etcd": "v3.6.16"},
+            "scenario": {
+                "crds": {"count": max(counts), "groups": args.groups, "property_count": args.properties},
+                "steps": {"counts": counts, "serve": "list"},
+            },
+        }
         run.write_manifest(manifest)
 
         def profile(step: int, n: int, phase: str | None) -> None:
             time.sleep(args.settle)
             series.extend(scrape(cluster))
-            name = run.write_profile("heap", step, n, phase,
-                                     cluster.get("/debug/pprof/heap", params={"gc": "1"}).content)
+            name = run.write_profile(
+                "heap", step, n, phase, cluster.get("/debug/pprof/heap", params={"gc": "1"}).content
+            )
             print(f"{name}", file=sys.stderr)
 
         installed = 0

@@ -128,8 +128,9 @@ def main() -> None:
             (root / f"{stem}.{case}.txt").write_text(f"# args: {' '.join(args)}\n{text}")
     for suffix, (new, base, extra) in DIFFS.items():
         args = ["-top", "-nodecount=40", f"-diff_base={base}.pb.gz", *extra]
-        text = subprocess.run(["go", "tool", "pprof", *args, f"{new}.pb.gz"], cwd=root, capture_output=True,
-                              text=True, check=True).stdout
+        text = subprocess.run(
+            ["go", "tool", "pprof", *args, f"{new}.pb.gz"], cwd=root, capture_output=True, text=True, check=True
+        ).stdout
         (root / f"{new}.diff-{base}{suffix}.txt").write_text(f"# args: {' '.join(args)}\n{text}")
 
 

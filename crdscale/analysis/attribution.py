@@ -25,8 +25,9 @@ among the 32 nearest the leaf.
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Literal, Sequence
+from typing import Literal
 
 import numpy as np
 import pandas as pd
@@ -236,7 +237,8 @@ def rule_matches(rules: tuple[Rule, ...], names: np.ndarray) -> np.ndarray:
     if len(rules) > 62:
         bits = [known[n] for n in names_list]
         return np.array([[(b >> i) & 1 for i in range(len(rules))] for b in bits], dtype=bool).reshape(
-            len(names), len(rules))
+            len(names), len(rules)
+        )
     codes = np.fromiter(map(known.__getitem__, names_list), dtype=np.int64, count=len(names_list))
     return ((codes[:, None] >> np.arange(len(rules), dtype=np.int64)) & 1).astype(bool)
 
@@ -258,8 +260,9 @@ def attribute(profile: Profile, rules: Sequence[Rule] = RULES) -> pd.DataFrame:
     return out
 
 
-def _causes(profile: Profile, rules: Sequence[Rule], samples: np.ndarray | None = None
-            ) -> tuple[np.ndarray, np.ndarray]:
+def _causes(
+    profile: Profile, rules: Sequence[Rule], samples: np.ndarray | None = None
+) -> tuple[np.ndarray, np.ndarray]:
     """Per sample: the deciding rule's position (``len(rules)`` for other) and the deciding function name.
 
     With ``samples`` (bool per sample) only those are attributed and the others
@@ -366,7 +369,12 @@ def attribution_table(
     values = totals[:, 0]
     total = int(values.sum())
     order = np.argsort(-values, kind="stable")  # largest first; table order among equals
-    out = pd.DataFrame({"cause": np.array(causes, dtype=object)[order], "value": values[order],
-                        "share": values[order] / total if total else 0.0})
+    out = pd.DataFrame(
+        {
+            "cause": np.array(causes, dtype=object)[order],
+            "value": values[order],
+            "share": values[order] / total if total else 0.0,
+        }
+    )
     out.attrs.update(unit=profile.meta.sample_types[index].unit, sample_type=column, total=total)
     return out

@@ -22,15 +22,27 @@ DataFrames; reading runs is :mod:`crdscale.report.compare`'s job.
 from __future__ import annotations
 
 import math
-from typing import Mapping, Sequence
+from collections.abc import Mapping, Sequence
 
 import numpy as np
 import pandas as pd
 
 from crdscale.analysis.percrd import phase_points, t_quantile
 
-JOINT_COLUMNS = ["run", "reference", "metric", "cause", "per_crd_reference", "per_crd", "difference",
-                 "difference_low", "difference_high", "relative", "n", "dof"]
+JOINT_COLUMNS = [
+    "run",
+    "reference",
+    "metric",
+    "cause",
+    "per_crd_reference",
+    "per_crd",
+    "difference",
+    "difference_low",
+    "difference_high",
+    "relative",
+    "n",
+    "dof",
+]
 
 # Series compared per CRD and at the end: metric name -> column in series points.
 COMPARE_SERIES = {
@@ -40,8 +52,13 @@ COMPARE_SERIES = {
     "process_open_fds": "open_fds",
     "process_cpu_seconds_total": "cpu_seconds",
 }
-SERIES_UNITS = {"rss_bytes": "bytes", "heap_inuse_bytes": "bytes", "goroutines": "goroutines",
-                "open_fds": "fds", "cpu_seconds": "CPU seconds"}
+SERIES_UNITS = {
+    "rss_bytes": "bytes",
+    "heap_inuse_bytes": "bytes",
+    "goroutines": "goroutines",
+    "open_fds": "fds",
+    "cpu_seconds": "CPU seconds",
+}
 
 
 def stack_runs(tables: Mapping[str, pd.DataFrame]) -> pd.DataFrame:
@@ -70,8 +87,14 @@ def _joint(x: np.ndarray, y: np.ndarray, run_codes: np.ndarray, n_runs: int, con
     return coef, se, t, dof
 
 
-def joint_fit(points: pd.DataFrame, *, reference: str | None = None, phase: str = "served",
-              by: Sequence[str] = ("metric", "cause"), confidence: float = 0.95) -> pd.DataFrame:
+def joint_fit(
+    points: pd.DataFrame,
+    *,
+    reference: str | None = None,
+    phase: str = "served",
+    by: Sequence[str] = ("metric", "cause"),
+    confidence: float = 0.95,
+) -> pd.DataFrame:
     """Per-CRD cost of every run against a reference run, from one fit with a run indicator.
 
     ``points`` has ``run, crds, phase, value`` plus the ``by`` columns (for
@@ -115,14 +138,22 @@ def joint_fit(points: pd.DataFrame, *, reference: str | None = None, phase: str 
         for k, run in enumerate(order[1:], start=1):
             d, d_se = coef[2 * k + 1], se[2 * k + 1]
             slope_ref = coef[1]
-            rows.append({
-                "run": run, "reference": reference,
-                "metric": labels.get("metric", ""), "cause": labels.get("cause", ""),
-                "per_crd_reference": slope_ref, "per_crd": slope_ref + d, "difference": d,
-                "difference_low": d - t * d_se, "difference_high": d + t * d_se,
-                "relative": d / slope_ref if abs(slope_ref) > negligible else math.nan,
-                "n": len(y), "dof": dof,
-            })
+            rows.append(
+                {
+                    "run": run,
+                    "reference": reference,
+                    "metric": labels.get("metric", ""),
+                    "cause": labels.get("cause", ""),
+                    "per_crd_reference": slope_ref,
+                    "per_crd": slope_ref + d,
+                    "difference": d,
+                    "difference_low": d - t * d_se,
+                    "difference_high": d + t * d_se,
+                    "relative": d / slope_ref if abs(slope_ref) > negligible else math.nan,
+                    "n": len(y),
+                    "dof": dof,
+                }
+            )
     return pd.DataFrame(rows, columns=JOINT_COLUMNS)
 
 
@@ -137,8 +168,9 @@ def _job(series: pd.DataFrame, job: str) -> pd.DataFrame:
     return series
 
 
-def series_end_values(series: pd.DataFrame, job: str = "kube-apiserver",
-                      metrics: Mapping[str, str] = COMPARE_SERIES) -> pd.DataFrame:
+def series_end_values(
+    series: pd.DataFrame, job: str = "kube-apiserver", metrics: Mapping[str, str] = COMPARE_SERIES
+) -> pd.DataFrame:
     """Each compared series at the start, at the end and at its peak: ``metric, first, last, peak``
     (metric names as in ``metrics``' values; values summed over labels, in the series' own units)."""
     rows = []
@@ -193,9 +225,11 @@ def crd_set_warnings(crd_sets: Mapping[str, dict | None]) -> list[str]:
         if not sha:
             warnings.append(f"{label}: CRD set unknown (no sha256 in the manifest)")
         elif first_hash and sha != first_hash:
-            warnings.append(f"{label}: different CRD set than {first_label} ({(summary or {}).get('count', '?')} "
-                            f"vs {(first or {}).get('count', '?')} CRDs, sha256 {sha[:12]} vs {first_hash[:12]}): "
-                            f"per-CRD differences mix the server with the CRDs")
+            warnings.append(
+                f"{label}: different CRD set than {first_label} ({(summary or {}).get('count', '?')} "
+                f"vs {(first or {}).get('count', '?')} CRDs, sha256 {sha[:12]} vs {first_hash[:12]}): "
+                f"per-CRD differences mix the server with the CRDs"
+            )
     return warnings
 
 

@@ -22,8 +22,9 @@ provenance (experiment, machine, date). Nothing here reads files.
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Mapping, Sequence
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -59,7 +60,7 @@ def footprint_features(crds: Sequence[Mapping[str, Any]]) -> dict[str, float]:
             properties = count_properties(schema)
             out["served_versions"] += 1
             out["properties"] += properties
-            out["properties_squared"] += properties ** 2
+            out["properties_squared"] += properties**2
             out["schema_bytes"] += len(compact_json(schema).encode("utf-8")) if schema is not None else 0
             out["max_depth"] = max(out["max_depth"], schema_depth(schema))
     return out
@@ -72,13 +73,19 @@ def features_from_summary(summary: Mapping[str, Any]) -> dict[str, float]:
     has no per-version property counts, so ``properties_squared`` takes the versions as equal
     in size: exact for generated sets, a lower bound for others."""
     versions, properties = float(summary["versions"]), float(summary["properties_total"])
-    return {"crds": float(summary["count"]), "served_versions": versions, "properties": properties,
-            "properties_squared": properties ** 2 / versions if versions else 0.0,
-            "schema_bytes": float(summary["schema_bytes_total"]), "max_depth": math.nan}
+    return {
+        "crds": float(summary["count"]),
+        "served_versions": versions,
+        "properties": properties,
+        "properties_squared": properties**2 / versions if versions else 0.0,
+        "schema_bytes": float(summary["schema_bytes_total"]),
+        "max_depth": math.nan,
+    }
 
 
-def training_rows(points: pd.DataFrame, features: Mapping[str, Mapping[str, float]], *,
-                  phase: str = "served") -> pd.DataFrame:
+def training_rows(
+    points: pd.DataFrame, features: Mapping[str, Mapping[str, float]], *, phase: str = "served"
+) -> pd.DataFrame:
     """Rows to fit on, from several runs: ``run, installed, share, target, added`` plus one column
     per feature (``installed``: CRDs installed at that point, ``share``: of the run's set).
 
@@ -98,8 +105,16 @@ def training_rows(points: pd.DataFrame, features: Mapping[str, Mapping[str, floa
                 continue
             for r in group[group["crds"] > 0].itertuples(index=False):
                 share = r.crds / feats["crds"]
-                rows.append({"run": run, "installed": r.crds, "share": share, "target": target,
-                             "added": r.value - float(base.iloc[0]), **{f: feats[f] * share for f in FEATURES}})
+                rows.append(
+                    {
+                        "run": run,
+                        "installed": r.crds,
+                        "share": share,
+                        "target": target,
+                        "added": r.value - float(base.iloc[0]),
+                        **{f: feats[f] * share for f in FEATURES},
+                    }
+                )
     return pd.DataFrame(rows, columns=["run", "installed", "share", "target", "added", *FEATURES])
 
 
@@ -111,8 +126,14 @@ def run_growth(rows: pd.DataFrame) -> pd.DataFrame:
         share = group["share"].to_numpy(dtype=float)
         added = float(share @ group["added"].to_numpy(dtype=float) / (share @ share))
         whole = group.iloc[int(np.argmax(share))]
-        out.append({"run": run, "target": target, "added": added,
-                    **{f: float(whole[f]) / float(whole["share"]) for f in FEATURES}})
+        out.append(
+            {
+                "run": run,
+                "target": target,
+                "added": added,
+                **{f: float(whole[f]) / float(whole["share"]) for f in FEATURES},
+            }
+        )
     return pd.DataFrame(out, columns=["run", "target", "added", *FEATURES])
 
 
@@ -140,7 +161,7 @@ class LinearModel:
         value = float(x @ np.asarray(self.coef))
         if self.dof <= 0 or math.isnan(self.sigma2):
             return value, math.nan, math.nan
-        var = float(x @ np.asarray(self.cov) @ x) + self.sigma2 * scale ** 2
+        var = float(x @ np.asarray(self.cov) @ x) + self.sigma2 * scale**2
         half = t_quantile(0.5 + confidence / 2, self.dof) * math.sqrt(max(var, 0.0))
         return value, value - half, value + half
 
@@ -165,15 +186,21 @@ def fit_linear(x: np.ndarray, y: np.ndarray) -> LinearModel:
 
 # What a fit saw: outside it a prediction extrapolates (v1.24.0's OpenAPI, for one, grows
 # superlinearly past a few hundred properties per CRD). Measure -> how a warning names it.
-RANGE_MEASURES = {"crds": "CRDs", "versions_per_crd": "served versions per CRD",
-                  "properties_per_version": "properties per served version"}
+RANGE_MEASURES = {
+    "crds": "CRDs",
+    "versions_per_crd": "served versions per CRD",
+    "properties_per_version": "properties per served version",
+}
 
 
 def _measures(features: Mapping[str, float]) -> dict[str, float]:
     crds = float(features.get("crds") or 0)
     versions = float(features.get("served_versions") or 0)
-    return {"crds": crds, "versions_per_crd": versions / crds if crds else math.nan,
-            "properties_per_version": float(features.get("properties") or 0) / versions if versions else math.nan}
+    return {
+        "crds": crds,
+        "versions_per_crd": versions / crds if crds else math.nan,
+        "properties_per_version": float(features.get("properties") or 0) / versions if versions else math.nan,
+    }
 
 
 @dataclass
@@ -190,6 +217,7 @@ class FootprintModel:
 
     def to_dict(self) -> dict[str, Any]:
         """Plain data for JSON (NaN becomes None)."""
+
         def clean(v):
             if isinstance(v, float) and math.isnan(v):
                 return None
@@ -197,13 +225,21 @@ class FootprintModel:
                 return [clean(x) for x in v]
             return v
 
-        return {"format": MODEL_FORMAT, "kube_version": self.kube_version, "features": list(self.features),
-                "error_scale": ERROR_SCALE, "provenance": self.provenance, "ranges": self.ranges,
-                "targets": {t: {"coef": clean(m.coef), "cov": clean(m.cov), "sigma2": clean(m.sigma2),
-                                "dof": m.dof} for t, m in self.targets.items()}}
+        return {
+            "format": MODEL_FORMAT,
+            "kube_version": self.kube_version,
+            "features": list(self.features),
+            "error_scale": ERROR_SCALE,
+            "provenance": self.provenance,
+            "ranges": self.ranges,
+            "targets": {
+                t: {"coef": clean(m.coef), "cov": clean(m.cov), "sigma2": clean(m.sigma2), "dof": m.dof}
+                for t, m in self.targets.items()
+            },
+        }
 
     @classmethod
-    def from_dict(cls, data: Mapping[str, Any]) -> "FootprintModel":
+    def from_dict(cls, data: Mapping[str, Any]) -> FootprintModel:
         """The model of :meth:`to_dict`; ValueError for another format (refit it)."""
         if data.get("format") != MODEL_FORMAT:
             raise ValueError(f"footprint model format {data.get('format')!r}, this crdscale reads {MODEL_FORMAT}")
@@ -211,14 +247,27 @@ class FootprintModel:
         def num(v):
             return math.nan if v is None else v
 
-        targets = {t: LinearModel([num(c) for c in m["coef"]], [[num(v) for v in row] for row in m["cov"]],
-                                  num(m["sigma2"]), int(m["dof"])) for t, m in data["targets"].items()}
-        return cls(data["kube_version"], list(data["features"]), targets, dict(data.get("provenance") or {}),
-                   {k: list(v) for k, v in (data.get("ranges") or {}).items()})
+        targets = {
+            t: LinearModel(
+                [num(c) for c in m["coef"]],
+                [[num(v) for v in row] for row in m["cov"]],
+                num(m["sigma2"]),
+                int(m["dof"]),
+            )
+            for t, m in data["targets"].items()
+        }
+        return cls(
+            data["kube_version"],
+            list(data["features"]),
+            targets,
+            dict(data.get("provenance") or {}),
+            {k: list(v) for k, v in (data.get("ranges") or {}).items()},
+        )
 
 
-def fit_footprint(rows: pd.DataFrame, features: Sequence[str], *, kube_version: str,
-                  provenance: Mapping[str, Any] | None = None) -> FootprintModel:
+def fit_footprint(
+    rows: pd.DataFrame, features: Sequence[str], *, kube_version: str, provenance: Mapping[str, Any] | None = None
+) -> FootprintModel:
     """Fit one :class:`LinearModel` per target of :func:`training_rows` over ``features``, one
     observation per run (:func:`run_growth`), each weighted as its :data:`ERROR_SCALE`.
 
@@ -236,8 +285,10 @@ def fit_footprint(rows: pd.DataFrame, features: Sequence[str], *, kube_version: 
         # Dividing by the size weighs each run by it: a run's misfit grows with its set.
         x = group[features].to_numpy(dtype=float) / size[:, None]
         if np.linalg.matrix_rank(x) < len(features):
-            raise ValueError(f"features {features} are collinear on these {len(group)} runs; sweep what they "
-                             f"measure (schema size, versions) or fit fewer")
+            raise ValueError(
+                f"features {features} are collinear on these {len(group)} runs; sweep what they "
+                f"measure (schema size, versions) or fit fewer"
+            )
         targets[target] = fit_linear(x, group["added"].to_numpy(dtype=float) / size)
     seen = pd.DataFrame([_measures(r) for r in rows.to_dict("records")], columns=list(RANGE_MEASURES))
     ranges = {m: [float(seen[m].min()), float(seen[m].max())] for m in RANGE_MEASURES if seen[m].notna().any()}
@@ -252,9 +303,11 @@ def extrapolations(model: FootprintModel, features: Mapping[str, float]) -> list
         low, high = model.ranges.get(name, (None, None))
         if low is None or math.isnan(value) or low <= value <= high:
             continue
-        out.append(f"{RANGE_MEASURES[name]} {value:,.{0 if value >= 10 else 1}f} is outside the fitted range "
-                   f"[{low:,.{0 if low >= 10 else 1}f}, {high:,.{0 if high >= 10 else 1}f}]: "
-                   f"the prediction extrapolates")
+        out.append(
+            f"{RANGE_MEASURES[name]} {value:,.{0 if value >= 10 else 1}f} is outside the fitted range "
+            f"[{low:,.{0 if low >= 10 else 1}f}, {high:,.{0 if high >= 10 else 1}f}]: "
+            f"the prediction extrapolates"
+        )
     return out
 
 

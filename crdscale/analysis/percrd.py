@@ -16,9 +16,9 @@ is :func:`crdscale.rundir.read_run`'s (``read_run(path).analysis()`` calls
 from __future__ import annotations
 
 import math
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Iterable, Sequence
 
 import numpy as np
 import pandas as pd
@@ -160,12 +160,39 @@ def fit_per_crd(points: pd.DataFrame, confidence: float = 0.95) -> tuple[pd.Data
         for (metric, cause), group in data.groupby(["metric", "cause"], sort=False):
             group = group.sort_values("crds")
             fit = linear_fit(group["crds"], group["value"], confidence)
-            fits.append((phase, metric, cause, fit.slope, fit.slope_low, fit.slope_high, fit.intercept,
-                         fit.intercept_low, fit.intercept_high, fit.r2, fit.n))
+            fits.append(
+                (
+                    phase,
+                    metric,
+                    cause,
+                    fit.slope,
+                    fit.slope_low,
+                    fit.slope_high,
+                    fit.intercept,
+                    fit.intercept_low,
+                    fit.intercept_high,
+                    fit.r2,
+                    fit.n,
+                )
+            )
             for crds, value, r in zip(group["crds"], group["value"], fit.residuals):
                 resid.append((phase, metric, cause, int(crds), value, value - r, r))
-    fits_df = pd.DataFrame(fits, columns=["phase", "metric", "cause", "per_crd", "per_crd_low", "per_crd_high",
-                                          "base", "base_low", "base_high", "r2", "n"])
+    fits_df = pd.DataFrame(
+        fits,
+        columns=[
+            "phase",
+            "metric",
+            "cause",
+            "per_crd",
+            "per_crd_low",
+            "per_crd_high",
+            "base",
+            "base_low",
+            "base_high",
+            "r2",
+            "n",
+        ],
+    )
     if len(fits_df):
         total = fits_df[fits_df["cause"] == TOTAL].set_index(["phase", "metric"])["per_crd"]
         key = pd.MultiIndex.from_frame(fits_df[["phase", "metric"]])
@@ -173,8 +200,9 @@ def fit_per_crd(points: pd.DataFrame, confidence: float = 0.95) -> tuple[pd.Data
         fits_df["share"] = np.where(denominator != 0, fits_df["per_crd"] / denominator, np.nan)
         # Biggest causes first, total last: the order a reader wants.
         fits_df["_is_total"] = fits_df["cause"] == TOTAL
-        fits_df = fits_df.sort_values(["phase", "metric", "_is_total", "per_crd"],
-                                      ascending=[True, True, True, False], kind="stable").drop(columns="_is_total")
+        fits_df = fits_df.sort_values(
+            ["phase", "metric", "_is_total", "per_crd"], ascending=[True, True, True, False], kind="stable"
+        ).drop(columns="_is_total")
         fits_df = fits_df.reset_index(drop=True)
     resid_df = pd.DataFrame(resid, columns=["phase", "metric", "cause", "crds", "value", "fitted", "residual"])
     return fits_df, resid_df
@@ -210,8 +238,18 @@ def fit_install_serve(points: pd.DataFrame, confidence: float = 0.95) -> pd.Data
     per_served_high, base, n`` (bytes or objects per CRD; NaN intervals when the
     points leave no degree of freedom). Empty when the run has only one phase.
     """
-    columns = ["metric", "cause", "per_installed", "per_installed_low", "per_installed_high",
-               "per_served", "per_served_low", "per_served_high", "base", "n"]
+    columns = [
+        "metric",
+        "cause",
+        "per_installed",
+        "per_installed_low",
+        "per_installed_high",
+        "per_served",
+        "per_served_low",
+        "per_served_high",
+        "base",
+        "n",
+    ]
     counts = served_counts(points)
     if counts["phase"].nunique() < 2 or counts[["installed", "served"]].drop_duplicates().shape[0] < 3:
         return pd.DataFrame(columns=columns)
@@ -228,8 +266,20 @@ def fit_install_serve(points: pd.DataFrame, confidence: float = 0.95) -> pd.Data
             t = t_quantile(0.5 + confidence / 2, dof)
         else:
             se, t = np.full(3, math.nan), math.nan
-        rows.append((metric, cause, coef[1], coef[1] - t * se[1], coef[1] + t * se[1],
-                     coef[2], coef[2] - t * se[2], coef[2] + t * se[2], coef[0], len(y)))
+        rows.append(
+            (
+                metric,
+                cause,
+                coef[1],
+                coef[1] - t * se[1],
+                coef[1] + t * se[1],
+                coef[2],
+                coef[2] - t * se[2],
+                coef[2] + t * se[2],
+                coef[0],
+                len(y),
+            )
+        )
     out = pd.DataFrame(rows, columns=columns)
     out["_total"] = out["cause"] == TOTAL
     out = out.sort_values(["metric", "_total", "per_served"], ascending=[True, True, False], kind="stable")
@@ -249,8 +299,9 @@ def unattributed_share(fits: pd.DataFrame, phase: str = "served", metric: str = 
 # --------------------------------------------------------------------------
 
 
-def series_points(series: pd.DataFrame, marks: pd.DataFrame, job: str = "kube-apiserver",
-                  metrics: dict[str, str] = SERIES_METRICS) -> pd.DataFrame:
+def series_points(
+    series: pd.DataFrame, marks: pd.DataFrame, job: str = "kube-apiserver", metrics: dict[str, str] = SERIES_METRICS
+) -> pd.DataFrame:
     """The value of each memory series at each mark.
 
     ``series`` is the tidy metrics table (``timestamp, metric, labels, value``
@@ -313,8 +364,9 @@ def fit_per_property(per_crd: pd.DataFrame, confidence: float = 0.95) -> pd.Data
             continue
         fit = linear_fit(group["properties"], group["per_crd"], confidence)
         rows.append((cause, fit.slope, fit.slope_low, fit.slope_high, fit.intercept, fit.r2, fit.n))
-    return pd.DataFrame(rows, columns=["cause", "per_property", "per_property_low", "per_property_high",
-                                       "fixed_per_crd", "r2", "n"])
+    return pd.DataFrame(
+        rows, columns=["cause", "per_property", "per_property_low", "per_property_high", "fixed_per_crd", "r2", "n"]
+    )
 
 
 def properties_per_crd(manifest: dict) -> float | None:
@@ -327,8 +379,9 @@ def properties_per_crd(manifest: dict) -> float | None:
     return float(value) if value else None
 
 
-def per_property_from_runs(analyses: Sequence["RunAnalysis"], phase: str = "served",
-                           metric: str = "bytes", confidence: float = 0.95) -> pd.DataFrame:
+def per_property_from_runs(
+    analyses: Sequence[RunAnalysis], phase: str = "served", metric: str = "bytes", confidence: float = 0.95
+) -> pd.DataFrame:
     """Bytes per schema property by cause across runs that differ in schema size
     (see :func:`fit_per_property`); empty when fewer than two sizes were run."""
     rows = []
@@ -392,8 +445,22 @@ def analyze(
     if points.empty or points["crds"].nunique() < 2:
         raise UsageError(f"{run_dir or 'run'}: needs heap profiles at two or more CRD counts")
     fits, residuals = fit_per_crd(points, confidence)
-    spoints = series_points(series, marks if marks is not None else pd.DataFrame(columns=["timestamp", "crds", "phase"]))
-    sfits = fit_series_per_crd(spoints, confidence) if len(spoints) else fit_series_per_crd(
-        pd.DataFrame(columns=["crds", "phase", "metric", "value"]))
-    return RunAnalysis(run_dir, manifest or {}, points, fits, residuals, spoints, sfits, list(profile_files),
-                       fit_install_serve(points, confidence))
+    spoints = series_points(
+        series, marks if marks is not None else pd.DataFrame(columns=["timestamp", "crds", "phase"])
+    )
+    sfits = (
+        fit_series_per_crd(spoints, confidence)
+        if len(spoints)
+        else fit_series_per_crd(pd.DataFrame(columns=["crds", "phase", "metric", "value"]))
+    )
+    return RunAnalysis(
+        run_dir,
+        manifest or {},
+        points,
+        fits,
+        residuals,
+        spoints,
+        sfits,
+        list(profile_files),
+        fit_install_serve(points, confidence),
+    )

@@ -15,9 +15,13 @@ def discovery_findings(sweep: pd.DataFrame, *, tolerance: float = 0.15) -> pd.Da
             # A real kubectl: its own wall time and GETs, beside the model's longest wait for its limiter.
             for _, row in grp.iterrows():
                 command = row.get("command") if isinstance(row.get("command"), str) else "kubectl"
-                rows.append({"finding": f"{gv} group-versions, {limit}: {command.removeprefix('kubectl ')}",
-                             "value": f"wall {row['wall_s']:.2f} s, {int(row['requests'])} GETs "
-                                      f"(model's longest wait {row['predicted_delay_s']:.2f} s)"})
+                rows.append(
+                    {
+                        "finding": f"{gv} group-versions, {limit}: {command.removeprefix('kubectl ')}",
+                        "value": f"wall {row['wall_s']:.2f} s, {int(row['requests'])} GETs "
+                        f"(model's longest wait {row['predicted_delay_s']:.2f} s)",
+                    }
+                )
             continue
         measured = grp["measured_delay_s"].median()
         predicted = grp["predicted_delay_s"].iloc[0]
@@ -109,7 +113,7 @@ def list_findings(lists: pd.DataFrame) -> pd.DataFrame:
     for resource, grp in lists.groupby("resource"):
         by = grp.set_index("kind")
 
-        def get(kind: str, col: str):
+        def get(kind: str, col: str, by=by):
             return by.loc[kind, col] if kind in by.index else float("nan")
 
         rows.append({"finding": f"{resource}: objects listed", "value": f"{int(get('rv0', 'items'))}"})
@@ -123,21 +127,41 @@ def list_findings(lists: pd.DataFrame) -> pd.DataFrame:
                 )
         full, meta = get("rv0", "bytes"), get("metadata-only", "bytes")
         if full == full and meta == meta and meta > 0:
-            rows.append({"finding": f"{resource}: metadata-only response", "value": f"{full / meta:.1f}x smaller than full objects"})
+            rows.append(
+                {
+                    "finding": f"{resource}: metadata-only response",
+                    "value": f"{full / meta:.1f}x smaller than full objects",
+                }
+            )
         table = get("table", "bytes")
         if full == full and table == table and table > 0:
-            rows.append({"finding": f"{resource}: Table response", "value": f"{full / table:.1f}x smaller than full objects"})
-    mismatched = lists[(lists["served_from"].isin(["cache", "etcd"])) & ((lists["served_from"] == "cache") != lists["expected_from_cache"])]
+            rows.append(
+                {"finding": f"{resource}: Table response", "value": f"{full / table:.1f}x smaller than full objects"}
+            )
+    mismatched = lists[
+        (lists["served_from"].isin(["cache", "etcd"]))
+        & ((lists["served_from"] == "cache") != lists["expected_from_cache"])
+    ]
     for row in mismatched.itertuples(index=False):
-        rows.append({"finding": f"{row.resource}: {row.kind} place", "value": f"served from {row.served_from}, unlike the APF estimator's assumption"})
+        rows.append(
+            {
+                "finding": f"{row.resource}: {row.kind} place",
+                "value": f"served from {row.served_from}, unlike the APF estimator's assumption",
+            }
+        )
     paired = cache_vs_etcd(every_server)
     paired = paired[paired["same_response"]]
     for row in paired.itertuples(index=False):
-        ratios = ", ".join(f"{label} {getattr(row, f'{name}_ratio'):.1f}x" for name, label in
-                           (("latency", "latency"), ("cpu", "CPU"), ("alloc", "allocated")) if getattr(row, f"{name}_ratio") == getattr(row, f"{name}_ratio"))
-        value = (f"{row.latency_etcd * 1000:.1f} vs {row.latency_cache * 1000:.1f} ms"
-                 + (f" ({ratios})" if ratios else "")
-                 + f"; objects read {row.fetched_etcd:g} vs {row.fetched_cache:g} for {int(row.items)} returned")
+        ratios = ", ".join(
+            f"{label} {getattr(row, f'{name}_ratio'):.1f}x"
+            for name, label in (("latency", "latency"), ("cpu", "CPU"), ("alloc", "allocated"))
+            if getattr(row, f"{name}_ratio") == getattr(row, f"{name}_ratio")
+        )
+        value = (
+            f"{row.latency_etcd * 1000:.1f} vs {row.latency_cache * 1000:.1f} ms"
+            + (f" ({ratios})" if ratios else "")
+            + f"; objects read {row.fetched_etcd:g} vs {row.fetched_cache:g} for {int(row.items)} returned"
+        )
         rows.append({"finding": f"{row.resource}: {row.kind}, etcd vs watch cache", "value": value})
     return pd.DataFrame(rows)
 
@@ -161,7 +185,11 @@ def apf_findings(seats: pd.DataFrame) -> pd.DataFrame:
 
 
 def _ratio(numerator: float, denominator: float) -> float:
-    return numerator / denominator if denominator and denominator == denominator and numerator == numerator else float("nan")
+    return (
+        numerator / denominator
+        if denominator and denominator == denominator and numerator == numerator
+        else float("nan")
+    )
 
 
 def _closer_to(value: float, candidates: dict[str, float]) -> str:
@@ -185,8 +213,19 @@ def shape_findings(load: pd.DataFrame) -> pd.DataFrame:
     ``latency_p50``; ``heap_follows`` names the ratio (``bytes`` or ``objects``) the heap ratio
     is nearer on a log scale (``unknown`` when a growth is zero or missing).
     """
-    columns = ["kind", "concurrency", "shape", "baseline_shape", "objects_ratio", "bytes_ratio", "heap_growth_ratio",
-               "rss_growth_ratio", "cpu_per_request_ratio", "latency_p50_ratio", "heap_follows"]
+    columns = [
+        "kind",
+        "concurrency",
+        "shape",
+        "baseline_shape",
+        "objects_ratio",
+        "bytes_ratio",
+        "heap_growth_ratio",
+        "rss_growth_ratio",
+        "cpu_per_request_ratio",
+        "latency_p50_ratio",
+        "heap_follows",
+    ]
     if load.empty:
         return pd.DataFrame(columns=columns)
     rows = []
@@ -197,17 +236,21 @@ def shape_findings(load: pd.DataFrame) -> pd.DataFrame:
             bytes_ratio = _ratio(row["bytes"] / max(row["requests"], 1), base["bytes"] / max(base["requests"], 1))
             objects_ratio = _ratio(row["objects"], base["objects"])
             heap_ratio = _ratio(row["heap_inuse_growth_bytes"], base["heap_inuse_growth_bytes"])
-            rows.append({
-                "kind": kind,
-                "concurrency": level,
-                "shape": row["shape"],
-                "baseline_shape": base["shape"],
-                "objects_ratio": objects_ratio,
-                "bytes_ratio": bytes_ratio,
-                "heap_growth_ratio": heap_ratio,
-                "rss_growth_ratio": _ratio(row["rss_growth_bytes"], base["rss_growth_bytes"]),
-                "cpu_per_request_ratio": _ratio(row["cpu_s"] / max(row["requests"], 1), base["cpu_s"] / max(base["requests"], 1)),
-                "latency_p50_ratio": _ratio(row["latency_p50_s"], base["latency_p50_s"]),
-                "heap_follows": _closer_to(heap_ratio, {"bytes": bytes_ratio, "objects": objects_ratio}),
-            })
+            rows.append(
+                {
+                    "kind": kind,
+                    "concurrency": level,
+                    "shape": row["shape"],
+                    "baseline_shape": base["shape"],
+                    "objects_ratio": objects_ratio,
+                    "bytes_ratio": bytes_ratio,
+                    "heap_growth_ratio": heap_ratio,
+                    "rss_growth_ratio": _ratio(row["rss_growth_bytes"], base["rss_growth_bytes"]),
+                    "cpu_per_request_ratio": _ratio(
+                        row["cpu_s"] / max(row["requests"], 1), base["cpu_s"] / max(base["requests"], 1)
+                    ),
+                    "latency_p50_ratio": _ratio(row["latency_p50_s"], base["latency_p50_s"]),
+                    "heap_follows": _closer_to(heap_ratio, {"bytes": bytes_ratio, "objects": objects_ratio}),
+                }
+            )
     return pd.DataFrame(rows, columns=columns)

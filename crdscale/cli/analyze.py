@@ -36,16 +36,22 @@ class Command:
     @staticmethod
     def add_arguments(parser: argparse.ArgumentParser) -> None:
         parser.add_argument("run_dirs", nargs="+", metavar="RUN_DIR", help="run directory written by `crdscale run`")
-        parser.add_argument("--metric", choices=["bytes", "objects"], default="bytes",
-                            help="what to print (both are written): heap bytes or objects in use")
-        parser.add_argument("--confidence", type=float, default=0.95, help="confidence level of the intervals (default 0.95)")
+        parser.add_argument(
+            "--metric",
+            choices=["bytes", "objects"],
+            default="bytes",
+            help="what to print (both are written): heap bytes or objects in use",
+        )
+        parser.add_argument(
+            "--confidence", type=float, default=0.95, help="confidence level of the intervals (default 0.95)"
+        )
         parser.add_argument("--no-write", action="store_true", help="print only; do not write RUN_DIR/analysis/")
         add_output_argument(parser)
 
     @staticmethod
     def run(args: argparse.Namespace) -> int:
-        from crdscale.cli.common import write_table
         from crdscale.analysis.percrd import per_property_from_runs, unattributed_share
+        from crdscale.cli.common import write_table
         from crdscale.rundir import read_run
 
         if not 0 < args.confidence < 1:
@@ -54,8 +60,11 @@ class Command:
         analyses, results, runs = [], [], [read_run(run_dir) for run_dir in args.run_dirs]
         for run in runs:
             if run.status == "abandoned":
-                print(f"warning: {run.path} was abandoned (its runner died); analysing what it recorded. "
-                      f"Export its series with: crdscale recover {run.path}", file=sys.stderr)
+                print(
+                    f"warning: {run.path} was abandoned (its runner died); analysing what it recorded. "
+                    f"Export its series with: crdscale recover {run.path}",
+                    file=sys.stderr,
+                )
             analysis = run.analysis(confidence=args.confidence)
             analyses.append(analysis)
             shares = {phase: unattributed_share(analysis.fits, phase, args.metric) for phase in analysis.phases}
@@ -88,17 +97,25 @@ class Command:
             if len(per_property) and table:
                 print(f"Per schema property ({args.metric}, served phase, {100 * args.confidence:g}% CI):")
                 for r in per_property.itertuples(index=False):
-                    print(f"{r.cause:<18} {_fmt(r.per_property, args.metric):>12} per property "
-                          f"[{_fmt(r.per_property_low, args.metric)}, {_fmt(r.per_property_high, args.metric)}]"
-                          f"  + {_fmt(r.fixed_per_crd, args.metric)} per CRD")
+                    print(
+                        f"{r.cause:<18} {_fmt(r.per_property, args.metric):>12} per property "
+                        f"[{_fmt(r.per_property_low, args.metric)}, {_fmt(r.per_property_high, args.metric)}]"
+                        f"  + {_fmt(r.fixed_per_crd, args.metric)} per CRD"
+                    )
             elif table:
                 print("(runs do not differ in properties per CRD: no per-property fit)")
             if len(per_property) and not args.no_write:
                 for run in runs:
                     write_table(per_property, run.output_dir() / "per_property.csv")
         if not table:
-            print_json({"metric": args.metric, "confidence": args.confidence, "runs": results,
-                        "per_property": per_property if per_property is not None and len(per_property) else None})
+            print_json(
+                {
+                    "metric": args.metric,
+                    "confidence": args.confidence,
+                    "runs": results,
+                    "per_property": per_property if per_property is not None and len(per_property) else None,
+                }
+            )
         return 0
 
 
@@ -144,8 +161,10 @@ def render(analysis, metric: str = "bytes", confidence: float = 0.95) -> str:
         for r in fits.itertuples(index=False):
             ci = f"[{_fmt(r.per_crd_low, metric)}, {_fmt(r.per_crd_high, metric)}]"
             share = "" if math.isnan(r.share) else f"{100 * r.share:6.1f}%"
-            lines.append(f"{r.cause:<18} {_fmt(r.per_crd, metric):>14} {ci:>29} {share:>7} "
-                         f"{_fmt(r.base, metric):>14} {_r2(r.r2)}")
+            lines.append(
+                f"{r.cause:<18} {_fmt(r.per_crd, metric):>14} {ci:>29} {share:>7} "
+                f"{_fmt(r.base, metric):>14} {_r2(r.r2)}"
+            )
     split = analysis.install_serve
     if len(split) and len(split[split["metric"] == metric]):
         lines.append("")
@@ -154,8 +173,10 @@ def render(analysis, metric: str = "bytes", confidence: float = 0.95) -> str:
         for r in split[split["metric"] == metric].itertuples(index=False):
             ci_i = f"[{_fmt(r.per_installed_low, metric)}, {_fmt(r.per_installed_high, metric)}]"
             ci_s = f"[{_fmt(r.per_served_low, metric)}, {_fmt(r.per_served_high, metric)}]"
-            lines.append(f"{r.cause:<18} {_fmt(r.per_installed, metric):>14} {ci_i:>29} "
-                         f"{_fmt(r.per_served, metric):>14} {ci_s:>29}")
+            lines.append(
+                f"{r.cause:<18} {_fmt(r.per_installed, metric):>14} {ci_i:>29} "
+                f"{_fmt(r.per_served, metric):>14} {ci_s:>29}"
+            )
     if len(analysis.series_fits):
         lines.append("")
         lines.append(f"From the metrics series (bytes per CRD, {level}):")

@@ -36,17 +36,33 @@ class Command:
 
     @staticmethod
     def add_arguments(parser):
-        parser.add_argument("--kube-version", metavar="X.Y.Z", action="append",
-                            help="kube-apiserver version(s) to ensure (repeatable; 'default' = the pinned one)")
-        parser.add_argument("--kube-source", metavar="DIR", action="append", default=[],
-                            help="also build kube-apiserver from this Kubernetes source tree (repeatable; "
-                                 "cached per commit + uncommitted diff)")
+        parser.add_argument(
+            "--kube-version",
+            metavar="X.Y.Z",
+            action="append",
+            help="kube-apiserver version(s) to ensure (repeatable; 'default' = the pinned one)",
+        )
+        parser.add_argument(
+            "--kube-source",
+            metavar="DIR",
+            action="append",
+            default=[],
+            help="also build kube-apiserver from this Kubernetes source tree (repeatable; "
+            "cached per commit + uncommitted diff)",
+        )
         parser.add_argument("--etcd", metavar="VERSION|system|PATH", help="etcd to ensure (default: pinned version)")
         parser.add_argument("--kubectl", action="store_true", help="also ensure a real kubectl")
-        parser.add_argument("--kubectl-version", metavar="X.Y.Z", action="append",
-                            help="also build kubectl at this version from Go modules (repeatable)")
-        parser.add_argument("--client", action="store_true",
-                            help="also build crdscale-client (client-go informers, discovery, cache memory)")
+        parser.add_argument(
+            "--kubectl-version",
+            metavar="X.Y.Z",
+            action="append",
+            help="also build kubectl at this version from Go modules (repeatable)",
+        )
+        parser.add_argument(
+            "--client",
+            action="store_true",
+            help="also build crdscale-client (client-go informers, discovery, cache memory)",
+        )
         parser.add_argument("--prometheus", action="store_true", help="also check for prometheus")
 
     @staticmethod
@@ -54,7 +70,9 @@ class Command:
         found = []
         versions = [None if v == "default" else v for v in args.kube_version or ["default"]]
         if args.kube_source and len(versions) > 1:
-            raise UsageError("with --kube-source give at most one --kube-version: the release a tree without git tags is based on")
+            raise UsageError(
+                "with --kube-source give at most one --kube-version: the release a tree without git tags is based on"
+            )
         trees = [check_tree(tree) for tree in args.kube_source]  # a bad path fails before any build
         for version in versions:
             found.append(("kube-apiserver", binaries.kube_apiserver(version, echo=stderr_echo)))

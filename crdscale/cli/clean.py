@@ -29,16 +29,22 @@ class Command:
         which.add_argument("--run", metavar="ID", help="objects of this run")
         which.add_argument("--all-owned", action="store_true", help="objects of every crdscale run")
         parser.add_argument("--dry-run", action="store_true", help="list what would be deleted, delete nothing")
-        parser.add_argument("--timeout", type=float, default=300, metavar="SECONDS",
-                            help="wait this long for deleted objects to be gone (default 300)")
+        parser.add_argument(
+            "--timeout",
+            type=float,
+            default=300,
+            metavar="SECONDS",
+            help="wait this long for deleted objects to be gone (default 300)",
+        )
         add_cluster_arguments(parser)
 
     @staticmethod
     def run(args: argparse.Namespace) -> int:
         cluster = connect(resolve_kubeconfig(args.kubeconfig), args.context)
         try:
-            result = clean(cluster, run_id=args.run, all_owned=args.all_owned, dry_run=args.dry_run,
-                           wait_timeout_s=args.timeout)
+            result = clean(
+                cluster, run_id=args.run, all_owned=args.all_owned, dry_run=args.dry_run, wait_timeout_s=args.timeout
+            )
         finally:
             cluster.close()
         target = f"run {args.run}" if args.run else "all crdscale runs"
@@ -51,7 +57,9 @@ class Command:
         for kind, found in result.found.items():
             if found:
                 print(f"{kind}: {found} found, {result.deleted.get(kind, 0)} deleted, {result.gone.get(kind, 0)} gone")
-        print(f"cleaned {target} on {cluster.server}: {sum(result.gone.values())} of {result.total_found} object(s) gone")
+        print(
+            f"cleaned {target} on {cluster.server}: {sum(result.gone.values())} of {result.total_found} object(s) gone"
+        )
         for error in result.errors:
             print(f"  {error}")
         remaining = sum(len(v) for v in result.remaining.values())

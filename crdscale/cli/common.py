@@ -17,7 +17,7 @@ if TYPE_CHECKING:
     from crdscale.cluster.kubeconfig import KubeconfigFiles
 
 
-def resolve_kubeconfig(explicit: str | None) -> "KubeconfigFiles":
+def resolve_kubeconfig(explicit: str | None) -> KubeconfigFiles:
     """``--kubeconfig`` (one file, or ``a:b`` merged), else the newest ready local instance,
     else every file of ``$KUBECONFIG`` merged as kubectl merges them, else ``~/.kube/config``."""
     from crdscale.cluster.kubeconfig import KubeconfigFiles
@@ -37,8 +37,10 @@ def resolve_kubeconfig(explicit: str | None) -> "KubeconfigFiles":
     raise UsageError("no cluster: pass --kubeconfig, start one with 'crdscale up', or set $KUBECONFIG")
 
 
-KUBECONFIG_HELP = ("kubeconfig file, or FILE:FILE:... merged as kubectl merges $KUBECONFIG "
-                   "(default: the newest local instance, then $KUBECONFIG, then ~/.kube/config)")
+KUBECONFIG_HELP = (
+    "kubeconfig file, or FILE:FILE:... merged as kubectl merges $KUBECONFIG "
+    "(default: the newest local instance, then $KUBECONFIG, then ~/.kube/config)"
+)
 
 
 def add_cluster_arguments(parser: argparse.ArgumentParser) -> None:
@@ -63,8 +65,13 @@ def write_table(table: pd.DataFrame, path: str | Path) -> Path:
 
 def add_output_argument(parser: argparse.ArgumentParser) -> None:
     """``-o/--output table|json``: the human table (default) or one JSON document on stdout, as kubectl's ``-o json``."""
-    parser.add_argument("-o", "--output", choices=("table", "json"), default="table",
-                        help="output format: table (default, for people) or json (one document on stdout, for scripts and CI)")
+    parser.add_argument(
+        "-o",
+        "--output",
+        choices=("table", "json"),
+        default="table",
+        help="output format: table (default, for people) or json (one document on stdout, for scripts and CI)",
+    )
 
 
 def jsonable(value: Any) -> Any:
@@ -123,8 +130,9 @@ class BarProgress:
         self._tqdm.write(f"crdscale: {text}", file=sys.stderr)
 
     def step_started(self, step: int, steps: int, crds: int) -> None:
-        self.bar = self._tqdm(total=crds, desc=f"step {step}/{steps}", unit="CRD", file=sys.stderr,
-                              leave=False, dynamic_ncols=True)
+        self.bar = self._tqdm(
+            total=crds, desc=f"step {step}/{steps}", unit="CRD", file=sys.stderr, leave=False, dynamic_ncols=True
+        )
 
     def advance(self, n: int = 1) -> None:
         if self.bar is not None:

@@ -32,10 +32,19 @@ class Command:
     @staticmethod
     def add_arguments(parser: argparse.ArgumentParser) -> None:
         parser.add_argument("runs", nargs="+", metavar="RUN_DIR", help="run directories; the first is the reference")
-        parser.add_argument("--label", action="append", default=[], metavar="LABEL",
-                            help="a name per run, in order (default: what differs: version, matrix cell, directory)")
-        parser.add_argument("--out", metavar="DIR", help="also render the comparison notebook, HTML and findings.md here")
-        parser.add_argument("--notebooks", metavar="DIR", help="directory of the jupytext notebooks (default: notebooks/)")
+        parser.add_argument(
+            "--label",
+            action="append",
+            default=[],
+            metavar="LABEL",
+            help="a name per run, in order (default: what differs: version, matrix cell, directory)",
+        )
+        parser.add_argument(
+            "--out", metavar="DIR", help="also render the comparison notebook, HTML and findings.md here"
+        )
+        parser.add_argument(
+            "--notebooks", metavar="DIR", help="directory of the jupytext notebooks (default: notebooks/)"
+        )
         parser.add_argument("-o", "--output", choices=("text", "json"), default="text", help="stdout format")
 
     @staticmethod
@@ -50,16 +59,20 @@ class Command:
             print(f"crdscale: {message}", file=sys.stderr)
 
         if args.out:
-            result = R.render_comparison(args.runs, args.out, labels=args.label or None,
-                                         notebooks_dir=args.notebooks, echo=echo)
+            result = R.render_comparison(
+                args.runs, args.out, labels=args.label or None, notebooks_dir=args.notebooks, echo=echo
+            )
             comparison = None
             text = result.findings_md.read_text()
         else:
             comparison = R.compare_runs(args.runs, args.label or None)
             text = R.comparison_markdown(comparison)
         if args.output == "json":
-            data = json.loads((result.out_dir / "findings.json").read_text()) if args.out \
+            data = (
+                json.loads((result.out_dir / "findings.json").read_text())
+                if args.out
                 else R.comparison_json(comparison)
+            )
             print(json.dumps(data, indent=2, default=str))
         else:
             print(text, end="")

@@ -51,21 +51,40 @@ class Command:
     @staticmethod
     def add_arguments(parser: argparse.ArgumentParser) -> None:
         parser.add_argument("source", metavar="CRD_SOURCE", nargs="?", help="a CRD file or a directory of them")
-        parser.add_argument("--kube-version", default="1.37.1", metavar="V",
-                            help="kube-apiserver version whose coefficients to use or fit (default 1.37.1)")
-        parser.add_argument("--model", metavar="FILE",
-                            help="use this model file; with --calibrate, write the model there instead of the cache")
-        parser.add_argument("--shipped", action="store_true",
-                            help="use the model shipped with crdscale even when one was calibrated on this machine")
-        parser.add_argument("--calibrate", action="store_true",
-                            help="run the footprint sweep on a local control plane, fit, and keep the model")
-        parser.add_argument("--out", metavar="DIR", help="--calibrate: parent of the sweep's experiment directory "
-                                                         "(default: ./runs)")
-        parser.add_argument("--sweep", metavar="SCENARIO.toml",
-                            help="--calibrate: the sweep to run (a scenario with a [matrix]; default: the shipped one)")
-        parser.add_argument("--features", metavar="F,F",
-                            help="--calibrate: features to fit (default: the shipped model's, else "
-                                 "crds,served_versions,properties)")
+        parser.add_argument(
+            "--kube-version",
+            default="1.37.1",
+            metavar="V",
+            help="kube-apiserver version whose coefficients to use or fit (default 1.37.1)",
+        )
+        parser.add_argument(
+            "--model",
+            metavar="FILE",
+            help="use this model file; with --calibrate, write the model there instead of the cache",
+        )
+        parser.add_argument(
+            "--shipped",
+            action="store_true",
+            help="use the model shipped with crdscale even when one was calibrated on this machine",
+        )
+        parser.add_argument(
+            "--calibrate",
+            action="store_true",
+            help="run the footprint sweep on a local control plane, fit, and keep the model",
+        )
+        parser.add_argument(
+            "--out", metavar="DIR", help="--calibrate: parent of the sweep's experiment directory (default: ./runs)"
+        )
+        parser.add_argument(
+            "--sweep",
+            metavar="SCENARIO.toml",
+            help="--calibrate: the sweep to run (a scenario with a [matrix]; default: the shipped one)",
+        )
+        parser.add_argument(
+            "--features",
+            metavar="F,F",
+            help="--calibrate: features to fit (default: the shipped model's, else crds,served_versions,properties)",
+        )
         parser.add_argument("-o", "--output", choices=("text", "json"), default="text", help="stdout format")
 
     @staticmethod
@@ -99,18 +118,37 @@ def _predict(args: argparse.Namespace) -> int:
     def clean(v):
         return None if isinstance(v, float) and math.isnan(v) else v
 
-    rows = {r.target: {"value": clean(r.value), "low": clean(r.low), "high": clean(r.high)}
-            for r in table.itertuples(index=False)}
+    rows = {
+        r.target: {"value": clean(r.value), "low": clean(r.low), "high": clean(r.high)}
+        for r in table.itertuples(index=False)
+    }
     if args.output == "json":
-        print(json.dumps({"kube_version": model.kube_version, "features": features,
-                          "predictions": [{"target": t, **v} for t, v in rows.items()],
-                          "served_heap_bytes": rows.get(TOTAL), "rss_bytes": rows.get(RSS), "warnings": warnings,
-                          "model": {"origin": chosen.origin, "path": str(chosen.path), "features": model.features,
-                                    "provenance": model.provenance, "ranges": model.ranges}}, indent=2))
+        print(
+            json.dumps(
+                {
+                    "kube_version": model.kube_version,
+                    "features": features,
+                    "predictions": [{"target": t, **v} for t, v in rows.items()],
+                    "served_heap_bytes": rows.get(TOTAL),
+                    "rss_bytes": rows.get(RSS),
+                    "warnings": warnings,
+                    "model": {
+                        "origin": chosen.origin,
+                        "path": str(chosen.path),
+                        "features": model.features,
+                        "provenance": model.provenance,
+                        "ranges": model.ranges,
+                    },
+                },
+                indent=2,
+            )
+        )
         return 0
-    print(f"CRD set: {features['crds']:.0f} CRDs, {features['served_versions']:.0f} served versions, "
-          f"{features['properties']:,.0f} schema properties, {fmt_bytes(features['schema_bytes'])} of schemas, "
-          f"depth {features['max_depth']:.0f}")
+    print(
+        f"CRD set: {features['crds']:.0f} CRDs, {features['served_versions']:.0f} served versions, "
+        f"{features['properties']:,.0f} schema properties, {fmt_bytes(features['schema_bytes'])} of schemas, "
+        f"depth {features['max_depth']:.0f}"
+    )
     print(f"Predicted on kube-apiserver v{model.kube_version} once installed and served (95% prediction interval):")
     width = max(len(t) for t in rows) + 2
     for target, v in rows.items():
@@ -131,18 +169,33 @@ def _calibrate(args: argparse.Namespace) -> int:
     from crdscale.scenario.calibrate import calibrate
 
     features = [f.strip() for f in args.features.split(",") if f.strip()] if args.features else None
-    stderr_echo(f"calibrating the footprint model of kube-apiserver v{args.kube_version.lstrip('v')}: "
-                f"one run per cell of the sweep, then a fit")
-    result = calibrate(args.kube_version, runs_parent=args.out or runs_dir(), sweep=args.sweep, features=features,
-                       run_cell=run_with_progress, message=stderr_echo)
+    stderr_echo(
+        f"calibrating the footprint model of kube-apiserver v{args.kube_version.lstrip('v')}: "
+        f"one run per cell of the sweep, then a fit"
+    )
+    result = calibrate(
+        args.kube_version,
+        runs_parent=args.out or runs_dir(),
+        sweep=args.sweep,
+        features=features,
+        run_cell=run_with_progress,
+        message=stderr_echo,
+    )
     path = write_model(result.model, args.model or calibrated_path(args.kube_version))
     if args.output == "json":
-        print(json.dumps({"model_path": str(path), "experiment": str(result.experiment),
-                          "model": result.model.to_dict()}, indent=2))
+        print(
+            json.dumps(
+                {"model_path": str(path), "experiment": str(result.experiment), "model": result.model.to_dict()},
+                indent=2,
+            )
+        )
         return 0
     prov = result.model.provenance
-    stderr_echo(f"fitted {' + '.join(result.model.features)} on {len(prov['runs'])} runs "
-                f"({prov['machine']}); 'crdscale footprint' now uses it for v{result.model.kube_version}"
-                if not args.model else f"fitted {' + '.join(result.model.features)} on {len(prov['runs'])} runs")
+    stderr_echo(
+        f"fitted {' + '.join(result.model.features)} on {len(prov['runs'])} runs "
+        f"({prov['machine']}); 'crdscale footprint' now uses it for v{result.model.kube_version}"
+        if not args.model
+        else f"fitted {' + '.join(result.model.features)} on {len(prov['runs'])} runs"
+    )
     print(path)
     return 0

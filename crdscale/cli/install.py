@@ -19,6 +19,7 @@ import sys
 import time
 from pathlib import Path
 
+from crdscale.cli.common import add_cluster_arguments, resolve_kubeconfig
 from crdscale.cluster.clients import connect
 from crdscale.crds.install import ERROR_MODES, EXISTING_MODES, Installer, split_steps
 from crdscale.crds.load import load_crds
@@ -28,7 +29,6 @@ from crdscale.ownership import new_run_id
 from crdscale.paths import runs_dir
 from crdscale.rundir import RunWriter
 from crdscale.rundir.layout import CRD_RECORDS
-from crdscale.cli.common import add_cluster_arguments, resolve_kubeconfig
 
 
 class _Bars:
@@ -46,8 +46,9 @@ class _Bars:
 
         bar = self.bars.get(phase)
         if bar is None:
-            bar = self.bars[phase] = tqdm(total=total, desc=f"{self.label} {phase}", unit="crd", leave=False,
-                                          file=sys.stderr)
+            bar = self.bars[phase] = tqdm(
+                total=total, desc=f"{self.label} {phase}", unit="crd", leave=False, file=sys.stderr
+            )
         bar.update(done - bar.n)
 
     def close(self) -> None:
@@ -66,21 +67,50 @@ class Command:
         parser.add_argument("--concurrency", type=int, default=16, help="parallel create requests (default 16)")
         parser.add_argument("--qps", type=float, default=0, help="client-side request rate limit (default: none)")
         parser.add_argument("--burst", type=int, help="rate limiter burst (default: qps)")
-        parser.add_argument("--serve", choices=SERVE_MODES, default="none",
-                            help="after each step: LIST each new resource (list), run a client-go informer for it (watch), or nothing")
-        parser.add_argument("--serve-clients", type=int, default=1, metavar="N",
-                            help="with --serve watch: client processes sharing the informers, e.g. one per provider (default 1)")
-        parser.add_argument("--hold", type=float, default=0, metavar="SECONDS",
-                            help="with --serve watch, keep the watches open this long after the last step")
+        parser.add_argument(
+            "--serve",
+            choices=SERVE_MODES,
+            default="none",
+            help="after each step: LIST each new resource (list), run a client-go informer for it (watch), or nothing",
+        )
+        parser.add_argument(
+            "--serve-clients",
+            type=int,
+            default=1,
+            metavar="N",
+            help="with --serve watch: client processes sharing the informers, e.g. one per provider (default 1)",
+        )
+        parser.add_argument(
+            "--hold",
+            type=float,
+            default=0,
+            metavar="SECONDS",
+            help="with --serve watch, keep the watches open this long after the last step",
+        )
         parser.add_argument("--max-watches", type=int, default=DEFAULT_MAX_WATCHES, help="upper bound on open watches")
-        parser.add_argument("--existing", choices=EXISTING_MODES, default="skip",
-                            help="CRDs already present: skip, update (only crdscale's own), or fail (default skip)")
-        parser.add_argument("--on-rejected", choices=ERROR_MODES, default="continue",
-                            help="when the server rejects a CRD: continue with the rest, or stop (default continue)")
-        parser.add_argument("--timeout", type=float, default=300, metavar="SECONDS",
-                            help="per step, wait this long for Established (default 300)")
+        parser.add_argument(
+            "--existing",
+            choices=EXISTING_MODES,
+            default="skip",
+            help="CRDs already present: skip, update (only crdscale's own), or fail (default skip)",
+        )
+        parser.add_argument(
+            "--on-rejected",
+            choices=ERROR_MODES,
+            default="continue",
+            help="when the server rejects a CRD: continue with the rest, or stop (default continue)",
+        )
+        parser.add_argument(
+            "--timeout",
+            type=float,
+            default=300,
+            metavar="SECONDS",
+            help="per step, wait this long for Established (default 300)",
+        )
         parser.add_argument("--run-id", help="run id for the ownership labels (default: a new one)")
-        parser.add_argument("--out", metavar="DIR", help="parent of the run directory (default: $CRDSCALE_RUNS or ./runs)")
+        parser.add_argument(
+            "--out", metavar="DIR", help="parent of the run directory (default: $CRDSCALE_RUNS or ./runs)"
+        )
         parser.add_argument("--quiet", action="store_true", help="no progress bars")
         add_cluster_arguments(parser)
 
@@ -101,23 +131,58 @@ class Command:
         cluster = connect(resolve_kubeconfig(args.kubeconfig), args.context)
         steps = split_steps(loaded.crds, args.step)
         run = RunWriter.create(Path(args.out) if args.out else runs_dir(), "install")
-        print(f"run {run_id}: {len(loaded.crds)} CRDs in {len(steps)} step(s) to {cluster.server}; records in {run.path}")
+        print(
+            f"run {run_id}: {len(loaded.crds)} CRDs in {len(steps)} step(s) to {cluster.server}; records in {run.path}"
+        )
         run.start_manifest(
-            run_id=run_id, kind="install", target={"kind": "kubeconfig", "server": cluster.server},
-            sources=[str(s) for s in args.sources], skipped_documents=dict(loaded.skipped),
-            options={k: getattr(args, k) for k in ("step", "concurrency", "qps", "burst", "serve", "serve_clients",
-                                                    "existing", "on_rejected", "timeout")})
+            run_id=run_id,
+            kind="install",
+            target={"kind": "kubeconfig", "server": cluster.server},
+            sources=[str(s) for s in args.sources],
+            skipped_documents=dict(loaded.skipped),
+            options={
+                k: getattr(args, k)
+                for k in (
+                    "step",
+                    "concurrency",
+                    "qps",
+                    "burst",
+                    "serve",
+                    "serve_clients",
+                    "existing",
+                    "on_rejected",
+                    "timeout",
+                )
+            },
+        )
         run.write_crd_summary({"source": [str(s) for s in args.sources], "summary": summary.to_dict()})
         run.update_manifest(crds=summary.to_dict())
         bars = _Bars(not args.quiet and sys.stderr.isatty(), "")
         events = run.events
-        installer = Installer(cluster, run_id, concurrency=args.concurrency, qps=args.qps, burst=args.burst,
-                              existing=args.existing, on_rejected=args.on_rejected, establish_timeout_s=args.timeout,
-                              events=events, progress=bars)
-        server = ResourceServer(cluster, args.serve, concurrency=args.concurrency, max_watches=args.max_watches,
-                                events=events, run_id=run_id, progress=bars, clients=args.serve_clients,
-                                record_process=run.record_process,
-                                echo=lambda m: print(f"crdscale: {m}", file=sys.stderr, flush=True))
+        installer = Installer(
+            cluster,
+            run_id,
+            concurrency=args.concurrency,
+            qps=args.qps,
+            burst=args.burst,
+            existing=args.existing,
+            on_rejected=args.on_rejected,
+            establish_timeout_s=args.timeout,
+            events=events,
+            progress=bars,
+        )
+        server = ResourceServer(
+            cluster,
+            args.serve,
+            concurrency=args.concurrency,
+            max_watches=args.max_watches,
+            events=events,
+            run_id=run_id,
+            progress=bars,
+            clients=args.serve_clients,
+            record_process=run.record_process,
+            echo=lambda m: print(f"crdscale: {m}", file=sys.stderr, flush=True),
+        )
         started = time.monotonic()
         installed = 0
         failed, status, reason = False, "interrupted", "stopped early"
@@ -131,12 +196,20 @@ class Command:
                 bars.close()
                 installed += len(chunk)
                 counts = result.counts()
-                events.emit("step.end", run_id=run_id, step=index, crds=installed, **counts,
-                            install_s=round(result.duration_s, 3),
-                            serve_s=round(serve.finished_at - serve.started_at, 3))
-                line = (f"step {index}/{len(steps)}: {counts['created']} created, {counts['updated']} updated, "
-                        f"{counts['skipped']} skipped, {counts['rejected'] + counts['failed']} rejected; "
-                        f"{counts['established']} Established in {result.duration_s:.1f} s")
+                events.emit(
+                    "step.end",
+                    run_id=run_id,
+                    step=index,
+                    crds=installed,
+                    **counts,
+                    install_s=round(result.duration_s, 3),
+                    serve_s=round(serve.finished_at - serve.started_at, 3),
+                )
+                line = (
+                    f"step {index}/{len(steps)}: {counts['created']} created, {counts['updated']} updated, "
+                    f"{counts['skipped']} skipped, {counts['rejected'] + counts['failed']} rejected; "
+                    f"{counts['established']} Established in {result.duration_s:.1f} s"
+                )
                 if args.serve != "none":
                     line += f"; served {serve.listed} ({server.open_watches} watches open)"
                 print(line, flush=True)
@@ -150,8 +223,11 @@ class Command:
                 time.sleep(args.hold)
             status, reason = ("failed", "some CRDs were rejected or not Established") if failed else ("completed", None)
         except BaseException as err:
-            status, reason = ("interrupted", "SIGINT received") if isinstance(err, KeyboardInterrupt) else (
-                "failed", f"{type(err).__name__}: {err}")
+            status, reason = (
+                ("interrupted", "SIGINT received")
+                if isinstance(err, KeyboardInterrupt)
+                else ("failed", f"{type(err).__name__}: {err}")
+            )
             raise
         finally:
             bars.close()
@@ -160,9 +236,12 @@ class Command:
             run.write_jsonl(CRD_RECORDS, [record.to_dict() for record in installer.records])
             duration_s = round(time.monotonic() - started, 3)
             events.emit("run.end", run_id=run_id, status=status, reason=reason, duration_s=duration_s)
-            run.finish(status, reason, duration_s=duration_s,
-                       steps=[{"step": r.step, **r.counts(), "duration_s": round(r.duration_s, 3)}
-                              for r in installer.results])
+            run.finish(
+                status,
+                reason,
+                duration_s=duration_s,
+                steps=[{"step": r.step, **r.counts(), "duration_s": round(r.duration_s, 3)} for r in installer.results],
+            )
             cluster.close()
         print(f"done in {duration_s:.1f} s; remove with: crdscale clean --run {run_id}")
         if failed:

@@ -32,13 +32,24 @@ class Command:
 
     @staticmethod
     def add_arguments(parser: argparse.ArgumentParser) -> None:
-        parser.add_argument("run_dirs", nargs="*", metavar="RUN_DIR", help="run directory written by `crdscale run` or a probe")
-        parser.add_argument("--notebooks", metavar="DIR",
-                            help="directory of the jupytext notebooks (default: notebooks/ of this checkout)")
-        parser.add_argument("--no-execute", action="store_true",
-                            help="write new copies with run_dir set but do not run them first")
-        parser.add_argument("--timeout", type=int, default=600, metavar="SECONDS",
-                            help="longest a single notebook cell may run while executing a new copy (default 600)")
+        parser.add_argument(
+            "run_dirs", nargs="*", metavar="RUN_DIR", help="run directory written by `crdscale run` or a probe"
+        )
+        parser.add_argument(
+            "--notebooks",
+            metavar="DIR",
+            help="directory of the jupytext notebooks (default: notebooks/ of this checkout)",
+        )
+        parser.add_argument(
+            "--no-execute", action="store_true", help="write new copies with run_dir set but do not run them first"
+        )
+        parser.add_argument(
+            "--timeout",
+            type=int,
+            default=600,
+            metavar="SECONDS",
+            help="longest a single notebook cell may run while executing a new copy (default 600)",
+        )
 
     @staticmethod
     def run(args: argparse.Namespace) -> int:
@@ -50,9 +61,13 @@ class Command:
 
         notebooks_dir = Path(args.notebooks) if args.notebooks else default_notebooks_dir()
         if args.run_dirs:
-            bound = [b for run_dir in args.run_dirs
-                     for b in bind_notebooks(run_dir, notebooks_dir, execute=not args.no_execute,
-                                             timeout=args.timeout, echo=echo)]
+            bound = [
+                b
+                for run_dir in args.run_dirs
+                for b in bind_notebooks(
+                    run_dir, notebooks_dir, execute=not args.no_execute, timeout=args.timeout, echo=echo
+                )
+            ]
             paths = [b.path for b in bound]
             for b in bound:
                 if not b.created:
@@ -64,8 +79,10 @@ class Command:
         try:
             install_lab_settings()
         except OSError as err:
-            echo(f"warning: could not install the JupyterLab settings ({err}); open .py notebooks with "
-                 "right click > Open With > Notebook")
+            echo(
+                f"warning: could not install the JupyterLab settings ({err}); open .py notebooks with "
+                "right click > Open With > Notebook"
+            )
 
         # SIGTERM ends the lab as Ctrl-C does: the server and its kernels are stopped. SIGINT is set
         # too: a process started in the background by a non-interactive shell (a script's `&`, CI)

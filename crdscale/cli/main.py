@@ -11,7 +11,7 @@ import importlib
 import importlib.util
 import signal
 import sys
-from typing import Sequence
+from collections.abc import Sequence
 
 from crdscale import __version__
 from crdscale.allocator import keep_freed_memory
@@ -95,8 +95,10 @@ def require_extras(command: str) -> None:
     for extra in COMMAND_EXTRAS.get(command, ()):
         for module in EXTRAS[extra]:
             if importlib.util.find_spec(module) is None:
-                raise UsageError(f"crdscale {command} needs the '{extra}' extra ({module} is not installed): "
-                                 f"pip install 'crdscale[{extra}]'")
+                raise UsageError(
+                    f"crdscale {command} needs the '{extra}' extra ({module} is not installed): "
+                    f"pip install 'crdscale[{extra}]'"
+                )
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -28,8 +28,11 @@ class Command:
     @staticmethod
     def add_arguments(parser):
         parser.add_argument("run_dir", metavar="RUN_DIR", help="run directory of the abandoned run")
-        parser.add_argument("--force", action="store_true",
-                            help="also for a run that is not abandoned (re-export from its Prometheus database)")
+        parser.add_argument(
+            "--force",
+            action="store_true",
+            help="also for a run that is not abandoned (re-export from its Prometheus database)",
+        )
         parser.add_argument("-o", "--output", choices=["text", "json"], default="text", help="output format")
 
     @staticmethod
@@ -39,14 +42,18 @@ class Command:
 
         status = read_run(args.run_dir).status
         if status not in ("abandoned", "running") and not args.force:
-            raise UsageError(f"{args.run_dir}: status is {status!r}; recover is for runs whose runner died "
-                             "(status 'abandoned'); use --force to re-export anyway")
+            raise UsageError(
+                f"{args.run_dir}: status is {status!r}; recover is for runs whose runner died "
+                "(status 'abandoned'); use --force to re-export anyway"
+            )
         if status == "running" and not args.force:
             raise UsageError(f"{args.run_dir}: its runner is still running")
         done = recover_run(args.run_dir, echo=None if args.output == "json" else stderr_echo)
         if args.output == "json":
             print(json.dumps(done, indent=2))
         else:
-            print(f"{done['run']}: {done['status']}; series: {done['series_source'] or 'none found'}"
-                  + (f" ({done['series_rows']:,} rows)" if done["series_rows"] else ""))
+            print(
+                f"{done['run']}: {done['status']}; series: {done['series_source'] or 'none found'}"
+                + (f" ({done['series_rows']:,} rows)" if done["series_rows"] else "")
+            )
         return 0

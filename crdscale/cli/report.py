@@ -36,12 +36,22 @@ class Command:
 
     @staticmethod
     def add_arguments(parser: argparse.ArgumentParser) -> None:
-        parser.add_argument("run_dir", metavar="RUN_DIR", help="run directory written by `crdscale run`, or an experiment directory")
+        parser.add_argument(
+            "run_dir", metavar="RUN_DIR", help="run directory written by `crdscale run`, or an experiment directory"
+        )
         parser.add_argument("--out", metavar="DIR", help="output directory (default: RUN_DIR/report)")
-        parser.add_argument("--notebooks", metavar="DIR",
-                            help="directory of the jupytext notebooks (default: notebooks/ of this checkout)")
-        parser.add_argument("--timeout", type=int, default=600, metavar="SECONDS",
-                            help="longest a single notebook cell may run (default 600)")
+        parser.add_argument(
+            "--notebooks",
+            metavar="DIR",
+            help="directory of the jupytext notebooks (default: notebooks/ of this checkout)",
+        )
+        parser.add_argument(
+            "--timeout",
+            type=int,
+            default=600,
+            metavar="SECONDS",
+            help="longest a single notebook cell may run (default 600)",
+        )
 
     @staticmethod
     def run(args: argparse.Namespace) -> int:
@@ -60,14 +70,22 @@ class Command:
             experiment = Experiment.open(args.run_dir)
             cells = experiment.completed_runs()
             if len(cells) < 2:
-                raise UsageError(f"{args.run_dir}: {len(cells)} completed cells; a comparison needs two "
-                                 f"(finish it with: crdscale run --resume {args.run_dir})")
-            result = render_comparison([p for _n, p in cells], args.out or experiment.path / "report",
-                                       labels=[n for n, _p in cells], notebooks_dir=args.notebooks,
-                                       timeout=args.timeout, echo=echo)
+                raise UsageError(
+                    f"{args.run_dir}: {len(cells)} completed cells; a comparison needs two "
+                    f"(finish it with: crdscale run --resume {args.run_dir})"
+                )
+            result = render_comparison(
+                [p for _n, p in cells],
+                args.out or experiment.path / "report",
+                labels=[n for n, _p in cells],
+                notebooks_dir=args.notebooks,
+                timeout=args.timeout,
+                echo=echo,
+            )
         else:
-            result = render_report(args.run_dir, args.out, notebooks_dir=args.notebooks, timeout=args.timeout,
-                                   echo=echo)
+            result = render_report(
+                args.run_dir, args.out, notebooks_dir=args.notebooks, timeout=args.timeout, echo=echo
+            )
         print(f"findings: {result.findings_md}")
         print(f"with code: {result.html}")
         for failure in result.failures:

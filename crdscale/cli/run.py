@@ -58,25 +58,47 @@ class Command:
     def add_arguments(parser):
         parser.add_argument("scenario", nargs="?", metavar="SCENARIO.toml", help="scenario file (default: built-in)")
         parser.add_argument("--out", metavar="DIR", help="parent directory for the run directory (default: ./runs)")
-        parser.add_argument("--kubeconfig", metavar="PATH",
-                            help="run against this cluster instead of a local control plane (never touches objects it "
-                                 "did not create); FILE:FILE:... is merged as kubectl merges $KUBECONFIG")
+        parser.add_argument(
+            "--kubeconfig",
+            metavar="PATH",
+            help="run against this cluster instead of a local control plane (never touches objects it "
+            "did not create); FILE:FILE:... is merged as kubectl merges $KUBECONFIG",
+        )
         parser.add_argument("--context", help="kubeconfig context")
         prom = parser.add_argument_group("an existing Prometheus (credentials from files, never on the command line)")
         prom.add_argument("--prometheus-url", metavar="URL", help="an existing Prometheus scraping the target")
-        prom.add_argument("--prometheus-bearer-token-file", metavar="PATH",
-                          help="send the bearer token in this file (default: $CRDSCALE_PROMETHEUS_TOKEN if set)")
+        prom.add_argument(
+            "--prometheus-bearer-token-file",
+            metavar="PATH",
+            help="send the bearer token in this file (default: $CRDSCALE_PROMETHEUS_TOKEN if set)",
+        )
         prom.add_argument("--prometheus-username", metavar="USER", help="basic auth as USER")
-        prom.add_argument("--prometheus-password-file", metavar="PATH",
-                          help="basic-auth password from this file (default: $CRDSCALE_PROMETHEUS_PASSWORD)")
-        prom.add_argument("--prometheus-ca-file", metavar="PATH", help="verify Prometheus' certificate with this CA bundle")
-        prom.add_argument("--prometheus-insecure-skip-tls-verify", action="store_true",
-                          help="do not verify Prometheus' certificate (explicit only)")
-        parser.add_argument("--set", action="append", default=[], metavar="SECTION.KEY=VALUE",
-                            help="override one scenario key (value parsed as TOML, e.g. steps.count=3, steps.serve=\"list\")")
+        prom.add_argument(
+            "--prometheus-password-file",
+            metavar="PATH",
+            help="basic-auth password from this file (default: $CRDSCALE_PROMETHEUS_PASSWORD)",
+        )
+        prom.add_argument(
+            "--prometheus-ca-file", metavar="PATH", help="verify Prometheus' certificate with this CA bundle"
+        )
+        prom.add_argument(
+            "--prometheus-insecure-skip-tls-verify",
+            action="store_true",
+            help="do not verify Prometheus' certificate (explicit only)",
+        )
+        parser.add_argument(
+            "--set",
+            action="append",
+            default=[],
+            metavar="SECTION.KEY=VALUE",
+            help='override one scenario key (value parsed as TOML, e.g. steps.count=3, steps.serve="list")',
+        )
         parser.add_argument("--print-default", action="store_true", help="print the default scenario and exit")
-        parser.add_argument("--resume", metavar="EXPERIMENT_DIR",
-                            help="finish an interrupted experiment: skip completed cells, redo the interrupted one")
+        parser.add_argument(
+            "--resume",
+            metavar="EXPERIMENT_DIR",
+            help="finish an interrupted experiment: skip completed cells, redo the interrupted one",
+        )
 
     @staticmethod
     def run(args) -> int:
@@ -116,8 +138,13 @@ class Command:
 
 
 # --prometheus-* flags that set the scenario key of the same name (target.prometheus_*).
-PROMETHEUS_FLAGS = ("prometheus_bearer_token_file", "prometheus_username", "prometheus_password_file",
-                    "prometheus_ca_file", "prometheus_insecure_skip_tls_verify")
+PROMETHEUS_FLAGS = (
+    "prometheus_bearer_token_file",
+    "prometheus_username",
+    "prometheus_password_file",
+    "prometheus_ca_file",
+    "prometheus_insecure_skip_tls_verify",
+)
 
 
 def _run_experiment(experiment, args) -> int:

@@ -21,7 +21,9 @@ class Command:
 
     @staticmethod
     def add_arguments(parser):
-        parser.add_argument("--kubeconfig-only", action="store_true", help="print only the newest ready instance's kubeconfig path")
+        parser.add_argument(
+            "--kubeconfig-only", action="store_true", help="print only the newest ready instance's kubeconfig path"
+        )
         add_output_argument(parser)
 
     @staticmethod
@@ -35,9 +37,14 @@ class Command:
             return 1
         unfinished = _unfinished_runs()
         if args.output == "json":
-            print_json({"instances": instances,
-                        "runs": [{"path": r.path, "status": r.status, "reason": r.manifest.get("reason")}
-                                 for r in unfinished]})
+            print_json(
+                {
+                    "instances": instances,
+                    "runs": [
+                        {"path": r.path, "status": r.status, "reason": r.manifest.get("reason")} for r in unfinished
+                    ],
+                }
+            )
             return 0
         if not instances:
             print("no local instances (start one with 'crdscale up')")
@@ -45,8 +52,17 @@ class Command:
             return 0
         rows = [("NAME", "STATUS", "KUBE-APISERVER", "ETCD", "SERVER", "CREATED (UTC)", "KUBECONFIG")]
         for i in instances:
-            rows.append((i.name, i.status, i.versions.get("kube-apiserver", "?"), i.versions.get("etcd", "?"),
-                         i.server, i.created_at, i.kubeconfig))
+            rows.append(
+                (
+                    i.name,
+                    i.status,
+                    i.versions.get("kube-apiserver", "?"),
+                    i.versions.get("etcd", "?"),
+                    i.server,
+                    i.created_at,
+                    i.kubeconfig,
+                )
+            )
         widths = [max(len(r[c]) for r in rows) for c in range(len(rows[0]))]
         for r in rows:
             print("  ".join(v.ljust(w) for v, w in zip(r, widths)).rstrip())

@@ -40,34 +40,65 @@ class Command:
     @staticmethod
     def add_arguments(parser: argparse.ArgumentParser) -> None:
         parser.add_argument("profile", help="profile.proto file (gzip or plain)")
-        parser.add_argument("--diff_base", "--diff-base", dest="diff_base", metavar="PROFILE",
-                            help="subtract this profile first (pprof -diff_base); percentages are of the base")
-        parser.add_argument("--sample-index", "--sample_index", dest="sample_index",
-                            help="sample type: inuse_space, inuse_objects, alloc_space, alloc_objects, cpu, samples,"
-                                 " or its position (default: the profile's default)")
+        parser.add_argument(
+            "--diff_base",
+            "--diff-base",
+            dest="diff_base",
+            metavar="PROFILE",
+            help="subtract this profile first (pprof -diff_base); percentages are of the base",
+        )
+        parser.add_argument(
+            "--sample-index",
+            "--sample_index",
+            dest="sample_index",
+            help="sample type: inuse_space, inuse_objects, alloc_space, alloc_objects, cpu, samples,"
+            " or its position (default: the profile's default)",
+        )
         parser.add_argument("--focus", help="keep samples with a frame matching this regexp (function, file or binary)")
         parser.add_argument("--ignore", help="drop samples with a frame matching this regexp (wins over --focus)")
         parser.add_argument("--show", help="keep only the frames matching this regexp in every stack")
         parser.add_argument("--hide", help="remove the frames matching this regexp from every stack")
-        parser.add_argument("--tagfocus", metavar="[KEY=]REGEXP|RANGE",
-                            help="keep samples whose labels match: KEY=REGEXP, or a numeric range such as "
-                                 "bytes=1kb: or 64:4kb (heap profiles label each sample with its object size)")
-        parser.add_argument("--mean", action="store_true",
-                            help="divide each value by the first sample type (e.g. bytes per object)")
+        parser.add_argument(
+            "--tagfocus",
+            metavar="[KEY=]REGEXP|RANGE",
+            help="keep samples whose labels match: KEY=REGEXP, or a numeric range such as "
+            "bytes=1kb: or 64:4kb (heap profiles label each sample with its object size)",
+        )
+        parser.add_argument(
+            "--mean", action="store_true", help="divide each value by the first sample type (e.g. bytes per object)"
+        )
         parser.add_argument("--granularity", default="functions", choices=GRANULARITIES)
         parser.add_argument("--cum", action="store_true", help="sort by cum instead of flat")
-        parser.add_argument("--nodecount", type=int, default=0, help="show at most N nodes (0: all that pass --nodefraction)")
-        parser.add_argument("--nodefraction", type=float, default=PPROF_NODE_FRACTION,
-                            help="hide nodes whose |cum| is below this share of the total (default 0.005, as pprof; 0 = none)")
+        parser.add_argument(
+            "--nodecount", type=int, default=0, help="show at most N nodes (0: all that pass --nodefraction)"
+        )
+        parser.add_argument(
+            "--nodefraction",
+            type=float,
+            default=PPROF_NODE_FRACTION,
+            help="hide nodes whose |cum| is below this share of the total (default 0.005, as pprof; 0 = none)",
+        )
         parser.add_argument("--noinlines", action="store_true", help="attribute inlined frames to their caller")
-        parser.add_argument("--unit", default="minimum", help="display unit, e.g. B, kB, MB, ms (default: as pprof picks)")
+        parser.add_argument(
+            "--unit", default="minimum", help="display unit, e.g. B, kB, MB, ms (default: as pprof picks)"
+        )
         parser.add_argument("--peek", metavar="REGEXP", help="print callers and callees of matching nodes instead")
         parser.add_argument("--by-cause", action="store_true", help="print the attribution by cause instead")
-        parser.add_argument("-o", "--output", choices=["text", "json"], default="text",
-                            help="text (as pprof prints it) or json (the shown rows and header facts, for scripts)")
-        parser.add_argument("--table", metavar="FILE", help="also write the full table (every node) as .csv or .parquet")
-        parser.add_argument("--callgrind", metavar="FILE",
-                            help="also write the profile in Callgrind format (KCachegrind/QCachegrind, no Go needed)")
+        parser.add_argument(
+            "-o",
+            "--output",
+            choices=["text", "json"],
+            default="text",
+            help="text (as pprof prints it) or json (the shown rows and header facts, for scripts)",
+        )
+        parser.add_argument(
+            "--table", metavar="FILE", help="also write the full table (every node) as .csv or .parquet"
+        )
+        parser.add_argument(
+            "--callgrind",
+            metavar="FILE",
+            help="also write the profile in Callgrind format (KCachegrind/QCachegrind, no Go needed)",
+        )
         parser.add_argument("--folded", metavar="FILE", help="also write folded stacks for flame graphs")
 
     @staticmethod
@@ -93,9 +124,17 @@ class Command:
         if args.by_cause:
             _print_causes(profile, base, args.sample_index, args.output)
             return 0
-        options = dict(granularity=args.granularity, focus=args.focus, ignore=args.ignore, show=args.show,
-                       hide=args.hide, tagfocus=args.tagfocus, diff_base=base, mean=args.mean,
-                       noinlines=args.noinlines)
+        options = dict(
+            granularity=args.granularity,
+            focus=args.focus,
+            ignore=args.ignore,
+            show=args.show,
+            hide=args.hide,
+            tagfocus=args.tagfocus,
+            diff_base=base,
+            mean=args.mean,
+            noinlines=args.noinlines,
+        )
         if args.peek:
             table = pprof.peek(profile, args.peek, args.sample_index, **options)
             if args.output == "json":
@@ -105,15 +144,18 @@ class Command:
             return 0
 
         options["sort"] = "cum" if args.cum else "flat"
-        table = pprof.top(profile, args.sample_index, nodecount=args.nodecount,
-                          nodefraction=args.nodefraction, **options)
+        table = pprof.top(
+            profile, args.sample_index, nodecount=args.nodecount, nodefraction=args.nodefraction, **options
+        )
         if args.output == "json":
             _print_json(args.profile, table)
         else:
             sys.stdout.write(pprof.format_top(table, profile, args.unit))
             if table.attrs.get("dropped_nodes"):
-                print(f"crdscale: {table.attrs['dropped_nodes']} small nodes not shown (--nodefraction 0 shows them)",
-                      file=sys.stderr)
+                print(
+                    f"crdscale: {table.attrs['dropped_nodes']} small nodes not shown (--nodefraction 0 shows them)",
+                    file=sys.stderr,
+                )
         if args.table:
             full = pprof.top(profile, args.sample_index, **options)
             write_table(full, Path(args.table))
@@ -151,8 +193,9 @@ def _print_causes(profile, base, sample_index, output: str) -> None:
         return
     if base is not None:
         growth = table.attrs["total"]
-        print(f"Growth by cause ({table.attrs['sample_type']}), profile minus base: "
-              f"{scaled_label(growth, unit, 'auto')}")
+        print(
+            f"Growth by cause ({table.attrs['sample_type']}), profile minus base: {scaled_label(growth, unit, 'auto')}"
+        )
     else:
         print(f"By cause ({table.attrs['sample_type']}), total {scaled_label(table.attrs['total'], unit, 'auto')}")
     for row in table.itertuples(index=False):

@@ -26,19 +26,39 @@ class Command:
     @staticmethod
     def add_arguments(parser):
         parser.add_argument("--kube-version", metavar="X.Y.Z", help="kube-apiserver version (default: pinned v1.37.1)")
-        parser.add_argument("--etcd", metavar="VERSION|system|PATH",
-                            help="etcd to run: a version built from Go modules (default v3.6.16), "
-                                 "'system' for the etcd on PATH (Debian's 3.4), or a binary path")
-        parser.add_argument("--apiserver-binary", metavar="PATH", help="use this kube-apiserver instead of building one")
-        parser.add_argument("--kube-source", metavar="DIR",
-                            help="build kube-apiserver from this Kubernetes source tree (cached per commit + "
-                                 "uncommitted diff; see 'crdscale binaries --help')")
+        parser.add_argument(
+            "--etcd",
+            metavar="VERSION|system|PATH",
+            help="etcd to run: a version built from Go modules (default v3.6.16), "
+            "'system' for the etcd on PATH (Debian's 3.4), or a binary path",
+        )
+        parser.add_argument(
+            "--apiserver-binary", metavar="PATH", help="use this kube-apiserver instead of building one"
+        )
+        parser.add_argument(
+            "--kube-source",
+            metavar="DIR",
+            help="build kube-apiserver from this Kubernetes source tree (cached per commit + "
+            "uncommitted diff; see 'crdscale binaries --help')",
+        )
         parser.add_argument("--name", help="instance name (default: derived from the version)")
-        parser.add_argument("--apiserver-flag", action="append", default=[], metavar="--FLAG=VALUE",
-                            help="extra kube-apiserver flag (repeatable)")
-        parser.add_argument("--env", action="append", default=[], metavar="KEY=VALUE",
-                            help="environment for kube-apiserver, e.g. GOGC=50, GOMEMLIMIT=2GiB (repeatable)")
-        parser.add_argument("--timeout", type=float, default=180.0, metavar="SECONDS", help="wait this long for /readyz (default 180)")
+        parser.add_argument(
+            "--apiserver-flag",
+            action="append",
+            default=[],
+            metavar="--FLAG=VALUE",
+            help="extra kube-apiserver flag (repeatable)",
+        )
+        parser.add_argument(
+            "--env",
+            action="append",
+            default=[],
+            metavar="KEY=VALUE",
+            help="environment for kube-apiserver, e.g. GOGC=50, GOMEMLIMIT=2GiB (repeatable)",
+        )
+        parser.add_argument(
+            "--timeout", type=float, default=180.0, metavar="SECONDS", help="wait this long for /readyz (default 180)"
+        )
 
     @staticmethod
     def run(args) -> int:
@@ -51,10 +71,16 @@ class Command:
                 raise UsageError(f"--env takes KEY=VALUE, got {item!r}")
             env[key] = value
         cp = LocalControlPlane(
-            args.kube_version, etcd=args.etcd, name=args.name, apiserver_binary=args.apiserver_binary,
+            args.kube_version,
+            etcd=args.etcd,
+            name=args.name,
+            apiserver_binary=args.apiserver_binary,
             kube_source=args.kube_source,
-            apiserver_flags=args.apiserver_flag, apiserver_env=env, ready_timeout_s=args.timeout,
-            echo=stderr_echo, keep_state=True,
+            apiserver_flags=args.apiserver_flag,
+            apiserver_env=env,
+            ready_timeout_s=args.timeout,
+            echo=stderr_echo,
+            keep_state=True,
         ).start()
         stderr_echo(f"instance {cp.name}: stop it with 'crdscale down {cp.name}'")
         print(cp.kubeconfig)

@@ -35,10 +35,11 @@ import sys
 import tempfile
 import threading
 import time
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any, Callable, Mapping, Protocol, Sequence
+from typing import Any, Protocol
 
 from crdscale.errors import ClusterError, UsageError
 
@@ -128,7 +129,7 @@ def remove_orphaned_credentials(parent: Path) -> list[Path]:
     ``crdscale-credentials-<pid>-*`` and owned by this user."""
     removed = []
     for path in parent.glob(f"{CREDENTIALS_PREFIX}*-*"):
-        pid = path.name[len(CREDENTIALS_PREFIX):].split("-", 1)[0]
+        pid = path.name[len(CREDENTIALS_PREFIX) :].split("-", 1)[0]
         if not pid.isdigit() or int(pid) == os.getpid():
             continue
         try:
@@ -158,8 +159,9 @@ def decode_data(value: str, what: str) -> bytes:
 class TokenFileAuthenticator:
     """A bearer token read from ``path``, re-read every :data:`TOKEN_FILE_PERIOD_S` and after a 401."""
 
-    def __init__(self, path: str | Path, *, clock: Callable[[], float] = time.monotonic,
-                 period_s: float = TOKEN_FILE_PERIOD_S):
+    def __init__(
+        self, path: str | Path, *, clock: Callable[[], float] = time.monotonic, period_s: float = TOKEN_FILE_PERIOD_S
+    ):
         self.path = Path(path)
         self.clock = clock
         self.period_s = period_s
@@ -213,8 +215,10 @@ def parse_exec_credential(stdout: str, api_version: str, command: str) -> ExecCr
     if not isinstance(data, dict) or data.get("kind") != "ExecCredential":
         raise ClusterError(f"exec plugin {command}: stdout is not an ExecCredential")
     if data.get("apiVersion") != api_version:
-        raise ClusterError(f"exec plugin {command} is configured to use API version {api_version}, "
-                           f"plugin returned version {data.get('apiVersion')}")
+        raise ClusterError(
+            f"exec plugin {command} is configured to use API version {api_version}, "
+            f"plugin returned version {data.get('apiVersion')}"
+        )
     status = data.get("status")
     if not isinstance(status, dict):
         raise ClusterError(f"exec plugin {command} didn't return a status field")
@@ -229,8 +233,9 @@ def parse_exec_credential(stdout: str, api_version: str, command: str) -> ExecCr
         try:
             expires_at = datetime.fromisoformat(str(status["expirationTimestamp"]).replace("Z", "+00:00"))
         except ValueError as err:
-            raise ClusterError(f"exec plugin {command}: bad expirationTimestamp "
-                               f"{status['expirationTimestamp']!r}") from err
+            raise ClusterError(
+                f"exec plugin {command}: bad expirationTimestamp {status['expirationTimestamp']!r}"
+            ) from err
         if expires_at.tzinfo is None:
             expires_at = expires_at.replace(tzinfo=timezone.utc)
     return ExecCredential(token, cert, key, expires_at)
@@ -258,25 +263,34 @@ class ExecPlugin:
     install_hint: str = ""
 
     @classmethod
-    def from_kubeconfig(cls, exec_config: Mapping[str, Any], cluster: Mapping[str, Any]) -> "ExecPlugin":
+    def from_kubeconfig(cls, exec_config: Mapping[str, Any], cluster: Mapping[str, Any]) -> ExecPlugin:
         """From ``user.exec`` and the context's ``cluster`` mapping; raises :class:`UsageError` when malformed."""
         api_version = exec_config.get("apiVersion")
         if api_version not in EXEC_API_VERSIONS:
-            raise UsageError(f"kubeconfig exec plugin: apiVersion must be one of {', '.join(EXEC_API_VERSIONS)}, "
-                             f"got {api_version!r}")
+            raise UsageError(
+                f"kubeconfig exec plugin: apiVersion must be one of {', '.join(EXEC_API_VERSIONS)}, got {api_version!r}"
+            )
         if not exec_config.get("command"):
             raise UsageError("kubeconfig exec plugin: no command")
         mode = exec_config.get("interactiveMode") or ("" if api_version.endswith("/v1") else "IfAvailable")
         if not mode:
-            raise UsageError(f"kubeconfig exec plugin: interactiveMode is required for {api_version} "
-                             f"(Never, IfAvailable or Always)")
+            raise UsageError(
+                f"kubeconfig exec plugin: interactiveMode is required for {api_version} (Never, IfAvailable or Always)"
+            )
         if mode not in ("Never", "IfAvailable", "Always"):
-            raise UsageError(f"kubeconfig exec plugin: interactiveMode must be Never, IfAvailable or Always, got {mode!r}")
+            raise UsageError(
+                f"kubeconfig exec plugin: interactiveMode must be Never, IfAvailable or Always, got {mode!r}"
+            )
         env = tuple((str(e["name"]), str(e.get("value", ""))) for e in exec_config.get("env") or [])
-        return cls(command=str(exec_config["command"]), args=tuple(str(a) for a in exec_config.get("args") or []),
-                   env=env, api_version=api_version, interactive_mode=mode,
-                   cluster_info=_cluster_info(cluster) if exec_config.get("provideClusterInfo") else None,
-                   install_hint=str(exec_config.get("installHint") or ""))
+        return cls(
+            command=str(exec_config["command"]),
+            args=tuple(str(a) for a in exec_config.get("args") or []),
+            env=env,
+            api_version=api_version,
+            interactive_mode=mode,
+            cluster_info=_cluster_info(cluster) if exec_config.get("provideClusterInfo") else None,
+            install_hint=str(exec_config.get("installHint") or ""),
+        )
 
     def request(self, interactive: bool) -> dict[str, Any]:
         """The ``ExecCredential`` handed to the plugin in ``$KUBERNETES_EXEC_INFO``."""
@@ -293,7 +307,9 @@ def _cluster_info(cluster: Mapping[str, Any]) -> dict[str, Any]:
         info["certificate-authority-data"] = cluster["certificate-authority-data"]
     elif cluster.get("certificate-authority"):
         try:
-            info["certificate-authority-data"] = base64.b64encode(Path(cluster["certificate-authority"]).read_bytes()).decode()
+            info["certificate-authority-data"] = base64.b64encode(
+                Path(cluster["certificate-authority"]).read_bytes()
+            ).decode()
         except OSError:
             pass
     for key in ("tls-server-name", "insecure-skip-tls-verify", "proxy-url", "disable-compression"):
@@ -312,8 +328,15 @@ def run_plugin(argv: Sequence[str], env: Mapping[str, str], interactive: bool) -
     """Run a plugin as client-go does: its stderr goes to ours (it may print a login prompt or a
     warning), stdin only when interactive. Returns its stdout; raises :class:`ClusterError`."""
     try:
-        proc = subprocess.run(list(argv), env=dict(env), stdout=subprocess.PIPE, stderr=None,
-                              stdin=None if interactive else subprocess.DEVNULL, text=True, timeout=EXEC_TIMEOUT_S)
+        proc = subprocess.run(
+            list(argv),
+            env=dict(env),
+            stdout=subprocess.PIPE,
+            stderr=None,
+            stdin=None if interactive else subprocess.DEVNULL,
+            text=True,
+            timeout=EXEC_TIMEOUT_S,
+        )
     except FileNotFoundError as err:
         raise ClusterError(f"exec plugin {argv[0]} not found") from err
     except PermissionError as err:
@@ -337,9 +360,14 @@ class ExecAuthenticator:
     ``calls`` counts plugin runs.
     """
 
-    def __init__(self, plugin: ExecPlugin, *, runner: Runner = run_plugin,
-                 now: Callable[[], datetime] = lambda: datetime.now(timezone.utc),
-                 stdin_is_terminal: Callable[[], bool] = lambda: sys.stdin is not None and sys.stdin.isatty()):
+    def __init__(
+        self,
+        plugin: ExecPlugin,
+        *,
+        runner: Runner = run_plugin,
+        now: Callable[[], datetime] = lambda: datetime.now(timezone.utc),
+        stdin_is_terminal: Callable[[], bool] = lambda: sys.stdin is not None and sys.stdin.isatty(),
+    ):
         self.plugin = plugin
         self.runner = runner
         self.now = now
@@ -372,19 +400,26 @@ class ExecAuthenticator:
             return False
         terminal = self.stdin_is_terminal()
         if mode == "Always" and not terminal:
-            raise ClusterError(f"exec plugin {self.plugin.command} needs an interactive terminal "
-                               f"(interactiveMode: Always) and stdin is not one")
+            raise ClusterError(
+                f"exec plugin {self.plugin.command} needs an interactive terminal "
+                f"(interactiveMode: Always) and stdin is not one"
+            )
         return terminal
 
     def _refresh(self) -> None:
         interactive = self._interactive()
-        env = {**os.environ, **dict(self.plugin.env),
-               "KUBERNETES_EXEC_INFO": json.dumps(self.plugin.request(interactive))}
+        env = {
+            **os.environ,
+            **dict(self.plugin.env),
+            "KUBERNETES_EXEC_INFO": json.dumps(self.plugin.request(interactive)),
+        }
         self.calls += 1
         try:
             stdout = self.runner([self.plugin.command, *self.plugin.args], env, interactive)
         except ClusterError as err:
-            hint = f" ({self.plugin.install_hint.strip()})" if self.plugin.install_hint and "not found" in str(err) else ""
+            hint = (
+                f" ({self.plugin.install_hint.strip()})" if self.plugin.install_hint and "not found" in str(err) else ""
+            )
             raise ClusterError(f"{err}{hint}") from err
         credential = parse_exec_credential(stdout, self.plugin.api_version, self.plugin.command)
         cert = None
@@ -393,8 +428,10 @@ class ExecAuthenticator:
             if self._state is not None and self._state.cert and data == self._cert_data:
                 cert = self._state.cert  # the same pair: keep the files, and so requests' connection pool
             else:
-                cert = (PRIVATE_FILES.write("exec-client.crt", data[0].encode()),
-                        PRIVATE_FILES.write("exec-client.key", data[1].encode()))
+                cert = (
+                    PRIVATE_FILES.write("exec-client.crt", data[0].encode()),
+                    PRIVATE_FILES.write("exec-client.key", data[1].encode()),
+                )
             self._cert_data = data
         self._state = AuthState(bearer(credential.token) if credential.token else {}, cert)
         self._expires_at = credential.expires_at

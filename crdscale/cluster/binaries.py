@@ -109,8 +109,12 @@ def _version_ldflags(version: str, commit: str, build_date: str, tree_state: str
     # /version reports component-base's values; client-go keeps its own copy.
     for pkg in ("k8s.io/component-base/version", "k8s.io/client-go/pkg/version"):
         flags += [
-            f"-X {pkg}.gitVersion={version}", f"-X {pkg}.gitMajor={major}", f"-X {pkg}.gitMinor={minor}",
-            f"-X {pkg}.gitCommit={commit}", f"-X {pkg}.gitTreeState={tree_state}", f"-X {pkg}.buildDate={build_date}",
+            f"-X {pkg}.gitVersion={version}",
+            f"-X {pkg}.gitMajor={major}",
+            f"-X {pkg}.gitMinor={minor}",
+            f"-X {pkg}.gitCommit={commit}",
+            f"-X {pkg}.gitTreeState={tree_state}",
+            f"-X {pkg}.buildDate={build_date}",
         ]
     return flags
 
@@ -189,8 +193,10 @@ def kube_apiserver_source_program(source: kubesource.KubeSource) -> gobuild.GoPr
     elif zero:
         replaces = {mod: f"{mod} {zero}" for mod in staging}
     else:
-        raise BinaryError(f"{source.dir} has no {kubesource.STAGING_DIR} and its base {source.base_version} is not "
-                          f"a release whose staging modules are published; use a full checkout")
+        raise BinaryError(
+            f"{source.dir} has no {kubesource.STAGING_DIR} and its base {source.base_version} is not "
+            f"a release whose staging modules are published; use a full checkout"
+        )
     return gobuild.GoProgram(
         binary_name="kube-apiserver",
         out_dir=binaries_dir("kube-apiserver", source.cache_name),
@@ -198,8 +204,9 @@ def kube_apiserver_source_program(source: kubesource.KubeSource) -> gobuild.GoPr
         requires=requires,
         replaces={kubesource.KUBERNETES_MODULE: str(source.dir), **replaces},
         main_go=KUBE_APISERVER_MAIN,
-        ldflags=_version_ldflags(source.version, source.commit or "unknown", source.commit_date,
-                                 "dirty" if source.dirty else "clean"),
+        ldflags=_version_ldflags(
+            source.version, source.commit or "unknown", source.commit_date, "dirty" if source.dirty else "clean"
+        ),
         # Measured for a one-line patch in cmd/kube-apiserver/app; a patch deep in staging
         # (apimachinery, apiserver) recompiles everything importing it, up to a cold build.
         usual_duration="under a minute after a build of the release it is based on, 10-25 minutes cold, on 2 cores",
@@ -254,12 +261,15 @@ def kube_apiserver_from_source(tree: str | os.PathLike, *, base_version: str | N
     # Edited while Go compiled it: the binary may hold either state, so it must not be cached as this one.
     if kubesource.read_source(tree, fallback_version=fallback) != source:
         path.unlink(missing_ok=True)
-        raise BinaryError(f"{source.dir} changed while kube-apiserver was being built from it; run again to build its new state")
+        raise BinaryError(
+            f"{source.dir} changed while kube-apiserver was being built from it; run again to build its new state"
+        )
     return Binary(path, source.version, "built", source.facts())
 
 
-def kube_apiserver(version: str | None = None, *, binary: str | None = None, source: str | os.PathLike | None = None,
-                   echo=None) -> Binary:
+def kube_apiserver(
+    version: str | None = None, *, binary: str | None = None, source: str | os.PathLike | None = None, echo=None
+) -> Binary:
     """Resolve kube-apiserver: explicit ``binary``, a build from the source tree ``source``,
     env, envtest assets, cache, or a fresh build of a released version.
 
@@ -306,7 +316,9 @@ def etcd(spec: str | None = None, *, echo=None) -> Binary:
     if spec == "system":
         found = shutil.which("etcd") or ("/usr/bin/etcd" if os.access("/usr/bin/etcd", os.X_OK) else None)
         if not found:
-            raise BinaryError("no etcd on PATH for --etcd system; install Debian's etcd-server (apt-get install etcd-server)")
+            raise BinaryError(
+                "no etcd on PATH for --etcd system; install Debian's etcd-server (apt-get install etcd-server)"
+            )
         return Binary(Path(found), _etcd_reported_version(Path(found)), "system")
     if "/" in spec:
         b = _explicit(spec, "flag")
@@ -317,7 +329,9 @@ def etcd(spec: str | None = None, *, echo=None) -> Binary:
         return Binary(program.binary, version, "cache")
     info = gobuild.module_download("go.etcd.io/etcd/server/v3", version)
     if info.get("Error"):
-        raise BinaryError(f"the Go module proxy does not serve go.etcd.io/etcd/server/v3 {version}: {info['Error'].splitlines()[-1]}")
+        raise BinaryError(
+            f"the Go module proxy does not serve go.etcd.io/etcd/server/v3 {version}: {info['Error'].splitlines()[-1]}"
+        )
     return Binary(gobuild.build(program, echo=echo), version, "built")
 
 
@@ -336,7 +350,9 @@ def prometheus(path: str | None = None) -> Binary:
         return _explicit(path, "flag")
     found = shutil.which("prometheus") or ("/usr/bin/prometheus" if os.access("/usr/bin/prometheus", os.X_OK) else None)
     if not found:
-        raise BinaryError("no prometheus binary found; install Debian's prometheus package (apt-get install prometheus)")
+        raise BinaryError(
+            "no prometheus binary found; install Debian's prometheus package (apt-get install prometheus)"
+        )
     try:
         out = subprocess.run([found, "--version"], capture_output=True, text=True, timeout=20)
         m = re.search(r"version (\S+)", out.stdout + out.stderr)
@@ -382,7 +398,9 @@ def kubectl(version: str | None = None, *, echo=None) -> Binary:
     found = shutil.which("kubectl")
     if found and version is None:
         try:
-            out = subprocess.run([found, "version", "--client", "-o", "json"], capture_output=True, text=True, timeout=20).stdout
+            out = subprocess.run(
+                [found, "version", "--client", "-o", "json"], capture_output=True, text=True, timeout=20
+            ).stdout
             m = re.search(r'"gitVersion":\s*"(v\d+\.\d+\.\d+)"', out)
             if m:  # builds with a suffix (e.g. "-dispatcher") are wrappers, not kubectl
                 return Binary(Path(found), m.group(1), "system")

@@ -21,17 +21,26 @@ import base64
 import json
 import socket
 import ssl
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Iterator, Mapping, Protocol
+from typing import Any, Protocol
 from urllib.parse import urlsplit
 
 import requests
 from requests.adapters import HTTPAdapter
 
 from crdscale.cluster import kubeconfig as kubeconfig_files
-from crdscale.cluster.auth import (PRIVATE_FILES, Authenticator, AuthState, ExecAuthenticator, ExecPlugin,
-                                   TokenFileAuthenticator, decode_data, send_authenticated)
+from crdscale.cluster.auth import (
+    PRIVATE_FILES,
+    Authenticator,
+    AuthState,
+    ExecAuthenticator,
+    ExecPlugin,
+    TokenFileAuthenticator,
+    decode_data,
+    send_authenticated,
+)
 from crdscale.cluster.kubeconfig import KubeconfigFiles
 from crdscale.errors import ClusterError, UsageError
 
@@ -58,8 +67,9 @@ class ClusterSession(requests.Session):
         def send(state: AuthState) -> requests.Response:
             if state.cert is not None:
                 kwargs["cert"] = state.cert  # a new pair: requests keys its connection pools by it
-            return super(ClusterSession, self).request(method, url, *args, headers={**state.headers, **(headers or {})},
-                                                       **kwargs)
+            return super(ClusterSession, self).request(
+                method, url, *args, headers={**state.headers, **(headers or {})}, **kwargs
+            )
 
         return send_authenticated(self.authenticator, send)
 
@@ -142,9 +152,17 @@ class Transport(Protocol):
     With ``stream=True`` the body is read as it arrives (``iter_lines``).
     """
 
-    def request(self, method: str, url: str, *, params: Mapping[str, Any] | None = None,
-                data: bytes | None = None, headers: Mapping[str, str] | None = None,
-                timeout: Timeout = DEFAULT_TIMEOUT_S, stream: bool = False) -> requests.Response: ...
+    def request(
+        self,
+        method: str,
+        url: str,
+        *,
+        params: Mapping[str, Any] | None = None,
+        data: bytes | None = None,
+        headers: Mapping[str, str] | None = None,
+        timeout: Timeout = DEFAULT_TIMEOUT_S,
+        stream: bool = False,
+    ) -> requests.Response: ...
 
     def close(self) -> None: ...
 
@@ -157,8 +175,9 @@ class RequestsTransport:
         self.session = credentials.session(pool_size=pool_size)
 
     def request(self, method, url, *, params=None, data=None, headers=None, timeout=DEFAULT_TIMEOUT_S, stream=False):
-        return self.session.request(method, url, params=params, data=data, headers=headers, timeout=timeout,
-                                    stream=stream)
+        return self.session.request(
+            method, url, params=params, data=data, headers=headers, timeout=timeout, stream=stream
+        )
 
     def close(self) -> None:
         self.session.close()
@@ -216,7 +235,7 @@ class Watch:
             pass
         self.response.close()
 
-    def __enter__(self) -> "Watch":
+    def __enter__(self) -> Watch:
         return self
 
     def __exit__(self, *exc) -> None:
@@ -246,9 +265,17 @@ class Cluster:
     def url(self, path: str) -> str:
         return self.server.rstrip("/") + "/" + path.lstrip("/")
 
-    def request(self, method: str, path: str, *, params: Mapping[str, Any] | None = None, body: Any = None,
-                headers: Mapping[str, str] | None = None, timeout: Timeout = DEFAULT_TIMEOUT_S,
-                stream: bool = False) -> requests.Response:
+    def request(
+        self,
+        method: str,
+        path: str,
+        *,
+        params: Mapping[str, Any] | None = None,
+        body: Any = None,
+        headers: Mapping[str, str] | None = None,
+        timeout: Timeout = DEFAULT_TIMEOUT_S,
+        stream: bool = False,
+    ) -> requests.Response:
         """Send one request; ``body`` (if not None) goes as JSON. Returns the response whatever its status.
 
         Raises :class:`ClusterError` when no answer came (unreachable, TLS failure, timeout).
@@ -258,15 +285,18 @@ class Cluster:
             data = json.dumps(body, separators=(",", ":")).encode()
             headers = {"Content-Type": "application/json", **(headers or {})}
         try:
-            return self.transport.request(method, self.url(path), params=params, data=data, headers=headers,
-                                          timeout=timeout, stream=stream)
+            return self.transport.request(
+                method, self.url(path), params=params, data=data, headers=headers, timeout=timeout, stream=stream
+            )
         except requests.exceptions.SSLError as err:
             raise ClusterError(f"TLS verification failed for {self.server}: {err}") from err
         except requests.exceptions.ConnectionError as err:
             raise ClusterError(f"cannot reach API server {self.server}: {_root_cause(err)}") from err
         except requests.exceptions.Timeout as err:
             seconds = timeout if isinstance(timeout, (int, float)) else max(timeout)
-            raise ClusterError(f"API server {self.server} did not answer {method} {path} within {seconds:.0f} s") from err
+            raise ClusterError(
+                f"API server {self.server} did not answer {method} {path} within {seconds:.0f} s"
+            ) from err
         except requests.RequestException as err:
             raise ClusterError(f"{method} {path} failed: {type(err).__name__}: {err}") from err
 
@@ -293,8 +323,9 @@ class Cluster:
             raise ApiError(f"GET {path}", resp)
         return resp.json()
 
-    def list(self, path: str, *, params: Mapping[str, Any] | None = None, page_size: int = 500,
-             timeout: Timeout = 60.0) -> tuple[list[dict[str, Any]], str]:
+    def list(
+        self, path: str, *, params: Mapping[str, Any] | None = None, page_size: int = 500, timeout: Timeout = 60.0
+    ) -> tuple[list[dict[str, Any]], str]:
         """LIST collection ``path`` page by page: ``(items, resourceVersion of the list)``.
 
         Raises :class:`ApiError` on an HTTP error (``status`` 404 when the server has no such resource).
@@ -312,12 +343,18 @@ class Cluster:
                 return items, str(metadata.get("resourceVersion", ""))
             query["continue"] = metadata["continue"]
 
-    def watch(self, path: str, *, resource_version: str, params: Mapping[str, Any] | None = None,
-              timeout_s: int = 300) -> Watch:
+    def watch(
+        self, path: str, *, resource_version: str, params: Mapping[str, Any] | None = None, timeout_s: int = 300
+    ) -> Watch:
         """Open a WATCH on collection ``path`` from ``resource_version``, with bookmarks; the server ends it
         after ``timeout_s`` seconds. Returns a :class:`Watch`; raises :class:`ApiError` if refused."""
-        query = {**(params or {}), "watch": "1", "resourceVersion": resource_version,
-                 "allowWatchBookmarks": "true", "timeoutSeconds": str(int(timeout_s))}
+        query = {
+            **(params or {}),
+            "watch": "1",
+            "resourceVersion": resource_version,
+            "allowWatchBookmarks": "true",
+            "timeoutSeconds": str(int(timeout_s)),
+        }
         # Connect within 10 s; then allow the server its timeout plus a margin between events.
         resp = self.get(path, params=query, stream=True, timeout=(10, timeout_s + 30))
         if resp.status_code != 200:
@@ -359,7 +396,9 @@ def read_credentials(kubeconfig: str | Path | KubeconfigFiles, context: str | No
     if cluster.get("insecure-skip-tls-verify"):
         verify = False
     elif cluster.get("certificate-authority-data"):
-        verify = PRIVATE_FILES.write("ca.crt", decode_data(cluster["certificate-authority-data"], "certificate-authority-data"))
+        verify = PRIVATE_FILES.write(
+            "ca.crt", decode_data(cluster["certificate-authority-data"], "certificate-authority-data")
+        )
     elif cluster.get("certificate-authority"):
         verify = _existing(cluster["certificate-authority"], "certificate-authority", where)
     cert = _client_cert(user, where)
@@ -388,7 +427,9 @@ def _existing(path: str, what: str, where: str) -> str:
 
 def _client_cert(user: Mapping[str, Any], where: str) -> tuple[str, str] | None:
     if user.get("client-certificate-data"):
-        cert = PRIVATE_FILES.write("client.crt", decode_data(user["client-certificate-data"], "client-certificate-data"))
+        cert = PRIVATE_FILES.write(
+            "client.crt", decode_data(user["client-certificate-data"], "client-certificate-data")
+        )
     elif user.get("client-certificate"):
         cert = _existing(user["client-certificate"], "client-certificate", where)
     else:
@@ -407,13 +448,20 @@ def _auth_provider_token(provider: Mapping[str, Any], where: str) -> str:
     name = provider.get("name")
     token = (provider.get("config") or {}).get("id-token")
     if name != "oidc" or not token:
-        raise UsageError(f"{where}: auth-provider {name!r} is not supported; use its exec plugin "
-                         f"(e.g. gke-gcloud-auth-plugin, kubelogin)")
+        raise UsageError(
+            f"{where}: auth-provider {name!r} is not supported; use its exec plugin "
+            f"(e.g. gke-gcloud-auth-plugin, kubelogin)"
+        )
     return str(token)
 
 
-def connect(kubeconfig: str | Path | KubeconfigFiles, context: str | None = None, *, pool_size: int = 64,
-            transport: Transport | None = None) -> Cluster:
+def connect(
+    kubeconfig: str | Path | KubeconfigFiles,
+    context: str | None = None,
+    *,
+    pool_size: int = 64,
+    transport: Transport | None = None,
+) -> Cluster:
     """Build a :class:`Cluster` from a kubeconfig.
 
     Parameters:
@@ -429,5 +477,10 @@ def connect(kubeconfig: str | Path | KubeconfigFiles, context: str | None = None
     """
     files = KubeconfigFiles.parse(kubeconfig)
     server, credentials = read_credentials(files, context)
-    return Cluster(server=server, transport=transport or RequestsTransport(credentials, pool_size=pool_size),
-                   credentials=credentials, kubeconfig=files, context=context)
+    return Cluster(
+        server=server,
+        transport=transport or RequestsTransport(credentials, pool_size=pool_size),
+        credentials=credentials,
+        kubeconfig=files,
+        context=context,
+    )

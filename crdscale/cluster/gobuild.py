@@ -73,7 +73,9 @@ class GoProgram:
 def go_binary() -> str:
     go = shutil.which("go")
     if not go:
-        raise BinaryError("Go is not installed (needed to build kube-apiserver/etcd from Go modules); install Go >= 1.22")
+        raise BinaryError(
+            "Go is not installed (needed to build kube-apiserver/etcd from Go modules); install Go >= 1.22"
+        )
     return go
 
 
@@ -120,14 +122,19 @@ def build(program: GoProgram, *, echo=None) -> Path:
         write_atomic(src / "go.mod", program.go_mod())
         write_atomic(src / "main.go", program.main_go)
         (src / "go.sum").unlink(missing_ok=True)
-        say(f"building {program.binary_name} from {program.origin} in {program.out_dir} "
-            f"(usually {program.usual_duration}); log: {program.log_path}")
+        say(
+            f"building {program.binary_name} from {program.origin} in {program.out_dir} "
+            f"(usually {program.usual_duration}); log: {program.log_path}"
+        )
         env = dict(os.environ, GOFLAGS="-mod=mod", GOTOOLCHAIN="local")
         started = time.monotonic()
         tmp_binary = program.binary.with_name(program.binary_name + ".partial")
         steps = [
             ("go mod tidy", [go_binary(), "mod", "tidy"]),
-            ("go build", [go_binary(), "build", "-trimpath", "-ldflags", " ".join(program.ldflags), "-o", str(tmp_binary), "."]),
+            (
+                "go build",
+                [go_binary(), "build", "-trimpath", "-ldflags", " ".join(program.ldflags), "-o", str(tmp_binary), "."],
+            ),
         ]
         with open(program.log_path, "w") as log:
             for step, cmd in steps:
@@ -142,10 +149,15 @@ def build(program: GoProgram, *, echo=None) -> Path:
                     )
         os.replace(tmp_binary, program.binary)
         elapsed = time.monotonic() - started
-        write_json_atomic(program.out_dir / "build.json", {
-            "binary": str(program.binary), "go": go_version(), "seconds": round(elapsed, 1),
-            "built_at": utc_iso(),
-        })
+        write_json_atomic(
+            program.out_dir / "build.json",
+            {
+                "binary": str(program.binary),
+                "go": go_version(),
+                "seconds": round(elapsed, 1),
+                "built_at": utc_iso(),
+            },
+        )
         say(f"built {program.binary} in {elapsed / 60:.1f} min")
         return program.binary
 
@@ -176,7 +188,10 @@ def module_download(path: str, version: str) -> dict:
     returns go's JSON, which has an ``Error`` key when the proxy refuses the version."""
     proc = subprocess.run(
         [go_binary(), "mod", "download", "-json", f"{path}@{version}"],
-        capture_output=True, text=True, timeout=1800, env=dict(os.environ, GOFLAGS="-mod=mod"),
+        capture_output=True,
+        text=True,
+        timeout=1800,
+        env=dict(os.environ, GOFLAGS="-mod=mod"),
         cwd=os.path.expanduser("~"),
     )
     try:

@@ -24,9 +24,10 @@ context into credentials and :mod:`crdscale.cluster.auth` runs exec plugins.
 from __future__ import annotations
 
 import os
+from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Any
 
 import yaml
 
@@ -52,7 +53,7 @@ class KubeconfigFiles:
     explicit: bool = True
 
     @classmethod
-    def parse(cls, value: "str | os.PathLike | KubeconfigFiles") -> "KubeconfigFiles":
+    def parse(cls, value: str | os.PathLike | KubeconfigFiles) -> KubeconfigFiles:
         """``FILE`` (explicit) or ``a:b:c`` (a list, as ``$KUBECONFIG``; ``~`` expanded, duplicates dropped)."""
         if isinstance(value, KubeconfigFiles):
             return value
@@ -63,7 +64,7 @@ class KubeconfigFiles:
         return cls.from_list(parts)
 
     @classmethod
-    def from_list(cls, entries: Iterable[str]) -> "KubeconfigFiles":
+    def from_list(cls, entries: Iterable[str]) -> KubeconfigFiles:
         seen: dict[Path, None] = {}
         for entry in entries:
             if entry:
@@ -173,7 +174,9 @@ def select(config: dict[str, Any], context: str | None = None, *, where: str = "
     name = context or config.get("current-context")
     contexts = config.get("contexts", {})
     if not name:
-        raise UsageError(f"{where} has no current-context; pass --context (contexts: {', '.join(sorted(contexts)) or 'none'})")
+        raise UsageError(
+            f"{where} has no current-context; pass --context (contexts: {', '.join(sorted(contexts)) or 'none'})"
+        )
     if name not in contexts:
         raise UsageError(f"context {name!r} not found in {where} (contexts: {', '.join(sorted(contexts)) or 'none'})")
     ctx = contexts[name]

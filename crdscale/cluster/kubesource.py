@@ -84,9 +84,13 @@ class KubeSource:
     def facts(self) -> dict:
         """Plain data for manifests and the cache directory's ``source.json``."""
         return {
-            "source_dir": str(self.dir), "commit": self.commit, "diff_sha256": self.diff_sha256,
-            "content_sha256": self.content_sha256, "base_version": self.base_version,
-            "base_version_from": self.base_version_from, "version": self.version,
+            "source_dir": str(self.dir),
+            "commit": self.commit,
+            "diff_sha256": self.diff_sha256,
+            "content_sha256": self.content_sha256,
+            "base_version": self.base_version,
+            "base_version_from": self.base_version_from,
+            "version": self.version,
             "staging": "tree" if self.staging_in_tree else "published modules of the base version",
             "cache": self.cache_name,
         }
@@ -115,8 +119,10 @@ def check_tree(path: str | os.PathLike) -> Path:
     except OSError:
         module = None
     if not module or module.group(1) != KUBERNETES_MODULE or not (tree / "cmd" / "kube-apiserver").is_dir():
-        raise UsageError(f"{tree} is not a Kubernetes source tree (expected a go.mod for module "
-                         f"{KUBERNETES_MODULE} and cmd/kube-apiserver)")
+        raise UsageError(
+            f"{tree} is not a Kubernetes source tree (expected a go.mod for module "
+            f"{KUBERNETES_MODULE} and cmd/kube-apiserver)"
+        )
     return tree
 
 
@@ -131,12 +137,23 @@ def read_source(path: str | os.PathLike, *, fallback_version: str) -> KubeSource
     staging_in_tree = (tree / STAGING_DIR).is_dir()
     if not _is_git_toplevel(tree):
         content = files_sha256(tree)
-        return KubeSource(tree, None, None, content, fallback_version, "given",
-                          f"{fallback_version}+files.{content[:12]}", EPOCH, staging_in_tree)
+        return KubeSource(
+            tree,
+            None,
+            None,
+            content,
+            fallback_version,
+            "given",
+            f"{fallback_version}+files.{content[:12]}",
+            EPOCH,
+            staging_in_tree,
+        )
     commit = _git(tree, "rev-parse", "HEAD").strip()
     diff = uncommitted_sha256(tree)
-    commit_date = _git(tree, "log", "-1", "--format=%cd", "--date=format-local:%Y-%m-%dT%H:%M:%SZ",
-                       env={"TZ": "UTC"}).strip() or EPOCH
+    commit_date = (
+        _git(tree, "log", "-1", "--format=%cd", "--date=format-local:%Y-%m-%dT%H:%M:%SZ", env={"TZ": "UTC"}).strip()
+        or EPOCH
+    )
     describe = _git(tree, "describe", "--tags", "--match=v[0-9]*", "--abbrev=14", "HEAD", check=False).strip()
     if describe:
         base, base_from = describe_tag(describe), "git describe"

@@ -19,9 +19,9 @@ import signal
 import socket
 import subprocess
 import time
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Mapping, Sequence
 
 import requests
 import yaml
@@ -59,7 +59,7 @@ class ProcessRecord:
         return {"name": self.name, "pid": self.pid, "start_ticks": self.start_ticks, "log": self.log}
 
     @classmethod
-    def from_json(cls, d: Mapping) -> "ProcessRecord":
+    def from_json(cls, d: Mapping) -> ProcessRecord:
         return cls(d["name"], int(d["pid"]), d.get("start_ticks"), d.get("log", ""))
 
 
@@ -223,19 +223,22 @@ class LocalControlPlane:
 
     # -- lifecycle
 
-    def __enter__(self) -> "LocalControlPlane":
+    def __enter__(self) -> LocalControlPlane:
         return self.start()
 
     def __exit__(self, *exc) -> None:
         self.stop()
 
-    def start(self) -> "LocalControlPlane":
+    def start(self) -> LocalControlPlane:
         """Resolve binaries (building them if needed), start etcd then kube-apiserver,
         wait for ``/readyz``. Raises :class:`ClusterError` with the failing log's tail."""
         if self.state_dir.exists():
-            raise UsageError(f"instance {self.name!r} already exists ({self.state_dir}); pick another name or run 'crdscale down {self.name}'")
-        apiserver = binaries.kube_apiserver(self.requested_version, binary=self.apiserver_binary,
-                                            source=self.kube_source, echo=self.echo)
+            raise UsageError(
+                f"instance {self.name!r} already exists ({self.state_dir}); pick another name or run 'crdscale down {self.name}'"
+            )
+        apiserver = binaries.kube_apiserver(
+            self.requested_version, binary=self.apiserver_binary, source=self.kube_source, echo=self.echo
+        )
         etcd = binaries.etcd(self.etcd_spec, echo=self.echo)
         self.state_dir.mkdir(parents=True)
         (self.state_dir / "logs").mkdir()
@@ -281,8 +284,12 @@ class LocalControlPlane:
         log_path = self.state_dir / "logs" / f"{name}.log"
         with open(log_path, "ab") as log:
             proc = subprocess.Popen(
-                argv, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                cwd=self.state_dir, env=dict(os.environ, **(env or {})),
+                argv,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                stdin=subprocess.DEVNULL,
+                cwd=self.state_dir,
+                env=dict(os.environ, **(env or {})),
                 start_new_session=True,  # survive the CLI that started it; own process group
             )
         record = ProcessRecord(name, proc.pid, start_ticks(proc.pid), str(log_path))
@@ -309,12 +316,24 @@ class LocalControlPlane:
         client = f"http://{LOOPBACK}:{self.ports['etcd_client']}"
         peer = f"http://{LOOPBACK}:{self.ports['etcd_peer']}"
         argv = [
-            str(binary), "--name", "default", "--data-dir", str(self.state_dir / "etcd-data"),
-            "--listen-client-urls", client, "--advertise-client-urls", client,
-            "--listen-peer-urls", peer, "--initial-advertise-peer-urls", peer,
-            "--initial-cluster", f"default={peer}",
+            str(binary),
+            "--name",
+            "default",
+            "--data-dir",
+            str(self.state_dir / "etcd-data"),
+            "--listen-client-urls",
+            client,
+            "--advertise-client-urls",
+            client,
+            "--listen-peer-urls",
+            peer,
+            "--initial-advertise-peer-urls",
+            peer,
+            "--initial-cluster",
+            f"default={peer}",
             # Large LIST experiments must not trip etcd's default 2 GiB quota.
-            "--quota-backend-bytes", str(8 * 1024**3),
+            "--quota-backend-bytes",
+            str(8 * 1024**3),
         ]
         if _etcd_supports(binary, "--unsafe-no-fsync"):
             # Loopback experiments measure the API server, not disk fsync latency.
@@ -354,14 +373,21 @@ class LocalControlPlane:
         ]
 
     def _wait_apiserver_ready(self, record: ProcessRecord, server: str, creds: pki.Credentials) -> None:
-        session = Credentials(verify=str(creds.ca_cert), headers={"Authorization": f"Bearer {creds.admin_token()}"}).session()
+        session = Credentials(
+            verify=str(creds.ca_cert), headers={"Authorization": f"Bearer {creds.admin_token()}"}
+        ).session()
         try:
-            self._wait(record, f"{server}/readyz", lambda r: r.status_code == 200,
-                       timeout_s=self.ready_timeout_s, session=session)
+            self._wait(
+                record,
+                f"{server}/readyz",
+                lambda r: r.status_code == 200,
+                timeout_s=self.ready_timeout_s,
+                session=session,
+            )
         finally:
             session.close()
 
-    def start_second_apiserver(self, name: str, flags: Sequence[str]) -> "SecondApiserver":
+    def start_second_apiserver(self, name: str, flags: Sequence[str]) -> SecondApiserver:
         """Start another kube-apiserver on this instance's etcd: same binary, credentials and
         flags, plus ``flags`` (which win over the instance's own), on a free port.
 
@@ -398,8 +424,10 @@ class LocalControlPlane:
         last = "no answer yet"
         while time.monotonic() < deadline:
             if not record.alive():
-                raise ClusterError(f"{record.name} exited during start-up (last lines of its log follow)",
-                                   details=_log_tail(record.log))
+                raise ClusterError(
+                    f"{record.name} exited during start-up (last lines of its log follow)",
+                    details=_log_tail(record.log),
+                )
             try:
                 resp = getter.get(url, timeout=5)
                 if ok(resp):
@@ -408,8 +436,10 @@ class LocalControlPlane:
             except requests.RequestException as err:
                 last = type(err).__name__
             time.sleep(0.3)
-        raise ClusterError(f"{record.name} not ready after {timeout_s:.0f} s ({url}: {last}; last lines of its log follow)",
-                           details=_log_tail(record.log))
+        raise ClusterError(
+            f"{record.name} not ready after {timeout_s:.0f} s ({url}: {last}; last lines of its log follow)",
+            details=_log_tail(record.log),
+        )
 
     def _write_kubeconfig(self, creds: pki.Credentials) -> None:
         import base64
@@ -417,10 +447,15 @@ class LocalControlPlane:
         cfg = {
             "apiVersion": "v1",
             "kind": "Config",
-            "clusters": [{"name": self.name, "cluster": {
-                "server": self.server,
-                "certificate-authority-data": base64.b64encode(creds.ca_cert.read_bytes()).decode(),
-            }}],
+            "clusters": [
+                {
+                    "name": self.name,
+                    "cluster": {
+                        "server": self.server,
+                        "certificate-authority-data": base64.b64encode(creds.ca_cert.read_bytes()).decode(),
+                    },
+                }
+            ],
             "users": [{"name": pki.ADMIN_USER, "user": {"token": creds.admin_token()}}],
             "contexts": [{"name": self.name, "context": {"cluster": self.name, "user": pki.ADMIN_USER}}],
             "current-context": self.name,
@@ -453,7 +488,7 @@ class LocalControlPlane:
             shutil.rmtree(self.state_dir, ignore_errors=True)
 
     @classmethod
-    def attach(cls, name: str) -> "LocalControlPlane":
+    def attach(cls, name: str) -> LocalControlPlane:
         """An object for an instance started elsewhere (e.g. by ``crdscale up``)."""
         state_file = instances_dir() / name / INSTANCE_FILE
         if not state_file.is_file():
@@ -491,7 +526,7 @@ class SecondApiserver:
         terminate_process(self.record)
         self.plane.release_process(self.record.pid)
 
-    def __enter__(self) -> "SecondApiserver":
+    def __enter__(self) -> SecondApiserver:
         return self
 
     def __exit__(self, *exc) -> None:
@@ -529,9 +564,17 @@ def list_instances() -> list[InstanceInfo]:
             status = "stale"
         elif status == "starting" and state.get("starter") and not ProcessRecord.from_json(state["starter"]).alive():
             status = "stale"  # its starter died before recording (all of) the servers
-        found.append(InstanceInfo(state.get("name", state_file.parent.name), status, state.get("server", ""),
-                                  state.get("kubeconfig", ""), state.get("versions", {}),
-                                  state.get("created_at", ""), alive))
+        found.append(
+            InstanceInfo(
+                state.get("name", state_file.parent.name),
+                status,
+                state.get("server", ""),
+                state.get("kubeconfig", ""),
+                state.get("versions", {}),
+                state.get("created_at", ""),
+                alive,
+            )
+        )
     return sorted(found, key=lambda i: i.created_at, reverse=True)
 
 

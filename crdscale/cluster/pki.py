@@ -19,8 +19,13 @@ from crdscale.fsutil import write_atomic
 
 ADMIN_USER = "crdscale-admin"
 SERVICE_IP = "10.0.0.1"  # first address of --service-cluster-ip-range=10.0.0.0/24
-SERVING_DNS_NAMES = ("localhost", "kubernetes", "kubernetes.default", "kubernetes.default.svc",
-                     "kubernetes.default.svc.cluster.local")
+SERVING_DNS_NAMES = (
+    "localhost",
+    "kubernetes",
+    "kubernetes.default",
+    "kubernetes.default.svc",
+    "kubernetes.default.svc.cluster.local",
+)
 
 
 @dataclass(frozen=True)
@@ -64,8 +69,9 @@ class Credentials:
 
 
 def _pem_key(key) -> bytes:
-    return key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
-                             serialization.NoEncryption())
+    return key.private_bytes(
+        serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()
+    )
 
 
 def create_credentials(pki_dir: Path, *, valid_days: int = 30) -> Credentials:
@@ -82,14 +88,27 @@ def create_credentials(pki_dir: Path, *, valid_days: int = 30) -> Credentials:
     ca_name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "crdscale-ca")])
     ca_cert = (
         x509.CertificateBuilder()
-        .subject_name(ca_name).issuer_name(ca_name)
+        .subject_name(ca_name)
+        .issuer_name(ca_name)
         .public_key(ca_key.public_key())
         .serial_number(x509.random_serial_number())
-        .not_valid_before(not_before).not_valid_after(not_after)
+        .not_valid_before(not_before)
+        .not_valid_after(not_after)
         .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
-        .add_extension(x509.KeyUsage(digital_signature=True, key_cert_sign=True, crl_sign=True,
-                                     content_commitment=False, key_encipherment=False, data_encipherment=False,
-                                     key_agreement=False, encipher_only=False, decipher_only=False), critical=True)
+        .add_extension(
+            x509.KeyUsage(
+                digital_signature=True,
+                key_cert_sign=True,
+                crl_sign=True,
+                content_commitment=False,
+                key_encipherment=False,
+                data_encipherment=False,
+                key_agreement=False,
+                encipher_only=False,
+                decipher_only=False,
+            ),
+            critical=True,
+        )
         .add_extension(x509.SubjectKeyIdentifier.from_public_key(ca_key.public_key()), critical=False)
         .sign(ca_key, hashes.SHA256())
     )
@@ -103,7 +122,8 @@ def create_credentials(pki_dir: Path, *, valid_days: int = 30) -> Credentials:
         .issuer_name(ca_name)
         .public_key(serving_key.public_key())
         .serial_number(x509.random_serial_number())
-        .not_valid_before(not_before).not_valid_after(not_after)
+        .not_valid_before(not_before)
+        .not_valid_after(not_after)
         .add_extension(x509.SubjectAlternativeName(sans), critical=False)
         .add_extension(x509.BasicConstraints(ca=False, path_length=None), critical=True)
         .add_extension(x509.ExtendedKeyUsage([x509.oid.ExtendedKeyUsageOID.SERVER_AUTH]), critical=False)
@@ -119,8 +139,10 @@ def create_credentials(pki_dir: Path, *, valid_days: int = 30) -> Credentials:
     write_atomic(creds.serving_cert, serving_cert.public_bytes(serialization.Encoding.PEM))
     write_atomic(creds.serving_key, _pem_key(serving_key), mode=0o600)
     write_atomic(creds.sa_private_key, _pem_key(sa_key), mode=0o600)
-    write_atomic(creds.sa_public_key, sa_key.public_key().public_bytes(
-        serialization.Encoding.PEM, serialization.PublicFormat.SubjectPublicKeyInfo))
+    write_atomic(
+        creds.sa_public_key,
+        sa_key.public_key().public_bytes(serialization.Encoding.PEM, serialization.PublicFormat.SubjectPublicKeyInfo),
+    )
     token = secrets.token_urlsafe(32)
     write_atomic(creds.token_file, f'{token},{ADMIN_USER},{ADMIN_USER},"system:masters"\n', mode=0o600)
     write_atomic(creds.admin_token_file, token, mode=0o600)

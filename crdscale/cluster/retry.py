@@ -9,9 +9,9 @@ Without the header it backs off exponentially.
 from __future__ import annotations
 
 import time
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from email.utils import parsedate_to_datetime
-from typing import Callable, Mapping
 
 import requests
 

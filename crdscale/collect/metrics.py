@@ -10,9 +10,10 @@ from __future__ import annotations
 
 import json
 import math
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
-from typing import TYPE_CHECKING, Iterable, Mapping
+from typing import TYPE_CHECKING
 
 import pandas as pd
 
@@ -93,7 +94,6 @@ SERIES: tuple[Series, ...] = (
 )
 
 
-
 # Suffixes a histogram or summary adds to its family's name in the exposition.
 _SAMPLE_SUFFIXES = ("_bucket", "_count", "_sum")
 
@@ -129,8 +129,10 @@ def aggregate_scrape(text: str, job: str, timestamp: datetime, series: Iterable[
         kept = labels if s.by is None else {k: labels.get(k, "") for k in s.by}
         key = (name, json.dumps(kept, sort_keys=True))
         sums[key] = sums.get(key, 0.0) + value
-    return [{"timestamp": timestamp, "job": job, "metric": name, "labels": labels, "value": value}
-            for (name, labels), value in sums.items()]
+    return [
+        {"timestamp": timestamp, "job": job, "metric": name, "labels": labels, "value": value}
+        for (name, labels), value in sums.items()
+    ]
 
 
 def tidy_frame(rows: list[dict]) -> pd.DataFrame:
@@ -144,8 +146,9 @@ def tidy_frame(rows: list[dict]) -> pd.DataFrame:
 # ---------------------------------------------------------------- range queries
 
 
-def split_range(start: datetime, end: datetime, step_s: float,
-                max_points: int = MAX_POINTS_PER_QUERY) -> list[tuple[datetime, datetime]]:
+def split_range(
+    start: datetime, end: datetime, step_s: float, max_points: int = MAX_POINTS_PER_QUERY
+) -> list[tuple[datetime, datetime]]:
     """Split ``[start, end]`` into consecutive windows of at most ``max_points`` samples at ``step_s``."""
     if end <= start:
         return [(start, end)]
@@ -169,8 +172,9 @@ def raw_windows(start: datetime, end: datetime, seconds: float = RAW_WINDOW_S) -
     return windows or [(start, end)]
 
 
-def _range_query_bisecting(client, query: str, lo: datetime, hi: datetime, step_s: float,
-                           min_span_s: float = 60.0) -> list[dict]:
+def _range_query_bisecting(
+    client, query: str, lo: datetime, hi: datetime, step_s: float, min_span_s: float = 60.0
+) -> list[dict]:
     """``client.query_range``, halving the window while Prometheus refuses it for loading too
     many samples (``--query.max-samples``): an aggregation over every resource's histogram
     buckets does at thousands of CRDs (5,000 CRDs: refused over a few minutes). Below
@@ -182,9 +186,10 @@ def _range_query_bisecting(client, query: str, lo: datetime, hi: datetime, step_
             raise
     # Split on the step grid, so both halves sample at the same instants the whole window would.
     middle = lo + timedelta(seconds=step_s * math.floor((hi - lo).total_seconds() / step_s / 2))
-    return _merge_results(_range_query_bisecting(client, query, lo, middle, step_s, min_span_s),
-                          _range_query_bisecting(client, query, middle + timedelta(seconds=step_s), hi, step_s,
-                                                 min_span_s))
+    return _merge_results(
+        _range_query_bisecting(client, query, lo, middle, step_s, min_span_s),
+        _range_query_bisecting(client, query, middle + timedelta(seconds=step_s), hi, step_s, min_span_s),
+    )
 
 
 def _merge_results(first: list[dict], second: list[dict]) -> list[dict]:
@@ -199,8 +204,15 @@ def _merge_results(first: list[dict], second: list[dict]) -> list[dict]:
     return list(merged.values())
 
 
-def query_prometheus(client: "PrometheusClient", start: datetime, end: datetime, step_s: float, *,
-                     series: Iterable[Series] = SERIES, job_labels: Mapping[str, str] | None = None) -> pd.DataFrame:
+def query_prometheus(
+    client: PrometheusClient,
+    start: datetime,
+    end: datetime,
+    step_s: float,
+    *,
+    series: Iterable[Series] = SERIES,
+    job_labels: Mapping[str, str] | None = None,
+) -> pd.DataFrame:
     """Every recorded series from the Prometheus behind ``client`` between ``start`` and ``end`` (UTC)
     as the tidy DataFrame: unaggregated series as their raw samples, aggregated ones
     (``Series.by``) range-queried at ``step_s`` seconds.
@@ -219,23 +231,44 @@ def query_prometheus(client: "PrometheusClient", start: datetime, end: datetime,
             for lo, hi in raw_windows(start, end):
                 window = (hi - lo).total_seconds() + (0.001 if lo == start else 0.0)  # (hi - window, hi]
                 for result in client.query(f"{query}[{int(window * 1000)}ms]", hi):
-                    labels = json.dumps({k: v for k, v in result["metric"].items()
-                                         if k not in ("__name__", "job", "instance")}, sort_keys=True)
+                    labels = json.dumps(
+                        {k: v for k, v in result["metric"].items() if k not in ("__name__", "job", "instance")},
+                        sort_keys=True,
+                    )
                     for ts, value in result["values"]:
-                        rows.append({"timestamp": datetime.fromtimestamp(float(ts), tz=timezone.utc), "job": s.job,
-                                     "metric": s.key, "labels": labels, "value": float(value)})
+                        rows.append(
+                            {
+                                "timestamp": datetime.fromtimestamp(float(ts), tz=timezone.utc),
+                                "job": s.job,
+                                "metric": s.key,
+                                "labels": labels,
+                                "value": float(value),
+                            }
+                        )
             continue
         for lo, hi in split_range(start, end, step_s):
             for result in _range_query_bisecting(client, query, lo, hi, step_s):
                 labels = json.dumps({k: v for k, v in result["metric"].items() if k != "__name__"}, sort_keys=True)
                 for ts, value in result["values"]:
-                    rows.append({"timestamp": datetime.fromtimestamp(float(ts), tz=timezone.utc), "job": s.job,
-                                 "metric": s.key, "labels": labels, "value": float(value)})
+                    rows.append(
+                        {
+                            "timestamp": datetime.fromtimestamp(float(ts), tz=timezone.utc),
+                            "job": s.job,
+                            "metric": s.key,
+                            "labels": labels,
+                            "value": float(value),
+                        }
+                    )
     return tidy_frame(rows)
 
 
-def resolution(df: pd.DataFrame, start: datetime, end: datetime, metric: str = "process_resident_memory_bytes",
-               job: str = "kube-apiserver") -> dict:
+def resolution(
+    df: pd.DataFrame,
+    start: datetime,
+    end: datetime,
+    metric: str = "process_resident_memory_bytes",
+    job: str = "kube-apiserver",
+) -> dict:
     """The effective resolution of a recorded series over ``[start, end]`` (seconds):
     median and largest gap between samples, and how far the first and last samples are
     from the window's ends. What the manifest and the report state beside the interval."""
@@ -244,11 +277,14 @@ def resolution(df: pd.DataFrame, start: datetime, end: datetime, metric: str = "
         return {"metric": metric, "samples": 0}
     ts = pd.to_datetime(sel["timestamp"], utc=True).drop_duplicates().sort_values()
     gaps = ts.diff().dropna().dt.total_seconds()
-    return {"metric": metric, "samples": int(len(ts)),
-            "median_gap_s": float(gaps.median()) if len(gaps) else None,
-            "max_gap_s": float(gaps.max()) if len(gaps) else None,
-            "start_gap_s": float((ts.iloc[0] - pd.Timestamp(start)).total_seconds()),
-            "end_gap_s": float((pd.Timestamp(end) - ts.iloc[-1]).total_seconds())}
+    return {
+        "metric": metric,
+        "samples": int(len(ts)),
+        "median_gap_s": float(gaps.median()) if len(gaps) else None,
+        "max_gap_s": float(gaps.max()) if len(gaps) else None,
+        "start_gap_s": float((ts.iloc[0] - pd.Timestamp(start)).total_seconds()),
+        "end_gap_s": float((pd.Timestamp(end) - ts.iloc[-1]).total_seconds()),
+    }
 
 
 def latest(df: pd.DataFrame, metric: str, job: str = "kube-apiserver") -> float | None:

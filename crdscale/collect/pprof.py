@@ -9,12 +9,11 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import Union
 
 from crdscale.cluster.clients import Cluster
 from crdscale.errors import ClusterError, ProfileError
 
-PathOrBytes = Union[str, os.PathLike, bytes, bytearray, memoryview]
+PathOrBytes = str | os.PathLike | bytes | bytearray | memoryview
 
 # kind -> (path, query); heap uses gc=1 so the profile reflects live objects after a GC.
 PROFILE_ENDPOINTS = {
@@ -37,8 +36,10 @@ def fetch_profile(cluster: Cluster, kind: str, *, cpu_seconds: int = 10, timeout
         timeout_s = max(timeout_s, cpu_seconds + 60)
     resp = cluster.get(path, params=params, timeout=timeout_s)
     if resp.status_code != 200:
-        raise ClusterError(f"GET {path} -> HTTP {resp.status_code} (is profiling enabled and are you allowed "
-                           f"to GET /debug/pprof?): {resp.text.strip()[:160]}")
+        raise ClusterError(
+            f"GET {path} -> HTTP {resp.status_code} (is profiling enabled and are you allowed "
+            f"to GET /debug/pprof?): {resp.text.strip()[:160]}"
+        )
     body = resp.content
     if body[:2] != b"\x1f\x8b":
         raise ClusterError(f"GET {path} did not return a gzip pprof profile ({len(body)} bytes)")

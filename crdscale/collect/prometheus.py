@@ -19,10 +19,11 @@ cause (wrong password, unknown CA, unreachable) become one-line
 from __future__ import annotations
 
 import os
+from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any
 from urllib.parse import urlsplit
 
 import requests
@@ -68,7 +69,7 @@ class PrometheusAccess:
     insecure_skip_tls_verify: bool = False
 
     @classmethod
-    def from_target(cls, target: Mapping[str, Any], *, where: str = "scenario") -> "PrometheusAccess | None":
+    def from_target(cls, target: Mapping[str, Any], *, where: str = "scenario") -> PrometheusAccess | None:
         """From a scenario's ``[target]`` (``prometheus_*`` keys); ``None`` without ``prometheus_url``."""
         fields = {field: target[key] for key, field in TARGET_KEYS.items() if target.get(key) not in (None, "")}
         if "url" not in fields:
@@ -86,20 +87,27 @@ class PrometheusAccess:
         if parts.scheme not in ("http", "https") or not parts.hostname:
             raise UsageError(f"{where}: prometheus URL must look like https://HOST:PORT, got {self.url!r}")
         if parts.username or parts.password:
-            raise UsageError(f"{where}: put no credentials in the prometheus URL; use --prometheus-username with "
-                             f"--prometheus-password-file (or ${PASSWORD_ENV})")
+            raise UsageError(
+                f"{where}: put no credentials in the prometheus URL; use --prometheus-username with "
+                f"--prometheus-password-file (or ${PASSWORD_ENV})"
+            )
         if self.bearer_token_file and self.username:
             raise UsageError(f"{where}: choose a bearer token or basic auth for Prometheus, not both")
         if self.password_file and not self.username:
             raise UsageError(f"{where}: a Prometheus password file needs --prometheus-username")
         if self.ca_file and self.insecure_skip_tls_verify:
             raise UsageError(f"{where}: choose a Prometheus CA file or insecure-skip-tls-verify, not both")
-        for what, path in (("bearer token file", self.bearer_token_file), ("password file", self.password_file),
-                           ("CA file", self.ca_file)):
+        for what, path in (
+            ("bearer token file", self.bearer_token_file),
+            ("password file", self.password_file),
+            ("CA file", self.ca_file),
+        ):
             if path and not Path(path).is_file():
                 raise UsageError(f"{where}: Prometheus {what} not found: {path}")
         if self.username and not self.password_file and not os.environ.get(PASSWORD_ENV):
-            raise UsageError(f"{where}: Prometheus user {self.username!r} needs --prometheus-password-file or ${PASSWORD_ENV}")
+            raise UsageError(
+                f"{where}: Prometheus user {self.username!r} needs --prometheus-password-file or ${PASSWORD_ENV}"
+            )
 
     def session(self) -> requests.Session:
         """A session carrying these credentials (secrets read now). Raises :class:`UsageError`."""
@@ -108,16 +116,23 @@ class PrometheusAccess:
         session.trust_env = False
         session.proxies.update(requests.utils.get_environ_proxies(self.url))
         session.verify = False if self.insecure_skip_tls_verify else (self.ca_file or True)
-        token = _read_secret(self.bearer_token_file, "bearer token file") if self.bearer_token_file else os.environ.get(TOKEN_ENV)
+        token = (
+            _read_secret(self.bearer_token_file, "bearer token file")
+            if self.bearer_token_file
+            else os.environ.get(TOKEN_ENV)
+        )
         if self.username:
-            password = (_read_secret(self.password_file, "password file") if self.password_file
-                        else os.environ.get(PASSWORD_ENV, ""))
+            password = (
+                _read_secret(self.password_file, "password file")
+                if self.password_file
+                else os.environ.get(PASSWORD_ENV, "")
+            )
             session.auth = (self.username, password)
         elif token:
             session.headers["Authorization"] = f"Bearer {token}"
         return session
 
-    def client(self, *, session: requests.Session | None = None) -> "PrometheusClient":
+    def client(self, *, session: requests.Session | None = None) -> PrometheusClient:
         return PrometheusClient(self.url, session=session or self.session())
 
     def auth_kind(self) -> str:
@@ -169,7 +184,9 @@ class PrometheusClient:
         try:
             resp = self.session.get(f"{self.url}{path}", params=params, timeout=self.timeout_s)
         except requests.exceptions.SSLError as err:
-            raise ClusterError(f"TLS verification failed for {where} (pass --prometheus-ca-file?): {_last_line(err)}") from err
+            raise ClusterError(
+                f"TLS verification failed for {where} (pass --prometheus-ca-file?): {_last_line(err)}"
+            ) from err
         except requests.RequestException as err:
             raise ClusterError(f"cannot reach {where}: {_last_line(err)}") from err
         if resp.status_code in (401, 403):
@@ -177,8 +194,9 @@ class PrometheusClient:
         try:
             body = resp.json()
         except ValueError:
-            raise ClusterError(f"{where} answered {path} with HTTP {resp.status_code}, not JSON: "
-                               f"{' '.join(resp.text.split())[:200]}") from None
+            raise ClusterError(
+                f"{where} answered {path} with HTTP {resp.status_code}, not JSON: {' '.join(resp.text.split())[:200]}"
+            ) from None
         if resp.status_code != 200 or body.get("status") != "success":
             raise ClusterError(f"{where} refused {path}: HTTP {resp.status_code}: {body.get('error', body)}")
         return body["data"]
@@ -192,8 +210,10 @@ class PrometheusClient:
 
     def query_range(self, promql: str, start: datetime, end: datetime, step_s: float) -> list[dict]:
         """Range query at ``step_s`` seconds: the ``result`` list (``metric`` labels and ``values``)."""
-        return self._get("/api/v1/query_range", {"query": promql, "start": start.timestamp(), "end": end.timestamp(),
-                                                 "step": f"{step_s:g}s"})["result"]
+        return self._get(
+            "/api/v1/query_range",
+            {"query": promql, "start": start.timestamp(), "end": end.timestamp(), "step": f"{step_s:g}s"},
+        )["result"]
 
     def buildinfo(self) -> dict:
         """``/api/v1/status/buildinfo``: ``version``, ``revision``, ..."""

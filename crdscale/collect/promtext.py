@@ -15,16 +15,16 @@ from __future__ import annotations
 
 import re
 from collections import defaultdict
-from typing import Collection, Iterator
+from collections.abc import Collection, Iterator
 
 Sample = tuple[str, dict[str, str], float]
 Samples = dict[str, list[tuple[dict[str, str], float]]]
 """Samples grouped by metric name: ``{name: [(labels, value), ...]}``."""
 
 _SAMPLE_RE = re.compile(
-    r'^(?P<name>[a-zA-Z_:][a-zA-Z0-9_:]*)[ \t]*'
+    r"^(?P<name>[a-zA-Z_:][a-zA-Z0-9_:]*)[ \t]*"
     r'(?:\{(?P<labels>(?:[^"}]|"(?:[^"\\]|\\.)*")*)\})?'
-    r'[ \t]+(?P<value>\S+)(?:[ \t]+\S+)?[ \t]*$'
+    r"[ \t]+(?P<value>\S+)(?:[ \t]+\S+)?[ \t]*$"
 )
 _LABEL_RE = re.compile(r'[ \t]*([a-zA-Z_][a-zA-Z0-9_]*)[ \t]*=[ \t]*"((?:[^"\\]|\\.)*)"[ \t]*,?')
 _ESCAPE_RE = re.compile(r"\\(.)")
@@ -66,7 +66,7 @@ def parse_exposition(text: str, names: Collection[str] | None = None, *, prefixe
         if not line or line[0] == "#":
             continue
         # Filter on the name before the regex: most lines of a scrape are unwanted.
-        if exact is not None and line[:_name_end(line)] not in exact:
+        if exact is not None and line[: _name_end(line)] not in exact:
             continue
         if starts is not None and not line.startswith(starts):
             continue

@@ -31,9 +31,9 @@ import subprocess
 import tempfile
 import threading
 import time
+from collections.abc import Callable
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Callable
 
 import pandas as pd
 import requests
@@ -58,9 +58,10 @@ def _keep_recorded(job: str) -> dict:
 
 def _scrape_facts(job: str, when: datetime, seconds: float, body_bytes: int) -> list[dict]:
     """The rows Prometheus itself records about a scrape, for the direct scraper."""
-    return [{"timestamp": when, "job": job, "metric": "scrape_duration_seconds", "labels": "{}", "value": seconds},
-            {"timestamp": when, "job": job, "metric": "scrape_body_size_bytes", "labels": "{}",
-             "value": float(body_bytes)}]
+    return [
+        {"timestamp": when, "job": job, "metric": "scrape_duration_seconds", "labels": "{}", "value": seconds},
+        {"timestamp": when, "job": job, "metric": "scrape_body_size_bytes", "labels": "{}", "value": float(body_bytes)},
+    ]
 
 
 # kube-apiserver's /metrics grows with every CRD (request and storage families per resource:
@@ -143,18 +144,29 @@ class LocalPrometheus:
 
     kind = "prometheus"
 
-    def __init__(self, apiserver_target: str, ca_file: Path, token_file: Path, etcd_target: str | None = None,
-                 interval_s: float = 1.0, binary: str | None = None, *, tsdb_dir: Path | None = None,
-                 on_spawn: Callable[[int, Path], None] | None = None,
-                 on_cadence: Callable[[dict], None] | None = None, apiserver_interval_s: float | None = None,
-                 cpu_budget: float = 0.0, workdir: Path | None = None):
+    def __init__(
+        self,
+        apiserver_target: str,
+        ca_file: Path,
+        token_file: Path,
+        etcd_target: str | None = None,
+        interval_s: float = 1.0,
+        binary: str | None = None,
+        *,
+        tsdb_dir: Path | None = None,
+        on_spawn: Callable[[int, Path], None] | None = None,
+        on_cadence: Callable[[dict], None] | None = None,
+        apiserver_interval_s: float | None = None,
+        cpu_budget: float = 0.0,
+        workdir: Path | None = None,
+    ):
         self.binary = binaries.prometheus(binary)
         self.apiserver_target = apiserver_target
         self.etcd_target = etcd_target
         self.ca_file = ca_file
         self.token_file = token_file
         self.interval_s = interval_s
-        self.port, = free_ports(1)
+        (self.port,) = free_ports(1)
         self.url = f"http://127.0.0.1:{self.port}"
         self._workdir: Path | None = Path(workdir) if workdir else None
         self._tsdb_dir = Path(tsdb_dir) if tsdb_dir else None
@@ -162,8 +174,10 @@ class LocalPrometheus:
         self.cpu_seconds: float | None = None
         self.on_spawn = on_spawn
         self.on_cadence = on_cadence
-        self.job_interval_s = {"kube-apiserver": max(interval_s, apiserver_interval_s or interval_s),
-                               **({"etcd": interval_s} if etcd_target else {})}
+        self.job_interval_s = {
+            "kube-apiserver": max(interval_s, apiserver_interval_s or interval_s),
+            **({"etcd": interval_s} if etcd_target else {}),
+        }
         self.cadence_changes: list[dict] = []
         self.cpu_budget = cpu_budget
         self._cpu_origin: tuple[float, float] | None = None  # (monotonic time, server CPU s) at the first look
@@ -193,48 +207,70 @@ class LocalPrometheus:
             every = f"{self.job_interval_s.get(job, self.interval_s):g}s"
             return {"scrape_interval": every, "scrape_timeout": every}
 
-        jobs = [{
-            "job_name": "kube-apiserver", **cadence("kube-apiserver"),
-            "scheme": "https",
-            "tls_config": {"ca_file": str(self.ca_file)},
-            "authorization": {"type": "Bearer", "credentials_file": str(self.token_file)},
-            "static_configs": [{"targets": [self.apiserver_target]}],
-            # Only the families we record are encoded (where the server supports name[]), and
-            # the relabelling keeps only the recorded series (where it does not).
-            "params": {"name[]": metrics.exposed_families("kube-apiserver")},
-            "metric_relabel_configs": [_keep_recorded("kube-apiserver")],
-        }]
+        jobs = [
+            {
+                "job_name": "kube-apiserver",
+                **cadence("kube-apiserver"),
+                "scheme": "https",
+                "tls_config": {"ca_file": str(self.ca_file)},
+                "authorization": {"type": "Bearer", "credentials_file": str(self.token_file)},
+                "static_configs": [{"targets": [self.apiserver_target]}],
+                # Only the families we record are encoded (where the server supports name[]), and
+                # the relabelling keeps only the recorded series (where it does not).
+                "params": {"name[]": metrics.exposed_families("kube-apiserver")},
+                "metric_relabel_configs": [_keep_recorded("kube-apiserver")],
+            }
+        ]
         if self.etcd_target:
-            jobs.append({"job_name": "etcd", **cadence("etcd"), "static_configs": [{"targets": [self.etcd_target]}],
-                         "params": {"name[]": metrics.exposed_families("etcd")},
-                         "metric_relabel_configs": [_keep_recorded("etcd")]})
-        return {"global": {"scrape_interval": interval, "scrape_timeout": interval, "evaluation_interval": "15s"},
-                "scrape_configs": jobs if self.scrapes else []}
+            jobs.append(
+                {
+                    "job_name": "etcd",
+                    **cadence("etcd"),
+                    "static_configs": [{"targets": [self.etcd_target]}],
+                    "params": {"name[]": metrics.exposed_families("etcd")},
+                    "metric_relabel_configs": [_keep_recorded("etcd")],
+                }
+            )
+        return {
+            "global": {"scrape_interval": interval, "scrape_timeout": interval, "evaluation_interval": "15s"},
+            "scrape_configs": jobs if self.scrapes else [],
+        }
 
-    def start(self) -> "LocalPrometheus":
+    def start(self) -> LocalPrometheus:
         config_path = write_atomic(self.workdir / "prometheus.yml", yaml.safe_dump(self.config(), sort_keys=False))
         log = open(self.workdir / "prometheus.log", "ab")
         self.proc = subprocess.Popen(
-            [str(self.binary.path), f"--config.file={config_path}", f"--storage.tsdb.path={self.tsdb_dir}",
-             f"--web.listen-address=127.0.0.1:{self.port}", "--storage.tsdb.retention.time=100y",
-             # scrape_body_size_bytes per job, beside scrape_duration_seconds. Not native-histograms,
-             # although the protobuf exposition it negotiates costs kube-apiserver less CPU than
-             # text: v1.37 then sends native histograms, and Prometheus 2.42 drops their classic
-             # _bucket/_count/_sum series, which is what crdscale records.
-             "--enable-feature=extra-scrape-metrics",
-             # Unaggregated series are exported as raw samples (a missed scrape stays a gap);
-             # aggregated ones by range query, which must bridge the longest cadence.
-             f"--query.lookback-delta={2 * max(CADENCE_LADDER_S[-1], self.interval_s):g}s",
-             # Deliberately no remote access: the API is only for our own range queries.
-             "--web.enable-lifecycle"],
-            stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True)
+            [
+                str(self.binary.path),
+                f"--config.file={config_path}",
+                f"--storage.tsdb.path={self.tsdb_dir}",
+                f"--web.listen-address=127.0.0.1:{self.port}",
+                "--storage.tsdb.retention.time=100y",
+                # scrape_body_size_bytes per job, beside scrape_duration_seconds. Not native-histograms,
+                # although the protobuf exposition it negotiates costs kube-apiserver less CPU than
+                # text: v1.37 then sends native histograms, and Prometheus 2.42 drops their classic
+                # _bucket/_count/_sum series, which is what crdscale records.
+                "--enable-feature=extra-scrape-metrics",
+                # Unaggregated series are exported as raw samples (a missed scrape stays a gap);
+                # aggregated ones by range query, which must bridge the longest cadence.
+                f"--query.lookback-delta={2 * max(CADENCE_LADDER_S[-1], self.interval_s):g}s",
+                # Deliberately no remote access: the API is only for our own range queries.
+                "--web.enable-lifecycle",
+            ],
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL,
+            start_new_session=True,
+        )
         log.close()
         if self.on_spawn is not None:  # recorded at once: a runner killed now must not orphan it
             self.on_spawn(self.proc.pid, self.workdir / "prometheus.log")
         deadline = time.monotonic() + 60
         while time.monotonic() < deadline:
             if self.proc.poll() is not None:
-                raise ClusterError(f"prometheus exited at start-up (exit {self.proc.returncode}); see {self.workdir}/prometheus.log")
+                raise ClusterError(
+                    f"prometheus exited at start-up (exit {self.proc.returncode}); see {self.workdir}/prometheus.log"
+                )
             try:
                 # Ready is not enough: the run window starts once every target was scraped.
                 if requests.get(f"{self.url}/-/ready", timeout=2).status_code == 200 and self._all_scraped():
@@ -248,7 +284,7 @@ class LocalPrometheus:
         raise ClusterError(f"prometheus did not scrape its targets within 60 s; see {self.workdir}/prometheus.log")
 
     @classmethod
-    def reopen(cls, tsdb_dir: Path, binary: str | None = None) -> "LocalPrometheus":
+    def reopen(cls, tsdb_dir: Path, binary: str | None = None) -> LocalPrometheus:
         """A Prometheus serving an existing database and scraping nothing (to export a run
         whose runner died; ``start()`` returns once it answers)."""
         prom = cls("", Path(), Path(), binary=binary, tsdb_dir=tsdb_dir)
@@ -354,10 +390,15 @@ class LocalPrometheus:
             shutil.rmtree(self._workdir, ignore_errors=True)
 
     def describe(self) -> dict:
-        return {"source": self.kind, "prometheus_version": self.binary.version, "scrape_interval_s": self.interval_s,
-                "prometheus_cpu_seconds": self.cpu_seconds, "job_interval_s": dict(self.job_interval_s),
-                "apiserver_cpu_budget": self.cpu_budget,
-                "cadence_changes": list(self.cadence_changes)}
+        return {
+            "source": self.kind,
+            "prometheus_version": self.binary.version,
+            "scrape_interval_s": self.interval_s,
+            "prometheus_cpu_seconds": self.cpu_seconds,
+            "job_interval_s": dict(self.job_interval_s),
+            "apiserver_cpu_budget": self.cpu_budget,
+            "cadence_changes": list(self.cadence_changes),
+        }
 
 
 class RemotePrometheus:
@@ -366,7 +407,9 @@ class RemotePrometheus:
 
     kind = "remote-prometheus"
 
-    def __init__(self, access: PrometheusAccess | str, interval_s: float = 1.0, job_labels: dict[str, str] | None = None):
+    def __init__(
+        self, access: PrometheusAccess | str, interval_s: float = 1.0, job_labels: dict[str, str] | None = None
+    ):
         self.access = access if isinstance(access, PrometheusAccess) else PrometheusAccess(access)
         self.url = self.access.url.rstrip("/")
         self.interval_s = interval_s
@@ -374,7 +417,7 @@ class RemotePrometheus:
         self._client: PrometheusClient | None = None
         self.version = "unknown"
 
-    def start(self) -> "RemotePrometheus":
+    def start(self) -> RemotePrometheus:
         """Check it answers with these credentials (raises :class:`ClusterError` with one line)."""
         self._client = self.access.client()
         self.version = str(self._client.buildinfo().get("version", "unknown"))
@@ -391,8 +434,13 @@ class RemotePrometheus:
 
     def describe(self) -> dict:
         # File names and the kind of auth only: the manifest never holds a secret.
-        return {"source": self.kind, **self.access.describe(), "prometheus_version": self.version,
-                "scrape_interval_s": self.interval_s, "job_labels": self.job_labels}
+        return {
+            "source": self.kind,
+            **self.access.describe(),
+            "prometheus_version": self.version,
+            "scrape_interval_s": self.interval_s,
+            "job_labels": self.job_labels,
+        }
 
 
 class _Sampler:
@@ -401,8 +449,7 @@ class _Sampler:
 
     kind = "sampler"
 
-    def __init__(self, interval_s: float, *, sink: Callable[[pd.DataFrame], None] | None = None,
-                 flush_s: float = 10.0):
+    def __init__(self, interval_s: float, *, sink: Callable[[pd.DataFrame], None] | None = None, flush_s: float = 10.0):
         self.interval_s = interval_s
         self.sink = sink
         self.flush_s = flush_s
@@ -441,7 +488,7 @@ class _Sampler:
     def flush(self) -> None:
         """Hand the rows collected since the last flush to the sink (errors are counted, not raised)."""
         with self._lock:
-            new, self._flushed = self.rows[self._flushed:], len(self.rows)
+            new, self._flushed = self.rows[self._flushed :], len(self.rows)
         if new and self.sink is not None:
             try:
                 self.sink(metrics.tidy_frame(new))
@@ -477,8 +524,9 @@ class DirectScraper(_Sampler):
         got = []
         t0 = time.monotonic()
         try:
-            resp = self.cluster.get("/metrics", params={"name[]": self._families},
-                                    timeout=max(5.0, self.interval_s * 5))
+            resp = self.cluster.get(
+                "/metrics", params={"name[]": self._families}, timeout=max(5.0, self.interval_s * 5)
+            )
             if resp.status_code == 200:
                 got += metrics.aggregate_scrape(resp.text, "kube-apiserver", now)
                 got += _scrape_facts("kube-apiserver", now, time.monotonic() - t0, len(resp.content))
@@ -524,7 +572,13 @@ class ProcSampler(_Sampler):
         if fields is None:
             self.errors += 1
             return []
-        values = {"process_resident_memory_bytes": rss, "process_cpu_seconds_total": cpu_seconds(self.pid, fields),
-                  "process_open_fds": fds, "process_threads": thread_count(fields)}
-        return [{"timestamp": now, "job": self.JOB, "metric": name, "labels": "{}", "value": float(value)}
-                for name, value in values.items()]
+        values = {
+            "process_resident_memory_bytes": rss,
+            "process_cpu_seconds_total": cpu_seconds(self.pid, fields),
+            "process_open_fds": fds,
+            "process_threads": thread_count(fields),
+        }
+        return [
+            {"timestamp": now, "job": self.JOB, "metric": name, "labels": "{}", "value": float(value)}
+            for name, value in values.items()
+        ]

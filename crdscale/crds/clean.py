@@ -10,9 +10,10 @@ same on the local control plane and on a user's cluster.
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Any
 
 from crdscale.cluster.clients import ApiError, Cluster, status_message
 from crdscale.cluster.retry import send_with_retry
@@ -106,8 +107,11 @@ def _delete(cluster: Cluster, collection: str, item: dict[str, Any], run_id: str
         if fresh.status_code == 404:
             return None
         if fresh.status_code == 200:
-            return _delete(cluster, collection, fresh.json(), run_id) if fresh.json()["metadata"]["uid"] == metadata["uid"] \
+            return (
+                _delete(cluster, collection, fresh.json(), run_id)
+                if fresh.json()["metadata"]["uid"] == metadata["uid"]
                 else f"{_display(item)}: replaced by another object since listed, left alone"
+            )
     return f"{_display(item)}: HTTP {response.status_code}: {status_message(response)}"
 
 
@@ -142,7 +146,9 @@ def clean(
 
     with ThreadPoolExecutor(max_workers=concurrency, thread_name_prefix="crdscale-clean") as pool:
         for name, (collection, items) in found.items():
-            errors = list(pool.map(lambda item: _delete(cluster, collection, item, run_id), items))
+            errors = list(
+                pool.map(lambda item, collection=collection: _delete(cluster, collection, item, run_id), items)
+            )
             result.errors += [e for e in errors if e]
             result.deleted[name] = sum(1 for e in errors if e is None)
             if progress:

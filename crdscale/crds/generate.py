@@ -18,9 +18,10 @@ from __future__ import annotations
 
 import json
 import random
+from collections.abc import Iterable, Mapping
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Any, Iterable, Mapping
+from typing import Any
 
 import yaml
 
@@ -123,7 +124,7 @@ class GeneratorParams:
     group_suffix: str = DEFAULT_GROUP_SUFFIX
     seed: int = 0
 
-    def validate(self) -> "GeneratorParams":
+    def validate(self) -> GeneratorParams:
         """Return ``self`` or raise :class:`UsageError` naming the first bad parameter."""
         if self.crd_count < 0:
             raise UsageError(f"crd count must be >= 0, got {self.crd_count}")
@@ -311,36 +312,42 @@ def _provider_schema(properties: dict[str, Any], params: GeneratorParams, kind: 
             "apiVersion": {"type": "string"},
             "kind": {"type": "string"},
             "metadata": {"type": "object"},
-            "spec": described({
-                "type": "object",
-                "required": ["forProvider"],
-                "properties": {
-                    "deletionPolicy": {"type": "string", "enum": ["Orphan", "Delete"], "default": "Delete"},
-                    "forProvider": {"type": "object", "properties": properties},
-                    "providerConfigRef": {
-                        "type": "object",
-                        "required": ["name"],
-                        "properties": {"name": {"type": "string"}},
-                    },
-                    "writeConnectionSecretToRef": {
-                        "type": "object",
-                        "required": ["name", "namespace"],
-                        "properties": {"name": {"type": "string"}, "namespace": {"type": "string"}},
-                    },
-                },
-            }, f"{kind}Spec defines the desired state of {kind}"),
-            "status": described({
-                "type": "object",
-                "properties": {
-                    "atProvider": {"type": "object", "properties": at_provider},
-                    "conditions": {
-                        "type": "array",
-                        "items": condition,
-                        "x-kubernetes-list-map-keys": ["type"],
-                        "x-kubernetes-list-type": "map",
+            "spec": described(
+                {
+                    "type": "object",
+                    "required": ["forProvider"],
+                    "properties": {
+                        "deletionPolicy": {"type": "string", "enum": ["Orphan", "Delete"], "default": "Delete"},
+                        "forProvider": {"type": "object", "properties": properties},
+                        "providerConfigRef": {
+                            "type": "object",
+                            "required": ["name"],
+                            "properties": {"name": {"type": "string"}},
+                        },
+                        "writeConnectionSecretToRef": {
+                            "type": "object",
+                            "required": ["name", "namespace"],
+                            "properties": {"name": {"type": "string"}, "namespace": {"type": "string"}},
+                        },
                     },
                 },
-            }, f"{kind}Status defines the observed state of {kind}."),
+                f"{kind}Spec defines the desired state of {kind}",
+            ),
+            "status": described(
+                {
+                    "type": "object",
+                    "properties": {
+                        "atProvider": {"type": "object", "properties": at_provider},
+                        "conditions": {
+                            "type": "array",
+                            "items": condition,
+                            "x-kubernetes-list-map-keys": ["type"],
+                            "x-kubernetes-list-type": "map",
+                        },
+                    },
+                },
+                f"{kind}Status defines the observed state of {kind}.",
+            ),
         },
     }
 
@@ -350,7 +357,9 @@ def _printer_columns(params: GeneratorParams, properties: dict[str, Any]) -> lis
     prefix = ".spec.forProvider." if params.shape == "provider" else "."
     scalars = [name for name, node in properties.items() if node["type"] in SCALAR_TYPES]
     for name in scalars[: max(0, params.printer_columns - len(columns))]:
-        columns.append({"name": name.upper(), "type": properties[name]["type"], "jsonPath": prefix + name, "priority": 1})
+        columns.append(
+            {"name": name.upper(), "type": properties[name]["type"], "jsonPath": prefix + name, "priority": 1}
+        )
     return columns
 
 
@@ -406,12 +415,14 @@ def generate_crds(params: GeneratorParams) -> list[dict[str, Any]]:
         names: dict[str, Any] = {"kind": kind, "listKind": kind + "List", "plural": plural, "singular": singular}
         if params.categories:
             names["categories"] = list(params.categories)
-        crds.append({
-            "apiVersion": "apiextensions.k8s.io/v1",
-            "kind": "CustomResourceDefinition",
-            "metadata": {"name": f"{plural}.{group}"},
-            "spec": {"group": group, "names": names, "scope": scope, "versions": crd_versions},
-        })
+        crds.append(
+            {
+                "apiVersion": "apiextensions.k8s.io/v1",
+                "kind": "CustomResourceDefinition",
+                "metadata": {"name": f"{plural}.{group}"},
+                "spec": {"group": group, "names": names, "scope": scope, "versions": crd_versions},
+            }
+        )
     return crds
 
 

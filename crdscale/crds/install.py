@@ -25,9 +25,10 @@ from __future__ import annotations
 
 import threading
 import time
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field
-from typing import Any, Callable, Iterator, Mapping, Sequence
+from typing import Any
 
 import requests
 
@@ -44,8 +45,16 @@ EXISTING_MODES = ("skip", "update", "fail")
 ERROR_MODES = ("continue", "stop")
 # GET + PUT rounds when an update races another writer (409 on the PUT).
 _CONFLICT_ATTEMPTS = 5
-_SERVER_METADATA = ("resourceVersion", "uid", "creationTimestamp", "generation", "managedFields",
-                    "selfLink", "deletionTimestamp", "deletionGracePeriodSeconds")
+_SERVER_METADATA = (
+    "resourceVersion",
+    "uid",
+    "creationTimestamp",
+    "generation",
+    "managedFields",
+    "selfLink",
+    "deletionTimestamp",
+    "deletionGracePeriodSeconds",
+)
 
 Progress = Callable[[str, int, int], None]
 """``progress(phase, done, total)`` with phase ``"create"`` or ``"establish"``."""
@@ -54,7 +63,7 @@ Progress = Callable[[str, int, int], None]
 class CrdRejected(CRDError):
     """The server refused a CRD (or a step timed out) and the user asked to stop; ``.result`` has the step."""
 
-    def __init__(self, message: str, result: "StepResult"):
+    def __init__(self, message: str, result: StepResult):
         super().__init__(message)
         self.result = result
 
@@ -123,10 +132,13 @@ class StepResult:
     def duration_s(self) -> float:
         return self.finished_at - self.started_at
 
-    def served_resources(self) -> list["ResourceRef"]:
+    def served_resources(self) -> list[ResourceRef]:
         """Resources of the CRDs this step created or updated and saw Established (what to serve)."""
-        return [ResourceRef(r.group, r.version, r.plural, r.namespaced)
-                for r in self.records if r.installed and r.established_at is not None]
+        return [
+            ResourceRef(r.group, r.version, r.plural, r.namespaced)
+            for r in self.records
+            if r.installed and r.established_at is not None
+        ]
 
     def counts(self) -> dict[str, int]:
         return {
@@ -176,7 +188,7 @@ def split_steps(crds: Sequence[Mapping[str, Any]], step_size: int) -> list[list[
         raise UsageError(f"step size must be >= 0, got {step_size}")
     if step_size == 0 or step_size >= len(crds):
         return [list(crds)] if crds else []
-    return [list(crds[i:i + step_size]) for i in range(0, len(crds), step_size)]
+    return [list(crds[i : i + step_size]) for i in range(0, len(crds), step_size)]
 
 
 def owned_body(crd: Mapping[str, Any], run_id: str) -> dict[str, Any]:
@@ -214,8 +226,9 @@ class ConditionWatcher:
         # The first LIST runs here so that a refusal (403, no such API) fails the
         # caller at once; answers worth a retry are retried for ``list_timeout_s``.
         resource_version = self._first_list(time.monotonic() + list_timeout_s)
-        self._thread = threading.Thread(target=self._run, args=(resource_version,), name="crdscale-crd-watch",
-                                        daemon=True)
+        self._thread = threading.Thread(
+            target=self._run, args=(resource_version,), name="crdscale-crd-watch", daemon=True
+        )
         self._thread.start()
 
     def _first_list(self, deadline: float) -> str:
@@ -262,8 +275,12 @@ class ConditionWatcher:
 
     def _watch(self, resource_version: str) -> str | None:
         """Follow one watch until the server ends it; returns where to resume (``None``: list again)."""
-        with self.cluster.watch(CRD_PATH, resource_version=resource_version, params={"labelSelector": self.selector},
-                                timeout_s=self.watch_timeout_s) as watch:
+        with self.cluster.watch(
+            CRD_PATH,
+            resource_version=resource_version,
+            params={"labelSelector": self.selector},
+            timeout_s=self.watch_timeout_s,
+        ) as watch:
             self._watch_handle = watch
             if self._stop.is_set():  # closed while connecting
                 return None
@@ -376,8 +393,10 @@ class Installer:
         except ClusterError as err:
             raise ClusterError(f"{method} {path}: gave up after {self.retry.attempts} attempts: {err}") from err
         if response.status_code in self.retry.statuses:
-            raise ClusterError(f"{method} {path}: gave up after {self.retry.attempts} attempts: "
-                               f"HTTP {response.status_code}: {status_message(response)}")
+            raise ClusterError(
+                f"{method} {path}: gave up after {self.retry.attempts} attempts: "
+                f"HTTP {response.status_code}: {status_message(response)}"
+            )
         return response
 
     def _install_one(self, crd: Mapping[str, Any], record: CrdRecord) -> CrdRecord:
@@ -418,7 +437,9 @@ class Installer:
                 return None
             if self.existing == "skip" or not is_owned(labels):
                 record.action = "skipped"
-                record.message = "already exists" if is_owned(labels) else "already exists and is not crdscale's: left alone"
+                record.message = (
+                    "already exists" if is_owned(labels) else "already exists and is not crdscale's: left alone"
+                )
                 self._note_conditions(obj, record)
                 return None
             update = dict(body)
@@ -467,8 +488,16 @@ class Installer:
         records = []
         for crd in crds:
             ref = resource_ref(crd)
-            records.append(CrdRecord(name=crd["metadata"]["name"], step=step, group=ref.group, version=ref.version,
-                                     plural=ref.plural, namespaced=ref.namespaced))
+            records.append(
+                CrdRecord(
+                    name=crd["metadata"]["name"],
+                    step=step,
+                    group=ref.group,
+                    version=ref.version,
+                    plural=ref.plural,
+                    namespaced=ref.namespaced,
+                )
+            )
         result.records = records
         self._emit("install.start", step=step, crds_in_step=len(crds))
 
@@ -492,8 +521,12 @@ class Installer:
 
         list(self._pool.map(work, zip(crds, records)))
         result.requests_done_at = time.time()
-        self._emit("install.end", step=step, duration_s=round(result.requests_done_at - result.started_at, 3),
-                   **result.counts())
+        self._emit(
+            "install.end",
+            step=step,
+            duration_s=round(result.requests_done_at - result.started_at, 3),
+            **result.counts(),
+        )
 
         waiting = [r.name for r in records if r.installed]
         deadline = time.monotonic() + self.establish_timeout_s
@@ -514,14 +547,21 @@ class Installer:
                 if record.established_at is None:
                     record.established_at = self._watcher.established_at.get(record.name)
                 # An answer that already said Established is the earliest sighting.
-                record.names_accepted_at = _earliest(record.names_accepted_at, self._watcher.names_accepted_at.get(record.name))
+                record.names_accepted_at = _earliest(
+                    record.names_accepted_at, self._watcher.names_accepted_at.get(record.name)
+                )
                 record.established_at = _earliest(record.established_at, self._watcher.established_at.get(record.name))
                 # The watch can report a condition before the create call's response is
                 # processed; the CRD existed by then, so that sighting is its creation time.
                 record.created_at = _earliest(record.created_at, record.names_accepted_at, record.established_at)
         result.finished_at = time.time()
-        self._emit("established", step=step, duration_s=round(result.finished_at - result.requests_done_at, 3),
-                   established=result.established, timed_out=len(result.timed_out))
+        self._emit(
+            "established",
+            step=step,
+            duration_s=round(result.finished_at - result.requests_done_at, 3),
+            established=result.established,
+            timed_out=len(result.timed_out),
+        )
         if self.on_rejected == "stop" and not result.ok:
             raise CrdRejected(_failure_line(result), result)
         return result
@@ -541,7 +581,7 @@ class Installer:
         if self._watcher is not None:
             self._watcher.close()
 
-    def __enter__(self) -> "Installer":
+    def __enter__(self) -> Installer:
         return self
 
     def __exit__(self, *exc) -> None:
@@ -559,5 +599,4 @@ def _failure_line(result: StepResult) -> str:
         first = result.rejected[0]
         more = f" (and {len(result.rejected) - 1} more)" if len(result.rejected) > 1 else ""
         return f"step {result.step}: CRD {first.name} {first.action}: {first.message}{more}"
-    return (f"step {result.step}: {len(result.timed_out)} CRD(s) not Established in time, "
-            f"e.g. {result.timed_out[0]}")
+    return f"step {result.step}: {len(result.timed_out)} CRD(s) not Established in time, e.g. {result.timed_out[0]}"

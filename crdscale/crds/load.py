@@ -15,9 +15,10 @@ from __future__ import annotations
 
 import json
 from collections import Counter
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Iterable, Iterator
+from typing import Any
 
 import yaml
 
@@ -135,7 +136,10 @@ def check_crd(crd: Any, where: CrdSource | str) -> None:
             raise CRDError(f"{where}: CustomResourceDefinition {what}")
 
     metadata, spec = crd.get("metadata"), crd.get("spec")
-    need(isinstance(metadata, dict) and isinstance(metadata.get("name"), str) and metadata["name"], "has no metadata.name")
+    need(
+        isinstance(metadata, dict) and isinstance(metadata.get("name"), str) and metadata["name"],
+        "has no metadata.name",
+    )
     need(isinstance(spec, dict), f"{metadata['name']} has no spec")
     need(isinstance(spec.get("group"), str) and spec["group"], f"{metadata['name']} has no spec.group")
     names = spec.get("names")
@@ -154,7 +158,9 @@ def _objects(document: Any, where: CrdSource) -> Iterator[dict[str, Any]]:
     if not isinstance(document, dict):
         raise CRDError(f"{where}: expected an object, got {type(document).__name__}")
     if document.get("kind") == "List" or (
-        isinstance(document.get("kind"), str) and document["kind"].endswith("List") and isinstance(document.get("items"), list)
+        isinstance(document.get("kind"), str)
+        and document["kind"].endswith("List")
+        and isinstance(document.get("items"), list)
     ):
         for item in document.get("items") or []:
             if not isinstance(item, dict):
@@ -186,7 +192,11 @@ def load_crds(sources: str | Path | Iterable[str | Path]) -> LoadedCrdSet:
                         result.skipped[kind if isinstance(kind, str) and kind else "<no kind>"] += 1
                         continue
                     if obj.get("apiVersion") != CRD_API_VERSION:
-                        result.skipped[_SKIP_KEY_OLD_CRD if "v1beta1" in str(obj.get("apiVersion")) else f"{kind} ({obj.get('apiVersion')})"] += 1
+                        result.skipped[
+                            _SKIP_KEY_OLD_CRD
+                            if "v1beta1" in str(obj.get("apiVersion"))
+                            else f"{kind} ({obj.get('apiVersion')})"
+                        ] += 1
                         continue
                     check_crd(obj, where)
                     name = obj["metadata"]["name"]

@@ -39,9 +39,10 @@ import statistics
 import sys
 import threading
 import time
+from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
-from typing import Any, Callable, Mapping, Sequence
+from typing import Any
 from urllib.parse import urlencode, urlsplit
 
 from crdscale.cluster.clients import Cluster, status_message
@@ -137,8 +138,14 @@ class _WatchLoop:
             timeout_s = WATCH_TIMEOUT_S
             if self.deadline is not None:
                 timeout_s = max(1, min(timeout_s, int(self.deadline - time.monotonic())))
-            query = urlencode({"watch": "1", "allowWatchBookmarks": "true", "timeoutSeconds": timeout_s,
-                               "resourceVersion": resource_version})
+            query = urlencode(
+                {
+                    "watch": "1",
+                    "allowWatchBookmarks": "true",
+                    "timeoutSeconds": timeout_s,
+                    "resourceVersion": resource_version,
+                }
+            )
             writer = None
             counted = False
             try:
@@ -146,9 +153,14 @@ class _WatchLoop:
                 auth = await asyncio.to_thread(self.credentials.current_auth)
                 context = self._ssl_context(auth.cert)
                 reader, writer = await asyncio.open_connection(
-                    self.host, self.port, ssl=context, server_hostname=self.host if context else None)
-                head = [f"GET {self.base_path}{path}?{query} HTTP/1.1", f"Host: {self.host}:{self.port}",
-                        "Accept: application/json", "User-Agent: crdscale-serve"]
+                    self.host, self.port, ssl=context, server_hostname=self.host if context else None
+                )
+                head = [
+                    f"GET {self.base_path}{path}?{query} HTTP/1.1",
+                    f"Host: {self.host}:{self.port}",
+                    "Accept: application/json",
+                    "User-Agent: crdscale-serve",
+                ]
                 head += [f"{k}: {v}" for k, v in auth.headers.items()]
                 writer.write(("\r\n".join(head) + "\r\n\r\n").encode())
                 await writer.drain()
@@ -401,7 +413,7 @@ class ResourceServer:
             self._watches.close()
             self._watches = None
 
-    def __enter__(self) -> "ResourceServer":
+    def __enter__(self) -> ResourceServer:
         return self
 
     def __exit__(self, *exc) -> None:
@@ -411,22 +423,43 @@ class ResourceServer:
 Server = ResourceServer
 
 
-def _start_informers(cluster: Cluster, clients: int, qps: float, burst: int, events: EventLog | None,
-                     run_id: str | None, echo: Callable[[str], None] | None):
+def _start_informers(
+    cluster: Cluster,
+    clients: int,
+    qps: float,
+    burst: int,
+    events: EventLog | None,
+    run_id: str | None,
+    echo: Callable[[str], None] | None,
+):
     """crdscale-client informer processes, or ``None`` (with a warning) when they cannot be built."""
     from crdscale.cluster import goclient
 
     try:
-        informers = goclient.InformerClients(cluster.kubeconfig, cluster.context, clients=clients, qps=qps,
-                                             burst=burst, echo=echo)
+        informers = goclient.InformerClients(
+            cluster.kubeconfig, cluster.context, clients=clients, qps=qps, burst=burst, echo=echo
+        )
     except BinaryError as err:
-        print(f"crdscale: warning: serve=watch falls back to the Python watcher (one HTTP/1.1 connection per "
-              f"watch, unlike client-go): crdscale-client unavailable: {err}", file=sys.stderr, flush=True)
+        print(
+            f"crdscale: warning: serve=watch falls back to the Python watcher (one HTTP/1.1 connection per "
+            f"watch, unlike client-go): crdscale-client unavailable: {err}",
+            file=sys.stderr,
+            flush=True,
+        )
         if events is not None:
             events.emit("serve.client", run_id=run_id, client="python-watcher", reason=str(err))
         return None
     if events is not None:
-        events.emit("serve.client", run_id=run_id, client="go-informers", pids=informers.pids, clients=clients,
-                    qps=qps, burst=burst)
+        events.emit(
+            "serve.client",
+            run_id=run_id,
+            client="go-informers",
+            pids=informers.pids,
+            clients=clients,
+            qps=qps,
+            burst=burst,
+        )
     return informers
+
+
 """Short name used by the scenario runner."""

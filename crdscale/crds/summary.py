@@ -10,8 +10,9 @@ from __future__ import annotations
 import hashlib
 import json
 import statistics
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass
-from typing import Any, Iterable, Mapping, Sequence
+from typing import Any
 
 from crdscale.ownership import MANAGED_BY_LABEL, RUN_ID_LABEL
 
@@ -160,16 +161,18 @@ class CrdSetSummary:
     def render(self) -> str:
         """A few human lines (no trailing newline)."""
         scopes = ", ".join(f"{n} {scope}" for scope, n in sorted(self.scopes.items())) or "-"
-        return "\n".join([
-            f"CRDs:            {self.count} ({scopes})",
-            f"groups:          {self.groups}",
-            f"group-versions:  {self.group_versions} (CRD versions: {self.versions})",
-            f"schema bytes:    min {_fmt(self.schema_bytes_min)}, median {_fmt(self.schema_bytes_median)}, "
-            f"max {_fmt(self.schema_bytes_max)}, total {_fmt(self.schema_bytes_total)}",
-            f"properties:      min {_fmt(self.properties_min)}, median {_fmt(self.properties_median)}, "
-            f"max {_fmt(self.properties_max)}, total {_fmt(self.properties_total)}",
-            f"sha256:          {self.sha256}",
-        ])
+        return "\n".join(
+            [
+                f"CRDs:            {self.count} ({scopes})",
+                f"groups:          {self.groups}",
+                f"group-versions:  {self.group_versions} (CRD versions: {self.versions})",
+                f"schema bytes:    min {_fmt(self.schema_bytes_min)}, median {_fmt(self.schema_bytes_median)}, "
+                f"max {_fmt(self.schema_bytes_max)}, total {_fmt(self.schema_bytes_total)}",
+                f"properties:      min {_fmt(self.properties_min)}, median {_fmt(self.properties_median)}, "
+                f"max {_fmt(self.properties_max)}, total {_fmt(self.properties_total)}",
+                f"sha256:          {self.sha256}",
+            ]
+        )
 
 
 def _fmt(value: float) -> str:

@@ -40,7 +40,7 @@ def _file_name(version: str) -> str:
 def shipped_versions() -> list[str]:
     """Versions with shipped coefficients, e.g. ``["1.24.0", "1.37.1"]``."""
     names = [p.name for p in resources.files(__name__).iterdir() if p.name.endswith(".json")]
-    return sorted(n[1:-len(".json")] for n in names if n.startswith("v"))
+    return sorted(n[1 : -len(".json")] for n in names if n.startswith("v"))
 
 
 def shipped_path(version: str) -> Path:
@@ -58,7 +58,7 @@ def sweep_path() -> Path:
     return Path(str(resources.files(__name__).joinpath(SWEEP)))
 
 
-def read_model(path: str | Path) -> "FootprintModel":
+def read_model(path: str | Path) -> FootprintModel:
     """The model in ``path``; UsageError (one line) when it is missing or not a model this crdscale reads."""
     from crdscale.analysis.footprint import FootprintModel
 
@@ -67,11 +67,13 @@ def read_model(path: str | Path) -> "FootprintModel":
     except OSError as err:
         raise UsageError(f"cannot read footprint model {path}: {err.strerror}") from None
     except (ValueError, KeyError, TypeError) as err:
-        raise UsageError(f"{path}: not a footprint model this crdscale reads ({err}); "
-                         f"recalibrate with 'crdscale footprint --calibrate'") from None
+        raise UsageError(
+            f"{path}: not a footprint model this crdscale reads ({err}); "
+            f"recalibrate with 'crdscale footprint --calibrate'"
+        ) from None
 
 
-def write_model(model: "FootprintModel", path: str | Path) -> Path:
+def write_model(model: FootprintModel, path: str | Path) -> Path:
     """Write ``model`` to ``path`` atomically (a reader never sees half a model); returns the path."""
     return write_atomic(path, json.dumps(model.to_dict(), indent=1) + "\n")
 
@@ -81,17 +83,22 @@ class ChosenModel:
     """The model a prediction uses, how it was made (:data:`SHIPPED`, :data:`CALIBRATED` or
     :data:`FILE`) and the file it came from."""
 
-    model: "FootprintModel"
+    model: FootprintModel
     origin: str
     path: Path
 
     def describe(self) -> str:
         """One line: which model, from where, fitted on what, on which machine, when."""
         prov = self.model.provenance
-        made = {SHIPPED: "shipped with crdscale", CALIBRATED: f"calibrated on this machine ({self.path})",
-                FILE: f"from {self.path}"}[self.origin]
-        return (f"model: {made}; {' + '.join(self.model.features)}, fitted on {prov.get('experiment', '?')}, "
-                f"{prov.get('machine', '?')}, {prov.get('date', '?')}")
+        made = {
+            SHIPPED: "shipped with crdscale",
+            CALIBRATED: f"calibrated on this machine ({self.path})",
+            FILE: f"from {self.path}",
+        }[self.origin]
+        return (
+            f"model: {made}; {' + '.join(self.model.features)}, fitted on {prov.get('experiment', '?')}, "
+            f"{prov.get('machine', '?')}, {prov.get('date', '?')}"
+        )
 
 
 def choose_model(version: str, *, path: str | Path | None = None, shipped_only: bool = False) -> ChosenModel:
@@ -112,6 +119,8 @@ def choose_model(version: str, *, path: str | Path | None = None, shipped_only: 
     shipped = shipped_path(version)
     if not shipped.is_file():
         known = ", ".join(shipped_versions()) or "none"
-        raise UsageError(f"no footprint coefficients for kube-apiserver v{version} (shipped: {known}); "
-                         f"fit them on this machine with 'crdscale footprint --calibrate --kube-version {version}'")
+        raise UsageError(
+            f"no footprint coefficients for kube-apiserver v{version} (shipped: {known}); "
+            f"fit them on this machine with 'crdscale footprint --calibrate --kube-version {version}'"
+        )
     return ChosenModel(read_model(shipped), SHIPPED, shipped)

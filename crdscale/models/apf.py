@@ -23,8 +23,8 @@ stored (protobuf/JSON-in-etcd) size somewhat.
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 from dataclasses import dataclass, replace
-from typing import Mapping
 
 import pandas as pd
 
@@ -74,8 +74,9 @@ def priority_level_max_seats(nominal_limit_seats: int, hand_size: int | None) ->
     ``hand_size`` None (a level without queuing): 0, meaning no level limit (the estimator's own applies)."""
     if not hand_size:
         return 0
-    return int(max(1, min(math.ceil(nominal_limit_seats * PRIORITY_LEVEL_MAX_SEATS_SHARE),
-                          nominal_limit_seats // hand_size)))
+    return int(
+        max(1, min(math.ceil(nominal_limit_seats * PRIORITY_LEVEL_MAX_SEATS_SHARE), nominal_limit_seats // hand_size))
+    )
 
 
 def _clamp(seats: int, max_seats: int) -> int:
@@ -276,13 +277,18 @@ def estimate_measured_lists(
     assumed, count_seats, size_seats, size_seats_measured = [], [], [], []
     for row in out.itertuples(index=False):
         params = row.params if isinstance(row.params, Mapping) else json.loads(row.params or "{}")
-        stats = {"object_count": object_counts.get(row.resource, 0), "avg_object_size_bytes": avg_sizes.get(row.resource, 0)}
+        stats = {
+            "object_count": object_counts.get(row.resource, 0),
+            "avg_object_size_bytes": avg_sizes.get(row.resource, 0),
+        }
         shape = shape_from_params(params, consistent_reads_from_cache=consistent_reads_from_cache, **stats)
         assumed.append("cache" if shape.from_cache else "etcd")
         count_seats.append(object_count_seats(shape, priority_level_max_seats=priority_level_max_seats))
         size_seats.append(size_based_seats(shape, priority_level_max_seats=priority_level_max_seats))
         measured_place = {"cache": True, "etcd": False}.get(getattr(row, "served_from", "unknown"), shape.from_cache)
-        size_seats_measured.append(size_based_seats(with_cache(shape, measured_place), priority_level_max_seats=priority_level_max_seats))
+        size_seats_measured.append(
+            size_based_seats(with_cache(shape, measured_place), priority_level_max_seats=priority_level_max_seats)
+        )
     out["estimator_assumes"] = assumed
     out["object_count_seats"] = count_seats
     out["size_based_seats"] = size_seats

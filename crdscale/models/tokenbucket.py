@@ -27,8 +27,8 @@ from __future__ import annotations
 import math
 import threading
 import time
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
-from typing import Callable, Iterable, Sequence
 
 import numpy as np
 import pandas as pd
@@ -127,8 +127,14 @@ class Limiter:
     ``qps <= 0`` never waits. ``clock`` and ``sleep`` are injectable for tests.
     """
 
-    def __init__(self, burst: int, qps: float, *, clock: Callable[[], float] = time.monotonic,
-                 sleep: Callable[[float], None] = time.sleep):
+    def __init__(
+        self,
+        burst: int,
+        qps: float,
+        *,
+        clock: Callable[[], float] = time.monotonic,
+        sleep: Callable[[float], None] = time.sleep,
+    ):
         self._clock = clock
         self._sleep = sleep
         self._bucket = TokenBucket(burst, qps, now=clock())

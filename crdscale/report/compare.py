@@ -16,9 +16,9 @@ from __future__ import annotations
 
 import json
 import math
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable, Sequence
 
 import pandas as pd
 
@@ -78,11 +78,13 @@ class Comparison:
 def run_labels(manifests: Sequence[dict], names: Sequence[str]) -> list[str]:
     """A short distinct label per run: the experiment cell, else the kube-apiserver version
     (plus GOGC/GOMEMLIMIT/flags when they differ), else the directory name."""
+
     def candidates(m: dict, name: str) -> list[str]:
         scenario = m.get("scenario") or {}
         target = scenario.get("target") or {}
         version = (m.get("versions") or {}).get("kube-apiserver") or (
-            f"v{target['kube_version'].lstrip('v')}" if target.get("kube_version") else None)
+            f"v{target['kube_version'].lstrip('v')}" if target.get("kube_version") else None
+        )
         env = ",".join(f"{k}={v}" for k, v in sorted((target.get("env") or {}).items()))
         flags = " ".join(target.get("apiserver_flags") or [])
         cell = (scenario.get("experiment") or {}).get("cell")
@@ -102,8 +104,9 @@ def _served(heap: pd.DataFrame) -> pd.DataFrame:
     return heap[heap["phase"].isna() | heap["phase"].isin(["", "served"])]
 
 
-def compare_runs(run_dirs: Sequence[str | Path], labels: Sequence[str] | None = None, *,
-                 confidence: float = 0.95) -> Comparison:
+def compare_runs(
+    run_dirs: Sequence[str | Path], labels: Sequence[str] | None = None, *, confidence: float = 0.95
+) -> Comparison:
     """Read two or more run directories and compare them against the first.
 
     Raises UsageError when fewer than two runs are given, a directory is not a
@@ -125,8 +128,10 @@ def compare_runs(run_dirs: Sequence[str | Path], labels: Sequence[str] | None = 
         if heap["crds"].nunique() < 2:
             raise UsageError(f"{run.path}: needs heap profiles at two or more CRD counts")
         profiles = {f: run.read_profile(f) for f in heap["file"]}
-        points[label] = profile_points((int(r.crds), r.phase if isinstance(r.phase, str) and r.phase else None,
-                                        profiles[r.file]) for r in heap.itertuples(index=False))
+        points[label] = profile_points(
+            (int(r.crds), r.phase if isinstance(r.phase, str) and r.phase else None, profiles[r.file])
+            for r in heap.itertuples(index=False)
+        )
         per_crd[label] = fit_per_crd(points[label], confidence)[0]
         spoints[label] = series_points(run.series, run.profile_marks(), metrics=C.COMPARE_SERIES)
         ends[label] = C.series_end_values(run.series)
@@ -136,10 +141,14 @@ def compare_runs(run_dirs: Sequence[str | Path], labels: Sequence[str] | None = 
         last_served[label] = (int(last["crds"]), profiles[last["file"]])
 
     reference = labels[0]
-    warnings = C.crd_set_warnings({label: m.get("crds") or run.crd_summary
-                                   for label, m, run in zip(labels, manifests, runs)})
-    warnings += [f"{label}: run {m.get('status')}" + (f" ({m['reason']})" if m.get("reason") else "")
-                 for label, m in zip(labels, manifests) if m.get("status") not in (None, "completed")]
+    warnings = C.crd_set_warnings(
+        {label: m.get("crds") or run.crd_summary for label, m, run in zip(labels, manifests, runs)}
+    )
+    warnings += [
+        f"{label}: run {m.get('status')}" + (f" ({m['reason']})" if m.get("reason") else "")
+        for label, m in zip(labels, manifests)
+        if m.get("status") not in (None, "completed")
+    ]
     stacked = C.stack_runs(points)
     sstacked = C.stack_runs(spoints)
     diffs = []
@@ -151,16 +160,21 @@ def compare_runs(run_dirs: Sequence[str | Path], labels: Sequence[str] | None = 
         table = C.per_crd_profile_diff(diff(profile, ref_profile, "inuse_space"), crds)
         diffs.append(table.assign(run=label, reference=reference))
     return Comparison(
-        labels=labels, reference=reference, run_dirs=[Path(r.path) for r in runs],
-        manifests=dict(zip(labels, manifests)), warnings=warnings, points=stacked,
+        labels=labels,
+        reference=reference,
+        run_dirs=[Path(r.path) for r in runs],
+        manifests=dict(zip(labels, manifests)),
+        warnings=warnings,
+        points=stacked,
         per_crd=C.stack_runs(per_crd),
         joint=C.joint_fit(stacked, reference=reference, confidence=confidence),
         series_points=sstacked,
-        series_fits=C.stack_runs({label: fit_series_per_crd(p, confidence) for label, p in spoints.items()
-                                  if len(p)}),
+        series_fits=C.stack_runs({label: fit_series_per_crd(p, confidence) for label, p in spoints.items() if len(p)}),
         series_joint=C.joint_fit(sstacked, reference=reference, by=["metric"], confidence=confidence)
-        if len(sstacked) else pd.DataFrame(columns=C.JOINT_COLUMNS),
-        end=C.stack_runs(ends), establish=C.stack_runs(establish),
+        if len(sstacked)
+        else pd.DataFrame(columns=C.JOINT_COLUMNS),
+        end=C.stack_runs(ends),
+        establish=C.stack_runs(establish),
         profile_diff=pd.concat(diffs, ignore_index=True) if diffs else pd.DataFrame(),
         provenance={label: comparison_provenance(m) for label, m in zip(labels, manifests)},
     )
@@ -193,15 +207,18 @@ def differences_table(comparison: Comparison, metric: str = "bytes") -> pd.DataF
     sel["_abs"] = -sel["difference"].abs()
     sel = sel.sort_values(["run", "_total", "_abs"], kind="stable")
     kib = 1024 if metric == "bytes" else 1
-    return pd.DataFrame({
-        "run": sel["run"].to_numpy(), "cause": sel["cause"].to_numpy(),
-        "reference per CRD": (sel["per_crd_reference"] / kib).round(1).to_numpy(),
-        "run per CRD": (sel["per_crd"] / kib).round(1).to_numpy(),
-        "difference": (sel["difference"] / kib).round(1).to_numpy(),
-        "95% CI low": (sel["difference_low"] / kib).round(1).to_numpy(),
-        "95% CI high": (sel["difference_high"] / kib).round(1).to_numpy(),
-        "relative (%)": (100 * sel["relative"]).round(1).to_numpy(),
-    })
+    return pd.DataFrame(
+        {
+            "run": sel["run"].to_numpy(),
+            "cause": sel["cause"].to_numpy(),
+            "reference per CRD": (sel["per_crd_reference"] / kib).round(1).to_numpy(),
+            "run per CRD": (sel["per_crd"] / kib).round(1).to_numpy(),
+            "difference": (sel["difference"] / kib).round(1).to_numpy(),
+            "95% CI low": (sel["difference_low"] / kib).round(1).to_numpy(),
+            "95% CI high": (sel["difference_high"] / kib).round(1).to_numpy(),
+            "relative (%)": (100 * sel["relative"]).round(1).to_numpy(),
+        }
+    )
 
 
 def series_table(comparison: Comparison) -> pd.DataFrame:
@@ -210,8 +227,9 @@ def series_table(comparison: Comparison) -> pd.DataFrame:
     rows = []
     joint = comparison.series_joint.set_index(["run", "metric"]) if len(comparison.series_joint) else None
     fits = comparison.series_fits
-    own = (fits[fits["phase"] == "served"].set_index(["run", "metric"])["per_crd"] if len(fits)
-           else pd.Series(dtype=float))
+    own = (
+        fits[fits["phase"] == "served"].set_index(["run", "metric"])["per_crd"] if len(fits) else pd.Series(dtype=float)
+    )
     for label in comparison.labels:
         end = comparison.end[comparison.end["run"] == label].set_index("metric") if len(comparison.end) else None
         for metric, unit in C.SERIES_UNITS.items():
@@ -227,10 +245,21 @@ def series_table(comparison: Comparison) -> pd.DataFrame:
             rows.append((label, metric, unit, per_crd, low, high, last, peak))
         est = comparison.establish[comparison.establish["run"] == label] if len(comparison.establish) else None
         if est is not None and len(est):
-            rows.append((label, "establish_seconds", "s", est["seconds"].sum() / max(est["crds"].sum(), 1),
-                         math.nan, math.nan, est["seconds"].sum(), est["seconds"].max()))
-    return pd.DataFrame(rows, columns=["run", "metric", "unit", "per_crd", "difference_low", "difference_high",
-                                       "end", "peak"])
+            rows.append(
+                (
+                    label,
+                    "establish_seconds",
+                    "s",
+                    est["seconds"].sum() / max(est["crds"].sum(), 1),
+                    math.nan,
+                    math.nan,
+                    est["seconds"].sum(),
+                    est["seconds"].max(),
+                )
+            )
+    return pd.DataFrame(
+        rows, columns=["run", "metric", "unit", "per_crd", "difference_low", "difference_high", "end", "peak"]
+    )
 
 
 def headline(comparison: Comparison) -> str:
@@ -245,16 +274,23 @@ def headline(comparison: Comparison) -> str:
         if len(total):
             t = total.iloc[0]
             rel = f", {100 * t['relative']:+.0f}%" if not math.isnan(t["relative"]) else ""
-            parts.append(f"{label} holds {_signed(t['difference'])} heap per served CRD than {ref} "
-                         f"(95% CI {fmt_interval(t['difference_low'], t['difference_high'], 'bytes')}{rel}; "
-                         f"{fmt_bytes(t['per_crd'])} vs {fmt_bytes(t['per_crd_reference'])} per CRD)")
+            parts.append(
+                f"{label} holds {_signed(t['difference'])} heap per served CRD than {ref} "
+                f"(95% CI {fmt_interval(t['difference_low'], t['difference_high'], 'bytes')}{rel}; "
+                f"{fmt_bytes(t['per_crd'])} vs {fmt_bytes(t['per_crd_reference'])} per CRD)"
+            )
         causes = joint[joint["cause"] != TOTAL]
         if len(causes):
             c = causes.loc[causes["difference"].abs().idxmax()]
-            parts.append(f"mostly {c['cause']} {_signed(c['difference'])} per CRD "
-                         f"[{fmt_bytes(c['difference_low'])}, {fmt_bytes(c['difference_high'])}]")
-        peak = comparison.end[(comparison.end["metric"] == "rss_bytes")].set_index("run")["peak"] \
-            if len(comparison.end) else pd.Series(dtype=float)
+            parts.append(
+                f"mostly {c['cause']} {_signed(c['difference'])} per CRD "
+                f"[{fmt_bytes(c['difference_low'])}, {fmt_bytes(c['difference_high'])}]"
+            )
+        peak = (
+            comparison.end[(comparison.end["metric"] == "rss_bytes")].set_index("run")["peak"]
+            if len(comparison.end)
+            else pd.Series(dtype=float)
+        )
         if label in peak.index and ref in peak.index:
             parts.append(f"peak RSS {fmt_bytes(peak[label])} vs {fmt_bytes(peak[ref])}")
         if parts:
@@ -277,12 +313,15 @@ def _markdown_table(frame: pd.DataFrame) -> str:
 def provenance_table(comparison: Comparison) -> pd.DataFrame:
     """Provenance of every run side by side: one row per fact, one column per run."""
     keys = list(dict.fromkeys(k for p in comparison.provenance.values() for k in p))
-    return pd.DataFrame({label: [comparison.provenance[label].get(k, "") for k in keys]
-                         for label in comparison.labels}, index=pd.Index(keys, name="fact"))
+    return pd.DataFrame(
+        {label: [comparison.provenance[label].get(k, "") for k in keys] for label in comparison.labels},
+        index=pd.Index(keys, name="fact"),
+    )
 
 
-def comparison_markdown(comparison: Comparison, figures: Sequence[tuple[str, str]] = (), *,
-                        report_html: str | None = None) -> str:
+def comparison_markdown(
+    comparison: Comparison, figures: Sequence[tuple[str, str]] = (), *, report_html: str | None = None
+) -> str:
     """``findings.md`` of a comparison: the delta first, then what was run, the tables, figures."""
     title = "crdscale comparison: " + " vs ".join(comparison.labels)
     parts = [f"# {title}", "", f"**{headline(comparison)}**", ""]
@@ -290,31 +329,43 @@ def comparison_markdown(comparison: Comparison, figures: Sequence[tuple[str, str
         parts += ["> **Warning:** " + w for w in comparison.warnings] + [""]
     prov = provenance_table(comparison).reset_index()
     parts += ["## What was run", "", _markdown_table(prov.map(lambda v: str(v).replace("|", "\\|"))), ""]
-    parts += ["## Heap per served CRD by cause (KiB), difference from " + comparison.reference, "",
-              _markdown_table(differences_table(comparison)), ""]
+    parts += [
+        "## Heap per served CRD by cause (KiB), difference from " + comparison.reference,
+        "",
+        _markdown_table(differences_table(comparison)),
+        "",
+    ]
     stable = series_table(comparison)
     if len(stable):
         shown = stable.assign(
             per_crd=[_fmt_unit(v, u) for v, u in zip(stable["per_crd"], stable["unit"])],
             end=[_fmt_unit(v, u) for v, u in zip(stable["end"], stable["unit"])],
             peak=[_fmt_unit(v, u) for v, u in zip(stable["peak"], stable["unit"])],
-            difference_ci=[fmt_interval(lo, hi, "bytes") if u == "bytes" else
-                           ("" if math.isnan(lo) else f"[{lo:.3g}, {hi:.3g}]")
-                           for lo, hi, u in zip(stable["difference_low"], stable["difference_high"], stable["unit"])],
+            difference_ci=[
+                fmt_interval(lo, hi, "bytes") if u == "bytes" else ("" if math.isnan(lo) else f"[{lo:.3g}, {hi:.3g}]")
+                for lo, hi, u in zip(stable["difference_low"], stable["difference_high"], stable["unit"])
+            ],
         )[["run", "metric", "per_crd", "difference_ci", "end", "peak"]]
-        parts += ["## Process per CRD, at the end and at peak", "",
-                  "`per_crd` is the slope against CRDs; `difference_ci` the 95% CI of its difference from "
-                  f"{comparison.reference} (one joint fit); CPU `end` is CPU seconds used during the run; "
-                  "`establish_seconds` per CRD is the summed wait for Established over the CRDs installed.", "",
-                  _markdown_table(shown), ""]
+        parts += [
+            "## Process per CRD, at the end and at peak",
+            "",
+            "`per_crd` is the slope against CRDs; `difference_ci` the 95% CI of its difference from "
+            f"{comparison.reference} (one joint fit); CPU `end` is CPU seconds used during the run; "
+            "`establish_seconds` per CRD is the summed wait for Established over the CRDs installed.",
+            "",
+            _markdown_table(shown),
+            "",
+        ]
     if figures:
         parts += ["## Figures", ""]
         for caption, png in figures:
             parts += [f"**{caption}**", "", f"![{caption}]({png})", ""]
-    parts.append("Differences come from one least-squares fit over both runs' heap profiles with a run indicator "
-                 "(value = b0 + b1·CRDs + c·run + d·run·CRDs; d is the difference per CRD, its interval from the "
-                 "pooled residual variance, Student's t). Causes come from `crdscale.analysis.attribution.RULES`."
-                 + (f" Full report: {report_html}." if report_html else ""))
+    parts.append(
+        "Differences come from one least-squares fit over both runs' heap profiles with a run indicator "
+        "(value = b0 + b1·CRDs + c·run + d·run·CRDs; d is the difference per CRD, its interval from the "
+        "pooled residual variance, Student's t). Causes come from `crdscale.analysis.attribution.RULES`."
+        + (f" Full report: {report_html}." if report_html else "")
+    )
     return "\n".join(parts) + "\n"
 
 
@@ -328,15 +379,24 @@ def _fmt_unit(value: float, unit: str) -> str:
 
 def comparison_json(comparison: Comparison) -> dict:
     """The comparison's numbers as plain JSON-able data (NaN -> None)."""
-    def records(frame: pd.DataFrame) -> list[dict]:
-        return [{k: (None if isinstance(v, float) and math.isnan(v) else v) for k, v in row.items()}
-                for row in frame.to_dict("records")]
 
-    return {"labels": comparison.labels, "reference": comparison.reference,
-            "run_dirs": [str(p) for p in comparison.run_dirs], "warnings": comparison.warnings,
-            "headline": headline(comparison), "provenance": comparison.provenance,
-            "joint": records(comparison.joint), "series": records(series_table(comparison)),
-            "per_crd": records(comparison.per_crd)}
+    def records(frame: pd.DataFrame) -> list[dict]:
+        return [
+            {k: (None if isinstance(v, float) and math.isnan(v) else v) for k, v in row.items()}
+            for row in frame.to_dict("records")
+        ]
+
+    return {
+        "labels": comparison.labels,
+        "reference": comparison.reference,
+        "run_dirs": [str(p) for p in comparison.run_dirs],
+        "warnings": comparison.warnings,
+        "headline": headline(comparison),
+        "provenance": comparison.provenance,
+        "joint": records(comparison.joint),
+        "series": records(series_table(comparison)),
+        "per_crd": records(comparison.per_crd),
+    }
 
 
 # --------------------------------------------------------------------------
@@ -344,9 +404,15 @@ def comparison_json(comparison: Comparison) -> dict:
 # --------------------------------------------------------------------------
 
 
-def render_comparison(run_dirs: Sequence[str | Path], out_dir: str | Path, *, labels: Sequence[str] | None = None,
-                      notebooks_dir: str | Path | None = None, timeout: int | None = None,
-                      echo: Callable[[str], None] | None = None):
+def render_comparison(
+    run_dirs: Sequence[str | Path],
+    out_dir: str | Path,
+    *,
+    labels: Sequence[str] | None = None,
+    notebooks_dir: str | Path | None = None,
+    timeout: int | None = None,
+    echo: Callable[[str], None] | None = None,
+):
     """Findings, figures and HTML comparing runs (see the module docstring).
 
     Returns a :class:`crdscale.report.render.ReportResult`; a failing notebook
@@ -375,8 +441,11 @@ def render_comparison(run_dirs: Sequence[str | Path], out_dir: str | Path, *, la
     captions, files = [], []
     for name, caption, draw in (
         ("memory-vs-crds", "RSS and heap in use against CRDs, each run", plots.plot_runs_against_crds),
-        ("per-crd-difference", f"Heap per CRD by cause: difference from {comparison.reference} with 95% CI",
-         plots.plot_difference_bars),
+        (
+            "per-crd-difference",
+            f"Heap per CRD by cause: difference from {comparison.reference} with 95% CI",
+            plots.plot_difference_bars,
+        ),
     ):
         fig, ax = plt.subplots(figsize=(10, 4.5), layout="constrained")
         draw(ax, comparison.series_points if name == "memory-vs-crds" else comparison.joint)
@@ -389,16 +458,23 @@ def render_comparison(run_dirs: Sequence[str | Path], out_dir: str | Path, *, la
     html, html_nocode = out / "report.html", out / "report-nocode.html"
     findings_md = out / "findings.md"
     findings_md.write_text(comparison_markdown(comparison, captions, report_html=html_nocode.name), encoding="utf-8")
-    (out / "findings.json").write_text(json.dumps(comparison_json(comparison), indent=2, default=str) + "\n",
-                                       encoding="utf-8")
+    (out / "findings.json").write_text(
+        json.dumps(comparison_json(comparison), indent=2, default=str) + "\n", encoding="utf-8"
+    )
 
     echo(f"executing {notebook.name}")
     target = out / "notebooks" / f"{notebook.stem}.ipynb"
-    nb, stopped = R.execute_notebook(notebook, target, {"run_dirs": run_dirs, "labels": comparison.labels},
-                                     cwd=notebook.parent, timeout=timeout or R.CELL_TIMEOUT_S)
+    nb, stopped = R.execute_notebook(
+        notebook,
+        target,
+        {"run_dirs": run_dirs, "labels": comparison.labels},
+        cwd=notebook.parent,
+        timeout=timeout or R.CELL_TIMEOUT_S,
+    )
     source = notebook.read_text(encoding="utf-8")
     failure = R.find_failure(nb, str(notebook), source) or (
-        R.unfinished_cell(nb, str(notebook), stopped, source) if stopped else None)
+        R.unfinished_cell(nb, str(notebook), stopped, source) if stopped else None
+    )
     if failure:
         echo(f"notebook failed: {failure.describe()}")
     title = "crdscale comparison: " + " vs ".join(comparison.labels)

@@ -23,8 +23,13 @@ def new_figure(width: float = 11, height: float = 4.5, **subplots):
     return plt.subplots(figsize=(width, height), layout="constrained", **subplots)
 
 
-def memory_over_time_figure(memory: pd.DataFrame, phases: pd.DataFrame, steps: pd.DataFrame, *,
-                            title: str = "kube-apiserver memory while CRDs are installed"):
+def memory_over_time_figure(
+    memory: pd.DataFrame,
+    phases: pd.DataFrame,
+    steps: pd.DataFrame,
+    *,
+    title: str = "kube-apiserver memory while CRDs are installed",
+):
     """Memory series over time, phases shaded, CRD count as a step line on the right axis."""
     fig, ax = new_figure(11, 5)
     plots.plot_memory_timeline(ax, memory, MEMORY_LINES, phases=phases, steps=steps, title=title)
@@ -34,30 +39,50 @@ def memory_over_time_figure(memory: pd.DataFrame, phases: pd.DataFrame, steps: p
 def memory_vs_crds_figure(marks: pd.DataFrame, *, phase: str = "served"):
     """Memory series at each profile (end of each step) against the number of CRDs."""
     fig, ax = new_figure(8, 4.5)
-    plots.plot_against_crds(ax, marks, MEMORY_LINES, phase=phase,
-                            title="Memory against CRDs installed (filled: after serving, hollow: just installed)")
+    plots.plot_against_crds(
+        ax,
+        marks,
+        MEMORY_LINES,
+        phase=phase,
+        title="Memory against CRDs installed (filled: after serving, hollow: just installed)",
+    )
     return fig
 
 
 def heap_by_cause_figure(points: pd.DataFrame, fits: pd.DataFrame, *, phase: str = "served"):
     """Left: stacked heap by cause against CRDs. Right: bytes per CRD by cause with 95% CIs."""
-    order = list(fits[(fits["phase"] == phase) & (fits["metric"] == "bytes") & (fits["cause"] != "total")]
-                 .sort_values("per_crd", ascending=False)["cause"])
+    order = list(
+        fits[(fits["phase"] == phase) & (fits["metric"] == "bytes") & (fits["cause"] != "total")].sort_values(
+            "per_crd", ascending=False
+        )["cause"]
+    )
     colors = plots.cause_palette(fits, phase)
     fig, (left, right) = new_figure(13, 5, ncols=2, width_ratios=[1.25, 1])
-    plots.plot_cause_stack(left, points, phase=phase, order=[c for c in order if c != "other"] + ["other"],
-                           colors=colors, title="Heap in use by cause: what grows with CRDs")
-    plots.plot_per_crd_bars(right, fits, phase=phase, colors=colors,
-                            title="Heap per CRD by cause (KiB, 95% CI)")
+    plots.plot_cause_stack(
+        left,
+        points,
+        phase=phase,
+        order=[c for c in order if c != "other"] + ["other"],
+        colors=colors,
+        title="Heap in use by cause: what grows with CRDs",
+    )
+    plots.plot_per_crd_bars(right, fits, phase=phase, colors=colors, title="Heap per CRD by cause (KiB, 95% CI)")
     return fig
 
 
-def headline_figure(memory: pd.DataFrame, phases: pd.DataFrame, steps: pd.DataFrame, fits: pd.DataFrame, *,
-                    phase: str = "served"):
+def headline_figure(
+    memory: pd.DataFrame, phases: pd.DataFrame, steps: pd.DataFrame, fits: pd.DataFrame, *, phase: str = "served"
+):
     """The report's first figure: how memory grew over the run (left) and what a CRD costs, by cause (right)."""
     fig, (left, right) = new_figure(14, 5.2, ncols=2, width_ratios=[1.5, 1])
-    plots.plot_memory_timeline(left, memory, ("rss", "heap_inuse", "heap_alloc", "stack_inuse"), phases=phases,
-                               steps=steps, title="How kube-apiserver memory grew as CRDs were installed")
+    plots.plot_memory_timeline(
+        left,
+        memory,
+        ("rss", "heap_inuse", "heap_alloc", "stack_inuse"),
+        phases=phases,
+        steps=steps,
+        title="How kube-apiserver memory grew as CRDs were installed",
+    )
     plots.plot_per_crd_bars(right, fits, phase=phase, title="What one CRD costs: heap by cause (95% CI)")
     return fig
 
@@ -86,14 +111,28 @@ def standard_figures(data, analysis) -> list[FigureSpec]:
     steps = S.crd_count_steps(data.events, start)
     out = []
     if len(memory):
-        out.append(FigureSpec("headline", "How memory grew and what one CRD costs",
-                              headline_figure(memory, phases, steps, analysis.fits)))
-        out.append(FigureSpec("memory-over-time", "kube-apiserver memory over time (phases shaded, CRDs on the right axis)",
-                              memory_over_time_figure(memory, phases, steps)))
+        out.append(
+            FigureSpec(
+                "headline",
+                "How memory grew and what one CRD costs",
+                headline_figure(memory, phases, steps, analysis.fits),
+            )
+        )
+        out.append(
+            FigureSpec(
+                "memory-over-time",
+                "kube-apiserver memory over time (phases shaded, CRDs on the right axis)",
+                memory_over_time_figure(memory, phases, steps),
+            )
+        )
         marks = S.at_marks(memory, data.profile_marks())
         if len(marks):
-            out.append(FigureSpec("memory-vs-crds", "Memory against CRDs installed",
-                                  memory_vs_crds_figure(marks)))
-    out.append(FigureSpec("heap-by-cause", "Heap in use by cause and bytes per CRD by cause (95% CI)",
-                          heap_by_cause_figure(analysis.points, analysis.fits)))
+            out.append(FigureSpec("memory-vs-crds", "Memory against CRDs installed", memory_vs_crds_figure(marks)))
+    out.append(
+        FigureSpec(
+            "heap-by-cause",
+            "Heap in use by cause and bytes per CRD by cause (95% CI)",
+            heap_by_cause_figure(analysis.points, analysis.fits),
+        )
+    )
     return out

@@ -12,8 +12,8 @@ issue or a KEP. Nothing here reads files or draws.
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Sequence
 
 import pandas as pd
 
@@ -90,7 +90,7 @@ def provenance(manifest: dict) -> dict[str, str]:
             parts.append(f"median {crds['properties_median']:g} properties")
         if crds.get("schema_bytes_median") is not None:
             parts.append(f"median schema {fmt_bytes(crds['schema_bytes_median'])}")
-        origin = (scenario.get("crds") or {})
+        origin = scenario.get("crds") or {}
         if origin.get("source") == "generate":
             parts.append(f"generated, preset {origin.get('preset', '?')}, seed {origin.get('seed', '?')}")
         elif origin.get("source"):
@@ -98,12 +98,19 @@ def provenance(manifest: dict) -> dict[str, str]:
         crd_set = ", ".join(parts)
 
     mem = machine.get("memory_bytes")
-    machine_text = ", ".join(p for p in (
-        f"{machine['cpus']} CPUs" if machine.get("cpus") else None,
-        machine.get("cpu_model"),
-        f"{mem / 2**30:.0f} GiB RAM" if mem else None,
-        f"Linux {machine['kernel']}" if machine.get("kernel") else None,
-    ) if p) or unknown
+    machine_text = (
+        ", ".join(
+            p
+            for p in (
+                f"{machine['cpus']} CPUs" if machine.get("cpus") else None,
+                machine.get("cpu_model"),
+                f"{mem / 2**30:.0f} GiB RAM" if mem else None,
+                f"Linux {machine['kernel']}" if machine.get("kernel") else None,
+            )
+            if p
+        )
+        or unknown
+    )
 
     go = versions.get("kube-apiserver-go") or unknown
     if versions.get("go-toolchain") and versions.get("go-toolchain") != versions.get("kube-apiserver-go"):
@@ -116,8 +123,9 @@ def provenance(manifest: dict) -> dict[str, str]:
     if metrics.get("source"):
         run += f"; metrics via {metrics['source']} every {metrics.get('scrape_interval_s', '?')} s"
         # /metrics jobs may have their own (longer, possibly adapted) cadence: say which.
-        jobs = {job: s for job, s in (metrics.get("job_interval_s") or {}).items()
-                if s != metrics.get("scrape_interval_s")}
+        jobs = {
+            job: s for job, s in (metrics.get("job_interval_s") or {}).items() if s != metrics.get("scrape_interval_s")
+        }
         if jobs:
             run += " (" + ", ".join(f"{job} /metrics every {s:g} s" for job, s in sorted(jobs.items())) + ")"
     env = (scenario.get("target") or {}).get("env") or {}
@@ -141,19 +149,22 @@ def provenance(manifest: dict) -> dict[str, str]:
     if resolution.get("max_gap_s") is not None:
         facts["metrics resolution"] = (
             f"{resolution['samples']:,} samples of {resolution['metric']}, median gap {resolution['median_gap_s']:g} s, "
-            f"largest {resolution['max_gap_s']:g} s, last sample {resolution['end_gap_s']:.1f} s before the end")
+            f"largest {resolution['max_gap_s']:g} s, last sample {resolution['end_gap_s']:.1f} s before the end"
+        )
     harness = manifest.get("harness") or {}
     if harness.get("harness_share_of_apiserver_cpu") is not None:
         facts["harness cost"] = (
             f"crdscale {harness['crdscale_cpu_seconds']:.1f} s + Prometheus {harness.get('prometheus_cpu_seconds') or 0:.1f} s "
             f"CPU = {100 * harness['harness_share_of_apiserver_cpu']:.1f}% of kube-apiserver's "
-            f"{harness['kube_apiserver_cpu_seconds']:.1f} s")
+            f"{harness['kube_apiserver_cpu_seconds']:.1f} s"
+        )
         scrapes = harness.get("apiserver_scrapes") or {}
         if harness.get("scrape_share_of_apiserver_cpu") is not None:
             facts["harness cost"] += (
                 f"; its {scrapes['count']} /metrics scrapes cost kube-apiserver at most ~{scrapes['cpu_seconds_estimate']:.1f} "
                 f"CPU-s = {100 * harness['scrape_share_of_apiserver_cpu']:.1f}% of its own work (their wall time x "
-                f"{scrapes.get('cpu_per_wall_second', 1.3):g}, which counts waiting for a CPU on a busy machine)")
+                f"{scrapes.get('cpu_per_wall_second', 1.3):g}, which counts waiting for a CPU on a busy machine)"
+            )
     return facts
 
 
@@ -174,8 +185,9 @@ def _series_value(points: pd.DataFrame, metric: str, crds: int, phase: str = "se
     return float(sel["value"].iloc[-1]) if len(sel) else None
 
 
-def key_numbers(analysis, memory: pd.DataFrame | None = None, *, phase: str = "served",
-                top_causes: int = TOP_CAUSES) -> pd.DataFrame:
+def key_numbers(
+    analysis, memory: pd.DataFrame | None = None, *, phase: str = "served", top_causes: int = TOP_CAUSES
+) -> pd.DataFrame:
     """The numbers a performance engineer asks for first, one row each.
 
     Parameters:
@@ -201,48 +213,129 @@ def key_numbers(analysis, memory: pd.DataFrame | None = None, *, phase: str = "s
         first = _series_value(spoints, metric, 0) if len(spoints) else None
         last = _series_value(spoints, metric, max_crds, phase) if len(spoints) else None
         if first is not None:
-            rows.append((f"{metric}_baseline", f"{label} with 0 CRDs", first, nan, nan, "bytes",
-                         "metrics series at the baseline profile"))
+            rows.append(
+                (
+                    f"{metric}_baseline",
+                    f"{label} with 0 CRDs",
+                    first,
+                    nan,
+                    nan,
+                    "bytes",
+                    "metrics series at the baseline profile",
+                )
+            )
         if last is not None:
-            rows.append((f"{metric}_final", f"{label} with {max_crds} CRDs ({phase})", last, nan, nan, "bytes",
-                         "metrics series at the last profile"))
+            rows.append(
+                (
+                    f"{metric}_final",
+                    f"{label} with {max_crds} CRDs ({phase})",
+                    last,
+                    nan,
+                    nan,
+                    "bytes",
+                    "metrics series at the last profile",
+                )
+            )
     if memory is not None and "rss" in memory and memory["rss"].notna().any():
-        rows.append(("rss_bytes_peak", "Peak RSS during the run", float(memory["rss"].max()), nan, nan, "bytes",
-                     "metrics series"))
+        rows.append(
+            (
+                "rss_bytes_peak",
+                "Peak RSS during the run",
+                float(memory["rss"].max()),
+                nan,
+                nan,
+                "bytes",
+                "metrics series",
+            )
+        )
     if memory is not None and "rss_minus_heap_stack" in memory and memory["rss_minus_heap_stack"].notna().any():
-        rows.append(("rss_minus_heap_stack_final", "RSS - (heap in use + stacks) at the end",
-                     float(memory["rss_minus_heap_stack"].dropna().iloc[-1]), nan, nan, "bytes", "metrics series"))
+        rows.append(
+            (
+                "rss_minus_heap_stack_final",
+                "RSS - (heap in use + stacks) at the end",
+                float(memory["rss_minus_heap_stack"].dropna().iloc[-1]),
+                nan,
+                nan,
+                "bytes",
+                "metrics series",
+            )
+        )
 
     # Per CRD: the total from heap profiles, RSS and heap from the series.
     total = _fit_row(fits, phase, "bytes", TOTAL)
     if total is not None:
-        rows.append(("heap_per_crd", f"Heap in use per CRD (profiles, {phase})", float(total["per_crd"]),
-                     float(total["per_crd_low"]), float(total["per_crd_high"]), "bytes/CRD",
-                     f"least squares over {int(total['n'])} heap profiles"))
+        rows.append(
+            (
+                "heap_per_crd",
+                f"Heap in use per CRD (profiles, {phase})",
+                float(total["per_crd"]),
+                float(total["per_crd_low"]),
+                float(total["per_crd_high"]),
+                "bytes/CRD",
+                f"least squares over {int(total['n'])} heap profiles",
+            )
+        )
     other_phase = "installed" if phase == "served" else "served"
     total_other = _fit_row(fits, other_phase, "bytes", TOTAL)
     if total_other is not None:
-        rows.append((f"heap_per_crd_{other_phase}", f"Heap in use per CRD (profiles, {other_phase})",
-                     float(total_other["per_crd"]), float(total_other["per_crd_low"]),
-                     float(total_other["per_crd_high"]), "bytes/CRD",
-                     f"least squares over {int(total_other['n'])} heap profiles"))
-    for metric, label in (("rss_bytes", "RSS per CRD (metrics)"), ("heap_inuse_bytes", "Heap in use per CRD (metrics)")):
+        rows.append(
+            (
+                f"heap_per_crd_{other_phase}",
+                f"Heap in use per CRD (profiles, {other_phase})",
+                float(total_other["per_crd"]),
+                float(total_other["per_crd_low"]),
+                float(total_other["per_crd_high"]),
+                "bytes/CRD",
+                f"least squares over {int(total_other['n'])} heap profiles",
+            )
+        )
+    for metric, label in (
+        ("rss_bytes", "RSS per CRD (metrics)"),
+        ("heap_inuse_bytes", "Heap in use per CRD (metrics)"),
+    ):
         sel = sfits[(sfits["phase"] == phase) & (sfits["metric"] == metric)] if len(sfits) else sfits
         if len(sel):
             r = sel.iloc[0]
-            rows.append((f"{metric}_per_crd", f"{label}, {phase}", float(r["per_crd"]), float(r["per_crd_low"]),
-                         float(r["per_crd_high"]), "bytes/CRD", f"least squares over {int(r['n'])} marks"))
+            rows.append(
+                (
+                    f"{metric}_per_crd",
+                    f"{label}, {phase}",
+                    float(r["per_crd"]),
+                    float(r["per_crd_low"]),
+                    float(r["per_crd_high"]),
+                    "bytes/CRD",
+                    f"least squares over {int(r['n'])} marks",
+                )
+            )
 
     # Per CRD by cause, largest first, and what no rule explains.
     causes = fits[(fits["phase"] == phase) & (fits["metric"] == "bytes") & (~fits["cause"].isin([TOTAL, OTHER]))]
     causes = causes.sort_values("per_crd", ascending=False, kind="stable").head(top_causes)
     for r in causes.itertuples(index=False):
-        rows.append((f"cause:{r.cause}", f"per CRD: {r.cause} ({100 * r.share:.0f}% of growth)", float(r.per_crd),
-                     float(r.per_crd_low), float(r.per_crd_high), "bytes/CRD", "heap profiles by cause"))
+        rows.append(
+            (
+                f"cause:{r.cause}",
+                f"per CRD: {r.cause} ({100 * r.share:.0f}% of growth)",
+                float(r.per_crd),
+                float(r.per_crd_low),
+                float(r.per_crd_high),
+                "bytes/CRD",
+                "heap profiles by cause",
+            )
+        )
     share = unattributed_share(fits, phase, "bytes")
     if not math.isnan(share):
-        rows.append(("unattributed_share", "Growth no attribution rule explains", share, nan, nan, "share",
-                     "cause 'other' / total"))
+        rows.append(
+            (
+                "unattributed_share",
+                "Growth no attribution rule explains",
+                share,
+                nan,
+                nan,
+                "share",
+                "cause 'other' / total",
+            )
+        )
     return pd.DataFrame(rows, columns=NUMBER_COLUMNS)
 
 
@@ -264,8 +357,10 @@ def numbers_markdown(numbers: pd.DataFrame) -> str:
     """The key numbers as a Markdown table: finding, value, 95% CI, source."""
     lines = ["| finding | value | 95% CI | source |", "|---|---:|---|---|"]
     for r in numbers.itertuples(index=False):
-        lines.append(f"| {_md_escape(r.finding)} | {fmt_value(r.value, r.unit)} | "
-                     f"{fmt_interval(r.low, r.high, r.unit)} | {_md_escape(r.source)} |")
+        lines.append(
+            f"| {_md_escape(r.finding)} | {fmt_value(r.value, r.unit)} | "
+            f"{fmt_interval(r.low, r.high, r.unit)} | {_md_escape(r.source)} |"
+        )
     return "\n".join(lines)
 
 
@@ -286,35 +381,57 @@ def headline(numbers: pd.DataFrame) -> str:
     crds, per_crd, rss0, rss1 = get("crds"), get("heap_per_crd"), get("rss_bytes_baseline"), get("rss_bytes_final")
     parts = []
     if crds is not None and rss0 is not None and rss1 is not None:
-        parts.append(f"RSS grew from {fmt_bytes(rss0['value'])} to {fmt_bytes(rss1['value'])} "
-                     f"with {int(crds['value'])} CRDs")
+        parts.append(
+            f"RSS grew from {fmt_bytes(rss0['value'])} to {fmt_bytes(rss1['value'])} with {int(crds['value'])} CRDs"
+        )
     if per_crd is not None:
         ci = fmt_interval(per_crd["low"], per_crd["high"], "bytes")
         parts.append(f"the heap grew by {fmt_bytes(per_crd['value'])} per CRD" + (f" (95% CI {ci})" if ci else ""))
     causes = numbers[numbers["key"].str.startswith("cause:")].head(3)
     if len(causes):
-        parts.append("mostly " + ", ".join(f"{k.split(':', 1)[1]} {fmt_bytes(v)}" for k, v in
-                                           zip(causes["key"], causes["value"])))
+        parts.append(
+            "mostly "
+            + ", ".join(f"{k.split(':', 1)[1]} {fmt_bytes(v)}" for k, v in zip(causes["key"], causes["value"]))
+        )
     return ("; ".join(parts) + ".") if parts else "No per-CRD numbers (fewer than two CRD counts profiled)."
 
 
-def findings_markdown(findings: Findings, figures: Sequence[tuple[str, str]] = (), *,
-                      title: str = "crdscale findings", report_html: str | None = None) -> str:
+def findings_markdown(
+    findings: Findings,
+    figures: Sequence[tuple[str, str]] = (),
+    *,
+    title: str = "crdscale findings",
+    report_html: str | None = None,
+) -> str:
     """``findings.md``: headline, provenance, key numbers, then figures
     (``(caption, png path relative to the file)``; an SVG of the same name sits next to each)."""
-    parts = [f"# {title}", "", headline(findings.numbers), "", "## What was run", "",
-             provenance_markdown(findings.provenance), "", "## Key numbers", "", numbers_markdown(findings.numbers), ""]
+    parts = [
+        f"# {title}",
+        "",
+        headline(findings.numbers),
+        "",
+        "## What was run",
+        "",
+        provenance_markdown(findings.provenance),
+        "",
+        "## Key numbers",
+        "",
+        numbers_markdown(findings.numbers),
+        "",
+    ]
     if figures:
         parts += ["## Figures", ""]
         for caption, png in figures:
             svg = png[: -len(".png")] + ".svg" if png.endswith(".png") else None
             parts += [f"**{caption}**" + (f" ([SVG]({svg}))" if svg else ""), "", f"![{caption}]({png})", ""]
-    parts.append("Bytes per CRD are least-squares slopes of heap in use against the number of CRDs installed, "
-                 "with 95% confidence intervals (Student's t); causes come from crdscale's attribution rules "
-                 "(`crdscale.analysis.attribution.RULES`). The heap profiles are taken right after a forced GC "
-                 "(`gc=1`) and count live objects only; the `heap_inuse` metric is sampled at any moment and also "
-                 "holds garbage not yet collected and partly empty spans, so its per-CRD slope is larger."
-                 + (f" Full report: {report_html}." if report_html else ""))
+    parts.append(
+        "Bytes per CRD are least-squares slopes of heap in use against the number of CRDs installed, "
+        "with 95% confidence intervals (Student's t); causes come from crdscale's attribution rules "
+        "(`crdscale.analysis.attribution.RULES`). The heap profiles are taken right after a forced GC "
+        "(`gc=1`) and count live objects only; the `heap_inuse` metric is sampled at any moment and also "
+        "holds garbage not yet collected and partly empty spans, so its per-CRD slope is larger."
+        + (f" Full report: {report_html}." if report_html else "")
+    )
     return "\n".join(parts) + "\n"
 
 
@@ -324,13 +441,15 @@ def per_crd_table(fits: pd.DataFrame, phase: str = "served", metric: str = "byte
     sel = fits[(fits["phase"] == phase) & (fits["metric"] == metric)]
     kib, mib = (2**10, 2**20) if metric == "bytes" else (1, 1)
     unit, base_unit = ("KiB", "MiB") if metric == "bytes" else ("objects", "objects")
-    return pd.DataFrame({
-        "cause": sel["cause"].to_numpy(),
-        f"per CRD ({unit})": (sel["per_crd"] / kib).round(1).to_numpy(),
-        "95% CI low": (sel["per_crd_low"] / kib).round(1).to_numpy(),
-        "95% CI high": (sel["per_crd_high"] / kib).round(1).to_numpy(),
-        "share of growth (%)": (100 * sel["share"]).round(1).to_numpy(),
-        f"at 0 CRDs ({base_unit})": (sel["base"] / mib).round(1).to_numpy(),
-        "r2": sel["r2"].round(3).to_numpy(),
-        "points": sel["n"].to_numpy(),
-    })
+    return pd.DataFrame(
+        {
+            "cause": sel["cause"].to_numpy(),
+            f"per CRD ({unit})": (sel["per_crd"] / kib).round(1).to_numpy(),
+            "95% CI low": (sel["per_crd_low"] / kib).round(1).to_numpy(),
+            "95% CI high": (sel["per_crd_high"] / kib).round(1).to_numpy(),
+            "share of growth (%)": (100 * sel["share"]).round(1).to_numpy(),
+            f"at 0 CRDs ({base_unit})": (sel["base"] / mib).round(1).to_numpy(),
+            "r2": sel["r2"].round(3).to_numpy(),
+            "points": sel["n"].to_numpy(),
+        }
+    )

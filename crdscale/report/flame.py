@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import re
 from collections import Counter
-from typing import Sequence
+from collections.abc import Sequence
 
 import pandas as pd
 
@@ -31,8 +31,12 @@ def short_name(function: str) -> str:
 
 def stack_causes(folded: pd.DataFrame, rules: Sequence[Rule] = RULES) -> pd.Series:
     """The cause of each folded stack (root;...;leaf), by the attribution table."""
-    return pd.Series([classify_stack(stack.split(";")[::-1], rules) for stack in folded["stack"]],
-                     index=folded.index, name="cause", dtype=object)
+    return pd.Series(
+        [classify_stack(stack.split(";")[::-1], rules) for stack in folded["stack"]],
+        index=folded.index,
+        name="cause",
+        dtype=object,
+    )
 
 
 class _Node:
@@ -44,8 +48,9 @@ class _Node:
         self.causes: Counter = Counter()
 
 
-def icicle_layout(folded: pd.DataFrame, causes: pd.Series | None = None, *, max_depth: int = 40,
-                  min_fraction: float = 0.003) -> pd.DataFrame:
+def icicle_layout(
+    folded: pd.DataFrame, causes: pd.Series | None = None, *, max_depth: int = 40, min_fraction: float = 0.003
+) -> pd.DataFrame:
     """Rectangles of the call tree of ``folded`` (columns ``stack``, ``value``).
 
     Children sit under their parent, largest first, from left to right.
@@ -83,8 +88,9 @@ def icicle_layout(folded: pd.DataFrame, causes: pd.Series | None = None, *, max_
             if child.value < cutoff:
                 break  # sorted: every later sibling is smaller still
             width = child.value / total
-            rows.append((depth + 1, x, width, name, short_name(name), int(child.value),
-                         child.causes.most_common(1)[0][0]))
+            rows.append(
+                (depth + 1, x, width, name, short_name(name), int(child.value), child.causes.most_common(1)[0][0])
+            )
             todo.append((child, depth + 1, x))
             x += width
     frame = pd.DataFrame(rows, columns=ICICLE_COLUMNS)

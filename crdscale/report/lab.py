@@ -20,15 +20,20 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable
 from urllib.parse import quote
 
 from crdscale.errors import CrdscaleError
 from crdscale.proc import start_ticks
 from crdscale.report.render import (
-    CELL_TIMEOUT_S, CellFailure, default_notebooks_dir, execute_notebook, find_failure, notebook_plan,
+    CELL_TIMEOUT_S,
+    CellFailure,
+    default_notebooks_dir,
+    execute_notebook,
+    find_failure,
+    notebook_plan,
     unfinished_cell,
 )
 from crdscale.rundir import layout, read_run
@@ -54,8 +59,14 @@ class BoundNotebook:
     failure: CellFailure | None = None
 
 
-def bind_notebooks(run_dir: str | Path, notebooks_dir: str | Path | None = None, *, execute: bool = True,
-                   timeout: int = CELL_TIMEOUT_S, echo: Callable[[str], None] | None = None) -> list[BoundNotebook]:
+def bind_notebooks(
+    run_dir: str | Path,
+    notebooks_dir: str | Path | None = None,
+    *,
+    execute: bool = True,
+    timeout: int = CELL_TIMEOUT_S,
+    echo: Callable[[str], None] | None = None,
+) -> list[BoundNotebook]:
     """The run's own copies of the notebooks that apply to it (see :func:`notebook_plan`), creating
     those missing: ``run_dir`` set as a papermill parameter, executed unless ``execute`` is False.
 
@@ -78,13 +89,15 @@ def bind_notebooks(run_dir: str | Path, notebooks_dir: str | Path | None = None,
         partial = out / f".{source.stem}.{os.getpid()}.partial.ipynb"
         echo(f"{'executing' if execute else 'writing'} {path}")
         try:
-            nb, stopped = execute_notebook(source, partial, {"run_dir": str(run_dir)}, cwd=out, timeout=timeout,
-                                           prepare_only=not execute)
+            nb, stopped = execute_notebook(
+                source, partial, {"run_dir": str(run_dir)}, cwd=out, timeout=timeout, prepare_only=not execute
+            )
             failure = None
             if execute:
                 text = source.read_text(encoding="utf-8")
                 failure = find_failure(nb, str(source), text) or (
-                    unfinished_cell(nb, str(source), stopped, text) if stopped else None)
+                    unfinished_cell(nb, str(source), stopped, text) if stopped else None
+                )
             try:
                 os.link(partial, path)  # fails if the name was taken meanwhile: never overwrite
             except FileExistsError:
@@ -146,17 +159,32 @@ class LabServer:
         relative = Path(path).resolve().relative_to(self.root).as_posix()
         return f"{self.base_url}lab/tree/{quote(relative)}?token={self.token}"
 
-    def start(self, timeout: float = START_TIMEOUT_S) -> "LabServer":
+    def start(self, timeout: float = START_TIMEOUT_S) -> LabServer:
         """Start JupyterLab and wait until it answers (CrdscaleError, with its log tail, when it does not)."""
         env = {**os.environ, "JUPYTER_TOKEN": self.token, "JUPYTER_RUNTIME_DIR": str(self._runtime)}
-        command = [sys.executable, "-m", "jupyterlab", "--no-browser", f"--ServerApp.ip={LOOPBACK}",
-                   "--ServerApp.port=0", "--ServerApp.port_retries=0", f"--ServerApp.root_dir={self.root}"]
+        command = [
+            sys.executable,
+            "-m",
+            "jupyterlab",
+            "--no-browser",
+            f"--ServerApp.ip={LOOPBACK}",
+            "--ServerApp.port=0",
+            "--ServerApp.port_retries=0",
+            f"--ServerApp.root_dir={self.root}",
+        ]
         if os.geteuid() == 0:
             command.append("--allow-root")  # JupyterLab refuses root otherwise (containers, CI)
         with open(self.log, "ab") as log:
             # The token goes by environment, not argv: other users can read argv in ps.
-            self.proc = subprocess.Popen(command, cwd=self.root, env=env, stdin=subprocess.DEVNULL,
-                                         stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+            self.proc = subprocess.Popen(
+                command,
+                cwd=self.root,
+                env=env,
+                stdin=subprocess.DEVNULL,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,
+            )
         info = self._runtime / f"jpserver-{self.proc.pid}.json"
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
@@ -211,7 +239,7 @@ class LabServer:
                         pass
         shutil.rmtree(self._runtime, ignore_errors=True)
 
-    def __enter__(self) -> "LabServer":
+    def __enter__(self) -> LabServer:
         return self.start()
 
     def __exit__(self, *exc) -> None:
@@ -226,7 +254,7 @@ def _children(pid: int) -> list[tuple[int, int]]:
             text = stat.read_text()
         except OSError:
             continue
-        if int(text[text.rindex(")") + 2:].split()[1]) == pid:
+        if int(text[text.rindex(")") + 2 :].split()[1]) == pid:
             child = int(stat.parent.name)
             ticks = start_ticks(child)
             if ticks is not None:

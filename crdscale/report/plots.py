@@ -8,7 +8,7 @@ started, CPU in cores. Titles say what to look at.
 
 from __future__ import annotations
 
-from typing import Mapping, Sequence
+from collections.abc import Mapping, Sequence
 
 import numpy as np
 import pandas as pd
@@ -53,8 +53,15 @@ def shade_phases(ax, phases: pd.DataFrame, *, legend: bool = True):
     seen = set()
     for row in phases.itertuples(index=False):
         color, label = PHASE_STYLE.get(row.phase, ("#eeeeee", row.phase))
-        ax.axvspan(row.start_s, row.end_s, color=color, alpha=0.25 if row.phase != "settle" else 0.18, lw=0,
-                   label=None if row.phase in seen or not legend else label, zorder=0)
+        ax.axvspan(
+            row.start_s,
+            row.end_s,
+            color=color,
+            alpha=0.25 if row.phase != "settle" else 0.18,
+            lw=0,
+            label=None if row.phase in seen or not legend else label,
+            zorder=0,
+        )
         seen.add(row.phase)
     return ax
 
@@ -63,8 +70,15 @@ def plot_crd_steps(ax, steps: pd.DataFrame):
     """The CRD count over time as a step line on a second y axis sharing ``ax``'s time axis.
     Returns that second axis."""
     twin = ax.twinx()
-    twin.step(steps["elapsed_s"], steps["crds"], where="post", color=CRD_COLOR, lw=2.2, alpha=0.85,
-              label="CRDs installed (right axis)")
+    twin.step(
+        steps["elapsed_s"],
+        steps["crds"],
+        where="post",
+        color=CRD_COLOR,
+        lw=2.2,
+        alpha=0.85,
+        label="CRDs installed (right axis)",
+    )
     twin.set_ylabel("CRDs installed", color=CRD_COLOR)
     twin.tick_params(axis="y", colors=CRD_COLOR)
     top = max(1, int(steps["crds"].max())) if len(steps) else 1
@@ -72,10 +86,15 @@ def plot_crd_steps(ax, steps: pd.DataFrame):
     return twin
 
 
-def plot_memory_timeline(ax, memory: pd.DataFrame, columns: Sequence[str] = (
-        "rss", "heap_inuse", "heap_alloc", "stack_inuse", "gc_goal", "idle_retained"), *,
-        phases: pd.DataFrame | None = None, steps: pd.DataFrame | None = None,
-        title: str = "kube-apiserver memory over time"):
+def plot_memory_timeline(
+    ax,
+    memory: pd.DataFrame,
+    columns: Sequence[str] = ("rss", "heap_inuse", "heap_alloc", "stack_inuse", "gc_goal", "idle_retained"),
+    *,
+    phases: pd.DataFrame | None = None,
+    steps: pd.DataFrame | None = None,
+    title: str = "kube-apiserver memory over time",
+):
     """Memory series (bytes) against ``elapsed_s``, in MiB; optional phase shading and CRD step line.
     Puts one legend for everything below the axes."""
     if phases is not None:
@@ -93,9 +112,14 @@ def plot_memory_timeline(ax, memory: pd.DataFrame, columns: Sequence[str] = (
     return ax
 
 
-def plot_against_crds(ax, points: pd.DataFrame, columns: Sequence[str] = (
-        "rss", "heap_inuse", "heap_alloc", "stack_inuse", "gc_goal", "idle_retained"), *,
-        phase: str = "served", title: str = "Memory at the end of each step against CRDs installed"):
+def plot_against_crds(
+    ax,
+    points: pd.DataFrame,
+    columns: Sequence[str] = ("rss", "heap_inuse", "heap_alloc", "stack_inuse", "gc_goal", "idle_retained"),
+    *,
+    phase: str = "served",
+    title: str = "Memory at the end of each step against CRDs installed",
+):
     """Memory columns (bytes) of :func:`crdscale.report.series.at_marks` rows against ``crds``, in MiB.
     Rows of other phases than ``phase`` are drawn as hollow markers (the baseline at 0 counts for all)."""
     mine = points[(points["phase"] == phase) | (points["crds"] == 0)]
@@ -106,8 +130,7 @@ def plot_against_crds(ax, points: pd.DataFrame, columns: Sequence[str] = (
         style = _style(col)
         ax.plot(mine["crds"], mine[col] / MIB, marker="o", ms=5, **style)
         if len(others):
-            ax.plot(others["crds"], others[col] / MIB, ls="none", marker="o", ms=5, mfc="none",
-                    color=style["color"])
+            ax.plot(others["crds"], others[col] / MIB, ls="none", marker="o", ms=5, mfc="none", color=style["color"])
     return _crd_axes(ax, title=title)
 
 
@@ -122,8 +145,9 @@ def _crd_axes(ax, *, title: str):
     return ax
 
 
-def plot_gap(ax, memory: pd.DataFrame, *, phases: pd.DataFrame | None = None,
-             title: str = "RSS beyond heap in use + stacks"):
+def plot_gap(
+    ax, memory: pd.DataFrame, *, phases: pd.DataFrame | None = None, title: str = "RSS beyond heap in use + stacks"
+):
     """RSS, heap in use + stacks, and the gap between them filled; the runtime's retained
     idle heap (idle - released) as a dashed line, for comparison with the gap."""
     if phases is not None:
@@ -132,17 +156,34 @@ def plot_gap(ax, memory: pd.DataFrame, *, phases: pd.DataFrame | None = None,
     if {"rss", "heap_plus_stack"} <= set(memory):
         ax.plot(t, memory["rss"] / MIB, **_style("rss"))
         ax.plot(t, memory["heap_plus_stack"] / MIB, **_style("heap_plus_stack"))
-        ax.fill_between(t, memory["heap_plus_stack"] / MIB, memory["rss"] / MIB, color=SERIES_COLORS["rss_minus_heap_stack"],
-                        alpha=0.25, label=MEMORY_LABELS["rss_minus_heap_stack"])
+        ax.fill_between(
+            t,
+            memory["heap_plus_stack"] / MIB,
+            memory["rss"] / MIB,
+            color=SERIES_COLORS["rss_minus_heap_stack"],
+            alpha=0.25,
+            label=MEMORY_LABELS["rss_minus_heap_stack"],
+        )
     if "idle_retained" in memory:
-        ax.plot(t, memory["idle_retained"] / MIB, ls="--", **{k: v for k, v in _style("idle_retained").items() if k != "ls"})
+        ax.plot(
+            t, memory["idle_retained"] / MIB, ls="--", **{k: v for k, v in _style("idle_retained").items() if k != "ls"}
+        )
     _time_axes(ax, ylabel="MiB", title=title)
     ax.legend(fontsize=8, loc="upper left")
     return ax
 
 
-def plot_activity(ax, activity: pd.DataFrame, column: str, *, ylabel: str, title: str,
-                  phases: pd.DataFrame | None = None, color: str = "#444444", scale: float = 1.0):
+def plot_activity(
+    ax,
+    activity: pd.DataFrame,
+    column: str,
+    *,
+    ylabel: str,
+    title: str,
+    phases: pd.DataFrame | None = None,
+    color: str = "#444444",
+    scale: float = 1.0,
+):
     """One column of :func:`crdscale.report.series.activity_frame` against time (values times ``scale``)."""
     if phases is not None:
         shade_phases(ax, phases, legend=False)
@@ -186,9 +227,16 @@ def cause_palette(fits: pd.DataFrame, phase: str = "served", metric: str = "byte
     return cause_colors(order + rest)
 
 
-def plot_cause_stack(ax, points: pd.DataFrame, *, phase: str = "served", metric: str = "bytes",
-                     order: Sequence[str] | None = None, colors: Mapping[str, str] | None = None,
-                     title: str = "Heap in use by cause against CRDs installed"):
+def plot_cause_stack(
+    ax,
+    points: pd.DataFrame,
+    *,
+    phase: str = "served",
+    metric: str = "bytes",
+    order: Sequence[str] | None = None,
+    colors: Mapping[str, str] | None = None,
+    title: str = "Heap in use by cause against CRDs installed",
+):
     """Stacked area of heap in use by cause (``crdscale.analysis.percrd`` points) against CRDs, in MiB.
     ``order``: causes bottom to top (default: largest at the last count first); zero causes left out."""
     data = points[(points["metric"] == metric) & (points["cause"] != "total")]
@@ -200,8 +248,9 @@ def plot_cause_stack(ax, points: pd.DataFrame, *, phase: str = "served", metric:
     order = [c for c in order if c in table and table[c].abs().sum() > 0]
     colors = dict(colors or cause_colors(order))
     scale = MIB if metric == "bytes" else 1
-    ax.stackplot(table.index, *[table[c] / scale for c in order], labels=order,
-                 colors=[colors.get(c) for c in order], alpha=0.9)
+    ax.stackplot(
+        table.index, *[table[c] / scale for c in order], labels=order, colors=[colors.get(c) for c in order], alpha=0.9
+    )
     ax.set_xlabel("CRDs installed")
     ax.set_ylabel("heap in use (MiB)" if metric == "bytes" else "objects in use")
     ax.set_title(title)
@@ -211,9 +260,16 @@ def plot_cause_stack(ax, points: pd.DataFrame, *, phase: str = "served", metric:
     return ax
 
 
-def plot_per_crd_bars(ax, fits: pd.DataFrame, *, phase: str = "served", metric: str = "bytes",
-                      colors: Mapping[str, str] | None = None, min_share: float = 0.0,
-                      title: str = "Heap per CRD by cause (95% CI)"):
+def plot_per_crd_bars(
+    ax,
+    fits: pd.DataFrame,
+    *,
+    phase: str = "served",
+    metric: str = "bytes",
+    colors: Mapping[str, str] | None = None,
+    min_share: float = 0.0,
+    title: str = "Heap per CRD by cause (95% CI)",
+):
     """Horizontal bars of ``per_crd`` by cause with ``per_crd_low``/``per_crd_high`` error bars,
     KiB per CRD (objects per CRD for ``metric="objects"``); biggest on top, total left out."""
     data = fits[(fits["phase"] == phase) & (fits["metric"] == metric) & (fits["cause"] != "total")]
@@ -228,8 +284,14 @@ def plot_per_crd_bars(ax, fits: pd.DataFrame, *, phase: str = "served", metric: 
     low = data["per_crd_low"].to_numpy() / scale
     high = data["per_crd_high"].to_numpy() / scale
     err = np.vstack([np.nan_to_num(value - low), np.nan_to_num(high - value)])
-    ax.barh(y, value, xerr=err, color=[colors.get(c, "#888888") for c in data["cause"]], capsize=3,
-            error_kw={"lw": 1, "ecolor": "#333333"})
+    ax.barh(
+        y,
+        value,
+        xerr=err,
+        color=[colors.get(c, "#888888") for c in data["cause"]],
+        capsize=3,
+        error_kw={"lw": 1, "ecolor": "#333333"},
+    )
     ax.set_yticks(y, data["cause"])
     ax.axvline(0, color="#333333", lw=0.8)
     ax.set_xlabel("KiB per CRD" if metric == "bytes" else "objects per CRD")
@@ -251,8 +313,16 @@ def plot_top_growth(ax, growth: pd.DataFrame, *, n: int = 15, title: str = "Func
     return ax
 
 
-def plot_icicle(ax, rects: pd.DataFrame, *, colors: Mapping[str, str] | None = None, unit_scale: float = MIB,
-                unit: str = "MiB", min_label_width: float = 0.04, title: str = "Heap in use of the last profile"):
+def plot_icicle(
+    ax,
+    rects: pd.DataFrame,
+    *,
+    colors: Mapping[str, str] | None = None,
+    unit_scale: float = MIB,
+    unit: str = "MiB",
+    min_label_width: float = 0.04,
+    title: str = "Heap in use of the last profile",
+):
     """Draw an icicle (root on top, callees below) from :func:`crdscale.report.flame.icicle_layout`;
     colour by cause; frames wide enough get a label."""
     from matplotlib.patches import Patch, Rectangle
@@ -261,8 +331,11 @@ def plot_icicle(ax, rects: pd.DataFrame, *, colors: Mapping[str, str] | None = N
     colors = dict(colors or cause_colors(causes))
     max_depth = int(rects["depth"].max()) + 1 if len(rects) else 1
     for r in rects.itertuples(index=False):
-        ax.add_patch(Rectangle((r.x0, -r.depth - 1), r.width, 0.95, facecolor=colors.get(r.cause, "#dddddd"),
-                               edgecolor="white", lw=0.3))
+        ax.add_patch(
+            Rectangle(
+                (r.x0, -r.depth - 1), r.width, 0.95, facecolor=colors.get(r.cause, "#dddddd"), edgecolor="white", lw=0.3
+            )
+        )
         if r.width >= min_label_width:
             chars = int(r.width * 180)
             text = r.short_name if len(r.short_name) <= chars else r.short_name[: max(chars - 1, 1)] + "…"
@@ -285,8 +358,14 @@ def plot_icicle(ax, rects: pd.DataFrame, *, colors: Mapping[str, str] | None = N
 RUN_STYLES = ("-", "--", ":", "-.")
 
 
-def plot_runs_against_crds(ax, points: pd.DataFrame, metrics: Sequence[str] = ("rss_bytes", "heap_inuse_bytes"), *,
-                           phase: str = "served", title: str = "Memory against CRDs, run by run"):
+def plot_runs_against_crds(
+    ax,
+    points: pd.DataFrame,
+    metrics: Sequence[str] = ("rss_bytes", "heap_inuse_bytes"),
+    *,
+    phase: str = "served",
+    title: str = "Memory against CRDs, run by run",
+):
     """Series points of several runs (``run, crds, phase, metric, value``; bytes) overlaid in MiB:
     one colour per metric, one line style per run (the baseline at 0 CRDs counts for every phase)."""
     colors = {"rss_bytes": SERIES_COLORS["rss"], "heap_inuse_bytes": SERIES_COLORS["heap_inuse"]}
@@ -296,13 +375,26 @@ def plot_runs_against_crds(ax, points: pd.DataFrame, metrics: Sequence[str] = ("
         for metric in metrics:
             sel = mine[mine["metric"] == metric].sort_values("crds")
             if len(sel):
-                ax.plot(sel["crds"], sel["value"] / MIB, marker="o", ms=4, color=colors.get(metric),
-                        ls=RUN_STYLES[i % len(RUN_STYLES)], label=f"{names.get(metric, metric)}, {run}")
+                ax.plot(
+                    sel["crds"],
+                    sel["value"] / MIB,
+                    marker="o",
+                    ms=4,
+                    color=colors.get(metric),
+                    ls=RUN_STYLES[i % len(RUN_STYLES)],
+                    label=f"{names.get(metric, metric)}, {run}",
+                )
     return _crd_axes(ax, title=title)
 
 
-def plot_difference_bars(ax, joint: pd.DataFrame, *, metric: str = "bytes", n: int = 10,
-                         title: str = "Heap per CRD: difference from the reference run, by cause"):
+def plot_difference_bars(
+    ax,
+    joint: pd.DataFrame,
+    *,
+    metric: str = "bytes",
+    n: int = 10,
+    title: str = "Heap per CRD: difference from the reference run, by cause",
+):
     """Horizontal bars of :func:`crdscale.analysis.compare.joint_fit` differences (KiB per CRD) with
     their 95% intervals, the ``n`` largest |differences| of each run; total included."""
     sel = joint[joint["metric"] == metric]
@@ -310,11 +402,17 @@ def plot_difference_bars(ax, joint: pd.DataFrame, *, metric: str = "bytes", n: i
     sel = sel.groupby("run", sort=False).head(n).iloc[::-1]
     labels = [f"{c} ({r})" if sel["run"].nunique() > 1 else c for c, r in zip(sel["cause"], sel["run"])]
     y = np.arange(len(sel))
-    err = np.vstack([(sel["difference"] - sel["difference_low"]).to_numpy(),
-                     (sel["difference_high"] - sel["difference"]).to_numpy()]) / KIB
+    err = (
+        np.vstack(
+            [
+                (sel["difference"] - sel["difference_low"]).to_numpy(),
+                (sel["difference_high"] - sel["difference"]).to_numpy(),
+            ]
+        )
+        / KIB
+    )
     colors = cause_colors(list(sel["cause"]))
-    ax.barh(y, sel["difference"] / KIB, xerr=np.nan_to_num(err), color=[colors.get(c) for c in sel["cause"]],
-            capsize=3)
+    ax.barh(y, sel["difference"] / KIB, xerr=np.nan_to_num(err), color=[colors.get(c) for c in sel["cause"]], capsize=3)
     ax.set_yticks(y, labels, fontsize=8)
     ax.axvline(0, color="black", lw=0.8)
     ax.set_xlabel(f"KiB per CRD, run minus {sel['reference'].iloc[0] if len(sel) else 'reference'}")

@@ -24,10 +24,10 @@ import copy
 import json
 import math
 import os
+from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable, Sequence
 
 import crdscale
 from crdscale.errors import UsageError
@@ -68,8 +68,10 @@ class CellFailure:
 
     def describe(self) -> str:
         where = f"{self.notebook}:{self.line}" if self.line else self.notebook
-        return (f"{where}: cell {self.cell_index} ({self.source_head!r}) raised {self.ename}: "
-                f"{self.evalue.splitlines()[0] if self.evalue else ''}")
+        return (
+            f"{where}: cell {self.cell_index} ({self.source_head!r}) raised {self.ename}: "
+            f"{self.evalue.splitlines()[0] if self.evalue else ''}"
+        )
 
 
 @dataclass
@@ -99,11 +101,12 @@ def notebook_plan(run: Run, notebooks_dir: str | Path) -> list[Path]:
     whose probe left tables in the run."""
     notebooks_dir = Path(notebooks_dir)
     plan = [notebooks_dir / f"{name}.py" for name in CORE_NOTEBOOKS]
-    plan += [notebooks_dir / f"{name}.py" for name, probe in PROBE_NOTEBOOKS.items()
-             if run.has_probe_table(probe)]
+    plan += [notebooks_dir / f"{name}.py" for name, probe in PROBE_NOTEBOOKS.items() if run.has_probe_table(probe)]
     missing = [p for p in plan if not p.is_file()]
     if missing:
-        raise UsageError(f"notebook {missing[0]} not found (use --notebooks DIR: the notebooks/ of a crdscale checkout)")
+        raise UsageError(
+            f"notebook {missing[0]} not found (use --notebooks DIR: the notebooks/ of a crdscale checkout)"
+        )
     return plan
 
 
@@ -133,8 +136,16 @@ def find_failure(nb, name: str, source_text: str | None = None) -> CellFailure |
     return None
 
 
-def execute_notebook(source: str | Path, output: str | Path, parameters: dict, *, cwd: str | Path,
-                     timeout: int = CELL_TIMEOUT_S, kernel_name: str = KERNEL_NAME, prepare_only: bool = False):
+def execute_notebook(
+    source: str | Path,
+    output: str | Path,
+    parameters: dict,
+    *,
+    cwd: str | Path,
+    timeout: int = CELL_TIMEOUT_S,
+    kernel_name: str = KERNEL_NAME,
+    prepare_only: bool = False,
+):
     """Run the notebook ``source`` with papermill: ``parameters`` injected after the cell tagged
     ``parameters``, every cell executed in a fresh kernel of this interpreter (working directory
     ``cwd``), the result written to ``output`` (``.ipynb``) after each cell. ``prepare_only``
@@ -154,9 +165,19 @@ def execute_notebook(source: str | Path, output: str | Path, parameters: dict, *
     try:
         # language: how papermill writes the parameters; a .py without jupytext's header has none.
         # The kernel shares our stderr: only its errors belong there, not its transport warnings.
-        papermill.execute_notebook(nb, str(output), parameters=parameters, kernel_name=kernel_name, language="python",
-                                   cwd=str(cwd), execution_timeout=timeout, progress_bar=False, log_output=False,
-                                   prepare_only=prepare_only, extra_arguments=["--IPKernelApp.log_level=ERROR"])
+        papermill.execute_notebook(
+            nb,
+            str(output),
+            parameters=parameters,
+            kernel_name=kernel_name,
+            language="python",
+            cwd=str(cwd),
+            execution_timeout=timeout,
+            progress_bar=False,
+            log_output=False,
+            prepare_only=prepare_only,
+            extra_arguments=["--IPKernelApp.log_level=ERROR"],
+        )
     except papermill.PapermillExecutionError:
         pass  # the error is in the failing cell's outputs; find_failure reads it
     except Exception as err:  # DeadKernelError, CellTimeoutError, a kernel that never started
@@ -168,8 +189,10 @@ def execute_notebook(source: str | Path, output: str | Path, parameters: dict, *
 
 def unfinished_cell(nb, name: str, reason: str, source_text: str | None = None) -> CellFailure:
     """The failure of a notebook stopped without an error output: the first code cell left unexecuted."""
-    index = next((i for i, c in enumerate(nb.cells) if c.cell_type == "code" and c.get("execution_count") is None),
-                 len(nb.cells) - 1)
+    index = next(
+        (i for i, c in enumerate(nb.cells) if c.cell_type == "code" and c.get("execution_count") is None),
+        len(nb.cells) - 1,
+    )
     cell = nb.cells[index] if nb.cells else None
     first = next((ln for ln in (cell.source.splitlines() if cell else []) if ln.strip()), "")
     line = None
@@ -191,17 +214,27 @@ def summary_cells(title: str, findings, headline_png: bytes | None):
 
     from crdscale.report.findings import headline, numbers_markdown, provenance_markdown
 
-    first = [f"# {title}", "", f"**{headline(findings.numbers)}**", "", "## What was run", "",
-             provenance_markdown(findings.provenance)]
+    first = [
+        f"# {title}",
+        "",
+        f"**{headline(findings.numbers)}**",
+        "",
+        "## What was run",
+        "",
+        provenance_markdown(findings.provenance),
+    ]
     cells = [nbformat.v4.new_markdown_cell("\n".join(first))]
     if headline_png:
-        cell = nbformat.v4.new_markdown_cell(
-            "![How memory grew and what one CRD costs](attachment:headline.png)")
+        cell = nbformat.v4.new_markdown_cell("![How memory grew and what one CRD costs](attachment:headline.png)")
         cell["attachments"] = {"headline.png": {"image/png": base64.b64encode(headline_png).decode("ascii")}}
         cells.append(cell)
-    cells.append(nbformat.v4.new_markdown_cell(
-        "## Key numbers\n\n" + numbers_markdown(findings.numbers)
-        + "\n\nThe notebooks below show how these were computed: memory and CPU over time, then the heap by cause."))
+    cells.append(
+        nbformat.v4.new_markdown_cell(
+            "## Key numbers\n\n"
+            + numbers_markdown(findings.numbers)
+            + "\n\nThe notebooks below show how these were computed: memory and CPU over time, then the heap by cause."
+        )
+    )
     return cells
 
 
@@ -223,8 +256,11 @@ def export_html(nb, path: str | Path, *, title: str, with_code: bool = True) -> 
     import jinja2
     from nbconvert import HTMLExporter
 
-    exporter = HTMLExporter(template_name="lab", extra_loaders=[jinja2.DictLoader({"crdscale.html.j2": _TEMPLATE})],
-                            template_file="crdscale.html.j2")
+    exporter = HTMLExporter(
+        template_name="lab",
+        extra_loaders=[jinja2.DictLoader({"crdscale.html.j2": _TEMPLATE})],
+        template_file="crdscale.html.j2",
+    )
     if not with_code:
         exporter.exclude_input = True
         exporter.exclude_input_prompt = True
@@ -244,9 +280,14 @@ def _json_safe(value):
     return value
 
 
-def render_report(run_dir: str | Path, out_dir: str | Path | None = None, *,
-                  notebooks_dir: str | Path | None = None, timeout: int = CELL_TIMEOUT_S,
-                  echo: Callable[[str], None] | None = None) -> ReportResult:
+def render_report(
+    run_dir: str | Path,
+    out_dir: str | Path | None = None,
+    *,
+    notebooks_dir: str | Path | None = None,
+    timeout: int = CELL_TIMEOUT_S,
+    echo: Callable[[str], None] | None = None,
+) -> ReportResult:
     """Findings, figures and HTML for one run directory (see the module docstring).
 
     Raises UsageError when ``run_dir`` is not a run with heap profiles at two
@@ -270,8 +311,10 @@ def render_report(run_dir: str | Path, out_dir: str | Path | None = None, *,
     workers = max(1, min(len(plan), os.cpu_count() or 1))
     pool = ThreadPoolExecutor(max_workers=workers)
     running = [(path, out / "notebooks" / f"{path.stem}.ipynb") for path in plan]
-    futures = [pool.submit(execute_notebook, path, target, {"run_dir": str(run_dir)}, cwd=path.parent, timeout=timeout)
-               for path, target in running]
+    futures = [
+        pool.submit(execute_notebook, path, target, {"run_dir": str(run_dir)}, cwd=path.parent, timeout=timeout)
+        for path, target in running
+    ]
     echo(f"executing {', '.join(p.name for p in plan)} in {workers} kernel(s) at once")
     try:
         return _render(data, out, running, futures, echo)
@@ -307,15 +350,21 @@ def _render(data: Run, out: Path, running, futures, echo) -> ReportResult:
             headline_png = png.read_bytes()
 
     html, html_nocode = out / "report.html", out / "report-nocode.html"
-    md = findings_markdown(findings, captions, title=f"crdscale findings: {scenario}",
-                           report_html=html_nocode.name)
+    md = findings_markdown(findings, captions, title=f"crdscale findings: {scenario}", report_html=html_nocode.name)
     findings_md = out / "findings.md"
     findings_md.write_text(md, encoding="utf-8")
-    (out / "findings.json").write_text(json.dumps({
-        "run_dir": str(run_dir),
-        "provenance": findings.provenance,
-        "numbers": [{k: _json_safe(v) for k, v in row.items()} for row in findings.numbers.to_dict("records")],
-    }, indent=2) + "\n", encoding="utf-8")
+    (out / "findings.json").write_text(
+        json.dumps(
+            {
+                "run_dir": str(run_dir),
+                "provenance": findings.provenance,
+                "numbers": [{k: _json_safe(v) for k, v in row.items()} for row in findings.numbers.to_dict("records")],
+            },
+            indent=2,
+        )
+        + "\n",
+        encoding="utf-8",
+    )
 
     executed, written, failures = [], [], []
     for (path, target), future in zip(running, futures):

@@ -11,7 +11,7 @@ Units: bytes stay bytes (plots convert to MiB), time is UTC timestamps plus
 
 from __future__ import annotations
 
-from typing import Mapping, Sequence
+from collections.abc import Mapping, Sequence
 
 import numpy as np
 import pandas as pd
@@ -65,8 +65,11 @@ PHASE_EVENTS: dict[str, tuple[str, tuple[str, ...]]] = {
 
 def elapsed(ts: pd.Series | pd.DatetimeIndex, start: pd.Timestamp) -> np.ndarray:
     """Seconds since ``start``."""
-    return (pd.to_datetime(ts, utc=True) - start).total_seconds().to_numpy() if isinstance(
-        ts, pd.DatetimeIndex) else (pd.to_datetime(ts, utc=True) - start).dt.total_seconds().to_numpy()
+    return (
+        (pd.to_datetime(ts, utc=True) - start).total_seconds().to_numpy()
+        if isinstance(ts, pd.DatetimeIndex)
+        else (pd.to_datetime(ts, utc=True) - start).dt.total_seconds().to_numpy()
+    )
 
 
 # --------------------------------------------------------------------------
@@ -99,8 +102,8 @@ def phase_intervals(events: pd.DataFrame, start: pd.Timestamp | None = None) -> 
                 seconds = float(event.get("seconds", 0) or 0)
                 end = event["ts"] + pd.Timedelta(seconds=seconds)
             else:
-                later = events.iloc[i + 1:]
-                close = later[later["kind"].isin(closers) & (step_of[i + 1:] == step)]
+                later = events.iloc[i + 1 :]
+                close = later[later["kind"].isin(closers) & (step_of[i + 1 :] == step)]
                 # "established" comes after "install.end"; prefer it when recorded.
                 if phase == "install" and (close["kind"] == "established").any():
                     close = close[close["kind"] == "established"]
@@ -174,8 +177,11 @@ def crds_at(times: pd.Series, steps: pd.DataFrame) -> np.ndarray:
 def wide(series: pd.DataFrame, names: Mapping[str, str], job: str = "kube-apiserver") -> pd.DataFrame:
     """One column per metric (renamed by ``names``; summed over labels), one row per
     timestamp, sorted. Metrics not recorded are absent columns."""
-    data = series[(series["job"] == job) & series["metric"].isin(list(names))] if "job" in series else \
-        series[series["metric"].isin(list(names))]
+    data = (
+        series[(series["job"] == job) & series["metric"].isin(list(names))]
+        if "job" in series
+        else series[series["metric"].isin(list(names))]
+    )
     if data.empty:
         return pd.DataFrame(index=pd.DatetimeIndex([], tz="UTC", name="timestamp"))
     table = data.pivot_table(index="timestamp", columns="metric", values="value", aggfunc="sum")
@@ -184,8 +190,7 @@ def wide(series: pd.DataFrame, names: Mapping[str, str], job: str = "kube-apiser
     return table
 
 
-def memory_frame(series: pd.DataFrame, start: pd.Timestamp | None = None,
-                 job: str = "kube-apiserver") -> pd.DataFrame:
+def memory_frame(series: pd.DataFrame, start: pd.Timestamp | None = None, job: str = "kube-apiserver") -> pd.DataFrame:
     """kube-apiserver memory over time, in bytes.
 
     Columns (when recorded): ``elapsed_s``, ``rss``, ``heap_inuse``,
@@ -225,8 +230,9 @@ def counter_rate(values: pd.Series) -> pd.Series:
     return (delta / dt.where(dt > 0)).astype(float)
 
 
-def activity_frame(series: pd.DataFrame, start: pd.Timestamp | None = None,
-                   job: str = "kube-apiserver") -> pd.DataFrame:
+def activity_frame(
+    series: pd.DataFrame, start: pd.Timestamp | None = None, job: str = "kube-apiserver"
+) -> pd.DataFrame:
     """CPU, GC and concurrency over time: ``elapsed_s``, ``cpu_cores`` (rate of CPU
     seconds), ``gc_per_s`` (GC cycles per second), ``gc_pause_share`` (fraction
     of wall time in stop-the-world pauses), ``goroutines``, ``open_fds``."""
@@ -259,8 +265,10 @@ def at_marks(table: pd.DataFrame, marks: pd.DataFrame) -> pd.DataFrame:
         return pd.DataFrame(columns=["crds", "phase", "timestamp", *table.columns])
     marks = marks.sort_values("timestamp", kind="stable")
     values = table.sort_index()
-    idx = np.searchsorted(values.index.to_numpy(), pd.to_datetime(marks["timestamp"], utc=True).to_numpy(),
-                          side="right") - 1
+    idx = (
+        np.searchsorted(values.index.to_numpy(), pd.to_datetime(marks["timestamp"], utc=True).to_numpy(), side="right")
+        - 1
+    )
     keep = idx >= 0
     joined = values.iloc[idx[keep]].reset_index(drop=True)
     head = marks.loc[keep, ["crds", "phase", "timestamp"]].reset_index(drop=True)
@@ -268,17 +276,32 @@ def at_marks(table: pd.DataFrame, marks: pd.DataFrame) -> pd.DataFrame:
     return out.sort_values(["crds", "timestamp"], kind="stable").reset_index(drop=True)
 
 
-def memory_summary(memory: pd.DataFrame, columns: Sequence[str] = ("rss", "heap_inuse", "heap_alloc",
-                                                                  "stack_inuse", "rss_minus_heap_stack",
-                                                                  "idle_retained")) -> pd.DataFrame:
+def memory_summary(
+    memory: pd.DataFrame,
+    columns: Sequence[str] = (
+        "rss",
+        "heap_inuse",
+        "heap_alloc",
+        "stack_inuse",
+        "rss_minus_heap_stack",
+        "idle_retained",
+    ),
+) -> pd.DataFrame:
     """First, last and peak of each memory column, in MiB: ``series, first_mib, last_mib, peak_mib, growth_mib``."""
     rows = []
     for col in columns:
         if col not in memory or memory[col].dropna().empty:
             continue
         values = memory[col].dropna()
-        rows.append((MEMORY_LABELS.get(col, col), values.iloc[0] / MIB, values.iloc[-1] / MIB, values.max() / MIB,
-                     (values.iloc[-1] - values.iloc[0]) / MIB))
+        rows.append(
+            (
+                MEMORY_LABELS.get(col, col),
+                values.iloc[0] / MIB,
+                values.iloc[-1] / MIB,
+                values.max() / MIB,
+                (values.iloc[-1] - values.iloc[0]) / MIB,
+            )
+        )
     return pd.DataFrame(rows, columns=["series", "first_mib", "last_mib", "peak_mib", "growth_mib"])
 
 
@@ -295,26 +318,34 @@ def release_advice(go_version: str | None, env: Mapping[str, str] | None = None)
     env = dict(env or {})
     match = re.match(r"go(\d+)\.(\d+)", go_version or "")
     if not match:
-        return ("The Go version of this kube-apiserver is unknown, so it is not known whether memory the runtime "
-                "released leaves RSS at once (`MADV_DONTNEED`, Go >= 1.16) or only under memory pressure "
-                "(`MADV_FREE`, Go 1.12-1.15).")
+        return (
+            "The Go version of this kube-apiserver is unknown, so it is not known whether memory the runtime "
+            "released leaves RSS at once (`MADV_DONTNEED`, Go >= 1.16) or only under memory pressure "
+            "(`MADV_FREE`, Go 1.12-1.15)."
+        )
     minor = int(match.group(2)) if match.group(1) == "1" else 99
     godebug = env.get("GODEBUG", "")
     lazy = (12 <= minor <= 15 and "madvdontneed=1" not in godebug) or (minor >= 16 and "madvdontneed=0" in godebug)
     if lazy:
-        return (f"This kube-apiserver runs on **{go_version}**, which releases memory with `MADV_FREE`: "
-                "the kernel takes released pages back only under memory pressure, so on an idle machine they "
-                "stay in RSS. Expect RSS well above heap + stacks, as in the Crossplane measurements "
-                "(~3.2 GB RSS for ~1.4 GB of heap).")
-    return (f"This kube-apiserver runs on **{go_version}**, which releases memory with `MADV_DONTNEED`: "
-            "released pages leave RSS at once (Go 1.12-1.15 used `MADV_FREE`, which kept them until the kernel "
-            "needed memory; set `GODEBUG=madvdontneed=0` in the scenario's `env` to see that behaviour). "
-            "So what remains of the gap here is idle heap the runtime keeps for reuse "
-            "(`heap_idle - heap_released`, dashed), GC and runtime metadata, and the binary itself.")
+        return (
+            f"This kube-apiserver runs on **{go_version}**, which releases memory with `MADV_FREE`: "
+            "the kernel takes released pages back only under memory pressure, so on an idle machine they "
+            "stay in RSS. Expect RSS well above heap + stacks, as in the Crossplane measurements "
+            "(~3.2 GB RSS for ~1.4 GB of heap)."
+        )
+    return (
+        f"This kube-apiserver runs on **{go_version}**, which releases memory with `MADV_DONTNEED`: "
+        "released pages leave RSS at once (Go 1.12-1.15 used `MADV_FREE`, which kept them until the kernel "
+        "needed memory; set `GODEBUG=madvdontneed=0` in the scenario's `env` to see that behaviour). "
+        "So what remains of the gap here is idle heap the runtime keeps for reuse "
+        "(`heap_idle - heap_released`, dashed), GC and runtime metadata, and the binary itself."
+    )
 
 
-def marks_table(marks: pd.DataFrame, columns: Sequence[str] = ("rss", "heap_inuse", "heap_alloc", "stack_inuse",
-                                                               "rss_minus_heap_stack")) -> pd.DataFrame:
+def marks_table(
+    marks: pd.DataFrame,
+    columns: Sequence[str] = ("rss", "heap_inuse", "heap_alloc", "stack_inuse", "rss_minus_heap_stack"),
+) -> pd.DataFrame:
     """:func:`at_marks` rows as a readable table: indexed by ``crds, phase``, memory columns in MiB
     (named ``<column> (MiB)``), one decimal."""
     present = [c for c in columns if c in marks]

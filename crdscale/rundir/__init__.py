@@ -12,5 +12,17 @@ from crdscale.rundir.events import EVENT_KINDS, EventKind, EventLog, read_events
 from crdscale.rundir.reader import Run, events_frame, read_experiment_manifest, read_run, run_start
 from crdscale.rundir.writer import RunWriter, write_experiment_manifest
 
-__all__ = ["layout", "EVENT_KINDS", "EventKind", "EventLog", "read_events", "Run", "RunWriter",
-           "events_frame", "read_experiment_manifest", "read_run", "run_start", "write_experiment_manifest"]
+__all__ = [
+    "layout",
+    "EVENT_KINDS",
+    "EventKind",
+    "EventLog",
+    "read_events",
+    "Run",
+    "RunWriter",
+    "events_frame",
+    "read_experiment_manifest",
+    "read_run",
+    "run_start",
+    "write_experiment_manifest",
+]

@@ -15,9 +15,10 @@ from __future__ import annotations
 import json
 import os
 import threading
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
 from crdscale.timeutil import utc_iso_micro
 
@@ -38,48 +39,96 @@ class EventKind:
 
 _STEP_COUNTS = ("created", "updated", "skipped", "rejected", "failed", "established", "timed_out")
 _STEP_SUMMARY = ("steps", "rss_bytes", "heap_inuse_bytes", "open_fds", "goroutines", "elapsed_s")
-_SERVE_RESULT = ("mode", "resources", "listed", "list_errors", "list_p50_s", "list_max_s", "watches_requested",
-                 "watches_open", "duration_s", "clients")
+_SERVE_RESULT = (
+    "mode",
+    "resources",
+    "listed",
+    "list_errors",
+    "list_p50_s",
+    "list_max_s",
+    "watches_requested",
+    "watches_open",
+    "duration_s",
+    "clients",
+)
 
-EVENT_KINDS: dict[str, EventKind] = {k.name: k for k in (
-    EventKind("run.start", ("run_id",), ("scenario", "crds", "steps", "serve"),
-              "a scenario run (or `crdscale install`) began; crds = size of the CRD set"),
-    EventKind("run.end", ("status",), ("reason", "run_id", "duration_s"),
-              "the run ended: completed, failed, interrupted"),
-    EventKind("target.start", ("target",), (), "the local control plane is starting"),
-    EventKind("target.ready", ("server",), ("version",), "the API server answers"),
-    EventKind("target.stop", (), (), "the local control plane was stopped"),
-    EventKind("metrics.start", ("source",), ("interval_s",), "metrics collection started: time zero of the plots"),
-    EventKind("metrics.cadence", ("job", "interval_s", "previous_s"),
-              ("reason", "scrape_duration_s", "up", "server_cores", "scrape_share"),
-              "a /metrics job moved to a longer scrape interval: its scrapes outlasted the old one "
-              "(reason `scrape duration`) or cost kube-apiserver more than its CPU budget (`cpu budget`)"),
-    EventKind("settle.start", ("label", "seconds"), (), "the runner waits `seconds` before profiling"),
-    EventKind("hold.start", ("seconds",), ("crds",), "after the last step the run keeps serving `seconds`"),
-    EventKind("hold.end", ("seconds",), ("crds",), "the hold after the last step ended"),
-    EventKind("step.start", ("step", "crds_before", "crds_in_step"), ("run_id",), "a step begins"),
-    EventKind("step.end", ("step", "crds", "install_s", "serve_s"),
-              ("run_id", "crds_in_step", *_STEP_COUNTS, *_STEP_SUMMARY),
-              "a step ended; crds = CRDs installed so far"),
-    EventKind("install.start", ("step", "crds_in_step"), ("run_id",), "create requests of a step begin"),
-    EventKind("install.end", ("step", "duration_s"), ("run_id", "crds_in_step", *_STEP_COUNTS),
-              "every create request of the step was answered"),
-    EventKind("established", ("step", "duration_s"), ("run_id", "established", "timed_out"),
-              "every CRD of the step is Established (or timed out)"),
-    EventKind("serve.start", ("step", "mode"), ("run_id", "resources", "clients"),
-              "the step's resources are being LISTed / watched"),
-    EventKind("serve.end", ("step",), ("run_id", *_SERVE_RESULT), "serving the step's resources finished"),
-    EventKind("serve.client", ("client",), ("run_id", "pids", "clients", "qps", "burst", "reason"),
-              "what serves watch mode: go-informers (crdscale-client pids) or python-watcher (reason: why)"),
-    EventKind("profile", ("file", "profile", "step", "crds"), ("phase", "bytes"),
-              "a profile was saved; phase None = end of step"),
-    EventKind("profile.error", ("profile", "step", "error"), (), "a profile could not be taken"),
-    EventKind("probe.start", ("probe", "step"), (), "a probe began"),
-    EventKind("probe.end", ("probe", "step"), ("status", "error"), "a probe ended"),
-    EventKind("process.start", ("name", "pid"), ("start_ticks", "cmdline"),
-              "the harness started a process (so `crdscale down` can stop it after a crash)"),
-    EventKind("process.stop", ("name", "pid"), ("exit_code",), "a harness process stopped"),
-)}
+EVENT_KINDS: dict[str, EventKind] = {
+    k.name: k
+    for k in (
+        EventKind(
+            "run.start",
+            ("run_id",),
+            ("scenario", "crds", "steps", "serve"),
+            "a scenario run (or `crdscale install`) began; crds = size of the CRD set",
+        ),
+        EventKind(
+            "run.end", ("status",), ("reason", "run_id", "duration_s"), "the run ended: completed, failed, interrupted"
+        ),
+        EventKind("target.start", ("target",), (), "the local control plane is starting"),
+        EventKind("target.ready", ("server",), ("version",), "the API server answers"),
+        EventKind("target.stop", (), (), "the local control plane was stopped"),
+        EventKind("metrics.start", ("source",), ("interval_s",), "metrics collection started: time zero of the plots"),
+        EventKind(
+            "metrics.cadence",
+            ("job", "interval_s", "previous_s"),
+            ("reason", "scrape_duration_s", "up", "server_cores", "scrape_share"),
+            "a /metrics job moved to a longer scrape interval: its scrapes outlasted the old one "
+            "(reason `scrape duration`) or cost kube-apiserver more than its CPU budget (`cpu budget`)",
+        ),
+        EventKind("settle.start", ("label", "seconds"), (), "the runner waits `seconds` before profiling"),
+        EventKind("hold.start", ("seconds",), ("crds",), "after the last step the run keeps serving `seconds`"),
+        EventKind("hold.end", ("seconds",), ("crds",), "the hold after the last step ended"),
+        EventKind("step.start", ("step", "crds_before", "crds_in_step"), ("run_id",), "a step begins"),
+        EventKind(
+            "step.end",
+            ("step", "crds", "install_s", "serve_s"),
+            ("run_id", "crds_in_step", *_STEP_COUNTS, *_STEP_SUMMARY),
+            "a step ended; crds = CRDs installed so far",
+        ),
+        EventKind("install.start", ("step", "crds_in_step"), ("run_id",), "create requests of a step begin"),
+        EventKind(
+            "install.end",
+            ("step", "duration_s"),
+            ("run_id", "crds_in_step", *_STEP_COUNTS),
+            "every create request of the step was answered",
+        ),
+        EventKind(
+            "established",
+            ("step", "duration_s"),
+            ("run_id", "established", "timed_out"),
+            "every CRD of the step is Established (or timed out)",
+        ),
+        EventKind(
+            "serve.start",
+            ("step", "mode"),
+            ("run_id", "resources", "clients"),
+            "the step's resources are being LISTed / watched",
+        ),
+        EventKind("serve.end", ("step",), ("run_id", *_SERVE_RESULT), "serving the step's resources finished"),
+        EventKind(
+            "serve.client",
+            ("client",),
+            ("run_id", "pids", "clients", "qps", "burst", "reason"),
+            "what serves watch mode: go-informers (crdscale-client pids) or python-watcher (reason: why)",
+        ),
+        EventKind(
+            "profile",
+            ("file", "profile", "step", "crds"),
+            ("phase", "bytes"),
+            "a profile was saved; phase None = end of step",
+        ),
+        EventKind("profile.error", ("profile", "step", "error"), (), "a profile could not be taken"),
+        EventKind("probe.start", ("probe", "step"), (), "a probe began"),
+        EventKind("probe.end", ("probe", "step"), ("status", "error"), "a probe ended"),
+        EventKind(
+            "process.start",
+            ("name", "pid"),
+            ("start_ticks", "cmdline"),
+            "the harness started a process (so `crdscale down` can stop it after a crash)",
+        ),
+        EventKind("process.stop", ("name", "pid"), ("exit_code",), "a harness process stopped"),
+    )
+}
 
 
 def check_event(kind: str, fields: dict[str, Any]) -> None:
@@ -133,7 +182,7 @@ class EventLog:
             if not self._file.closed:
                 self._file.close()
 
-    def __enter__(self) -> "EventLog":
+    def __enter__(self) -> EventLog:
         return self
 
     def __exit__(self, *exc) -> None:

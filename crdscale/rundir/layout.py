@@ -59,9 +59,7 @@ SUBDIRECTORIES = (PROFILES, METRICS, "crds", PROBES)
 PROFILE_KINDS = ("heap", "allocs", "cpu", "goroutine")
 PHASES = ("installed", "served")
 
-_PROFILE_RE = re.compile(
-    r"^(?P<kind>[a-z]+)-step(?P<step>\d+)-crds(?P<crds>\d+)(?:-(?P<phase>[a-z]+))?\.pb\.gz$"
-)
+_PROFILE_RE = re.compile(r"^(?P<kind>[a-z]+)-step(?P<step>\d+)-crds(?P<crds>\d+)(?:-(?P<phase>[a-z]+))?\.pb\.gz$")
 _PROBE_RE = re.compile(r"^(?P<stem>.+)-step(?P<step>\d+)\.parquet$")
 
 RUN_README = f"""\

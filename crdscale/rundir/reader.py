@@ -9,9 +9,10 @@ on first use and kept, so a notebook may touch ``run.series`` often.
 from __future__ import annotations
 
 import json
+from collections.abc import Iterable, Mapping, Sequence
 from functools import cached_property
 from pathlib import Path
-from typing import Any, Iterable, Mapping, Sequence
+from typing import Any
 
 import pandas as pd
 
@@ -117,8 +118,17 @@ class Run:
             name = layout.parse_profile_filename(path.name)
             if name is None:
                 continue
-            rows.append((name.relative, name.kind, name.step, name.crds, name.phase,
-                         taken.get(name.relative, pd.NaT), path.stat().st_size))
+            rows.append(
+                (
+                    name.relative,
+                    name.kind,
+                    name.step,
+                    name.crds,
+                    name.phase,
+                    taken.get(name.relative, pd.NaT),
+                    path.stat().st_size,
+                )
+            )
         frame = pd.DataFrame(rows, columns=PROFILE_COLUMNS)
         frame["timestamp"] = pd.to_datetime(frame["timestamp"], utc=True)
         return frame
@@ -130,8 +140,9 @@ class Run:
     def profile_marks(self) -> pd.DataFrame:
         """When each heap profile was taken: ``timestamp, crds, phase`` (``served`` for the end of a step)."""
         heap = self.heap_profiles().dropna(subset=["timestamp"])
-        return pd.DataFrame({"timestamp": heap["timestamp"], "crds": heap["crds"].astype(int),
-                             "phase": heap["phase"].fillna("served")}).reset_index(drop=True)
+        return pd.DataFrame(
+            {"timestamp": heap["timestamp"], "crds": heap["crds"].astype(int), "phase": heap["phase"].fillna("served")}
+        ).reset_index(drop=True)
 
     def profile_path(self, file: str) -> Path:
         """Absolute path of a profile given its ``file`` entry (for ``go tool pprof`` and friends)."""
@@ -160,14 +171,22 @@ class Run:
     def probe_tables(self) -> list[str]:
         """Paths (inside the run) of every probe table."""
         folder = self.path / layout.PROBES
-        return [f"{layout.PROBES}/{p.name}" for p in sorted(folder.glob("*.parquet"))
-                if layout.parse_probe_table_name(p.name)] if folder.is_dir() else []
+        return (
+            [
+                f"{layout.PROBES}/{p.name}"
+                for p in sorted(folder.glob("*.parquet"))
+                if layout.parse_probe_table_name(p.name)
+            ]
+            if folder.is_dir()
+            else []
+        )
 
     def has_probe_table(self, name: str, table: str | None = None) -> bool:
         stem = layout.probe_stem(name, table)
         folder = self.path / layout.PROBES
-        return folder.is_dir() and any((p := layout.parse_probe_table_name(f.name)) and p[0] == stem
-                                       for f in folder.glob("*.parquet"))
+        return folder.is_dir() and any(
+            (p := layout.parse_probe_table_name(f.name)) and p[0] == stem for f in folder.glob("*.parquet")
+        )
 
     @cached_property
     def crd_summary(self) -> dict[str, Any] | None:
@@ -202,11 +221,20 @@ class Run:
             heap = self.heap_profiles()
             if heap["crds"].nunique() < 2:
                 raise UsageError(f"{self.path}: needs heap profiles at two or more CRD counts under {layout.PROFILES}/")
-            decoded = ((int(r.crds), r.phase if isinstance(r.phase, str) else None, self.read_profile(r.file))
-                       for r in heap.itertuples(index=False))
-            cache[key] = analyze(decoded, manifest=self.manifest, series=self.series, marks=self.profile_marks(),
-                                 rules=rules if rules is not None else RULES, confidence=confidence,
-                                 run_dir=self.path, profile_files=[str(self.path / f) for f in heap["file"]])
+            decoded = (
+                (int(r.crds), r.phase if isinstance(r.phase, str) else None, self.read_profile(r.file))
+                for r in heap.itertuples(index=False)
+            )
+            cache[key] = analyze(
+                decoded,
+                manifest=self.manifest,
+                series=self.series,
+                marks=self.profile_marks(),
+                rules=rules if rules is not None else RULES,
+                confidence=confidence,
+                run_dir=self.path,
+                profile_files=[str(self.path / f) for f in heap["file"]],
+            )
         return cache[key]
 
 

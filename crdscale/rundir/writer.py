@@ -13,8 +13,9 @@ import os
 import platform
 import shutil
 import sys
+from collections.abc import Mapping
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any
 
 import pandas as pd
 
@@ -31,8 +32,18 @@ from crdscale.timeutil import utc_iso, utc_stamp
 STATUSES = ("running", "completed", "failed", "interrupted", "abandoned")
 
 # Python packages whose versions change crdscale's numbers (decoding, fits, parquet).
-PROVENANCE_PACKAGES = ("numpy", "pandas", "pyarrow", "scipy", "protobuf", "matplotlib", "requests",
-                       "jupytext", "nbclient", "papermill")
+PROVENANCE_PACKAGES = (
+    "numpy",
+    "pandas",
+    "pyarrow",
+    "scipy",
+    "protobuf",
+    "matplotlib",
+    "requests",
+    "jupytext",
+    "nbclient",
+    "papermill",
+)
 
 
 def machine_facts() -> dict[str, Any]:
@@ -47,12 +58,24 @@ def machine_facts() -> dict[str, Any]:
         pass
     cpu_model = None
     try:
-        cpu_model = next((line.split(":", 1)[1].strip() for line in Path("/proc/cpuinfo").read_text().splitlines()
-                          if line.startswith("model name")), None)
+        cpu_model = next(
+            (
+                line.split(":", 1)[1].strip()
+                for line in Path("/proc/cpuinfo").read_text().splitlines()
+                if line.startswith("model name")
+            ),
+            None,
+        )
     except OSError:
         pass
-    return {"cpus": os.cpu_count(), "cpu_model": cpu_model, "memory_bytes": mem_total,
-            "kernel": platform.release(), "os": platform.platform(), "python": sys.version.split()[0]}
+    return {
+        "cpus": os.cpu_count(),
+        "cpu_model": cpu_model,
+        "memory_bytes": mem_total,
+        "kernel": platform.release(),
+        "os": platform.platform(),
+        "python": sys.version.split()[0],
+    }
 
 
 def package_versions(names: tuple[str, ...] = PROVENANCE_PACKAGES) -> dict[str, str | None]:
@@ -92,7 +115,7 @@ class RunWriter:
     # ---------------------------------------------------------------- life cycle
 
     @classmethod
-    def create(cls, parent: str | Path, name: str) -> "RunWriter":
+    def create(cls, parent: str | Path, name: str) -> RunWriter:
         """Make ``parent/<UTC timestamp>-<name>/`` (``-2``, ``-3``… for runs in the same second) with its README."""
         base = Path(parent) / f"{utc_stamp()}-{name}"
         path, n = base, 1
@@ -106,7 +129,7 @@ class RunWriter:
         return cls.create_at(path)
 
     @classmethod
-    def create_at(cls, path: str | Path) -> "RunWriter":
+    def create_at(cls, path: str | Path) -> RunWriter:
         """A run directory at exactly ``path`` (fixtures, recorders); made if missing."""
         path = Path(path)
         for sub in layout.SUBDIRECTORIES:
@@ -115,7 +138,7 @@ class RunWriter:
         return cls(path)
 
     @classmethod
-    def open(cls, path: str | Path) -> "RunWriter":
+    def open(cls, path: str | Path) -> RunWriter:
         """An existing run directory (raises :class:`UsageError` if it has no manifest)."""
         if not layout.is_run_directory(path):
             raise UsageError(f"{path} is not a crdscale run directory (no {layout.MANIFEST})")
@@ -171,8 +194,9 @@ class RunWriter:
         self.write_manifest(manifest)
         return manifest
 
-    def record_binaries(self, paths: Mapping[str, str | Path | None],
-                        built_from: Mapping[str, Mapping[str, Any]] | None = None) -> None:
+    def record_binaries(
+        self, paths: Mapping[str, str | Path | None], built_from: Mapping[str, Mapping[str, Any]] | None = None
+    ) -> None:
         """Record path, size and sha256 of the binaries a run used (kube-apiserver, etcd, Prometheus…),
         and for those built from a local source tree, what went in (``built_from``: name -> facts,
         see :meth:`crdscale.cluster.kubesource.KubeSource.facts`)."""
@@ -207,8 +231,9 @@ class RunWriter:
         """Save a profile and log a ``profile`` event; returns its path inside the run directory."""
         name = layout.ProfileName(kind, step, crds, phase)
         self.write_file(name.relative, data)
-        self.events.emit("profile", file=name.relative, profile=kind, step=step, crds=crds, phase=phase,
-                         bytes=len(data))
+        self.events.emit(
+            "profile", file=name.relative, profile=kind, step=step, crds=crds, phase=phase, bytes=len(data)
+        )
         return name.relative
 
     def write_series(self, frame: pd.DataFrame, *, csv: bool = True) -> Path:

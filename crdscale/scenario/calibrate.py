@@ -13,14 +13,19 @@ no model written.
 from __future__ import annotations
 
 import time
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, Iterable, Mapping, Sequence
+from typing import Any
 
 import pandas as pd
 
 from crdscale.analysis.footprint import (
-    RSS, FootprintModel, features_from_summary, fit_footprint, training_rows,
+    RSS,
+    FootprintModel,
+    features_from_summary,
+    fit_footprint,
+    training_rows,
 )
 from crdscale.errors import UsageError
 from crdscale.footprint_models import choose_model, shipped_versions, sweep_path
@@ -56,8 +61,10 @@ def read_run_input(path: str | Path) -> RunInput:
 
     run = read_run(path)
     heap = run.heap_profiles()
-    points = profile_points((int(r.crds), r.phase if isinstance(r.phase, str) and r.phase else None,
-                             run.read_profile(r.file)) for r in heap.itertuples(index=False))
+    points = profile_points(
+        (int(r.crds), r.phase if isinstance(r.phase, str) and r.phase else None, run.read_profile(r.file))
+        for r in heap.itertuples(index=False)
+    )
     points = points[points["metric"] == "bytes"].rename(columns={"cause": "target"})
     marks = run.profile_marks()
     rss = pd.DataFrame(columns=["crds", "phase", "metric", "value"])
@@ -67,8 +74,9 @@ def read_run_input(path: str | Path) -> RunInput:
         if len(rss):
             break
     rss = rss.rename(columns={"metric": "target"})
-    both = pd.concat([points[["crds", "phase", "target", "value"]], rss[["crds", "phase", "target", "value"]]],
-                     ignore_index=True)
+    both = pd.concat(
+        [points[["crds", "phase", "target", "value"]], rss[["crds", "phase", "target", "value"]]], ignore_index=True
+    )
     summary = run.manifest.get("crds")
     if not summary:
         raise UsageError(f"{path}: no CRD set summary in its manifest: not a run of a scenario")
@@ -78,8 +86,9 @@ def read_run_input(path: str | Path) -> RunInput:
 def machine_line(manifest: Mapping[str, Any]) -> str:
     """``2 CPUs, AMD EPYC, 24 GiB``: the machine a run recorded."""
     machine = manifest.get("machine") or {}
-    return (f"{machine.get('cpus')} CPUs, {machine.get('cpu_model')}, "
-            f"{(machine.get('memory_bytes') or 0) / 2**30:.0f} GiB")
+    return (
+        f"{machine.get('cpus')} CPUs, {machine.get('cpu_model')}, {(machine.get('memory_bytes') or 0) / 2**30:.0f} GiB"
+    )
 
 
 def provenance(inputs: Sequence[RunInput], *, experiment: str, method: str) -> dict[str, Any]:
@@ -88,10 +97,15 @@ def provenance(inputs: Sequence[RunInput], *, experiment: str, method: str) -> d
     and the CRD sets' sha256."""
     first = inputs[0].manifest
     binary = (first.get("binaries") or {}).get("kube-apiserver") or {}
-    return {"experiment": experiment, "method": method, "runs": [i.path.name for i in inputs],
-            "machine": machine_line(first), "date": time.strftime("%Y-%m-%d", time.gmtime()),
-            "kube_apiserver_sha256": binary.get("sha256"),
-            "crd_sets": [(i.manifest.get("crds") or {}).get("sha256") for i in inputs]}
+    return {
+        "experiment": experiment,
+        "method": method,
+        "runs": [i.path.name for i in inputs],
+        "machine": machine_line(first),
+        "date": time.strftime("%Y-%m-%d", time.gmtime()),
+        "kube_apiserver_sha256": binary.get("sha256"),
+        "crd_sets": [(i.manifest.get("crds") or {}).get("sha256") for i in inputs],
+    }
 
 
 def default_features(version: str) -> list[str]:
@@ -102,8 +116,9 @@ def default_features(version: str) -> list[str]:
     return list(DEFAULT_FEATURES)
 
 
-def fit_runs(inputs: Sequence[RunInput], *, features: Sequence[str] | None = None, experiment: str,
-             method: str) -> FootprintModel:
+def fit_runs(
+    inputs: Sequence[RunInput], *, features: Sequence[str] | None = None, experiment: str, method: str
+) -> FootprintModel:
     """Fit a :class:`FootprintModel` on sweep runs of one kube-apiserver version (see
     :func:`crdscale.analysis.footprint.fit_footprint`); ``features`` default to
     :func:`default_features`. UsageError when the runs mix versions or the features
@@ -118,14 +133,16 @@ def fit_runs(inputs: Sequence[RunInput], *, features: Sequence[str] | None = Non
     points = pd.concat([i.points for i in inputs], ignore_index=True)
     rows = training_rows(points, {str(i.path): i.features for i in inputs})
     try:
-        return fit_footprint(rows, features, kube_version=version,
-                             provenance=provenance(inputs, experiment=experiment, method=method))
+        return fit_footprint(
+            rows, features, kube_version=version, provenance=provenance(inputs, experiment=experiment, method=method)
+        )
     except ValueError as err:
         raise UsageError(f"{err} (--features)") from None
 
 
-def sweep_scenario(kube_version: str, sweep: str | Path | None = None,
-                   overrides: Mapping[str, Any] | None = None) -> Scenario:
+def sweep_scenario(
+    kube_version: str, sweep: str | Path | None = None, overrides: Mapping[str, Any] | None = None
+) -> Scenario:
     """The sweep (a scenario with a ``[matrix]``, default :func:`sweep_path`) on kube-apiserver
     ``kube_version``; UsageError when it has no matrix: one run cannot separate the features."""
     path = Path(sweep) if sweep else sweep_path()
@@ -133,7 +150,7 @@ def sweep_scenario(kube_version: str, sweep: str | Path | None = None,
     if not scenario.matrix:
         raise UsageError(f"{path}: a calibration sweep needs a [matrix] of CRD shapes (see {sweep_path()})")
     if not scenario.is_local:
-        raise UsageError(f"{path}: calibration runs on a local control plane (target.kind = \"local\")")
+        raise UsageError(f'{path}: calibration runs on a local control plane (target.kind = "local")')
     return scenario
 
 
@@ -152,10 +169,15 @@ class Calibration:
     experiment: Path
 
 
-def calibrate(kube_version: str, *, runs_parent: str | Path, sweep: str | Path | None = None,
-              features: Sequence[str] | None = None,
-              run_cell: Callable[[Scenario, Path, str], Path] = run_quietly,
-              message: Callable[[str], None] | None = None) -> Calibration:
+def calibrate(
+    kube_version: str,
+    *,
+    runs_parent: str | Path,
+    sweep: str | Path | None = None,
+    features: Sequence[str] | None = None,
+    run_cell: Callable[[Scenario, Path, str], Path] = run_quietly,
+    message: Callable[[str], None] | None = None,
+) -> Calibration:
     """Run the sweep on a local kube-apiserver ``kube_version`` (an experiment directory under
     ``runs_parent``) and fit a model on its cells. Writes no model file: the caller decides
     where it goes. ``run_cell`` runs one cell (the CLI's draws progress bars); ``message``
@@ -166,9 +188,12 @@ def calibrate(kube_version: str, *, runs_parent: str | Path, sweep: str | Path |
     scenario = sweep_scenario(kube_version, sweep)
     experiment = Experiment.create(runs_parent, scenario)
     run_dirs = experiment.run(run_cell, message=message)
-    model = fit_runs([read_run_input(p) for p in run_dirs], features=features,
-                     experiment=f"{scenario.name} ({scenario.source_path}, {experiment.path.resolve()})",
-                     method=f"crdscale footprint --calibrate --kube-version {kube_version.lstrip('v')}")
+    model = fit_runs(
+        [read_run_input(p) for p in run_dirs],
+        features=features,
+        experiment=f"{scenario.name} ({scenario.source_path}, {experiment.path.resolve()})",
+        method=f"crdscale footprint --calibrate --kube-version {kube_version.lstrip('v')}",
+    )
     return Calibration(model, experiment.path)
 
 

@@ -28,20 +28,60 @@ TARGET_KINDS = ("local", "kubeconfig")
 # section -> key -> expected type(s). Anything else in a file is an error naming it.
 SCHEMA: dict[str, dict[str, type | tuple[type, ...]]] = {
     "": {"name": str, "description": str},
-    "target": {"kind": str, "kube_version": str, "kube_source": str, "etcd": str, "apiserver_flags": list,
-               "env": dict, "apiserver_binary": str, "kubeconfig": str, "context": str, "prometheus_url": str,
-               "prometheus_jobs": dict, "prometheus_bearer_token_file": str, "prometheus_username": str,
-               "prometheus_password_file": str, "prometheus_ca_file": str,
-               "prometheus_insecure_skip_tls_verify": bool},
-    "crds": {"source": str, "preset": str, "count": int, "groups": int, "property_count": int, "versions": int,
-             "max_depth": int, "description_length": int, "scope": str, "printer_columns": int,
-             "categories": list, "shape": str, "group_suffix": str, "seed": int},
-    "steps": {"count": int, "size": int, "serve": str, "serve_clients": int, "settle_seconds": (int, float),
-              "establish_timeout_seconds": (int, float), "concurrency": int, "qps": (int, float),
-              "on_rejected": str, "hold_seconds": (int, float), "memory_guard_mib": int},
+    "target": {
+        "kind": str,
+        "kube_version": str,
+        "kube_source": str,
+        "etcd": str,
+        "apiserver_flags": list,
+        "env": dict,
+        "apiserver_binary": str,
+        "kubeconfig": str,
+        "context": str,
+        "prometheus_url": str,
+        "prometheus_jobs": dict,
+        "prometheus_bearer_token_file": str,
+        "prometheus_username": str,
+        "prometheus_password_file": str,
+        "prometheus_ca_file": str,
+        "prometheus_insecure_skip_tls_verify": bool,
+    },
+    "crds": {
+        "source": str,
+        "preset": str,
+        "count": int,
+        "groups": int,
+        "property_count": int,
+        "versions": int,
+        "max_depth": int,
+        "description_length": int,
+        "scope": str,
+        "printer_columns": int,
+        "categories": list,
+        "shape": str,
+        "group_suffix": str,
+        "seed": int,
+    },
+    "steps": {
+        "count": int,
+        "size": int,
+        "serve": str,
+        "serve_clients": int,
+        "settle_seconds": (int, float),
+        "establish_timeout_seconds": (int, float),
+        "concurrency": int,
+        "qps": (int, float),
+        "on_rejected": str,
+        "hold_seconds": (int, float),
+        "memory_guard_mib": int,
+    },
     "profiles": {"kinds": list, "cpu_seconds": int, "installed_phase": bool},
-    "metrics": {"source": str, "scrape_interval_seconds": (int, float), "apiserver_metrics_interval_seconds": (int, float),
-                "apiserver_cpu_budget_percent": (int, float)},
+    "metrics": {
+        "source": str,
+        "scrape_interval_seconds": (int, float),
+        "apiserver_metrics_interval_seconds": (int, float),
+        "apiserver_cpu_budget_percent": (int, float),
+    },
     "probes": {"each_step": list, "options": dict},
 }
 
@@ -132,7 +172,14 @@ def _merge(base: dict, override: dict) -> dict:
 
 
 def _type_name(t) -> str:
-    names = {str: "a string", int: "an integer", float: "a number", bool: "true or false", list: "a list", dict: "a table"}
+    names = {
+        str: "a string",
+        int: "an integer",
+        float: "a number",
+        bool: "true or false",
+        list: "a list",
+        dict: "a table",
+    }
     if isinstance(t, tuple):
         return " or ".join(names[x] for x in t)
     return names[t]
@@ -147,7 +194,9 @@ def _check_types(data: dict, where: str) -> None:
                 expected = SCHEMA[key].get(sub)
                 if expected is None:
                     raise UsageError(f"{where}: unknown key '{key}.{sub}' (known: {', '.join(sorted(SCHEMA[key]))})")
-                ok = isinstance(subvalue, expected) and not (isinstance(subvalue, bool) and expected in (int, (int, float)))
+                ok = isinstance(subvalue, expected) and not (
+                    isinstance(subvalue, bool) and expected in (int, (int, float))
+                )
                 if not ok:
                     raise UsageError(f"{where}: '{key}.{sub}' must be {_type_name(expected)}, got {subvalue!r}")
         elif key in SCHEMA[""]:
@@ -186,7 +235,9 @@ def set_key(data: dict, key: str, value: Any, where: str = "scenario") -> None:
     ``target.env.GOGC`` (a name inside a free-form table such as ``env``)."""
     parts = key.split(".")
     if len(parts) > 3 or any(not p for p in parts) or (len(parts) == 3 and parts[1] not in FREE_TABLES):
-        raise UsageError(f"{where}: cannot set '{key}' (keys look like section.key, or section.{'|'.join(FREE_TABLES)}.NAME)")
+        raise UsageError(
+            f"{where}: cannot set '{key}' (keys look like section.key, or section.{'|'.join(FREE_TABLES)}.NAME)"
+        )
     node = data
     for part in parts[:-1]:
         child = node.get(part)
@@ -209,15 +260,18 @@ def _check_matrix(matrix: Any, where: str) -> dict[str, Any]:
             continue
         section, _, rest = key.partition(".")
         if section not in SCHEMA or not section or rest.split(".")[0] not in SCHEMA[section]:
-            raise UsageError(f"{where}: matrix axis '{key}' is not a scenario key (e.g. \"target.kube_version\", "
-                             f"\"target.env.GOGC\", \"crds.property_count\")")
+            raise UsageError(
+                f"{where}: matrix axis '{key}' is not a scenario key (e.g. \"target.kube_version\", "
+                f'"target.env.GOGC", "crds.property_count")'
+            )
         if not isinstance(values, list) or not values:
             raise UsageError(f"{where}: matrix axis '{key}' must be a non-empty list of values, got {values!r}")
     return flat
 
 
-def parse_scenario(text: str | None = None, *, where: str = "scenario", overrides: dict | None = None,
-                   base_dir: Path | None = None) -> Scenario:
+def parse_scenario(
+    text: str | None = None, *, where: str = "scenario", overrides: dict | None = None, base_dir: Path | None = None
+) -> Scenario:
     """Parse a scenario TOML text (``None`` = the default) over the defaults and validate it.
 
     A ``[matrix]`` table is kept (flattened) in ``Scenario.matrix``; the
@@ -233,8 +287,9 @@ def parse_scenario(text: str | None = None, *, where: str = "scenario", override
     return build_scenario(user, where=where, overrides=overrides, base_dir=base_dir)
 
 
-def build_scenario(user: dict, *, where: str = "scenario", overrides: dict | None = None,
-                   base_dir: Path | None = None) -> Scenario:
+def build_scenario(
+    user: dict, *, where: str = "scenario", overrides: dict | None = None, base_dir: Path | None = None
+) -> Scenario:
     """A validated :class:`Scenario` from the keys of a scenario file (already parsed TOML)
     over the defaults, then ``overrides`` (dotted keys, see :func:`set_key`).
 
@@ -246,8 +301,10 @@ def build_scenario(user: dict, *, where: str = "scenario", overrides: dict | Non
     defaults = tomllib.loads(default_text())
     user = dict(user)
     if base_dir is not None and isinstance(user.get("target"), dict):
-        user["target"] = {k: str(Path(base_dir) / Path(v).expanduser()) if k in FILE_KEYS and isinstance(v, str) else v
-                          for k, v in user["target"].items()}
+        user["target"] = {
+            k: str(Path(base_dir) / Path(v).expanduser()) if k in FILE_KEYS and isinstance(v, str) else v
+            for k, v in user["target"].items()
+        }
     matrix = _check_matrix(user.pop(MATRIX), where) if MATRIX in user else {}
     _check_types(user, where)
     data = _merge(defaults, user)
@@ -260,7 +317,9 @@ def build_scenario(user: dict, *, where: str = "scenario", overrides: dict | Non
     if target["kind"] == "kubeconfig" and not target.get("kubeconfig"):
         raise UsageError(f"{where}: 'target.kubeconfig' is required when target.kind = \"kubeconfig\"")
     if target.get("kube_source") and target.get("apiserver_binary"):
-        raise UsageError(f"{where}: set 'target.kube_source' (a source tree to build) or 'target.apiserver_binary', not both")
+        raise UsageError(
+            f"{where}: set 'target.kube_source' (a source tree to build) or 'target.apiserver_binary', not both"
+        )
     for item in target.get("apiserver_flags", []):
         if not (isinstance(item, str) and item.startswith("--")):
             raise UsageError(f"{where}: 'target.apiserver_flags' entries must look like \"--flag=value\", got {item!r}")
@@ -287,14 +346,23 @@ def build_scenario(user: dict, *, where: str = "scenario", overrides: dict | Non
     _choice(metrics["source"], METRIC_SOURCES, "metrics.source", where)
     _positive(metrics["scrape_interval_seconds"], "metrics.scrape_interval_seconds", where)
     _positive(metrics["apiserver_metrics_interval_seconds"], "metrics.apiserver_metrics_interval_seconds", where)
-    _positive(metrics.get("apiserver_cpu_budget_percent", 0), "metrics.apiserver_cpu_budget_percent", where,
-              zero_ok=True)
+    _positive(
+        metrics.get("apiserver_cpu_budget_percent", 0), "metrics.apiserver_cpu_budget_percent", where, zero_ok=True
+    )
 
     scenario = Scenario(
-        name=data.get("name", "scenario"), description=data.get("description") or "",
-        target=target, crds=data["crds"], steps=steps, profiles=profiles, metrics=metrics,
-        probes=data.get("probes", {}), raw=data, matrix=matrix,
-        user=user, overrides=dict(overrides or {}),
+        name=data.get("name", "scenario"),
+        description=data.get("description") or "",
+        target=target,
+        crds=data["crds"],
+        steps=steps,
+        profiles=profiles,
+        metrics=metrics,
+        probes=data.get("probes", {}),
+        raw=data,
+        matrix=matrix,
+        user=user,
+        overrides=dict(overrides or {}),
     )
     if not scenario.description:
         scenario.description = scenario.summary()

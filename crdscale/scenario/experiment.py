@@ -17,9 +17,10 @@ one stays, listed among the cell's attempts).
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 from crdscale import __version__
 from crdscale.errors import CrdscaleError, UsageError
@@ -39,7 +40,7 @@ class CellState:
     cell: Cell
     scenario: Scenario
     run_dir: str | None = None  # relative to the experiment directory
-    status: str = "pending"     # pending, running, completed, interrupted, failed
+    status: str = "pending"  # pending, running, completed, interrupted, failed
     seconds: float | None = None
     attempts: list[str] | None = None
 
@@ -78,7 +79,7 @@ class Experiment:
         self.manifest = manifest
 
     @classmethod
-    def create(cls, parent: str | Path, scenario: Scenario) -> "Experiment":
+    def create(cls, parent: str | Path, scenario: Scenario) -> Experiment:
         """A new experiment directory for ``scenario`` (which must have a matrix) under ``parent``."""
         if not scenario.matrix:
             raise UsageError("an experiment needs a scenario with a [matrix] table")
@@ -91,11 +92,16 @@ class Experiment:
             path = base.with_name(f"{base.name}-{n}")
         path.mkdir(parents=True)
         manifest = {
-            "kind": "experiment", "crdscale_version": __version__, "name": scenario.name,
-            "status": "running", "started_at": _utc_iso(), "ended_at": None,
+            "kind": "experiment",
+            "crdscale_version": __version__,
+            "name": scenario.name,
+            "status": "running",
+            "started_at": _utc_iso(),
+            "ended_at": None,
             "scenario_file": scenario.source_path,
             # Enough to rebuild every cell on --resume, even if the file changed since.
-            "scenario": {**scenario.user, "matrix": scenario.matrix}, "overrides": scenario.overrides,
+            "scenario": {**scenario.user, "matrix": scenario.matrix},
+            "overrides": scenario.overrides,
             "cells": [],
         }
         experiment = cls(path, scenario, cells, manifest)
@@ -103,25 +109,36 @@ class Experiment:
         return experiment
 
     @classmethod
-    def open(cls, path: str | Path) -> "Experiment":
+    def open(cls, path: str | Path) -> Experiment:
         """Reopen an experiment directory (its scenario is rebuilt from the manifest)."""
         path = Path(path)
         manifest = read_experiment_manifest(path)
-        scenario = build_scenario(manifest["scenario"], where=f"{path}/{layout.EXPERIMENT_MANIFEST}",
-                                  overrides=manifest.get("overrides") or {})
+        scenario = build_scenario(
+            manifest["scenario"],
+            where=f"{path}/{layout.EXPERIMENT_MANIFEST}",
+            overrides=manifest.get("overrides") or {},
+        )
         scenario.source_path = manifest.get("scenario_file")
         recorded = {c["name"]: c for c in manifest.get("cells", [])}
         cells = []
         for cell, sc in expand(scenario):
             r = recorded.get(cell.name, {})
-            cells.append(CellState(cell, sc, r.get("run_dir"), r.get("status", "pending"), r.get("seconds"),
-                                   r.get("attempts")))
+            cells.append(
+                CellState(cell, sc, r.get("run_dir"), r.get("status", "pending"), r.get("seconds"), r.get("attempts"))
+            )
         return cls(path, scenario, cells, manifest)
 
     def save(self) -> None:
         self.manifest["cells"] = [
-            {"name": c.cell.name, "values": c.cell.values, "repeat": c.cell.repeat, "run_dir": c.run_dir,
-             "status": c.status, "seconds": c.seconds, "attempts": c.attempts or []}
+            {
+                "name": c.cell.name,
+                "values": c.cell.values,
+                "repeat": c.cell.repeat,
+                "run_dir": c.run_dir,
+                "status": c.status,
+                "seconds": c.seconds,
+                "attempts": c.attempts or [],
+            }
             for c in self.cells
         ]
         write_experiment_manifest(self.path, self.manifest)
@@ -130,8 +147,9 @@ class Experiment:
         """``(cell name, run directory)`` of every completed cell, in matrix order."""
         return [(c.cell.name, self.path / c.run_dir) for c in self.cells if c.status == "completed" and c.run_dir]
 
-    def run(self, run_cell: Callable[[Scenario, Path, str], Path], *,
-            message: Callable[[str], None] | None = None) -> list[Path]:
+    def run(
+        self, run_cell: Callable[[Scenario, Path, str], Path], *, message: Callable[[str], None] | None = None
+    ) -> list[Path]:
         """Run every cell not completed yet, one after another.
 
         ``run_cell(scenario, experiment_dir, cell_name)`` runs one cell and
@@ -151,8 +169,10 @@ class Experiment:
         for index, state in enumerate(todo):
             position = self.cells.index(state) + 1
             eta = eta_seconds(done_seconds, len(todo) - index)
-            message(f"cell {position}/{len(self.cells)} {state.cell.name}: starting"
-                    + (f" (ETA for the matrix: {format_duration(eta)})" if eta is not None else ""))
+            message(
+                f"cell {position}/{len(self.cells)} {state.cell.name}: starting"
+                + (f" (ETA for the matrix: {format_duration(eta)})" if eta is not None else "")
+            )
             before = {p.name for p in self.path.iterdir()}
             state.status = "running"
             self.save()
@@ -176,8 +196,10 @@ class Experiment:
             self.save()
             left = len(todo) - index - 1
             eta = eta_seconds(done_seconds, left)
-            message(f"cell {position}/{len(self.cells)} {state.cell.name}: completed in "
-                    f"{format_duration(state.seconds)}" + (f"; {left} left, ETA {format_duration(eta)}" if left else ""))
+            message(
+                f"cell {position}/{len(self.cells)} {state.cell.name}: completed in "
+                f"{format_duration(state.seconds)}" + (f"; {left} left, ETA {format_duration(eta)}" if left else "")
+            )
         self.manifest.update(status="completed", ended_at=_utc_iso())
         self.save()
         return [p for _n, p in self.completed_runs()]

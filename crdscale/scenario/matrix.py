@@ -64,7 +64,7 @@ def format_value(value: Any) -> str:
     text = _UNSAFE.sub("_", text) or "none"
     if len(text) > _MAX_VALUE_CHARS:
         digest = hashlib.sha256(repr(value).encode()).hexdigest()[:8]
-        text = f"{text[:_MAX_VALUE_CHARS - 9]}~{digest}"
+        text = f"{text[: _MAX_VALUE_CHARS - 9]}~{digest}"
     return text
 
 
@@ -98,11 +98,17 @@ def cell_scenario(scenario: Scenario, cell: Cell) -> Scenario:
     values, repeat}`` so a cell's run directory says which cell it was.
     Raises UsageError naming the cell when its values are not a valid scenario.
     """
-    built = build_scenario(scenario.user, where=cell_where(scenario, cell), overrides={**scenario.overrides, **cell.values})
+    built = build_scenario(
+        scenario.user, where=cell_where(scenario, cell), overrides={**scenario.overrides, **cell.values}
+    )
     built.source_path = scenario.source_path
     resolve_paths(built)
-    built.raw["experiment"] = {"name": scenario.name, "cell": cell.name, "values": dict(cell.values),
-                               "repeat": cell.repeat}
+    built.raw["experiment"] = {
+        "name": scenario.name,
+        "cell": cell.name,
+        "values": dict(cell.values),
+        "repeat": cell.repeat,
+    }
     return built
 
 

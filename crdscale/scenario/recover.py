@@ -11,8 +11,8 @@ control plane's logs if its instance is still there, and records the run as
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from datetime import datetime, timezone
-from typing import Callable
 
 import pandas as pd
 
@@ -86,8 +86,9 @@ def recover_run(path, *, echo: Callable[[str], None] | None = None) -> dict:
     if series is not None and len(series):
         writer.write_series(series)
         writer.drop_series_chunks()
-        writer.update_manifest(metrics={**(run.manifest.get("metrics") or {}), "rows": int(len(series)),
-                                        "recovered_from": source})
+        writer.update_manifest(
+            metrics={**(run.manifest.get("metrics") or {}), "rows": int(len(series)), "recovered_from": source}
+        )
     done["series_source"] = source
     done["series_rows"] = int(len(series)) if series is not None else None
     instance = instances_dir() / f"run-{run.manifest.get('run_id')}" / "logs"

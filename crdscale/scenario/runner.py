@@ -13,11 +13,12 @@ import os
 import signal
 import threading
 import time
+from collections.abc import Callable
 from contextlib import ExitStack
 from dataclasses import asdict, dataclass
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 import pandas as pd
 
@@ -25,17 +26,23 @@ from crdscale.cluster.clients import Cluster, connect
 from crdscale.cluster.gobuild import go_version
 from crdscale.cluster.local import LocalControlPlane
 from crdscale.collect import metrics as metric_defs
-from crdscale.collect.promtext import parse_exposition
 from crdscale.collect.pprof import fetch_profile
 from crdscale.collect.prometheus import PrometheusAccess
-from crdscale.collect.sources import (SCRAPE_CPU_PER_SECOND, DirectScraper, LocalPrometheus, ProcSampler,
-                                      RemotePrometheus, scrape_cost)
+from crdscale.collect.promtext import parse_exposition
+from crdscale.collect.sources import (
+    SCRAPE_CPU_PER_SECOND,
+    DirectScraper,
+    LocalPrometheus,
+    ProcSampler,
+    RemotePrometheus,
+    scrape_cost,
+)
 from crdscale.errors import BinaryError, ClusterError, CrdscaleError, RunInterrupted
 from crdscale.ownership import new_run_id
 from crdscale.paths import runs_dir
 from crdscale.proc import available_memory_bytes
-from crdscale.scenario.config import Scenario
 from crdscale.rundir import EventLog, RunWriter
+from crdscale.scenario.config import Scenario
 
 
 @dataclass
@@ -60,9 +67,11 @@ class StepSummary:
         def num(v):
             return "?" if v is None else f"{v:,.0f}"
 
-        return (f"step {self.step}/{self.steps}: {self.crds} CRDs | RSS {mib(self.rss_bytes)} | heap in use "
-                f"{mib(self.heap_inuse_bytes)} | open fds {num(self.open_fds)} | goroutines {num(self.goroutines)} | "
-                f"install {self.install_s:.1f} s, serve {self.serve_s:.1f} s | elapsed {self.elapsed_s:.0f} s")
+        return (
+            f"step {self.step}/{self.steps}: {self.crds} CRDs | RSS {mib(self.rss_bytes)} | heap in use "
+            f"{mib(self.heap_inuse_bytes)} | open fds {num(self.open_fds)} | goroutines {num(self.goroutines)} | "
+            f"install {self.install_s:.1f} s, serve {self.serve_s:.1f} s | elapsed {self.elapsed_s:.0f} s"
+        )
 
 
 class Progress:
@@ -92,9 +101,16 @@ class _Watchdog(threading.Thread):
 
     CHECK_EVERY_S = 5.0
 
-    def __init__(self, cluster: Cluster, plane: LocalControlPlane | None, *, interrupt_main: bool = True,
-                 min_available_bytes: int = 0, available: Callable[[], int | None] = available_memory_bytes,
-                 unready_limit_s: float | None = None):
+    def __init__(
+        self,
+        cluster: Cluster,
+        plane: LocalControlPlane | None,
+        *,
+        interrupt_main: bool = True,
+        min_available_bytes: int = 0,
+        available: Callable[[], int | None] = available_memory_bytes,
+        unready_limit_s: float | None = None,
+    ):
         super().__init__(name="crdscale-watchdog", daemon=True)
         self.unready_limit_s = unready_limit_s if unready_limit_s is not None else (15.0 if plane is None else 180.0)
         self.interrupt_main = interrupt_main
@@ -115,9 +131,11 @@ class _Watchdog(threading.Thread):
                     return
                 left = self.available() if self.min_available_bytes else None
                 if left is not None and left < self.min_available_bytes:
-                    self._fail(f"memory guard: only {left / 2**20:,.0f} MiB of memory available, below the "
-                               f"{self.min_available_bytes / 2**20:,.0f} MiB guard (steps.memory_guard_mib); "
-                               "stopped before the OOM killer")
+                    self._fail(
+                        f"memory guard: only {left / 2**20:,.0f} MiB of memory available, below the "
+                        f"{self.min_available_bytes / 2**20:,.0f} MiB guard (steps.memory_guard_mib); "
+                        "stopped before the OOM killer"
+                    )
                     return
             if time.monotonic() - last_http >= self.CHECK_EVERY_S:
                 last_http = time.monotonic()
@@ -188,9 +206,15 @@ class ScenarioRunner:
             scenario's name; an experiment passes the cell's).
     """
 
-    def __init__(self, scenario: Scenario, *, runs_parent: str | Path | None = None,
-                 progress: Progress | None = None, echo: Callable[[str], None] | None = None,
-                 run_name: str | None = None):
+    def __init__(
+        self,
+        scenario: Scenario,
+        *,
+        runs_parent: str | Path | None = None,
+        progress: Progress | None = None,
+        echo: Callable[[str], None] | None = None,
+        run_name: str | None = None,
+    ):
         self.scenario = scenario
         self.progress = progress or Progress()
         self.echo = echo or (lambda _m: None)
@@ -274,23 +298,37 @@ class ScenarioRunner:
         self._start_metrics(stack)
         # Only a run on the main thread (the CLI) can be interrupted; elsewhere the
         # next request to the dead server fails the run instead.
-        self.watchdog = _Watchdog(self.cluster, self.plane,
-                                  interrupt_main=threading.current_thread() is threading.main_thread(),
-                                  min_available_bytes=int(sc.steps.get("memory_guard_mib", 0)) * 2**20)
+        self.watchdog = _Watchdog(
+            self.cluster,
+            self.plane,
+            interrupt_main=threading.current_thread() is threading.main_thread(),
+            min_available_bytes=int(sc.steps.get("memory_guard_mib", 0)) * 2**20,
+        )
         self.watchdog.start()
         stack.callback(self.watchdog.stop)
 
         from crdscale.crds.install import Installer
         from crdscale.crds.serve import Server
 
-        installer = Installer(self.cluster, run_id=self.run_id, events=self.events,
-                              concurrency=sc.steps["concurrency"], qps=sc.steps["qps"] or None,
-                              establish_timeout_s=sc.steps["establish_timeout_seconds"],
-                              on_rejected=sc.steps.get("on_rejected", "stop"))
+        installer = Installer(
+            self.cluster,
+            run_id=self.run_id,
+            events=self.events,
+            concurrency=sc.steps["concurrency"],
+            qps=sc.steps["qps"] or None,
+            establish_timeout_s=sc.steps["establish_timeout_seconds"],
+            on_rejected=sc.steps.get("on_rejected", "stop"),
+        )
         stack.callback(installer.close)
-        server = Server(self.cluster, mode=sc.steps["serve"], events=self.events, run_id=self.run_id,
-                        clients=sc.steps.get("serve_clients", 1), echo=self.progress.message,
-                        record_process=self.run.record_process)
+        server = Server(
+            self.cluster,
+            mode=sc.steps["serve"],
+            events=self.events,
+            run_id=self.run_id,
+            clients=sc.steps.get("serve_clients", 1),
+            echo=self.progress.message,
+            record_process=self.run.record_process,
+        )
         stack.callback(server.close)
 
         sizes = sc.step_sizes(len(crds))
@@ -299,7 +337,7 @@ class ScenarioRunner:
         self._take_profiles(step=0, crds=0)
         installed = 0
         for index, size in enumerate(sizes, start=1):
-            step_crds = crds[installed:installed + size]
+            step_crds = crds[installed : installed + size]
             self.progress.step_started(index, len(sizes), size)
             self.events.emit("step.start", step=index, crds_before=installed, crds_in_step=size, run_id=self.run_id)
             cpu_capture = self._start_cpu_profile(step=index, crds=installed + size)
@@ -324,11 +362,16 @@ class ScenarioRunner:
             self._run_probes(index)
             current = _current_metrics(self.cluster)
             summary = StepSummary(
-                step=index, steps=len(sizes), crds=installed,
+                step=index,
+                steps=len(sizes),
+                crds=installed,
                 rss_bytes=current.get("process_resident_memory_bytes"),
                 heap_inuse_bytes=current.get("go_memstats_heap_inuse_bytes"),
-                open_fds=current.get("process_open_fds"), goroutines=current.get("go_goroutines"),
-                install_s=install_s, serve_s=serve_s, elapsed_s=time.monotonic() - self.started,
+                open_fds=current.get("process_open_fds"),
+                goroutines=current.get("go_goroutines"),
+                install_s=install_s,
+                serve_s=serve_s,
+                elapsed_s=time.monotonic() - self.started,
             )
             self.events.emit("step.end", run_id=self.run_id, **result.counts(), **asdict(summary))
             self.progress.step_finished(summary)
@@ -339,10 +382,16 @@ class ScenarioRunner:
         if sc.is_local:
             t = sc.target
             self.plane = LocalControlPlane(
-                t.get("kube_version"), etcd=t.get("etcd"), apiserver_binary=t.get("apiserver_binary"),
+                t.get("kube_version"),
+                etcd=t.get("etcd"),
+                apiserver_binary=t.get("apiserver_binary"),
                 kube_source=t.get("kube_source"),
-                apiserver_flags=t.get("apiserver_flags", []), apiserver_env=t.get("env", {}),
-                name=f"run-{self.run_id}", echo=self.echo, keep_state=True)
+                apiserver_flags=t.get("apiserver_flags", []),
+                apiserver_env=t.get("env", {}),
+                name=f"run-{self.run_id}",
+                echo=self.echo,
+                keep_state=True,
+            )
             self.events.emit("target.start", target="local")
             stack.callback(self._stop_plane)
             self.plane.start()
@@ -383,22 +432,31 @@ class ScenarioRunner:
         elif wanted in ("auto", "prometheus") and self.plane is not None:
             try:
                 creds = self.plane.credentials
-                source = LocalPrometheus(f"127.0.0.1:{self.plane.ports['apiserver']}", creds.ca_cert,
-                                         creds.admin_token_file, f"127.0.0.1:{self.plane.ports['etcd_client']}",
-                                         interval_s=interval, tsdb_dir=self.run.prometheus_tsdb,
-                                         on_spawn=self._adopt,
-                                         on_cadence=lambda change: self.events.emit("metrics.cadence", **change),
-                                         apiserver_interval_s=float(sc.metrics["apiserver_metrics_interval_seconds"]),
-                                         cpu_budget=float(sc.metrics.get("apiserver_cpu_budget_percent", 0)) / 100,
-                                         # in the instance's directory: `crdscale down` removes it after a kill -9
-                                         workdir=self.plane.state_dir / "prometheus")
+                source = LocalPrometheus(
+                    f"127.0.0.1:{self.plane.ports['apiserver']}",
+                    creds.ca_cert,
+                    creds.admin_token_file,
+                    f"127.0.0.1:{self.plane.ports['etcd_client']}",
+                    interval_s=interval,
+                    tsdb_dir=self.run.prometheus_tsdb,
+                    on_spawn=self._adopt,
+                    on_cadence=lambda change: self.events.emit("metrics.cadence", **change),
+                    apiserver_interval_s=float(sc.metrics["apiserver_metrics_interval_seconds"]),
+                    cpu_budget=float(sc.metrics.get("apiserver_cpu_budget_percent", 0)) / 100,
+                    # in the instance's directory: `crdscale down` removes it after a kill -9
+                    workdir=self.plane.state_dir / "prometheus",
+                )
             except BinaryError:
                 if wanted == "prometheus":
                     raise
                 self.progress.message("no prometheus binary: scraping /metrics directly")
         if source is None:
-            source = DirectScraper(self.cluster, self.plane.etcd_metrics_url if self.plane else None, interval,
-                                   sink=lambda frame: self.run.write_series_chunk(frame, "scrape"))
+            source = DirectScraper(
+                self.cluster,
+                self.plane.etcd_metrics_url if self.plane else None,
+                interval,
+                sink=lambda frame: self.run.write_series_chunk(frame, "scrape"),
+            )
         if isinstance(source, LocalPrometheus):
             self.run.record_binaries({"prometheus": source.binary.path})
         self.source = source
@@ -407,8 +465,9 @@ class ScenarioRunner:
         if self.plane is not None:
             # RSS, CPU and fds from /proc at the same interval: complete even when a /metrics
             # scrape of a server with thousands of CRDs takes longer than the interval.
-            self.proc_sampler = ProcSampler(self.plane.apiserver_pid, interval,
-                                            sink=lambda frame: self.run.write_series_chunk(frame, "proc")).start()
+            self.proc_sampler = ProcSampler(
+                self.plane.apiserver_pid, interval, sink=lambda frame: self.run.write_series_chunk(frame, "proc")
+            ).start()
             stack.callback(self.proc_sampler.stop)
         # Callbacks unwind last-in first-out: the export runs before the source stops,
         # after the last step -- or after a failure or Ctrl-C.
@@ -445,17 +504,25 @@ class ScenarioRunner:
             # benchmarks/overhead.py measures it).
             durations = of_apiserver.loc[of_apiserver["metric"] == "scrape_duration_seconds", "value"]
             cost, own_work = scrape_cost(apiserver or 0.0, float(durations.sum()))
-            scrapes = {"count": int(len(durations)), "cpu_per_wall_second": SCRAPE_CPU_PER_SECOND,
-                       "cpu_seconds_estimate": round(cost, 3)}
+            scrapes = {
+                "count": int(len(durations)),
+                "cpu_per_wall_second": SCRAPE_CPU_PER_SECOND,
+                "cpu_seconds_estimate": round(cost, 3),
+            }
         harness = own + (prometheus or 0.0)
-        self.run.update_manifest(harness={
-            "crdscale_cpu_seconds": round(own, 3), "prometheus_cpu_seconds": prometheus,
-            "kube_apiserver_cpu_seconds": apiserver,
-            "harness_share_of_apiserver_cpu": round(harness / apiserver, 4) if apiserver else None,
-            "apiserver_scrapes": scrapes,
-            # The load collection puts on the server measured, against what the server did besides.
-            "scrape_share_of_apiserver_cpu": (round(scrapes["cpu_seconds_estimate"] / own_work, 4)
-                                              if apiserver and own_work > 0 else None)})
+        self.run.update_manifest(
+            harness={
+                "crdscale_cpu_seconds": round(own, 3),
+                "prometheus_cpu_seconds": prometheus,
+                "kube_apiserver_cpu_seconds": apiserver,
+                "harness_share_of_apiserver_cpu": round(harness / apiserver, 4) if apiserver else None,
+                "apiserver_scrapes": scrapes,
+                # The load collection puts on the server measured, against what the server did besides.
+                "scrape_share_of_apiserver_cpu": (
+                    round(scrapes["cpu_seconds_estimate"] / own_work, 4) if apiserver and own_work > 0 else None
+                ),
+            }
+        )
 
     def _export_series(self) -> None:
         """Write the time series of the whole run window (also after failures)."""
@@ -475,10 +542,12 @@ class ScenarioRunner:
         manifest = self.run.manifest()
         manifest.setdefault("metrics", {}).update(
             window={"start": self.window_start.isoformat(), "end": end.isoformat()},
-            rows=int(len(df)), series=sorted(df["metric"].unique().tolist()) if len(df) else [],
+            rows=int(len(df)),
+            series=sorted(df["metric"].unique().tolist()) if len(df) else [],
             **{k: v for k, v in self.source.describe().items() if k in ("job_interval_s", "cadence_changes")},
             resolution=metric_defs.resolution(df, self.window_start, end),
-            resolution_proc=metric_defs.resolution(df, self.window_start, end, job=ProcSampler.JOB))
+            resolution_proc=metric_defs.resolution(df, self.window_start, end, job=ProcSampler.JOB),
+        )
         self.run.write_manifest(manifest)
 
     def _hold(self, crds: int) -> None:

@@ -9,12 +9,12 @@ import pytest
 
 from crdscale.cli.main import main
 from crdscale.cluster.local import LocalControlPlane
-from crdscale.rundir import layout, read_run
 from crdscale.crds.clean import clean
 from crdscale.crds.generate import GeneratorParams, generate_crds, write_crds
 from crdscale.crds.install import CRD_PATH, CrdRejected, Installer, conditions_true
 from crdscale.crds.serve import ResourceServer
 from crdscale.ownership import new_run_id, owned_selector
+from crdscale.rundir import layout, read_run
 
 pytestmark = pytest.mark.integration
 
@@ -33,8 +33,9 @@ def _foreign_crd(suffix: str) -> dict:
             "group": group,
             "names": {"plural": "things", "singular": "thing", "kind": "Thing", "listKind": "ThingList"},
             "scope": "Cluster",
-            "versions": [{"name": "v1", "served": True, "storage": True,
-                          "schema": {"openAPIV3Schema": {"type": "object"}}}],
+            "versions": [
+                {"name": "v1", "served": True, "storage": True, "schema": {"openAPIV3Schema": {"type": "object"}}}
+            ],
         },
     }
 
@@ -46,8 +47,24 @@ def test_install_200_in_4_steps_serve_list_then_clean_leaves_foreign_crd(local_c
     out = tmp_path / "run"
     kubeconfig = str(local_cluster.kubeconfig)
 
-    assert main(["install", str(crd_dir), "--step", "50", "--serve", "list", "--quiet",
-                 "--kubeconfig", kubeconfig, "--out", str(out)]) == 0
+    assert (
+        main(
+            [
+                "install",
+                str(crd_dir),
+                "--step",
+                "50",
+                "--serve",
+                "list",
+                "--quiet",
+                "--kubeconfig",
+                kubeconfig,
+                "--out",
+                str(out),
+            ]
+        )
+        == 0
+    )
 
     (run_dir,) = out.iterdir()  # --out is the parent of the run directory
     run = read_run(run_dir)
@@ -84,8 +101,11 @@ def test_install_200_in_4_steps_serve_list_then_clean_leaves_foreign_crd(local_c
 
 def test_rejection_is_recorded_existing_is_skipped_or_updated_and_watch_serves(cluster):
     run_id = new_run_id()
-    good = generate_crds(GeneratorParams(crd_count=3, group_count=1, property_count=5, seed=12,
-                                         group_suffix="reject.crdscale.example.org"))
+    good = generate_crds(
+        GeneratorParams(
+            crd_count=3, group_count=1, property_count=5, seed=12, group_suffix="reject.crdscale.example.org"
+        )
+    )
     bad = json.loads(json.dumps(good[0]))
     bad["metadata"]["name"] = "wrong-name.reject.crdscale.example.org"  # must be <plural>.<group>
     try:
@@ -117,13 +137,35 @@ def test_rejection_is_recorded_existing_is_skipped_or_updated_and_watch_serves(c
 def test_install_and_clean_on_a_second_instance_through_kubeconfig(cluster, tmp_path):
     """The same commands against another API server only touch that one."""
     crd_dir = tmp_path / "crds"
-    write_crds(generate_crds(GeneratorParams(crd_count=10, group_count=2, property_count=5, seed=13,
-                                             group_suffix="second.crdscale.example.org")), crd_dir)
+    write_crds(
+        generate_crds(
+            GeneratorParams(
+                crd_count=10, group_count=2, property_count=5, seed=13, group_suffix="second.crdscale.example.org"
+            )
+        ),
+        crd_dir,
+    )
     before = {c["metadata"]["uid"] for c in _owned_crds(cluster)}
     with LocalControlPlane(name=f"crds-second-{uuid.uuid4().hex[:4]}") as second:
         kubeconfig = str(second.kubeconfig)
-        assert main(["install", str(crd_dir), "--step", "5", "--serve", "watch", "--quiet",
-                     "--kubeconfig", kubeconfig, "--out", str(tmp_path / "run")]) == 0
+        assert (
+            main(
+                [
+                    "install",
+                    str(crd_dir),
+                    "--step",
+                    "5",
+                    "--serve",
+                    "watch",
+                    "--quiet",
+                    "--kubeconfig",
+                    kubeconfig,
+                    "--out",
+                    str(tmp_path / "run"),
+                ]
+            )
+            == 0
+        )
         other = second.connect()
         assert len(_owned_crds(other)) == 10
         assert {c["metadata"]["uid"] for c in _owned_crds(cluster)} == before

@@ -42,7 +42,9 @@ print(json.dumps({{"apiVersion": info["apiVersion"], "kind": "ExecCredential",
 """
 
 
-def _kubeconfigs(tmp_path: Path, local_cluster, *, lifetime_s: float, first_stale: bool = False) -> tuple[KubeconfigFiles, Path]:
+def _kubeconfigs(
+    tmp_path: Path, local_cluster, *, lifetime_s: float, first_stale: bool = False
+) -> tuple[KubeconfigFiles, Path]:
     """Cluster in one file (CA path relative to it), exec user and context in another (command relative to it)."""
     clusters_dir, users_dir = tmp_path / "clusters", tmp_path / "users"
     clusters_dir.mkdir()
@@ -52,19 +54,47 @@ def _kubeconfigs(tmp_path: Path, local_cluster, *, lifetime_s: float, first_stal
     plugin.write_text(PLUGIN.format(python=sys.executable))
     plugin.chmod(0o755)
     count_file = tmp_path / "runs.txt"
-    env = [{"name": "TOKEN_FILE", "value": str(local_cluster.credentials.admin_token_file)},
-           {"name": "COUNT_FILE", "value": str(count_file)}, {"name": "LIFETIME_S", "value": str(lifetime_s)}]
+    env = [
+        {"name": "TOKEN_FILE", "value": str(local_cluster.credentials.admin_token_file)},
+        {"name": "COUNT_FILE", "value": str(count_file)},
+        {"name": "LIFETIME_S", "value": str(lifetime_s)},
+    ]
     if first_stale:
         env.append({"name": "FIRST_TOKEN_STALE", "value": "1"})
-    (clusters_dir / "config").write_text(yaml.safe_dump({
-        "apiVersion": "v1", "kind": "Config",
-        "clusters": [{"name": "local", "cluster": {"server": local_cluster.server, "certificate-authority": "ca.crt"}}]}))
-    (users_dir / "config").write_text(yaml.safe_dump({
-        "apiVersion": "v1", "kind": "Config", "current-context": "exec",
-        "users": [{"name": "exec", "user": {"exec": {"apiVersion": "client.authentication.k8s.io/v1",
-                                                      "command": "./bin/get-token", "env": env,
-                                                      "interactiveMode": "Never"}}}],
-        "contexts": [{"name": "exec", "context": {"cluster": "local", "user": "exec"}}]}))
+    (clusters_dir / "config").write_text(
+        yaml.safe_dump(
+            {
+                "apiVersion": "v1",
+                "kind": "Config",
+                "clusters": [
+                    {"name": "local", "cluster": {"server": local_cluster.server, "certificate-authority": "ca.crt"}}
+                ],
+            }
+        )
+    )
+    (users_dir / "config").write_text(
+        yaml.safe_dump(
+            {
+                "apiVersion": "v1",
+                "kind": "Config",
+                "current-context": "exec",
+                "users": [
+                    {
+                        "name": "exec",
+                        "user": {
+                            "exec": {
+                                "apiVersion": "client.authentication.k8s.io/v1",
+                                "command": "./bin/get-token",
+                                "env": env,
+                                "interactiveMode": "Never",
+                            }
+                        },
+                    }
+                ],
+                "contexts": [{"name": "exec", "context": {"cluster": "local", "user": "exec"}}],
+            }
+        )
+    )
     return KubeconfigFiles.parse(f"{clusters_dir / 'config'}{os.pathsep}{users_dir / 'config'}"), count_file
 
 
@@ -98,13 +128,19 @@ def test_a_401_runs_the_plugin_once_more_and_the_request_succeeds(tmp_path, loca
 def test_go_clients_get_the_same_files_and_run_the_plugin_themselves(tmp_path, local_cluster):
     files, count_file = _kubeconfigs(tmp_path, local_cluster, lifetime_s=600)
     args, env = goclient.connection(files)
-    events = goclient.run_once("discovery", [*args, "--burst=300", "--qps=300", "--legacy=false", "--cache=memory"],
-                               env=env, timeout_s=120)
+    events = goclient.run_once(
+        "discovery", [*args, "--burst=300", "--qps=300", "--legacy=false", "--cache=memory"], env=env, timeout_s=120
+    )
     assert any(e["event"] == "summary" for e in events)
     assert _runs(count_file) == 1  # client-go ran it (nothing else did)
     kubectl = binaries.kubectl("1.24.0")  # built by `make test`'s bootstrap (EXTRA_KUBECTL_VERSIONS)
-    proc = subprocess.run([str(kubectl.path), *args, "get", "--raw", "/version"], env={**os.environ, **env},
-                          capture_output=True, text=True, timeout=120)
+    proc = subprocess.run(
+        [str(kubectl.path), *args, "get", "--raw", "/version"],
+        env={**os.environ, **env},
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert proc.returncode == 0, proc.stderr
     assert '"gitVersion": "v1.37.1"' in proc.stdout
     assert _runs(count_file) == 2

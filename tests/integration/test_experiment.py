@@ -12,8 +12,8 @@ import time
 from pathlib import Path
 
 from crdscale.cli.main import main
-from crdscale.rundir.events import read_events
 from crdscale.rundir import layout
+from crdscale.rundir.events import read_events
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -69,8 +69,13 @@ def test_matrix_runs_resumes_after_sigint_and_compares(tmp_path):
     scenario = tmp_path / "gogc.toml"
     scenario.write_text(GOGC)
     out = tmp_path / "runs"
-    proc = subprocess.Popen([sys.executable, "-m", "crdscale", "run", str(scenario), "--out", str(out)],
-                            cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "crdscale", "run", str(scenario), "--out", str(out)],
+        cwd=REPO,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     try:
         experiment = _experiment(out)
         _wait_second_cell_step(experiment)

@@ -38,8 +38,25 @@ def test_calibrate_runs_the_sweep_fits_and_the_model_is_used(tmp_path, capsys):
     sweep = tmp_path / "sweep.toml"
     sweep.write_text(TINY_SWEEP)
     model_file = tmp_path / "model.json"
-    assert main(["footprint", "--calibrate", "--sweep", str(sweep), "--out", str(tmp_path / "runs"),
-                 "--features", "crds,properties", "--model", str(model_file), "-o", "json"]) == 0
+    assert (
+        main(
+            [
+                "footprint",
+                "--calibrate",
+                "--sweep",
+                str(sweep),
+                "--out",
+                str(tmp_path / "runs"),
+                "--features",
+                "crds,properties",
+                "--model",
+                str(model_file),
+                "-o",
+                "json",
+            ]
+        )
+        == 0
+    )
     out = capsys.readouterr()
     result = json.loads(out.out)
     assert result["model_path"] == str(model_file) and model_file.is_file()

@@ -8,13 +8,12 @@ from __future__ import annotations
 
 import pytest
 
-from crdscale.models import tokenbucket as tb
 from crdscale.collect import metrics as metric_defs
 from crdscale.collect.probes import clientmem, discovery
 from crdscale.collect.probes.fixtures import ProbeFixtures, sweep_crds
 from crdscale.collect.probes.listcost import ListProbeConfig, populate
-from crdscale.crds.install import resource_ref
 from crdscale.crds.serve import ResourceServer
+from crdscale.models import tokenbucket as tb
 from crdscale.ownership import new_run_id
 
 pytestmark = pytest.mark.integration
@@ -80,7 +79,9 @@ def test_pinned_kubectl_discovery_is_measured(cluster, crds):
 
 
 def test_metadata_only_cache_peaks_5x_lower_with_100_mib_of_secrets(cluster):
-    config = ListProbeConfig(custom_resources=0, secrets=105, secret_bytes=1_000_000, namespaces=1, repeats=1)  # 100.1 MiB
+    config = ListProbeConfig(
+        custom_resources=0, secrets=105, secret_bytes=1_000_000, namespaces=1, repeats=1
+    )  # 100.1 MiB
     with ProbeFixtures(cluster, new_run_id()) as fixtures:
         ns = populate(fixtures, config).namespaces[0]
         reports = {r["mode"]: r for r in clientmem.measure_cache(cluster, ns, initial_syncs=("list",))}

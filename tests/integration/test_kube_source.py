@@ -28,9 +28,14 @@ PATCH_AFTER = '\tklog.Infof("Version: %+v", utilversion.Get())\n'
 MARKER = "crdscale test patch: this kube-apiserver was built from a local source tree"
 # Fixed identity and dates: the same tree gives the same commit, hence the same cache key.
 GIT_ENV = {
-    "GIT_AUTHOR_NAME": "crdscale", "GIT_AUTHOR_EMAIL": "crdscale@localhost", "GIT_AUTHOR_DATE": "2026-01-01T00:00:00Z",
-    "GIT_COMMITTER_NAME": "crdscale", "GIT_COMMITTER_EMAIL": "crdscale@localhost",
-    "GIT_COMMITTER_DATE": "2026-01-01T00:00:00Z", "GIT_CONFIG_GLOBAL": os.devnull, "GIT_CONFIG_NOSYSTEM": "1",
+    "GIT_AUTHOR_NAME": "crdscale",
+    "GIT_AUTHOR_EMAIL": "crdscale@localhost",
+    "GIT_AUTHOR_DATE": "2026-01-01T00:00:00Z",
+    "GIT_COMMITTER_NAME": "crdscale",
+    "GIT_COMMITTER_EMAIL": "crdscale@localhost",
+    "GIT_COMMITTER_DATE": "2026-01-01T00:00:00Z",
+    "GIT_CONFIG_GLOBAL": os.devnull,
+    "GIT_CONFIG_NOSYSTEM": "1",
 }
 
 SCENARIO = """\
@@ -56,8 +61,13 @@ scrape_interval_seconds = 1
 
 
 def _git(tree: Path, *args: str) -> None:
-    subprocess.run(["git", "-C", str(tree), "-c", "core.hooksPath=/dev/null", *args], check=True,
-                   capture_output=True, env=dict(os.environ, **GIT_ENV), timeout=600)
+    subprocess.run(
+        ["git", "-C", str(tree), "-c", "core.hooksPath=/dev/null", *args],
+        check=True,
+        capture_output=True,
+        env=dict(os.environ, **GIT_ENV),
+        timeout=600,
+    )
 
 
 def make_patched_tree(dest: Path) -> Path:

@@ -33,9 +33,19 @@ def _crd(group: str, kind: str) -> dict:
             "group": group,
             "names": {"kind": kind, "plural": plural, "singular": kind.lower(), "listKind": kind + "List"},
             "scope": "Namespaced",
-            "versions": [{"name": "v1", "served": True, "storage": True,
-                          "schema": {"openAPIV3Schema": {"type": "object", "properties": {
-                              "spec": {"type": "object", "properties": {"size": {"type": "integer"}}}}}}}],
+            "versions": [
+                {
+                    "name": "v1",
+                    "served": True,
+                    "storage": True,
+                    "schema": {
+                        "openAPIV3Schema": {
+                            "type": "object",
+                            "properties": {"spec": {"type": "object", "properties": {"size": {"type": "integer"}}}},
+                        }
+                    },
+                }
+            ],
         },
     }
 
@@ -67,8 +77,9 @@ def own_plane():
 
 def test_crd_becomes_established(own_plane):
     cluster = own_plane.connect()
-    resp = cluster.post("/apis/apiextensions.k8s.io/v1/customresourcedefinitions", _crd("it.crdscale.io", "Widget"),
-                        timeout=30)
+    resp = cluster.post(
+        "/apis/apiextensions.k8s.io/v1/customresourcedefinitions", _crd("it.crdscale.io", "Widget"), timeout=30
+    )
     assert resp.status_code == 201, resp.text
     crd = _wait_established(cluster, "widgets.it.crdscale.io")
     assert crd["metadata"]["labels"]["app.kubernetes.io/managed-by"] == "crdscale"
@@ -83,8 +94,9 @@ def test_heap_profile_is_a_gzip_pprof_that_go_tool_pprof_reads(own_plane, tmp_pa
     profile = tmp_path / "heap.pb.gz"
     profile.write_bytes(resp.content)
     if shutil.which("go"):
-        out = subprocess.run(["go", "tool", "pprof", "-top", "-nodecount=5", str(profile)],
-                             capture_output=True, text=True, timeout=120)
+        out = subprocess.run(
+            ["go", "tool", "pprof", "-top", "-nodecount=5", str(profile)], capture_output=True, text=True, timeout=120
+        )
         assert out.returncode == 0, out.stderr
         assert "flat%" in out.stdout and "inuse_space" in out.stdout
 
@@ -130,8 +142,12 @@ def test_down_after_kill_9_of_up_leaves_nothing():
 
     name = f"killed-{os.getpid()}"
     state_file = instances_dir() / name / "instance.json"
-    up = subprocess.Popen([sys.executable, "-m", "crdscale", "up", "--name", name],
-                          stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, cwd=REPO)
+    up = subprocess.Popen(
+        [sys.executable, "-m", "crdscale", "up", "--name", name],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        cwd=REPO,
+    )
     deadline = time.monotonic() + 120
     while time.monotonic() < deadline:
         try:

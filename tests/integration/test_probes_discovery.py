@@ -7,10 +7,10 @@ import time
 
 import pytest
 
-from crdscale.models.tokenbucket import PRESETS
 from crdscale.cli.main import main
 from crdscale.collect.probes import discovery
 from crdscale.collect.probes.fixtures import ProbeFixtures, sweep_crds
+from crdscale.models.tokenbucket import PRESETS
 from crdscale.ownership import new_run_id, owned_selector
 
 pytestmark = pytest.mark.integration
@@ -48,17 +48,25 @@ def test_discovery_with_60_extra_groups(local_cluster):
         assert aggregated["bytes"] < legacy.summary["bytes"]
 
     # Cleanup removed exactly our CRDs.
-    left = cluster.get_json(f"/apis/apiextensions.k8s.io/v1/customresourcedefinitions?labelSelector={owned_selector(run_id)}")
+    left = cluster.get_json(
+        f"/apis/apiextensions.k8s.io/v1/customresourcedefinitions?labelSelector={owned_selector(run_id)}"
+    )
     assert left["items"] == []
 
 
 def test_discovery_cli_writes_a_run_directory(local_cluster, tmp_path):
     code = main(
         [
-            "probe", "discovery", "-q",
-            "--kubeconfig", str(local_cluster.kubeconfig),
-            "--runs-dir", str(tmp_path),
-            "--limits", "disabled", "300,50",
+            "probe",
+            "discovery",
+            "-q",
+            "--kubeconfig",
+            str(local_cluster.kubeconfig),
+            "--runs-dir",
+            str(tmp_path),
+            "--limits",
+            "disabled",
+            "300,50",
             "--no-kubectl",
         ]
     )

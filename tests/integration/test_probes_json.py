@@ -16,15 +16,28 @@ def _json(capsys) -> dict:
     return json.loads(capsys.readouterr().out)  # all of stdout, or this raises
 
 
-@pytest.mark.parametrize(("argv", "table", "column"), [
-    (["discovery", "--limits", "disabled", "--no-kubectl"], "summary", "group_versions"),
-    (["list", "--custom-resources", "20", "--repeats", "1", "--kinds", "rv0", "consistent"], "lists", "served_from"),
-    (["apf", "--custom-resources", "20", "--repeats", "1", "--kinds", "rv0", "--no-observe"], "seats", "size_based_seats"),
-    (["clientmem", "--secrets", "3", "--secret-bytes", "10000"], "clientmem", "peak_rss_mib"),
-], ids=["discovery", "list", "apf", "clientmem"])
+@pytest.mark.parametrize(
+    ("argv", "table", "column"),
+    [
+        (["discovery", "--limits", "disabled", "--no-kubectl"], "summary", "group_versions"),
+        (
+            ["list", "--custom-resources", "20", "--repeats", "1", "--kinds", "rv0", "consistent"],
+            "lists",
+            "served_from",
+        ),
+        (
+            ["apf", "--custom-resources", "20", "--repeats", "1", "--kinds", "rv0", "--no-observe"],
+            "seats",
+            "size_based_seats",
+        ),
+        (["clientmem", "--secrets", "3", "--secret-bytes", "10000"], "clientmem", "peak_rss_mib"),
+    ],
+    ids=["discovery", "list", "apf", "clientmem"],
+)
 def test_probe_prints_json(local_cluster, tmp_path, capsys, argv, table, column):
-    code = main(["probe", *argv, "-q", "-o", "json", "--kubeconfig", str(local_cluster.kubeconfig),
-                 "--runs-dir", str(tmp_path)])
+    code = main(
+        ["probe", *argv, "-q", "-o", "json", "--kubeconfig", str(local_cluster.kubeconfig), "--runs-dir", str(tmp_path)]
+    )
     doc = _json(capsys)
     assert code == 0 and doc["exit_code"] == 0 and doc["status"] == "completed"
     assert doc["probe"] == argv[0] and doc["server_version"].startswith("v1.")

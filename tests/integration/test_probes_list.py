@@ -8,10 +8,10 @@ import pandas as pd
 import pytest
 
 from crdscale.cli.main import main
-from crdscale.rundir import read_run
 from crdscale.collect.probes import apfseats, clientmem, listcost
 from crdscale.collect.probes.fixtures import ProbeFixtures
 from crdscale.ownership import new_run_id
+from crdscale.rundir import read_run
 
 pytestmark = pytest.mark.integration
 
@@ -61,7 +61,11 @@ def test_apf_estimates_for_measured_lists(cr_lists):
 
 def test_metadata_only_is_10x_smaller_for_100kb_secrets(cluster):
     config = listcost.ListProbeConfig(
-        custom_resources=0, secrets=20, secret_bytes=100_000, namespaces=1, repeats=1,
+        custom_resources=0,
+        secrets=20,
+        secret_bytes=100_000,
+        namespaces=1,
+        repeats=1,
         kinds=("rv0", "metadata-only", "metadata-only-rv0"),
     )
     run_id = new_run_id()
@@ -80,11 +84,24 @@ def test_metadata_only_is_10x_smaller_for_100kb_secrets(cluster):
 def test_apf_probe_observes_the_servers_seats(local_cluster, tmp_path):
     code = main(
         [
-            "probe", "apf", "-q",
-            "--kubeconfig", str(local_cluster.kubeconfig),
-            "--runs-dir", str(tmp_path),
-            "--custom-resources", "300", "--cr-bytes", "2000", "--repeats", "1",
-            "--kinds", "rv0", "consistent", "exact", "field-selector-name",
+            "probe",
+            "apf",
+            "-q",
+            "--kubeconfig",
+            str(local_cluster.kubeconfig),
+            "--runs-dir",
+            str(tmp_path),
+            "--custom-resources",
+            "300",
+            "--cr-bytes",
+            "2000",
+            "--repeats",
+            "1",
+            "--kinds",
+            "rv0",
+            "consistent",
+            "exact",
+            "field-selector-name",
         ]
     )
     assert code == 0
@@ -107,11 +124,24 @@ def test_apf_probe_observes_the_servers_seats(local_cluster, tmp_path):
 def test_list_cli_prints_the_table(local_cluster, tmp_path, capsys):
     code = main(
         [
-            "probe", "list", "-q",
-            "--kubeconfig", str(local_cluster.kubeconfig),
-            "--runs-dir", str(tmp_path),
-            "--custom-resources", "100", "--repeats", "1", "--no-etcd-comparison",
-            "--load", "1,2", "--load-requests", "10", "--load-seconds", "10",
+            "probe",
+            "list",
+            "-q",
+            "--kubeconfig",
+            str(local_cluster.kubeconfig),
+            "--runs-dir",
+            str(tmp_path),
+            "--custom-resources",
+            "100",
+            "--repeats",
+            "1",
+            "--no-etcd-comparison",
+            "--load",
+            "1,2",
+            "--load-requests",
+            "10",
+            "--load-seconds",
+            "10",
         ]
     )
     out = capsys.readouterr().out
@@ -129,11 +159,27 @@ def test_list_cli_serves_the_same_lists_from_etcd_and_from_the_cache(local_clust
     --watch-cache=false on the same etcd from etcd: the server's own counters say so."""
     code = main(
         [
-            "probe", "list", "-q", "-o", "json",
-            "--kubeconfig", str(local_cluster.kubeconfig),
-            "--runs-dir", str(tmp_path),
-            "--custom-resources", "200", "--pods", "30", "--pod-bytes", "20000", "--repeats", "1",
-            "--kinds", "rv0", "consistent", "field-selector",
+            "probe",
+            "list",
+            "-q",
+            "-o",
+            "json",
+            "--kubeconfig",
+            str(local_cluster.kubeconfig),
+            "--runs-dir",
+            str(tmp_path),
+            "--custom-resources",
+            "200",
+            "--pods",
+            "30",
+            "--pod-bytes",
+            "20000",
+            "--repeats",
+            "1",
+            "--kinds",
+            "rv0",
+            "consistent",
+            "field-selector",
         ]
     )
     document = json.loads(capsys.readouterr().out)

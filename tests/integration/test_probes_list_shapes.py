@@ -13,13 +13,27 @@ pytestmark = pytest.mark.integration
 
 
 def test_list_shapes_cli_loads_each_shape_and_states_the_ratios(local_cluster, tmp_path, capsys):
-    code = main([
-        "probe", "list", "-q", "-o", "json",
-        "--kubeconfig", str(local_cluster.kubeconfig),
-        "--runs-dir", str(tmp_path),
-        "--load-shapes", "4x1000000,400x10000", "--load", "1,4",
-        "--load-requests", "20", "--load-seconds", "10",
-    ])
+    code = main(
+        [
+            "probe",
+            "list",
+            "-q",
+            "-o",
+            "json",
+            "--kubeconfig",
+            str(local_cluster.kubeconfig),
+            "--runs-dir",
+            str(tmp_path),
+            "--load-shapes",
+            "4x1000000,400x10000",
+            "--load",
+            "1,4",
+            "--load-requests",
+            "20",
+            "--load-seconds",
+            "10",
+        ]
+    )
     assert code == 0
     out = json.loads(capsys.readouterr().out)
     shapes = pd.DataFrame(out["tables"]["shapes"])

@@ -36,21 +36,35 @@ def secured_prometheus(tmp_path_factory, local_cluster):
     tls = pki.create_credentials(workdir / "pki")  # a CA and a serving certificate for 127.0.0.1
     (workdir / "password").write_text(PASSWORD + "\n")
     (workdir / "wrong-password").write_text("battery horse\n")
-    (workdir / "web.yml").write_text(yaml.safe_dump({
-        "tls_server_config": {"cert_file": str(tls.serving_cert), "key_file": str(tls.serving_key)},
-        # Cost 4, bcrypt's minimum: the hash is checked on every request, and the test makes many.
-        "basic_auth_users": {USER: bcrypt.hashpw(PASSWORD.encode(), bcrypt.gensalt(4)).decode()},
-    }))
+    (workdir / "web.yml").write_text(
+        yaml.safe_dump(
+            {
+                "tls_server_config": {"cert_file": str(tls.serving_cert), "key_file": str(tls.serving_key)},
+                # Cost 4, bcrypt's minimum: the hash is checked on every request, and the test makes many.
+                "basic_auth_users": {USER: bcrypt.hashpw(PASSWORD.encode(), bcrypt.gensalt(4)).decode()},
+            }
+        )
+    )
     creds = local_cluster.credentials
-    scrape = LocalPrometheus(f"127.0.0.1:{local_cluster.ports['apiserver']}", creds.ca_cert, creds.admin_token_file,
-                             interval_s=1.0).config()  # crdscale's own scrape job for kube-apiserver
+    scrape = LocalPrometheus(
+        f"127.0.0.1:{local_cluster.ports['apiserver']}", creds.ca_cert, creds.admin_token_file, interval_s=1.0
+    ).config()  # crdscale's own scrape job for kube-apiserver
     (workdir / "prometheus.yml").write_text(yaml.safe_dump(scrape))
-    port, = free_ports(1)
+    (port,) = free_ports(1)
     log = open(workdir / "prometheus.log", "wb")
-    proc = subprocess.Popen([str(binaries.prometheus().path), f"--config.file={workdir / 'prometheus.yml'}",
-                             f"--storage.tsdb.path={workdir / 'data'}", f"--web.listen-address=127.0.0.1:{port}",
-                             f"--web.config.file={workdir / 'web.yml'}"],
-                            stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True)
+    proc = subprocess.Popen(
+        [
+            str(binaries.prometheus().path),
+            f"--config.file={workdir / 'prometheus.yml'}",
+            f"--storage.tsdb.path={workdir / 'data'}",
+            f"--web.listen-address=127.0.0.1:{port}",
+            f"--web.config.file={workdir / 'web.yml'}",
+        ],
+        stdout=log,
+        stderr=subprocess.STDOUT,
+        stdin=subprocess.DEVNULL,
+        start_new_session=True,
+    )
     url = f"https://127.0.0.1:{port}"
     try:
         deadline = time.monotonic() + 60
@@ -63,8 +77,12 @@ def secured_prometheus(tmp_path_factory, local_cluster):
                 pass
             assert time.monotonic() < deadline, "Prometheus with --web.config.file not ready in 60 s"
             time.sleep(0.3)
-        yield {"url": url, "ca": str(tls.ca_cert), "password": str(workdir / "password"),
-               "wrong_password": str(workdir / "wrong-password")}
+        yield {
+            "url": url,
+            "ca": str(tls.ca_cert),
+            "password": str(workdir / "password"),
+            "wrong_password": str(workdir / "wrong-password"),
+        }
     finally:
         os.killpg(proc.pid, signal.SIGTERM)
         proc.wait(timeout=30)
@@ -102,21 +120,43 @@ def test_a_wrong_password_or_an_unknown_ca_is_a_one_line_error(secured_prometheu
     assert RemotePrometheus(insecure).start().version != "unknown"
 
 
-RUN = ["--set", "crds.count=2", "--set", "crds.groups=1", "--set", "crds.property_count=5", "--set", "steps.count=1",
-       "--set", 'steps.serve="list"', "--set", "steps.settle_seconds=0"]
+RUN = [
+    "--set",
+    "crds.count=2",
+    "--set",
+    "crds.groups=1",
+    "--set",
+    "crds.property_count=5",
+    "--set",
+    "steps.count=1",
+    "--set",
+    'steps.serve="list"',
+    "--set",
+    "steps.settle_seconds=0",
+]
 
 
 def test_a_run_against_it_from_the_cli(secured_prometheus, local_cluster, tmp_path, capsys):
     p = secured_prometheus
-    common = ["run", "--kubeconfig", str(local_cluster.kubeconfig), "--prometheus-url", p["url"],
-              "--prometheus-ca-file", p["ca"], "--prometheus-username", USER, *RUN]
+    common = [
+        "run",
+        "--kubeconfig",
+        str(local_cluster.kubeconfig),
+        "--prometheus-url",
+        p["url"],
+        "--prometheus-ca-file",
+        p["ca"],
+        "--prometheus-username",
+        USER,
+        *RUN,
+    ]
     code = main([*common, "--prometheus-password-file", p["wrong_password"], "--out", str(tmp_path / "refused")])
     err = capsys.readouterr().err.strip().splitlines()
     assert code == 4 and "refused the credentials: HTTP 401" in err[-1]
 
     code = main([*common, "--prometheus-password-file", p["password"], "--out", str(tmp_path / "runs")])
     assert code == 0
-    run, = (tmp_path / "runs").iterdir()
+    (run,) = (tmp_path / "runs").iterdir()
     manifest = json.loads((run / "manifest.json").read_text())
     assert manifest["status"] == "completed"
     assert manifest["metrics"]["source"] == "remote-prometheus"

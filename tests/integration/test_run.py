@@ -17,9 +17,9 @@ import pandas as pd
 
 from crdscale.cli.main import main
 from crdscale.cluster.local import LocalControlPlane
-from crdscale.rundir import layout, read_run
 from crdscale.collect.sources import LocalPrometheus
 from crdscale.paths import instances_dir
+from crdscale.rundir import layout, read_run
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -71,8 +71,10 @@ def _no_credentials_in(run: Path, plane_token: str | None = None) -> None:
 
 def test_small_scenario_completes_with_profiles_and_metrics(tmp_path):
     scenario = tmp_path / "small.toml"
-    scenario.write_text(SMALL.replace("settle_seconds = 2", "settle_seconds = 2\nhold_seconds = 3")
-                        + '[profiles]\nkinds = ["heap", "goroutine", "cpu"]\ncpu_seconds = 2\n')
+    scenario.write_text(
+        SMALL.replace("settle_seconds = 2", "settle_seconds = 2\nhold_seconds = 3")
+        + '[profiles]\nkinds = ["heap", "goroutine", "cpu"]\ncpu_seconds = 2\n'
+    )
     assert main(["run", str(scenario), "--out", str(tmp_path / "runs")]) == 0
     run = _only_run(tmp_path / "runs")
     manifest = _check_readable(run)
@@ -81,9 +83,15 @@ def test_small_scenario_completes_with_profiles_and_metrics(tmp_path):
     assert manifest["crds"]["count"] == 60 and len(manifest["crds"]["sha256"]) == 64
 
     profiles = sorted(p.name for p in (run / "profiles").iterdir())
-    for name in ["heap-step00-crds0000.pb.gz", "heap-step01-crds0020.pb.gz", "heap-step02-crds0040.pb.gz",
-                 "heap-step03-crds0060.pb.gz", "heap-step03-crds0060-installed.pb.gz",
-                 "goroutine-step03-crds0060.pb.gz", "cpu-step01-crds0020-install.pb.gz"]:
+    for name in [
+        "heap-step00-crds0000.pb.gz",
+        "heap-step01-crds0020.pb.gz",
+        "heap-step02-crds0040.pb.gz",
+        "heap-step03-crds0060.pb.gz",
+        "heap-step03-crds0060-installed.pb.gz",
+        "goroutine-step03-crds0060.pb.gz",
+        "cpu-step01-crds0020-install.pb.gz",
+    ]:
         assert name in profiles
     from crdscale.collect.pprof import read_profile
 
@@ -112,7 +120,10 @@ def test_small_scenario_completes_with_profiles_and_metrics(tmp_path):
         assert rss.timestamp.min() <= start + 2 * interval, job
         assert rss.timestamp.max() >= end - 3 * interval, job
         gaps = rss.timestamp.sort_values().diff().dropna()
-        assert gaps.max() <= 3 * interval and abs(gaps.median() - interval) < pd.Timedelta(seconds=0.2), (job, gaps.describe())
+        assert gaps.max() <= 3 * interval and abs(gaps.median() - interval) < pd.Timedelta(seconds=0.2), (
+            job,
+            gaps.describe(),
+        )
     assert apiserver_s >= 5
     assert RECORDED_EVERYWHERE <= set(series.metric)
     _no_credentials_in(run)
@@ -121,9 +132,13 @@ def test_small_scenario_completes_with_profiles_and_metrics(tmp_path):
 # Recorded series every kube-apiserver version exposes, histograms and summaries included: a
 # scrape that negotiates native histograms (or filters families by name[]) must not lose them.
 RECORDED_EVERYWHERE = {
-    "process_open_fds", "go_memstats_heap_inuse_bytes", "apiserver_request_total",
-    "apiserver_request_duration_seconds_bucket", "apiserver_request_duration_seconds_count",
-    "etcd_request_duration_seconds_count", "go_gc_duration_seconds_count",
+    "process_open_fds",
+    "go_memstats_heap_inuse_bytes",
+    "apiserver_request_total",
+    "apiserver_request_duration_seconds_bucket",
+    "apiserver_request_duration_seconds_count",
+    "etcd_request_duration_seconds_count",
+    "go_gc_duration_seconds_count",
 }
 
 
@@ -131,8 +146,13 @@ def _start_run(tmp_path: Path, scenario_text: str) -> tuple[subprocess.Popen, Pa
     scenario = tmp_path / "s.toml"
     scenario.write_text(scenario_text)
     out = tmp_path / "runs"
-    proc = subprocess.Popen([sys.executable, "-m", "crdscale", "run", str(scenario), "--out", str(out)],
-                            cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "crdscale", "run", str(scenario), "--out", str(out)],
+        cwd=REPO,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     return proc, out
 
 
@@ -228,13 +248,27 @@ def test_apiserver_death_fails_the_run_within_30_seconds(tmp_path):
 def test_remote_target_by_kubeconfig_and_prometheus_url(tmp_path):
     with LocalControlPlane(name=f"remote-{os.getpid()}") as plane:
         creds = plane.credentials
-        prom = LocalPrometheus(f"127.0.0.1:{plane.ports['apiserver']}", creds.ca_cert, creds.admin_token_file,
-                               f"127.0.0.1:{plane.ports['etcd_client']}").start()
+        prom = LocalPrometheus(
+            f"127.0.0.1:{plane.ports['apiserver']}",
+            creds.ca_cert,
+            creds.admin_token_file,
+            f"127.0.0.1:{plane.ports['etcd_client']}",
+        ).start()
         try:
             scenario = tmp_path / "remote.toml"
             scenario.write_text(SMALL.replace("count = 60", "count = 30").replace("groups = 6", "groups = 3"))
-            code = main(["run", str(scenario), "--out", str(tmp_path / "runs"), "--kubeconfig", str(plane.kubeconfig),
-                         "--prometheus-url", prom.url])
+            code = main(
+                [
+                    "run",
+                    str(scenario),
+                    "--out",
+                    str(tmp_path / "runs"),
+                    "--kubeconfig",
+                    str(plane.kubeconfig),
+                    "--prometheus-url",
+                    prom.url,
+                ]
+            )
             assert code == 0
             run = _only_run(tmp_path / "runs")
             manifest = _check_readable(run)
@@ -254,7 +288,8 @@ def test_unreachable_cluster_fails_in_seconds(tmp_path, capsys):
     kubeconfig = tmp_path / "kubeconfig"
     kubeconfig.write_text(
         "apiVersion: v1\nkind: Config\nclusters:\n- name: c\n  cluster:\n    server: https://127.0.0.1:1\n"
-        "contexts:\n- name: c\n  context: {cluster: c, user: u}\ncurrent-context: c\nusers:\n- name: u\n  user: {token: x}\n")
+        "contexts:\n- name: c\n  context: {cluster: c, user: u}\ncurrent-context: c\nusers:\n- name: u\n  user: {token: x}\n"
+    )
     started = time.monotonic()
     code = main(["run", "--kubeconfig", str(kubeconfig), "--out", str(tmp_path / "runs")])
     assert time.monotonic() - started < 15
@@ -267,8 +302,12 @@ def test_unreachable_cluster_fails_in_seconds(tmp_path, capsys):
 
 def test_without_prometheus_metrics_come_from_direct_scrapes(tmp_path):
     scenario = tmp_path / "direct.toml"
-    scenario.write_text(SMALL.replace("count = 60", "count = 20").replace("groups = 6", "groups = 2")
-                        .replace("count = 3", "count = 2").replace("[metrics]\n", '[metrics]\nsource = "direct"\n'))
+    scenario.write_text(
+        SMALL.replace("count = 60", "count = 20")
+        .replace("groups = 6", "groups = 2")
+        .replace("count = 3", "count = 2")
+        .replace("[metrics]\n", '[metrics]\nsource = "direct"\n')
+    )
     assert main(["run", str(scenario), "--out", str(tmp_path / "runs")]) == 0
     run = _only_run(tmp_path / "runs")
     manifest = _check_readable(run)

@@ -24,9 +24,10 @@ import json
 import queue
 import threading
 import uuid
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, Mapping
+from typing import Any
 from urllib.parse import urlsplit
 
 import requests
@@ -48,8 +49,10 @@ def status_body(kind: str, **values: str) -> dict[str, Any]:
 def too_many_requests(retry_after_s: int) -> dict[str, Any]:
     """Keyword arguments for :meth:`FakeApiServer.inject`: APF's 429, plain text with ``Retry-After``."""
     recorded = RECORDED_STATUS["too_many_requests"]
-    return {"body": recorded["body"],
-            "headers": {"Content-Type": recorded["content_type"], "Retry-After": str(retry_after_s)}}
+    return {
+        "body": recorded["body"],
+        "headers": {"Content-Type": recorded["content_type"], "Retry-After": str(retry_after_s)},
+    }
 
 
 @dataclass
@@ -115,7 +118,9 @@ class _Watcher:
     remaining: int | None  # events before the server ends this watch early (None: never)
 
 
-def _response(status: int, body: Any = None, headers: Mapping[str, str] | None = None, *, raw=None) -> requests.Response:
+def _response(
+    status: int, body: Any = None, headers: Mapping[str, str] | None = None, *, raw=None
+) -> requests.Response:
     response = requests.Response()
     response.status_code = status
     response.headers.update({"Content-Type": "application/json", **(headers or {})})
@@ -153,9 +158,15 @@ class FakeApiServer:
         known_collections: collection paths that exist; others answer 404 on LIST.
     """
 
-    def __init__(self, *, reject: set[str] = frozenset(), watch_event_limit: int | None = None,
-                 honour_selectors: bool = True, known_collections: set[str] | None = None,
-                 establish: bool = True):
+    def __init__(
+        self,
+        *,
+        reject: set[str] = frozenset(),
+        watch_event_limit: int | None = None,
+        honour_selectors: bool = True,
+        known_collections: set[str] | None = None,
+        establish: bool = True,
+    ):
         self.reject = set(reject)
         self.watch_event_limit = watch_event_limit
         self.honour_selectors = honour_selectors
@@ -171,9 +182,17 @@ class FakeApiServer:
 
     # -- scripting
 
-    def inject(self, method: str, path: str | Callable[[Sent], bool], status: int, body: Any = None, *,
-               headers: Mapping[str, str] | None = None, times: int = 1,
-               before: Callable[[Sent], None] | None = None) -> None:
+    def inject(
+        self,
+        method: str,
+        path: str | Callable[[Sent], bool],
+        status: int,
+        body: Any = None,
+        *,
+        headers: Mapping[str, str] | None = None,
+        times: int = 1,
+        before: Callable[[Sent], None] | None = None,
+    ) -> None:
         """Answer the next ``times`` requests of ``method`` to ``path`` (or matching a predicate) with ``status``.
 
         ``before(request)`` runs first (e.g. to change the stored object, as another client would).
@@ -195,15 +214,17 @@ class FakeApiServer:
 
     def sent(self, method: str | None = None, *, watch: bool | None = None) -> list[Sent]:
         """Requests received, optionally only of ``method`` and (not) watches."""
-        return [r for r in self.requests if (method is None or r.method == method)
-                and (watch is None or r.watch == watch)]
+        return [
+            r for r in self.requests if (method is None or r.method == method) and (watch is None or r.watch == watch)
+        ]
 
     # -- the transport interface
 
     def request(self, method, url, *, params=None, data=None, headers=None, timeout=None, stream=False):
         parts = urlsplit(url)
-        sent = Sent(method, parts.path, {k: str(v) for k, v in (params or {}).items()},
-                    json.loads(data) if data else None)
+        sent = Sent(
+            method, parts.path, {k: str(v) for k, v in (params or {}).items()}, json.loads(data) if data else None
+        )
         with self._lock:
             self.requests.append(sent)
             for injection in self._injections:
@@ -267,8 +288,16 @@ class FakeApiServer:
                 return self._update(collection, item_path, current, sent.body)
             if sent.method == "DELETE":
                 return self._delete(collection, item_path, current, sent.body)
-        return _response(405, {"kind": "Status", "status": "Failure", "code": 405, "reason": "MethodNotAllowed",
-                               "message": f"{sent.method} {sent.path} is not supported by the fake"})
+        return _response(
+            405,
+            {
+                "kind": "Status",
+                "status": "Failure",
+                "code": 405,
+                "reason": "MethodNotAllowed",
+                "message": f"{sent.method} {sent.path} is not supported by the fake",
+            },
+        )
 
     def _store(self, collection: str, obj: dict[str, Any], event: str) -> dict[str, Any]:
         metadata = obj.setdefault("metadata", {})
@@ -308,7 +337,7 @@ class FakeApiServer:
             items = [i for i in items if matches(i["metadata"].get("labels"), params.get("labelSelector", ""))]
         start = int(params.get("continue") or 0)
         limit = int(params.get("limit") or 0) or len(items) or 1
-        page = items[start:start + limit]
+        page = items[start : start + limit]
         metadata = {"resourceVersion": str(self._current_rv())}
         if start + limit < len(items):
             metadata["continue"] = str(start + limit)
@@ -338,7 +367,9 @@ class FakeApiServer:
             stored["metadata"]["resourceVersion"] = str(next(self._rv))
             self._emit(collection, "MODIFIED", stored)
 
-    def _update(self, collection: str, item_path: str, current: dict[str, Any], body: dict[str, Any]) -> requests.Response:
+    def _update(
+        self, collection: str, item_path: str, current: dict[str, Any], body: dict[str, Any]
+    ) -> requests.Response:
         if body["metadata"].get("resourceVersion") != current["metadata"]["resourceVersion"]:
             return _response(409, status_body("conflict", name=current["metadata"]["name"]))
         body = copy.deepcopy(body)
@@ -351,13 +382,28 @@ class FakeApiServer:
         metadata = current["metadata"]
         for key in ("uid", "resourceVersion"):
             if key in preconditions and preconditions[key] != metadata[key]:
-                return _response(409, status_body("precondition", key={"uid": "UID"}.get(key, "ResourceVersion"),
-                                                  name=metadata["name"], want=preconditions[key], have=metadata[key]))
+                return _response(
+                    409,
+                    status_body(
+                        "precondition",
+                        key={"uid": "UID"}.get(key, "ResourceVersion"),
+                        name=metadata["name"],
+                        want=preconditions[key],
+                        have=metadata[key],
+                    ),
+                )
         del self.objects[collection][item_path]
         metadata["resourceVersion"] = str(next(self._rv))
         self._emit(collection, "DELETED", current)
-        return _response(200, {"kind": "Status", "apiVersion": "v1", "status": "Success",
-                               "details": {"name": metadata["name"], "uid": metadata["uid"]}})
+        return _response(
+            200,
+            {
+                "kind": "Status",
+                "apiVersion": "v1",
+                "status": "Success",
+                "details": {"name": metadata["name"], "uid": metadata["uid"]},
+            },
+        )
 
     def _delete_collection(self, collection: str, params: Mapping[str, str]) -> requests.Response:
         for path, obj in list(self.objects.get(collection, {}).items()):

@@ -13,7 +13,10 @@ from crdscale import allocator
 def test_the_settings_take_on_glibc():
     # In a child process: the test runner's own allocator stays as it was.
     code = "from crdscale.allocator import keep_freed_memory; print(keep_freed_memory())"
-    assert subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.strip() == "True"
+    assert (
+        subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.strip()
+        == "True"
+    )
 
 
 def test_other_c_libraries_are_left_alone(monkeypatch):

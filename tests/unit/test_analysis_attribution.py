@@ -6,9 +6,17 @@ from pathlib import Path
 
 import pytest
 
-from crdscale.analysis.attribution import OTHER, RULES, attribute, attribution_table, cause_totals, classify_stack, rules_table
-from crdscale.collect.pprof import read_profile
+from crdscale.analysis.attribution import (
+    OTHER,
+    RULES,
+    attribute,
+    attribution_table,
+    cause_totals,
+    classify_stack,
+    rules_table,
+)
 from crdscale.analysis.pprof.testing import synthetic_profile, truncate_stacks
+from crdscale.collect.pprof import read_profile
 
 DATA = Path(__file__).resolve().parents[1] / "data" / "profiles"
 
@@ -17,62 +25,178 @@ ALLOC = ["runtime.mallocgc", "runtime.newobject"]  # what sits between a Go fram
 
 # (cause, stack from leaf to root): one row per rule, real frame names.
 ROWS = [
-    ("zap-counters", ["go.uber.org/zap/zapcore.newCounters", "go.uber.org/zap/zapcore.NewSamplerWithOptions",
-                      "go.etcd.io/etcd/client/pkg/v3/logutil.CreateDefaultZapLogger", "go.etcd.io/etcd/client/v3.New"]),
-    ("watch-cache", ["encoding/json.(*decodeState).object", "k8s.io/apimachinery/pkg/runtime/serializer/json.(*Serializer).Decode",
-                     "k8s.io/apiserver/pkg/storage/etcd3.decodeListItem", "k8s.io/apiserver/pkg/storage/etcd3.(*store).GetList",
-                     "k8s.io/apiserver/pkg/storage/cacher.(*listerWatcher).List", "k8s.io/client-go/tools/cache.(*Reflector).list"]),
-    ("watch-cache", ["k8s.io/apiserver/pkg/storage/cacher.newWatchCache", "k8s.io/apiserver/pkg/storage/cacher.NewCacherFromConfig",
-                     "k8s.io/apiextensions-apiserver/pkg/registry/customresource.NewStorage"]),
-    ("informer-cache", ["k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1.(*JSONSchemaProps).Unmarshal",
-                        "k8s.io/apimachinery/pkg/runtime/serializer/protobuf.(*Serializer).Decode",
-                        "k8s.io/client-go/tools/pager.(*ListPager).List", "k8s.io/client-go/tools/cache.(*Reflector).list"]),
-    ("etcd-client", ["google.golang.org/grpc/internal/transport.newBufWriter", "google.golang.org/grpc/internal/transport.NewHTTP2Client",
-                     "google.golang.org/grpc.(*addrConn).createTransport", "k8s.io/apiextensions-apiserver/pkg/apiserver.(*crdHandler).getOrCreateServingInfoFor"]),
-    ("etcd-client", ["go.etcd.io/etcd/client/v3.newClient", "go.etcd.io/etcd/client/v3.New",
-                     "k8s.io/apiserver/pkg/storage/storagebackend/factory.newETCD3Client"]),
-    ("cel", ["github.com/google/cel-go/checker.(*checker).check", "github.com/google/cel-go/cel.(*Env).Compile",
-             "k8s.io/apiextensions-apiserver/pkg/apiserver/schema/cel.Compile",
-             "k8s.io/apiextensions-apiserver/pkg/apiserver.(*crdHandler).getOrCreateServingInfoFor"]),
-    ("cel", ["k8s.io/apiserver/pkg/cel/environment.(*EnvSet).Extend", "k8s.io/apiextensions-apiserver/pkg/apiserver/schema/cel.Compile"]),
-    ("ssa-typeconverter", ["sigs.k8s.io/structured-merge-diff/v6/schema.(*Schema).FindNamedType",
-                           "k8s.io/kube-openapi/pkg/schemaconv.ToSchemaFromOpenAPI",
-                           "k8s.io/apimachinery/pkg/util/managedfields.NewTypeConverter",
-                           "k8s.io/apiextensions-apiserver/pkg/apiserver.(*crdHandler).getOrCreateServingInfoFor"]),
-    ("openapi", ["k8s.io/kube-openapi/pkg/validation/spec.(*Schema).UnmarshalJSON", "encoding/json.Unmarshal",
-                 "k8s.io/kube-openapi/pkg/builder.(*openAPI).buildDefinitionRecursively"]),
-    ("openapi", ["k8s.io/kube-openapi/pkg/builder3.BuildOpenAPISpecFromRoutes",
-                 "k8s.io/apiextensions-apiserver/pkg/controller/openapi/builder.BuildOpenAPIV3"]),
+    (
+        "zap-counters",
+        [
+            "go.uber.org/zap/zapcore.newCounters",
+            "go.uber.org/zap/zapcore.NewSamplerWithOptions",
+            "go.etcd.io/etcd/client/pkg/v3/logutil.CreateDefaultZapLogger",
+            "go.etcd.io/etcd/client/v3.New",
+        ],
+    ),
+    (
+        "watch-cache",
+        [
+            "encoding/json.(*decodeState).object",
+            "k8s.io/apimachinery/pkg/runtime/serializer/json.(*Serializer).Decode",
+            "k8s.io/apiserver/pkg/storage/etcd3.decodeListItem",
+            "k8s.io/apiserver/pkg/storage/etcd3.(*store).GetList",
+            "k8s.io/apiserver/pkg/storage/cacher.(*listerWatcher).List",
+            "k8s.io/client-go/tools/cache.(*Reflector).list",
+        ],
+    ),
+    (
+        "watch-cache",
+        [
+            "k8s.io/apiserver/pkg/storage/cacher.newWatchCache",
+            "k8s.io/apiserver/pkg/storage/cacher.NewCacherFromConfig",
+            "k8s.io/apiextensions-apiserver/pkg/registry/customresource.NewStorage",
+        ],
+    ),
+    (
+        "informer-cache",
+        [
+            "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1.(*JSONSchemaProps).Unmarshal",
+            "k8s.io/apimachinery/pkg/runtime/serializer/protobuf.(*Serializer).Decode",
+            "k8s.io/client-go/tools/pager.(*ListPager).List",
+            "k8s.io/client-go/tools/cache.(*Reflector).list",
+        ],
+    ),
+    (
+        "etcd-client",
+        [
+            "google.golang.org/grpc/internal/transport.newBufWriter",
+            "google.golang.org/grpc/internal/transport.NewHTTP2Client",
+            "google.golang.org/grpc.(*addrConn).createTransport",
+            "k8s.io/apiextensions-apiserver/pkg/apiserver.(*crdHandler).getOrCreateServingInfoFor",
+        ],
+    ),
+    (
+        "etcd-client",
+        [
+            "go.etcd.io/etcd/client/v3.newClient",
+            "go.etcd.io/etcd/client/v3.New",
+            "k8s.io/apiserver/pkg/storage/storagebackend/factory.newETCD3Client",
+        ],
+    ),
+    (
+        "cel",
+        [
+            "github.com/google/cel-go/checker.(*checker).check",
+            "github.com/google/cel-go/cel.(*Env).Compile",
+            "k8s.io/apiextensions-apiserver/pkg/apiserver/schema/cel.Compile",
+            "k8s.io/apiextensions-apiserver/pkg/apiserver.(*crdHandler).getOrCreateServingInfoFor",
+        ],
+    ),
+    (
+        "cel",
+        [
+            "k8s.io/apiserver/pkg/cel/environment.(*EnvSet).Extend",
+            "k8s.io/apiextensions-apiserver/pkg/apiserver/schema/cel.Compile",
+        ],
+    ),
+    (
+        "ssa-typeconverter",
+        [
+            "sigs.k8s.io/structured-merge-diff/v6/schema.(*Schema).FindNamedType",
+            "k8s.io/kube-openapi/pkg/schemaconv.ToSchemaFromOpenAPI",
+            "k8s.io/apimachinery/pkg/util/managedfields.NewTypeConverter",
+            "k8s.io/apiextensions-apiserver/pkg/apiserver.(*crdHandler).getOrCreateServingInfoFor",
+        ],
+    ),
+    (
+        "openapi",
+        [
+            "k8s.io/kube-openapi/pkg/validation/spec.(*Schema).UnmarshalJSON",
+            "encoding/json.Unmarshal",
+            "k8s.io/kube-openapi/pkg/builder.(*openAPI).buildDefinitionRecursively",
+        ],
+    ),
+    (
+        "openapi",
+        [
+            "k8s.io/kube-openapi/pkg/builder3.BuildOpenAPISpecFromRoutes",
+            "k8s.io/apiextensions-apiserver/pkg/controller/openapi/builder.BuildOpenAPIV3",
+        ],
+    ),
     ("openapi", ["k8s.io/kube-openapi/pkg/handler.(*OpenAPIService).UpdateSpec"]),
     ("openapi", ["k8s.io/kube-openapi/pkg/schemamutation.(*Walker).WalkSchema"]),
     ("openapi", ["k8s.io/kube-aggregator/pkg/controllers/openapi/aggregator.(*specAggregator).buildMergeSpecLocked"]),
-    ("openapi", ["k8s.io/apiextensions-apiserver/pkg/controller/openapi/v2.ToStructuralOpenAPIV2",
-                 "k8s.io/apiextensions-apiserver/pkg/controller/openapi.(*Controller).updateSpecLocked"]),
+    (
+        "openapi",
+        [
+            "k8s.io/apiextensions-apiserver/pkg/controller/openapi/v2.ToStructuralOpenAPIV2",
+            "k8s.io/apiextensions-apiserver/pkg/controller/openapi.(*Controller).updateSpecLocked",
+        ],
+    ),
     ("openapi", ["k8s.io/kube-openapi/pkg/handler3.(*OpenAPIService).UpdateGroupVersion"]),
-    ("discovery", ["k8s.io/apiserver/pkg/endpoints/discovery/aggregated.(*resourceDiscoveryManager).AddGroupVersion",
-                   "k8s.io/apiextensions-apiserver/pkg/apiserver.(*DiscoveryController).sync"]),
-    ("crd-schema", ["k8s.io/apiextensions-apiserver/pkg/apiserver/schema.NewStructural",
-                    "k8s.io/apiextensions-apiserver/pkg/apiserver.(*crdHandler).getOrCreateServingInfoFor"]),
-    ("crd-schema", ["k8s.io/apiextensions-apiserver/pkg/apiserver/validation.NewSchemaValidator",
-                    "k8s.io/apiextensions-apiserver/pkg/apiserver.(*crdHandler).getOrCreateServingInfoFor"]),
+    (
+        "discovery",
+        [
+            "k8s.io/apiserver/pkg/endpoints/discovery/aggregated.(*resourceDiscoveryManager).AddGroupVersion",
+            "k8s.io/apiextensions-apiserver/pkg/apiserver.(*DiscoveryController).sync",
+        ],
+    ),
+    (
+        "crd-schema",
+        [
+            "k8s.io/apiextensions-apiserver/pkg/apiserver/schema.NewStructural",
+            "k8s.io/apiextensions-apiserver/pkg/apiserver.(*crdHandler).getOrCreateServingInfoFor",
+        ],
+    ),
+    (
+        "crd-schema",
+        [
+            "k8s.io/apiextensions-apiserver/pkg/apiserver/validation.NewSchemaValidator",
+            "k8s.io/apiextensions-apiserver/pkg/apiserver.(*crdHandler).getOrCreateServingInfoFor",
+        ],
+    ),
     ("crd-schema", ["k8s.io/kube-openapi/pkg/validation/validate.NewSchemaValidator"]),
-    ("crd-schema", ["k8s.io/apiextensions-apiserver/pkg/apiserver/schema/defaulting.PruneNonNullableNullsWithoutDefaults"]),
-    ("crd-handler", ["k8s.io/apiextensions-apiserver/pkg/apiserver.(*crdHandler).getOrCreateServingInfoFor",
-                     "k8s.io/apiextensions-apiserver/pkg/apiserver.(*crdHandler).ServeHTTP"]),
+    (
+        "crd-schema",
+        ["k8s.io/apiextensions-apiserver/pkg/apiserver/schema/defaulting.PruneNonNullableNullsWithoutDefaults"],
+    ),
+    (
+        "crd-handler",
+        [
+            "k8s.io/apiextensions-apiserver/pkg/apiserver.(*crdHandler).getOrCreateServingInfoFor",
+            "k8s.io/apiextensions-apiserver/pkg/apiserver.(*crdHandler).ServeHTTP",
+        ],
+    ),
     ("crd-handler", ["k8s.io/apiextensions-apiserver/pkg/registry/customresource.NewStrategy"]),
-    ("jsonschemaprops", ["k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1.Convert_v1_JSONSchemaProps_To_apiextensions_JSONSchemaProps",
-                         "k8s.io/apiextensions-apiserver/pkg/apiserver.(*crdHandler).getOrCreateServingInfoFor"]),
+    (
+        "jsonschemaprops",
+        [
+            "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1.Convert_v1_JSONSchemaProps_To_apiextensions_JSONSchemaProps",
+            "k8s.io/apiextensions-apiserver/pkg/apiserver.(*crdHandler).getOrCreateServingInfoFor",
+        ],
+    ),
     ("jsonschemaprops", ["k8s.io/apiextensions-apiserver/pkg/apis/apiextensions.(*JSONSchemaProps).DeepCopyInto"]),
-    ("metrics", ["github.com/prometheus/client_golang/prometheus.(*MetricVec).GetMetricWithLabelValues",
-                 "k8s.io/component-base/metrics.(*CounterVec).WithLabelValues"]),
+    (
+        "metrics",
+        [
+            "github.com/prometheus/client_golang/prometheus.(*MetricVec).GetMetricWithLabelValues",
+            "k8s.io/component-base/metrics.(*CounterVec).WithLabelValues",
+        ],
+    ),
     ("endpoints", ["k8s.io/apiserver/pkg/endpoints/handlers.ListResource.func1"]),
     ("decoding", ["encoding/json.(*decodeState).literalStore", "sigs.k8s.io/json.UnmarshalCaseSensitivePreserveInts"]),
     ("decoding", ["github.com/gogo/protobuf/proto.Unmarshal"]),
     ("goroutines", ["runtime.malg", "runtime.newproc1", "runtime.newproc.func1", "runtime.systemstack"]),
-    ("openapi", ["k8s.io/apiextensions-apiserver/pkg/apiserver/schema.(*Structural).ToKubeOpenAPI",
-                 "k8s.io/apiextensions-apiserver/pkg/controller/openapi/builder.(*builder).buildKubeNative"]),
-    ("crd-schema", ["k8s.io/apiextensions-apiserver/pkg/apiserver/schema.(*Structural).ToKubeOpenAPI",
-                    "k8s.io/apiextensions-apiserver/pkg/apiserver/validation.NewSchemaValidatorFromOpenAPI"]),
+    (
+        "openapi",
+        [
+            "k8s.io/apiextensions-apiserver/pkg/apiserver/schema.(*Structural).ToKubeOpenAPI",
+            "k8s.io/apiextensions-apiserver/pkg/controller/openapi/builder.(*builder).buildKubeNative",
+        ],
+    ),
+    (
+        "crd-schema",
+        [
+            "k8s.io/apiextensions-apiserver/pkg/apiserver/schema.(*Structural).ToKubeOpenAPI",
+            "k8s.io/apiextensions-apiserver/pkg/apiserver/validation.NewSchemaValidatorFromOpenAPI",
+        ],
+    ),
     (OTHER, ["golang.org/x/net/html.map.init.1", "golang.org/x/net/html.init", "runtime.doInit1"]),
 ]
 
@@ -93,20 +217,38 @@ def test_rules_are_readable_data():
     assert all(len(why) > 10 and "\n" not in why for why in table["why"])
 
 
-@pytest.mark.parametrize("stack,cause", [
-    # "any" context wins wherever it is: the cacher keeps what JSON decoded.
-    (["encoding/json.(*decodeState).object", "k8s.io/apiserver/pkg/storage/cacher.(*Cacher).startCaching"], "watch-cache"),
-    # Leaf rules: the component nearest the allocation decides.
-    (["github.com/google/cel-go/cel.NewEnv", "k8s.io/kube-openapi/pkg/builder3.BuildOpenAPISpecFromRoutes"], "cel"),
-    (["k8s.io/kube-openapi/pkg/builder3.BuildOpenAPISpecFromRoutes", "github.com/google/cel-go/cel.NewEnv"], "openapi"),
-    # JSON decoding only claims what no component did.
-    (["encoding/json.(*decodeState).object", "k8s.io/kube-openapi/pkg/handler.(*OpenAPIService).UpdateSpec"], "openapi"),
-    # zap's counters inside an etcd client created by the CRD handler are zap's.
-    (["go.uber.org/zap/zapcore.newCounters", "go.etcd.io/etcd/client/v3.New",
-      "k8s.io/apiextensions-apiserver/pkg/apiserver.(*crdHandler).getOrCreateServingInfoFor"], "zap-counters"),
-    # The DiscoveryController is in the CRD handler's package but is discovery.
-    (["k8s.io/apiextensions-apiserver/pkg/apiserver.(*DiscoveryController).sync"], "discovery"),
-])
+@pytest.mark.parametrize(
+    "stack,cause",
+    [
+        # "any" context wins wherever it is: the cacher keeps what JSON decoded.
+        (
+            ["encoding/json.(*decodeState).object", "k8s.io/apiserver/pkg/storage/cacher.(*Cacher).startCaching"],
+            "watch-cache",
+        ),
+        # Leaf rules: the component nearest the allocation decides.
+        (["github.com/google/cel-go/cel.NewEnv", "k8s.io/kube-openapi/pkg/builder3.BuildOpenAPISpecFromRoutes"], "cel"),
+        (
+            ["k8s.io/kube-openapi/pkg/builder3.BuildOpenAPISpecFromRoutes", "github.com/google/cel-go/cel.NewEnv"],
+            "openapi",
+        ),
+        # JSON decoding only claims what no component did.
+        (
+            ["encoding/json.(*decodeState).object", "k8s.io/kube-openapi/pkg/handler.(*OpenAPIService).UpdateSpec"],
+            "openapi",
+        ),
+        # zap's counters inside an etcd client created by the CRD handler are zap's.
+        (
+            [
+                "go.uber.org/zap/zapcore.newCounters",
+                "go.etcd.io/etcd/client/v3.New",
+                "k8s.io/apiextensions-apiserver/pkg/apiserver.(*crdHandler).getOrCreateServingInfoFor",
+            ],
+            "zap-counters",
+        ),
+        # The DiscoveryController is in the CRD handler's package but is discovery.
+        (["k8s.io/apiextensions-apiserver/pkg/apiserver.(*DiscoveryController).sync"], "discovery"),
+    ],
+)
 def test_precedence(stack, cause):
     assert classify_stack(stack) == cause
 
@@ -135,8 +277,13 @@ def test_truncated_stacks_still_attribute():
     """Stacks cut at 32 frames (Go < 1.23 heap profiles) keep their cause when a
     matching frame is among the 32 nearest the leaf."""
     deep = ["k8s.io/kube-openapi/pkg/builder.(*openAPI).buildDefinitionRecursively"] * 40
-    stack = ALLOC + ["k8s.io/kube-openapi/pkg/validation/spec.(*Schema).WithProperties"] + deep + [
-        "k8s.io/apiextensions-apiserver/pkg/apiserver.(*crdHandler).getOrCreateServingInfoFor"] + ROOT
+    stack = (
+        ALLOC
+        + ["k8s.io/kube-openapi/pkg/validation/spec.(*Schema).WithProperties"]
+        + deep
+        + ["k8s.io/apiextensions-apiserver/pkg/apiserver.(*crdHandler).getOrCreateServingInfoFor"]
+        + ROOT
+    )
     profile = synthetic_profile([(stack, [1, 4096])])
     assert attribute(truncate_stacks(profile, 32))["cause"].item() == "openapi"
 

@@ -10,7 +10,12 @@ import pandas as pd
 import pytest
 
 from crdscale.analysis.compare import (
-    crd_set_warnings, establish_times, joint_fit, per_crd_profile_diff, series_end_values, stack_runs,
+    crd_set_warnings,
+    establish_times,
+    joint_fit,
+    per_crd_profile_diff,
+    series_end_values,
+    stack_runs,
 )
 from crdscale.analysis.percrd import linear_fit, profile_points, t_quantile
 from crdscale.analysis.pprof.testing import synthetic_profile
@@ -20,8 +25,9 @@ ZAP = ["go.uber.org/zap/zapcore.newCounters", "main.main"]
 OPENAPI = ["k8s.io/kube-openapi/pkg/builder3.BuildOpenAPISpecFromRoutes", "main.main"]
 
 
-def _points(slopes: dict[str, float], base: float = 1e6, noise: float = 0.0, seed: int = 0,
-            cause_col: bool = True) -> pd.DataFrame:
+def _points(
+    slopes: dict[str, float], base: float = 1e6, noise: float = 0.0, seed: int = 0, cause_col: bool = True
+) -> pd.DataFrame:
     rng = np.random.default_rng(seed)
     rows = []
     for crds in CRDS:
@@ -55,7 +61,7 @@ def test_noisy_difference_interval_holds_the_truth_and_matches_the_formula():
     # Textbook: separate slopes, pooled residual variance over both runs, dof = n - 4.
     fa, fb = linear_fit(a["crds"], a["value"]), linear_fit(b["crds"], b["value"])
     sxx = float(((np.array(CRDS) - np.mean(CRDS)) ** 2).sum())
-    sigma2 = ((fa.residuals ** 2).sum() + (fb.residuals ** 2).sum()) / (10 - 4)
+    sigma2 = ((fa.residuals**2).sum() + (fb.residuals**2).sum()) / (10 - 4)
     half = t_quantile(0.975, 6) * math.sqrt(sigma2 * 2 / sxx)
     assert row["per_crd_reference"] == pytest.approx(fa.slope)
     assert row["per_crd"] == pytest.approx(fb.slope)
@@ -82,8 +88,10 @@ def test_baseline_of_the_other_phase_is_shared_and_installed_points_ignored():
 
 
 def test_series_points_by_metric_only():
-    pts = pd.DataFrame([(c, "served", "rss_bytes", 1e8 + k * c) for k, run in ((1e6, "a"), (2e6, "b"))
-                        for c in CRDS], columns=["crds", "phase", "metric", "value"])
+    pts = pd.DataFrame(
+        [(c, "served", "rss_bytes", 1e8 + k * c) for k, run in ((1e6, "a"), (2e6, "b")) for c in CRDS],
+        columns=["crds", "phase", "metric", "value"],
+    )
     pts["run"] = ["a"] * 5 + ["b"] * 5
     out = joint_fit(pts, by=["metric"])
     assert out.iloc[0]["metric"] == "rss_bytes" and out.iloc[0]["cause"] == ""
@@ -102,8 +110,9 @@ def test_joint_fit_on_profiles_by_cause():
     def profile(crds, zap_per_crd):
         return synthetic_profile([(ZAP, [1, 1000 + zap_per_crd * crds]), (OPENAPI, [1, 5000 + 300 * crds])])
 
-    tables = {label: profile_points([(c, None, profile(c, zap)) for c in CRDS])
-              for label, zap in (("new", 0), ("old", 450))}
+    tables = {
+        label: profile_points([(c, None, profile(c, zap)) for c in CRDS]) for label, zap in (("new", 0), ("old", 450))
+    }
     out = joint_fit(stack_runs(tables)).query("metric == 'bytes'").set_index("cause")
     assert out.loc["total", "difference"] == pytest.approx(450)
     assert out.loc["zap-counters", "difference"] == pytest.approx(450)
@@ -112,14 +121,21 @@ def test_joint_fit_on_profiles_by_cause():
 
 def test_series_end_values_and_establish_times():
     ts = pd.date_range("2026-01-01", periods=4, freq="s", tz="UTC")
-    series = pd.DataFrame({"timestamp": list(ts) * 2, "job": "kube-apiserver",
-                           "metric": ["process_resident_memory_bytes"] * 4 + ["go_goroutines"] * 4,
-                           "labels": "", "value": [1, 5, 3, 4, 10, 11, 12, 13]})
+    series = pd.DataFrame(
+        {
+            "timestamp": list(ts) * 2,
+            "job": "kube-apiserver",
+            "metric": ["process_resident_memory_bytes"] * 4 + ["go_goroutines"] * 4,
+            "labels": "",
+            "value": [1, 5, 3, 4, 10, 11, 12, 13],
+        }
+    )
     end = series_end_values(series).set_index("metric")
     assert end.loc["rss_bytes"].tolist() == [1, 4, 5]
     assert end.loc["goroutines", "last"] == 13
-    events = pd.DataFrame([{"kind": "established", "step": 1, "established": 40, "duration_s": 2.0},
-                           {"kind": "step.end", "step": 1}])
+    events = pd.DataFrame(
+        [{"kind": "established", "step": 1, "established": 40, "duration_s": 2.0}, {"kind": "step.end", "step": 1}]
+    )
     est = establish_times(events)
     assert est.iloc[0].tolist() == [1, 40, 2.0, 0.05]
 

@@ -9,26 +9,50 @@ import pandas as pd
 import pytest
 
 from crdscale.analysis.footprint import (
-    FootprintModel, extrapolations, features_from_summary, final_growth, fit_footprint, footprint_features, predict,
-    run_growth, training_rows,
+    FootprintModel,
+    extrapolations,
+    features_from_summary,
+    final_growth,
+    fit_footprint,
+    footprint_features,
+    predict,
+    run_growth,
+    training_rows,
 )
 from crdscale.crds.generate import generate_crds, preset
 from crdscale.crds.summary import schema_depth
 
 
 def _crd(versions):
-    return {"apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
-            "metadata": {"name": "widgets.example.com"},
-            "spec": {"group": "example.com", "scope": "Cluster",
-                     "names": {"plural": "widgets", "kind": "Widget"}, "versions": versions}}
+    return {
+        "apiVersion": "apiextensions.k8s.io/v1",
+        "kind": "CustomResourceDefinition",
+        "metadata": {"name": "widgets.example.com"},
+        "spec": {
+            "group": "example.com",
+            "scope": "Cluster",
+            "names": {"plural": "widgets", "kind": "Widget"},
+            "versions": versions,
+        },
+    }
 
 
 def _version(name, served, schema):
     return {"name": name, "served": served, "storage": name == "v1", "schema": {"openAPIV3Schema": schema}}
 
 
-NESTED = {"type": "object", "properties": {"spec": {"type": "object", "properties": {
-    "a": {"type": "string"}, "b": {"type": "array", "items": {"type": "object", "properties": {"c": {"type": "integer"}}}}}}}}
+NESTED = {
+    "type": "object",
+    "properties": {
+        "spec": {
+            "type": "object",
+            "properties": {
+                "a": {"type": "string"},
+                "b": {"type": "array", "items": {"type": "object", "properties": {"c": {"type": "integer"}}}},
+            },
+        }
+    },
+}
 
 
 def test_depth_counts_levels_of_properties():
@@ -55,12 +79,16 @@ def test_features_of_a_generated_set():
 
 def test_features_square_each_served_version_and_summaries_assume_equal_versions():
     small = _crd([_version("v1", True, NESTED)])  # 4 properties
-    big = _crd([_version("v1", True, NESTED), _version("v2", True, {"type": "object", "properties": {
-        f"p{i}": {"type": "string"} for i in range(10)}})])
+    big = _crd(
+        [
+            _version("v1", True, NESTED),
+            _version("v2", True, {"type": "object", "properties": {f"p{i}": {"type": "string"} for i in range(10)}}),
+        ]
+    )
     f = footprint_features([small, big])
-    assert f["properties_squared"] == 4 ** 2 + 4 ** 2 + 10 ** 2
+    assert f["properties_squared"] == 4**2 + 4**2 + 10**2
     summary = {"count": 3, "versions": 6, "properties_total": 6 * 50, "schema_bytes_total": 1000}
-    assert features_from_summary(summary)["properties_squared"] == 6 * 50 ** 2
+    assert features_from_summary(summary)["properties_squared"] == 6 * 50**2
 
 
 # What the synthetic server charges: bytes per CRD, per served version, per served property.
@@ -76,12 +104,23 @@ def _sweep(run_misfit=0.0, step_noise=0.0, quadratic=0.0):
     points, feats = [], {}
     for props, versions in SHAPES:
         run = f"p{props}v{versions}"
-        feats[run] = {"crds": 100.0, "served_versions": 100.0 * versions, "properties": 100.0 * versions * props,
-                      "properties_squared": 100.0 * versions * props ** 2, "schema_bytes": 100.0 * versions * props * 40}
+        feats[run] = {
+            "crds": 100.0,
+            "served_versions": 100.0 * versions,
+            "properties": 100.0 * versions * props,
+            "properties_squared": 100.0 * versions * props**2,
+            "schema_bytes": 100.0 * versions * props * 40,
+        }
         misfit = 1 + rng.normal(0, run_misfit) if run_misfit else 1.0
         for crds in (0, 25, 50, 75, 100):
-            added = crds * (COST["crds"] + versions * (COST["served_versions"] + COST["properties"] * props
-                                                        + quadratic * props ** 2)) * misfit
+            added = (
+                crds
+                * (
+                    COST["crds"]
+                    + versions * (COST["served_versions"] + COST["properties"] * props + quadratic * props**2)
+                )
+                * misfit
+            )
             for target, share in (("openapi", 0.6), ("watch-cache", 0.4)):
                 value = 1e8 * share + share * added + (rng.normal(0, step_noise) if step_noise else 0)
                 points.append((run, crds, "served", target, value))
@@ -96,8 +135,12 @@ def test_fit_recovers_costs_and_predicts_a_new_set():
     points, feats = _sweep()
     rows = training_rows(points, feats)
     assert len(rows) == 6 * 4 * 3 and rows["added"].min() > 0
-    model = fit_footprint(rows, FEATS, kube_version="1.37.1",
-                          provenance={"experiment": "schema-size", "machine": "test", "date": "2026-11-23"})
+    model = fit_footprint(
+        rows,
+        FEATS,
+        kube_version="1.37.1",
+        provenance={"experiment": "schema-size", "machine": "test", "date": "2026-11-23"},
+    )
     assert model.targets["openapi"].coef == pytest.approx([0.6 * COST[f] for f in FEATS])
     new = {"crds": 300, "served_versions": 600, "properties": 600 * 500, "properties_squared": 0, "schema_bytes": 0}
     out = predict(model, new).set_index("target")
@@ -134,8 +177,8 @@ def test_squared_properties_catch_a_cost_that_grows_faster_than_the_schema():
     rows = training_rows(points, feats)
     model = fit_footprint(rows, FEATS + ["properties_squared"], kube_version="1.24.0")
     assert model.targets["rss"].coef[-1] == pytest.approx(1.5 * 3.0)
-    new = {"crds": 50, "served_versions": 50, "properties": 50 * 500, "properties_squared": 50 * 500 ** 2}
-    truth = 1.5 * 50 * (50_000 + 200_000 + 900 * 500 + 3.0 * 500 ** 2)
+    new = {"crds": 50, "served_versions": 50, "properties": 50 * 500, "properties_squared": 50 * 500**2}
+    truth = 1.5 * 50 * (50_000 + 200_000 + 900 * 500 + 3.0 * 500**2)
     assert predict(model, new).set_index("target").loc["rss", "value"] == pytest.approx(truth)
 
 
@@ -149,8 +192,11 @@ def test_final_growth_is_the_last_step():
 def test_model_records_what_it_saw_and_flags_extrapolation():
     points, feats = _sweep()
     model = fit_footprint(training_rows(points, feats), FEATS, kube_version="1.37.1")
-    assert model.ranges == {"crds": [25.0, 100.0], "versions_per_crd": [1.0, 2.0],
-                            "properties_per_version": [10.0, 1000.0]}
+    assert model.ranges == {
+        "crds": [25.0, 100.0],
+        "versions_per_crd": [1.0, 2.0],
+        "properties_per_version": [10.0, 1000.0],
+    }
     assert FootprintModel.from_dict(json.loads(json.dumps(model.to_dict()))).ranges == model.ranges
     assert extrapolations(model, {"crds": 50, "served_versions": 50, "properties": 50 * 300}) == []
     lines = extrapolations(model, {"crds": 2000, "served_versions": 6000, "properties": 6000 * 5000})

@@ -35,7 +35,7 @@ def _mutate(rng: random.Random, data: bytes) -> bytes:
         return bytes(b)
     if kind == 3:  # delete a run
         i = rng.randrange(len(b))
-        del b[i: i + rng.randint(1, 32)]
+        del b[i : i + rng.randint(1, 32)]
         return bytes(b)
     if kind == 4:  # insert random bytes
         i = rng.randrange(len(b) + 1)

@@ -12,12 +12,18 @@ import pandas as pd
 import pytest
 
 from crdscale.analysis.percrd import (
-    TOTAL, fit_per_crd, fit_per_property, linear_fit, profile_points, t_quantile, unattributed_share,
+    TOTAL,
+    fit_per_crd,
+    fit_per_property,
+    linear_fit,
+    profile_points,
+    t_quantile,
+    unattributed_share,
 )
 from crdscale.analysis.pprof.testing import encode_profile, synthetic_profile
 from crdscale.cli.main import main
-from crdscale.rundir import RunWriter, read_run
 from crdscale.errors import UsageError
+from crdscale.rundir import RunWriter, read_run
 
 DATA = Path(__file__).resolve().parents[1] / "data"
 RUN = DATA / "run-kube-apiserver"
@@ -52,11 +58,20 @@ def test_t_quantile_matches_tables():
 # What the hand-written incomplete-beta bisection gave before t_quantile became scipy.stats.t.ppf:
 # the intervals of earlier runs stay the same to 1e-9.
 HAND_WRITTEN_T = {
-    (0.9, 1): 3.077683537174835, (0.9, 3): 1.6377443536962346, (0.9, 30): 1.3104150253916487,
-    (0.95, 2): 2.919985580354023, (0.95, 5): 2.0150483733327746, (0.95, 100): 1.660234326085174,
-    (0.975, 1): 12.70620473617464, (0.975, 2): 4.302652729749298, (0.975, 3): 3.1824463052839747,
-    (0.975, 10): 2.2281388519863867, (0.975, 30): 2.042272456300907,
-    (0.995, 1): 63.65674116287073, (0.995, 5): 4.032142983555332, (0.995, 100): 2.625890521437668,
+    (0.9, 1): 3.077683537174835,
+    (0.9, 3): 1.6377443536962346,
+    (0.9, 30): 1.3104150253916487,
+    (0.95, 2): 2.919985580354023,
+    (0.95, 5): 2.0150483733327746,
+    (0.95, 100): 1.660234326085174,
+    (0.975, 1): 12.70620473617464,
+    (0.975, 2): 4.302652729749298,
+    (0.975, 3): 3.1824463052839747,
+    (0.975, 10): 2.2281388519863867,
+    (0.975, 30): 2.042272456300907,
+    (0.995, 1): 63.65674116287073,
+    (0.995, 5): 4.032142983555332,
+    (0.995, 100): 2.625890521437668,
 }
 
 
@@ -112,8 +127,9 @@ def test_installed_and_served_phases_share_the_baseline():
 
 
 def test_bytes_per_property():
-    per_crd = pd.DataFrame({"cause": ["openapi"] * 3, "properties": [10, 50, 100],
-                            "per_crd": [1_000 + 300 * p for p in (10, 50, 100)]})
+    per_crd = pd.DataFrame(
+        {"cause": ["openapi"] * 3, "properties": [10, 50, 100], "per_crd": [1_000 + 300 * p for p in (10, 50, 100)]}
+    )
     fit = fit_per_property(per_crd).iloc[0]
     assert fit["per_property"] == pytest.approx(300)
     assert fit["fixed_per_crd"] == pytest.approx(1_000)
@@ -188,7 +204,9 @@ def test_install_serve_split_recovers_both_costs():
     base, per_installed, per_served = 50e6, 100e3, 450e3
     rows = [(0, "served", "zap", "bytes", base)]
     for n in (100, 200, 300, 400, 500):
-        rows.append((n, "installed", "zap", "bytes", base + per_installed * n + per_served * (n - 100) + rng.normal(0, 2e3)))
+        rows.append(
+            (n, "installed", "zap", "bytes", base + per_installed * n + per_served * (n - 100) + rng.normal(0, 2e3))
+        )
         rows.append((n, "served", "zap", "bytes", base + (per_installed + per_served) * n + rng.normal(0, 2e3)))
     points = pd.DataFrame(rows, columns=["crds", "phase", "cause", "metric", "value"])
     counts = served_counts(points).set_index(["crds", "phase"])
@@ -204,6 +222,8 @@ def test_install_serve_split_needs_both_phases():
 
     from crdscale.analysis.percrd import fit_install_serve
 
-    points = pd.DataFrame([(0, "served", "x", "bytes", 1.0), (10, "served", "x", "bytes", 2.0)],
-                          columns=["crds", "phase", "cause", "metric", "value"])
+    points = pd.DataFrame(
+        [(0, "served", "x", "bytes", 1.0), (10, "served", "x", "bytes", 2.0)],
+        columns=["crds", "phase", "cause", "metric", "value"],
+    )
     assert fit_install_serve(points).empty

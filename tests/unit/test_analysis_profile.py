@@ -10,9 +10,9 @@ from types import SimpleNamespace
 import numpy as np
 import pytest
 
-from crdscale.collect.pprof import read_profile
 from crdscale.analysis.pprof.schema import FILE_DESCRIPTOR, protobuf_backend
 from crdscale.analysis.pprof.testing import encode_profile, truncate_stacks
+from crdscale.collect.pprof import read_profile
 from crdscale.errors import ProfileError
 
 DATA = Path(__file__).resolve().parents[1] / "data" / "profiles"
@@ -24,12 +24,15 @@ def test_fast_protobuf_backend():
     assert b"crdscale.perftools.profiles" in FILE_DESCRIPTOR
 
 
-@pytest.mark.parametrize("name,kind,types,default", [
-    ("kube-apiserver-heap-crds0060", "heap", ["alloc_objects", "alloc_space", "inuse_objects", "inuse_space"], 3),
-    ("go-sample-allocs", "allocs", ["alloc_objects", "alloc_space", "inuse_objects", "inuse_space"], 1),
-    ("kube-apiserver-cpu", "cpu", ["samples", "cpu"], 1),
-    ("kube-apiserver-goroutine", "goroutine", ["goroutine"], 0),
-])
+@pytest.mark.parametrize(
+    "name,kind,types,default",
+    [
+        ("kube-apiserver-heap-crds0060", "heap", ["alloc_objects", "alloc_space", "inuse_objects", "inuse_space"], 3),
+        ("go-sample-allocs", "allocs", ["alloc_objects", "alloc_space", "inuse_objects", "inuse_space"], 1),
+        ("kube-apiserver-cpu", "cpu", ["samples", "cpu"], 1),
+        ("kube-apiserver-goroutine", "goroutine", ["goroutine"], 0),
+    ],
+)
 def test_kinds_and_sample_types(name, kind, types, default):
     profile = read_profile(DATA / f"{name}.pb.gz")
     assert profile.meta.kind == kind
@@ -71,7 +74,9 @@ def test_stacks_locations_and_inlined_frames():
     assert (inlined["inline_depth"] == 0).all()
     assert locs["location"].isin(inlined["location"]).sum() > len(inlined)
     frames = profile.frames()
-    assert {"sample", "depth", "location", "inline_depth", "function", "name", "filename", "line"} <= set(frames.columns)
+    assert {"sample", "depth", "location", "inline_depth", "function", "name", "filename", "line"} <= set(
+        frames.columns
+    )
     assert len(frames) > len(stacks)  # inlined frames expand stacks
 
 
@@ -127,7 +132,8 @@ def test_numpy_wire_decoding_agrees_with_protobuf(path):
     assert profile.samples.to_numpy().ravel().tolist() == [v for s in msg.sample for v in s.value]
     assert profile.labels["num"].tolist() == [lab.num for s in msg.sample for lab in s.label]
     assert profile.locations["function"].tolist() == [
-        ln.function_id for loc in msg.location for ln in (loc.line or [SimpleNamespace(function_id=0)])]
+        ln.function_id for loc in msg.location for ln in (loc.line or [SimpleNamespace(function_id=0)])
+    ]
     assert profile.functions["name"].tolist() == [msg.string_table[f.name].decode() for f in msg.function]
     assert profile.mappings["memory_limit"].tolist() == [m.memory_limit for m in msg.mapping]
 

@@ -11,23 +11,23 @@ from __future__ import annotations
 
 import shutil
 import subprocess
-from functools import lru_cache
+from functools import cache
 from pathlib import Path
 
 import numpy as np
 import pytest
 
 from crdscale.analysis.pprof import text, views
-from crdscale.collect.pprof import read_profile as _read_profile
 from crdscale.analysis.pprof.graph import GRANULARITIES
 from crdscale.analysis.pprof.select import select_samples
+from crdscale.collect.pprof import read_profile as _read_profile
 from crdscale.errors import UsageError
 
 DATA = Path(__file__).resolve().parents[1] / "data" / "profiles"
 CASES = sorted(DATA.glob("*.txt"))
 
 
-@lru_cache(maxsize=None)
+@cache
 def read_profile(path):
     """Decoded once per test session: views never modify a Profile."""
     return _read_profile(path)
@@ -77,14 +77,24 @@ def _crdscale_output(profile_path: Path, args: list[str]) -> str:
     opts = _options(args)
     profile = read_profile(profile_path)
     base = read_profile(profile_path.parent / opts["diff_base"]) if "diff_base" in opts else None
-    common = dict(granularity=opts.get("granularity", "functions"), diff_base=base,
-                  mean=opts.get("mean", False), noinlines=opts.get("noinlines", False),
-                  **{k: opts.get(k) for k in FILTERS})
+    common = dict(
+        granularity=opts.get("granularity", "functions"),
+        diff_base=base,
+        mean=opts.get("mean", False),
+        noinlines=opts.get("noinlines", False),
+        **{k: opts.get(k) for k in FILTERS},
+    )
     if regex is not None:
         table = views.peek(profile, regex, opts.get("sample_index"), **common)
         return text.format_peek(table, profile, opts["unit"])
-    table = views.top(profile, opts.get("sample_index"), sort=opts.get("sort", "flat"),
-                      nodecount=opts["nodecount"], nodefraction=opts["nodefraction"], **common)
+    table = views.top(
+        profile,
+        opts.get("sample_index"),
+        sort=opts.get("sort", "flat"),
+        nodecount=opts["nodecount"],
+        nodefraction=opts["nodefraction"],
+        **common,
+    )
     return text.format_top(table, profile, opts["unit"])
 
 
@@ -105,8 +115,7 @@ def test_matches_recorded_pprof_output(case: Path):
     assert _comparable(ours) == _comparable(recorded)
 
 
-@pytest.mark.parametrize("case", [c for c in CASES if ".top-" in c.name or ".diff-" in c.name],
-                         ids=lambda c: c.name)
+@pytest.mark.parametrize("case", [c for c in CASES if ".top-" in c.name or ".diff-" in c.name], ids=lambda c: c.name)
 def test_numbers_match_recorded(case: Path):
     """Belt and braces: the parsed rows (flat, cum, percentages, names) are equal field by field."""
     recorded = case.read_text()
@@ -190,16 +199,22 @@ def test_scaled_label_and_percentage_like_go():
 
 
 @pytest.mark.skipif(shutil.which("go") is None, reason="go is not installed")
-@pytest.mark.parametrize("stem", ["go-sample-heap", "go-sample-cpu"] + sorted(
-    p.name.removesuffix(".pb.gz") for p in DATA.glob("kube-apiserver-heap-*.pb.gz"))[:1])
-@pytest.mark.parametrize("args", [
-    ["-top", "-nodecount=25"],
-    ["-top", "-nodecount=25", "-sample_index=0"],
-    ["-top", "-nodecount=25", "-cum", "-noinlines"],
-    ["-top", "-nodecount=25", "-focus=runtime|main", "-ignore=gzip"],
-    ["-top", "-nodecount=25", "-hide=runtime", "-mean"],
-    ["-top", "-nodecount=25", "-show=main|k8s", "-tagfocus=:1kb"],
-])
+@pytest.mark.parametrize(
+    "stem",
+    ["go-sample-heap", "go-sample-cpu"]
+    + sorted(p.name.removesuffix(".pb.gz") for p in DATA.glob("kube-apiserver-heap-*.pb.gz"))[:1],
+)
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["-top", "-nodecount=25"],
+        ["-top", "-nodecount=25", "-sample_index=0"],
+        ["-top", "-nodecount=25", "-cum", "-noinlines"],
+        ["-top", "-nodecount=25", "-focus=runtime|main", "-ignore=gzip"],
+        ["-top", "-nodecount=25", "-hide=runtime", "-mean"],
+        ["-top", "-nodecount=25", "-show=main|k8s", "-tagfocus=:1kb"],
+    ],
+)
 def test_live_against_go_tool_pprof(stem: str, args: list[str]):
     path = DATA / f"{stem}.pb.gz"
     live = subprocess.run(["go", "tool", "pprof", *args, str(path)], capture_output=True, text=True, timeout=120)

@@ -139,7 +139,11 @@ def test_estimate_measured_lists():
     lists = pd.DataFrame(
         [
             {"resource": "secrets", "params": {"resourceVersion": "0"}, "served_from": "cache"},
-            {"resource": "secrets", "params": '{"resourceVersion": "1", "resourceVersionMatch": "Exact"}', "served_from": "etcd"},
+            {
+                "resource": "secrets",
+                "params": '{"resourceVersion": "1", "resourceVersionMatch": "Exact"}',
+                "served_from": "etcd",
+            },
         ]
     )
     out = apf.estimate_measured_lists(lists, object_counts={"secrets": 100}, avg_sizes={"secrets": 100_000})
@@ -160,8 +164,22 @@ def test_compare_infers_the_priority_level_cap():
 
     lists = pd.DataFrame(
         [
-            {"resource": "secrets", "kind": "rv0", "params": '{"resourceVersion": "0"}', "items": 100, "bytes": 13_400_000, "served_from": "cache"},
-            {"resource": "secrets", "kind": "paged", "params": '{"limit": "5"}', "items": 100, "bytes": 13_400_000, "served_from": "cache"},
+            {
+                "resource": "secrets",
+                "kind": "rv0",
+                "params": '{"resourceVersion": "0"}',
+                "items": 100,
+                "bytes": 13_400_000,
+                "served_from": "cache",
+            },
+            {
+                "resource": "secrets",
+                "kind": "paged",
+                "params": '{"limit": "5"}',
+                "items": 100,
+                "bytes": 13_400_000,
+                "served_from": "cache",
+            },
         ]
     )
     observed = pd.DataFrame(
@@ -171,11 +189,16 @@ def test_compare_infers_the_priority_level_cap():
         ]
     )
     # global-default on a single kube-apiserver v1.37.1 with default flags: nominal 49 seats, hand size 6.
-    limits = level_limits_from({NOMINAL_LIMIT: [({"priority_level": "global-default"}, 49.0),
-                                                ({"priority_level": "exempt"}, 0.0)]},
-                               [{"metadata": {"name": "global-default"},
-                                 "spec": {"limited": {"limitResponse": {"queuing": {"handSize": 6}}}}},
-                                {"metadata": {"name": "exempt"}, "spec": {"type": "Exempt"}}])
+    limits = level_limits_from(
+        {NOMINAL_LIMIT: [({"priority_level": "global-default"}, 49.0), ({"priority_level": "exempt"}, 0.0)]},
+        [
+            {
+                "metadata": {"name": "global-default"},
+                "spec": {"limited": {"limitResponse": {"queuing": {"handSize": 6}}}},
+            },
+            {"metadata": {"name": "exempt"}, "spec": {"type": "Exempt"}},
+        ],
+    )
     assert dict(zip(limits.priority_level, limits.max_seats)) == {"global-default": 8, "exempt": 0}
     table = compare(lists, None, observed, limits).set_index("kind")
     assert table.loc["rv0", "size_based_seats"] == 10  # streamed from cache: capped at 10
@@ -185,10 +208,21 @@ def test_compare_infers_the_priority_level_cap():
     assert table.loc["paged", "observed_matches"] == "size-based"
 
 
-@pytest.mark.parametrize("nominal,hand,expected", [
-    # k8s.io/apiserver v0.37.1 pkg/util/flowcontrol/max_seats_test.go, case by case
-    (5, 6, 1), (10, 6, 1), (15, 6, 2), (20, 6, 3), (35, 6, 5), (100, 6, 15), (200, 6, 30), (10, 1, 2), (100, 20, 5),
-])
+@pytest.mark.parametrize(
+    "nominal,hand,expected",
+    [
+        # k8s.io/apiserver v0.37.1 pkg/util/flowcontrol/max_seats_test.go, case by case
+        (5, 6, 1),
+        (10, 6, 1),
+        (15, 6, 2),
+        (20, 6, 3),
+        (35, 6, 5),
+        (100, 6, 15),
+        (200, 6, 30),
+        (10, 1, 2),
+        (100, 20, 5),
+    ],
+)
 def test_priority_level_max_seats_as_kube_apiserver_derives_it(nominal, hand, expected):
     assert apf.priority_level_max_seats(nominal, hand) == expected
 

@@ -24,8 +24,8 @@ def test_files_are_private_and_named_after_the_process(tmp_path):
 
 def test_directories_of_dead_processes_are_removed_by_the_next_one(tmp_path):
     orphan = tmp_path / f"{CREDENTIALS_PREFIX}{_dead_pid()}-abc"
-    alive = tmp_path / f"{CREDENTIALS_PREFIX}{os.getppid()}-def"   # our parent still runs
-    old_style = tmp_path / f"{CREDENTIALS_PREFIX}xyz"                # no pid in the name: left alone
+    alive = tmp_path / f"{CREDENTIALS_PREFIX}{os.getppid()}-def"  # our parent still runs
+    old_style = tmp_path / f"{CREDENTIALS_PREFIX}xyz"  # no pid in the name: left alone
     other = tmp_path / "crdscale-lab-123-x"
     for d in (orphan, alive, old_style, other):
         d.mkdir()

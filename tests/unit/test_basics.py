@@ -7,8 +7,8 @@ import pytest
 
 from crdscale import ownership
 from crdscale.cli.main import SUBCOMMANDS, build_parser, main
-from crdscale.rundir.layout import parse_profile_filename, profile_filename
 from crdscale.fsutil import read_json, write_atomic, write_json_atomic
+from crdscale.rundir.layout import parse_profile_filename, profile_filename
 
 
 def test_write_atomic_leaves_no_temp_files_and_sets_mode(tmp_path):
@@ -30,11 +30,14 @@ def test_write_atomic_keeps_old_content_when_the_write_fails(tmp_path):
     assert [p.name for p in tmp_path.iterdir()] == ["m.json"]
 
 
-@pytest.mark.parametrize("kind,step,crds,phase,name", [
-    ("heap", 3, 300, None, "heap-step03-crds0300.pb.gz"),
-    ("heap", 0, 0, None, "heap-step00-crds0000.pb.gz"),
-    ("cpu", 12, 1200, "installed", "cpu-step12-crds1200-installed.pb.gz"),
-])
+@pytest.mark.parametrize(
+    "kind,step,crds,phase,name",
+    [
+        ("heap", 3, 300, None, "heap-step03-crds0300.pb.gz"),
+        ("heap", 0, 0, None, "heap-step00-crds0000.pb.gz"),
+        ("cpu", 12, 1200, "installed", "cpu-step12-crds1200-installed.pb.gz"),
+    ],
+)
 def test_profile_names_round_trip(kind, step, crds, phase, name):
     assert profile_filename(kind, step, crds, phase) == name
     parsed = parse_profile_filename(name)

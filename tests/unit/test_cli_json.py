@@ -21,10 +21,19 @@ REFERENCE = ROOT / "data" / "reference-run"
 
 
 def test_jsonable_turns_pandas_and_numpy_into_json_types():
-    frame = pd.DataFrame({"a": [1, 2], "b": [0.5, math.nan],
-                          "t": pd.to_datetime(["2026-11-22T03:15:00Z", None], utc=True)})
-    value = {"frame": frame, "n": np.int64(3), "x": np.float32(1.5), "nan": math.nan, "ok": np.bool_(True),
-             "path": Path("/tmp/x"), "series": pd.Series({"k": np.float64(2.0)}), "nat": pd.NaT}
+    frame = pd.DataFrame(
+        {"a": [1, 2], "b": [0.5, math.nan], "t": pd.to_datetime(["2026-11-22T03:15:00Z", None], utc=True)}
+    )
+    value = {
+        "frame": frame,
+        "n": np.int64(3),
+        "x": np.float32(1.5),
+        "nan": math.nan,
+        "ok": np.bool_(True),
+        "path": Path("/tmp/x"),
+        "series": pd.Series({"k": np.float64(2.0)}),
+        "nat": pd.NaT,
+    }
     out = json.loads(json.dumps(jsonable(value), allow_nan=False))
     assert out["frame"] == [{"a": 1, "b": 0.5, "t": "2026-11-22T03:15:00.000Z"}, {"a": 2, "b": None, "t": None}]
     assert out["n"] == 3 and out["x"] == 1.5 and out["nan"] is None and out["ok"] is True
@@ -32,19 +41,33 @@ def test_jsonable_turns_pandas_and_numpy_into_json_types():
 
 
 def test_status_json(monkeypatch, capsys):
-    instance = InstanceInfo("default", "ready", "https://127.0.0.1:6443", "/k/kubeconfig",
-                            {"kube-apiserver": "v1.37.1", "etcd": "v3.6.16"}, "2026-11-22T03:15:00Z",
-                            {"etcd": True, "kube-apiserver": True})
+    instance = InstanceInfo(
+        "default",
+        "ready",
+        "https://127.0.0.1:6443",
+        "/k/kubeconfig",
+        {"kube-apiserver": "v1.37.1", "etcd": "v3.6.16"},
+        "2026-11-22T03:15:00Z",
+        {"etcd": True, "kube-apiserver": True},
+    )
     monkeypatch.setattr("crdscale.cli.status.list_instances", lambda: [instance])
     monkeypatch.setattr("crdscale.cli.status._unfinished_runs", lambda: [])
     assert main(["status", "-o", "json"]) == 0
     doc = json.loads(capsys.readouterr().out)
-    assert doc == {"instances": [{"name": "default", "status": "ready", "server": "https://127.0.0.1:6443",
-                                  "kubeconfig": "/k/kubeconfig",
-                                  "versions": {"kube-apiserver": "v1.37.1", "etcd": "v3.6.16"},
-                                  "created_at": "2026-11-22T03:15:00Z",
-                                  "processes_alive": {"etcd": True, "kube-apiserver": True}}],
-                   "runs": []}
+    assert doc == {
+        "instances": [
+            {
+                "name": "default",
+                "status": "ready",
+                "server": "https://127.0.0.1:6443",
+                "kubeconfig": "/k/kubeconfig",
+                "versions": {"kube-apiserver": "v1.37.1", "etcd": "v3.6.16"},
+                "created_at": "2026-11-22T03:15:00Z",
+                "processes_alive": {"etcd": True, "kube-apiserver": True},
+            }
+        ],
+        "runs": [],
+    }
     monkeypatch.setattr("crdscale.cli.status.list_instances", lambda: [])
     assert main(["status", "--output", "json"]) == 0
     assert json.loads(capsys.readouterr().out) == {"instances": [], "runs": []}
@@ -104,8 +127,10 @@ def test_probe_json_is_the_only_stdout(monkeypatch, capsys, quiet):
     assert doc["probe"] == "list" and doc["status"] == "failed" and doc["exit_code"] == 1
     assert doc["run_dir"] == "/runs/20261122T031500Z-probe-list" and doc["server_version"] == "v1.37.1"
     assert doc["parameters"] == {"repeats": 1} and doc["result"] == {"served_from": {"rv0": "cache"}}
-    assert doc["tables"]["lists"] == [{"kind": "rv0", "bytes": 1000.0, "served_from": "cache"},
-                                      {"kind": "exact", "bytes": None, "served_from": "etcd"}]
+    assert doc["tables"]["lists"] == [
+        {"kind": "rv0", "bytes": 1000.0, "served_from": "cache"},
+        {"kind": "exact", "bytes": None, "served_from": "etcd"},
+    ]
     assert ("served_from" in captured.err) != quiet  # the human table went to stderr, or nowhere with -q
 
 

@@ -11,8 +11,9 @@ import pytest
 from crdscale.analysis import export
 from crdscale.analysis.pprof import text, views
 from crdscale.cli.common import write_table
-from crdscale.collect.pprof import read_profile
 from crdscale.cli.main import main
+from crdscale.collect.pprof import read_profile
+from crdscale.errors import UsageError
 
 DATA = Path(__file__).resolve().parents[1] / "data" / "profiles"
 KUBE = DATA / "kube-apiserver-heap-crds0060.pb.gz"
@@ -128,7 +129,7 @@ def test_write_table_csv_and_parquet(tmp_path):
     pq = write_table(table, tmp_path / "t.parquet")
     assert pd.read_csv(csv)["flat"].sum() == table["flat"].sum()
     assert pd.read_parquet(pq)["cum"].tolist() == table["cum"].tolist()
-    with pytest.raises(Exception):
+    with pytest.raises(UsageError, match="must end in .csv or .parquet"):
         write_table(table, tmp_path / "t.xlsx")
 
 
@@ -141,20 +142,27 @@ def test_top_writes_callgrind_and_folded(tmp_path, capsys):
     assert total == read_profile(KUBE).total("inuse_space")
 
 
-@pytest.mark.parametrize("case,argv", [
-    ("go-sample-heap.top-show", ["--nodecount", "30", "--show", r"main\."]),
-    ("go-sample-heap.top-hide", ["--nodecount", "30", "--hide", "runtime"]),
-    ("go-sample-heap.top-tagfocus-range", ["--nodecount", "30", "--tagfocus", "bytes=1kb:4kb"]),
-    ("go-sample-heap.top-mean", ["--nodecount", "30", "--mean", "--sample-index", "alloc_space"]),
-    ("go-sample-heap.peek-mean", ["--peek", r"main\.(deep|maps)$", "--mean"]),
-    ("kube-apiserver-heap-crds0060.top-show-hide",
-     ["--nodecount", "30", "--show", "apiextensions|kube-openapi", "--hide", "json"]),
-    ("kube-apiserver-heap-crds0060.top-all-filters",
-     ["--nodecount", "30", "--focus", "apiextensions", "--show", "k8s.io", "--tagfocus", "bytes=:1kb"]),
-    ("synthetic-labels.top-tagfocus-key", ["--nodefraction", "0", "--tagfocus", "verb=list|watch"]),
-    ("synthetic-labels.top-tagfocus-any", ["--nodefraction", "0", "--tagfocus", "verb:get,resource:crd"]),
-    ("synthetic-labels.top-tagfocus-unit", ["--nodefraction", "0", "--tagfocus", "request=2kb:"]),
-])
+@pytest.mark.parametrize(
+    "case,argv",
+    [
+        ("go-sample-heap.top-show", ["--nodecount", "30", "--show", r"main\."]),
+        ("go-sample-heap.top-hide", ["--nodecount", "30", "--hide", "runtime"]),
+        ("go-sample-heap.top-tagfocus-range", ["--nodecount", "30", "--tagfocus", "bytes=1kb:4kb"]),
+        ("go-sample-heap.top-mean", ["--nodecount", "30", "--mean", "--sample-index", "alloc_space"]),
+        ("go-sample-heap.peek-mean", ["--peek", r"main\.(deep|maps)$", "--mean"]),
+        (
+            "kube-apiserver-heap-crds0060.top-show-hide",
+            ["--nodecount", "30", "--show", "apiextensions|kube-openapi", "--hide", "json"],
+        ),
+        (
+            "kube-apiserver-heap-crds0060.top-all-filters",
+            ["--nodecount", "30", "--focus", "apiextensions", "--show", "k8s.io", "--tagfocus", "bytes=:1kb"],
+        ),
+        ("synthetic-labels.top-tagfocus-key", ["--nodefraction", "0", "--tagfocus", "verb=list|watch"]),
+        ("synthetic-labels.top-tagfocus-any", ["--nodefraction", "0", "--tagfocus", "verb:get,resource:crd"]),
+        ("synthetic-labels.top-tagfocus-unit", ["--nodefraction", "0", "--tagfocus", "request=2kb:"]),
+    ],
+)
 def test_top_new_options_print_what_pprof_prints(case, argv, capsys):
     """Each option byte for byte against `go tool pprof` output recorded with the same flags."""
     recorded = (DATA / f"{case}.txt").read_text()

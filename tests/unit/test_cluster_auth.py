@@ -13,8 +13,15 @@ from pathlib import Path
 
 import pytest
 
-from crdscale.cluster.auth import (AuthState, ExecAuthenticator, ExecPlugin, TokenFileAuthenticator,
-                                   parse_exec_credential, run_plugin, send_authenticated)
+from crdscale.cluster.auth import (
+    AuthState,
+    ExecAuthenticator,
+    ExecPlugin,
+    TokenFileAuthenticator,
+    parse_exec_credential,
+    run_plugin,
+    send_authenticated,
+)
 from crdscale.cluster.clients import Cluster, Credentials, RequestsTransport
 from crdscale.errors import ClusterError
 
@@ -34,16 +41,27 @@ class Clock:
 class Plugin:
     """A fake exec plugin: hands out token-1, token-2, ... each valid ``lifetime`` from the clock."""
 
-    def __init__(self, clock: Clock, lifetime: timedelta | None = timedelta(minutes=15), api_version: str = V1,
-                 same_token: bool = False):
+    def __init__(
+        self,
+        clock: Clock,
+        lifetime: timedelta | None = timedelta(minutes=15),
+        api_version: str = V1,
+        same_token: bool = False,
+    ):
         self.clock, self.lifetime, self.api_version, self.same_token = clock, lifetime, api_version, same_token
         self.calls: list[dict] = []
         self.lock = threading.Lock()
 
     def __call__(self, argv, env, interactive):
         with self.lock:
-            self.calls.append({"argv": list(argv), "exec_info": json.loads(env["KUBERNETES_EXEC_INFO"]), "env": env,
-                               "interactive": interactive})
+            self.calls.append(
+                {
+                    "argv": list(argv),
+                    "exec_info": json.loads(env["KUBERNETES_EXEC_INFO"]),
+                    "env": env,
+                    "interactive": interactive,
+                }
+            )
             status = {"token": "token-1" if self.same_token else f"token-{len(self.calls)}"}
         if self.lifetime is not None:
             status["expirationTimestamp"] = (self.clock() + self.lifetime).strftime("%Y-%m-%dT%H:%M:%SZ")
@@ -51,10 +69,20 @@ class Plugin:
 
 
 def _authenticator(plugin: Plugin, clock: Clock, **exec_config) -> ExecAuthenticator:
-    config = {"apiVersion": V1, "command": "get-token", "args": ["--cluster", "x"], "interactiveMode": "Never",
-              "env": [{"name": "PLUGIN_REGION", "value": "eu"}], **exec_config}
-    return ExecAuthenticator(ExecPlugin.from_kubeconfig(config, {"server": "https://k", "certificate-authority-data": "Q0E="}),
-                             runner=plugin, now=clock, stdin_is_terminal=lambda: False)
+    config = {
+        "apiVersion": V1,
+        "command": "get-token",
+        "args": ["--cluster", "x"],
+        "interactiveMode": "Never",
+        "env": [{"name": "PLUGIN_REGION", "value": "eu"}],
+        **exec_config,
+    }
+    return ExecAuthenticator(
+        ExecPlugin.from_kubeconfig(config, {"server": "https://k", "certificate-authority-data": "Q0E="}),
+        runner=plugin,
+        now=clock,
+        stdin_is_terminal=lambda: False,
+    )
 
 
 def test_the_token_is_kept_until_it_expires_then_the_plugin_runs_again():
@@ -86,9 +114,11 @@ def test_the_plugin_gets_its_environment_and_exec_info():
     call = plugin.calls[0]
     assert call["argv"] == ["get-token", "--cluster", "x"]
     assert call["env"]["PLUGIN_REGION"] == "eu" and call["env"]["PATH"] == os.environ["PATH"]
-    assert call["exec_info"] == {"apiVersion": V1, "kind": "ExecCredential",
-                                 "spec": {"interactive": False,
-                                          "cluster": {"server": "https://k", "certificate-authority-data": "Q0E="}}}
+    assert call["exec_info"] == {
+        "apiVersion": V1,
+        "kind": "ExecCredential",
+        "spec": {"interactive": False, "cluster": {"server": "https://k", "certificate-authority-data": "Q0E="}},
+    }
     assert call["interactive"] is False
 
 
@@ -156,12 +186,19 @@ def test_concurrent_401s_with_the_same_stale_token_run_the_plugin_once():
     assert auth.calls == 2 and set(results) == {"Bearer token-2"}
 
 
-@pytest.mark.parametrize("status,api_version,message", [
-    ({}, V1, "didn't return a token or cert/key pair"),
-    ({"clientCertificateData": "C"}, V1, "only certificate or key"),
-    ({"token": "t"}, V1BETA1, "configured to use API version client.authentication.k8s.io/v1, plugin returned version"),
-    ({"token": "t", "expirationTimestamp": "soon"}, V1, "bad expirationTimestamp"),
-])
+@pytest.mark.parametrize(
+    "status,api_version,message",
+    [
+        ({}, V1, "didn't return a token or cert/key pair"),
+        ({"clientCertificateData": "C"}, V1, "only certificate or key"),
+        (
+            {"token": "t"},
+            V1BETA1,
+            "configured to use API version client.authentication.k8s.io/v1, plugin returned version",
+        ),
+        ({"token": "t", "expirationTimestamp": "soon"}, V1, "bad expirationTimestamp"),
+    ],
+)
 def test_bad_exec_credentials_are_one_line_errors(status, api_version, message):
     stdout = json.dumps({"apiVersion": api_version, "kind": "ExecCredential", "status": status})
     with pytest.raises(ClusterError, match=message) as err:
@@ -184,11 +221,13 @@ def test_exec_client_certificates_become_private_files_kept_while_unchanged():
 
 def test_a_real_plugin_process_and_its_failures(tmp_path):
     script = tmp_path / "plugin.py"
-    script.write_text("import json, os, sys\n"
-                      "info = json.loads(os.environ['KUBERNETES_EXEC_INFO'])\n"
-                      "if sys.argv[1:] == ['fail']: sys.exit('login expired')\n"
-                      "print(json.dumps({'apiVersion': info['apiVersion'], 'kind': 'ExecCredential',"
-                      " 'status': {'token': 'real'}}))\n")
+    script.write_text(
+        "import json, os, sys\n"
+        "info = json.loads(os.environ['KUBERNETES_EXEC_INFO'])\n"
+        "if sys.argv[1:] == ['fail']: sys.exit('login expired')\n"
+        "print(json.dumps({'apiVersion': info['apiVersion'], 'kind': 'ExecCredential',"
+        " 'status': {'token': 'real'}}))\n"
+    )
     plugin = ExecPlugin(command=sys.executable, args=(str(script),), interactive_mode="Never")
     assert ExecAuthenticator(plugin).current().headers == {"Authorization": "Bearer real"}
     with pytest.raises(ClusterError, match="exited 1"):
@@ -199,8 +238,9 @@ def test_a_real_plugin_process_and_its_failures(tmp_path):
 
 
 def test_interactive_mode_always_without_a_terminal_is_refused():
-    auth = ExecAuthenticator(ExecPlugin(command="p", interactive_mode="Always"), runner=lambda *a: "",
-                             stdin_is_terminal=lambda: False)
+    auth = ExecAuthenticator(
+        ExecPlugin(command="p", interactive_mode="Always"), runner=lambda *a: "", stdin_is_terminal=lambda: False
+    )
     with pytest.raises(ClusterError, match="needs an interactive terminal"):
         auth.current()
 
@@ -272,9 +312,9 @@ def test_the_raw_watch_loop_rotates_credentials_after_a_401():
     import time
     from urllib.parse import parse_qs, urlsplit
 
+    from crdscale.crds.generate import GeneratorParams, generate_crds
     from crdscale.crds.install import resource_ref
     from crdscale.crds.serve import ResourceServer
-    from crdscale.crds.generate import GeneratorParams, generate_crds
 
     watch_auth: list[str] = []
 

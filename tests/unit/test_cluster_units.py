@@ -8,8 +8,8 @@ from cryptography import x509
 
 from crdscale.cluster import binaries, gobuild, pki, versions
 from crdscale.cluster.local import ProcessRecord
-from crdscale.proc import start_ticks as _proc_start_ticks
 from crdscale.errors import UsageError
+from crdscale.proc import start_ticks as _proc_start_ticks
 
 
 @pytest.mark.parametrize("text,expected", [("1.24.0", "v1.24.0"), ("v1.37.1", "v1.37.1"), (" 1.36.0 ", "v1.36.0")])
@@ -28,12 +28,15 @@ def test_staging_version_maps_kubernetes_to_v0():
     assert versions.staging_version("v1.24.17") == "v0.24.17"
 
 
-@pytest.mark.parametrize("wanted,expected", [
-    ("v1.37.3", "v1.37.2"),   # unserved patch -> the served one below it
-    ("v1.36.6", "v1.36.0"),
-    ("v1.35.0", "v1.34.0"),   # no 1.35 served -> nearest minor (ties prefer... either side)
-    ("v1.24.5", "v1.24.0"),
-])
+@pytest.mark.parametrize(
+    "wanted,expected",
+    [
+        ("v1.37.3", "v1.37.2"),  # unserved patch -> the served one below it
+        ("v1.36.6", "v1.36.0"),
+        ("v1.35.0", "v1.34.0"),  # no 1.35 served -> nearest minor (ties prefer... either side)
+        ("v1.24.5", "v1.24.0"),
+    ],
+)
 def test_nearest_served_version(wanted, expected):
     got = versions.nearest_version(wanted, versions.KNOWN_SERVED_KUBE_VERSIONS)
     if wanted == "v1.35.0":
@@ -49,8 +52,9 @@ def test_kube_apiserver_module_replaces_every_staging_module(tmp_path):
         "replace (\n\tk8s.io/api => ./staging/src/k8s.io/api\n"
         "\tk8s.io/client-go => ./staging/src/k8s.io/client-go\n\tgithub.com/x/y => github.com/x/y v1.0.0\n)\n"
     )
-    program = binaries.kube_apiserver_program("v1.37.1", module_info={"GoMod": str(gomod), "Time": "2026-09-23T17:06:22Z",
-                                                                       "Origin": {"Hash": "abc"}})
+    program = binaries.kube_apiserver_program(
+        "v1.37.1", module_info={"GoMod": str(gomod), "Time": "2026-09-23T17:06:22Z", "Origin": {"Hash": "abc"}}
+    )
     text = program.go_mod()
     assert "go 1.26.0" in text
     assert "k8s.io/kubernetes v1.37.1" in text
@@ -64,8 +68,13 @@ def test_kube_apiserver_module_replaces_every_staging_module(tmp_path):
 def test_build_reports_failing_step_and_log(tmp_path, monkeypatch):
     if not gobuild.shutil.which("go"):
         pytest.skip("needs Go")
-    program = gobuild.GoProgram(binary_name="broken", out_dir=tmp_path, go_directive="go 1.22",
-                                requires={}, main_go="package main\nfunc main() { undefined() }\n")
+    program = gobuild.GoProgram(
+        binary_name="broken",
+        out_dir=tmp_path,
+        go_directive="go 1.22",
+        requires={},
+        main_go="package main\nfunc main() { undefined() }\n",
+    )
     with pytest.raises(gobuild.BinaryError) as err:
         gobuild.build(program)
     assert "go build" in str(err.value) and str(program.log_path) in str(err.value)
@@ -101,11 +110,13 @@ def test_instance_whose_starter_died_before_any_server_is_stale(tmp_path, monkey
     dead = subprocess.Popen(["true"])
     dead.wait()
     starter = {"name": "starter", "pid": dead.pid, "start_ticks": 1, "log": ""}
-    write_json_atomic(tmp_path / "instances" / "x" / "instance.json",
-                      {"name": "x", "status": "starting", "created_at": "2026-01-01T00:00:00Z",
-                       "starter": starter, "processes": []})
+    write_json_atomic(
+        tmp_path / "instances" / "x" / "instance.json",
+        {"name": "x", "status": "starting", "created_at": "2026-01-01T00:00:00Z", "starter": starter, "processes": []},
+    )
     me = {"name": "starter", "pid": os.getpid(), "start_ticks": _proc_start_ticks(os.getpid()), "log": ""}
-    write_json_atomic(tmp_path / "instances" / "y" / "instance.json",
-                      {"name": "y", "status": "starting", "created_at": "2026-01-01T00:00:01Z",
-                       "starter": me, "processes": []})
+    write_json_atomic(
+        tmp_path / "instances" / "y" / "instance.json",
+        {"name": "y", "status": "starting", "created_at": "2026-01-01T00:00:01Z", "starter": me, "processes": []},
+    )
     assert {i.name: i.status for i in list_instances()} == {"x": "stale", "y": "starting"}

@@ -39,16 +39,20 @@ def test_owned_body_adds_labels_and_drops_server_fields_without_touching_input()
 
 
 def test_storage_version_and_resource_ref():
-    crd = generate_crds(GeneratorParams(crd_count=1, group_count=1, property_count=2, versions=3,
-                                        scope="Namespaced"))[0]
+    crd = generate_crds(GeneratorParams(crd_count=1, group_count=1, property_count=2, versions=3, scope="Namespaced"))[
+        0
+    ]
     assert storage_version(crd) == "v1"
     ref = resource_ref(crd)
     assert ref.namespaced and ref.path == f"/apis/{crd['spec']['group']}/v1/{crd['spec']['names']['plural']}"
 
 
 def test_conditions_true():
-    obj = {"status": {"conditions": [{"type": "NamesAccepted", "status": "True"},
-                                     {"type": "Established", "status": "False"}]}}
+    obj = {
+        "status": {
+            "conditions": [{"type": "NamesAccepted", "status": "True"}, {"type": "Established", "status": "False"}]
+        }
+    }
     assert conditions_true(obj) == {"NamesAccepted"}
     assert conditions_true({}) == set()
 

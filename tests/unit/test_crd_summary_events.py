@@ -33,10 +33,11 @@ def test_summary_numbers():
 
 
 def test_count_properties_follows_items_and_additional_properties():
-    schema = {"type": "object", "properties": {
-        "a": {"type": "array", "items": {"type": "object", "properties": {"b": {"type": "string"}}}},
-        "m": {"type": "object", "additionalProperties": {"type": "object", "properties": {"c": {}}}},
-    }}
+    schema = {
+        "type": "object",
+        "properties": {
+            "a": {"type": "array", "items": {"type": "object", "properties": {"b": {"type": "string"}}}},
+            "m": {"type": "object", "additionalProperties": {"type": "object", "properties": {"c": {}}}},
+        },
+    }
     assert count_properties(schema) == 4
-
-

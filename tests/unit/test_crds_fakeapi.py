@@ -86,12 +86,15 @@ def test_rejected_crd_stops_the_install_when_asked():
     assert len(server.sent("POST")) == 1
 
 
-@pytest.mark.parametrize("existing,owner,action,puts", [
-    ("skip", "crdscale", "skipped", 0),
-    ("update", "crdscale", "updated", 1),
-    ("update", "helm", "skipped", 0),  # someone else's CRD is never modified
-    ("fail", "crdscale", "rejected", 0),
-])
+@pytest.mark.parametrize(
+    "existing,owner,action,puts",
+    [
+        ("skip", "crdscale", "skipped", 0),
+        ("update", "crdscale", "updated", 1),
+        ("update", "helm", "skipped", 0),  # someone else's CRD is never modified
+        ("fail", "crdscale", "rejected", 0),
+    ],
+)
 def test_conflict_409_follows_the_existing_policy(existing, owner, action, puts):
     crd = _crds(1)[0]
     server = FakeApiServer()
@@ -141,7 +144,9 @@ def test_throttled_beyond_the_attempts_is_a_failed_record_not_a_crash():
     retry, slept = _no_sleep()
     with Installer(_cluster(server), RUN, retry=retry, establish_timeout_s=1) as installer:
         record = installer.install_step(1, [crd]).records[0]
-    assert record.action == "failed" and "gave up after 5 attempts" in record.message and "etcd is busy" in record.message
+    assert (
+        record.action == "failed" and "gave up after 5 attempts" in record.message and "etcd is busy" in record.message
+    )
     assert slept == [0.1, 0.2, 0.4, 0.8]  # backoff without Retry-After; no sleep after the last attempt
 
 
@@ -252,9 +257,16 @@ def _populate(server: FakeApiServer) -> None:
 def test_clean_one_run_deletes_only_that_runs_objects_with_uid_preconditions(honour_selectors):
     server = FakeApiServer(honour_selectors=honour_selectors)
     _populate(server)
-    uids = {(c, o["metadata"]["name"]): o["metadata"]["uid"] for c in server.objects for o in server.objects[c].values()}
+    uids = {
+        (c, o["metadata"]["name"]): o["metadata"]["uid"] for c in server.objects for o in server.objects[c].values()
+    }
     result = clean(_cluster(server), run_id=RUN, wait_timeout_s=2)
-    assert result.ok and result.deleted == {"configmaps": 1, "secrets": 0, "namespaces": 0, "customresourcedefinitions": 1}
+    assert result.ok and result.deleted == {
+        "configmaps": 1,
+        "secrets": 0,
+        "namespaces": 0,
+        "customresourcedefinitions": 1,
+    }
     deletes = server.sent("DELETE")
     assert sorted(d.path for d in deletes) == ["/api/v1/namespaces/ns/configmaps/mine", f"{CRD_COLLECTION}/mine"]
     for d in deletes:

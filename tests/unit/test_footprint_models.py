@@ -17,22 +17,31 @@ from crdscale.errors import UsageError
 from crdscale.footprint_models import CALIBRATED, FILE, SHIPPED, choose_model, read_model, write_model
 from crdscale.scenario.calibrate import RunInput, fit_runs
 
-MANIFEST = {"versions": {"kube-apiserver": "v1.37.1"},
-            "machine": {"cpus": 2, "cpu_model": "Test CPU", "memory_bytes": 8 * 2**30},
-            "binaries": {"kube-apiserver": {"sha256": "ab" * 32}}}
+MANIFEST = {
+    "versions": {"kube-apiserver": "v1.37.1"},
+    "machine": {"cpus": 2, "cpu_model": "Test CPU", "memory_bytes": 8 * 2**30},
+    "binaries": {"kube-apiserver": {"sha256": "ab" * 32}},
+}
 
 
 def _run_input(props: int, versions: int, *, kube_version: str = "v1.37.1") -> RunInput:
     """A sweep cell as calibration reads it: 60 CRDs in 3 steps, heap and RSS growing with the set."""
-    summary = {"count": 60, "versions": 60 * versions, "properties_total": 60 * versions * props,
-               "schema_bytes_total": 60 * versions * props * 40, "sha256": f"set-{props}-{versions}"}
+    summary = {
+        "count": 60,
+        "versions": 60 * versions,
+        "properties_total": 60 * versions * props,
+        "schema_bytes_total": 60 * versions * props * 40,
+        "sha256": f"set-{props}-{versions}",
+    }
     per_crd = 40_000 + versions * (150_000 + 800 * props)
     rows = []
     for crds in (0, 20, 40, 60):
-        rows += [(crds, "served", "openapi", 5e7 + 0.5 * per_crd * crds),
-                 (crds, "served", "watch-cache", 2e7 + 0.5 * per_crd * crds),
-                 (crds, "served", "total", 7e7 + per_crd * crds),
-                 (crds, "served", "rss", 3e8 + 2.5 * per_crd * crds)]
+        rows += [
+            (crds, "served", "openapi", 5e7 + 0.5 * per_crd * crds),
+            (crds, "served", "watch-cache", 2e7 + 0.5 * per_crd * crds),
+            (crds, "served", "total", 7e7 + per_crd * crds),
+            (crds, "served", "rss", 3e8 + 2.5 * per_crd * crds),
+        ]
     path = Path(f"/runs/exp/cell-p{props}-v{versions}")
     points = pd.DataFrame(rows, columns=["crds", "phase", "target", "value"]).assign(run=str(path))
     manifest = {**MANIFEST, "versions": {"kube-apiserver": kube_version}, "crds": summary}
@@ -43,8 +52,12 @@ SWEEP = [_run_input(p, v) for p in (10, 100, 300) for v in (1, 3)]
 
 
 def test_calibration_fits_runs_and_writes_the_model_with_its_provenance(tmp_path):
-    model = fit_runs(SWEEP, features=["crds", "served_versions", "properties"], experiment="sweep (exp)",
-                     method="crdscale footprint --calibrate --kube-version 1.37.1")
+    model = fit_runs(
+        SWEEP,
+        features=["crds", "served_versions", "properties"],
+        experiment="sweep (exp)",
+        method="crdscale footprint --calibrate --kube-version 1.37.1",
+    )
     assert model.kube_version == "1.37.1"
     assert model.targets["total"].coef == pytest.approx([40_000, 150_000, 800])
     assert model.targets["total"].dof == 6 - 3
@@ -61,8 +74,7 @@ def test_calibration_fits_runs_and_writes_the_model_with_its_provenance(tmp_path
 
 def test_calibration_refuses_what_it_cannot_fit():
     with pytest.raises(UsageError, match="several kube-apiserver versions"):
-        fit_runs(SWEEP[:2] + [_run_input(10, 2, kube_version="v1.24.0")], features=["crds"], experiment="x",
-                 method="m")
+        fit_runs(SWEEP[:2] + [_run_input(10, 2, kube_version="v1.24.0")], features=["crds"], experiment="x", method="m")
     one_version = [r for r in SWEEP if r.features["served_versions"] == 60]
     with pytest.raises(UsageError, match="collinear.*--features"):
         fit_runs(one_version, features=["crds", "served_versions", "properties"], experiment="x", method="m")

@@ -9,8 +9,8 @@ import pytest
 from crdscale.cli.main import main
 from crdscale.crds.generate import (
     APIGEN_MAX_RANDOM_PROPERTIES,
-    GeneratorParams,
     PROVIDER_PRINTER_COLUMNS,
+    GeneratorParams,
     generate_crds,
     parse_type_weights,
     preset,
@@ -97,15 +97,28 @@ def test_versions_repeat_the_schema_and_last_is_storage():
 
 @pytest.mark.parametrize("depth", [1, 2, 4])
 def test_depth_is_bounded(depth):
-    crds = generate_crds(GeneratorParams(crd_count=5, group_count=1, property_count=80, max_depth=depth,
-                                         type_weights=(("object", 5.0), ("string", 1.0))))
+    crds = generate_crds(
+        GeneratorParams(
+            crd_count=5,
+            group_count=1,
+            property_count=80,
+            max_depth=depth,
+            type_weights=(("object", 5.0), ("string", 1.0)),
+        )
+    )
     depths = [_depth(c["spec"]["versions"][0]["schema"]["openAPIV3Schema"]) for c in crds]
     assert max(depths) == depth
 
 
 def test_type_mix_and_descriptions():
-    params = GeneratorParams(crd_count=3, group_count=1, property_count=50, max_depth=1,
-                             type_weights=parse_type_weights("string=1,boolean"), description_length=40)
+    params = GeneratorParams(
+        crd_count=3,
+        group_count=1,
+        property_count=50,
+        max_depth=1,
+        type_weights=parse_type_weights("string=1,boolean"),
+        description_length=40,
+    )
     for crd in generate_crds(params):
         props = crd["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["properties"]
         assert {p["type"] for p in props.values()} == {"string", "boolean"}
@@ -115,8 +128,9 @@ def test_type_mix_and_descriptions():
 def test_bigger_parameters_give_bigger_schemas():
     small = summarize(generate_crds(GeneratorParams(crd_count=5, group_count=1, property_count=10)))
     large = summarize(generate_crds(GeneratorParams(crd_count=5, group_count=1, property_count=100)))
-    described = summarize(generate_crds(GeneratorParams(crd_count=5, group_count=1, property_count=100,
-                                                        description_length=100)))
+    described = summarize(
+        generate_crds(GeneratorParams(crd_count=5, group_count=1, property_count=100, description_length=100))
+    )
     assert small.schema_bytes_max < large.schema_bytes_min
     assert described.schema_bytes_min > large.schema_bytes_max + 100 * 100
 

@@ -6,9 +6,9 @@ import math
 
 import pytest
 
-from crdscale.models.tokenbucket import PRESETS, RateLimit
 from crdscale.cluster import binaries, goclient
 from crdscale.collect.probes import clientmem, discovery
+from crdscale.models.tokenbucket import PRESETS, RateLimit
 
 
 def test_program_pins_client_go_and_embeds_the_packaged_source(tmp_path, monkeypatch):
@@ -34,7 +34,14 @@ def test_build_version_changes_with_the_source():
 
 
 def test_parse_lines_keeps_only_events():
-    lines = ['{"event": "ready", "t": 0.1, "pid": 7}', "klog noise", "", '{"no_event": 1}', "{broken", '{"event":"synced","t":1}']
+    lines = [
+        '{"event": "ready", "t": 0.1, "pid": 7}',
+        "klog noise",
+        "",
+        '{"no_event": 1}',
+        "{broken",
+        '{"event":"synced","t":1}',
+    ]
     events = goclient.parse_lines(lines)
     assert [e["event"] for e in events] == ["ready", "synced"]
     assert events[0]["pid"] == 7
@@ -64,7 +71,13 @@ def test_kubectl_program_requires_the_staging_version(tmp_path, monkeypatch):
 
 @pytest.mark.parametrize(
     "version, preset",
-    [("1.23.3", "legacy"), ("v1.23.5", "kubectl-1.24"), ("1.24.0", "kubectl-1.24"), ("1.29.9", "kubectl-1.24"), ("1.37.1", None)],
+    [
+        ("1.23.3", "legacy"),
+        ("v1.23.5", "kubectl-1.24"),
+        ("1.24.0", "kubectl-1.24"),
+        ("1.29.9", "kubectl-1.24"),
+        ("1.37.1", None),
+    ],
 )
 def test_kubectl_discovery_limit_by_version(version, preset):
     limit = discovery.kubectl_limit(version)
@@ -76,13 +89,32 @@ def _discovery_events(gvs: int, burst: int, qps: float) -> list[dict]:
     events, t = [], 1.0
     for path in ("/api", "/apis"):
         events.append({"event": "wait", "t": t, "start_s": t, "wait_s": 0.0})
-        events.append({"event": "request", "t": t + 0.01, "path": path, "start_s": t, "latency_s": 0.01, "bytes": 100, "status": 200})
+        events.append(
+            {
+                "event": "request",
+                "t": t + 0.01,
+                "path": path,
+                "start_s": t,
+                "latency_s": 0.01,
+                "bytes": 100,
+                "status": 200,
+            }
+        )
         t += 0.01
     waits = [max(0.0, (i - burst) / qps) for i in range(3, gvs + 3)]  # requests 3.. take tokens 3..
     for i, wait in enumerate(waits):
         events.append({"event": "wait", "t": t + wait, "start_s": t, "wait_s": wait})
-        events.append({"event": "request", "t": t + wait + 0.01, "path": f"/apis/g{i}.example.com/v1",
-                       "start_s": t + wait, "latency_s": 0.01, "bytes": 50, "status": 200})
+        events.append(
+            {
+                "event": "request",
+                "t": t + wait + 0.01,
+                "path": f"/apis/g{i}.example.com/v1",
+                "start_s": t + wait,
+                "latency_s": 0.01,
+                "bytes": 50,
+                "status": 200,
+            }
+        )
     wall = t + max(waits) + 0.01 - 1.0
     events.append({"event": "summary", "t": 1.0 + wall, "wall_s": wall, "groups": gvs, "group_versions": gvs})
     return events
@@ -119,9 +151,20 @@ def test_discovery_from_events_without_limiter_has_no_waits():
 
 
 def test_cache_report_adds_mib_columns():
-    event = {"event": "cachemem", "t": 3.0, "kind": "metadata", "items": 100, "sync_s": 0.5,
-             "baseline_heap_bytes": 1 << 20, "peak_heap_bytes": 8 << 20, "live_heap_bytes": 4 << 20,
-             "baseline_rss_kib": 10240, "rss_kib": 20480, "peak_rss_kib": 30720, "gc_cycles": 3}
+    event = {
+        "event": "cachemem",
+        "t": 3.0,
+        "kind": "metadata",
+        "items": 100,
+        "sync_s": 0.5,
+        "baseline_heap_bytes": 1 << 20,
+        "peak_heap_bytes": 8 << 20,
+        "live_heap_bytes": 4 << 20,
+        "baseline_rss_kib": 10240,
+        "rss_kib": 20480,
+        "peak_rss_kib": 30720,
+        "gc_cycles": 3,
+    }
     row = clientmem.cache_report(event, initial_sync="list")
     assert row["mode"] == "metadata" and row["initial_sync"] == "list" and row["seconds"] == 0.5
     assert row["peak_heap_mib"] == 8 and row["live_heap_mib"] == 4 and row["peak_rss_mib"] == 30

@@ -31,9 +31,16 @@ replace (
 \tk8s.io/apiserver => ./staging/src/k8s.io/apiserver
 )
 """
-GIT_ENV = {"GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@localhost", "GIT_AUTHOR_DATE": "2026-01-01T00:00:00Z",
-           "GIT_COMMITTER_NAME": "t", "GIT_COMMITTER_EMAIL": "t@localhost", "GIT_COMMITTER_DATE": "2026-01-01T00:00:00Z",
-           "GIT_CONFIG_GLOBAL": os.devnull, "GIT_CONFIG_NOSYSTEM": "1"}
+GIT_ENV = {
+    "GIT_AUTHOR_NAME": "t",
+    "GIT_AUTHOR_EMAIL": "t@localhost",
+    "GIT_AUTHOR_DATE": "2026-01-01T00:00:00Z",
+    "GIT_COMMITTER_NAME": "t",
+    "GIT_COMMITTER_EMAIL": "t@localhost",
+    "GIT_COMMITTER_DATE": "2026-01-01T00:00:00Z",
+    "GIT_CONFIG_GLOBAL": os.devnull,
+    "GIT_CONFIG_NOSYSTEM": "1",
+}
 
 needs_git = pytest.mark.skipif(not shutil.which("git"), reason="needs git")
 
@@ -45,13 +52,16 @@ def fake_tree(path: Path, *, staging: bool = False) -> Path:
     if staging:  # as in the Kubernetes repository: siblings required at v0.0.0
         for module, requires in (("api", ""), ("apiserver", "require k8s.io/api v0.0.0\n")):
             (path / "staging" / "src" / "k8s.io" / module).mkdir(parents=True)
-            (path / "staging" / "src" / "k8s.io" / module / "go.mod").write_text(f"module k8s.io/{module}\n\n{requires}")
+            (path / "staging" / "src" / "k8s.io" / module / "go.mod").write_text(
+                f"module k8s.io/{module}\n\n{requires}"
+            )
     return path
 
 
 def git(tree: Path, *args: str) -> str:
-    return subprocess.run(["git", "-C", str(tree), *args], check=True, capture_output=True, text=True,
-                          env=dict(os.environ, **GIT_ENV)).stdout
+    return subprocess.run(
+        ["git", "-C", str(tree), *args], check=True, capture_output=True, text=True, env=dict(os.environ, **GIT_ENV)
+    ).stdout
 
 
 def git_tree(path: Path, tag: str | None = "v1.37.1") -> Path:
@@ -72,21 +82,27 @@ def read(tree: Path) -> kubesource.KubeSource:
 # ---------------------------------------------------------------- versions
 
 
-@pytest.mark.parametrize("describe, dirty, version", [
-    ("v1.37.1", False, "v1.37.1"),
-    ("v1.37.1", True, "v1.37.1-dirty"),
-    ("v1.37.1-3-g0123456789abcd", False, "v1.37.1-3+0123456789abcd"),
-    ("v1.38.0-alpha.0-12-g0123456789abcd", True, "v1.38.0-alpha.0.12+0123456789abcd-dirty"),
-])
+@pytest.mark.parametrize(
+    "describe, dirty, version",
+    [
+        ("v1.37.1", False, "v1.37.1"),
+        ("v1.37.1", True, "v1.37.1-dirty"),
+        ("v1.37.1-3-g0123456789abcd", False, "v1.37.1-3+0123456789abcd"),
+        ("v1.38.0-alpha.0-12-g0123456789abcd", True, "v1.38.0-alpha.0.12+0123456789abcd-dirty"),
+    ],
+)
 def test_git_version_as_kubernetes_formats_it(describe, dirty, version):
     assert kubesource.kubernetes_git_version(describe, dirty=dirty) == version
 
 
-@pytest.mark.parametrize("describe, tag", [
-    ("v1.37.1", "v1.37.1"),
-    ("v1.37.1-3-g0123456789abcd", "v1.37.1"),
-    ("v1.38.0-alpha.0-12-g0123456789abcd", "v1.38.0-alpha.0"),
-])
+@pytest.mark.parametrize(
+    "describe, tag",
+    [
+        ("v1.37.1", "v1.37.1"),
+        ("v1.37.1-3-g0123456789abcd", "v1.37.1"),
+        ("v1.38.0-alpha.0-12-g0123456789abcd", "v1.38.0-alpha.0"),
+    ],
+)
 def test_describe_tag(describe, tag):
     assert kubesource.describe_tag(describe) == tag
 
@@ -226,7 +242,9 @@ def test_scenario_kube_source_is_resolved_checked_and_a_matrix_axis(tmp_path, mo
     # A bad path in any cell stops the experiment before anything runs or is written.
     scenario_file.write_text('[matrix]\n"target.kube_source" = ["", "nowhere"]\n')
     runs = tmp_path / "runs"
-    with pytest.raises(UsageError, match=r"cell kube_source=nowhere: 'target.kube_source': .*nowhere is not a directory"):
+    with pytest.raises(
+        UsageError, match=r"cell kube_source=nowhere: 'target.kube_source': .*nowhere is not a directory"
+    ):
         Experiment.create(runs, load_scenario(scenario_file))
     assert not runs.exists()
     expand(load_scenario(scenario_file))  # parsing alone does not look: reports open moved experiments
@@ -234,8 +252,9 @@ def test_scenario_kube_source_is_resolved_checked_and_a_matrix_axis(tmp_path, mo
     with pytest.raises(UsageError, match="not both"):
         parse_scenario('[target]\nkube_source = "k"\napiserver_binary = "/bin/true"\n')
     monkeypatch.chdir(tmp_path)  # without a file: relative to the current directory
-    assert load_scenario(None, overrides={"target.kube_source": "kubernetes"}).target["kube_source"] == \
-        str(tmp_path / "kubernetes")
+    assert load_scenario(None, overrides={"target.kube_source": "kubernetes"}).target["kube_source"] == str(
+        tmp_path / "kubernetes"
+    )
     with pytest.raises(UsageError, match="default scenario: 'target.kube_source': .* not a Kubernetes source tree"):
         load_scenario(None, overrides={"target.kube_source": "."})
 
@@ -248,6 +267,8 @@ def test_manifest_records_what_a_binary_was_built_from(tmp_path):
     run.record_binaries({"kube-apiserver": binary, "etcd": None}, built_from={"kube-apiserver": facts})
     recorded = run.manifest()["binaries"]["kube-apiserver"]
     assert recorded["built_from"] == facts and len(recorded["sha256"]) == 64
-    assert kubesource.describe_build(facts) == \
-        "built from /src/kubernetes at commit 0123456789ab + uncommitted diff sha256 89abcdef0123 (base None)"
+    assert (
+        kubesource.describe_build(facts)
+        == "built from /src/kubernetes at commit 0123456789ab + uncommitted diff sha256 89abcdef0123 (base None)"
+    )
     assert kubesource.describe_build(facts) in provenance(run.manifest())["kube-apiserver"]  # findings.md says it

@@ -19,10 +19,13 @@ from crdscale.errors import UsageError
 
 
 def _write(path: Path, *, clusters=(), users=(), contexts=(), current: str | None = None) -> Path:
-    doc = {"apiVersion": "v1", "kind": "Config",
-           "clusters": [{"name": n, "cluster": c} for n, c in clusters],
-           "users": [{"name": n, "user": u} for n, u in users],
-           "contexts": [{"name": n, "context": c} for n, c in contexts]}
+    doc = {
+        "apiVersion": "v1",
+        "kind": "Config",
+        "clusters": [{"name": n, "cluster": c} for n, c in clusters],
+        "users": [{"name": n, "user": u} for n, u in users],
+        "contexts": [{"name": n, "context": c} for n, c in contexts],
+    }
     if current is not None:
         doc["current-context"] = current
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -36,12 +39,20 @@ def _files(*paths: Path) -> KubeconfigFiles:
 
 # Each case: files as (dir, clusters, users, contexts, current-context), the context asked for,
 # then the (context, server, token) kubectl would use.
-A = ("a", [("c1", {"server": "https://a1"}), ("shared", {"server": "https://a-shared"})],
-     [("u1", {"token": "ta"}), ("shared", {"token": "a-shared"})],
-     [("ctx-a", {"cluster": "shared", "user": "shared"})], "")
-B = ("b", [("shared", {"server": "https://b-shared"}), ("c2", {"server": "https://b2"})],
-     [("shared", {"token": "b-shared"}), ("u2", {"token": "tb"})],
-     [("ctx-a", {"cluster": "c2", "user": "u2"}), ("ctx-b", {"cluster": "c2", "user": "u2"})], "ctx-b")
+A = (
+    "a",
+    [("c1", {"server": "https://a1"}), ("shared", {"server": "https://a-shared"})],
+    [("u1", {"token": "ta"}), ("shared", {"token": "a-shared"})],
+    [("ctx-a", {"cluster": "shared", "user": "shared"})],
+    "",
+)
+B = (
+    "b",
+    [("shared", {"server": "https://b-shared"}), ("c2", {"server": "https://b2"})],
+    [("shared", {"token": "b-shared"}), ("u2", {"token": "tb"})],
+    [("ctx-a", {"cluster": "c2", "user": "u2"}), ("ctx-b", {"cluster": "c2", "user": "u2"})],
+    "ctx-b",
+)
 C = ("c", [], [], [("ctx-c", {"cluster": "c1", "user": "u1"})], "ctx-c")
 
 MERGE_CASES = [
@@ -60,22 +71,42 @@ MERGE_CASES = [
 
 @pytest.mark.parametrize("specs,context,expected", MERGE_CASES)
 def test_merge_follows_kubectl(tmp_path, specs, context, expected):
-    paths = [_write(tmp_path / d / "config", clusters=cl, users=us, contexts=cx, current=cur or None)
-             for d, cl, us, cx, cur in specs]
+    paths = [
+        _write(tmp_path / d / "config", clusters=cl, users=us, contexts=cx, current=cur or None)
+        for d, cl, us, cx, cur in specs
+    ]
     selection = kubeconfig.select(kubeconfig.load(_files(*paths)), context)
     server, creds = read_credentials(_files(*paths), context)
-    assert (selection.context, server, creds.headers["Authorization"]) == (expected[0], expected[1], f"Bearer {expected[2]}")
+    assert (selection.context, server, creds.headers["Authorization"]) == (
+        expected[0],
+        expected[1],
+        f"Bearer {expected[2]}",
+    )
 
 
 def test_relative_paths_resolve_against_the_file_that_defined_the_entry(tmp_path):
     (tmp_path / "one" / "ca.crt").parent.mkdir(parents=True)
     (tmp_path / "one" / "ca.crt").write_text("CA")
-    cluster_file = _write(tmp_path / "one" / "clusters", clusters=[("c", {"server": "https://x", "certificate-authority": "ca.crt"})])
-    user_file = _write(tmp_path / "two" / "sub" / "users", users=[("u", {
-        "client-certificate": "../pki/u.crt", "client-key": "/abs/u.key", "tokenFile": "token",
-        "exec": {"apiVersion": "client.authentication.k8s.io/v1", "command": "./bin/plugin"}}),
-        ("v", {"exec": {"apiVersion": "client.authentication.k8s.io/v1", "command": "aws"}})],
-        contexts=[("ctx", {"cluster": "c", "user": "u"})], current="ctx")
+    cluster_file = _write(
+        tmp_path / "one" / "clusters", clusters=[("c", {"server": "https://x", "certificate-authority": "ca.crt"})]
+    )
+    user_file = _write(
+        tmp_path / "two" / "sub" / "users",
+        users=[
+            (
+                "u",
+                {
+                    "client-certificate": "../pki/u.crt",
+                    "client-key": "/abs/u.key",
+                    "tokenFile": "token",
+                    "exec": {"apiVersion": "client.authentication.k8s.io/v1", "command": "./bin/plugin"},
+                },
+            ),
+            ("v", {"exec": {"apiVersion": "client.authentication.k8s.io/v1", "command": "aws"}}),
+        ],
+        contexts=[("ctx", {"cluster": "c", "user": "u"})],
+        current="ctx",
+    )
     merged = kubeconfig.load(_files(cluster_file, user_file))
     user = merged["users"]["u"]
     assert merged["clusters"]["c"]["certificate-authority"] == str(tmp_path / "one" / "ca.crt")
@@ -87,8 +118,12 @@ def test_relative_paths_resolve_against_the_file_that_defined_the_entry(tmp_path
 
 
 def test_missing_files_in_a_list_are_skipped_but_not_an_explicit_one(tmp_path):
-    real = _write(tmp_path / "config", clusters=[("c", {"server": "https://x"})], contexts=[("ctx", {"cluster": "c"})],
-                  current="ctx")
+    real = _write(
+        tmp_path / "config",
+        clusters=[("c", {"server": "https://x"})],
+        contexts=[("ctx", {"cluster": "c"})],
+        current="ctx",
+    )
     assert read_credentials(_files(tmp_path / "missing", real))[0] == "https://x"
     with pytest.raises(UsageError, match="kubeconfig not found"):
         read_credentials(tmp_path / "missing")
@@ -96,33 +131,66 @@ def test_missing_files_in_a_list_are_skipped_but_not_an_explicit_one(tmp_path):
         read_credentials(_files(tmp_path / "missing", tmp_path / "gone"))
 
 
-@pytest.mark.parametrize("value,paths,explicit", [
-    ("/k/config", ["/k/config"], True),
-    ("/k/a:/k/b", ["/k/a", "/k/b"], False),
-    ("/k/a::/k/b:/k/a", ["/k/a", "/k/b"], False),  # empty entries ignored, duplicates read once
-    ("/k/a:", ["/k/a"], False),
-])
+@pytest.mark.parametrize(
+    "value,paths,explicit",
+    [
+        ("/k/config", ["/k/config"], True),
+        ("/k/a:/k/b", ["/k/a", "/k/b"], False),
+        ("/k/a::/k/b:/k/a", ["/k/a", "/k/b"], False),  # empty entries ignored, duplicates read once
+        ("/k/a:", ["/k/a"], False),
+    ],
+)
 def test_parse(value, paths, explicit):
     files = KubeconfigFiles.parse(value)
     assert [str(p) for p in files.paths] == paths and files.explicit is explicit
 
 
-@pytest.mark.parametrize("doc,message", [
-    ({"clusters": [{"name": "c", "cluster": {"server": "s"}}, {"name": "c", "cluster": {"server": "t"}}]},
-     "duplicate name 'c' in 'clusters'"),
-    ({"current-context": "nope", "contexts": [{"name": "x", "context": {"cluster": "c"}}]},
-     r"context 'nope' not found in .* \(contexts: x\)"),
-    ({"contexts": [{"name": "x", "context": {"cluster": "c"}}]}, "has no current-context"),
-    ({"current-context": "x", "contexts": [{"name": "x", "context": {"cluster": "c"}}]}, "names cluster 'c', which is not defined"),
-    ({"current-context": "x", "clusters": [{"name": "c", "cluster": {"server": "s"}}],
-      "contexts": [{"name": "x", "context": {"cluster": "c", "user": "u"}}]}, "names user 'u'"),
-    ({"current-context": "x", "clusters": [{"name": "c", "cluster": {"server": "s"}}],
-      "users": [{"name": "u", "user": {"auth-provider": {"name": "gcp"}}}],
-      "contexts": [{"name": "x", "context": {"cluster": "c", "user": "u"}}]}, "auth-provider 'gcp' is not supported"),
-    ({"current-context": "x", "clusters": [{"name": "c", "cluster": {"server": "s"}}],
-      "users": [{"name": "u", "user": {"exec": {"apiVersion": "client.authentication.k8s.io/v1", "command": "p"}}}],
-      "contexts": [{"name": "x", "context": {"cluster": "c", "user": "u"}}]}, "interactiveMode .* required"),
-])
+@pytest.mark.parametrize(
+    "doc,message",
+    [
+        (
+            {"clusters": [{"name": "c", "cluster": {"server": "s"}}, {"name": "c", "cluster": {"server": "t"}}]},
+            "duplicate name 'c' in 'clusters'",
+        ),
+        (
+            {"current-context": "nope", "contexts": [{"name": "x", "context": {"cluster": "c"}}]},
+            r"context 'nope' not found in .* \(contexts: x\)",
+        ),
+        ({"contexts": [{"name": "x", "context": {"cluster": "c"}}]}, "has no current-context"),
+        (
+            {"current-context": "x", "contexts": [{"name": "x", "context": {"cluster": "c"}}]},
+            "names cluster 'c', which is not defined",
+        ),
+        (
+            {
+                "current-context": "x",
+                "clusters": [{"name": "c", "cluster": {"server": "s"}}],
+                "contexts": [{"name": "x", "context": {"cluster": "c", "user": "u"}}],
+            },
+            "names user 'u'",
+        ),
+        (
+            {
+                "current-context": "x",
+                "clusters": [{"name": "c", "cluster": {"server": "s"}}],
+                "users": [{"name": "u", "user": {"auth-provider": {"name": "gcp"}}}],
+                "contexts": [{"name": "x", "context": {"cluster": "c", "user": "u"}}],
+            },
+            "auth-provider 'gcp' is not supported",
+        ),
+        (
+            {
+                "current-context": "x",
+                "clusters": [{"name": "c", "cluster": {"server": "s"}}],
+                "users": [
+                    {"name": "u", "user": {"exec": {"apiVersion": "client.authentication.k8s.io/v1", "command": "p"}}}
+                ],
+                "contexts": [{"name": "x", "context": {"cluster": "c", "user": "u"}}],
+            },
+            "interactiveMode .* required",
+        ),
+    ],
+)
 def test_unusable_kubeconfigs_give_one_line_errors(tmp_path, doc, message):
     path = tmp_path / "config"
     path.write_text(yaml.safe_dump(doc))
@@ -135,13 +203,21 @@ def test_data_fields_become_private_files_and_exec_or_token_file_users_get_an_au
     token_file = tmp_path / "token"
     token_file.write_text("from-file\n")
     key = base64.b64encode(b"KEY").decode()
-    path = _write(tmp_path / "config",
-                  clusters=[("c", {"server": "https://x", "certificate-authority-data": base64.b64encode(b"CA").decode()})],
-                  users=[("certs", {"client-certificate-data": base64.b64encode(b"CRT").decode(), "client-key-data": key}),
-                         ("exec", {"exec": {"apiVersion": "client.authentication.k8s.io/v1beta1", "command": "plugin"}}),
-                         ("file", {"tokenFile": "token"})],
-                  contexts=[("certs", {"cluster": "c", "user": "certs"}), ("exec", {"cluster": "c", "user": "exec"}),
-                            ("file", {"cluster": "c", "user": "file"})], current="certs")
+    path = _write(
+        tmp_path / "config",
+        clusters=[("c", {"server": "https://x", "certificate-authority-data": base64.b64encode(b"CA").decode()})],
+        users=[
+            ("certs", {"client-certificate-data": base64.b64encode(b"CRT").decode(), "client-key-data": key}),
+            ("exec", {"exec": {"apiVersion": "client.authentication.k8s.io/v1beta1", "command": "plugin"}}),
+            ("file", {"tokenFile": "token"}),
+        ],
+        contexts=[
+            ("certs", {"cluster": "c", "user": "certs"}),
+            ("exec", {"cluster": "c", "user": "exec"}),
+            ("file", {"cluster": "c", "user": "file"}),
+        ],
+        current="certs",
+    )
     _, creds = read_credentials(path)
     assert Path(creds.verify).read_bytes() == b"CA"
     assert Path(creds.cert[1]).read_bytes() == b"KEY"

@@ -43,18 +43,23 @@ def run_copy(tmp_path):
 # --- missing extras ------------------------------------------------------------------
 
 
-@pytest.mark.parametrize(("argv", "module", "extra"), [
-    (["report", str(REFERENCE)], "papermill", "report"),
-    (["report", str(REFERENCE)], "jinja2", "report"),
-    (["lab"], "jupyterlab", "lab"),
-    (["lab"], "nbclient", "report"),
-])
+@pytest.mark.parametrize(
+    ("argv", "module", "extra"),
+    [
+        (["report", str(REFERENCE)], "papermill", "report"),
+        (["report", str(REFERENCE)], "jinja2", "report"),
+        (["lab"], "jupyterlab", "lab"),
+        (["lab"], "nbclient", "report"),
+    ],
+)
 def test_a_missing_extra_is_one_line_naming_it(monkeypatch, capsys, argv, module, extra):
     monkeypatch.setitem(sys.modules, module, None)  # as if not installed: find_spec gives None, import fails
     assert main(argv) == 2
     err = capsys.readouterr().err
-    assert err == (f"crdscale: error: crdscale {argv[0]} needs the '{extra}' extra ({module} is not installed): "
-                   f"pip install 'crdscale[{extra}]'\n")
+    assert err == (
+        f"crdscale: error: crdscale {argv[0]} needs the '{extra}' extra ({module} is not installed): "
+        f"pip install 'crdscale[{extra}]'\n"
+    )
 
 
 def test_extras_table_matches_pyproject():
@@ -64,7 +69,7 @@ def test_extras_table_matches_pyproject():
         names = set()
         for req in extras[extra]:
             name = re.split(r"[<>=!;\[ ]", req, maxsplit=1)[0].lower()
-            names |= modules(req[req.index("[") + 1:req.index("]")]) if name == "crdscale" else {name}
+            names |= modules(req[req.index("[") + 1 : req.index("]")]) if name == "crdscale" else {name}
         return names
 
     for extra, needed in EXTRAS.items():
@@ -119,7 +124,7 @@ def _descendants(pid: int) -> dict[int, int]:
             text = stat.read_text()
         except OSError:
             continue
-        children.setdefault(int(text[text.rindex(")") + 2:].split()[1]), []).append(int(stat.parent.name))
+        children.setdefault(int(text[text.rindex(")") + 2 :].split()[1]), []).append(int(stat.parent.name))
     found, todo = {}, [pid]
     while todo:
         for child in children.get(todo.pop(), []):
@@ -142,16 +147,32 @@ def _cmdline(pid: int) -> str:
 
 def _chromium(url: str, profile: Path, *args: str) -> subprocess.CompletedProcess:
     # virtual-time-budget: Chromium lets JupyterLab load and render before it dumps or shoots.
-    return subprocess.run([CHROMIUM, *FLAGS, f"--user-data-dir={profile}", "--window-size=1400,2000",
-                           "--virtual-time-budget=30000", *args, url],
-                          capture_output=True, text=True, timeout=150)
+    return subprocess.run(
+        [
+            CHROMIUM,
+            *FLAGS,
+            f"--user-data-dir={profile}",
+            "--window-size=1400,2000",
+            "--virtual-time-budget=30000",
+            *args,
+            url,
+        ],
+        capture_output=True,
+        text=True,
+        timeout=150,
+    )
 
 
 @pytest.mark.skipif(CHROMIUM is None, reason="chromium is not installed (apt-get install chromium)")
 @pytest.mark.timeout(600)
 def test_lab_shows_the_memory_notebook_as_a_notebook_in_chromium(run_copy, tmp_path):
-    lab = subprocess.Popen([sys.executable, "-m", "crdscale", "lab", str(run_copy)], stdout=subprocess.PIPE,
-                           stderr=subprocess.PIPE, text=True, start_new_session=True)
+    lab = subprocess.Popen(
+        [sys.executable, "-m", "crdscale", "lab", str(run_copy)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
+    )
     started: dict[int, int] = {}
     try:
         lines: list[str] = []
@@ -188,8 +209,10 @@ def test_lab_shows_the_memory_notebook_as_a_notebook_in_chromium(run_copy, tmp_p
             code = lab.wait(60)
         except subprocess.TimeoutExpired:  # once in a full CI run (not reproduced alone): say what was left
             left = {pid: _cmdline(pid) for pid in _descendants(lab.pid)}
-            pytest.fail(f"crdscale lab still running 60 s after Ctrl-C; its processes {left}; "
-                        f"its stderr: {''.join(errors)[-2000:]!r}")
+            pytest.fail(
+                f"crdscale lab still running 60 s after Ctrl-C; its processes {left}; "
+                f"its stderr: {''.join(errors)[-2000:]!r}"
+            )
         assert code == 0
         drain.join(10)
         assert "stopping JupyterLab" in "".join(errors)

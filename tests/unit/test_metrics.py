@@ -67,10 +67,21 @@ def test_promql_for_aggregated_and_plain_series():
 
 def test_required_series_are_recorded():
     names = {s.metric for s in metrics.SERIES}
-    for required in ["process_resident_memory_bytes", "go_memstats_heap_alloc_bytes", "go_memstats_heap_inuse_bytes",
-                     "go_memstats_heap_idle_bytes", "go_memstats_heap_released_bytes", "go_memstats_stack_inuse_bytes",
-                     "go_memstats_sys_bytes", "go_memstats_next_gc_bytes", "go_goroutines", "process_cpu_seconds_total",
-                     "process_open_fds", "apiserver_request_total", "apiserver_storage_objects"]:
+    for required in [
+        "process_resident_memory_bytes",
+        "go_memstats_heap_alloc_bytes",
+        "go_memstats_heap_inuse_bytes",
+        "go_memstats_heap_idle_bytes",
+        "go_memstats_heap_released_bytes",
+        "go_memstats_stack_inuse_bytes",
+        "go_memstats_sys_bytes",
+        "go_memstats_next_gc_bytes",
+        "go_goroutines",
+        "process_cpu_seconds_total",
+        "process_open_fds",
+        "apiserver_request_total",
+        "apiserver_storage_objects",
+    ]:
         assert required in names
 
 
@@ -88,8 +99,10 @@ def test_a_range_query_refused_for_too_many_samples_is_split_until_prometheus_ac
         def query_range(self, query, lo, hi, step):
             asked.append((hi - lo).total_seconds())
             if (hi - lo).total_seconds() > 150:
-                raise ClusterError("Prometheus refused /api/v1/query_range: HTTP 422: query processing would load "
-                                   "too many samples into memory in query execution")
+                raise ClusterError(
+                    "Prometheus refused /api/v1/query_range: HTTP 422: query processing would load "
+                    "too many samples into memory in query execution"
+                )
             accepted.append((hi - lo).total_seconds())
             t = lo.timestamp()
             values = []
@@ -113,6 +126,14 @@ def test_exposed_families_name_every_recorded_series_family_for_a_name_filter():
     assert not any(f.startswith("scrape_") for f in families)
     recorded = {s.metric for s in metrics.SERIES if s.job == "kube-apiserver" and not s.metric.startswith("scrape_")}
     for metric in recorded:
-        assert metric in families or any(metric == f + suffix for f in families for suffix in ("_bucket", "_count", "_sum"))
+        assert metric in families or any(
+            metric == f + suffix for f in families for suffix in ("_bucket", "_count", "_sum")
+        )
     assert metrics.exposed_families("etcd") == sorted(
-        {"process_resident_memory_bytes", "process_cpu_seconds_total", "etcd_mvcc_db_total_size_in_bytes", "go_goroutines"})
+        {
+            "process_resident_memory_bytes",
+            "process_cpu_seconds_total",
+            "etcd_mvcc_db_total_size_in_bytes",
+            "go_goroutines",
+        }
+    )

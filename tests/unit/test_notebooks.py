@@ -16,7 +16,11 @@ pytest.importorskip("papermill")
 import nbformat  # noqa: E402
 
 from crdscale.report.render import (  # noqa: E402
-    PROBE_NOTEBOOKS, execute_notebook, find_failure, read_notebook, unfinished_cell,
+    PROBE_NOTEBOOKS,
+    execute_notebook,
+    find_failure,
+    read_notebook,
+    unfinished_cell,
 )
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -48,7 +52,9 @@ def test_notebook_executes(notebook: Path, tmp_path: Path):
     generated = tmp_path / f"{notebook.stem}.ipynb"  # the executed .ipynb, as papermill writes it
     nb, stopped = execute_notebook(notebook, generated, _parameters(notebook), cwd=notebook.parent, timeout=TIMEOUT_S)
     source = notebook.read_text()
-    failure = find_failure(nb, str(notebook), source) or (stopped and unfinished_cell(nb, str(notebook), stopped, source))
+    failure = find_failure(nb, str(notebook), source) or (
+        stopped and unfinished_cell(nb, str(notebook), stopped, source)
+    )
     assert not failure, failure.describe()
     assert nbformat.read(str(generated), as_version=4).cells == nb.cells
     code = [c for c in nb.cells if c.cell_type == "code"]
@@ -69,6 +75,9 @@ def test_notebook_conventions(notebook: Path):
         if cell.cell_type != "code":
             continue
         tree = ast.parse(cell.source)
-        defined = [n for n in ast.walk(tree) if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef,
-                                                                  ast.Lambda))]
+        defined = [
+            n
+            for n in ast.walk(tree)
+            if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Lambda))
+        ]
         assert not defined, f"{notebook.name}: define helpers in the package, not in the notebook"

@@ -77,9 +77,15 @@ def test_the_lock_satisfies_pyproject():
     """requirements.lock (what bootstrap installs) has every requirement of crdscale and its extras
     dev, report and lab, in pyproject's ranges, for Python 3.11: run scripts/lock.sh after editing them."""
     pins = _locked()
-    environment = {"python_version": "3.11", "python_full_version": "3.11.0", "sys_platform": "linux",
-                   "platform_system": "Linux", "platform_machine": "x86_64", "implementation_name": "cpython",
-                   "extra": ""}
+    environment = {
+        "python_version": "3.11",
+        "python_full_version": "3.11.0",
+        "sys_platform": "linux",
+        "platform_system": "Linux",
+        "platform_machine": "x86_64",
+        "implementation_name": "cpython",
+        "extra": "",
+    }
     for req in _requirements(["dev", "report", "lab"]):
         if req.marker and not req.marker.evaluate(environment):
             continue

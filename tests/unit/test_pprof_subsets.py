@@ -71,11 +71,14 @@ def test_packed_runs_decode_every_varint_length():
     assert counts.tolist() == [len(r) for r in runs]
 
 
-@pytest.mark.parametrize("runs", [
-    [[1, 300, 127], [], [128, 5], [16383]],      # one- and two-byte varints only: the short path
-    [[200], [7, 16383, 0]],                      # a run opening with a two-byte varint
-    [[5], [130]],
-])
+@pytest.mark.parametrize(
+    "runs",
+    [
+        [[1, 300, 127], [], [128, 5], [16383]],  # one- and two-byte varints only: the short path
+        [[200], [7, 16383, 0]],  # a run opening with a two-byte varint
+        [[5], [130]],
+    ],
+)
 def test_packed_runs_of_short_varints_decode_alike(runs):
     """Runs whose varints are all 1-2 bytes (stack location ids) take a path of their own,
     with gaps between the runs as in a real message (other fields' bytes)."""

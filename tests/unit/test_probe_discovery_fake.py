@@ -38,9 +38,13 @@ class _Handler(BaseHTTPRequestHandler):
         if aggregated and self.path in ("/api", "/apis"):
             if self.headers.get("If-None-Match") == self.aggregated_etag:
                 return self._send(304, None)
-            items = [{"metadata": {"name": ""}, "versions": [{"version": "v1"}]}] if self.path == "/api" else [
-                {"metadata": {"name": f"g{i}.example.com"}, "versions": [{"version": "v1"}]} for i in range(GROUPS)
-            ]
+            items = (
+                [{"metadata": {"name": ""}, "versions": [{"version": "v1"}]}]
+                if self.path == "/api"
+                else [
+                    {"metadata": {"name": f"g{i}.example.com"}, "versions": [{"version": "v1"}]} for i in range(GROUPS)
+                ]
+            )
             return self._send(
                 200,
                 {"kind": "APIGroupDiscoveryList", "items": items},
@@ -50,7 +54,10 @@ class _Handler(BaseHTTPRequestHandler):
         if self.path == "/api":
             return self._send(200, {"kind": "APIVersions", "versions": ["v1"]})
         if self.path == "/apis":
-            groups = [{"name": f"g{i}.example.com", "versions": [{"groupVersion": f"g{i}.example.com/v1", "version": "v1"}]} for i in range(GROUPS)]
+            groups = [
+                {"name": f"g{i}.example.com", "versions": [{"groupVersion": f"g{i}.example.com/v1", "version": "v1"}]}
+                for i in range(GROUPS)
+            ]
             return self._send(200, {"kind": "APIGroupList", "groups": groups})
         if self.path.startswith("/api/") or self.path.startswith("/apis/"):
             return self._send(200, {"kind": "APIResourceList", "resources": []})

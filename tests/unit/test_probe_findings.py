@@ -25,23 +25,64 @@ def test_discovery_findings_verdicts():
 def test_discovery_findings_report_kubectl_rows_as_measured():
     sweep = pd.DataFrame(
         [
-            {"group_versions": 192, "limit": "kubectl v1.23.3", "command": "kubectl get pods", "wall_s": 19.5,
-             "requests": 195, "measured_delay_s": float("nan"), "predicted_delay_s": 18.8},
-            {"group_versions": 192, "limit": "kubectl v1.23.3", "command": "kubectl api-resources", "wall_s": 19.1,
-             "requests": 194, "measured_delay_s": float("nan"), "predicted_delay_s": 18.8},
+            {
+                "group_versions": 192,
+                "limit": "kubectl v1.23.3",
+                "command": "kubectl get pods",
+                "wall_s": 19.5,
+                "requests": 195,
+                "measured_delay_s": float("nan"),
+                "predicted_delay_s": 18.8,
+            },
+            {
+                "group_versions": 192,
+                "limit": "kubectl v1.23.3",
+                "command": "kubectl api-resources",
+                "wall_s": 19.1,
+                "requests": 194,
+                "measured_delay_s": float("nan"),
+                "predicted_delay_s": 18.8,
+            },
         ]
     )
     values = discovery_findings(sweep).set_index("finding")["value"]
-    assert values["192 group-versions, kubectl v1.23.3: get pods"] == "wall 19.50 s, 195 GETs (model's longest wait 18.80 s)"
+    assert (
+        values["192 group-versions, kubectl v1.23.3: get pods"]
+        == "wall 19.50 s, 195 GETs (model's longest wait 18.80 s)"
+    )
     assert "api-resources" in " ".join(values.index)
 
 
 def test_list_findings_ratios_and_mismatches():
     lists = pd.DataFrame(
         [
-            {"resource": "secrets", "kind": "rv0", "items": 10, "bytes": 1_000_000, "latency_s": 0.01, "served_from": "cache", "expected_from_cache": True},
-            {"resource": "secrets", "kind": "consistent", "items": 10, "bytes": 1_000_000, "latency_s": 0.02, "served_from": "etcd", "expected_from_cache": True},
-            {"resource": "secrets", "kind": "metadata-only", "items": 10, "bytes": 10_000, "latency_s": 0.01, "served_from": "cache", "expected_from_cache": True},
+            {
+                "resource": "secrets",
+                "kind": "rv0",
+                "items": 10,
+                "bytes": 1_000_000,
+                "latency_s": 0.01,
+                "served_from": "cache",
+                "expected_from_cache": True,
+            },
+            {
+                "resource": "secrets",
+                "kind": "consistent",
+                "items": 10,
+                "bytes": 1_000_000,
+                "latency_s": 0.02,
+                "served_from": "etcd",
+                "expected_from_cache": True,
+            },
+            {
+                "resource": "secrets",
+                "kind": "metadata-only",
+                "items": 10,
+                "bytes": 10_000,
+                "latency_s": 0.01,
+                "served_from": "cache",
+                "expected_from_cache": True,
+            },
         ]
     )
     values = list_findings(lists).set_index("finding")["value"]
@@ -49,11 +90,33 @@ def test_list_findings_ratios_and_mismatches():
     assert "unlike the APF estimator" in values["secrets: consistent place"]
 
 
-def _row(kind, apiserver, served_from, items=200, latency_s=0.01, cpu_s=0.005, alloc_bytes=1e6, fetched=200, status=200,
-         expected_from_cache=True):
-    return {"resource": "listprobes.g", "kind": kind, "apiserver": apiserver, "served_from": served_from, "items": items,
-            "bytes": items * 1000, "latency_s": latency_s, "cpu_s": cpu_s, "alloc_bytes": alloc_bytes,
-            "etcd_cpu_s": 0.001, "fetched_objects": fetched, "status": status, "expected_from_cache": expected_from_cache}
+def _row(
+    kind,
+    apiserver,
+    served_from,
+    items=200,
+    latency_s=0.01,
+    cpu_s=0.005,
+    alloc_bytes=1e6,
+    fetched=200,
+    status=200,
+    expected_from_cache=True,
+):
+    return {
+        "resource": "listprobes.g",
+        "kind": kind,
+        "apiserver": apiserver,
+        "served_from": served_from,
+        "items": items,
+        "bytes": items * 1000,
+        "latency_s": latency_s,
+        "cpu_s": cpu_s,
+        "alloc_bytes": alloc_bytes,
+        "etcd_cpu_s": 0.001,
+        "fetched_objects": fetched,
+        "status": status,
+        "expected_from_cache": expected_from_cache,
+    }
 
 
 TWO_SERVERS = pd.DataFrame(
@@ -90,8 +153,14 @@ def test_cache_vs_etcd_pairs_by_the_place_the_server_reported():
 
 
 def test_cache_vs_etcd_pairs_two_places_on_one_server_and_skips_failed_rows():
-    one_server = pd.DataFrame([_row("rv0", "default", "cache"), _row("consistent", "default", "etcd"),
-                               _row("exact", "default", "cache"), _row("exact", "default", "etcd", status=500)])
+    one_server = pd.DataFrame(
+        [
+            _row("rv0", "default", "cache"),
+            _row("consistent", "default", "etcd"),
+            _row("exact", "default", "cache"),
+            _row("exact", "default", "etcd", status=500),
+        ]
+    )
     table = cache_vs_etcd(one_server).set_index("kind")
     assert table.loc["rv0", "note"] == "only served from cache"
     assert table.loc["exact", "note"] == "only served from cache"
@@ -100,7 +169,9 @@ def test_cache_vs_etcd_pairs_two_places_on_one_server_and_skips_failed_rows():
 
 def test_list_findings_with_an_etcd_only_server():
     values = list_findings(TWO_SERVERS).set_index("finding")["value"]
-    assert values["listprobes.g: rv0, etcd vs watch cache"].startswith("80.0 vs 10.0 ms (latency 8.0x, CPU 10.0x, allocated 10.0x)")
+    assert values["listprobes.g: rv0, etcd vs watch cache"].startswith(
+        "80.0 vs 10.0 ms (latency 8.0x, CPU 10.0x, allocated 10.0x)"
+    )
     # The etcd-only server's rows are not held against the APF estimator's assumption.
     assert not any(k.endswith("place") for k in values.index)
 
@@ -108,8 +179,24 @@ def test_list_findings_with_an_etcd_only_server():
 def test_apf_findings():
     seats = pd.DataFrame(
         [
-            {"resource": "s", "kind": "rv0", "bytes": 10e6, "served_from": "etcd", "object_count_seats": 1, "size_based_seats": 100, "observed_matches": "size-based"},
-            {"resource": "s", "kind": "x", "bytes": 1e3, "served_from": "cache", "object_count_seats": 1, "size_based_seats": 1, "observed_matches": "object-count,size-based"},
+            {
+                "resource": "s",
+                "kind": "rv0",
+                "bytes": 10e6,
+                "served_from": "etcd",
+                "object_count_seats": 1,
+                "size_based_seats": 100,
+                "observed_matches": "size-based",
+            },
+            {
+                "resource": "s",
+                "kind": "x",
+                "bytes": 1e3,
+                "served_from": "cache",
+                "object_count_seats": 1,
+                "size_based_seats": 1,
+                "observed_matches": "object-count,size-based",
+            },
         ]
     )
     values = apf_findings(seats).set_index("finding")["value"]

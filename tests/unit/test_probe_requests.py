@@ -7,8 +7,6 @@ import json
 import pytest
 
 from crdscale.collect.probes import metrics as m
-from crdscale.collect.promtext import samples_by_name
-from crdscale.rundir.layout import parse_probe_table_name, probe_table_relative
 from crdscale.collect.probes.fixtures import (
     PROBE_INSTANCE_LABEL,
     crd_manifest,
@@ -30,7 +28,9 @@ from crdscale.collect.probes.requests import (
     is_aggregated_discovery,
     legacy_group_version_paths,
 )
+from crdscale.collect.promtext import samples_by_name
 from crdscale.ownership import MANAGED_BY_LABEL, RUN_ID_LABEL
+from crdscale.rundir.layout import parse_probe_table_name, probe_table_relative
 
 CORE = {"kind": "APIVersions", "versions": ["v1"]}
 GROUPS = {
@@ -49,7 +49,12 @@ GROUPS = {
 
 
 def test_legacy_discovery_fetches_every_version_of_every_group():
-    assert legacy_group_version_paths(CORE, GROUPS) == ["/api/v1", "/apis/apps/v1", "/apis/autoscaling/v2", "/apis/autoscaling/v1"]
+    assert legacy_group_version_paths(CORE, GROUPS) == [
+        "/api/v1",
+        "/apis/apps/v1",
+        "/apis/autoscaling/v2",
+        "/apis/autoscaling/v1",
+    ]
 
 
 @pytest.mark.parametrize(
@@ -66,7 +71,12 @@ def test_is_aggregated_discovery(content_type, expected):
 
 
 def test_aggregated_group_versions():
-    doc = {"items": [{"metadata": {}, "versions": [{"version": "v1"}]}, {"metadata": {"name": "apps"}, "versions": [{"version": "v1"}]}]}
+    doc = {
+        "items": [
+            {"metadata": {}, "versions": [{"version": "v1"}]},
+            {"metadata": {"name": "apps"}, "versions": [{"version": "v1"}]},
+        ]
+    }
     assert aggregated_group_versions(doc) == ["v1", "apps/v1"]
 
 
@@ -83,7 +93,9 @@ def test_build_list_requests_covers_every_kind():
     target = ListTarget("secrets", namespace="ns-a", field_selector="spec.nodeName=node-0")
     reqs = {
         r.kind: r
-        for r in build_list_requests(target, resource_version="42", label_selector="b=0", single_name="s-0", old_resource_version="7")
+        for r in build_list_requests(
+            target, resource_version="42", label_selector="b=0", single_name="s-0", old_resource_version="7"
+        )
     }
     assert tuple(reqs) == LIST_KINDS
     assert reqs["rv0"].params == {"resourceVersion": "0"}
@@ -193,9 +205,23 @@ def _bump(text: str, **changes: float) -> str:
     [
         ({"apiserver_cache_list_total": 3}, "cache"),
         # a consistent read from cache that asked etcd for the revision (one object per request)
-        ({"apiserver_cache_list_total": 3, "apiserver_storage_list_total": 3, "apiserver_storage_list_fetched_objects_total": 3}, "cache"),
+        (
+            {
+                "apiserver_cache_list_total": 3,
+                "apiserver_storage_list_total": 3,
+                "apiserver_storage_list_fetched_objects_total": 3,
+            },
+            "cache",
+        ),
         ({"apiserver_storage_list_total": 3, "apiserver_storage_list_fetched_objects_total": 300}, "etcd"),
-        ({"apiserver_cache_list_total": 3, "apiserver_storage_list_total": 3, "apiserver_storage_list_fetched_objects_total": 300}, "etcd"),
+        (
+            {
+                "apiserver_cache_list_total": 3,
+                "apiserver_storage_list_total": 3,
+                "apiserver_storage_list_fetched_objects_total": 300,
+            },
+            "etcd",
+        ),
         ({}, "unknown"),
     ],
 )
@@ -214,7 +240,9 @@ def test_classify_with_older_resource_prefix_labels():
 def test_histogram_delta_by():
     before = samples_by_name(METRICS_TEXT)
     after = samples_by_name(
-        METRICS_TEXT.replace("global-default\"} 12", "global-default\"} 22").replace("global-default\"} 3", "global-default\"} 4")
+        METRICS_TEXT.replace('global-default"} 12', 'global-default"} 22').replace(
+            'global-default"} 3', 'global-default"} 4'
+        )
     )
     assert m.histogram_delta_by(before, after, "apiserver_flowcontrol_work_estimated_seats", "priority_level") == {
         "global-default": {"count": 1.0, "sum": 10.0}
@@ -271,15 +299,27 @@ def test_classify_counts_objects_read_and_returned_by_storage():
 
 
 def _costs(cpu: float, alloc: float, rss: float = 1e8) -> str:
-    return (f"process_cpu_seconds_total {cpu}\ngo_memstats_alloc_bytes_total {alloc}\n"
-            f"process_resident_memory_bytes {rss}\ngo_memstats_heap_inuse_bytes 5e7\n")
+    return (
+        f"process_cpu_seconds_total {cpu}\ngo_memstats_alloc_bytes_total {alloc}\n"
+        f"process_resident_memory_bytes {rss}\ngo_memstats_heap_inuse_bytes 5e7\n"
+    )
 
 
 def test_request_cost_from_proc_subtracts_the_idle_cpu_rate_and_the_scrapes_allocations():
-    idle = m.CostReadings(samples_by_name(_costs(10, 1e9)), samples_by_name(_costs(10.2, 1.002e9)), 1.0,
-                          proc_before=(5.0, 1e8), proc_after=(5.01, 1e8))  # 10 ms/s in the background; scrapes allocate 2 MB
-    window = m.CostReadings(samples_by_name(_costs(11, 2e9)), samples_by_name(_costs(12, 2.032e9)), 2.0,
-                            proc_before=(6.0, 1e8), proc_after=(6.32, 1.5e8))
+    idle = m.CostReadings(
+        samples_by_name(_costs(10, 1e9)),
+        samples_by_name(_costs(10.2, 1.002e9)),
+        1.0,
+        proc_before=(5.0, 1e8),
+        proc_after=(5.01, 1e8),
+    )  # 10 ms/s in the background; scrapes allocate 2 MB
+    window = m.CostReadings(
+        samples_by_name(_costs(11, 2e9)),
+        samples_by_name(_costs(12, 2.032e9)),
+        2.0,
+        proc_before=(6.0, 1e8),
+        proc_after=(6.32, 1.5e8),
+    )
     cost = m.request_cost(window, 3, idle)
     assert cost.source == "proc"
     assert cost.cpu_s == pytest.approx((0.32 - 0.02) / 3)  # /proc, not /metrics (1 s would include the scrapes)

@@ -77,7 +77,7 @@ def test_name_filter_keeps_exactly_the_named_samples(path):
 
 
 def test_values_special_floats_and_timestamps():
-    text = "a 1\nb +Inf\nc -Inf\nd NaN\ne 2.5e+08 1700000000000\nf{x=\"y\"}\t7\n  g 8\nbad line\nh notanumber\n"
+    text = 'a 1\nb +Inf\nc -Inf\nd NaN\ne 2.5e+08 1700000000000\nf{x="y"}\t7\n  g 8\nbad line\nh notanumber\n'
     got = {name: value for name, _, value in parse_exposition(text)}
     assert got["a"] == 1 and got["b"] == math.inf and got["c"] == -math.inf and math.isnan(got["d"])
     assert got["e"] == 2.5e8 and got["f"] == 7 and got["g"] == 8

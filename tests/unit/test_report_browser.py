@@ -33,9 +33,21 @@ def report_dir(tmp_path_factory):
 
 def _chromium(html: Path, screenshot: Path, size: str = "1400,1000") -> str:
     proc = subprocess.run(
-        [CHROMIUM, *FLAGS, "--enable-logging=stderr", "--v=0", f"--window-size={size}", "--hide-scrollbars",
-         f"--user-data-dir={screenshot.parent / 'profile'}", f"--screenshot={screenshot}", html.as_uri()],
-        capture_output=True, text=True, timeout=120)
+        [
+            CHROMIUM,
+            *FLAGS,
+            "--enable-logging=stderr",
+            "--v=0",
+            f"--window-size={size}",
+            "--hide-scrollbars",
+            f"--user-data-dir={screenshot.parent / 'profile'}",
+            f"--screenshot={screenshot}",
+            html.as_uri(),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert screenshot.is_file(), proc.stderr[-2000:]
     return proc.stderr
 
@@ -52,6 +64,7 @@ def test_report_opens_without_console_errors_and_shows_the_first_figure(report_d
 
     shot = mpimg.imread(tmp_path / "shot.png")[:, :, :3]
     assert shot.shape[:2] == (1000, 1400)
+
     # The first figure (memory over time) draws RSS in red and the heap in blue: both must be on screen.
     def near(rgb):  # noqa: E306 - a local predicate in a test, not a notebook
         return (np.abs(shot - np.array(rgb) / 255).max(axis=2) < 0.08).sum()

@@ -11,7 +11,12 @@ import pytest
 from crdscale.cli.main import main
 from crdscale.errors import UsageError
 from crdscale.report.compare import (
-    compare_runs, comparison_markdown, differences_table, headline, run_labels, series_table,
+    compare_runs,
+    comparison_markdown,
+    differences_table,
+    headline,
+    run_labels,
+    series_table,
 )
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -70,8 +75,9 @@ def test_cli_json_and_errors(capsys):
 @pytest.mark.timeout(400)
 def test_rendered_comparison(tmp_path, capsys):
     out = tmp_path / "cmp"
-    assert main(["compare", str(REFERENCE), str(OTHER), "--out", str(out), "--label", "v1.37.1",
-                 "--label", "older"]) == 0
+    assert (
+        main(["compare", str(REFERENCE), str(OTHER), "--out", str(out), "--label", "v1.37.1", "--label", "older"]) == 0
+    )
     assert capsys.readouterr().out.splitlines()[-1] == str(out / "report-nocode.html")
     findings = (out / "findings.md").read_text()
     assert findings.startswith("# crdscale comparison: v1.37.1 vs older\n\n**older holds")

@@ -8,11 +8,17 @@ import pandas as pd
 import pytest
 
 from crdscale.analysis.percrd import unattributed_share
-from crdscale.rundir import read_run
 from crdscale.report import series as S
 from crdscale.report.findings import (
-    compute_findings, findings_markdown, fmt_value, headline, key_numbers, per_crd_table, provenance,
+    compute_findings,
+    findings_markdown,
+    fmt_value,
+    headline,
+    key_numbers,
+    per_crd_table,
+    provenance,
 )
+from crdscale.rundir import read_run
 
 REFERENCE = Path(__file__).resolve().parents[2] / "data" / "reference-run"
 
@@ -29,8 +35,11 @@ def test_numbers_equal_the_analysis(reference):
     fits = analysis.fits
     served = fits[(fits["phase"] == "served") & (fits["metric"] == "bytes")].set_index("cause")
     total = served.loc["total"]
-    assert numbers.loc["heap_per_crd", ["value", "low", "high"]].tolist() == \
-        [total["per_crd"], total["per_crd_low"], total["per_crd_high"]]
+    assert numbers.loc["heap_per_crd", ["value", "low", "high"]].tolist() == [
+        total["per_crd"],
+        total["per_crd_low"],
+        total["per_crd_high"],
+    ]
     installed = fits[(fits["phase"] == "installed") & (fits["metric"] == "bytes") & (fits["cause"] == "total")].iloc[0]
     assert numbers.loc["heap_per_crd_installed", "value"] == installed["per_crd"]
     assert numbers.loc["unattributed_share", "value"] == unattributed_share(fits, "served", "bytes")
@@ -45,9 +54,13 @@ def test_numbers_equal_the_analysis(reference):
     sfit = analysis.series_fits.set_index(["phase", "metric"]).loc[("served", "rss_bytes")]
     assert numbers.loc["rss_bytes_per_crd", "value"] == sfit["per_crd"]
     sp = analysis.series_points
-    assert numbers.loc["rss_bytes_baseline", "value"] == sp[(sp.metric == "rss_bytes") & (sp.crds == 0)]["value"].iloc[-1]
-    assert numbers.loc["rss_bytes_final", "value"] == \
-        sp[(sp.metric == "rss_bytes") & (sp.crds == 160) & (sp.phase == "served")]["value"].iloc[-1]
+    assert (
+        numbers.loc["rss_bytes_baseline", "value"] == sp[(sp.metric == "rss_bytes") & (sp.crds == 0)]["value"].iloc[-1]
+    )
+    assert (
+        numbers.loc["rss_bytes_final", "value"]
+        == sp[(sp.metric == "rss_bytes") & (sp.crds == 160) & (sp.phase == "served")]["value"].iloc[-1]
+    )
     assert numbers.loc["rss_bytes_peak", "value"] == memory["rss"].max()
 
 
@@ -67,9 +80,12 @@ def test_markdown_shows_every_number_formatted(reference):
 def test_provenance_of_a_sparse_manifest():
     prov = provenance({})
     assert prov["kube-apiserver"] == "unknown" and prov["CRD set sha256"] == "unknown"
-    prov = provenance({"versions": {"kube-apiserver": "v1.30.0", "kube-apiserver-go": "go1.22.1",
-                                    "go-toolchain": "go1.23.0"},
-                       "scenario": {"name": "x", "description": "d", "target": {"env": {"GOGC": "50"}}}})
+    prov = provenance(
+        {
+            "versions": {"kube-apiserver": "v1.30.0", "kube-apiserver-go": "go1.22.1", "go-toolchain": "go1.23.0"},
+            "scenario": {"name": "x", "description": "d", "target": {"env": {"GOGC": "50"}}},
+        }
+    )
     assert prov["Go"] == "go1.22.1 (toolchain go1.23.0)"
     assert prov["kube-apiserver"] == "v1.30.0 (env GOGC=50)"
     assert prov["scenario"] == "x: d"
@@ -77,10 +93,25 @@ def test_provenance_of_a_sparse_manifest():
 
 
 def test_provenance_states_resolution_and_harness_cost():
-    prov = provenance({"metrics": {"resolution": {"metric": "process_resident_memory_bytes", "samples": 300,
-                                                  "median_gap_s": 1.0, "max_gap_s": 2.0, "end_gap_s": 0.4}},
-                       "harness": {"crdscale_cpu_seconds": 3.0, "prometheus_cpu_seconds": 1.0,
-                                   "kube_apiserver_cpu_seconds": 100.0, "harness_share_of_apiserver_cpu": 0.04}})
+    prov = provenance(
+        {
+            "metrics": {
+                "resolution": {
+                    "metric": "process_resident_memory_bytes",
+                    "samples": 300,
+                    "median_gap_s": 1.0,
+                    "max_gap_s": 2.0,
+                    "end_gap_s": 0.4,
+                }
+            },
+            "harness": {
+                "crdscale_cpu_seconds": 3.0,
+                "prometheus_cpu_seconds": 1.0,
+                "kube_apiserver_cpu_seconds": 100.0,
+                "harness_share_of_apiserver_cpu": 0.04,
+            },
+        }
+    )
     assert prov["metrics resolution"].startswith("300 samples") and "largest 2 s" in prov["metrics resolution"]
     assert prov["harness cost"] == "crdscale 3.0 s + Prometheus 1.0 s CPU = 4.0% of kube-apiserver's 100.0 s"
 
@@ -88,8 +119,9 @@ def test_provenance_states_resolution_and_harness_cost():
 def test_per_crd_table_units(reference):
     _, analysis, _ = reference
     table = per_crd_table(analysis.fits, "served").set_index("cause")
-    total = analysis.fits[(analysis.fits.phase == "served") & (analysis.fits.metric == "bytes")
-                          & (analysis.fits.cause == "total")].iloc[0]
+    total = analysis.fits[
+        (analysis.fits.phase == "served") & (analysis.fits.metric == "bytes") & (analysis.fits.cause == "total")
+    ].iloc[0]
     assert table.loc["total", "per CRD (KiB)"] == round(total["per_crd"] / 1024, 1)
     assert table.index[-1] == "total"
 
@@ -99,10 +131,20 @@ def test_headline_without_fits():
 
 
 def test_provenance_states_what_the_scrapes_cost_the_server():
-    prov = provenance({"harness": {"crdscale_cpu_seconds": 3.0, "prometheus_cpu_seconds": 1.0,
-                                   "kube_apiserver_cpu_seconds": 100.0, "harness_share_of_apiserver_cpu": 0.04,
-                                   "apiserver_scrapes": {"count": 12, "cpu_seconds_estimate": 2.5},
-                                   "scrape_share_of_apiserver_cpu": 0.0256}})
-    assert prov["harness cost"].endswith("; its 12 /metrics scrapes cost kube-apiserver at most ~2.5 CPU-s "
-                                         "= 2.6% of its own work (their wall time x 1.3, which counts waiting "
-                                         "for a CPU on a busy machine)")
+    prov = provenance(
+        {
+            "harness": {
+                "crdscale_cpu_seconds": 3.0,
+                "prometheus_cpu_seconds": 1.0,
+                "kube_apiserver_cpu_seconds": 100.0,
+                "harness_share_of_apiserver_cpu": 0.04,
+                "apiserver_scrapes": {"count": 12, "cpu_seconds_estimate": 2.5},
+                "scrape_share_of_apiserver_cpu": 0.0256,
+            }
+        }
+    )
+    assert prov["harness cost"].endswith(
+        "; its 12 /metrics scrapes cost kube-apiserver at most ~2.5 CPU-s "
+        "= 2.6% of its own work (their wall time x 1.3, which counts waiting "
+        "for a CPU on a busy machine)"
+    )

@@ -14,11 +14,13 @@ import pytest
 pytest.importorskip("nbclient")
 
 from crdscale.analysis.percrd import unattributed_share  # noqa: E402
-from crdscale.rundir import read_run  # noqa: E402
 from crdscale.cli.main import main  # noqa: E402
 from crdscale.report.findings import fmt_value  # noqa: E402
 from crdscale.report.render import notebook_plan  # noqa: E402
-from crdscale.rundir import RunWriter  # noqa: E402
+from crdscale.rundir import (
+    RunWriter,  # noqa: E402
+    read_run,  # noqa: E402
+)
 
 ROOT = Path(__file__).resolve().parents[2]
 REFERENCE = ROOT / "data" / "reference-run"
@@ -41,8 +43,14 @@ def test_report_writes_html_findings_and_figures(report):
     code, stdout, out = report
     assert code == 0
     assert stdout.strip().splitlines()[-1] == str(out / "report-nocode.html")  # the HTML path is printed last
-    for name in ("report.html", "report-nocode.html", "findings.md", "findings.json",
-                 "notebooks/memory.ipynb", "notebooks/attribution.ipynb"):
+    for name in (
+        "report.html",
+        "report-nocode.html",
+        "findings.md",
+        "findings.json",
+        "notebooks/memory.ipynb",
+        "notebooks/attribution.ipynb",
+    ):
         assert (out / name).is_file(), name
     for stem in ("headline", "memory-over-time", "memory-vs-crds", "heap-by-cause"):
         assert (out / f"{stem}.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
@@ -96,7 +104,7 @@ def test_probe_notebooks_join_only_with_probe_tables(tmp_path):
     assert [p.stem for p in notebook_plan(read_run(tmp_path), notebooks)] == ["memory", "attribution", "list"]
 
 
-BROKEN = '''# %% [markdown]
+BROKEN = """# %% [markdown]
 # # A notebook that breaks
 
 # %% tags=["parameters"]
@@ -111,14 +119,14 @@ raise RuntimeError("boom in cell")
 
 # %%
 print("never runs")
-'''
+"""
 
-OK = '''# %% tags=["parameters"]
+OK = """# %% tags=["parameters"]
 run_dir = "x"
 
 # %%
 print("fine")
-'''
+"""
 
 
 @pytest.mark.timeout(300)
@@ -151,9 +159,11 @@ def test_report_cli_imports_stay_light():
     import subprocess
     import sys
 
-    code = ("import sys; from crdscale.cli.main import build_parser; build_parser(); "
-            "heavy = [m for m in ('matplotlib', 'nbclient', 'nbconvert', 'jupytext', 'pandas') if m in sys.modules]; "
-            "print(','.join(heavy))")
+    code = (
+        "import sys; from crdscale.cli.main import build_parser; build_parser(); "
+        "heavy = [m for m in ('matplotlib', 'nbclient', 'nbconvert', 'jupytext', 'pandas') if m in sys.modules]; "
+        "print(','.join(heavy))"
+    )
     heavy_now = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.strip()
     assert not {"matplotlib", "nbclient", "nbconvert", "jupytext"} & set(heavy_now.split(","))
 

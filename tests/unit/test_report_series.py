@@ -11,8 +11,8 @@ import pandas as pd
 import pytest
 
 from crdscale.report import series as S
-from crdscale.rundir import events_frame, read_run
 from crdscale.report.flame import icicle_layout, short_name, stack_causes
+from crdscale.rundir import events_frame, read_run
 
 T0 = pd.Timestamp("2026-11-22T03:00:00Z")
 REFERENCE = Path(__file__).resolve().parents[2] / "data" / "reference-run"
@@ -22,22 +22,24 @@ def _events(rows):
     return events_frame([{"ts": (T0 + pd.Timedelta(seconds=t)).isoformat(), "kind": k, **f} for t, k, f in rows])
 
 
-EVENTS = _events([
-    (0, "run.start", {}),
-    (2, "metrics.start", {}),
-    (3, "settle.start", {"label": "baseline", "seconds": 5}),
-    (10, "step.start", {"step": 1, "crds_before": 0, "crds_in_step": 40}),
-    (10.5, "install.start", {"step": 1, "crds": 40}),
-    (12, "install.end", {"step": 1}),
-    (13, "established", {"step": 1}),
-    (14, "serve.start", {"step": 1}),
-    (15, "serve.end", {"step": 1}),
-    (15, "settle.start", {"label": "step 1", "seconds": 5}),
-    (21, "step.end", {"step": 1, "crds": 40}),
-    (22, "step.start", {"step": 2, "crds_before": 40, "crds_in_step": 40}),
-    (22, "install.start", {"step": 2, "crds": 40}),
-    (30, "run.end", {"status": "interrupted"}),  # step 2 never finished installing
-])
+EVENTS = _events(
+    [
+        (0, "run.start", {}),
+        (2, "metrics.start", {}),
+        (3, "settle.start", {"label": "baseline", "seconds": 5}),
+        (10, "step.start", {"step": 1, "crds_before": 0, "crds_in_step": 40}),
+        (10.5, "install.start", {"step": 1, "crds": 40}),
+        (12, "install.end", {"step": 1}),
+        (13, "established", {"step": 1}),
+        (14, "serve.start", {"step": 1}),
+        (15, "serve.end", {"step": 1}),
+        (15, "settle.start", {"label": "step 1", "seconds": 5}),
+        (21, "step.end", {"step": 1, "crds": 40}),
+        (22, "step.start", {"step": 2, "crds_before": 40, "crds_in_step": 40}),
+        (22, "install.start", {"step": 2, "crds": 40}),
+        (30, "run.end", {"status": "interrupted"}),  # step 2 never finished installing
+    ]
+)
 
 
 def test_run_start_is_when_metrics_started():
@@ -49,7 +51,7 @@ def test_phase_intervals_close_on_established_settle_seconds_and_crash():
     got = [(r.phase, r.step, round(r.start_s, 3), round(r.end_s, 3)) for r in phases.itertuples()]
     assert got == [
         ("settle", 0, 1.0, 6.0),
-        ("install", 1, 8.5, 11.0),   # until Established, not install.end
+        ("install", 1, 8.5, 11.0),  # until Established, not install.end
         ("serve", 1, 12.0, 13.0),
         ("settle", 1, 13.0, 18.0),
         ("install", 2, 20.0, 28.0),  # left open by the interruption: ends at the last event
@@ -75,19 +77,22 @@ def _tidy(values: dict[str, list[float]], job="kube-apiserver"):
     rows = []
     for metric, vals in values.items():
         for i, v in enumerate(vals):
-            rows.append({"timestamp": T0 + pd.Timedelta(seconds=i), "job": job, "metric": metric, "labels": "{}",
-                         "value": v})
+            rows.append(
+                {"timestamp": T0 + pd.Timedelta(seconds=i), "job": job, "metric": metric, "labels": "{}", "value": v}
+            )
     return pd.DataFrame(rows)
 
 
 def test_memory_frame_derives_gap_and_retained_idle():
-    series = _tidy({
-        "process_resident_memory_bytes": [500, 600],
-        "go_memstats_heap_inuse_bytes": [200, 250],
-        "go_memstats_stack_inuse_bytes": [10, 20],
-        "go_memstats_heap_idle_bytes": [100, 90],
-        "go_memstats_heap_released_bytes": [40, 80],
-    })
+    series = _tidy(
+        {
+            "process_resident_memory_bytes": [500, 600],
+            "go_memstats_heap_inuse_bytes": [200, 250],
+            "go_memstats_stack_inuse_bytes": [10, 20],
+            "go_memstats_heap_idle_bytes": [100, 90],
+            "go_memstats_heap_released_bytes": [40, 80],
+        }
+    )
     # etcd's RSS must not leak into kube-apiserver's frame
     series = pd.concat([series, _tidy({"process_resident_memory_bytes": [9e9, 9e9]}, job="etcd")])
     mem = S.memory_frame(series, T0)
@@ -99,8 +104,13 @@ def test_memory_frame_derives_gap_and_retained_idle():
 
 
 def test_activity_frame_rates_and_gauges():
-    series = _tidy({"process_cpu_seconds_total": [0, 0.5, 1.5], "go_goroutines": [10, 20, 30],
-                    "go_gc_duration_seconds_count": [1, 1, 3]})
+    series = _tidy(
+        {
+            "process_cpu_seconds_total": [0, 0.5, 1.5],
+            "go_goroutines": [10, 20, 30],
+            "go_gc_duration_seconds_count": [1, 1, 3],
+        }
+    )
     act = S.activity_frame(series, T0)
     assert act["cpu_cores"].tolist()[1:] == [0.5, 1.0]
     assert act["gc_per_s"].tolist()[1:] == [0.0, 2.0]
@@ -109,20 +119,28 @@ def test_activity_frame_rates_and_gauges():
 
 def test_at_marks_takes_last_sample_at_or_before_each_mark():
     table = S.memory_frame(_tidy({"process_resident_memory_bytes": [1, 2, 3, 4]}), T0)
-    marks = pd.DataFrame({"timestamp": [T0 + pd.Timedelta(seconds=s) for s in (-1, 0.5, 3, 2)],
-                          "crds": [0, 0, 80, 40], "phase": ["served", "served", "served", "installed"]})
+    marks = pd.DataFrame(
+        {
+            "timestamp": [T0 + pd.Timedelta(seconds=s) for s in (-1, 0.5, 3, 2)],
+            "crds": [0, 0, 80, 40],
+            "phase": ["served", "served", "served", "installed"],
+        }
+    )
     got = S.at_marks(table, marks)
     assert got[["crds", "phase", "rss"]].values.tolist() == [[0, "served", 1], [40, "installed", 3], [80, "served", 4]]
 
 
-@pytest.mark.parametrize("go, env, lazy", [
-    ("go1.15.15", {}, True),
-    ("go1.12.1", {}, True),
-    ("go1.15.2", {"GODEBUG": "madvdontneed=1"}, False),
-    ("go1.16", {}, False),
-    ("go1.26.8", {}, False),
-    ("go1.26.8", {"GODEBUG": "madvdontneed=0"}, True),
-])
+@pytest.mark.parametrize(
+    "go, env, lazy",
+    [
+        ("go1.15.15", {}, True),
+        ("go1.12.1", {}, True),
+        ("go1.15.2", {"GODEBUG": "madvdontneed=1"}, False),
+        ("go1.16", {}, False),
+        ("go1.26.8", {}, False),
+        ("go1.26.8", {"GODEBUG": "madvdontneed=0"}, True),
+    ],
+)
 def test_release_advice_names_the_madvise_the_runtime_uses(go, env, lazy):
     text = S.release_advice(go, env)
     assert go in text
@@ -133,11 +151,14 @@ def test_release_advice_unknown_version():
     assert "unknown" in S.release_advice(None)
 
 
-@pytest.mark.parametrize("name, short", [
-    ("k8s.io/apiserver/pkg/storage/cacher.(*Cacher).Watch", "cacher.(*Cacher).Watch"),
-    ("runtime.malg", "runtime.malg"),
-    ("slices.Grow[go.shape.[]uint8,go.shape.uint8]", "slices.Grow"),
-])
+@pytest.mark.parametrize(
+    "name, short",
+    [
+        ("k8s.io/apiserver/pkg/storage/cacher.(*Cacher).Watch", "cacher.(*Cacher).Watch"),
+        ("runtime.malg", "runtime.malg"),
+        ("slices.Grow[go.shape.[]uint8,go.shape.uint8]", "slices.Grow"),
+    ],
+)
 def test_short_name(name, short):
     assert short_name(name) == short
 
@@ -150,8 +171,8 @@ def test_icicle_layout_nests_children_under_parents():
     assert top["name"].tolist() == ["main", "other"] and top["width"].tolist() == [0.9, 0.1]
     b = rects[rects["name"] == "b"].iloc[0]
     a = rects[rects["name"] == "a"].iloc[0]
-    assert (b.x0, b.width, b.cause) == (0.0, 0.5, "c3")   # larger child first
-    assert (a.x0, a.width, a.cause) == (0.5, 0.4, "c1")   # dominant cause of x (30) over y (10)
+    assert (b.x0, b.width, b.cause) == (0.0, 0.5, "c3")  # larger child first
+    assert (a.x0, a.width, a.cause) == (0.5, 0.4, "c1")  # dominant cause of x (30) over y (10)
     x = rects[rects["name"] == "x"].iloc[0]
     assert x.x0 == pytest.approx(0.5) and x.depth == 2
     # small nodes are dropped, their parent keeps its width
@@ -160,8 +181,9 @@ def test_icicle_layout_nests_children_under_parents():
 
 
 def test_stack_causes_uses_the_attribution_rules():
-    folded = pd.DataFrame({"stack": ["main.main;go.uber.org/zap/zapcore.newCounters", "main.main;main.mystery"],
-                           "value": [1, 1]})
+    folded = pd.DataFrame(
+        {"stack": ["main.main;go.uber.org/zap/zapcore.newCounters", "main.main;main.mystery"], "value": [1, 1]}
+    )
     assert stack_causes(folded).tolist() == ["zap-counters", "other"]
 
 
@@ -178,11 +200,13 @@ def test_reference_run_phases_and_steps_match_its_events():
 
 
 def test_hold_after_the_last_step_is_a_phase():
-    events = events_frame([
-        {"ts": "2026-11-23T10:00:00Z", "kind": "metrics.start", "source": "prometheus"},
-        {"ts": "2026-11-23T10:00:01Z", "kind": "step.start", "step": 1, "crds_before": 0, "crds_in_step": 10},
-        {"ts": "2026-11-23T10:00:05Z", "kind": "hold.start", "seconds": 30, "crds": 10},
-        {"ts": "2026-11-23T10:00:35Z", "kind": "hold.end", "seconds": 30, "crds": 10},
-    ])
+    events = events_frame(
+        [
+            {"ts": "2026-11-23T10:00:00Z", "kind": "metrics.start", "source": "prometheus"},
+            {"ts": "2026-11-23T10:00:01Z", "kind": "step.start", "step": 1, "crds_before": 0, "crds_in_step": 10},
+            {"ts": "2026-11-23T10:00:05Z", "kind": "hold.start", "seconds": 30, "crds": 10},
+            {"ts": "2026-11-23T10:00:35Z", "kind": "hold.end", "seconds": 30, "crds": 10},
+        ]
+    )
     hold = S.phase_intervals(events).set_index("phase").loc["hold"]
     assert hold["start_s"] == 5 and hold["end_s"] == 35

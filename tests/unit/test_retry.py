@@ -18,13 +18,16 @@ def _answer(status: int, **headers: str) -> requests.Response:
     return response
 
 
-@pytest.mark.parametrize("header,expected", [
-    ({"Retry-After": "3"}, 3.0),
-    ({"Retry-After": " 1.5 "}, 1.5),
-    ({"Retry-After": "-2"}, 0.0),
-    ({"Retry-After": "soon"}, None),
-    ({}, None),
-])
+@pytest.mark.parametrize(
+    "header,expected",
+    [
+        ({"Retry-After": "3"}, 3.0),
+        ({"Retry-After": " 1.5 "}, 1.5),
+        ({"Retry-After": "-2"}, 0.0),
+        ({"Retry-After": "soon"}, None),
+        ({}, None),
+    ],
+)
 def test_retry_after_seconds(header, expected):
     assert retry_after_s(header) == expected
 

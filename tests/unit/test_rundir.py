@@ -28,8 +28,17 @@ def test_writer_round_trip_and_reader(tmp_path):
     run.write_profile("heap", 0, 0, None, b"p0")
     run.write_profile("heap", 1, 20, "installed", b"p1i")
     run.write_profile("heap", 1, 20, None, b"p1")
-    run.write_series(pd.DataFrame({"timestamp": [pd.Timestamp("2026-01-01", tz="UTC")], "job": ["kube-apiserver"],
-                                   "metric": ["go_goroutines"], "labels": ["{}"], "value": [1.0]}))
+    run.write_series(
+        pd.DataFrame(
+            {
+                "timestamp": [pd.Timestamp("2026-01-01", tz="UTC")],
+                "job": ["kube-apiserver"],
+                "metric": ["go_goroutines"],
+                "labels": ["{}"],
+                "value": [1.0],
+            }
+        )
+    )
     run.write_probe_table("list", 1, pd.DataFrame({"a": [1]}))
     run.write_probe_table("list", 1, pd.DataFrame({"b": [2]}), table="load")
     final = run.finish("interrupted", "SIGINT")
@@ -39,12 +48,21 @@ def test_writer_round_trip_and_reader(tmp_path):
     assert again.status == "interrupted" and again.manifest["reason"] == "SIGINT" and again.manifest["ended_at"]
     assert again.manifest["machine"]["cpus"] >= 1
     assert again.manifest["packages"]["pandas"] == pd.__version__
-    assert {p.name for p in run.path.iterdir()} >= {"README.md", "crds", "manifest.json", "metrics", "probes",
-                                                   "profiles", "events.jsonl"}
+    assert {p.name for p in run.path.iterdir()} >= {
+        "README.md",
+        "crds",
+        "manifest.json",
+        "metrics",
+        "probes",
+        "profiles",
+        "events.jsonl",
+    }
     profiles = again.profiles
-    assert profiles["file"].tolist() == ["profiles/heap-step00-crds0000.pb.gz",
-                                         "profiles/heap-step01-crds0020-installed.pb.gz",
-                                         "profiles/heap-step01-crds0020.pb.gz"]
+    assert profiles["file"].tolist() == [
+        "profiles/heap-step00-crds0000.pb.gz",
+        "profiles/heap-step01-crds0020-installed.pb.gz",
+        "profiles/heap-step01-crds0020.pb.gz",
+    ]
     assert profiles["timestamp"].notna().all() and profiles["crds"].tolist() == [0, 20, 20]
     assert again.profile_marks()["phase"].tolist() == ["served", "installed", "served"]
     assert again.profile_bytes(profiles["file"].iloc[1]) == b"p1i"
@@ -112,8 +130,10 @@ def test_event_log_appends_json_lines_with_utc_timestamps(tmp_path):
     with EventLog(path) as log:
         log.emit("step.start", step=1, crds_before=0, crds_in_step=100)
     with EventLog(path, fsync=False) as log:  # append, not truncate
-        threads = [threading.Thread(target=log.emit, args=("probe.start",), kwargs={"probe": "list", "step": i})
-                   for i in range(20)]
+        threads = [
+            threading.Thread(target=log.emit, args=("probe.start",), kwargs={"probe": "list", "step": i})
+            for i in range(20)
+        ]
         for t in threads:
             t.start()
         for t in threads:
@@ -141,12 +161,13 @@ def test_reference_run_reads_as_a_typed_run():
 
 def test_only_the_rundir_package_spells_run_directory_file_names():
     root = Path(__file__).resolve().parents[2] / "crdscale"
-    spelled = {p.parent.name for p in root.rglob("*.py")
-               for name in ('"manifest.json"', '"events.jsonl"', '"series.parquet"', '"metrics/series.parquet"')
-               if name in p.read_text()}
+    spelled = {
+        p.parent.name
+        for p in root.rglob("*.py")
+        for name in ('"manifest.json"', '"events.jsonl"', '"series.parquet"', '"metrics/series.parquet"')
+        if name in p.read_text()
+    }
     assert spelled <= {"rundir"}, spelled
-
-
 
 
 def test_analysis_does_no_file_io_and_does_not_import_collect():
@@ -154,8 +175,18 @@ def test_analysis_does_no_file_io_and_does_not_import_collect():
     offenders = []
     for path in root.rglob("*.py"):
         text = path.read_text()
-        for needle in ("crdscale.collect", "open(", ".read_text(", ".read_bytes(", ".write_text(", ".write_bytes(",
-                       "to_parquet(", "to_csv(", "read_parquet(", "read_csv("):
+        for needle in (
+            "crdscale.collect",
+            "open(",
+            ".read_text(",
+            ".read_bytes(",
+            ".write_text(",
+            ".write_bytes(",
+            "to_parquet(",
+            "to_csv(",
+            "read_parquet(",
+            "read_csv(",
+        ):
             if needle in text:
                 offenders.append(f"{path.relative_to(root)}: {needle}")
     assert not offenders, offenders
@@ -173,8 +204,15 @@ def _abandoned_run(parent: Path) -> RunWriter:
 
 def _tidy(seconds: list[int], value: float) -> pd.DataFrame:
     t0 = pd.Timestamp("2026-11-23T10:00:00Z")
-    return pd.DataFrame({"timestamp": [t0 + pd.Timedelta(seconds=s) for s in seconds], "job": "kube-apiserver",
-                         "metric": "process_resident_memory_bytes", "labels": "{}", "value": value})
+    return pd.DataFrame(
+        {
+            "timestamp": [t0 + pd.Timedelta(seconds=s) for s in seconds],
+            "job": "kube-apiserver",
+            "metric": "process_resident_memory_bytes",
+            "labels": "{}",
+            "value": value,
+        }
+    )
 
 
 def test_direct_scrape_chunks_are_read_back_and_recovered(tmp_path, monkeypatch, capsys):
@@ -226,8 +264,12 @@ def test_direct_scraper_hands_chunks_to_its_sink():
     scraper.stop()
     assert len(chunks) >= 2
     frame = pd.concat(chunks)
-    assert {"process_resident_memory_bytes", "go_goroutines", "scrape_duration_seconds",
-            "scrape_body_size_bytes"} <= set(frame["metric"])
+    assert {
+        "process_resident_memory_bytes",
+        "go_goroutines",
+        "scrape_duration_seconds",
+        "scrape_body_size_bytes",
+    } <= set(frame["metric"])
     # every row is handed over once
     assert not frame.duplicated(["timestamp", "metric"]).any()
 
@@ -267,8 +309,9 @@ def test_memory_guard_fails_the_run_before_the_oom_killer():
         def get(self, path, timeout=None):
             return Ok()
 
-    dog = _Watchdog(Cluster(), Plane(), interrupt_main=False, min_available_bytes=1024 * 2**20,
-                    available=lambda: 100 * 2**20)
+    dog = _Watchdog(
+        Cluster(), Plane(), interrupt_main=False, min_available_bytes=1024 * 2**20, available=lambda: 100 * 2**20
+    )
     dog.start()
     dog.join(timeout=10)
     assert "memory guard" in dog.reason and "100 MiB" in dog.reason and "1,024 MiB guard" in dog.reason

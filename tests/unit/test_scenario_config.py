@@ -27,19 +27,22 @@ def test_step_size_wins_and_last_step_takes_the_rest():
     assert s.step_sizes(100) == [40, 40, 20]
 
 
-@pytest.mark.parametrize("text,fragment", [
-    ('[steps]\ncount = "five"', "'steps.count' must be an integer"),
-    ("[steps]\ncount = true", "'steps.count' must be an integer"),
-    ("[stepz]\ncount = 1", "unknown key 'stepz'"),
-    ("[steps]\nsizee = 3", "unknown key 'steps.sizee'"),
-    ('[steps]\nserve = "poll"', "'steps.serve' must be one of none, list, watch"),
-    ('[profiles]\nkinds = ["heap", "mutex"]', "'profiles.kinds' must be one of"),
-    ("[crds]\ngroups = 600", "group count cannot be greater than CRD count"),
-    ('[target]\nkind = "kubeconfig"', "'target.kubeconfig' is required"),
-    ('[target]\napiserver_flags = ["v=2"]', "'target.apiserver_flags' entries"),
-    ("[metrics]\nscrape_interval_seconds = 0", "'metrics.scrape_interval_seconds' must be > 0"),
-    ("name = ", "not valid TOML"),
-])
+@pytest.mark.parametrize(
+    "text,fragment",
+    [
+        ('[steps]\ncount = "five"', "'steps.count' must be an integer"),
+        ("[steps]\ncount = true", "'steps.count' must be an integer"),
+        ("[stepz]\ncount = 1", "unknown key 'stepz'"),
+        ("[steps]\nsizee = 3", "unknown key 'steps.sizee'"),
+        ('[steps]\nserve = "poll"', "'steps.serve' must be one of none, list, watch"),
+        ('[profiles]\nkinds = ["heap", "mutex"]', "'profiles.kinds' must be one of"),
+        ("[crds]\ngroups = 600", "group count cannot be greater than CRD count"),
+        ('[target]\nkind = "kubeconfig"', "'target.kubeconfig' is required"),
+        ('[target]\napiserver_flags = ["v=2"]', "'target.apiserver_flags' entries"),
+        ("[metrics]\nscrape_interval_seconds = 0", "'metrics.scrape_interval_seconds' must be > 0"),
+        ("name = ", "not valid TOML"),
+    ],
+)
 def test_bad_scenarios_name_the_key_in_one_line(text, fragment):
     with pytest.raises(UsageError) as err:
         parse_scenario(text, where="my.toml")

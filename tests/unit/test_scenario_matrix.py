@@ -23,8 +23,12 @@ def test_cells_are_the_cross_product_in_file_order_with_readable_names():
     s = parse_scenario(ZAP)
     assert s.matrix == {"target.kube_version": ["1.24.0", "1.37.1"], "target.env.GOGC": ["100", "50"]}
     cells = expand(s)
-    assert [c.name for c, _ in cells] == ["kube_version=1.24.0,GOGC=100", "kube_version=1.24.0,GOGC=50",
-                                          "kube_version=1.37.1,GOGC=100", "kube_version=1.37.1,GOGC=50"]
+    assert [c.name for c, _ in cells] == [
+        "kube_version=1.24.0,GOGC=100",
+        "kube_version=1.24.0,GOGC=50",
+        "kube_version=1.37.1,GOGC=100",
+        "kube_version=1.37.1,GOGC=50",
+    ]
     cell, sc = cells[1]
     assert sc.target["kube_version"] == "1.24.0" and sc.target["env"] == {"GOGC": "50"}
     assert sc.crds["count"] == 60 and sc.name == "zap"
@@ -36,7 +40,7 @@ def test_cells_are_the_cross_product_in_file_order_with_readable_names():
 
 
 def test_unquoted_dotted_keys_repeat_and_set_overrides():
-    text = "[matrix]\ntarget.env.GOGC = [\"100\", \"50\"]\ncrds.versions = [1, 2]\nrepeat = 2\n"
+    text = '[matrix]\ntarget.env.GOGC = ["100", "50"]\ncrds.versions = [1, 2]\nrepeat = 2\n'
     s = parse_scenario(text, overrides={"steps.count": 3, "crds.count": 20, "crds.groups": 2})
     cells = expand(s)
     assert len(cells) == 8
@@ -53,15 +57,15 @@ def test_a_cell_value_wins_over_set_for_its_axis():
 
 def test_invalid_cells_are_refused_before_running():
     with pytest.raises(UsageError, match=r"cell property_count=-1"):
-        expand(parse_scenario("[matrix]\n\"crds.property_count\" = [10, -1]\n"))
+        expand(parse_scenario('[matrix]\n"crds.property_count" = [10, -1]\n'))
     with pytest.raises(UsageError, match="not a scenario key"):
-        parse_scenario("[matrix]\n\"crds.colour\" = [1, 2]\n")
+        parse_scenario('[matrix]\n"crds.colour" = [1, 2]\n')
     with pytest.raises(UsageError, match="non-empty list"):
-        parse_scenario("[matrix]\n\"crds.count\" = 5\n")
+        parse_scenario('[matrix]\n"crds.count" = 5\n')
     with pytest.raises(UsageError, match="repeat"):
         parse_scenario("[matrix]\nrepeat = 0\n")
     with pytest.raises(UsageError, match="must be a string"):
-        expand(parse_scenario("[matrix]\n\"target.env.GOGC\" = [100]\n"))
+        expand(parse_scenario('[matrix]\n"target.env.GOGC" = [100]\n'))
     with pytest.raises(UsageError, match="both be named"):
         matrix_cells({"crds.count": [10, 10]})
 
@@ -72,7 +76,9 @@ def test_values_in_names_are_file_safe_and_distinct():
     a = format_value("/home/me/kubernetes/_output/local/bin/linux/amd64/kube-apiserver")
     b = format_value("/home/me/kubernetes/_output/local/bin/linux/arm64/kube-apiserver")
     assert "/" not in a and len(a) <= 40 and a != b
-    names = [c.name for c in matrix_cells({"target.apiserver_flags": [[], ["--v=2"]], "target.env.GOMEMLIMIT": ["2GiB"]})]
+    names = [
+        c.name for c in matrix_cells({"target.apiserver_flags": [[], ["--v=2"]], "target.env.GOMEMLIMIT": ["2GiB"]})
+    ]
     assert names == ["apiserver_flags=none,GOMEMLIMIT=2GiB", "apiserver_flags=v=2,GOMEMLIMIT=2GiB"]
 
 

@@ -11,9 +11,18 @@ from crdscale.timeutil import iso_from_epoch, utc_iso, utc_iso_micro, utc_stamp
 from crdscale.units import fmt_bytes
 
 
-@pytest.mark.parametrize("value, text", [(512, "512 B"), (1536, "1.5 KiB"), (3 * 2**20, "3.0 MiB"),
-                                         (5 * 2**30, "5.0 GiB"), (-2048, "-2.0 KiB"), (math.nan, "n/a"),
-                                         (None, "n/a")])
+@pytest.mark.parametrize(
+    "value, text",
+    [
+        (512, "512 B"),
+        (1536, "1.5 KiB"),
+        (3 * 2**20, "3.0 MiB"),
+        (5 * 2**30, "5.0 GiB"),
+        (-2048, "-2.0 KiB"),
+        (math.nan, "n/a"),
+        (None, "n/a"),
+    ],
+)
 def test_fmt_bytes(value, text):
     assert fmt_bytes(value) == text
 

@@ -75,8 +75,18 @@ TABLES = {
     "stacks": ("sample", "depth", "location"),
     "locations": ("location", "address", "mapping", "inline_depth", "function", "line", "column"),
     "functions": ("function", "name", "system_name", "filename", "start_line"),
-    "mappings": ("mapping", "memory_start", "memory_limit", "file_offset", "filename", "build_id",
-                 "has_functions", "has_filenames", "has_line_numbers", "has_inline_frames"),
+    "mappings": (
+        "mapping",
+        "memory_start",
+        "memory_limit",
+        "file_offset",
+        "filename",
+        "build_id",
+        "has_functions",
+        "has_filenames",
+        "has_line_numbers",
+        "has_inline_frames",
+    ),
     "labels": ("sample", "key", "str", "num", "num_unit"),
 }
 
@@ -107,18 +117,27 @@ class Profile:
     fixtures may pass DataFrames directly.
     """
 
-    def __init__(self, samples: pd.DataFrame, stacks: pd.DataFrame, locations: pd.DataFrame,
-                 functions: pd.DataFrame, mappings: pd.DataFrame, labels: pd.DataFrame,
-                 meta: ProfileMeta, source: str = ""):
-        self._frames = dict(samples=samples, stacks=stacks, locations=locations, functions=functions,
-                            mappings=mappings, labels=labels)
+    def __init__(
+        self,
+        samples: pd.DataFrame,
+        stacks: pd.DataFrame,
+        locations: pd.DataFrame,
+        functions: pd.DataFrame,
+        mappings: pd.DataFrame,
+        labels: pd.DataFrame,
+        meta: ProfileMeta,
+        source: str = "",
+    ):
+        self._frames = dict(
+            samples=samples, stacks=stacks, locations=locations, functions=functions, mappings=mappings, labels=labels
+        )
         self._columns: dict[str, dict[str, np.ndarray]] = {}
         self.meta = meta
         self.source = source
         self._cache: dict = {}
 
     @classmethod
-    def from_columns(cls, columns: dict[str, dict[str, np.ndarray]], meta: ProfileMeta, source: str = "") -> "Profile":
+    def from_columns(cls, columns: dict[str, dict[str, np.ndarray]], meta: ProfileMeta, source: str = "") -> Profile:
         """A Profile from numpy columns per table (names as in :data:`TABLES`); DataFrames come on demand."""
         profile = cls(None, None, None, None, None, None, meta, source)
         profile._columns = columns
@@ -228,8 +247,9 @@ class Profile:
         cols = function_arrays(self)
         pos = function_rows(self, expanded["function"])
         keep = ("sample", "depth", "location", "inline_depth", "function", "line")
-        return pd.DataFrame({**{k: expanded[k] for k in keep}, "name": cols["name"][pos],
-                             "filename": cols["filename"][pos]})
+        return pd.DataFrame(
+            {**{k: expanded[k] for k in keep}, "name": cols["name"][pos], "filename": cols["filename"][pos]}
+        )
 
 
 def parse_profile(data: bytes, name: str = "<bytes>") -> Profile:
@@ -389,8 +409,12 @@ def _to_tables(msg, name: str) -> Profile:
         "file_offset": f.scalar(4, n),
         "filename": strs(f.scalar(5, n), "mapping file"),
         "build_id": strs(f.scalar(6, n), "mapping build id"),
-        **{key: f.scalar(number, n) != 0 for number, key in enumerate(
-            ("has_functions", "has_filenames", "has_line_numbers", "has_inline_frames"), start=7)},
+        **{
+            key: f.scalar(number, n) != 0
+            for number, key in enumerate(
+                ("has_functions", "has_filenames", "has_line_numbers", "has_inline_frames"), start=7
+            )
+        },
     }
 
     # Locations, one row per (possibly inlined) frame.
@@ -465,8 +489,9 @@ def _to_tables(msg, name: str) -> Profile:
         "num_unit": strs(np.where(is_str, 0, lab.scalar(4, n_labels, np.int64)), "label unit"),
     }
 
-    tables = dict(samples=samples, stacks=stacks, locations=locations, functions=functions,
-                  mappings=mappings, labels=labels)
+    tables = dict(
+        samples=samples, stacks=stacks, locations=locations, functions=functions, mappings=mappings, labels=labels
+    )
     profile = Profile.from_columns(tables, meta, source=name)
     profile._cache["value_matrix"] = values
     return profile
@@ -547,7 +572,7 @@ def unique_names(names: list[str]) -> list[str]:
     return out
 
 
-def expand_stacks(profile: Profile) -> "ExpandedStacks":
+def expand_stacks(profile: Profile) -> ExpandedStacks:
     """Stacks with each location replaced by its frames, innermost inlined frame first.
 
     Returns a mapping of numpy arrays of equal length, one entry per frame,
@@ -616,8 +641,9 @@ class ExpandedStacks(Mapping):
         entries = np.flatnonzero(samples[self._profile.column("stacks", "sample")])
         return self._expand(entries, self._profile.column("stacks", "sample")[entries])
 
-    def _expand(self, entries: np.ndarray | None, stack_samples: np.ndarray | None = None
-                ) -> tuple[np.ndarray, np.ndarray]:
+    def _expand(
+        self, entries: np.ndarray | None, stack_samples: np.ndarray | None = None
+    ) -> tuple[np.ndarray, np.ndarray]:
         """Frames (row, sample) of the stack entries at ``entries`` (all for None), whose
         samples are ``stack_samples``."""
         if entries is None:
@@ -708,5 +734,6 @@ def location_function_rows(profile: Profile) -> np.ndarray:
     cached = profile._cache.get("location_function_rows")
     if cached is None:
         cached = profile._cache["location_function_rows"] = function_rows(
-            profile, profile.column("locations", "function"))
+            profile, profile.column("locations", "function")
+        )
     return cached

@@ -40,7 +40,7 @@ def clean_path(path: str) -> str:
     """Go's ``filepath.Clean`` (after pprof's default trimPath) for one file name."""
     for prefix in ("/proc/self/cwd/./", "/proc/self/cwd/"):
         if path.startswith(prefix):
-            path = path[len(prefix):]
+            path = path[len(prefix) :]
             break
     if not path:
         return ""
@@ -172,6 +172,7 @@ def printable_name(row) -> str:
         parts.append("<unknown>")
     return " ".join(parts)
 
+
 # --------------------------------------------------------------------------
 # The graph: frames of all samples, with node ids
 # --------------------------------------------------------------------------
@@ -244,8 +245,9 @@ def _frame_rows(profile: Profile, visible: np.ndarray | None, noinlines: bool) -
     return result
 
 
-def build_graph(parts: list[Part], granularity: str = "functions", noinlines: bool = False,
-                mean: bool = False) -> Graph:
+def build_graph(
+    parts: list[Part], granularity: str = "functions", noinlines: bool = False, mean: bool = False
+) -> Graph:
     """Merge profiles (see :class:`Part`) into one :class:`Graph`.
 
     With ``mean`` the divisor of each sample is its first sample type (pprof's
@@ -314,8 +316,6 @@ def _factorize_first(keys: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     first = np.full(codes.max() + 1 if len(codes) else 0, len(codes), dtype=np.int64)
     np.minimum.at(first, codes, np.arange(len(codes)))
     return codes.astype(np.int64), first
-
-
 
 
 def flat_cum(g: Graph, values: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
@@ -410,12 +410,10 @@ def sort_nodes(nodes: dict[str, np.ndarray], flat: np.ndarray, cum: np.ndarray, 
     if len(uniq) < len(names):
         # Only nodes sharing a printable name need pprof's last tie-breaker.
         info = [
-            f"{{{n}  {int(a)} {f} {s} {ln} {c} {o}}}"
-            for n, a, f, s, ln, c, o in zip(*(nodes[k] for k in NODE_KEY))
+            f"{{{n}  {int(a)} {f} {s} {ln} {c} {o}}}" for n, a, f, s, ln, c, o in zip(*(nodes[k] for k in NODE_KEY))
         ]
         _, info_rank = np.unique(np.asarray(info, dtype=str), return_inverse=True)
         info_rank = info_rank.reshape(-1)
     first, second = (np.abs(cum), np.abs(flat)) if by_cum else (np.abs(flat), np.abs(cum))
     # np.lexsort sorts by the last key first.
     return np.lexsort((info_rank, -second, name_rank, -first)).astype(np.int64)
-

@@ -64,4 +64,3 @@ def protobuf_backend() -> str:
     from google.protobuf.internal import api_implementation
 
     return api_implementation.Type()
-

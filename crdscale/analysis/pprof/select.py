@@ -244,6 +244,7 @@ def _numeric_filter(value: str):
         def check(v: int, unit: str) -> bool:
             sv, su = scale(v, unit, low_unit)
             return su == low_unit and (lo is None or sv >= lo) and (hi is None or sv <= hi)
+
         return check
 
     if len(ranges) == 1:

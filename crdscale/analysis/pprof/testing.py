@@ -46,10 +46,16 @@ def encode_profile(profile: Profile, *, compress: bool = True, prune: bool = Tru
         if prune and m.mapping not in used_maps:
             continue
         msg.mapping.add(
-            id=int(m.mapping), memory_start=int(m.memory_start), memory_limit=int(m.memory_limit),
-            file_offset=int(m.file_offset), filename=sid(m.filename), build_id=sid(m.build_id),
-            has_functions=bool(m.has_functions), has_filenames=bool(m.has_filenames),
-            has_line_numbers=bool(m.has_line_numbers), has_inline_frames=bool(m.has_inline_frames),
+            id=int(m.mapping),
+            memory_start=int(m.memory_start),
+            memory_limit=int(m.memory_limit),
+            file_offset=int(m.file_offset),
+            filename=sid(m.filename),
+            build_id=sid(m.build_id),
+            has_functions=bool(m.has_functions),
+            has_filenames=bool(m.has_filenames),
+            has_line_numbers=bool(m.has_line_numbers),
+            has_inline_frames=bool(m.has_inline_frames),
         )
     loc_msgs: dict[int, object] = {}
     for r in locs.itertuples(index=False):
@@ -63,11 +69,20 @@ def encode_profile(profile: Profile, *, compress: bool = True, prune: bool = Tru
         if prune and f.function not in used_fns:
             continue
         msg.function.add(
-            id=int(f.function), name=sid(f.name), system_name=sid(f.system_name),
-            filename=sid(f.filename), start_line=int(f.start_line),
+            id=int(f.function),
+            name=sid(f.name),
+            system_name=sid(f.system_name),
+            filename=sid(f.filename),
+            start_line=int(f.start_line),
         )
-    loc_by_sample = np.split(stacks["location"].to_numpy(), np.cumsum(np.bincount(
-        stacks["sample"].to_numpy(), minlength=len(profile.samples)))[:-1]) if len(profile.samples) else []
+    loc_by_sample = (
+        np.split(
+            stacks["location"].to_numpy(),
+            np.cumsum(np.bincount(stacks["sample"].to_numpy(), minlength=len(profile.samples)))[:-1],
+        )
+        if len(profile.samples)
+        else []
+    )
     labels_by_sample: dict[int, list] = {}
     for lab in profile.labels.itertuples(index=False):
         labels_by_sample.setdefault(int(lab.sample), []).append(lab)
@@ -102,16 +117,24 @@ def truncate_stacks(profile: Profile, max_depth: int = 32) -> Profile:
     cut at 32 frames); used to check that attribution still works on them.
     """
     stacks = profile.stacks[profile.stacks["depth"].to_numpy() < max_depth].reset_index(drop=True)
-    return Profile(profile.samples, stacks, profile.locations, profile.functions, profile.mappings,
-                   profile.labels, profile.meta, source=profile.source)
+    return Profile(
+        profile.samples,
+        stacks,
+        profile.locations,
+        profile.functions,
+        profile.mappings,
+        profile.labels,
+        profile.meta,
+        source=profile.source,
+    )
 
 
 def synthetic_profile(
-    stacks: "list[tuple[list[str], list[int]]]",
-    sample_types: "list[tuple[str, str]]" = (("inuse_objects", "count"), ("inuse_space", "bytes")),
+    stacks: list[tuple[list[str], list[int]]],
+    sample_types: list[tuple[str, str]] = (("inuse_objects", "count"), ("inuse_space", "bytes")),
     *,
     time_nanos: int = 0,
-    labels: "list[dict] | None" = None,
+    labels: list[dict] | None = None,
 ) -> Profile:
     """Build a Profile from ``(function names from leaf to root, values)`` pairs.
 
@@ -127,20 +150,44 @@ def synthetic_profile(
             stack_rows.append((i, depth, names.setdefault(name, len(names) + 1)))
         values.append(list(vals))
     ids = np.arange(1, len(names) + 1, dtype=np.int64)
-    functions = pd.DataFrame({
-        "function": ids, "name": list(names), "system_name": list(names),
-        "filename": ["synthetic.go"] * len(names), "start_line": np.ones(len(names), dtype=np.int64),
-    })
-    locations = pd.DataFrame({
-        "location": ids, "address": (ids * 16).astype(np.uint64), "mapping": np.zeros(len(ids), dtype=np.int64),
-        "inline_depth": np.zeros(len(ids), dtype=np.int64), "function": ids,
-        "line": np.ones(len(ids), dtype=np.int64), "column": np.zeros(len(ids), dtype=np.int64),
-    })
-    mappings = pd.DataFrame(columns=["mapping", "memory_start", "memory_limit", "file_offset", "filename",
-                                     "build_id", "has_functions", "has_filenames", "has_line_numbers",
-                                     "has_inline_frames"])
-    samples = pd.DataFrame(np.asarray(values, dtype=np.int64).reshape(len(stacks), len(sample_types)),
-                           columns=unique_names([t for t, _ in sample_types]))
+    functions = pd.DataFrame(
+        {
+            "function": ids,
+            "name": list(names),
+            "system_name": list(names),
+            "filename": ["synthetic.go"] * len(names),
+            "start_line": np.ones(len(names), dtype=np.int64),
+        }
+    )
+    locations = pd.DataFrame(
+        {
+            "location": ids,
+            "address": (ids * 16).astype(np.uint64),
+            "mapping": np.zeros(len(ids), dtype=np.int64),
+            "inline_depth": np.zeros(len(ids), dtype=np.int64),
+            "function": ids,
+            "line": np.ones(len(ids), dtype=np.int64),
+            "column": np.zeros(len(ids), dtype=np.int64),
+        }
+    )
+    mappings = pd.DataFrame(
+        columns=[
+            "mapping",
+            "memory_start",
+            "memory_limit",
+            "file_offset",
+            "filename",
+            "build_id",
+            "has_functions",
+            "has_filenames",
+            "has_line_numbers",
+            "has_inline_frames",
+        ]
+    )
+    samples = pd.DataFrame(
+        np.asarray(values, dtype=np.int64).reshape(len(stacks), len(sample_types)),
+        columns=unique_names([t for t, _ in sample_types]),
+    )
     samples.index.name = "sample"
     stacks_df = pd.DataFrame(stack_rows or None, columns=["sample", "depth", "location"]).astype(np.int64)
     label_rows = []
@@ -152,7 +199,8 @@ def synthetic_profile(
                 num, unit = value if isinstance(value, tuple) else (value, "")
                 label_rows.append((i, key, None, int(num), unit))
     labels = pd.DataFrame(label_rows, columns=["sample", "key", "str", "num", "num_unit"]).astype(
-        {"sample": np.int64, "num": np.int64})
+        {"sample": np.int64, "num": np.int64}
+    )
     meta = ProfileMeta(
         sample_types=tuple(ValueType(t, u) for t, u in sample_types),
         default_sample_type="",

@@ -16,24 +16,40 @@ import pandas as pd
 
 from crdscale.analysis.pprof.decode import Profile
 
-
 _UNIT_TYPES = [
     (
-        [("B", ("b", "byte"), 1.0), ("kB", ("kb", "kbyte", "kilobyte"), float(1 << 10)),
-         ("MB", ("mb", "mbyte", "megabyte"), float(1 << 20)), ("GB", ("gb", "gbyte", "gigabyte"), float(1 << 30)),
-         ("TB", ("tb", "tbyte", "terabyte"), float(1 << 40)), ("PB", ("pb", "pbyte", "petabyte"), float(1 << 50))],
+        [
+            ("B", ("b", "byte"), 1.0),
+            ("kB", ("kb", "kbyte", "kilobyte"), float(1 << 10)),
+            ("MB", ("mb", "mbyte", "megabyte"), float(1 << 20)),
+            ("GB", ("gb", "gbyte", "gigabyte"), float(1 << 30)),
+            ("TB", ("tb", "tbyte", "terabyte"), float(1 << 40)),
+            ("PB", ("pb", "pbyte", "petabyte"), float(1 << 50)),
+        ],
         ("B", 1.0),
     ),
     (
-        [("ns", ("ns", "nanosecond"), 1.0), ("us", ("μs", "us", "microsecond"), 1e3),
-         ("ms", ("ms", "millisecond"), 1e6), ("s", ("s", "sec", "second"), 1e9),
-         ("hrs", ("hour", "hr"), 3600e9)],
+        [
+            ("ns", ("ns", "nanosecond"), 1.0),
+            ("us", ("μs", "us", "microsecond"), 1e3),
+            ("ms", ("ms", "millisecond"), 1e6),
+            ("s", ("s", "sec", "second"), 1e9),
+            ("hrs", ("hour", "hr"), 3600e9),
+        ],
         ("s", 1e9),
     ),
     (
-        [("n*GCU", ("nanogcu",), 1e-9), ("u*GCU", ("microgcu",), 1e-6), ("m*GCU", ("milligcu",), 1e-3),
-         ("GCU", ("gcu",), 1.0), ("k*GCU", ("kilogcu",), 1e3), ("M*GCU", ("megagcu",), 1e6),
-         ("G*GCU", ("gigagcu",), 1e9), ("T*GCU", ("teragcu",), 1e12), ("P*GCU", ("petagcu",), 1e15)],
+        [
+            ("n*GCU", ("nanogcu",), 1e-9),
+            ("u*GCU", ("microgcu",), 1e-6),
+            ("m*GCU", ("milligcu",), 1e-3),
+            ("GCU", ("gcu",), 1.0),
+            ("k*GCU", ("kilogcu",), 1e3),
+            ("M*GCU", ("megagcu",), 1e6),
+            ("G*GCU", ("gigagcu",), 1e9),
+            ("T*GCU", ("teragcu",), 1e12),
+            ("P*GCU", ("petagcu",), 1e15),
+        ],
         ("GCU", 1.0),
     ),
 ]
@@ -182,9 +198,7 @@ def format_top(table: pd.DataFrame, profile: Profile | None = None, unit: str = 
         lines.append("Active filters:")
         lines += ["   " + (f[:80] + "…" if len(f) > 80 else f) for f in filters]
     shown = table.attrs["shown_total"]
-    lines.append(
-        f"Showing nodes accounting for {fmt(shown)}, {percentage(shown, total).strip()} of {fmt(total)} total"
-    )
+    lines.append(f"Showing nodes accounting for {fmt(shown)}, {percentage(shown, total).strip()} of {fmt(total)} total")
     if total != 0:
         dropped = table.attrs.get("dropped_nodes", 0)
         if dropped > 0:
@@ -251,9 +265,7 @@ def format_peek(table: pd.DataFrame, profile: Profile | None = None, unit: str =
     if profile is not None:
         lines += profile_labels(profile, table.attrs["sample_type"], sample_unit, total, fmt)
     shown = table.attrs["shown_total"]
-    lines.append(
-        f"Showing nodes accounting for {fmt(shown)}, {percentage(shown, total).strip()} of {fmt(total)} total"
-    )
+    lines.append(f"Showing nodes accounting for {fmt(shown)}, {percentage(shown, total).strip()} of {fmt(total)} total")
     lines += [separator, "      flat  flat%   sum%        cum   cum%   calls calls% + context \t \t "]
     flat_sum = 0
     for _node, rows in table.groupby("node", sort=False):

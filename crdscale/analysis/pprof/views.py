@@ -37,7 +37,7 @@ TOP_COLUMNS = ["name", "flat", "flat_pct", "sum_pct", "cum", "cum_pct", "inline"
 def graph_parts(
     profile: Profile,
     sample_index: str | int | None = None,
-    filters: Filters = Filters(),
+    filters: Filters = Filters(),  # noqa: B008 (frozen: one shared empty filter is safe)
     diff_base: Profile | None = None,
     mean: bool = False,
 ) -> tuple[list[Part], int, int]:
@@ -129,8 +129,9 @@ def top(
     orig_count = int(kept.sum())
     # Only the kept nodes are ordered (an inuse_* view touches a fraction of the profile's functions).
     candidates = np.flatnonzero(kept)
-    order = candidates[sort_nodes({k: v[candidates] for k, v in g.nodes.items()}, flat[candidates],
-                                  cum[candidates], sort == "cum")]
+    order = candidates[
+        sort_nodes({k: v[candidates] for k, v in g.nodes.items()}, flat[candidates], cum[candidates], sort == "cum")
+    ]
     trimmed = dropped > 0
     if nodecount and nodecount > 0 and len(order) > nodecount:
         order = order[:nodecount]
@@ -144,8 +145,9 @@ def top(
     callee = calls["callee"].to_numpy()[shown]
     calls_in = np.bincount(callee, minlength=g.n_nodes)
     inlined_in = np.bincount(callee, weights=calls["inline"].to_numpy()[shown], minlength=g.n_nodes)
-    marks = np.where((calls_in > 0) & (inlined_in == calls_in), "inline",
-                     np.where(inlined_in > 0, "partial-inline", "")).astype(object)
+    marks = np.where(
+        (calls_in > 0) & (inlined_in == calls_in), "inline", np.where(inlined_in > 0, "partial-inline", "")
+    ).astype(object)
 
     if mean:
         flat_div, cum_div = flat_cum(g, g.divisor)

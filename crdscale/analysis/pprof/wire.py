@@ -83,7 +83,7 @@ class Fields:
     start: np.ndarray
     end: np.ndarray
 
-    def select(self, number: int, wire: int | None = None) -> "Fields":
+    def select(self, number: int, wire: int | None = None) -> Fields:
         """The fields with this number (and wire type)."""
         keep = self.number == number
         if wire is not None:

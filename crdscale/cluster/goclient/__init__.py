@@ -27,10 +27,10 @@ import os
 import subprocess
 import threading
 import time
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from importlib import resources
 from pathlib import Path
-from typing import Callable, Iterable, Sequence
 
 from crdscale.cluster import gobuild
 from crdscale.cluster.kubeconfig import KubeconfigFiles
@@ -111,15 +111,22 @@ def connection(kubeconfig, context: str | None = None) -> tuple[list[str], dict[
     return ([f"--context={context}"] if context else []), files.child_env()
 
 
-def run_once(mode: str, args: Sequence[str], *, timeout_s: float = 600.0, env: dict | None = None,
-             echo: Callable[[str], None] | None = None) -> list[dict]:
+def run_once(
+    mode: str,
+    args: Sequence[str],
+    *,
+    timeout_s: float = 600.0,
+    env: dict | None = None,
+    echo: Callable[[str], None] | None = None,
+) -> list[dict]:
     """Run crdscale-client ``mode`` to completion; returns its events.
 
     Raises :class:`ClusterError` when it exits non-zero (with its ``error`` event's message).
     """
     path = binary(echo=echo)
-    proc = subprocess.run([str(path), mode, *args], capture_output=True, text=True, timeout=timeout_s,
-                          env={**os.environ, **(env or {})})
+    proc = subprocess.run(
+        [str(path), mode, *args], capture_output=True, text=True, timeout=timeout_s, env={**os.environ, **(env or {})}
+    )
     events = parse_lines(proc.stdout.splitlines())
     if proc.returncode != 0:
         message = next((e.get("message") for e in events if e["event"] == "error"), None)
@@ -164,9 +171,18 @@ class InformerClients:
         mem_interval_s: how often each process reports Go heap and RSS.
     """
 
-    def __init__(self, kubeconfig, context: str | None = None, *, clients: int = 1, kind: str = "dynamic",
-                 qps: float = 20.0, burst: int = 30, mem_interval_s: float = 10.0,
-                 echo: Callable[[str], None] | None = None):
+    def __init__(
+        self,
+        kubeconfig,
+        context: str | None = None,
+        *,
+        clients: int = 1,
+        kind: str = "dynamic",
+        qps: float = 20.0,
+        burst: int = 30,
+        mem_interval_s: float = 10.0,
+        echo: Callable[[str], None] | None = None,
+    ):
         if clients < 1:
             raise ValueError("clients must be >= 1")
         path = binary(echo=echo)
@@ -175,18 +191,30 @@ class InformerClients:
         self._group_owner: dict[str, int] = {}
         self.processes: list[_Process] = []
         args, env = connection(kubeconfig, context)
-        argv_tail = [*args, f"--kind={kind}", f"--qps={qps:g}", f"--burst={burst}", f"--mem-interval={mem_interval_s:g}s"]
+        argv_tail = [
+            *args,
+            f"--kind={kind}",
+            f"--qps={qps:g}",
+            f"--burst={burst}",
+            f"--mem-interval={mem_interval_s:g}s",
+        ]
         for index in range(clients):
             proc = subprocess.Popen(
                 [str(path), "informers", *argv_tail, f"--name=crdscale-client/informers-{index}"],
                 # stdin stays open for the life of the client: when crdscale exits, even by
                 # SIGKILL, the pipe closes and the process ends on its own.
-                stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, bufsize=1,
+                stdin=subprocess.PIPE,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.DEVNULL,
+                text=True,
+                bufsize=1,
                 env={**os.environ, **env},
             )
             entry = _Process(proc)
             self.processes.append(entry)
-            entry.reader = threading.Thread(target=self._read, args=(entry,), name=f"crdscale-client-{index}", daemon=True)
+            entry.reader = threading.Thread(
+                target=self._read, args=(entry,), name=f"crdscale-client-{index}", daemon=True
+            )
             entry.reader.start()
 
     @property
@@ -226,7 +254,9 @@ class InformerClients:
                 if key in entry.resources:
                     continue
                 if entry.proc.poll() is not None:
-                    raise ClusterError(f"crdscale-client informers (pid {entry.proc.pid}) exited with {entry.proc.returncode}")
+                    raise ClusterError(
+                        f"crdscale-client informers (pid {entry.proc.pid}) exited with {entry.proc.returncode}"
+                    )
                 entry.resources.add(key)
                 entry.proc.stdin.write(json.dumps({"group": group, "version": version, "resource": resource}) + "\n")
             for entry in self.processes:
@@ -289,7 +319,7 @@ class InformerClients:
         """pid -> exit code (``None`` while a process still runs)."""
         return {p.proc.pid: p.proc.poll() for p in self.processes}
 
-    def __enter__(self) -> "InformerClients":
+    def __enter__(self) -> InformerClients:
         return self
 
     def __exit__(self, *exc) -> None:

@@ -15,10 +15,12 @@ stays small.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Callable, Mapping
+from collections.abc import Callable, Mapping
+from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from crdscale.rundir import RunWriter
+
 
 def write_tables(run: RunWriter, name: str, step: int, tables: Mapping[str, Any], main: str) -> None:
     """Write a probe's tables into ``run``: ``main`` as the probe's own table, the others as side tables."""
@@ -32,7 +34,7 @@ def _run_id(options: Mapping[str, Any]) -> str:
     return options.get("run_id") or new_run_id()
 
 
-def discovery_step(cluster, run: "RunWriter", options: Mapping[str, Any]):
+def discovery_step(cluster, run: RunWriter, options: Mapping[str, Any]):
     """Discovery as a step: legacy discovery per limit, aggregated discovery, kubectl.
 
     Options: ``limits`` (names or ``BURST,QPS``; default ``kubectl-1.24`` and
@@ -43,13 +45,19 @@ def discovery_step(cluster, run: "RunWriter", options: Mapping[str, Any]):
     from . import discovery
 
     limits = discovery.validate_limits(options.get("limits") or ["kubectl-1.24", "disabled"])
-    tables = discovery.probe(cluster, limits, kubeconfig=options.get("kubeconfig"), with_kubectl=options.get("with_kubectl", True),
-                             kubectl_versions=options.get("kubectl_versions", ()), echo=options.get("echo"))
+    tables = discovery.probe(
+        cluster,
+        limits,
+        kubeconfig=options.get("kubeconfig"),
+        with_kubectl=options.get("with_kubectl", True),
+        kubectl_versions=options.get("kubectl_versions", ()),
+        echo=options.get("echo"),
+    )
     write_tables(run, "discovery", int(options.get("step", 0)), tables, main="summary")
     return tables["summary"]
 
 
-def list_step(cluster, run: "RunWriter", options: Mapping[str, Any]):
+def list_step(cluster, run: RunWriter, options: Mapping[str, Any]):
     """LIST cost as a step. Options: the fields of :class:`.listcost.ListProbeConfig`, ``load_levels``, ``step``."""
     from . import listcost
 
@@ -68,7 +76,7 @@ def list_step(cluster, run: "RunWriter", options: Mapping[str, Any]):
     return tables["lists"]
 
 
-def apf_step(cluster, run: "RunWriter", options: Mapping[str, Any]):
+def apf_step(cluster, run: RunWriter, options: Mapping[str, Any]):
     """APF seats as a step: runs the LIST probe (same options), then estimates and observes seats."""
     from . import apfseats, listcost
 
@@ -80,7 +88,9 @@ def apf_step(cluster, run: "RunWriter", options: Mapping[str, Any]):
     config.validate()
     with ProbeFixtures(cluster, run_id, keep=bool(options.get("keep")), echo=options.get("echo")) as fixtures:
         populated = listcost.populate(fixtures, config, echo=options.get("echo"))
-        lists = listcost.measure_lists(cluster, populated, repeats=config.repeats, page_size=config.page_size, kinds=config.kinds)
+        lists = listcost.measure_lists(
+            cluster, populated, repeats=config.repeats, page_size=config.page_size, kinds=config.kinds
+        )
         observe = options.get("observe", True)
         if observe:
             # The server estimates seats from object counts it refreshes about once a minute.
@@ -97,7 +107,7 @@ def apf_step(cluster, run: "RunWriter", options: Mapping[str, Any]):
     return table
 
 
-def clientmem_step(cluster, run: "RunWriter", options: Mapping[str, Any]):
+def clientmem_step(cluster, run: RunWriter, options: Mapping[str, Any]):
     """Client memory as a step. Options: ``secrets`` (count), ``secret_bytes``, ``step``."""
     from . import clientmem
 
@@ -121,7 +131,7 @@ PROBES: dict[str, Callable] = {
 }
 
 
-def run_probe(name: str, cluster, run: "RunWriter", options: Mapping[str, Any] | None = None):
+def run_probe(name: str, cluster, run: RunWriter, options: Mapping[str, Any] | None = None):
     """Run probe ``name`` as a scenario step; writes its tables into ``run`` and returns the main one.
 
     ``options["step"]`` is the scenario step number (default 0).

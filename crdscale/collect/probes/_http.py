@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import json
 import time
+from collections.abc import Callable, Iterable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
-from typing import Any, Callable, Iterable, Mapping
+from typing import Any
 from urllib.parse import urlencode, urlsplit
 
 import requests
@@ -136,4 +137,6 @@ def delete_collection(cluster, path: str, selector: str, *, timeout: float = 300
     """DELETE every object under collection ``path`` that matches label ``selector``."""
     resp = cluster.delete(path, params={"labelSelector": selector}, timeout=timeout)
     if resp.status_code not in (200, 202, 404):
-        raise ClusterError(f"DELETE {path}?labelSelector={selector} -> HTTP {resp.status_code}: {resp.text.strip()[:300]}")
+        raise ClusterError(
+            f"DELETE {path}?labelSelector={selector} -> HTTP {resp.status_code}: {resp.text.strip()[:300]}"
+        )

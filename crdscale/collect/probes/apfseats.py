@@ -11,11 +11,10 @@ reads ``apiserver_flowcontrol_work_estimated_seats`` before and after.
 from __future__ import annotations
 
 import json
-from typing import Callable
+import secrets
+from collections.abc import Callable
 
 import pandas as pd
-
-import secrets
 
 from crdscale.collect.promtext import Samples
 from crdscale.errors import ClusterError
@@ -59,7 +58,9 @@ def object_counts(lists: pd.DataFrame, stats: pd.DataFrame | None = None) -> dic
 
 def estimate(lists: pd.DataFrame, stats: pd.DataFrame | None = None) -> pd.DataFrame:
     """Both estimators applied to the LIST probe's rows (``object_count_seats``, ``size_based_seats``)."""
-    return apf.estimate_measured_lists(lists, object_counts=object_counts(lists, stats), avg_sizes=average_sizes(lists, stats))
+    return apf.estimate_measured_lists(
+        lists, object_counts=object_counts(lists, stats), avg_sizes=average_sizes(lists, stats)
+    )
 
 
 def _rbac(run_id: str, instance: str, rules: list[dict]) -> tuple[dict, dict]:
@@ -93,7 +94,9 @@ def observe_seats(
     say = echo or (lambda _m: None)
     groups = sorted({r.split(".", 1)[1] if "." in r else "" for r in lists["resource"]})
     resources = sorted({r.split(".", 1)[0] for r in lists["resource"]})
-    role, binding = _rbac(run_id, secrets.token_hex(3), [{"apiGroups": groups, "resources": resources, "verbs": ["get", "list"]}])
+    role, binding = _rbac(
+        run_id, secrets.token_hex(3), [{"apiGroups": groups, "resources": resources, "verbs": ["get", "list"]}]
+    )
     rbac = "/apis/rbac.authorization.k8s.io/v1"
     check(cluster.post(f"{rbac}/clusterroles", role, timeout=30), "create ClusterRole", ok=(201, 409))
     check(cluster.post(f"{rbac}/clusterrolebindings", binding, timeout=30), "create ClusterRoleBinding", ok=(201, 409))
@@ -110,19 +113,36 @@ def observe_seats(
             # non-exempt request was estimated, and retry a few times otherwise.
             for _attempt in range(ATTEMPTS):
                 before = m.scrape(cluster, names=(SEATS_HISTOGRAM,))
-                result = timed_get(probe_session, cluster.url(request.path), params=request.params, headers={"Accept": request.accept})
+                result = timed_get(
+                    probe_session, cluster.url(request.path), params=request.params, headers={"Accept": request.accept}
+                )
                 after = m.scrape(cluster, names=(SEATS_HISTOGRAM,))
                 status = result.status
                 if status == 403:
-                    raise ClusterError(f"impersonated LIST {request.path} forbidden; RBAC for {PROBE_USER} not effective yet")
-                moved = {k: d for k, d in m.histogram_delta_by(before, after, SEATS_HISTOGRAM, "priority_level").items() if k != "exempt"}
+                    raise ClusterError(
+                        f"impersonated LIST {request.path} forbidden; RBAC for {PROBE_USER} not effective yet"
+                    )
+                moved = {
+                    k: d
+                    for k, d in m.histogram_delta_by(before, after, SEATS_HISTOGRAM, "priority_level").items()
+                    if k != "exempt"
+                }
                 if len(moved) == 1 and next(iter(moved.values()))["count"] == 1:
                     level, d = next(iter(moved.items()))
                     seats = d["sum"]
                     by_schema = m.histogram_delta_by(before, after, SEATS_HISTOGRAM, "flow_schema")
                     schema = next((k for k, d in by_schema.items() if d["count"] == 1 and k != "exempt"), "")
                     break
-            rows.append({"resource": row.resource, "kind": row.kind, "observed_seats": seats, "priority_level": level, "flow_schema": schema, "status": status})
+            rows.append(
+                {
+                    "resource": row.resource,
+                    "kind": row.kind,
+                    "observed_seats": seats,
+                    "priority_level": level,
+                    "flow_schema": schema,
+                    "status": status,
+                }
+            )
             say(f"  {row.resource:>32} {row.kind:>24}: observed seats {seats:g} ({level or 'metric did not move'})")
     finally:
         probe_session.close()
@@ -151,8 +171,14 @@ def level_limits_from(nominal: Samples, plcs: list[dict]) -> pd.DataFrame:
     for labels, value in nominal.get(NOMINAL_LIMIT, []):
         level = labels.get("priority_level", "")
         hand = hands.get(level)
-        rows.append({"priority_level": level, "nominal_limit_seats": int(value), "hand_size": hand,
-                     "max_seats": apf.priority_level_max_seats(int(value), hand)})
+        rows.append(
+            {
+                "priority_level": level,
+                "nominal_limit_seats": int(value),
+                "hand_size": hand,
+                "max_seats": apf.priority_level_max_seats(int(value), hand),
+            }
+        )
     return pd.DataFrame(rows, columns=["priority_level", "nominal_limit_seats", "hand_size", "max_seats"])
 
 
@@ -163,21 +189,35 @@ def level_limits(cluster) -> pd.DataFrame:
     return level_limits_from(nominal, plcs)
 
 
-def compare(lists: pd.DataFrame, stats: pd.DataFrame | None, observed: pd.DataFrame | None,
-            limits: pd.DataFrame | None = None) -> pd.DataFrame:
+def compare(
+    lists: pd.DataFrame, stats: pd.DataFrame | None, observed: pd.DataFrame | None, limits: pd.DataFrame | None = None
+) -> pd.DataFrame:
     """The APF table: per measured LIST, bytes, place, both estimates and (if any) the server's
     observation, with both estimates capped at the observed priority level's ``max_seats`` as the
     server computes it from its own configuration (``limits``: :func:`level_limits`)."""
     table = estimate(lists, stats)
-    cols = ["resource", "kind", "items", "bytes", "served_from", "estimator_assumes", "object_count_seats", "size_based_seats", "size_based_seats_measured_place"]
+    cols = [
+        "resource",
+        "kind",
+        "items",
+        "bytes",
+        "served_from",
+        "estimator_assumes",
+        "object_count_seats",
+        "size_based_seats",
+        "size_based_seats_measured_place",
+    ]
     table = table[cols]
     if observed is not None and not observed.empty:
-        table = table.merge(observed[["resource", "kind", "observed_seats", "priority_level"]], on=["resource", "kind"], how="left")
+        table = table.merge(
+            observed[["resource", "kind", "observed_seats", "priority_level"]], on=["resource", "kind"], how="left"
+        )
         caps = {} if limits is None else dict(zip(limits["priority_level"], limits["max_seats"]))
         table["level_max_seats"] = table["priority_level"].map(caps)
         for name in ("object_count_seats", "size_based_seats"):
             table[f"{name}_at_level"] = [
-                min(v, int(cap)) if cap == cap and cap > 0 else v for v, cap in zip(table[name], table["level_max_seats"])
+                min(v, int(cap)) if cap == cap and cap > 0 else v
+                for v, cap in zip(table[name], table["level_max_seats"])
             ]
 
         def matches(row) -> str:
@@ -185,7 +225,10 @@ def compare(lists: pd.DataFrame, stats: pd.DataFrame | None, observed: pd.DataFr
                 return ""
             hits = [
                 n
-                for n, v in (("object-count", row.object_count_seats_at_level), ("size-based", row.size_based_seats_at_level))
+                for n, v in (
+                    ("object-count", row.object_count_seats_at_level),
+                    ("size-based", row.size_based_seats_at_level),
+                )
                 if v == row.observed_seats
             ]
             return ",".join(hits) or "neither"

@@ -24,7 +24,7 @@ import json
 import os
 import subprocess
 import sys
-from typing import Iterable
+from collections.abc import Iterable
 
 MODES = {
     "full": "application/json",
@@ -125,9 +125,11 @@ def measure(cluster, path: str, *, modes: Iterable[str] = ("full", "metadata"), 
             text=True,
             timeout=timeout_s,
         )
-        lines = [l for l in proc.stdout.splitlines() if l.startswith("{")]
+        lines = [line for line in proc.stdout.splitlines() if line.startswith("{")]
         if not lines:
-            raise ClusterError(f"client-memory child ({mode}) failed: {proc.stderr.strip().splitlines()[-1:] or proc.returncode}")
+            raise ClusterError(
+                f"client-memory child ({mode}) failed: {proc.stderr.strip().splitlines()[-1:] or proc.returncode}"
+            )
         report = json.loads(lines[-1])
         report["peak_rss_mib"] = report["peak_rss_kib"] / 1024
         reports.append(report)
@@ -152,8 +154,15 @@ def cache_report(event: dict, *, initial_sync: str) -> dict:
     return row
 
 
-def measure_cache(cluster, namespace: str, *, kinds: Iterable[str] = CACHE_KINDS,
-                  initial_syncs: Iterable[str] = ("list", "watch-list"), echo=None, timeout_s: float = 600.0) -> list[dict]:
+def measure_cache(
+    cluster,
+    namespace: str,
+    *,
+    kinds: Iterable[str] = CACHE_KINDS,
+    initial_syncs: Iterable[str] = ("list", "watch-list"),
+    echo=None,
+    timeout_s: float = 600.0,
+) -> list[dict]:
     """A client-go informer cache of ``namespace``'s Secrets per (kind, initial sync), each in a fresh process.
 
     Returns one report per run: ``mode`` (``full``/``metadata``), ``initial_sync``
@@ -170,8 +179,13 @@ def measure_cache(cluster, namespace: str, *, kinds: Iterable[str] = CACHE_KINDS
         for kind in kinds:
             args, env = goclient.connection(cluster.kubeconfig, cluster.context)
             args += [f"--kind={kind}", f"--namespace={namespace}"]
-            events = goclient.run_once("cachemem", args, timeout_s=timeout_s, echo=echo,
-                                       env={**env, WATCH_LIST_ENV: INITIAL_SYNC[initial_sync]})
+            events = goclient.run_once(
+                "cachemem",
+                args,
+                timeout_s=timeout_s,
+                echo=echo,
+                env={**env, WATCH_LIST_ENV: INITIAL_SYNC[initial_sync]},
+            )
             event = next((e for e in events if e["event"] == "cachemem"), None)
             if event is None:
                 raise ClusterError(f"crdscale-client cachemem ({kind}) reported nothing")
@@ -187,7 +201,7 @@ def probe(
     secret_bytes: int = 1_000_000,
     keep: bool = False,
     echo=None,
-) -> "pandas.DataFrame":  # noqa: F821
+) -> pandas.DataFrame:  # noqa: F821
     """Create ``secrets`` Secrets of ``secret_bytes`` each, measure a client-go cache of them, clean up.
 
     Returns one row per (mode, initial sync) (see :func:`measure_cache`) with
@@ -210,8 +224,12 @@ def probe(
         try:
             reports = [dict(r, client="client-go") for r in measure_cache(cluster, ns, echo=echo)]
         except BinaryError as err:
-            print(f"crdscale: warning: client memory measured with the Python stand-in "
-                  f"(crdscale-client unavailable: {err})", file=sys.stderr, flush=True)
+            print(
+                f"crdscale: warning: client memory measured with the Python stand-in "
+                f"(crdscale-client unavailable: {err})",
+                file=sys.stderr,
+                flush=True,
+            )
             reports = [dict(r, client="python") for r in measure(cluster, f"/api/v1/namespaces/{ns}/secrets")]
     return pd.DataFrame(reports).assign(secrets=secrets, secret_bytes=secret_bytes)
 

@@ -27,10 +27,10 @@ import subprocess
 import tempfile
 import threading
 import time
+from collections.abc import Callable, Iterable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable, Iterable
 
 import pandas as pd
 
@@ -101,7 +101,9 @@ def legacy_discovery(
         start = time.monotonic()
         error = ""
         try:
-            result = timed_get(session, cluster.url(path), headers={"Accept": LEGACY_DISCOVERY_ACCEPT}, timeout=timeout_s)
+            result = timed_get(
+                session, cluster.url(path), headers={"Accept": LEGACY_DISCOVERY_ACCEPT}, timeout=timeout_s
+            )
             status, size, latency, body = result.status, result.bytes, result.latency_s, result.body
         except ClusterError as err:
             status, size, latency, body, error = 0, 0, time.monotonic() - start, b"", str(err)[-200:]
@@ -173,20 +175,35 @@ def discovery_from_events(events: list[dict], limit: tb.RateLimit, *, mode: str 
     for k, r in enumerate(requests):
         wait = waits[k][1] if matched else float("nan")
         start = r["start_s"] - begin
-        rows.append({
-            "path": r["path"],
-            "phase": "groups" if r["path"] in ("/api", "/apis") else "resources",
-            "issued_s": start - (wait if matched else 0.0),
-            "limiter_wait_s": wait,
-            "queued_s": wait if matched else float("nan"),
-            "start_s": start,
-            "latency_s": r["latency_s"],
-            "bytes": r["bytes"],
-            "status": r["status"],
-            "error": r.get("error", ""),
-        })
-    table = pd.DataFrame(rows, columns=["path", "phase", "issued_s", "limiter_wait_s", "queued_s", "start_s",
-                                        "latency_s", "bytes", "status", "error"])
+        rows.append(
+            {
+                "path": r["path"],
+                "phase": "groups" if r["path"] in ("/api", "/apis") else "resources",
+                "issued_s": start - (wait if matched else 0.0),
+                "limiter_wait_s": wait,
+                "queued_s": wait if matched else float("nan"),
+                "start_s": start,
+                "latency_s": r["latency_s"],
+                "bytes": r["bytes"],
+                "status": r["status"],
+                "error": r.get("error", ""),
+            }
+        )
+    table = pd.DataFrame(
+        rows,
+        columns=[
+            "path",
+            "phase",
+            "issued_s",
+            "limiter_wait_s",
+            "queued_s",
+            "start_s",
+            "latency_s",
+            "bytes",
+            "status",
+            "error",
+        ],
+    )
     groups = table[table["phase"] == "groups"]
     preamble_s = float((groups["start_s"] + groups["latency_s"]).max()) if len(groups) else 0.0
     gv = int(summary_event["group_versions"])
@@ -209,8 +226,15 @@ def discovery_from_events(events: list[dict], limit: tb.RateLimit, *, mode: str 
     return LegacyDiscovery(table, summary)
 
 
-def client_go_discovery(cluster, limit: tb.RateLimit, *, legacy: bool = True, cache: str = "memory",
-                        timeout_s: float = 600.0, echo: Callable[[str], None] | None = None) -> LegacyDiscovery:
+def client_go_discovery(
+    cluster,
+    limit: tb.RateLimit,
+    *,
+    legacy: bool = True,
+    cache: str = "memory",
+    timeout_s: float = 600.0,
+    echo: Callable[[str], None] | None = None,
+) -> LegacyDiscovery:
     """One cold discovery by client-go's discovery client in a fresh crdscale-client process.
 
     ``legacy`` True: ``/api``, ``/apis`` and one GET per group-version (client-go
@@ -222,15 +246,21 @@ def client_go_discovery(cluster, limit: tb.RateLimit, *, legacy: bool = True, ca
     from crdscale.cluster import goclient
 
     args, env = goclient.connection(cluster.kubeconfig, cluster.context)
-    args += [f"--burst={limit.burst}", f"--qps={limit.qps:g}", f"--legacy={'true' if legacy else 'false'}",
-             f"--cache={cache}"]
+    args += [
+        f"--burst={limit.burst}",
+        f"--qps={limit.qps:g}",
+        f"--legacy={'true' if legacy else 'false'}",
+        f"--cache={cache}",
+    ]
     with tempfile.TemporaryDirectory(prefix="crdscale-discovery-cache-") as cache_dir:
         if cache == "disk":
             args.append(f"--cache-dir={cache_dir}")
         events = goclient.run_once("discovery", args, timeout_s=timeout_s, echo=echo, env=env)
     # The disk cache's client always prefers aggregated discovery when the server serves it.
     kind = "legacy" if legacy and cache == "memory" else "aggregated"
-    return discovery_from_events(events, limit, mode="client-go" if kind == "legacy" else f"client-go {kind}, {cache} cache")
+    return discovery_from_events(
+        events, limit, mode="client-go" if kind == "legacy" else f"client-go {kind}, {cache} cache"
+    )
 
 
 def _discoverer(echo: Callable[[str], None] | None) -> Callable:
@@ -242,8 +272,12 @@ def _discoverer(echo: Callable[[str], None] | None) -> Callable:
     except BinaryError as err:
         import sys
 
-        print(f"crdscale: warning: discovery measured with the Python imitation of client-go "
-              f"(crdscale-client unavailable: {err})", file=sys.stderr, flush=True)
+        print(
+            f"crdscale: warning: discovery measured with the Python imitation of client-go "
+            f"(crdscale-client unavailable: {err})",
+            file=sys.stderr,
+            flush=True,
+        )
         return legacy_discovery
     return lambda cluster, limit: client_go_discovery(cluster, limit, echo=echo)
 
@@ -258,7 +292,10 @@ def aggregated_discovery(cluster, *, timeout_s: float = 120.0) -> dict:
     session = fresh_session(cluster, pool_size=2)
     try:
         t0 = time.monotonic()
-        results = {p: timed_get(session, cluster.url(p), headers={"Accept": AGGREGATED_DISCOVERY_ACCEPT}, timeout=timeout_s) for p in ("/api", "/apis")}
+        results = {
+            p: timed_get(session, cluster.url(p), headers={"Accept": AGGREGATED_DISCOVERY_ACCEPT}, timeout=timeout_s)
+            for p in ("/api", "/apis")
+        }
         wall = time.monotonic() - t0
         versions = {p: is_aggregated_discovery(r.headers.get("Content-Type")) for p, r in results.items()}
         supported = all(versions.values()) and all(r.status == 200 for r in results.values())
@@ -269,7 +306,9 @@ def aggregated_discovery(cluster, *, timeout_s: float = 120.0) -> dict:
             "requests": 2,
             "bytes": sum(r.bytes for r in results.values()),
             "wall_s": wall,
-            "group_versions": sum(len(aggregated_group_versions(r.json())) for r in results.values()) if supported else None,
+            "group_versions": sum(len(aggregated_group_versions(r.json())) for r in results.values())
+            if supported
+            else None,
         }
         if not supported:
             return out
@@ -327,8 +366,9 @@ def find_kubectl(candidate: str | None = None) -> tuple[str | None, str]:
     return path, version
 
 
-def kubectl_discovery(kubeconfig, *, context: str | None = None, kubectl: str | None = None,
-                      verb: Iterable[str] = ("get", "pods")) -> dict:
+def kubectl_discovery(
+    kubeconfig, *, context: str | None = None, kubectl: str | None = None, verb: Iterable[str] = ("get", "pods")
+) -> dict:
     """``kubectl -v=6 <verb>`` with an empty ``--cache-dir``: wall time and GETs.
 
     ``kubeconfig`` (one file or a list) reaches kubectl as ``$KUBECONFIG``, as for
@@ -387,8 +427,14 @@ def kubectl_limit(version: str) -> tb.RateLimit | None:
 KUBECTL_COMMANDS = (("get", "pods"), ("api-resources",))
 
 
-def kubectl_rows(kubeconfig, versions: Iterable[str], group_versions: int, *, context: str | None = None,
-                 echo: Callable[[str], None] | None = None) -> list[dict]:
+def kubectl_rows(
+    kubeconfig,
+    versions: Iterable[str],
+    group_versions: int,
+    *,
+    context: str | None = None,
+    echo: Callable[[str], None] | None = None,
+) -> list[dict]:
     """``kubectl get pods`` and ``kubectl api-resources`` with an empty cache, per kubectl version.
 
     Each version is built from Go modules on first use (:func:`binaries.kubectl`).
@@ -405,32 +451,43 @@ def kubectl_rows(kubeconfig, versions: Iterable[str], group_versions: int, *, co
         for verb in KUBECTL_COMMANDS:
             kc = kubectl_discovery(kubeconfig, context=context, kubectl=str(kubectl.path), verb=verb)
             predicted = tb.predicted_discovery_delay(group_versions, limit) if limit else 0.0
-            rows.append({
-                "group_versions": group_versions,
-                "repeat": 0,
-                "limit": f"kubectl {kubectl.version}",
-                "command": kc.get("command"),
-                "burst": limit.burst if limit else float("nan"),
-                "qps": limit.qps if limit else float("nan"),
-                "requests": kc.get("gets"),
-                "wall_s": kc.get("wall_s"),
-                "errors": int(kc.get("exit_code", 1) != 0),
-                "throttle_messages": kc.get("throttle_messages"),
-                "measured_delay_s": float("nan"),
-                "predicted_delay_s": predicted,
-                "relative_error": float("nan"),
-            })
+            rows.append(
+                {
+                    "group_versions": group_versions,
+                    "repeat": 0,
+                    "limit": f"kubectl {kubectl.version}",
+                    "command": kc.get("command"),
+                    "burst": limit.burst if limit else float("nan"),
+                    "qps": limit.qps if limit else float("nan"),
+                    "requests": kc.get("gets"),
+                    "wall_s": kc.get("wall_s"),
+                    "errors": int(kc.get("exit_code", 1) != 0),
+                    "throttle_messages": kc.get("throttle_messages"),
+                    "measured_delay_s": float("nan"),
+                    "predicted_delay_s": predicted,
+                    "relative_error": float("nan"),
+                }
+            )
             if echo:
-                echo(f"  {group_versions} GVs kubectl {kubectl.version} {kc.get('command')}: wall {kc['wall_s']:6.2f} s, "
-                     f"{kc['gets']} GETs, predicted throttling {predicted:.2f} s")
+                echo(
+                    f"  {group_versions} GVs kubectl {kubectl.version} {kc.get('command')}: wall {kc['wall_s']:6.2f} s, "
+                    f"{kc['gets']} GETs, predicted throttling {predicted:.2f} s"
+                )
     return rows
 
 
 # --- the probe and the sweep --------------------------------------------------
 
 
-def probe(cluster, limits: Iterable[tb.RateLimit], *, kubeconfig: str | Path | None = None, with_kubectl: bool = True,
-          kubectl_versions: Iterable[str] = (), echo: Callable[[str], None] | None = None) -> dict[str, pd.DataFrame]:
+def probe(
+    cluster,
+    limits: Iterable[tb.RateLimit],
+    *,
+    kubeconfig: str | Path | None = None,
+    with_kubectl: bool = True,
+    kubectl_versions: Iterable[str] = (),
+    echo: Callable[[str], None] | None = None,
+) -> dict[str, pd.DataFrame]:
     """client-go legacy discovery once per limit, aggregated discovery, and kubectl.
 
     kubectl: each of ``kubectl_versions`` (built from Go modules), or else the one on
@@ -448,8 +505,10 @@ def probe(cluster, limits: Iterable[tb.RateLimit], *, kubeconfig: str | Path | N
     summaries.append(aggregated_discovery(cluster))
     if with_kubectl and kubeconfig and kubectl_versions:
         gv = count_group_versions(cluster)
-        summaries += [dict(row, mode="kubectl") for row in kubectl_rows(kubeconfig, kubectl_versions, gv, context=context,
-                                                                        echo=echo)]
+        summaries += [
+            dict(row, mode="kubectl")
+            for row in kubectl_rows(kubeconfig, kubectl_versions, gv, context=context, echo=echo)
+        ]
     elif with_kubectl and kubeconfig:
         summaries.append(kubectl_discovery(kubeconfig, context=context))
     return {
@@ -496,10 +555,10 @@ def sweep(
     kubectl_versions = list(kubectl_versions)
     limits = list(limits)
     disabled = tb.PRESETS["disabled"]
-    if not any(not l.enabled for l in limits):
+    if not any(not limit.enabled for limit in limits):
         limits = [disabled, *limits]
     # The unthrottled run goes first so every other limit has its baseline.
-    limits.sort(key=lambda l: l.enabled)
+    limits.sort(key=lambda limit: limit.enabled)
     rows, request_tables = [], []
     with ProbeFixtures(cluster, run_id, keep=keep, echo=say) as fixtures:
         created = 0
@@ -532,8 +591,21 @@ def sweep(
                         "group_versions": gv,
                         "repeat": repeat,
                         "mode": s["mode"],
-                        **{k: s[k] for k in ("limit", "burst", "qps", "requests", "wall_s", "preamble_s", "max_wait_s",
-                                             "max_limiter_wait_s", "bytes", "errors")},
+                        **{
+                            k: s[k]
+                            for k in (
+                                "limit",
+                                "burst",
+                                "qps",
+                                "requests",
+                                "wall_s",
+                                "preamble_s",
+                                "max_wait_s",
+                                "max_limiter_wait_s",
+                                "bytes",
+                                "errors",
+                            )
+                        },
                         "unthrottled_wall_s": baseline,
                         "measured_delay_s": measured,
                         "predicted_delay_s": s["predicted_delay_s"],
@@ -541,7 +613,9 @@ def sweep(
                     }
                     # Held to the tolerance: end-to-end extra time vs its prediction, when above the noise floor.
                     row["relative_error"] = (
-                        tb.relative_error(measured, predicted_extra) if predicted_extra >= tb.MIN_CHECKED_DELAY_S else float("nan")
+                        tb.relative_error(measured, predicted_extra)
+                        if predicted_extra >= tb.MIN_CHECKED_DELAY_S
+                        else float("nan")
                     )
                     row["model_relative_error"] = tb.relative_error(measured, row["predicted_delay_s"])
                     # The client's own last wait on its limiter against the model's: no network in between.
@@ -554,7 +628,9 @@ def sweep(
                     )
             kubeconfig = getattr(cluster, "kubeconfig", None)
             if with_kubectl and kubeconfig and kubectl_versions:
-                rows += kubectl_rows(kubeconfig, kubectl_versions, gv, context=getattr(cluster, "context", None), echo=say)
+                rows += kubectl_rows(
+                    kubeconfig, kubectl_versions, gv, context=getattr(cluster, "context", None), echo=say
+                )
             elif with_kubectl and kubeconfig:
                 kc = kubectl_discovery(kubeconfig, context=getattr(cluster, "context", None))
                 if kc.get("available"):
@@ -589,4 +665,3 @@ def validate_limits(names: Iterable[str]) -> list[tb.RateLimit]:
         return [tb.parse_rate_limit(n) for n in names]
     except ValueError as err:
         raise UsageError(str(err)) from err
-

@@ -106,7 +106,9 @@ def list_probe_crd(labels: dict[str, str], instance: str) -> dict:
 def has_selectable_field(stored_crd: dict) -> bool:
     """Did the server keep the list probe CRD's selectable field (v1.31+)?"""
     versions = stored_crd.get("spec", {}).get("versions", [])
-    return any(f.get("jsonPath") == f".{CR_SELECTABLE_FIELD}" for v in versions for f in v.get("selectableFields") or [])
+    return any(
+        f.get("jsonPath") == f".{CR_SELECTABLE_FIELD}" for v in versions for f in v.get("selectableFields") or []
+    )
 
 
 def namespace_manifest(name: str, labels: dict[str, str]) -> dict:
@@ -162,8 +164,11 @@ def pod(name: str, namespace: str, labels: dict[str, str], index: int, data_byte
     marked Terminating on delete and waits for its kubelet, which never comes.
     """
     chunk = -(-data_bytes // POD_ENV_VARS) if data_bytes else 0
-    env = [{"name": f"PADDING_{i:02d}", "value": padding(min(chunk, data_bytes - i * chunk))}
-           for i in range(POD_ENV_VARS) if data_bytes - i * chunk > 0]
+    env = [
+        {"name": f"PADDING_{i:02d}", "value": padding(min(chunk, data_bytes - i * chunk))}
+        for i in range(POD_ENV_VARS)
+        if data_bytes - i * chunk > 0
+    ]
     return {
         "apiVersion": "v1",
         "kind": "Pod",
@@ -210,7 +215,7 @@ class ProbeFixtures:
     def selector(self) -> str:
         return probe_selector(self.run_id, self.instance)
 
-    def __enter__(self) -> "ProbeFixtures":
+    def __enter__(self) -> ProbeFixtures:
         return self
 
     def __exit__(self, *exc) -> None:
@@ -239,12 +244,18 @@ class ProbeFixtures:
         wanted = {f"{c['spec']['group']}/v1" for c in crds}
         deadline = time.monotonic() + timeout_s
         while True:
-            served = {v["groupVersion"] for g in self.cluster.get_json("/apis").get("groups", []) for v in g.get("versions", [])}
+            served = {
+                v["groupVersion"]
+                for g in self.cluster.get_json("/apis").get("groups", [])
+                for v in g.get("versions", [])
+            }
             missing = wanted - served
             if not missing:
                 break
             if time.monotonic() > deadline:
-                raise ClusterError(f"{len(missing)} CRD group-versions not served after {timeout_s:.0f} s (e.g. {sorted(missing)[0]})")
+                raise ClusterError(
+                    f"{len(missing)} CRD group-versions not served after {timeout_s:.0f} s (e.g. {sorted(missing)[0]})"
+                )
             time.sleep(0.5)
         # A group-version shows up in /apis a moment before its resource list
         # answers; discovery measured in between would count 404s.
@@ -256,7 +267,9 @@ class ProbeFixtures:
                 if not pending:
                     return
                 if time.monotonic() > deadline:
-                    raise ClusterError(f"{len(pending)} CRD resource lists not served after {timeout_s:.0f} s (e.g. /apis/{pending[0]})")
+                    raise ClusterError(
+                        f"{len(pending)} CRD resource lists not served after {timeout_s:.0f} s (e.g. /apis/{pending[0]})"
+                    )
                 time.sleep(0.3)
 
     def wait_resource_served(self, group: str, plural: str, *, timeout_s: float = 120.0) -> None:
@@ -297,8 +310,11 @@ class ProbeFixtures:
         deadline = time.monotonic() + timeout_s
         seen = -1
         while time.monotonic() < deadline:
-            resp = self.cluster.get(path, params={"resourceVersion": "0", "labelSelector": self.selector},
-                                    headers={"Accept": METADATA_ONLY_ACCEPT})
+            resp = self.cluster.get(
+                path,
+                params={"resourceVersion": "0", "labelSelector": self.selector},
+                headers={"Accept": METADATA_ONLY_ACCEPT},
+            )
             if resp.status_code == 200:
                 seen = len(resp.json().get("items") or [])
                 if seen >= count:

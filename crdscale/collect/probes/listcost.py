@@ -22,9 +22,9 @@ import contextlib
 import statistics
 import threading
 import time
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
-from typing import Callable, Iterable, Iterator, Sequence
 
 import pandas as pd
 
@@ -87,7 +87,16 @@ class ListProbeConfig:
     compare_etcd: bool = False
 
     def validate(self) -> None:
-        sizes = ("custom_resources", "secrets", "configmaps", "pods", "cr_bytes", "secret_bytes", "configmap_bytes", "pod_bytes")
+        sizes = (
+            "custom_resources",
+            "secrets",
+            "configmaps",
+            "pods",
+            "cr_bytes",
+            "secret_bytes",
+            "configmap_bytes",
+            "pod_bytes",
+        )
         for name in sizes:
             if getattr(self, name) < 0:
                 raise UsageError(f"{name.replace('_', '-')} must be >= 0")
@@ -112,12 +121,16 @@ class Populated:
     resource_version_before: str = ""  # a list RV from before anything was created
 
 
-def populate(fixtures: ProbeFixtures, config: ListProbeConfig, *, echo: Callable[[str], None] | None = None) -> Populated:
+def populate(
+    fixtures: ProbeFixtures, config: ListProbeConfig, *, echo: Callable[[str], None] | None = None
+) -> Populated:
     """Create the objects ``config`` asks for; returns what to LIST."""
     say = echo or (lambda _m: None)
     labels, instance = fixtures.labels, fixtures.instance
     out = Populated()
-    out.resource_version_before = fixtures.cluster.get_json("/api/v1/namespaces?limit=1").get("metadata", {}).get("resourceVersion", "")
+    out.resource_version_before = (
+        fixtures.cluster.get_json("/api/v1/namespaces?limit=1").get("metadata", {}).get("resourceVersion", "")
+    )
     out.namespaces = [fixtures.namespace(chr(ord("a") + i)) for i in range(config.namespaces)]
     primary = out.namespaces[0]
 
@@ -133,7 +146,10 @@ def populate(fixtures: ProbeFixtures, config: ListProbeConfig, *, echo: Callable
         selector = f"{CR_SELECTABLE_FIELD}={bucket(0)}" if has_selectable_field(stored) else None
         target = ListTarget("listprobes", group, "v1", primary, field_selector=selector)
         say(f"creating {config.custom_resources} custom resources of {config.cr_bytes} B")
-        bodies = [custom_resource(group, f"cr-{i:06d}", ns, labels, i, config.cr_bytes) for i, ns in spread(config.custom_resources)]
+        bodies = [
+            custom_resource(group, f"cr-{i:06d}", ns, labels, i, config.cr_bytes)
+            for i, ns in spread(config.custom_resources)
+        ]
         fixtures.create_objects(target.collection_path, bodies, workers=config.workers)
         out.targets.append(target)
         out.counts[target.group_resource] = config.custom_resources
@@ -141,9 +157,11 @@ def populate(fixtures: ProbeFixtures, config: ListProbeConfig, *, echo: Callable
         out.names[target.group_resource] = "cr-000000"
     # Core objects of a chosen data size: (resource, count, bytes, builder, name prefix, what to say,
     # a field selector on neither namespace nor name).
-    core_objects = (("secrets", config.secrets, config.secret_bytes, secret, "s", "Secrets", None),
-                    ("configmaps", config.configmaps, config.configmap_bytes, config_map, "cm", "ConfigMaps", None),
-                    ("pods", config.pods, config.pod_bytes, pod, "p", "Pods", f"spec.nodeName={node_name(0)}"))
+    core_objects = (
+        ("secrets", config.secrets, config.secret_bytes, secret, "s", "Secrets", None),
+        ("configmaps", config.configmaps, config.configmap_bytes, config_map, "cm", "ConfigMaps", None),
+        ("pods", config.pods, config.pod_bytes, pod, "p", "Pods", f"spec.nodeName={node_name(0)}"),
+    )
     for resource, count, size, build, prefix, noun, field_selector in core_objects:
         if not count:
             continue
@@ -184,7 +202,9 @@ def execute(
     first_latency = 0.0
     status, rv = 0, ""
     while True:
-        result = timed_get(session, cluster.url(request.path), params=params, headers={"Accept": request.accept}, timeout=timeout_s)
+        result = timed_get(
+            session, cluster.url(request.path), params=params, headers={"Accept": request.accept}, timeout=timeout_s
+        )
         pages += 1
         total_latency += result.latency_s
         total_bytes += result.bytes
@@ -254,7 +274,9 @@ class ApiServers:
 
 
 @contextlib.contextmanager
-def apiservers(cluster, *, compare_etcd: bool, name_suffix: str = "", echo: Callable[[str], None] | None = None) -> Iterator[ApiServers]:
+def apiservers(
+    cluster, *, compare_etcd: bool, name_suffix: str = "", echo: Callable[[str], None] | None = None
+) -> Iterator[ApiServers]:
     """The kube-apiserver behind ``cluster``, and with ``compare_etcd`` a second one started
     with ``--watch-cache=false`` on the same etcd when ``cluster`` is a ready local instance.
 
@@ -273,7 +295,9 @@ def apiservers(cluster, *, compare_etcd: bool, name_suffix: str = "", echo: Call
         yield found
         return
     if plane is None:
-        found.note = f"{cluster.server} is not a crdscale local instance: no second kube-apiserver to serve LISTs from etcd"
+        found.note = (
+            f"{cluster.server} is not a crdscale local instance: no second kube-apiserver to serve LISTs from etcd"
+        )
         say(f"etcd comparison skipped: {found.note}")
         yield found
         return
@@ -392,7 +416,11 @@ def measure_lists(
                 page_size=page_size,
                 kinds=kinds,
             )
-            idle = {s.label: _measure_window(s, lambda: time.sleep(IDLE_WINDOW_S))[0] for s in servers} if read_metrics else {}
+            idle = (
+                {s.label: _measure_window(s, lambda: time.sleep(IDLE_WINDOW_S))[0] for s in servers}
+                if read_metrics
+                else {}
+            )
             for request in list_requests:
                 for server in servers:
                     session = sessions[server.label]
@@ -406,7 +434,9 @@ def measure_lists(
                     pages = results[0].pages
                     requests_sent = repeats * pages
                     if window is not None:
-                        served = m.classify_served_from(before, after, target.group, target.resource, requests=requests_sent)
+                        served = m.classify_served_from(
+                            before, after, target.group, target.resource, requests=requests_sent
+                        )
                         cost = m.request_cost(window.readings, repeats, idle[server.label].readings)
                         etcd_cpu = _etcd_cpu_per_request(window, idle[server.label], repeats)
                     else:
@@ -501,7 +531,9 @@ def concurrent_load(
     garbage left by the one before.
     """
     if not (is_loopback(cluster.server) or allow_remote):
-        raise UsageError(f"refusing concurrent load against {cluster.server}: pass --allow-remote-load for your own cluster")
+        raise UsageError(
+            f"refusing concurrent load against {cluster.server}: pass --allow-remote-load for your own cluster"
+        )
     rows = []
     for level in concurrency_levels:
         if level < 1:
@@ -594,7 +626,9 @@ def concurrent_load(
     return pd.DataFrame(rows)
 
 
-def wait_for_object_stats(cluster, populated: Populated, *, timeout_s: float = 120.0, poll_s: float = 5.0) -> pd.DataFrame:
+def wait_for_object_stats(
+    cluster, populated: Populated, *, timeout_s: float = 120.0, poll_s: float = 5.0
+) -> pd.DataFrame:
     """Poll until the server's object counts include the populated objects (it refreshes them about
     once a minute; APF estimates made before that use stale counts). Returns the last stats table."""
     deadline = time.monotonic() + timeout_s
@@ -639,24 +673,39 @@ def probe(
     config.validate()
     load_levels = tuple(load_levels)
     if load_levels and not (is_loopback(cluster.server) or allow_remote_load):
-        raise UsageError(f"refusing concurrent load against {cluster.server}: pass --allow-remote-load for your own cluster")
+        raise UsageError(
+            f"refusing concurrent load against {cluster.server}: pass --allow-remote-load for your own cluster"
+        )
     with ProbeFixtures(cluster, run_id, keep=keep, echo=echo) as fixtures:
         # The second server starts while the objects are created: it reads them from etcd anyway.
         with apiservers(cluster, compare_etcd=config.compare_etcd, name_suffix=fixtures.instance, echo=echo) as found:
             populated = populate(fixtures, config, echo=echo)
             for server in found.servers[1:]:
                 wait_served(server, populated)
-            lists = measure_lists(cluster, populated, servers=found.servers, repeats=config.repeats,
-                                  page_size=config.page_size, kinds=config.kinds, echo=echo)
-            servers = pd.DataFrame([{"apiserver": s.label, "server": s.cluster.server, "pid": s.pid, "note": found.note}
-                                    for s in found.servers])
+            lists = measure_lists(
+                cluster,
+                populated,
+                servers=found.servers,
+                repeats=config.repeats,
+                page_size=config.page_size,
+                kinds=config.kinds,
+                echo=echo,
+            )
+            servers = pd.DataFrame(
+                [
+                    {"apiserver": s.label, "server": s.cluster.server, "pid": s.pid, "note": found.note}
+                    for s in found.servers
+                ]
+            )
             pid = found.servers[0].pid
         stats = server_object_stats(cluster, populated)
         load = pd.DataFrame()
         if load_levels:
             tables = []
             for target in populated.targets:
-                for request in build_list_requests(target, resource_version="", label_selector="", kinds=("rv0", "consistent")):
+                for request in build_list_requests(
+                    target, resource_version="", label_selector="", kinds=("rv0", "consistent")
+                ):
                     table = concurrent_load(
                         cluster,
                         request,
@@ -741,7 +790,9 @@ def shape_load(
     if unknown:
         raise UsageError(f"unknown load kinds: {', '.join(sorted(unknown))} (known: {', '.join(SHAPE_LIST_PARAMS)})")
     if not (is_loopback(cluster.server) or allow_remote):
-        raise UsageError(f"refusing concurrent load against {cluster.server}: pass --allow-remote-load for your own cluster")
+        raise UsageError(
+            f"refusing concurrent load against {cluster.server}: pass --allow-remote-load for your own cluster"
+        )
     with ProbeFixtures(cluster, run_id, keep=keep, echo=echo) as fixtures:
         with apiservers(cluster, compare_etcd=False) as found:
             pid = found.servers[0].pid
@@ -749,18 +800,39 @@ def shape_load(
         for index, shape in enumerate(shapes):
             target = ListTarget("secrets", "", "v1", fixtures.namespace(f"shape{index}"))
             say(f"creating {shape.objects} Secrets of {shape.object_bytes} B in {target.namespace}")
-            bodies = [secret(f"s-{i:06d}", target.namespace, fixtures.labels, i, shape.object_bytes) for i in range(shape.objects)]
+            bodies = [
+                secret(f"s-{i:06d}", target.namespace, fixtures.labels, i, shape.object_bytes)
+                for i in range(shape.objects)
+            ]
             fixtures.create_objects(target.collection_path, bodies, workers=8)
             targets.append(target)
         tables = []
         for kind in kinds:
             for shape, target in zip(shapes, targets):
-                request = ListRequest(kind, target.collection_path(target.namespace), SHAPE_LIST_PARAMS[kind],
-                                      description=f"{shape.label} in {target.namespace}")
+                request = ListRequest(
+                    kind,
+                    target.collection_path(target.namespace),
+                    SHAPE_LIST_PARAMS[kind],
+                    description=f"{shape.label} in {target.namespace}",
+                )
                 say(f"loading {shape.label} ({kind}) at concurrency {','.join(map(str, levels))}")
-                table = concurrent_load(cluster, request, concurrency_levels=levels, requests_per_level=requests_per_level,
-                                        max_seconds_per_level=max_seconds_per_level, allow_remote=allow_remote,
-                                        pid=pid, collect_garbage=True, sample_interval_s=SHAPE_SAMPLE_INTERVAL_S)
-                tables.append(table.assign(shape=shape.label, objects=shape.objects, object_bytes=shape.object_bytes,
-                                           data_bytes=shape.data_bytes))
+                table = concurrent_load(
+                    cluster,
+                    request,
+                    concurrency_levels=levels,
+                    requests_per_level=requests_per_level,
+                    max_seconds_per_level=max_seconds_per_level,
+                    allow_remote=allow_remote,
+                    pid=pid,
+                    collect_garbage=True,
+                    sample_interval_s=SHAPE_SAMPLE_INTERVAL_S,
+                )
+                tables.append(
+                    table.assign(
+                        shape=shape.label,
+                        objects=shape.objects,
+                        object_bytes=shape.object_bytes,
+                        data_bytes=shape.data_bytes,
+                    )
+                )
     return pd.concat(tables, ignore_index=True)

@@ -7,8 +7,8 @@ classification rules are pure; :func:`scrape` is the only I/O.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import Iterable
 
 from crdscale.collect.promtext import Samples, samples_by_name
 
@@ -83,7 +83,12 @@ def resource_total(samples: Samples, names: Iterable[str], group: str, resource:
 
 
 def _storage_values(samples: Samples) -> set[str]:
-    return {labels["storage"] for name in STORAGE_LIST_COUNTERS for labels, _ in samples.get(name, []) if "storage" in labels}
+    return {
+        labels["storage"]
+        for name in STORAGE_LIST_COUNTERS
+        for labels, _ in samples.get(name, [])
+        if "storage" in labels
+    }
 
 
 @dataclass(frozen=True)
@@ -114,7 +119,9 @@ class ServedFrom:
     evidence: str
 
 
-def classify_served_from(before: Samples, after: Samples, group: str, resource: str, *, requests: int = 1) -> ServedFrom:
+def classify_served_from(
+    before: Samples, after: Samples, group: str, resource: str, *, requests: int = 1
+) -> ServedFrom:
     """Tell cache from etcd by which counters grew between two scrapes around ``requests`` LISTs.
 
     With the ``storage`` label the answer is direct. With the older pair of
@@ -125,7 +132,9 @@ def classify_served_from(before: Samples, after: Samples, group: str, resource: 
     """
 
     def delta(names: Iterable[str], **extra: str) -> float:
-        return resource_total(after, names, group, resource, **extra) - resource_total(before, names, group, resource, **extra)
+        return resource_total(after, names, group, resource, **extra) - resource_total(
+            before, names, group, resource, **extra
+        )
 
     consistent = delta((CONSISTENT_READ_COUNTER,))
     revision_checks = delta((ETCD_REQUESTS_COUNTER,), operation="getCurrentResourceVersion")
@@ -249,8 +258,13 @@ def request_cost(window: CostReadings, requests: int, idle: CostReadings | None 
             cpu -= idle.cpu_seconds()
         alloc -= idle.allocated_bytes()
     n = max(requests, 1)
-    return RequestCost(cpu / n, alloc / n, window.rss_growth_bytes(), window.heap_inuse_growth_bytes(),
-                       "proc" if window.has_proc else "metrics")
+    return RequestCost(
+        cpu / n,
+        alloc / n,
+        window.rss_growth_bytes(),
+        window.heap_inuse_growth_bytes(),
+        "proc" if window.has_proc else "metrics",
+    )
 
 
 def memory_bytes(samples: Samples) -> dict[str, float]:
@@ -317,4 +331,3 @@ def scrape(cluster, *, names: Iterable[str] | None = None, timeout: float = 60.0
     if resp.status_code != 200:
         raise ClusterError(f"GET /metrics -> HTTP {resp.status_code}; the probe needs permission to read /metrics")
     return samples_by_name(resp.text, tuple(names) if names else None, prefixes=True)
-

@@ -7,8 +7,9 @@ they are unit-tested on recorded documents.
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any, Mapping
+from typing import Any
 
 # Aggregated discovery (KEP-3352): v2 first, v2beta1 for servers 1.26-1.29,
 # plain JSON last so an old server still answers with the legacy APIGroupList.
@@ -165,8 +166,12 @@ def build_list_requests(
     cluster_path = target.collection_path()
     ns = target.namespace
     catalogue: dict[str, ListRequest] = {
-        "rv0": ListRequest("rv0", cluster_path, {"resourceVersion": "0"}, description="resourceVersion=0 (any cached state)"),
-        "consistent": ListRequest("consistent", cluster_path, {}, description="resourceVersion unset (consistent read)"),
+        "rv0": ListRequest(
+            "rv0", cluster_path, {"resourceVersion": "0"}, description="resourceVersion=0 (any cached state)"
+        ),
+        "consistent": ListRequest(
+            "consistent", cluster_path, {}, description="resourceVersion unset (consistent read)"
+        ),
         "exact": ListRequest(
             "exact",
             cluster_path,
@@ -190,7 +195,10 @@ def build_list_requests(
             description=f"limit={page_size}&resourceVersion=0",
         ),
         "label-selector": ListRequest(
-            "label-selector", cluster_path, {"labelSelector": label_selector}, description=f"labelSelector={label_selector}"
+            "label-selector",
+            cluster_path,
+            {"labelSelector": label_selector},
+            description=f"labelSelector={label_selector}",
         ),
         "metadata-only": ListRequest(
             "metadata-only", cluster_path, {}, accept=METADATA_ONLY_ACCEPT, description="as=PartialObjectMetadataList"
@@ -215,7 +223,10 @@ def build_list_requests(
             "namespaced", target.collection_path(ns), {}, description=f"namespace {ns}, consistent read"
         )
         catalogue["namespaced-rv0"] = ListRequest(
-            "namespaced-rv0", target.collection_path(ns), {"resourceVersion": "0"}, description=f"namespace {ns}, resourceVersion=0"
+            "namespaced-rv0",
+            target.collection_path(ns),
+            {"resourceVersion": "0"},
+            description=f"namespace {ns}, resourceVersion=0",
         )
     if old_resource_version:
         catalogue["exact-old"] = ListRequest(
