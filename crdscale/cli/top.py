@@ -173,10 +173,10 @@ class Command:
 
 
 def _warn_unmatched(table) -> None:
-    """pprof's warnings on stderr for filters that matched nothing ("Focus expression matched no samples")."""
-    from crdscale.analysis.pprof.text import no_match_warnings
+    """pprof's notes on stderr about the filters ("Focus expression matched no samples")."""
+    from crdscale.analysis.pprof.text import pprof_notes
 
-    for line in no_match_warnings(table):
+    for line in pprof_notes(table):
         print(line, file=sys.stderr)
 
 

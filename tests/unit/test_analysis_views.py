@@ -119,10 +119,14 @@ def _comparable(text: str) -> list[str]:
     return [line for line in text.splitlines() if not line.startswith(("# args:", "# stderr:"))]
 
 
+def _filter_notes(stderr: list[str]) -> list[str]:
+    """pprof's notes about the filters among its stderr lines (not, e.g., "Main binary filename not available.")."""
+    return [line for line in stderr if line.endswith(("expression matched no samples", "as range, not regexp"))]
+
+
 def _recorded_warnings(recorded: str) -> list[str]:
-    """pprof's "... expression matched no samples" lines of a recorded case."""
     stderr = [line.removeprefix("# stderr: ") for line in recorded.splitlines() if line.startswith("# stderr: ")]
-    return [line for line in stderr if line.endswith("expression matched no samples")]
+    return _filter_notes(stderr)
 
 
 def _profile_for(case: Path) -> Path:
@@ -140,12 +144,13 @@ def test_matches_recorded_pprof_output(case: Path):
 
 @pytest.mark.parametrize("case", CASES, ids=[c.name for c in CASES])
 def test_warns_as_pprof_warns(case: Path):
-    """Filters that match nothing: pprof's warnings, word for word (the focus that only matches
-    inside a generic function's dropped parameter list is one)."""
+    """pprof's notes about the filters, word for word: filters that match nothing (the focus
+    that only matches inside a generic function's dropped parameter list is one), and how a
+    tagfocus was read."""
     recorded = case.read_text()
     args = recorded.splitlines()[0].removeprefix("# args:").split()
     table, _ = _crdscale_table(_profile_for(case), args)
-    assert text.no_match_warnings(table) == _recorded_warnings(recorded)
+    assert text.pprof_notes(table) == _recorded_warnings(recorded)
 
 
 @pytest.mark.parametrize("case", [c for c in CASES if ".top-" in c.name or ".diff-" in c.name], ids=lambda c: c.name)
@@ -253,6 +258,4 @@ def test_live_against_go_tool_pprof(stem: str, args: list[str]):
     assert live.returncode == 0, live.stderr
     table, ours = _crdscale_table(path, args)
     assert _comparable(ours) == _comparable(live.stdout)
-    assert text.no_match_warnings(table) == [
-        line for line in live.stderr.splitlines() if line.endswith("expression matched no samples")
-    ]
+    assert text.pprof_notes(table) == _filter_notes(live.stderr.splitlines())

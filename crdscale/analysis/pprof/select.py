@@ -252,6 +252,16 @@ def tag_matches(profile: Profile, tagfocus: str) -> np.ndarray:
     return keep
 
 
+def tagfocus_notes(tagfocus: str | None) -> list[str]:
+    """pprof's note on stderr when ``-tagfocus`` is read as a numeric range (``compileTagFilter``)."""
+    if not tagfocus:
+        return []
+    _key, sep, value = tagfocus.partition("=")
+    if not sep:
+        value = tagfocus
+    return [f"tagfocus:Interpreted '{value}' as range, not regexp"] if _numeric_filter(value) is not None else []
+
+
 def num_label_units(profile: Profile) -> dict[str, str]:
     """pprof's unit of each numeric label key: the first unit the profile states,
     else ``bytes`` for ``alignment``/``request``, else the key itself (Go heap

@@ -200,6 +200,16 @@ def no_match_warnings(table: pd.DataFrame) -> list[str]:
     return [f"{WARNING_NAMES[k]} expression matched no samples" for k in table.attrs.get("unmatched_filters", [])]
 
 
+def pprof_notes(table: pd.DataFrame) -> list[str]:
+    """What ``go tool pprof`` writes to stderr about a view's filters, in its order: how it
+    read ``-tagfocus`` (``tagfocus:Interpreted '1kb:' as range, not regexp``), then
+    :func:`no_match_warnings`."""
+    from crdscale.analysis.pprof.select import tagfocus_notes
+
+    tagfocus = [f.removeprefix("tagfocus=") for f in table.attrs.get("filters", []) if f.startswith("tagfocus=")]
+    return tagfocus_notes(tagfocus[0] if tagfocus else None) + no_match_warnings(table)
+
+
 def format_top(
     table: pd.DataFrame, profile: Profile | None = None, unit: str = "minimum", base: Profile | None = None
 ) -> str:
