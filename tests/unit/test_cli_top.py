@@ -246,3 +246,10 @@ def test_by_cause_is_crdscales_table_in_binary_units(capsys):
     assert main(["top", str(KUBE), "--by-cause"]) == 0
     out = capsys.readouterr().out
     assert "MiB" in out and "MB" not in out.replace("MiB", "")
+
+
+def test_peek_that_finds_nothing_says_which_filter_matched_nothing(capsys):
+    argv = ["top", str(GENERICS), "--peek", "hmac", "--focus", r"Sum\(", "--sample-index", "alloc_space"]
+    assert main(argv) == 2
+    err = capsys.readouterr().err.splitlines()
+    assert err == ["crdscale: error: no matches found for regexp: hmac", "Focus expression matched no samples"]

@@ -11,7 +11,7 @@
 
 from crdscale.analysis.pprof.decode import Profile, ProfileMeta, ValueType, parse_profile
 from crdscale.analysis.pprof.select import Filters, select_samples
-from crdscale.analysis.pprof.text import format_peek, format_top, no_match_warnings, percentage, scaled_label
+from crdscale.analysis.pprof.text import format_peek, format_top, percentage, pprof_notes, scaled_label
 from crdscale.analysis.pprof.views import TOP_COLUMNS, diff, peek, top
 
 __all__ = [
@@ -23,7 +23,7 @@ __all__ = [
     "diff",
     "format_peek",
     "format_top",
-    "no_match_warnings",
+    "pprof_notes",
     "parse_profile",
     "peek",
     "percentage",

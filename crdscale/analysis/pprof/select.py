@@ -252,14 +252,18 @@ def tag_matches(profile: Profile, tagfocus: str) -> np.ndarray:
     return keep
 
 
-def tagfocus_notes(tagfocus: str | None) -> list[str]:
-    """pprof's note on stderr when ``-tagfocus`` is read as a numeric range (``compileTagFilter``)."""
-    if not tagfocus:
-        return []
-    _key, sep, value = tagfocus.partition("=")
-    if not sep:
-        value = tagfocus
-    return [f"tagfocus:Interpreted '{value}' as range, not regexp"] if _numeric_filter(value) is not None else []
+def filter_notes(tagfocus: str | None, unmatched: list[str] | tuple[str, ...]) -> list[str]:
+    """What ``go tool pprof`` writes to stderr about its filters, in its order: how it read
+    ``-tagfocus`` when that is a numeric range (``tagfocus:Interpreted '1kb:' as range, not
+    regexp``), then one ``Focus expression matched no samples`` per filter in ``unmatched``."""
+    notes = []
+    if tagfocus:
+        _key, sep, value = tagfocus.partition("=")
+        if not sep:
+            value = tagfocus
+        if _numeric_filter(value) is not None:
+            notes.append(f"tagfocus:Interpreted '{value}' as range, not regexp")
+    return notes + [f"{WARNING_NAMES[k]} expression matched no samples" for k in WARNING_NAMES if k in unmatched]
 
 
 def num_label_units(profile: Profile) -> dict[str, str]:

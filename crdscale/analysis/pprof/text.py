@@ -192,22 +192,13 @@ def profile_labels(
     return labels
 
 
-def no_match_warnings(table: pd.DataFrame) -> list[str]:
-    """pprof's stderr warnings for a view's filters that matched nothing:
-    ``Focus expression matched no samples`` (one line per filter)."""
-    from crdscale.analysis.pprof.select import WARNING_NAMES
-
-    return [f"{WARNING_NAMES[k]} expression matched no samples" for k in table.attrs.get("unmatched_filters", [])]
-
-
 def pprof_notes(table: pd.DataFrame) -> list[str]:
-    """What ``go tool pprof`` writes to stderr about a view's filters, in its order: how it
-    read ``-tagfocus`` (``tagfocus:Interpreted '1kb:' as range, not regexp``), then
-    :func:`no_match_warnings`."""
-    from crdscale.analysis.pprof.select import tagfocus_notes
+    """What ``go tool pprof`` writes to stderr about a view's filters (:func:`~.select.filter_notes`):
+    ``Focus expression matched no samples`` and the like."""
+    from crdscale.analysis.pprof.select import filter_notes
 
     tagfocus = [f.removeprefix("tagfocus=") for f in table.attrs.get("filters", []) if f.startswith("tagfocus=")]
-    return tagfocus_notes(tagfocus[0] if tagfocus else None) + no_match_warnings(table)
+    return filter_notes(tagfocus[0] if tagfocus else None, table.attrs.get("unmatched_filters", []))
 
 
 def format_top(

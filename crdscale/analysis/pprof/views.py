@@ -22,7 +22,7 @@ import pandas as pd
 
 from crdscale.analysis.pprof.decode import Profile
 from crdscale.analysis.pprof.graph import Part, build_graph, edges, flat_cum, mean_values, sort_nodes
-from crdscale.analysis.pprof.select import WARNING_NAMES, Filters, compile_regex, select
+from crdscale.analysis.pprof.select import WARNING_NAMES, Filters, compile_regex, filter_notes, select
 from crdscale.analysis.pprof.text import output_unit
 from crdscale.errors import UsageError
 
@@ -115,7 +115,7 @@ def top(
     ``profile - diff_base`` and percentages are of the base total. Filters are
     pprof's ``-focus -ignore -show -hide -tagfocus`` (see :mod:`.select`);
     ``attrs["unmatched_filters"]`` names those that matched nothing (pprof
-    warns about them: :func:`~.text.no_match_warnings`).
+    warns about them: :func:`~.text.pprof_notes`).
     """
     if sort not in ("flat", "cum"):
         raise UsageError(f"sort must be 'flat' or 'cum', not {sort!r}")
@@ -252,7 +252,8 @@ def peek(
         for e in callees.itertuples(index=False):
             rows.append((name, "callee", e.callee_name, int(e.weight), _pct1(e.weight, node_cum), bool(e.inline), 0))
     if not rows:
-        raise UsageError(f"no matches found for regexp: {regex}")
+        notes = filter_notes(tagfocus, unmatched_filters(parts))  # pprof's, printed before its error
+        raise UsageError(f"no matches found for regexp: {regex}", details="\n".join(notes) or None)
     out = pd.DataFrame(rows, columns=["node", "relation", "name", "value", "pct", "inline", "flat"])
     unit = profile.meta.sample_types[index].unit
     out.attrs.update(
