@@ -230,6 +230,45 @@ def flatten_keys(table: dict, prefix: str = "") -> dict[str, Any]:
     return out
 
 
+def declared_type(key: str) -> type | tuple[type, ...] | None:
+    """The type :data:`SCHEMA` declares for the dotted scenario ``key`` (``str`` for a name inside
+    ``target.env``); ``None`` when it declares none (unknown keys, free-form tables' entries)."""
+    parts = key.split(".")
+    if len(parts) == 1:
+        return SCHEMA[""].get(parts[0])
+    section = SCHEMA.get(parts[0]) if parts[0] else None
+    if section is None:
+        return None
+    if len(parts) == 2:
+        return section.get(parts[1])
+    if len(parts) == 3 and parts[1] == "env" and parts[0] == "target":
+        return str  # the Go runtime reads strings: GOGC=50 is "50"
+    return None
+
+
+def parse_override(key: str, text: str) -> Any:
+    """The value of ``--set KEY=TEXT``: ``TEXT`` read as a TOML value, then typed by what
+    :data:`SCHEMA` declares for ``key``, so a value means what the key needs.
+
+    A string key takes ``TEXT`` as written unless it is a quoted TOML string: ``1.30``
+    stays ``"1.30"`` (a version, not the number 1.3), ``GOGC=50`` is ``"50"``. A list key
+    takes a TOML array, or a comma-separated list of words (``heap,cpu``). Anything that
+    does not fit the declared type is left as parsed, for validation to name.
+    """
+    text = text.strip()
+    try:
+        value = tomllib.loads(f"v = {text}")["v"]
+        parsed = True
+    except tomllib.TOMLDecodeError:
+        value, parsed = text, False  # a bare word: take it as a string
+    expected = declared_type(key)
+    if expected is str:
+        return value if parsed and isinstance(value, str) else text
+    if expected is list and not isinstance(value, list):
+        return [part.strip() for part in text.split(",") if part.strip()] if not parsed else [value]
+    return value
+
+
 def set_key(data: dict, key: str, value: Any, where: str = "scenario") -> None:
     """Set the dotted scenario ``key`` in ``data`` in place: ``name``, ``steps.count``,
     ``target.env.GOGC`` (a name inside a free-form table such as ``env``)."""
@@ -377,15 +416,28 @@ def build_scenario(
     return scenario
 
 
+def read_scenario_text(path: Path) -> str:
+    """The text of the scenario file ``path``; :class:`UsageError` (one line) when it cannot be
+    read or is not UTF-8, which TOML requires."""
+    try:
+        data = path.read_bytes()
+    except OSError as err:
+        raise UsageError(f"cannot read scenario {path}: {err.strerror or err}") from err
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as err:
+        line = data[: err.start].count(b"\n") + 1
+        raise UsageError(
+            f"{path.name}: not UTF-8 (byte 0x{data[err.start]:02x} on line {line}); TOML files are UTF-8"
+        ) from err
+
+
 def load_scenario(path: str | Path | None, **kwargs) -> Scenario:
     """Read and parse a scenario file; ``None`` gives the built-in default."""
     if path is None:
         return check_inputs(resolve_paths(parse_scenario(None, where="default scenario", **kwargs)), "default scenario")
     p = Path(path).expanduser()
-    try:
-        text = p.read_text()
-    except OSError as err:
-        raise UsageError(f"cannot read scenario {p}: {err.strerror}") from err
+    text = read_scenario_text(p)
     scenario = parse_scenario(text, where=p.name, base_dir=p.parent, **kwargs)
     scenario.source_path = str(p)
     return check_inputs(resolve_paths(scenario), p.name)
