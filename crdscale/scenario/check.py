@@ -91,8 +91,17 @@ def _check_target(scenario: Scenario, where: str, report: CellReport, answers) -
 def _check_crds(scenario: Scenario, where: str, report: CellReport) -> None:
     crds = scenario.crds
     if crds["source"] == "generate":
+        from crdscale.crds.generate import estimate_set
+        from crdscale.proc import available_memory_bytes
+
         params = scenario.generator_params()
-        report.checks.append(("crds", f"generate {params.crd_count} CRDs in {params.group_count} groups"))
+        try:
+            estimate = estimate_set(params, available_memory=available_memory_bytes())
+        except CrdscaleError as err:
+            raise _with_where(where, "crds.count", err) from err
+        report.checks.append(
+            ("crds", f"generate {params.crd_count} CRDs in {params.group_count} groups, {estimate.line()}")
+        )
         return
     from crdscale.crds.load import FILE_SUFFIXES, find_files
 
