@@ -30,6 +30,14 @@ class Command:
     'crdscale run --resume EXPERIMENT_DIR' skips the completed cells and redoes
     the interrupted one; 'crdscale report EXPERIMENT_DIR' compares the cells.
 
+    Before anything starts, every cell is checked: the kube-apiserver and etcd
+    versions crdscale can build (a cached binary always passes; otherwise the Go
+    module proxy is asked, answers cached), binaries and source trees the scenario
+    names, crds.source, the kubeconfig and its context, Prometheus credential
+    files, probe names. A mistake is one line (exit 2 bad scenario, 3 binary, 5
+    CRDs) before a run directory exists or a build starts. --check does only
+    that and prints what it checked per cell (-o json for scripts).
+
     Any cluster: --kubeconfig FILE (or FILE:FILE:..., merged as kubectl merges
     $KUBECONFIG; exec plugins such as aws or gke-gcloud-auth-plugin are run again
     when their token expires or is refused) and an existing Prometheus with
@@ -45,6 +53,7 @@ class Command:
     Examples:
       crdscale run
       crdscale run my-scenario.toml --out /data/runs
+      crdscale run --check scenarios/gogc.toml       # check every cell, run nothing
       crdscale run --kubeconfig ~/.kube/config --prometheus-url http://127.0.0.1:9090
       KUBECONFIG=~/.kube/config:~/.kube/eks.yaml crdscale run --kubeconfig "$KUBECONFIG" --context eks
       crdscale run --kubeconfig eks.yaml --prometheus-url https://prom.example --prometheus-bearer-token-file prom.token
