@@ -246,3 +246,25 @@ def test_generate_into_a_closed_pipe_exits_quietly():
     err = proc.stderr.read().decode()
     assert proc.wait(timeout=60) == 141
     assert "Traceback" not in err and "BrokenPipe" not in err and "Exception ignored" not in err
+
+
+def test_check_with_resume_checks_the_cells_left(proxy, tmp_path, capsys):
+    from crdscale.errors import RunInterrupted
+    from crdscale.scenario.config import parse_scenario
+    from crdscale.scenario.experiment import Experiment
+
+    scenario = parse_scenario('name = "g"\n[matrix]\n"target.env.GOGC" = ["100", "50"]\n')
+    experiment = Experiment.create(tmp_path, scenario)
+
+    def first_done_then_interrupted(_scenario, parent, name):
+        run = parent / f"run-{name}"
+        run.mkdir()
+        if name == "GOGC=50":
+            raise RunInterrupted("interrupted")
+        return run
+
+    with pytest.raises(RunInterrupted):
+        experiment.run(first_done_then_interrupted)
+    assert main(["run", "--check", "--resume", str(experiment.path)]) == 0
+    out = capsys.readouterr().out
+    assert "1 cell checked" in out and "cell GOGC=50:" in out and "GOGC=100" not in out
