@@ -21,7 +21,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
-from crdscale.cluster import gobuild
+from crdscale.cluster import binaries, gobuild
 from crdscale.cluster.binaries import ETCD_ENV, ETCD_MODULE, KUBE_APISERVER_ENV, cached_kube_apiserver, etcd_program
 from crdscale.cluster.kubesource import KUBERNETES_MODULE, check_tree
 from crdscale.cluster.versions import (
@@ -127,10 +127,8 @@ def module_answers(pairs, *, timeout_s: float = PROXY_TIMEOUT_S) -> dict[tuple[s
 
 
 def _executable(path: str, source: str) -> Path:
-    p = Path(path).expanduser()
-    if not (p.is_file() and os.access(p, os.X_OK)):
-        raise BinaryError(f"{p} (from {source}) is not an executable file")
-    return p.absolute()
+    """``path`` checked as :func:`~crdscale.cluster.binaries.kube_apiserver` checks an explicit binary."""
+    return binaries._explicit(path, source).path
 
 
 def kube_version(text: str) -> str:
