@@ -201,7 +201,9 @@ def _print_check(what: str, reports, args) -> int:
             }
         )
         return 0
-    print(f"{what}: {len(reports)} cell{'s' if len(reports) != 1 else ''} checked, nothing wrong found")
+    warnings = sum(len(r.warnings) for r in reports)
+    found = f"{warnings} warning{'s' if warnings != 1 else ''}" if warnings else "nothing wrong found"
+    print(f"{what}: {len(reports)} cell{'s' if len(reports) != 1 else ''} checked, {found}")
     for report in reports:
         print(f"cell {report.cell}:")
         width = max((len(w) for w, _h in report.checks), default=0)

@@ -78,14 +78,22 @@ def _check_target(scenario: Scenario, where: str, report: CellReport, answers) -
                 raise _with_where(where, "metrics.source", err) from err
             report.checks.append(("prometheus", str(found.path)))
         return
-    from crdscale.cluster import kubeconfig
+    from crdscale.cluster.clients import read_credentials
 
     try:
-        files = kubeconfig.KubeconfigFiles.parse(target["kubeconfig"])
-        selection = kubeconfig.select(kubeconfig.load(files), target.get("context") or None, where=str(files))
+        # What connecting will read, without running or sending anything: the files, the context,
+        # its certificate and token files; then whether an exec plugin's command exists at all.
+        server, credentials = read_credentials(target["kubeconfig"], target.get("context") or None)
+        plugin = getattr(credentials.authenticator, "plugin", None)
+        if plugin is not None and not (shutil.which(plugin.command) or Path(plugin.command).is_file()):
+            from crdscale.errors import UsageError
+
+            hint = f" ({plugin.install_hint.splitlines()[0]})" if plugin.install_hint else ""
+            raise UsageError(f"its exec plugin {plugin.command!r} is not installed (not on PATH){hint}")
     except CrdscaleError as err:
         raise _with_where(where, "target.kubeconfig", err) from err
-    report.checks.append(("kubeconfig", f"{files}, context {selection.context} ({selection.cluster['server']})"))
+    context = f", context {target['context']}" if target.get("context") else ""
+    report.checks.append(("kubeconfig", f"{target['kubeconfig']}{context} ({server})"))
 
 
 def _check_crds(scenario: Scenario, where: str, report: CellReport) -> None:

@@ -60,6 +60,15 @@ users: [{name: u, user: {token: x}}]
 
 def _files(tmp_path: Path) -> Path:
     (tmp_path / "kc.yaml").write_text(KUBECONFIG)
+    (tmp_path / "kc-ca.yaml").write_text(
+        KUBECONFIG.replace('server: "https://127.0.0.1:1"', 'server: "https://h", certificate-authority: no-ca.crt')
+    )
+    (tmp_path / "kc-exec.yaml").write_text(
+        KUBECONFIG.replace(
+            "user: {token: x}",
+            "user: {exec: {apiVersion: client.authentication.k8s.io/v1, command: no-such-plugin, interactiveMode: Never}}",
+        )
+    )
     (tmp_path / "empty").mkdir()
     (tmp_path / "not-executable").write_text("#!/bin/sh\n")
     (tmp_path / "m.toml").write_text('name = "m"\n[matrix]\n"target.kube_version" = ["1.24.0", "1.99.0"]\n')
@@ -86,6 +95,8 @@ BAD = [
     (["--set", "probes.each_step=bogus"], UsageError, "unknown probe 'bogus'"),
     (["--kubeconfig", "{tmp}/missing.yaml"], UsageError, "kubeconfig not found"),
     (["--kubeconfig", "{tmp}/kc.yaml", "--context", "zz"], UsageError, "context 'zz' not found"),
+    (["--kubeconfig", "{tmp}/kc-ca.yaml"], UsageError, "no-ca.crt not found"),
+    (["--kubeconfig", "{tmp}/kc-exec.yaml"], UsageError, "exec plugin 'no-such-plugin' is not installed"),
     (
         ["--kubeconfig", "{tmp}/kc.yaml", "--prometheus-url", "http://p:9090", "--prometheus-ca-file", "{tmp}/no.crt"],
         UsageError,
