@@ -421,6 +421,10 @@ def build_scenario(
     _check_types(data, where)
 
     target, steps, profiles, metrics = data["target"], data["steps"], data["profiles"], data["metrics"]
+    name = data.get("name", "scenario")
+    if not name.strip() or "/" in name or "\0" in name:
+        # It becomes a directory name (runs/<UTC timestamp>-<name>): a "/" would put the run elsewhere.
+        raise UsageError(f"{where}: 'name' names the run directory: no '/', not empty, got {name!r}")
     _choice(target["kind"], TARGET_KINDS, "target.kind", where)
     if target["kind"] == "kubeconfig" and not target.get("kubeconfig"):
         raise UsageError(f"{where}: 'target.kubeconfig' is required when target.kind = \"kubeconfig\"")

@@ -41,6 +41,8 @@ def test_step_size_wins_and_last_step_takes_the_rest():
         ('[target]\napiserver_flags = ["v=2"]', "'target.apiserver_flags' entries"),
         ("[metrics]\nscrape_interval_seconds = 0", "'metrics.scrape_interval_seconds' must be > 0"),
         ("name = ", "not valid TOML"),
+        ('name = "../elsewhere"', "'name' names the run directory"),
+        ('name = ""', "'name' names the run directory"),
     ],
 )
 def test_bad_scenarios_name_the_key_in_one_line(text, fragment):
