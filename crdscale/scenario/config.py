@@ -301,7 +301,8 @@ def flatten_keys(table: dict, prefix: str = "") -> dict[str, Any]:
 
 def declared_type(key: str) -> type | tuple[type, ...] | None:
     """The type :data:`SCHEMA` declares for the dotted scenario ``key`` (``str`` for a name inside
-    ``target.env``); ``None`` when it declares none (unknown keys, free-form tables' entries)."""
+    ``target.env`` or ``target.prometheus_jobs``); ``None`` when it declares none (unknown keys,
+    ``probes.options`` entries)."""
     parts = key.split(".")
     if len(parts) == 1:
         return SCHEMA[""].get(parts[0])
@@ -310,8 +311,8 @@ def declared_type(key: str) -> type | tuple[type, ...] | None:
         return None
     if len(parts) == 2:
         return section.get(parts[1])
-    if len(parts) == 3 and parts[1] == "env" and parts[0] == "target":
-        return str  # the Go runtime reads strings: GOGC=50 is "50"
+    if len(parts) == 3 and parts[0] == "target" and parts[1] in ("env", "prometheus_jobs"):
+        return str  # the Go runtime reads strings (GOGC=50 is "50"), and job labels are strings
     return None
 
 
