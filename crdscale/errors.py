@@ -1,7 +1,10 @@
 """One exception family for everything a user can cause.
 
 The CLI turns a :class:`CrdscaleError` into a one-line message on stderr and
-its ``exit_code``; anything else is a bug and keeps its traceback.
+its ``exit_code``; anything else is a bug and keeps its traceback. Two exits
+are not errors of this family: 130 after Ctrl-C, and 141 (128 + SIGPIPE, as
+other Unix tools) when the reader of stdout went away (``... -o - | head``),
+which ends the command quietly.
 """
 
 from __future__ import annotations

@@ -5,7 +5,10 @@ Examples:
   crdscale generate --preset provider -g 10 -c 200 -o provider-crds/
   crdscale generate -g 2 -c 4 -o - > stream.yaml
 
-Same parameters and seed give the same CRDs. Prints a summary of the set.
+Same parameters and seed give the same CRDs. Prints a summary of the set, and a
+progress bar on stderr for large sets. Sets crdscale could not install are refused
+before they are generated: a CRD over etcd's 1.5 MiB request limit, a set over the
+local etcd's 8 GiB quota, or one needing more memory than the machine has available.
 """
 
 from __future__ import annotations
@@ -18,13 +21,17 @@ from crdscale.crds.generate import (
     PRESETS,
     SCOPES,
     SHAPES,
+    check_crd_size,
+    check_output,
     dump_yaml,
-    generate_crds,
+    estimate_set,
+    iter_crds,
     parse_type_weights,
     preset,
     write_crds,
 )
 from crdscale.crds.summary import summarize
+from crdscale.proc import available_memory_bytes
 
 
 class Command:
@@ -96,7 +103,16 @@ class Command:
         if args.categories is not None:
             overrides["categories"] = tuple(c.strip() for c in args.categories.split(",") if c.strip())
         params = preset(args.preset, **overrides)
-        crds = generate_crds(params)
+        if args.output and args.output != "-":
+            check_output(args.output, single_file=args.single_file)  # before minutes of generating
+        # Refuse what could not be installed before generating it (limits named in the message).
+        estimate = estimate_set(params, available_memory=available_memory_bytes())
+        crds = []
+        with _progress(params.crd_count, "generating") as bar:
+            for crd in iter_crds(params):
+                check_crd_size(crd)
+                crds.append(crd)
+                bar.update(1)
 
         report = sys.stdout
         if args.output == "-":
@@ -105,8 +121,37 @@ class Command:
                 sys.stdout.write("---\n" + dump_yaml(crd))
             sys.stdout.flush()
         elif args.output:
-            written = write_crds(crds, args.output, single_file=args.single_file, fmt=args.format)
+            with _progress(len(crds), "writing") as bar:
+                written = write_crds(_counted(crds, bar), args.output, single_file=args.single_file, fmt=args.format)
             where = args.output if args.single_file else f"{len(written)} files in {args.output}"
             print(f"wrote {where}", file=report)
+        if params.crd_count >= PROGRESS_FROM:
+            print(f"estimated before generating: {estimate.line()}", file=sys.stderr)
         print(summarize(crds).render(), file=report)
         return 0
+
+
+# Sets this large take over a second to generate or write: show a bar (on stderr, like every
+# progress bar of crdscale's CLI; the library stays quiet).
+PROGRESS_FROM = 2000
+
+
+def _progress(total: int, what: str):
+    from tqdm import tqdm
+
+    return tqdm(
+        total=total,
+        desc=what,
+        unit="CRD",
+        file=sys.stderr,
+        disable=total < PROGRESS_FROM,
+        mininterval=1.0,
+        leave=False,
+        dynamic_ncols=True,
+    )
+
+
+def _counted(crds, bar):
+    for crd in crds:
+        yield crd
+        bar.update(1)

@@ -9,6 +9,7 @@ from __future__ import annotations
 import argparse
 import importlib
 import importlib.util
+import os
 import signal
 import sys
 from collections.abc import Sequence
@@ -120,6 +121,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("crdscale: interrupted", file=sys.stderr)
         return 128 + signal.SIGINT
+    except BrokenPipeError:
+        # The reader went away (`crdscale generate -o - | head`): stop quietly, with the status of a
+        # process ended by SIGPIPE as other Unix tools, and keep Python's exit flush off the closed pipe.
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        os.close(devnull)
+        return 128 + signal.SIGPIPE
 
 
 if __name__ == "__main__":

@@ -2,7 +2,7 @@ from __future__ import annotations
 
 import os
 
-from crdscale.cli.common import run_with_progress
+from crdscale.cli.common import add_output_argument, print_json, run_with_progress
 from crdscale.cluster.gobuild import stderr_echo
 from crdscale.scenario.config import default_text, load_scenario
 
@@ -30,6 +30,14 @@ class Command:
     'crdscale run --resume EXPERIMENT_DIR' skips the completed cells and redoes
     the interrupted one; 'crdscale report EXPERIMENT_DIR' compares the cells.
 
+    Before anything starts, every cell is checked: the kube-apiserver and etcd
+    versions crdscale can build (a cached binary always passes; otherwise the Go
+    module proxy is asked, answers cached), binaries and source trees the scenario
+    names, crds.source, the kubeconfig and its context, Prometheus credential
+    files, probe names. A mistake is one line (exit 2 bad scenario, 3 binary, 5
+    CRDs) before a run directory exists or a build starts. --check does only
+    that and prints what it checked per cell (-o json for scripts).
+
     Any cluster: --kubeconfig FILE (or FILE:FILE:..., merged as kubectl merges
     $KUBECONFIG; exec plugins such as aws or gke-gcloud-auth-plugin are run again
     when their token expires or is refused) and an existing Prometheus with
@@ -45,6 +53,7 @@ class Command:
     Examples:
       crdscale run
       crdscale run my-scenario.toml --out /data/runs
+      crdscale run --check scenarios/gogc.toml       # check every cell, run nothing
       crdscale run --kubeconfig ~/.kube/config --prometheus-url http://127.0.0.1:9090
       KUBECONFIG=~/.kube/config:~/.kube/eks.yaml crdscale run --kubeconfig "$KUBECONFIG" --context eks
       crdscale run --kubeconfig eks.yaml --prometheus-url https://prom.example --prometheus-bearer-token-file prom.token
@@ -91,8 +100,17 @@ class Command:
             action="append",
             default=[],
             metavar="SECTION.KEY=VALUE",
-            help='override one scenario key (value parsed as TOML, e.g. steps.count=3, steps.serve="list")',
+            help="override one scenario key; the value is read as TOML and typed by the key "
+            '(steps.count=3, steps.serve=list, target.kube_version=1.30 stays "1.30", target.env.GOGC=50 is "50", '
+            "profiles.kinds=heap,cpu)",
         )
+        parser.add_argument(
+            "--check",
+            action="store_true",
+            help="check the scenario (every cell of a matrix) and exit: versions crdscale can build, binaries, "
+            "files, kubeconfig and context; nothing is built or started (a run does the same checks first)",
+        )
+        add_output_argument(parser)
         parser.add_argument("--print-default", action="store_true", help="print the default scenario and exit")
         parser.add_argument(
             "--resume",
@@ -105,13 +123,21 @@ class Command:
         if args.print_default:
             print(default_text(), end="")
             return 0
+        from crdscale.errors import UsageError
+
+        if args.output == "json" and not args.check:
+            raise UsageError("-o json goes with --check (a run prints its run directory)")
         if args.resume:
-            from crdscale.errors import UsageError
             from crdscale.scenario.experiment import Experiment
 
             if args.scenario or args.set:
                 raise UsageError("--resume takes the scenario from the experiment directory; drop SCENARIO and --set")
-            return _run_experiment(Experiment.open(args.resume), args)
+            experiment = Experiment.open(args.resume)
+            cells = [(c.cell, c.scenario) for c in experiment.cells if c.status != "completed"]
+            reports = _check(experiment.scenario, cells)
+            if args.check:
+                return _print_check(str(experiment.path), reports, args)
+            return _run_experiment(experiment, args)
         overrides = _parse_sets(args.set)
         if args.kubeconfig:
             overrides.update({"target.kind": "kubeconfig", "target.kubeconfig": args.kubeconfig})
@@ -126,6 +152,10 @@ class Command:
                 is_file = flag.endswith("_file")
                 overrides[f"target.{flag}"] = os.path.abspath(os.path.expanduser(value)) if is_file else value
         scenario = load_scenario(args.scenario, overrides=overrides)
+        # Before a run directory exists or a binary is resolved: a bad cell fails in seconds, not after a build.
+        reports = _check(scenario)
+        if args.check:
+            return _print_check(scenario.source_path or "default scenario", reports, args)
         if scenario.matrix:
             from crdscale.paths import runs_dir
             from crdscale.scenario.experiment import Experiment
@@ -147,6 +177,43 @@ PROMETHEUS_FLAGS = (
 )
 
 
+def _check(scenario, cells=None):
+    """:func:`~crdscale.scenario.check.check_cells`, its warnings on stderr."""
+    from crdscale.scenario.check import check_cells
+
+    reports = check_cells(scenario, cells)
+    for report in reports:
+        for warning in report.warnings:
+            stderr_echo(f"warning: cell {report.cell}: {warning}" if scenario.matrix else f"warning: {warning}")
+    return reports
+
+
+def _print_check(what: str, reports, args) -> int:
+    if args.output == "json":
+        print_json(
+            {
+                "scenario": what,
+                "ok": True,
+                "cells": [
+                    {"cell": r.cell, "checks": [{"what": w, "result": h} for w, h in r.checks], "warnings": r.warnings}
+                    for r in reports
+                ],
+            }
+        )
+        return 0
+    warnings = sum(len(r.warnings) for r in reports)
+    found = f"{warnings} warning{'s' if warnings != 1 else ''}" if warnings else "nothing wrong found"
+    print(f"{what}: {len(reports)} cell{'s' if len(reports) != 1 else ''} checked, {found}")
+    for report in reports:
+        print(f"cell {report.cell}:")
+        width = max((len(w) for w, _h in report.checks), default=0)
+        for what_, how in report.checks:
+            print(f"  {what_:<{width}}  {how}")
+        for warning in report.warnings:
+            print(f"  warning: {warning}")
+    return 0
+
+
 def _run_experiment(experiment, args) -> int:
     stderr_echo(f"experiment {experiment.path}: {len(experiment.cells)} cells")
     experiment.run(run_with_progress, message=stderr_echo)
@@ -156,19 +223,15 @@ def _run_experiment(experiment, args) -> int:
 
 
 def _parse_sets(items: list[str]) -> dict:
+    """``--set KEY=VALUE`` items as overrides, each value typed by its key (see
+    :func:`~crdscale.scenario.config.parse_override`)."""
     from crdscale.errors import UsageError
+    from crdscale.scenario.config import parse_override
 
-    try:
-        import tomllib
-    except ModuleNotFoundError:
-        import tomli as tomllib
     out = {}
     for item in items:
         key, sep, value = item.partition("=")
         if not sep or not key.strip():
             raise UsageError(f"--set takes SECTION.KEY=VALUE (or KEY=VALUE for name, description), got {item!r}")
-        try:
-            out[key.strip()] = tomllib.loads(f"v = {value}")["v"]
-        except tomllib.TOMLDecodeError:
-            out[key.strip()] = value  # a bare word: take it as a string
+        out[key.strip()] = parse_override(key.strip(), value)
     return out

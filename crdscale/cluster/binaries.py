@@ -34,6 +34,8 @@ from crdscale.paths import binaries_dir
 
 KUBE_APISERVER_ENV = "CRDSCALE_KUBE_APISERVER"
 ETCD_ENV = "CRDSCALE_ETCD"
+# The Go module etcd is built from (its major version is in the path: only v3.x.y exists).
+ETCD_MODULE = "go.etcd.io/etcd/server/v3"
 
 KUBE_APISERVER_MAIN = """\
 package main
@@ -290,12 +292,18 @@ def kube_apiserver(
         if candidate.is_file():
             return _explicit(candidate, "kubebuilder-assets")
     version = normalize_version(version or DEFAULT_KUBE_VERSION)
-    cached = binaries_dir("kube-apiserver", version) / "kube-apiserver"
-    if cached.is_file() and os.access(cached, os.X_OK):
+    cached = cached_kube_apiserver(version)
+    if cached:
         return Binary(cached, version, "cache")
     info = _download_kubernetes_module(version)
     path = gobuild.build(kube_apiserver_program(version, module_info=info), echo=echo)
     return Binary(path, version, "built")
+
+
+def cached_kube_apiserver(version: str) -> Path | None:
+    """The kube-apiserver ``version`` (``vX.Y.Z``) built earlier, or ``None``."""
+    cached = binaries_dir("kube-apiserver", version) / "kube-apiserver"
+    return cached if cached.is_file() and os.access(cached, os.X_OK) else None
 
 
 def etcd_program(version: str) -> gobuild.GoProgram:
@@ -303,7 +311,7 @@ def etcd_program(version: str) -> gobuild.GoProgram:
         binary_name="etcd",
         out_dir=binaries_dir("etcd", version),
         go_directive="go 1.24",
-        requires={"go.etcd.io/etcd/server/v3": version},
+        requires={ETCD_MODULE: version},
         main_go=ETCD_MAIN,
         usual_duration="2-4 minutes on 2 cores",
     )
@@ -327,10 +335,10 @@ def etcd(spec: str | None = None, *, echo=None) -> Binary:
     program = etcd_program(version)
     if program.binary.is_file():
         return Binary(program.binary, version, "cache")
-    info = gobuild.module_download("go.etcd.io/etcd/server/v3", version)
+    info = gobuild.module_download(ETCD_MODULE, version)
     if info.get("Error"):
         raise BinaryError(
-            f"the Go module proxy does not serve go.etcd.io/etcd/server/v3 {version}: {info['Error'].splitlines()[-1]}"
+            f"the Go module proxy does not serve {ETCD_MODULE} {version}: {info['Error'].splitlines()[-1]}"
         )
     return Binary(gobuild.build(program, echo=echo), version, "built")
 

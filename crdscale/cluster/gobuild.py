@@ -200,5 +200,38 @@ def module_download(path: str, version: str) -> dict:
         return {"Error": (proc.stderr or proc.stdout).strip() or f"go mod download exited {proc.returncode}"}
 
 
+def module_info(path: str, version: str, *, timeout_s: float) -> dict:
+    """``go list -m -json path@version``: the module's ``.info`` from the module cache or the
+    proxy (a few hundred bytes, no download), so whether a version exists is answered in well
+    under a second. Returns go's JSON; on failure ``{"Error": last line of go's message}``, plus
+    ``"Unreachable": True`` when go could not ask (no answer within ``timeout_s``, no network)."""
+    try:
+        proc = subprocess.run(
+            [go_binary(), "list", "-m", "-json", f"{path}@{version}"],
+            capture_output=True,
+            text=True,
+            timeout=timeout_s,
+            env=dict(os.environ, GOFLAGS="-mod=mod", GOWORK="off", GO111MODULE="on"),
+            cwd=os.path.expanduser("~"),
+        )
+    except subprocess.TimeoutExpired:
+        return {"Error": f"no answer within {timeout_s:g} s", "Unreachable": True}
+    if proc.returncode == 0:
+        try:
+            return json.loads(proc.stdout)
+        except json.JSONDecodeError:
+            pass
+    message = (proc.stderr or proc.stdout).strip() or f"go list exited {proc.returncode}"
+    # The proxy answers 404/410 (or 403 "not available") for a version that does not exist;
+    # anything else (DNS, refused connection, TLS) means the question could not be asked.
+    refused = any(
+        word in message for word in ("404", "410", "403", "not available", "unknown revision", "invalid version")
+    )
+    answer: dict = {"Error": " ".join(message.splitlines()[-1].split())}
+    if not refused:
+        answer["Unreachable"] = True
+    return answer
+
+
 def stderr_echo(msg: str) -> None:
     print(f"crdscale: {msg}", file=sys.stderr, flush=True)

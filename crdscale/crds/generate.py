@@ -17,8 +17,9 @@ give byte-identical CRDs, hence the same set hash in run manifests.
 from __future__ import annotations
 
 import json
+import os
 import random
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
@@ -26,6 +27,7 @@ from typing import Any
 import yaml
 
 from crdscale.errors import UsageError
+from crdscale.units import fmt_bytes
 
 SCALAR_TYPES = ("integer", "string", "boolean", "number")
 PROPERTY_TYPES = ("object", "array") + SCALAR_TYPES
@@ -369,6 +371,84 @@ def generate_crds(params: GeneratorParams) -> list[dict[str, Any]]:
     No ownership labels: the installer adds them, so the set (and its hash) is
     independent of the run that installs it.
     """
+    return list(iter_crds(params))
+
+
+# The API server stores a CRD in etcd with one request, and etcd refuses requests over
+# --max-request-bytes (1.5 MiB by default; crdscale's local etcd keeps the default).
+ETCD_REQUEST_LIMIT_BYTES = 1536 * 1024
+# The etcd backend quota of crdscale's local control plane (--quota-backend-bytes in
+# cluster/local.py): a set whose objects alone exceed it cannot be installed there.
+SET_LIMIT_BYTES = 8 * 2**30
+# Python holds a generated CRD in 3-9x its compact JSON (measured with tracemalloc: provider
+# preset 3.2x, apigen 8.3x); the set's summary and the installer keep it whole, so 10x is budgeted.
+MEMORY_PER_JSON_BYTE = 10
+# CRDs generated to estimate a set's size before generating all of it.
+ESTIMATE_SAMPLE = 100
+
+
+def crd_json_bytes(crd: Mapping[str, Any]) -> int:
+    """Bytes of the compact JSON of ``crd`` (what a create request carries, near enough)."""
+    return len(json.dumps(crd, separators=(",", ":")).encode("utf-8"))
+
+
+def check_crd_size(crd: Mapping[str, Any]) -> int:
+    """The JSON size of ``crd``; :class:`UsageError` when it is over etcd's request limit, which
+    the API server would answer with an error instead of storing it."""
+    size = crd_json_bytes(crd)
+    if size > ETCD_REQUEST_LIMIT_BYTES:
+        raise UsageError(
+            f"CRD {crd['metadata']['name']} would be {fmt_bytes(size)} of JSON, over etcd's "
+            f"{fmt_bytes(ETCD_REQUEST_LIMIT_BYTES)} request limit (the API server could not store it); "
+            "use fewer properties, versions or description characters"
+        )
+    return size
+
+
+@dataclass(frozen=True)
+class SetEstimate:
+    """A generated set's size, extrapolated from its first CRDs: ``json_bytes`` of CRD objects
+    and ``memory_bytes`` to hold them in crdscale."""
+
+    crds: int
+    json_bytes: float
+    memory_bytes: float
+
+    def line(self) -> str:
+        return f"about {fmt_bytes(self.json_bytes)} of CRDs ({fmt_bytes(self.json_bytes / max(self.crds, 1))} each)"
+
+
+def estimate_set(params: GeneratorParams, *, available_memory: int | None = None) -> SetEstimate:
+    """Estimate the set ``params`` describes from its first :data:`ESTIMATE_SAMPLE` CRDs (a
+    fraction of a second) and refuse, with :class:`UsageError` naming the limit, a set that
+    crdscale could not install: a CRD over etcd's request limit, objects over the local etcd's
+    backend quota, or more memory than ``available_memory`` bytes (when given)."""
+    sample = []
+    for crd in iter_crds(params):
+        sample.append(check_crd_size(crd))
+        if len(sample) >= ESTIMATE_SAMPLE:
+            break
+    mean = sum(sample) / len(sample) if sample else 0.0
+    estimate = SetEstimate(params.crd_count, mean * params.crd_count, mean * params.crd_count * MEMORY_PER_JSON_BYTE)
+    what = f"{params.crd_count:,} CRDs would be {estimate.line()}"
+    if estimate.json_bytes > SET_LIMIT_BYTES:
+        most = int(SET_LIMIT_BYTES / mean)
+        raise UsageError(
+            f"{what}, more than the {fmt_bytes(SET_LIMIT_BYTES)} etcd quota of crdscale's local control plane; "
+            f"at most ~{most:,} CRDs of this shape"
+        )
+    if available_memory is not None and estimate.memory_bytes > available_memory:
+        most = int(available_memory / (mean * MEMORY_PER_JSON_BYTE))
+        raise UsageError(
+            f"{what}, needing about {fmt_bytes(estimate.memory_bytes)} of memory to generate and install; this "
+            f"machine has {fmt_bytes(available_memory)} available: at most ~{most:,} CRDs of this shape"
+        )
+    return estimate
+
+
+def iter_crds(params: GeneratorParams) -> Iterator[dict[str, Any]]:
+    """The CRDs of :func:`generate_crds` one at a time (the same CRDs, in the same order), so a
+    caller can show progress or stop early."""
     params.validate()
     rng = random.Random(params.seed)
     group_namer, kind_namer = _Namer(rng), _Namer(rng)
@@ -378,7 +458,6 @@ def generate_crds(params: GeneratorParams) -> list[dict[str, Any]]:
         groups.append(f"{adjective}.{noun}.{params.group_suffix}")
     versions = version_names(params.versions)
 
-    crds = []
     for index in range(params.crd_count):
         group = groups[index % params.group_count]
         adjective, noun = kind_namer.pair()
@@ -415,15 +494,12 @@ def generate_crds(params: GeneratorParams) -> list[dict[str, Any]]:
         names: dict[str, Any] = {"kind": kind, "listKind": kind + "List", "plural": plural, "singular": singular}
         if params.categories:
             names["categories"] = list(params.categories)
-        crds.append(
-            {
-                "apiVersion": "apiextensions.k8s.io/v1",
-                "kind": "CustomResourceDefinition",
-                "metadata": {"name": f"{plural}.{group}"},
-                "spec": {"group": group, "names": names, "scope": scope, "versions": crd_versions},
-            }
-        )
-    return crds
+        yield {
+            "apiVersion": "apiextensions.k8s.io/v1",
+            "kind": "CustomResourceDefinition",
+            "metadata": {"name": f"{plural}.{group}"},
+            "spec": {"group": group, "names": names, "scope": scope, "versions": crd_versions},
+        }
 
 
 def _dumper():
@@ -453,18 +529,47 @@ def write_crds(
     if single_file and fmt != "yaml":
         raise UsageError("a single-file stream is written as YAML only")
     out = Path(out)
-    if single_file:
-        out.parent.mkdir(parents=True, exist_ok=True)
-        out.write_text("".join("---\n" + dump_yaml(crd) for crd in crds), encoding="utf-8")
-        return [out]
-    out.mkdir(parents=True, exist_ok=True)
+    check_output(out, single_file=single_file)
     written = []
-    for crd in crds:
-        path = out / f"{crd['metadata']['name']}.{fmt}"
-        text = dump_yaml(crd) if fmt == "yaml" else json.dumps(crd, indent=1) + "\n"
-        path.write_text(text, encoding="utf-8")
-        written.append(path)
+    try:
+        if single_file:
+            out.parent.mkdir(parents=True, exist_ok=True)
+            with open(out, "w", encoding="utf-8") as stream:
+                for crd in crds:
+                    stream.write("---\n" + dump_yaml(crd))
+            return [out]
+        out.mkdir(parents=True, exist_ok=True)
+        for crd in crds:
+            path = out / f"{crd['metadata']['name']}.{fmt}"
+            text = dump_yaml(crd) if fmt == "yaml" else json.dumps(crd, indent=1) + "\n"
+            path.write_text(text, encoding="utf-8")
+            written.append(path)
+    except OSError as err:
+        raise UsageError(f"cannot write {err.filename or out}: {err.strerror or err}") from err
     return written
+
+
+def check_output(out: str | Path, *, single_file: bool = False) -> None:
+    """:class:`UsageError` (one line) now, before anything is generated, when :func:`write_crds`
+    could not write to ``out``: a directory wanted where a file is, or the reverse, or no
+    permission to create it."""
+    out = Path(out)
+    if single_file:
+        if out.is_dir():
+            raise UsageError(f"{out} is a directory; --single-file writes one file (omit it to write one file per CRD)")
+        parent = next((p for p in (out.parent, *out.parent.parents) if p.exists()), Path("."))
+    else:
+        if out.exists() and not out.is_dir():
+            raise UsageError(
+                f"{out} exists and is not a directory; -o takes a directory for one file per CRD "
+                "(or a file with --single-file)"
+            )
+        parent = next((p for p in (out, *out.parents) if p.exists()), Path("."))
+    if not parent.is_dir():
+        raise UsageError(f"cannot write {out}: {parent} is not a directory")
+    target = out if single_file and out.exists() else parent
+    if not os.access(target, os.W_OK):
+        raise UsageError(f"cannot write {out}: permission denied on {target}")
 
 
 __all__ = [
@@ -473,6 +578,10 @@ __all__ = [
     "preset",
     "parse_type_weights",
     "generate_crds",
+    "iter_crds",
+    "estimate_set",
+    "check_crd_size",
+    "check_output",
     "generate_properties",
     "version_names",
     "write_crds",

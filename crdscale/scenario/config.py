@@ -25,65 +25,134 @@ SERVE_MODES = ("none", "list", "watch")
 METRIC_SOURCES = ("auto", "prometheus", "direct")
 TARGET_KINDS = ("local", "kubeconfig")
 
-# section -> key -> expected type(s). Anything else in a file is an error naming it.
-SCHEMA: dict[str, dict[str, type | tuple[type, ...]]] = {
-    "": {"name": str, "description": str},
-    "target": {
-        "kind": str,
-        "kube_version": str,
-        "kube_source": str,
-        "etcd": str,
-        "apiserver_flags": list,
-        "env": dict,
-        "apiserver_binary": str,
-        "kubeconfig": str,
-        "context": str,
-        "prometheus_url": str,
-        "prometheus_jobs": dict,
-        "prometheus_bearer_token_file": str,
-        "prometheus_username": str,
-        "prometheus_password_file": str,
-        "prometheus_ca_file": str,
-        "prometheus_insecure_skip_tls_verify": bool,
-    },
-    "crds": {
-        "source": str,
-        "preset": str,
-        "count": int,
-        "groups": int,
-        "property_count": int,
-        "versions": int,
-        "max_depth": int,
-        "description_length": int,
-        "scope": str,
-        "printer_columns": int,
-        "categories": list,
-        "shape": str,
-        "group_suffix": str,
-        "seed": int,
-    },
-    "steps": {
-        "count": int,
-        "size": int,
-        "serve": str,
-        "serve_clients": int,
-        "settle_seconds": (int, float),
-        "establish_timeout_seconds": (int, float),
-        "concurrency": int,
-        "qps": (int, float),
-        "on_rejected": str,
-        "hold_seconds": (int, float),
-        "memory_guard_mib": int,
-    },
-    "profiles": {"kinds": list, "cpu_seconds": int, "installed_phase": bool},
-    "metrics": {
-        "source": str,
-        "scrape_interval_seconds": (int, float),
-        "apiserver_metrics_interval_seconds": (int, float),
-        "apiserver_cpu_budget_percent": (int, float),
-    },
-    "probes": {"each_step": list, "options": dict},
-}
+
+@dataclass(frozen=True)
+class Key:
+    """One scenario key, declared once: ``name`` is ``section.key`` (``name``/``description`` at
+    the top level), ``type`` what a file must give, ``default`` what the built-in scenario holds
+    (``None``: unset, see ``help``), ``help`` one line for people and the scenario reference."""
+
+    name: str
+    type: type | tuple[type, ...]
+    default: Any
+    help: str
+
+    @property
+    def section(self) -> str:
+        return self.name.rpartition(".")[0]
+
+    @property
+    def key(self) -> str:
+        return self.name.rpartition(".")[2]
+
+
+# Every scenario key. Validation (SCHEMA), `--set` typing and the scenario reference come from here;
+# default.toml (the defaults with comments, printed by `run --print-default`) is tested to agree.
+KEYS: tuple[Key, ...] = (
+    Key("name", str, "default", "names the run directory (runs/<UTC timestamp>-<name>)"),
+    Key("description", str, None, "one line for reports; unset: derived from the settings"),
+    # [target]
+    Key("target.kind", str, "local", '"local" (crdscale starts etcd + kube-apiserver) or "kubeconfig" (a cluster)'),
+    Key("target.kube_version", str, "1.37.1", "kube-apiserver release X.Y.Z, built from Go modules and cached"),
+    Key("target.kube_source", str, None, "build kube-apiserver from this source tree instead (cached per commit+diff)"),
+    Key("target.etcd", str, "v3.6.16", 'etcd version built from Go modules, "system" (etcd on PATH) or a path'),
+    Key("target.apiserver_flags", list, [], 'extra kube-apiserver flags, e.g. ["--v=2"]'),
+    Key("target.env", dict, {}, 'Go runtime env for kube-apiserver, e.g. { GOGC = "50", GOMEMLIMIT = "2GiB" }'),
+    Key("target.apiserver_binary", str, None, "run this kube-apiserver binary instead of building one"),
+    Key("target.kubeconfig", str, None, 'kubeconfig of the cluster for kind = "kubeconfig" ("a.yaml:b.yaml" merged)'),
+    Key("target.context", str, None, "kubeconfig context; unset: its current-context"),
+    Key("target.prometheus_url", str, None, "an existing Prometheus scraping the cluster"),
+    Key(
+        "target.prometheus_jobs", dict, None, 'that Prometheus\' job label per source, e.g. { apiserver = "apiserver" }'
+    ),
+    Key("target.prometheus_bearer_token_file", str, None, "file with its bearer token (or $CRDSCALE_PROMETHEUS_TOKEN)"),
+    Key("target.prometheus_username", str, None, "basic-auth user for it, with prometheus_password_file"),
+    Key(
+        "target.prometheus_password_file",
+        str,
+        None,
+        "file with the basic-auth password (or $CRDSCALE_PROMETHEUS_PASSWORD)",
+    ),
+    Key("target.prometheus_ca_file", str, None, "verify its certificate with this CA bundle"),
+    Key("target.prometheus_insecure_skip_tls_verify", bool, None, "do not verify its certificate (explicit only)"),
+    # [crds]: generator keys left unset come from the preset
+    Key("crds.source", str, "generate", '"generate", or a directory / file of real CRDs'),
+    Key("crds.preset", str, "apigen", 'generator preset: "apigen" (flat schemas) or "provider" (Crossplane-like)'),
+    Key("crds.count", int, 500, "CRDs to generate"),
+    Key("crds.groups", int, 50, "API groups they are spread over, round-robin"),
+    Key("crds.property_count", int, 100, "properties per CRD schema, nested ones included; 0: random 1..100"),
+    Key("crds.versions", int, None, "versions per CRD, each repeating the schema (preset: apigen 1, provider 2)"),
+    Key("crds.max_depth", int, None, "levels of nested properties (preset: apigen 8, provider 4)"),
+    Key("crds.description_length", int, None, "description characters per property (preset: apigen 0, provider 120)"),
+    Key("crds.scope", str, None, '"Cluster", "Namespaced" or "mixed" (default Cluster)'),
+    Key("crds.printer_columns", int, None, "additional printer columns per version (preset: apigen 0, provider 4)"),
+    Key("crds.categories", list, None, "spec.names.categories of every CRD (preset: provider: crossplane, managed)"),
+    Key("crds.shape", str, None, '"flat" or "provider" (spec.forProvider/status.atProvider); from the preset'),
+    Key("crds.group_suffix", str, None, "DNS suffix of generated groups (default crdscale.example.org)"),
+    Key("crds.seed", int, 1, "random seed: the same parameters and seed give the same CRDs"),
+    # [steps]
+    Key("steps.count", int, 5, "install the CRD set in this many equal steps"),
+    Key("steps.size", int, None, "CRDs per step instead (wins over count; the last step takes the rest)"),
+    Key(
+        "steps.serve", str, "watch", '"none", "list" (one LIST per new resource) or "watch" (LIST + a watch kept open)'
+    ),
+    Key("steps.serve_clients", int, 1, "watch: client-go informer processes sharing the resources"),
+    Key(
+        "steps.settle_seconds",
+        (int, float),
+        15,
+        "wait after serving, before profiling, so transient garbage is collected",
+    ),
+    Key("steps.hold_seconds", (int, float), 0, "after the last step, keep serving this long (watches stay open)"),
+    Key("steps.memory_guard_mib", int, 1024, "local target: stop the run (failed) when less memory is available"),
+    Key("steps.establish_timeout_seconds", (int, float), 300, "how long a CRD may take to become Established"),
+    Key("steps.concurrency", int, 8, "CRD creations in flight"),
+    Key("steps.qps", (int, float), 0, "client-side limit on CRD creations per second; 0: none"),
+    Key("steps.on_rejected", str, None, '"stop" (default) or "continue" past CRDs the server rejects'),
+    # [profiles]
+    Key("profiles.kinds", list, ["heap"], "profiles after every step: any of heap, allocs, goroutine, cpu"),
+    Key("profiles.cpu_seconds", int, 10, "length of a cpu profile"),
+    Key("profiles.installed_phase", bool, True, "also profile after a step's CRDs are Established, before serving"),
+    # [metrics]
+    Key(
+        "metrics.source",
+        str,
+        "auto",
+        '"auto" (local Prometheus if installed, else direct scrapes), "prometheus", "direct"',
+    ),
+    Key(
+        "metrics.scrape_interval_seconds", (int, float), 1, "/proc (RSS, CPU, fds, threads) and etcd sampling interval"
+    ),
+    Key(
+        "metrics.apiserver_metrics_interval_seconds",
+        (int, float),
+        20,
+        "kube-apiserver /metrics interval (longer when a scrape outlasts it)",
+    ),
+    Key(
+        "metrics.apiserver_cpu_budget_percent",
+        (int, float),
+        5,
+        "longer still while scrapes cost more than this share of its CPU; 0: never",
+    ),
+    # [probes]
+    Key("probes.each_step", list, [], 'probes run after every step, e.g. ["discovery"]'),
+    Key("probes.options", dict, None, "options per probe: { probe = { option = value } }"),
+)
+
+# section -> key -> expected type(s), from KEYS. Anything else in a file is an error naming it.
+SCHEMA: dict[str, dict[str, type | tuple[type, ...]]] = {"": {}}
+for _key in KEYS:
+    SCHEMA.setdefault(_key.section, {})[_key.key] = _key.type
+del _key
+
+
+def scenario_reference():
+    """``(section, key, type name, default, help)`` per scenario key, in file order, for the
+    scenario reference (``section`` is ``""`` for top-level keys; ``default`` ``None`` = unset)."""
+    for key in KEYS:
+        yield key.section, key.key, _type_name(key.type), key.default, key.help
+
 
 # Keys whose value is a free-form table (merged whole, addressed as section.key.NAME).
 FREE_TABLES = ("env", "options", "prometheus_jobs")
@@ -230,6 +299,46 @@ def flatten_keys(table: dict, prefix: str = "") -> dict[str, Any]:
     return out
 
 
+def declared_type(key: str) -> type | tuple[type, ...] | None:
+    """The type :data:`SCHEMA` declares for the dotted scenario ``key`` (``str`` for a name inside
+    ``target.env`` or ``target.prometheus_jobs``); ``None`` when it declares none (unknown keys,
+    ``probes.options`` entries)."""
+    parts = key.split(".")
+    if len(parts) == 1:
+        return SCHEMA[""].get(parts[0])
+    section = SCHEMA.get(parts[0]) if parts[0] else None
+    if section is None:
+        return None
+    if len(parts) == 2:
+        return section.get(parts[1])
+    if len(parts) == 3 and parts[0] == "target" and parts[1] in ("env", "prometheus_jobs"):
+        return str  # the Go runtime reads strings (GOGC=50 is "50"), and job labels are strings
+    return None
+
+
+def parse_override(key: str, text: str) -> Any:
+    """The value of ``--set KEY=TEXT``: ``TEXT`` read as a TOML value, then typed by what
+    :data:`SCHEMA` declares for ``key``, so a value means what the key needs.
+
+    A string key takes ``TEXT`` as written unless it is a quoted TOML string: ``1.30``
+    stays ``"1.30"`` (a version, not the number 1.3), ``GOGC=50`` is ``"50"``. A list key
+    takes a TOML array, or a comma-separated list of words (``heap,cpu``). Anything that
+    does not fit the declared type is left as parsed, for validation to name.
+    """
+    text = text.strip()
+    try:
+        value = tomllib.loads(f"v = {text}")["v"]
+        parsed = True
+    except tomllib.TOMLDecodeError:
+        value, parsed = text, False  # a bare word: take it as a string
+    expected = declared_type(key)
+    if expected is str:
+        return value if parsed and isinstance(value, str) else text
+    if expected is list and not isinstance(value, list):
+        return [part.strip() for part in text.split(",") if part.strip()] if not parsed else [value]
+    return value
+
+
 def set_key(data: dict, key: str, value: Any, where: str = "scenario") -> None:
     """Set the dotted scenario ``key`` in ``data`` in place: ``name``, ``steps.count``,
     ``target.env.GOGC`` (a name inside a free-form table such as ``env``)."""
@@ -313,6 +422,10 @@ def build_scenario(
     _check_types(data, where)
 
     target, steps, profiles, metrics = data["target"], data["steps"], data["profiles"], data["metrics"]
+    name = data.get("name", "scenario")
+    if not name.strip() or "/" in name or "\0" in name:
+        # It becomes a directory name (runs/<UTC timestamp>-<name>): a "/" would put the run elsewhere.
+        raise UsageError(f"{where}: 'name' names the run directory: no '/', not empty, got {name!r}")
     _choice(target["kind"], TARGET_KINDS, "target.kind", where)
     if target["kind"] == "kubeconfig" and not target.get("kubeconfig"):
         raise UsageError(f"{where}: 'target.kubeconfig' is required when target.kind = \"kubeconfig\"")
@@ -377,15 +490,28 @@ def build_scenario(
     return scenario
 
 
+def read_scenario_text(path: Path) -> str:
+    """The text of the scenario file ``path``; :class:`UsageError` (one line) when it cannot be
+    read or is not UTF-8, which TOML requires."""
+    try:
+        data = path.read_bytes()
+    except OSError as err:
+        raise UsageError(f"cannot read scenario {path}: {err.strerror or err}") from err
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as err:
+        line = data[: err.start].count(b"\n") + 1
+        raise UsageError(
+            f"{path.name}: not UTF-8 (byte 0x{data[err.start]:02x} on line {line}); TOML files are UTF-8"
+        ) from err
+
+
 def load_scenario(path: str | Path | None, **kwargs) -> Scenario:
     """Read and parse a scenario file; ``None`` gives the built-in default."""
     if path is None:
         return check_inputs(resolve_paths(parse_scenario(None, where="default scenario", **kwargs)), "default scenario")
     p = Path(path).expanduser()
-    try:
-        text = p.read_text()
-    except OSError as err:
-        raise UsageError(f"cannot read scenario {p}: {err.strerror}") from err
+    text = read_scenario_text(p)
     scenario = parse_scenario(text, where=p.name, base_dir=p.parent, **kwargs)
     scenario.source_path = str(p)
     return check_inputs(resolve_paths(scenario), p.name)

@@ -25,8 +25,8 @@ from typing import Any
 from crdscale import __version__
 from crdscale.errors import CrdscaleError, UsageError
 from crdscale.rundir import layout, read_experiment_manifest, write_experiment_manifest
-from crdscale.scenario.config import Scenario, build_scenario, check_inputs
-from crdscale.scenario.matrix import Cell, cell_where, expand
+from crdscale.scenario.config import Scenario, build_scenario
+from crdscale.scenario.matrix import Cell, expand
 
 
 def _utc_iso() -> str:
@@ -63,10 +63,11 @@ def eta_seconds(done: list[float], remaining: int) -> float | None:
 
 
 def _check_cells(scenario: Scenario, cells: list[CellState]) -> None:
-    """:func:`~crdscale.scenario.config.check_inputs` of every cell, so the last cell's bad path
-    stops the experiment before the first cell runs, not hours later."""
-    for state in cells:
-        check_inputs(state.scenario, cell_where(scenario, state.cell))
+    """:func:`~crdscale.scenario.check.check_cells` of every cell, so the last cell's bad path
+    or version stops the experiment before the first cell runs, not hours later."""
+    from crdscale.scenario.check import check_cells
+
+    check_cells(scenario, [(state.cell, state.scenario) for state in cells])
 
 
 class Experiment:

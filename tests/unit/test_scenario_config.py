@@ -41,6 +41,8 @@ def test_step_size_wins_and_last_step_takes_the_rest():
         ('[target]\napiserver_flags = ["v=2"]', "'target.apiserver_flags' entries"),
         ("[metrics]\nscrape_interval_seconds = 0", "'metrics.scrape_interval_seconds' must be > 0"),
         ("name = ", "not valid TOML"),
+        ('name = "../elsewhere"', "'name' names the run directory"),
+        ('name = ""', "'name' names the run directory"),
     ],
 )
 def test_bad_scenarios_name_the_key_in_one_line(text, fragment):
@@ -59,3 +61,23 @@ def test_overrides_reach_sections_and_top_level_keys():
     assert "v1.24.0" in s.description  # derived from the overridden settings
     with pytest.raises(UsageError, match="unknown key 'steps.cuont'"):
         parse_scenario(None, overrides=_parse_sets(["steps.cuont=2"]))
+
+
+def test_every_key_is_declared_once_and_default_toml_agrees():
+    """KEYS is the one declaration: default.toml holds exactly its defaults (no key missing or extra,
+    the same values), and every key has a type and one line of help for the scenario reference."""
+    from crdscale.scenario.config import KEYS, SCHEMA, default_text, scenario_reference, tomllib
+
+    defaults = {}
+    for name, value in tomllib.loads(default_text()).items():  # sections and top-level keys, one level down
+        items = value.items() if isinstance(value, dict) else [(None, value)]
+        defaults.update({f"{name}.{key}" if key else name: v for key, v in items})
+    declared = {k.name: k.default for k in KEYS if k.default is not None}
+    assert defaults == declared
+    assert len({k.name for k in KEYS}) == len(KEYS)
+    assert {(k.section, k.key) for k in KEYS} == {(s, key) for s, keys in SCHEMA.items() for key in keys}
+    rows = list(scenario_reference())
+    assert len(rows) == len(KEYS)
+    for section, key, type_name, _default, help_text in rows:
+        assert type_name and help_text and "\n" not in help_text and len(help_text) <= 110, (section, key)
+    assert ("target", "kube_version", "a string", "1.37.1") == rows[3][:4]
