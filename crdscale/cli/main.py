@@ -48,14 +48,21 @@ COMMAND_EXTRAS = {"report": ("report",), "lab": ("report", "lab")}
 DESCRIPTION = """\
 Profile kube-apiserver as CustomResourceDefinitions pile up.
 
-Typical flow:
-  crdscale up                                  # local etcd + kube-apiserver on 127.0.0.1
+First look, no cluster needed (a committed real run):
+  crdscale analyze data/reference-run          # heap per CRD by cause, with 95% intervals
+  crdscale lab data/reference-run              # its notebooks in JupyterLab
+  crdscale compare data/reference-run-v1.24.0 data/reference-run
+
+Typical flow on a real API server:
+  crdscale run                                 # the default scenario, end to end, on a local kube-apiserver
+  crdscale report runs/<run>                   # notebooks -> HTML report + findings.md
+  crdscale up                                  # or step by step: local etcd + kube-apiserver on 127.0.0.1
   crdscale generate -g 50 -c 500 -o crds/      # synthetic CRDs
   crdscale install crds/ --step 100 --serve watch
-  crdscale run                                 # the default scenario, end to end
   crdscale top runs/<run>/profiles/heap-step05-crds0500.pb.gz
-  crdscale lab runs/<run>                      # the run's notebooks in JupyterLab
   crdscale down
+
+Docs: docs/ (make docs builds the site), starting with docs/tutorials/first-look.md.
 """
 
 
