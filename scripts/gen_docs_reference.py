@@ -59,6 +59,13 @@ def _code(text: str) -> str:
     return f"`{text}`" if text else ""
 
 
+def _rst_to_md(text: str) -> str:
+    """The little reStructuredText module docstrings use, as Markdown: roles, double backticks, ``::``."""
+    text = re.sub(r":(?:data|func|meth|class|mod|attr):`~?([^`]+)`", r"`\1`", text)
+    text = text.replace("``", "`")
+    return re.sub(r"::\n", ":\n", text)
+
+
 # --------------------------------------------------------------------------------------------- CLI
 
 
@@ -251,7 +258,8 @@ def render_scenario() -> str:
         out.append("| key | type | default | what it does |\n|---|---|---|---|")
         for k in keys:
             dotted = f"{section}.{k.key}" if section else k.key
-            out.append(f"| `{dotted}` | {k.type} | {_code(_cell(k.default))} | {_cell(k.help)} |")
+            default = _code(_cell(k.default)) or "unset"
+            out.append(f"| `{dotted}` | {k.type} | {default} | {_cell(k.help) or '—'} |")
         out.append("")
     return "\n".join(out)
 
@@ -271,12 +279,12 @@ def render_run_directory() -> str:
         "`crdscale.rundir.read_run(DIR)` reads all of it typed.\n"
     )
     out.append("## Layout\n")
-    out.append(inspect.cleandoc(layout.__doc__ or "").split("\n", 1)[1].strip() + "\n")
+    out.append(_rst_to_md(inspect.cleandoc(layout.__doc__ or "").split("\n", 1)[1].strip()) + "\n")
     out.append("## The run's own README\n")
     out.append("Every run directory starts with this `README.md`:\n")
     out.append(layout.RUN_README.split("\n", 2)[2].strip() + "\n")
     out.append("## Event kinds\n")
-    out.append(inspect.cleandoc(events.__doc__ or "").split("\n", 1)[1].strip() + "\n")
+    out.append(_rst_to_md(inspect.cleandoc(events.__doc__ or "").split("\n", 1)[1].strip()) + "\n")
     out.append("| kind | required fields | optional fields | marks |\n|---|---|---|---|")
     for kind in events.EVENT_KINDS.values():
         req = ", ".join(f"`{f}`" for f in kind.required)
