@@ -35,7 +35,8 @@ format: venv
 	$(BIN)/ruff format .
 
 # The docs site: reference pages generated from the code and results pages from docs/results/*.toml
-# (scripts/gen_docs_reference.py), then mkdocs --strict into site/. Needs the venv only, not the Go builds.
+# (scripts/gen_docs_reference.py; it fails when a committed results page was stale, after updating it),
+# then mkdocs --strict into site/. Needs the venv only, not the Go builds.
 docs: venv
 	$(BIN)/python scripts/gen_docs_reference.py
 	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict --site-dir site

@@ -1,7 +1,8 @@
 """Generate the docs site's reference and results pages from the code and the committed findings.
 
-    python scripts/gen_docs_reference.py            # writes into docs/ (what `make docs` runs)
-    python scripts/gen_docs_reference.py --check    # exit 1 if a generated page is missing or stale
+    python scripts/gen_docs_reference.py            # writes into docs/ (what `make docs` runs); exit 1 if a
+                                                    # committed results page had to be updated
+    python scripts/gen_docs_reference.py --check    # writes nothing; exit 1 if a committed page is stale
 
 Generated from the code at build time (git-ignored, so they cannot drift; see FROM_CODE):
 
@@ -432,12 +433,23 @@ def main(argv: list[str] | None = None) -> int:
         if stale:
             print(f"stale generated docs pages (run: make docs): {', '.join(stale)}", file=sys.stderr)
         return 1 if stale else 0
-    for rel, content in {**code_pages(), **data_pages(args.docs)}.items():
-        target = args.docs / rel
-        target.parent.mkdir(parents=True, exist_ok=True)
-        if not target.is_file() or target.read_text() != content:
-            target.write_text(content)
+    for rel, content in code_pages().items():
+        _write(args.docs / rel, content)
+    updated = [rel for rel, content in data_pages(args.docs).items() if _write(args.docs / rel, content)]
+    if updated:
+        # Committed pages that did not match their data: CI must not pass on them (it regenerates first).
+        print(f"updated stale results pages, commit them: {', '.join(updated)}", file=sys.stderr)
+        return 1
     return 0
+
+
+def _write(target: Path, content: str) -> bool:
+    """Write ``content`` to ``target`` unless it is already there; True when the file changed."""
+    if target.is_file() and target.read_text() == content:
+        return False
+    target.parent.mkdir(parents=True, exist_ok=True)
+    target.write_text(content)
+    return True
 
 
 if __name__ == "__main__":
