@@ -26,6 +26,7 @@ tests/unit/test_docs.py fail when one is stale):
 from __future__ import annotations
 
 import argparse
+import inspect
 import re
 import sys
 from dataclasses import dataclass
@@ -139,7 +140,7 @@ def render_cli() -> str:
         anchor = "-".join(("crdscale", *path))
         level = "#" * min(2 + max(len(path) - 1, 0), 4)
         out.append(f"{level} `{title}` {{#{anchor}}}\n")
-        description = (parser.description or "").strip() or summary
+        description = inspect.cleandoc(parser.description or "") or summary
         if description:
             out.append("```text\n" + description + "\n```\n")
         rows = _flag_rows(parser)
@@ -269,8 +270,6 @@ def render_scenario() -> str:
 
 
 def render_run_directory() -> str:
-    import inspect
-
     from crdscale.rundir import events, layout
 
     out = [HEADER.format(source="crdscale/rundir/layout.py and crdscale/rundir/events.py"), "# Run directory\n"]
