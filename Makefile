@@ -10,7 +10,7 @@ test integration: export EXTRA_KUBE_VERSIONS ?= 1.24.0
 # most of that kube-apiserver's compiled packages.
 test integration: export EXTRA_KUBECTL_VERSIONS ?= 1.24.0
 
-.PHONY: bootstrap venv demo test unit integration lint format clean-runs
+.PHONY: bootstrap venv demo test unit integration lint format docs docs-figure clean-runs
 
 bootstrap:
 	bash scripts/bootstrap.sh
@@ -33,6 +33,18 @@ lint: venv
 format: venv
 	$(BIN)/ruff check --fix .
 	$(BIN)/ruff format .
+
+# The docs site: reference pages generated from the code and results pages from docs/results/*.toml
+# (scripts/gen_docs_reference.py; it fails when a committed results page was stale, after updating it),
+# then mkdocs --strict into site/. Needs the venv only, not the Go builds.
+docs: venv
+	$(BIN)/python scripts/gen_docs_reference.py
+	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict --site-dir site
+
+# The figure of the README and the docs' home page, from the committed reference run.
+docs-figure: venv
+	$(BIN)/crdscale report data/reference-run --out /tmp/crdscale-docs-figure
+	cp /tmp/crdscale-docs-figure/headline.png docs/assets/reference-run-headline.png
 
 unit:
 	$(BIN)/pytest tests/unit $(PYTEST_ARGS)

@@ -15,8 +15,6 @@ from __future__ import annotations
 import argparse
 
 from crdscale.cli.common import add_cluster_arguments, resolve_kubeconfig
-from crdscale.cluster.clients import connect
-from crdscale.crds.clean import clean
 from crdscale.errors import ClusterError
 
 
@@ -40,6 +38,9 @@ class Command:
 
     @staticmethod
     def run(args: argparse.Namespace) -> int:
+        from crdscale.cluster.clients import connect
+        from crdscale.crds.clean import clean
+
         cluster = connect(resolve_kubeconfig(args.kubeconfig), args.context)
         try:
             result = clean(

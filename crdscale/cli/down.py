@@ -1,7 +1,6 @@
 from __future__ import annotations
 
 from crdscale.cluster.gobuild import stderr_echo
-from crdscale.cluster.local import list_instances, stop_instance
 from crdscale.errors import UsageError
 
 
@@ -24,6 +23,8 @@ class Command:
 
     @staticmethod
     def run(args) -> int:
+        from crdscale.cluster.local import list_instances, stop_instance
+
         instances = list_instances()
         if args.all:
             names = [i.name for i in instances]

@@ -27,8 +27,6 @@ from crdscale.crds.serve import DEFAULT_MAX_WATCHES, SERVE_MODES, ResourceServer
 from crdscale.errors import CRDError, UsageError
 from crdscale.ownership import new_run_id
 from crdscale.paths import runs_dir
-from crdscale.rundir import RunWriter
-from crdscale.rundir.layout import CRD_RECORDS
 
 
 class _Bars:
@@ -116,6 +114,9 @@ class Command:
 
     @staticmethod
     def run(args: argparse.Namespace) -> int:
+        from crdscale.rundir import RunWriter
+        from crdscale.rundir.layout import CRD_RECORDS
+
         if args.step < 0:
             raise UsageError("--step must be >= 0")
         loaded = load_crds(args.sources)

@@ -7,12 +7,13 @@ Each subcommand module defines ``Command`` with a docstring (its help text),
 from __future__ import annotations
 
 import argparse
+import ast
 import importlib
 import importlib.util
 import os
 import signal
 import sys
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 
 from crdscale import __version__
 from crdscale.allocator import keep_freed_memory
@@ -49,14 +50,21 @@ COMMAND_EXTRAS = {"report": ("report",), "lab": ("report", "lab")}
 DESCRIPTION = """\
 Profile kube-apiserver as CustomResourceDefinitions pile up.
 
-Typical flow:
-  crdscale up                                  # local etcd + kube-apiserver on 127.0.0.1
+First look, no cluster needed (a committed real run):
+  crdscale analyze data/reference-run          # heap per CRD by cause, with 95% intervals
+  crdscale lab data/reference-run              # its notebooks in JupyterLab
+  crdscale compare data/reference-run-v1.24.0 data/reference-run
+
+Typical flow on a real API server:
+  crdscale run                                 # the default scenario, end to end, on a local kube-apiserver
+  crdscale report runs/<run>                   # notebooks -> HTML report + findings.md
+  crdscale up                                  # or step by step: local etcd + kube-apiserver on 127.0.0.1
   crdscale generate -g 50 -c 500 -o crds/      # synthetic CRDs
   crdscale install crds/ --step 100 --serve watch
-  crdscale run                                 # the default scenario, end to end
   crdscale top runs/<run>/profiles/heap-step05-crds0500.pb.gz
-  crdscale lab runs/<run>                      # the run's notebooks in JupyterLab
   crdscale down
+
+Docs: docs/ (make docs builds the site), starting with docs/tutorials/first-look.md.
 """
 
 
@@ -64,7 +72,36 @@ def _load(module_name: str):
     return importlib.import_module(f"crdscale.cli.{module_name}").Command
 
 
-def build_parser() -> argparse.ArgumentParser:
+def _help_from_source(module_name: str) -> str | None:
+    """The help text of a subcommand module (its ``Command`` docstring, or the module's when the class
+    reuses it) read from the source without importing it, so `crdscale --help` imports no subcommand."""
+    spec = importlib.util.find_spec(f"crdscale.cli.{module_name}")
+    if spec is None or not spec.origin:
+        return None
+    with open(spec.origin, encoding="utf-8") as source:
+        tree = ast.parse(source.read())
+    for node in tree.body:
+        if isinstance(node, ast.ClassDef) and node.name == "Command":
+            doc = ast.get_docstring(node)
+            reuses_module_doc = any(
+                isinstance(stmt, ast.Assign)
+                and any(isinstance(t, ast.Name) and t.id == "__doc__" for t in stmt.targets)
+                and isinstance(stmt.value, ast.Name)
+                and stmt.value.id == "__doc__"
+                for stmt in node.body
+            )
+            return ast.get_docstring(tree) if doc is None and reuses_module_doc else doc
+    return None
+
+
+def _command_in(argv: Sequence[str]) -> str | None:
+    """The subcommand ``argv`` names: its first word that is not an option (crdscale's own options take no value)."""
+    return next((arg for arg in argv if not arg.startswith("-")), None)
+
+
+def build_parser(load: Collection[str] | None = None) -> argparse.ArgumentParser:
+    """The ``crdscale`` parser. ``load``: the subcommands whose modules are imported and whose arguments are
+    added (default: all of them); the others appear in ``crdscale --help`` with their help read from source."""
     parser = argparse.ArgumentParser(
         prog="crdscale",
         description=DESCRIPTION,
@@ -73,21 +110,25 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--version", action="version", version=f"crdscale {__version__}")
     subparsers = parser.add_subparsers(dest="command", metavar="COMMAND")
     for name, module_name in SUBCOMMANDS.items():
-        try:
+        command = None
+        if load is None or name in load:
             command = _load(module_name)
-        except ModuleNotFoundError as err:
-            if err.name == f"crdscale.cli.{module_name}":
-                continue  # not built yet
-            raise
-        doc = (command.__doc__ or "").strip()
+            doc = (command.__doc__ or "").strip()
+        else:
+            doc = _help_from_source(module_name)
+            if doc is None:  # no docstring found in the source: ask the module itself
+                command = _load(module_name)
+                doc = (command.__doc__ or "").strip()
+            doc = doc.strip()
         sub = subparsers.add_parser(
             name,
             help=doc.splitlines()[0] if doc else None,
             description=doc,
             formatter_class=argparse.RawDescriptionHelpFormatter,
         )
-        command.add_arguments(sub)
-        sub.set_defaults(_command=command)
+        if command is not None:
+            command.add_arguments(sub)
+            sub.set_defaults(_command=command)
     return parser
 
 
@@ -104,7 +145,10 @@ def require_extras(command: str) -> None:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the CLI and return the exit code (tests call this directly)."""
-    parser = build_parser()
+    argv = sys.argv[1:] if argv is None else list(argv)
+    # Only the subcommand named is imported: `crdscale --help` and `crdscale X --help` stay fast.
+    command_name = _command_in(argv)
+    parser = build_parser(load=[command_name] if command_name in SUBCOMMANDS else ())
     args = parser.parse_args(argv)
     if not getattr(args, "_command", None):
         parser.print_help()

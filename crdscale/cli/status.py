@@ -1,7 +1,6 @@
 from __future__ import annotations
 
 from crdscale.cli.common import add_output_argument, print_json
-from crdscale.cluster.local import list_instances
 
 
 class Command:
@@ -28,6 +27,8 @@ class Command:
 
     @staticmethod
     def run(args) -> int:
+        from crdscale.cluster.local import list_instances
+
         instances = list_instances()
         if args.kubeconfig_only:
             ready = [i for i in instances if i.status == "ready"]

@@ -3,7 +3,6 @@ from __future__ import annotations
 import sys
 
 from crdscale.cluster.gobuild import stderr_echo
-from crdscale.cluster.local import LocalControlPlane
 
 
 class Command:
@@ -62,6 +61,8 @@ class Command:
 
     @staticmethod
     def run(args) -> int:
+        from crdscale.cluster.local import LocalControlPlane
+
         env = {}
         for item in args.env:
             key, sep, value = item.partition("=")

@@ -28,16 +28,17 @@ import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import requests
 
 from crdscale.cluster.clients import ApiError, Cluster, Watch, status_message
 from crdscale.cluster.retry import DEFAULT_RETRY, RETRY_STATUSES, RetryPolicy, send_with_retry
 from crdscale.errors import ClusterError, CRDError, UsageError
-from crdscale.models.tokenbucket import Limiter
 from crdscale.ownership import is_owned, owned_selector, ownership_labels
-from crdscale.rundir.events import EventLog
+
+if TYPE_CHECKING:  # the rundir package imports pandas; `crdscale install --help` should not
+    from crdscale.rundir.events import EventLog
 
 CRD_PATH = "/apis/apiextensions.k8s.io/v1/customresourcedefinitions"
 FIELD_MANAGER = "crdscale"
@@ -363,6 +364,8 @@ class Installer:
         self.cluster = cluster
         self.run_id = run_id
         self.concurrency = concurrency
+        from crdscale.models.tokenbucket import Limiter  # numpy and pandas: only once installing
+
         # client-go's default burst for a given QPS is at least the QPS itself.
         self.limiter = Limiter(burst if burst is not None else int(max(qps or 0, 1)), qps or 0)
         self.existing = existing

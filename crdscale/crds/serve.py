@@ -42,14 +42,16 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from urllib.parse import urlencode, urlsplit
 
 from crdscale.cluster.clients import Cluster, status_message
 from crdscale.cluster.retry import RetryPolicy, send_with_retry
 from crdscale.crds.install import ResourceRef, resource_ref
 from crdscale.errors import BinaryError, ClusterError, UsageError
-from crdscale.rundir.events import EventLog
+
+if TYPE_CHECKING:  # the rundir package imports pandas; `crdscale install --help` should not
+    from crdscale.rundir.events import EventLog
 
 SERVE_MODES = ("list", "watch", "none")
 DEFAULT_MAX_WATCHES = 5000

@@ -50,7 +50,7 @@ def test_status_json(monkeypatch, capsys):
         "2026-11-22T03:15:00Z",
         {"etcd": True, "kube-apiserver": True},
     )
-    monkeypatch.setattr("crdscale.cli.status.list_instances", lambda: [instance])
+    monkeypatch.setattr("crdscale.cluster.local.list_instances", lambda: [instance])
     monkeypatch.setattr("crdscale.cli.status._unfinished_runs", lambda: [])
     assert main(["status", "-o", "json"]) == 0
     doc = json.loads(capsys.readouterr().out)
@@ -68,7 +68,7 @@ def test_status_json(monkeypatch, capsys):
         ],
         "runs": [],
     }
-    monkeypatch.setattr("crdscale.cli.status.list_instances", lambda: [])
+    monkeypatch.setattr("crdscale.cluster.local.list_instances", lambda: [])
     assert main(["status", "--output", "json"]) == 0
     assert json.loads(capsys.readouterr().out) == {"instances": [], "runs": []}
 

@@ -1,0 +1,152 @@
+"""The docs site: generated pages cover the code, committed results pages are current, the README stays short.
+
+``mkdocs build --strict`` itself runs in CI (`make docs`, called by .ci/run); these tests are the fast checks
+that need no mkdocs.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import re
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+README_MAX_LINES = 150
+
+
+def _load_generator():
+    spec = importlib.util.spec_from_file_location("gen_docs_reference", ROOT / "scripts" / "gen_docs_reference.py")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module  # dataclasses look their module up by name
+    spec.loader.exec_module(module)
+    return module
+
+
+@pytest.fixture(scope="module")
+def gen():
+    return _load_generator()
+
+
+@pytest.fixture(scope="module")
+def code_pages(gen):
+    return gen.code_pages()
+
+
+def test_readme_is_short():
+    lines = (ROOT / "README.md").read_text().splitlines()
+    assert len(lines) <= README_MAX_LINES, f"README.md has {len(lines)} lines; move detail into docs/"
+
+
+def test_readme_links_resolve():
+    """Relative links of the README point at files that are committed (generated reference pages are not)."""
+    text = (ROOT / "README.md").read_text()
+    targets = re.findall(r"\]\(((?!https?://)[^)#\s]+)", text)
+    assert targets
+    missing = [t for t in targets if not (ROOT / t).exists()]
+    assert not missing, missing
+
+
+def test_committed_results_pages_are_current(gen):
+    stale = gen.stale_pages()
+    assert not stale, f"regenerate with `make docs` (or python scripts/gen_docs_reference.py): {stale}"
+
+
+def test_cli_reference_covers_every_command_and_flag(gen, code_pages):
+    page = code_pages["reference/cli.md"]
+    commands = gen.cli_commands()
+    from crdscale.cli.main import SUBCOMMANDS
+
+    paths = {" ".join(path) for path, _, _ in commands}
+    assert set(SUBCOMMANDS) <= paths
+    for path, parser, _ in commands:
+        assert f"`{' '.join(('crdscale', *path))}`" in page
+        for action in parser._actions:
+            for flag in action.option_strings:
+                if flag not in ("-h", "--help"):
+                    assert flag in page, f"{flag} of crdscale {' '.join(path)} missing from the CLI reference"
+
+
+def test_a_new_flag_appears_without_editing_the_docs(gen, monkeypatch):
+    """The reference is read from the parsers: a flag added to a command shows up by itself."""
+    import crdscale.cli.main as cli_main
+
+    real = cli_main.build_parser
+
+    def with_extra_flag():
+        parser = real()
+        sub = next(a for a in parser._actions if a.__class__.__name__ == "_SubParsersAction")
+        sub.choices["top"].add_argument("--brand-new-flag", metavar="N", help="a flag the docs never heard of")
+        return parser
+
+    monkeypatch.setattr(cli_main, "build_parser", with_extra_flag)
+    assert "--brand-new-flag N" in gen.render_cli()
+
+
+def test_scenario_reference_covers_every_key(gen, code_pages):
+    from crdscale.scenario.config import SCHEMA
+
+    page = code_pages["reference/scenario.md"]
+    keys = gen.scenario_keys()
+    assert {(k.section, k.key) for k in keys} == {(s, k) for s, fields in SCHEMA.items() for k in fields}
+    for section, fields in SCHEMA.items():
+        for key in fields:
+            assert f"`{section + '.' if section else ''}{key}`" in page
+
+
+def test_scenario_reference_reads_defaults_and_comments(gen):
+    by_key = {(k.section, k.key): k for k in gen.scenario_keys()}
+    guard = by_key[("steps", "memory_guard_mib")]
+    assert (guard.type, guard.default) == ("integer", "1024")
+    assert "memory guard" in guard.help
+    # A commented-out key later in the section does not erase the help of the key it shares a name with.
+    assert "kubeconfig" in by_key[("target", "kind")].help
+    # A comment continued on an indented line below the key is kept whole.
+    assert "as released" in by_key[("target", "kube_source")].help
+
+
+def test_run_directory_reference_lists_layout_and_every_event_kind(code_pages):
+    from crdscale.rundir import layout
+    from crdscale.rundir.events import EVENT_KINDS
+
+    page = code_pages["reference/run-directory.md"]
+    for name in (layout.MANIFEST, layout.EVENTS, layout.SERIES, layout.CRD_SUMMARY):
+        assert name in page
+    for kind in EVENT_KINDS:
+        assert f"`{kind}`" in page
+
+
+def test_attribution_reference_lists_every_rule(code_pages):
+    from crdscale.analysis.attribution import RULES
+
+    page = code_pages["reference/attribution-rules.md"]
+    for rule in RULES:
+        assert f"`{rule.name}`" in page
+
+
+def test_every_results_row_has_a_command_and_a_known_source(gen):
+    sources = gen.load_sources()
+    for path in gen.results_files():
+        data = gen.tomllib.loads(path.read_text())
+        for row in data["row"]:
+            assert row.get("command", "").strip(), f"{path.name}: {row['quantity']!r} has no command"
+            assert row.get("value"), f"{path.name}: {row['quantity']!r} has no value"
+            if "source" in row:
+                assert row["source"] in sources, f"{path.name}: unknown source {row['source']!r}"
+
+
+def test_sources_are_links(gen):
+    for key, source in gen.load_sources().items():
+        assert source["url"].startswith("https://"), key
+        assert source.get("kind") in ("seed", "upstream"), key
+
+
+def test_nav_pages_exist_or_are_generated(gen):
+    """Every page mkdocs.yml names is committed or written by the generator."""
+    nav = re.findall(r":\s*([\w./-]+\.md)\s*$", (ROOT / "mkdocs.yml").read_text(), re.MULTILINE)
+    assert "explanation/error-model.md" in nav
+    generated = set(gen.FROM_CODE)
+    missing = [p for p in nav if p not in generated and not (ROOT / "docs" / p).is_file()]
+    assert not missing, missing
