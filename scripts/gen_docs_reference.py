@@ -168,12 +168,6 @@ class ScenarioKey:
 _TYPE_NAMES = {str: "string", int: "integer", float: "number", bool: "boolean", list: "list", dict: "table"}
 
 
-def _type_name(t) -> str:
-    if isinstance(t, tuple):
-        return " or ".join(_TYPE_NAMES[x] for x in t)
-    return _TYPE_NAMES[t]
-
-
 def _toml_value(value) -> str:
     if isinstance(value, bool):
         return "true" if value else "false"
@@ -191,59 +185,20 @@ _SECTION_LINE = re.compile(r"^\s*\[(?P<section>[a-z_]+)\]\s*$")
 _CONTINUATION = re.compile(r"^\s{8,}#\s*(?P<comment>.*)$")
 
 
-def _default_toml_comments(text: str) -> dict[tuple[str, str], str]:
-    """(section, key) -> the comment written beside it in default.toml (also for commented-out keys).
-
-    Comment lines just above a key (inside a section: the file's own header is not about ``name``)
-    explain that key, with its inline comment; an indented comment line right below continues it."""
-    comments: dict[tuple[str, str], str] = {}
-    section = ""
-    above: list[str] = []
-    last: tuple[str, str] | None = None
-    for line in text.splitlines():
-        if m := _SECTION_LINE.match(line):
-            section, above, last = m["section"], [], None
-        elif last and (m := _CONTINUATION.match(line)):
-            comments[last] = f"{comments[last]} {m['comment'].strip()}".strip()
-        elif m := _KEY_LINE.match(line):
-            key = (section, m["key"])
-            help_text = " ".join([*(above if section else []), m["comment"] or ""]).strip()
-            if help_text or key not in comments:  # `# kind = "kubeconfig"` must not erase kind's help
-                comments[key] = help_text
-            above, last = [], key
-        elif line.strip().startswith("#"):
-            above.append(line.strip().lstrip("#").strip())
-            last = None
-        else:
-            above, last = [], None
-    return comments
-
-
 def scenario_keys() -> list[ScenarioKey]:
-    """Every scenario key with its type, default and help.
+    """Every scenario key with its type, default and help, as ``crdscale.scenario.config.KEYS`` declares it."""
+    from crdscale.scenario.config import scenario_reference
 
-    The one place that knows where keys are declared: today the types come from
-    ``crdscale.scenario.config.SCHEMA``, defaults from ``default.toml`` and help from that
-    file's comments. When the config declares its keys with help texts, only this function changes.
-    """
-    from crdscale.scenario.config import SCHEMA, default_text
-
-    text = default_text()
-    defaults = tomllib.loads(text)
-    comments = _default_toml_comments(text)
-    keys = []
-    for section, fields in SCHEMA.items():
-        values = defaults if section == "" else defaults.get(section, {})
-        for key, expected in fields.items():
-            default = _toml_value(values[key]) if key in values else ""
-            keys.append(ScenarioKey(section, key, _type_name(expected), default, comments.get((section, key), "")))
-    return keys
+    return [
+        ScenarioKey(section, key, type_name, "" if default is None else _toml_value(default), help_text)
+        for section, key, type_name, default, help_text in scenario_reference()
+    ]
 
 
 def render_scenario() -> str:
     from crdscale.scenario.config import FREE_TABLES
 
-    out = [HEADER.format(source="crdscale/scenario/config.py and crdscale/scenario/default.toml"), "# Scenario keys\n"]
+    out = [HEADER.format(source="crdscale/scenario/config.py (KEYS)"), "# Scenario keys\n"]
     out.append(
         "A scenario file is TOML; it is laid over the built-in default (`crdscale run --print-default`), so a "
         "file only needs the keys it changes, and `--set section.key=value` overrides one key on the command "
