@@ -29,6 +29,7 @@ from crdscale.analysis.coverage import (  # noqa: E402
     comparison_coverage,
     coverage_table,
     models_from_profile,
+    ols_coverage,
     per_run_coverage,
     simulate_runs,
 )
@@ -66,6 +67,8 @@ def main(argv=None) -> int:
     results = []
     for label, sim in simulated.items():
         results += per_run_coverage(sim, label=label)
+    for label, sim in simulated.items():
+        results += ols_coverage(sim, label=label)
     results += comparison_coverage(simulated["v1.37.1"], simulated["v1.24.0"])
     table = coverage_table(results)
     print(

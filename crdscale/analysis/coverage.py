@@ -247,6 +247,29 @@ def comparison_coverage(a: SimulatedRuns, b: SimulatedRuns, confidence: float = 
     return results
 
 
+def ols_coverage(sim: SimulatedRuns, confidence: float = 0.95, label: str = "") -> list[Coverage]:
+    """Coverage of the interval crdscale gave before its error model: ordinary least squares through
+    the served profiles as if they were independent (t with n - 2 degrees of freedom). For contrast."""
+    from crdscale.analysis.intervals import t_quantile
+
+    idx = [m for m, (_n, phase, *_c) in enumerate(sim.marks) if phase == "served"]
+    x = np.array([sim.marks[m][0] for m in idx], dtype=float)
+    xc = x - x.mean()
+    sxx = float((xc**2).sum())
+    t = t_quantile(0.5 + confidence / 2, len(x) - 2)
+    results = []
+    for cause in sim.values:
+        y = sim.values[cause][:, idx]
+        slope = (y - y.mean(axis=1, keepdims=True)) @ xc / sxx
+        resid = y - y.mean(axis=1, keepdims=True) - slope[:, None] * xc
+        se = np.sqrt((resid**2).sum(axis=1) / (len(x) - 2) / sxx)
+        suffix = f" ({label})" if label else ""
+        results.append(
+            _coverage(f"OLS, before{suffix}", cause, slope - t * se, slope + t * se, sim.true_per_crd(cause))
+        )
+    return results
+
+
 def _coverage(kind: str, cause: str, low: np.ndarray, high: np.ndarray, true: float) -> Coverage:
     # A zero-width interval at the truth holds it (a cause no simulated object adds to).
     eps = 1e-6 * max(1.0, abs(true))
