@@ -93,9 +93,10 @@ def apf_step(cluster, run: RunWriter, options: Mapping[str, Any]):
         )
         observe = options.get("observe", True)
         if observe:
-            # The server estimates seats from object counts it refreshes about once a minute.
-            stats = listcost.wait_for_object_stats(cluster, populated)
-            observed = apfseats.observe_seats(cluster, lists, run_id=run_id, echo=options.get("echo"))
+            # The server estimates seats from object statistics it refreshes every minute or two.
+            stats = apfseats.wait_for_estimator_stats(cluster, populated.targets)
+            stored = dict(zip(stats["resource"], stats["stored_objects"]))
+            observed = apfseats.observe_seats(cluster, lists, run_id=run_id, stored=stored)
             limits = apfseats.level_limits(cluster)
         else:
             stats, observed, limits = listcost.server_object_stats(cluster, populated), None, None

@@ -626,20 +626,6 @@ def concurrent_load(
     return pd.DataFrame(rows)
 
 
-def wait_for_object_stats(
-    cluster, populated: Populated, *, timeout_s: float = 120.0, poll_s: float = 5.0
-) -> pd.DataFrame:
-    """Poll until the server's object counts include the populated objects (it refreshes them about
-    once a minute; APF estimates made before that use stale counts). Returns the last stats table."""
-    deadline = time.monotonic() + timeout_s
-    while True:
-        stats = server_object_stats(cluster, populated)
-        counts = dict(zip(stats["resource"], stats["object_count"]))
-        if all(counts.get(r, 0) >= n for r, n in populated.counts.items()) or time.monotonic() > deadline:
-            return stats
-        time.sleep(poll_s)
-
-
 def server_object_stats(cluster, populated: Populated) -> pd.DataFrame:
     """The server's own object count and average size estimate per populated resource (NaN where not exposed)."""
     samples = m.scrape(cluster, names=m.OBJECT_COUNT_METRICS + m.SIZE_ESTIMATE_METRICS)
