@@ -9,6 +9,7 @@ from __future__ import annotations
 import argparse
 import importlib
 import importlib.util
+import logging
 import signal
 import sys
 from collections.abc import Sequence
@@ -101,6 +102,24 @@ def require_extras(command: str) -> None:
                 )
 
 
+class _StderrHandler(logging.StreamHandler):
+    """Library progress (``logging`` under ``crdscale``) on the current ``sys.stderr``; warnings say so."""
+
+    stream = property(lambda self: sys.stderr, lambda self, _value: None)
+
+    def format(self, record: logging.LogRecord) -> str:
+        message = record.getMessage()
+        return f"crdscale: warning: {message}" if record.levelno >= logging.WARNING else message
+
+
+def log_to_stderr() -> None:
+    """Attach the CLI's handler to the ``crdscale`` logger once (notebooks never call this, so stay quiet)."""
+    logger = logging.getLogger("crdscale")
+    logger.setLevel(logging.INFO)
+    if not any(isinstance(h, _StderrHandler) for h in logger.handlers):
+        logger.addHandler(_StderrHandler())
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the CLI and return the exit code (tests call this directly)."""
     parser = build_parser()
@@ -109,6 +128,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         parser.print_help()
         return 2
     keep_freed_memory()  # numpy's temporaries of a few MB are reused, not faulted in again
+    log_to_stderr()
     try:
         require_extras(args.command)
         return int(args._command.run(args) or 0)

@@ -29,9 +29,11 @@ from crdscale.collect.promtext import Samples
 from crdscale.errors import ClusterError
 from crdscale.models import apf
 
+from . import ProbeResult, Section, write_tables
 from . import metrics as m
 from ._http import check, fresh_session, timed_get
-from .fixtures import probe_labels
+from .configs import ApfConfig
+from .fixtures import ProbeFixtures, probe_labels
 from .requests import METADATA_ONLY_ACCEPT, ListRequest, ListTarget
 
 log = logging.getLogger(__name__)
@@ -366,3 +368,62 @@ def compare(
 
         table["observed_matches"] = table.apply(matches, axis=1)
     return table
+
+
+SEATS_COLUMNS = (
+    "resource",
+    "kind",
+    "items",
+    "bytes",
+    "served_from",
+    "estimator_assumes",
+    "object_count_seats",
+    "size_based_seats",
+    "size_based_seats_measured_place",
+    "observed_seats",
+    "priority_level",
+    "level_max_seats",
+    "observed_matches",
+)
+
+
+def run(cluster, config: ApfConfig, writer, *, step: int = 0, run_id: str) -> ProbeResult:
+    """The APF probe as one step: the LIST probe's requests (same objects and kinds), both estimators on
+    them, and with ``config.observe`` the seats the server observed and its priority levels' limits.
+    Writes ``seats`` (main), ``lists`` and ``levels`` into ``writer``."""
+    from . import listcost
+
+    config.validate()
+    with ProbeFixtures(cluster, run_id, keep=config.keep) as fixtures:
+        populated = listcost.populate(fixtures, config)
+        lists = listcost.measure_lists(
+            cluster, populated, repeats=config.repeats, page_size=config.page_size, kinds=config.kinds
+        )
+        if config.observe:
+            stats = wait_for_estimator_stats(cluster, populated.targets, timeout_s=config.stats_wait_s)
+            stored = dict(zip(stats["resource"], stats["stored_objects"]))
+            observed = observe_seats(cluster, lists, run_id=run_id, stored=stored)
+            limits = level_limits(cluster)
+        else:
+            stats, observed, limits = listcost.server_object_stats(cluster, populated), None, None
+    table = compare(lists, stats, observed, limits)
+    tables = {"seats": table, "lists": lists}
+    if limits is not None:
+        tables["levels"] = limits  # each priority level's seat limit, read from the server
+    write_tables(writer, "apf", step, tables, main="seats")
+    note = ""
+    if "observed_matches" in table:
+        counts = table["observed_matches"].replace("", "not observed").value_counts().to_dict()
+        note = (
+            "(bytes in MB; observed = apiserver_flowcontrol_work_estimated_seats for an impersonated non-exempt "
+            "user; estimates capped at the level's max seats, which the server derives from its nominal "
+            f"concurrency limit and the level's hand size: {counts})"
+        )
+    section = Section(
+        "APF seats per LIST: object-count estimator (max 10) vs size-based (max 100)",
+        "seats",
+        SEATS_COLUMNS,
+        {"bytes": "MB", "observed_seats": "int", "level_max_seats": "int"},
+        note,
+    )
+    return ProbeResult("apf", tables, "seats", sections=[section])
