@@ -159,3 +159,8 @@ def test_configs_are_frozen_and_every_field_has_help():
 
 def test_the_probe_cli_is_dispatch_and_printing():
     assert len(Path(probe_cli.__file__).read_text().splitlines()) <= 200
+
+
+def test_a_scenario_may_write_a_list_as_on_the_command_line():
+    config = configs.from_options("list", {"load_levels": "1,4,16", "load_shapes": ["40x1000000", "4000x10000"]})
+    assert config.load_levels == (1, 4, 16) and config.load_shapes == ("40x1000000", "4000x10000")

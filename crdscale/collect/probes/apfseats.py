@@ -8,7 +8,7 @@ ClusterRole and binding), whose requests fall into ``global-default``, and
 reads ``apiserver_flowcontrol_work_estimated_seats`` before and after.
 
 The server's estimator works from each resource's object count and average size,
-which kube-apiserver refreshes only every minute or two (:data:`STATS_REFRESH_MAX_S`);
+which kube-apiserver refreshes only every minute or two (:data:`.configs.STATS_REFRESH_MAX_S`);
 :func:`wait_for_estimator_stats` waits for a refresh that has seen the probe's
 objects, and each observation records whether the server's statistics were current
 (``stats_current``), so a seat count made from stale statistics is labelled, not
@@ -32,7 +32,7 @@ from crdscale.models import apf
 from . import ProbeResult, Section, write_tables
 from . import metrics as m
 from ._http import check, fresh_session, timed_get
-from .configs import ApfConfig
+from .configs import STATS_WAIT_S, ApfConfig
 from .fixtures import ProbeFixtures, probe_labels
 from .requests import METADATA_ONLY_ACCEPT, ListRequest, ListTarget
 
@@ -42,17 +42,6 @@ SEATS_HISTOGRAM = "apiserver_flowcontrol_work_estimated_seats"
 PROBE_USER = "crdscale-apf-probe"
 ATTEMPTS = 3
 
-# registry/generic/registry/store.go startObservingCount: the object count and size estimate the
-# list work estimator reads (and apiserver_resource_objects / apiserver_resource_size_estimate_bytes
-# report) are refreshed every --etcd-count-metric-poll-period (1 min by default), each wait jittered
-# up to 1.2 periods longer (resourceCountPollPeriodJitter): refreshes are up to 132 s apart. Until
-# the first refresh after the objects were created, a new CRD's count is 0 and every LIST of it gets
-# the minimum of 1 seat (a CI run observed 1 seat for a 300-object, 856 KB LIST where the size-based
-# estimator gives 8).
-COUNT_POLL_PERIOD_S = 60.0
-COUNT_POLL_JITTER = 1.2
-STATS_REFRESH_MAX_S = COUNT_POLL_PERIOD_S * (1 + COUNT_POLL_JITTER)
-STATS_WAIT_S = STATS_REFRESH_MAX_S + 18.0
 STATS_POLL_S = 5.0
 STATS_NOT_CURRENT = "stats-not-current"
 
@@ -140,7 +129,7 @@ def wait_for_estimator_stats(
     clock: Callable[[], float] = time.monotonic,
 ) -> pd.DataFrame:
     """Poll :func:`estimator_stats` until every resource's statistics are current, at most ``timeout_s``
-    (by default one refresh interval at its longest, :data:`STATS_REFRESH_MAX_S`, plus a margin).
+    (by default one refresh interval at its longest, :data:`.configs.STATS_REFRESH_MAX_S`, plus a margin).
     Returns the last table; rows still not current are logged as a warning, and observations made
     from them are labelled (:func:`observe_seats`)."""
     stored = stored_counts(cluster, targets)

@@ -177,6 +177,19 @@ class ListProbeConfig(ListObjects):
         super().validate()
 
 
+# registry/generic/registry/store.go startObservingCount: the object count and size estimate the
+# list work estimator reads (and apiserver_resource_objects / apiserver_resource_size_estimate_bytes
+# report) are refreshed every --etcd-count-metric-poll-period (1 min by default), each wait jittered
+# up to 1.2 periods longer (resourceCountPollPeriodJitter): refreshes are up to 132 s apart. Until
+# the first refresh after the objects were created, a new CRD's count is 0 and every LIST of it gets
+# the minimum of 1 seat (a CI run observed 1 seat for a 300-object, 856 KB LIST where the size-based
+# estimator gives 8).
+COUNT_POLL_PERIOD_S = 60.0
+COUNT_POLL_JITTER = 1.2
+STATS_REFRESH_MAX_S = COUNT_POLL_PERIOD_S * (1 + COUNT_POLL_JITTER)
+STATS_WAIT_S = STATS_REFRESH_MAX_S + 18.0
+
+
 @dataclass(frozen=True, kw_only=True)
 class ApfConfig(ListObjects):
     """APF seats: how many seats kube-apiserver's API Priority and Fairness gives each measured LIST.
@@ -196,7 +209,7 @@ class ApfConfig(ListObjects):
         flag="--no-observe",
     )
     stats_wait_s: float = option(
-        150.0,
+        STATS_WAIT_S,
         "wait up to S seconds for the server to refresh the object counts its estimator reads (every 60-132 s); "
         "seats observed from older counts are labelled stats-not-current",
         metavar="S",
@@ -299,6 +312,10 @@ def _fields(cls: type[ProbeConfig]) -> list[tuple[dataclasses.Field, Any]]:
     return [(f, hints[f.name]) for f in dataclasses.fields(cls)]
 
 
+def _field(cls: type[ProbeConfig], name: str) -> dataclasses.Field:
+    return next(f for f in dataclasses.fields(cls) if f.name == name)
+
+
 def _element_type(hint: Any) -> type:
     args = typing.get_args(hint)
     return args[0] if args else str
@@ -387,6 +404,8 @@ def from_options(name: str, options: Mapping[str, Any] | ProbeConfig | None):
     for key, value in options.items():
         hint = known[key]
         kind = _element_type(hint) if typing.get_origin(hint) is tuple else hint
+        if typing.get_origin(hint) is tuple and isinstance(value, str):  # "1,4,16", as on the command line
+            value = _split(value, _field(cls, key).metadata.get("separator") or ",", kind, key)
         items = value if typing.get_origin(hint) is tuple and isinstance(value, list | tuple) else [value]
         for item in items:
             ok = isinstance(item, kind) and not (kind is not bool and isinstance(item, bool))
