@@ -164,3 +164,12 @@ def test_the_probe_cli_is_dispatch_and_printing():
 def test_a_scenario_may_write_a_list_as_on_the_command_line():
     config = configs.from_options("list", {"load_levels": "1,4,16", "load_shapes": ["40x1000000", "4000x10000"]})
     assert config.load_levels == (1, 4, 16) and config.load_shapes == ("40x1000000", "4000x10000")
+
+
+def test_a_scenarios_probes_are_checked_before_it_starts():
+    checked = configs.check_scenario_probes({"each_step": ["apf"], "options": {"apf": {"repeats": 1}}})
+    assert checked == {"apf": configs.ApfConfig(repeats=1)}
+    with pytest.raises(UsageError, match="unknown probe 'nope'"):
+        configs.check_scenario_probes({"each_step": ["nope"]})
+    with pytest.raises(UsageError, match=r"\[probes.options\]: list not in"):
+        configs.check_scenario_probes({"each_step": ["apf"], "options": {"list": {}}})

@@ -415,3 +415,14 @@ def from_options(name: str, options: Mapping[str, Any] | ProbeConfig | None):
     config = cls(**values)
     config.validate()
     return config
+
+
+def check_scenario_probes(section: Mapping[str, Any]) -> dict[str, ProbeConfig]:
+    """A scenario's ``[probes]`` table checked before anything starts: every ``each_step`` name is a probe
+    and its ``options`` table makes a valid config. Returns the configs by name; raises :class:`UsageError`."""
+    names = list(section.get("each_step") or [])
+    options = dict(section.get("options") or {})
+    stray = sorted(set(options) - set(names))
+    if stray:
+        raise UsageError(f"[probes.options]: {', '.join(stray)} not in [probes] each_step")
+    return {name: from_options(name, options.get(name)) for name in names}
