@@ -173,3 +173,26 @@ def test_a_scenarios_probes_are_checked_before_it_starts():
         configs.check_scenario_probes({"each_step": ["nope"]})
     with pytest.raises(UsageError, match=r"\[probes.options\]: list not in"):
         configs.check_scenario_probes({"each_step": ["apf"], "options": {"list": {}}})
+
+
+def test_the_scenario_runner_runs_its_probe_steps_through_run_probe(monkeypatch):
+    from crdscale.collect.probes import apfseats
+    from crdscale.scenario.runner import ScenarioRunner
+
+    calls, events = [], []
+
+    def fake_run(cluster, config, writer, *, step, run_id):
+        calls.append((cluster, config, writer, step, run_id))
+        return probes.ProbeResult("apf", {}, "seats")
+
+    monkeypatch.setattr(apfseats, "run", fake_run)
+    runner = argparse.Namespace(
+        scenario=argparse.Namespace(probes={"each_step": ["apf"], "options": {"apf": {"observe": False}}}),
+        cluster="cluster",
+        run="writer",
+        run_id="run-1",
+        events=argparse.Namespace(emit=lambda kind, **fields: events.append(kind)),
+    )
+    ScenarioRunner._run_probes(runner, 3)
+    assert calls == [("cluster", configs.ApfConfig(observe=False), "writer", 3, "run-1")]
+    assert events == ["probe.start", "probe.end"]
