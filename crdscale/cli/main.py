@@ -10,6 +10,7 @@ import argparse
 import ast
 import importlib
 import importlib.util
+import logging
 import os
 import signal
 import sys
@@ -143,6 +144,24 @@ def require_extras(command: str) -> None:
                 )
 
 
+class _StderrHandler(logging.StreamHandler):
+    """Library progress (``logging`` under ``crdscale``) on the current ``sys.stderr``; warnings say so."""
+
+    stream = property(lambda self: sys.stderr, lambda self, _value: None)
+
+    def format(self, record: logging.LogRecord) -> str:
+        message = record.getMessage()
+        return f"crdscale: warning: {message}" if record.levelno >= logging.WARNING else message
+
+
+def log_to_stderr() -> None:
+    """Attach the CLI's handler to the ``crdscale`` logger once (notebooks never call this, so stay quiet)."""
+    logger = logging.getLogger("crdscale")
+    logger.setLevel(logging.INFO)
+    if not any(isinstance(h, _StderrHandler) for h in logger.handlers):
+        logger.addHandler(_StderrHandler())
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the CLI and return the exit code (tests call this directly)."""
     argv = sys.argv[1:] if argv is None else list(argv)
@@ -154,6 +173,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         parser.print_help()
         return 2
     keep_freed_memory()  # numpy's temporaries of a few MB are reused, not faulted in again
+    log_to_stderr()
     try:
         require_extras(args.command)
         return int(args._command.run(args) or 0)

@@ -18,6 +18,12 @@ object either way. The average object size comes from the server's storage
 stats (``apiserver_resource_size_estimate_bytes`` where exposed); callers
 without it may pass the measured JSON bytes per item, which over-estimates the
 stored (protobuf/JSON-in-etcd) size somewhat.
+
+The server refreshes both statistics per resource only every
+``--etcd-count-metric-poll-period`` (1 min, jittered up to 132 s); until then a
+new CRD counts 0 objects and every LIST of it gets 1 seat, so an observation is
+compared with these models only once the statistics count the stored objects
+(:func:`crdscale.collect.probes.apfseats.wait_for_estimator_stats`).
 """
 
 from __future__ import annotations

@@ -18,7 +18,6 @@ from contextlib import ExitStack
 from dataclasses import asdict, dataclass
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any
 
 import pandas as pd
 
@@ -601,11 +600,10 @@ class ScenarioRunner:
         from crdscale.collect.probes import run_probe
 
         for name in names:
-            options: dict[str, Any] = dict(self.scenario.probes.get("options", {}).get(name, {}))
-            options.setdefault("step", step)
-            options.setdefault("run_id", self.run_id)
+            # The same entry point as `crdscale probe NAME`; the options table is read into the probe's config.
+            options = self.scenario.probes.get("options", {}).get(name, {})
             self.events.emit("probe.start", probe=name, step=step)
-            run_probe(name, self.cluster, self.run, options)
+            run_probe(name, self.cluster, self.run, options, step=step, run_id=self.run_id)
             self.events.emit("probe.end", probe=name, step=step)
 
 

@@ -30,7 +30,7 @@ def _json(capsys) -> dict:
             "seats",
             "size_based_seats",
         ),
-        (["clientmem", "--secrets", "3", "--secret-bytes", "10000"], "clientmem", "peak_rss_mib"),
+        (["clientmem", "--cached-secrets", "3", "--cached-secret-bytes", "10000"], "clientmem", "peak_rss_mib"),
     ],
     ids=["discovery", "list", "apf", "clientmem"],
 )

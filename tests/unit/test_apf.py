@@ -229,3 +229,99 @@ def test_priority_level_max_seats_as_kube_apiserver_derives_it(nominal, hand, ex
 
 def test_a_level_without_queuing_does_not_limit():
     assert apf.priority_level_max_seats(30, None) == 0
+
+
+@pytest.mark.parametrize(
+    "count,size,stored,current",
+    [
+        (300.0, 600_000.0, 300, True),
+        (0.0, 0.0, 300, False),  # the refresh at the CRD's creation, before its objects
+        (120.0, 240_000.0, 300, False),  # a refresh in the middle of the creates
+        (300.0, -1.0, 300, False),  # the size estimate failed
+        (300.0, float("nan"), 300, True),  # a server without a size estimate (v1.24): the count decides
+        (float("nan"), float("nan"), 300, False),  # no count exposed: cannot tell
+        (5.0, 0.0, None, True),  # nothing to compare with
+    ],
+)
+def test_estimator_statistics_are_current_when_they_count_the_stored_objects(count, size, stored, current):
+    from crdscale.collect.probes.apfseats import stats_current
+
+    assert stats_current(count, size, stored) is current
+
+
+def _samples(count: float, size: float):
+    labels = {"group": "g.example.io", "resource": "things"}
+    return {
+        "apiserver_resource_objects": [(labels, count)],
+        "apiserver_resource_size_estimate_bytes": [(labels, size)],
+    }
+
+
+def _fake_clock():
+    now = [0.0]
+
+    def sleep(seconds: float) -> None:
+        now[0] += seconds
+
+    return now, sleep, lambda: now[0]
+
+
+def test_the_probe_waits_for_the_refresh_that_counts_its_objects(monkeypatch):
+    from crdscale.collect.probes import apfseats
+    from crdscale.collect.probes.requests import ListTarget
+
+    # The server's refreshes: the CRD's creation (0 objects), then one after all 300.
+    scrapes = iter([_samples(0, 0), _samples(0, 0), _samples(300, 600_000)])
+    monkeypatch.setattr(apfseats.m, "scrape", lambda cluster, names=None: next(scrapes))
+    monkeypatch.setattr(apfseats, "stored_counts", lambda cluster, targets: {"things.g.example.io": 300})
+    now, sleep, clock = _fake_clock()
+    target = ListTarget("things", "g.example.io")
+    stats = apfseats.wait_for_estimator_stats(None, [target], timeout_s=150, poll_s=5, sleep=sleep, clock=clock)
+    assert stats["stats_current"].all() and now[0] == 10
+    assert stats.loc[0, "avg_size_bytes"] == 2000
+
+
+def test_stale_statistics_after_the_bounded_wait_are_labelled_not_compared(monkeypatch, caplog):
+    import pandas as pd
+
+    from crdscale.collect.probes import apfseats
+    from crdscale.collect.probes.requests import ListTarget
+
+    monkeypatch.setattr(apfseats.m, "scrape", lambda cluster, names=None: _samples(0, 0))
+    monkeypatch.setattr(apfseats, "stored_counts", lambda cluster, targets: {"things.g.example.io": 300})
+    now, sleep, clock = _fake_clock()
+    with caplog.at_level("WARNING", logger="crdscale.collect.probes.apfseats"):
+        stats = apfseats.wait_for_estimator_stats(
+            None, [ListTarget("things", "g.example.io")], timeout_s=150, poll_s=5, sleep=sleep, clock=clock
+        )
+    assert not stats["stats_current"].any() and now[0] == 150
+    assert "0 counted, 300 stored" in caplog.text
+
+    lists = pd.DataFrame(
+        [
+            {
+                "resource": "things.g.example.io",
+                "kind": kind,
+                "params": '{"resourceVersion": "0"}',
+                "items": 300,
+                "bytes": 780_000,
+                "served_from": "cache",
+            }
+            for kind in ("rv0", "consistent")
+        ]
+    )
+    observed = pd.DataFrame(
+        [
+            {
+                "resource": "things.g.example.io",
+                "kind": "rv0",
+                "observed_seats": 1.0,
+                "priority_level": "global-default",
+            },
+            {"resource": "things.g.example.io", "kind": "consistent", "observed_seats": 8.0, "priority_level": "x"},
+        ]
+    ).assign(stats_current=[False, True])
+    table = apfseats.compare(lists, None, observed).set_index("kind")
+    # The 1-seat observation came from a 0-object count: labelled, never "neither" or a match.
+    assert table.loc["rv0", "observed_matches"] == apfseats.STATS_NOT_CURRENT
+    assert table.loc["consistent", "observed_matches"] == "size-based"

@@ -5,139 +5,110 @@
 * ``apf`` -- APF seats of those LISTs: both estimators and the server's view.
 * ``clientmem`` -- peak RSS of a client listing full objects vs metadata only.
 
-Each is a function ``(cluster, run, options) -> DataFrame`` in
-:data:`PROBES`; :func:`run_probe` calls one as a scenario step and writes its
-tables into the run directory through its :class:`~crdscale.rundir.RunWriter`
-(``run.probe_table(name)`` reads them back). Imports are lazy so that the client-memory
-child process, which runs ``python -m crdscale.collect.probes.clientmem``,
-stays small.
+Each probe has one typed configuration (:mod:`.configs`) and one entry point,
+``run(cluster, config, writer, *, step, run_id) -> ProbeResult`` in its module;
+``crdscale probe NAME`` and a scenario's ``[probes]`` steps both go through
+:func:`run_probe`. A probe writes its tables into the run directory through its
+:class:`~crdscale.rundir.RunWriter` (``run.probe_table(name)`` reads them back)
+and reports progress through :mod:`logging` (the CLI prints it; notebooks stay
+quiet). Imports are lazy so that the client-memory child process, which runs
+``python -m crdscale.collect.probes.clientmem``, stays small.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+import importlib
+from collections.abc import Mapping
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
+    import pandas as pd
+
     from crdscale.rundir import RunWriter
 
+    from .configs import ProbeConfig
 
-def write_tables(run: RunWriter, name: str, step: int, tables: Mapping[str, Any], main: str) -> None:
+# Probe name -> the module holding its run().
+MODULES = {
+    "discovery": "crdscale.collect.probes.discovery",
+    "list": "crdscale.collect.probes.listcost",
+    "apf": "crdscale.collect.probes.apfseats",
+    "clientmem": "crdscale.collect.probes.clientmem",
+}
+
+
+@dataclass(frozen=True)
+class Section:
+    """One printed table of a probe's result: ``table`` (a key of the result's tables), its ``columns``,
+    each column's unit (``ms``, ``MB``, ``MiB``, ``s``, ``count``, ``int``, ``pct``, ``x1``, ``x2``, ``f1``; a
+    seconds or bytes value is shown in the unit named), and a ``note`` printed below."""
+
+    title: str
+    table: str
+    columns: tuple[str, ...]
+    units: Mapping[str, str] = field(default_factory=dict)
+    note: str = ""
+
+
+@dataclass
+class ProbeResult:
+    """What a probe measured.
+
+    Attributes:
+        name: the probe.
+        tables: the tables written into the run directory, ``main`` as the probe's own table
+            (``probes/NAME-stepNN.parquet``), the others as side tables.
+        main: the key of the main table (None: all are side tables).
+        derived: tables computed from those (shown and in ``-o json``, not written).
+        summary: plain JSON values for the run manifest (``result`` of ``-o json``).
+        exit_code: 1 when the probe's own check failed (errors, disagreement with a model).
+        sections: how the CLI prints it.
+    """
+
+    name: str
+    tables: dict[str, pd.DataFrame]
+    main: str | None
+    derived: dict[str, pd.DataFrame] = field(default_factory=dict)
+    summary: dict[str, Any] = field(default_factory=dict)
+    exit_code: int = 0
+    sections: list[Section] = field(default_factory=list)
+
+    @property
+    def table(self) -> pd.DataFrame | None:
+        """The main table."""
+        return self.tables.get(self.main) if self.main else None
+
+
+def write_tables(run: RunWriter, name: str, step: int, tables: Mapping[str, Any], main: str | None) -> None:
     """Write a probe's tables into ``run``: ``main`` as the probe's own table, the others as side tables."""
     for table_name, frame in tables.items():
         run.write_probe_table(name, step, frame, None if table_name == main else table_name)
 
 
-def _run_id(options: Mapping[str, Any]) -> str:
-    from crdscale.ownership import new_run_id
+def new_run_id() -> str:
+    from crdscale.ownership import new_run_id as make
 
-    return options.get("run_id") or new_run_id()
+    return make()
 
 
-def discovery_step(cluster, run: RunWriter, options: Mapping[str, Any]):
-    """Discovery as a step: legacy discovery per limit, aggregated discovery, kubectl.
+def run_probe(
+    name: str,
+    cluster,
+    run: RunWriter,
+    config: ProbeConfig | Mapping[str, Any] | None = None,
+    *,
+    step: int = 0,
+    run_id: str | None = None,
+) -> ProbeResult:
+    """Run probe ``name`` (a scenario step or ``crdscale probe NAME``); writes its tables into ``run``.
 
-    Options: ``limits`` (names or ``BURST,QPS``; default ``kubectl-1.24`` and
-    ``disabled`` -- the (100, 5) preset waits (N - 100) / 5 s, three minutes at
-    1,000 group-versions, too long for every step), ``kubeconfig``, ``with_kubectl``,
-    ``kubectl_versions`` (e.g. ``["1.24.0"]``, built from Go modules), ``step``.
+    ``config`` is the probe's config, or a scenario's options table for it
+    (:func:`.configs.from_options`); ``run_id`` labels the objects it creates
+    (default: a new one); ``step`` numbers its tables.
     """
-    from . import discovery
+    from .configs import from_options
 
-    limits = discovery.validate_limits(options.get("limits") or ["kubectl-1.24", "disabled"])
-    tables = discovery.probe(
-        cluster,
-        limits,
-        kubeconfig=options.get("kubeconfig"),
-        with_kubectl=options.get("with_kubectl", True),
-        kubectl_versions=options.get("kubectl_versions", ()),
-        echo=options.get("echo"),
-    )
-    write_tables(run, "discovery", int(options.get("step", 0)), tables, main="summary")
-    return tables["summary"]
-
-
-def list_step(cluster, run: RunWriter, options: Mapping[str, Any]):
-    """LIST cost as a step. Options: the fields of :class:`.listcost.ListProbeConfig`, ``load_levels``, ``step``."""
-    from . import listcost
-
-    config_fields = {k: v for k, v in options.items() if k in listcost.ListProbeConfig.__dataclass_fields__}
-    config = listcost.ListProbeConfig(**config_fields)
-    tables = listcost.probe(
-        cluster,
-        run_id=_run_id(options),
-        config=config,
-        load_levels=options.get("load_levels", ()),
-        allow_remote_load=bool(options.get("allow_remote_load", False)),
-        keep=bool(options.get("keep")),
-        echo=options.get("echo"),
-    )
-    write_tables(run, "list", int(options.get("step", 0)), tables, main="lists")
-    return tables["lists"]
-
-
-def apf_step(cluster, run: RunWriter, options: Mapping[str, Any]):
-    """APF seats as a step: runs the LIST probe (same options), then estimates and observes seats."""
-    from . import apfseats, listcost
-
-    config_fields = {k: v for k, v in options.items() if k in listcost.ListProbeConfig.__dataclass_fields__}
-    config = listcost.ListProbeConfig(**config_fields)
-    run_id = _run_id(options)
-    from .fixtures import ProbeFixtures
-
-    config.validate()
-    with ProbeFixtures(cluster, run_id, keep=bool(options.get("keep")), echo=options.get("echo")) as fixtures:
-        populated = listcost.populate(fixtures, config, echo=options.get("echo"))
-        lists = listcost.measure_lists(
-            cluster, populated, repeats=config.repeats, page_size=config.page_size, kinds=config.kinds
-        )
-        observe = options.get("observe", True)
-        if observe:
-            # The server estimates seats from object counts it refreshes about once a minute.
-            stats = listcost.wait_for_object_stats(cluster, populated)
-            observed = apfseats.observe_seats(cluster, lists, run_id=run_id, echo=options.get("echo"))
-            limits = apfseats.level_limits(cluster)
-        else:
-            stats, observed, limits = listcost.server_object_stats(cluster, populated), None, None
-    table = apfseats.compare(lists, stats, observed, limits)
-    tables = {"seats": table, "lists": lists}
-    if limits is not None:
-        tables["levels"] = limits  # each priority level's seat limit, read from the server
-    write_tables(run, "apf", int(options.get("step", 0)), tables, main="seats")
-    return table
-
-
-def clientmem_step(cluster, run: RunWriter, options: Mapping[str, Any]):
-    """Client memory as a step. Options: ``secrets`` (count), ``secret_bytes``, ``step``."""
-    from . import clientmem
-
-    table = clientmem.probe(
-        cluster,
-        run_id=_run_id(options),
-        secrets=int(options.get("secrets", 100)),
-        secret_bytes=int(options.get("secret_bytes", 1_000_000)),
-        keep=bool(options.get("keep")),
-        echo=options.get("echo"),
-    )
-    write_tables(run, "clientmem", int(options.get("step", 0)), {"main": table}, main="main")
-    return table
-
-
-PROBES: dict[str, Callable] = {
-    "discovery": discovery_step,
-    "list": list_step,
-    "apf": apf_step,
-    "clientmem": clientmem_step,
-}
-
-
-def run_probe(name: str, cluster, run: RunWriter, options: Mapping[str, Any] | None = None):
-    """Run probe ``name`` as a scenario step; writes its tables into ``run`` and returns the main one.
-
-    ``options["step"]`` is the scenario step number (default 0).
-    """
-    if name not in PROBES:
-        from crdscale.errors import UsageError
-
-        raise UsageError(f"unknown probe {name!r}; known: {', '.join(PROBES)}")
-    return PROBES[name](cluster, run, dict(options or {}))
+    config = from_options(name, config)
+    module = importlib.import_module(MODULES[name])
+    return module.run(cluster, config, run, step=step, run_id=run_id or new_run_id())

@@ -21,10 +21,17 @@ standard library and reads the credentials from its environment
 from __future__ import annotations
 
 import json
+import logging
 import os
 import subprocess
 import sys
 from collections.abc import Iterable
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from .configs import ClientMemConfig
+
+log = logging.getLogger(__name__)
 
 MODES = {
     "full": "application/json",
@@ -160,7 +167,6 @@ def measure_cache(
     *,
     kinds: Iterable[str] = CACHE_KINDS,
     initial_syncs: Iterable[str] = ("list", "watch-list"),
-    echo=None,
     timeout_s: float = 600.0,
 ) -> list[dict]:
     """A client-go informer cache of ``namespace``'s Secrets per (kind, initial sync), each in a fresh process.
@@ -183,7 +189,7 @@ def measure_cache(
                 "cachemem",
                 args,
                 timeout_s=timeout_s,
-                echo=echo,
+                echo=log.info,
                 env={**env, WATCH_LIST_ENV: INITIAL_SYNC[initial_sync]},
             )
             event = next((e for e in events if e["event"] == "cachemem"), None)
@@ -193,16 +199,9 @@ def measure_cache(
     return reports
 
 
-def probe(
-    cluster,
-    *,
-    run_id: str,
-    secrets: int = 100,
-    secret_bytes: int = 1_000_000,
-    keep: bool = False,
-    echo=None,
-) -> pandas.DataFrame:  # noqa: F821
-    """Create ``secrets`` Secrets of ``secret_bytes`` each, measure a client-go cache of them, clean up.
+def probe(cluster, *, run_id: str, config: ClientMemConfig | None = None) -> pandas.DataFrame:  # noqa: F821
+    """Create ``config.cached_secrets`` Secrets of ``config.cached_secret_bytes`` each, measure a client-go
+    cache of them, clean up (unless ``config.keep``).
 
     Returns one row per (mode, initial sync) (see :func:`measure_cache`) with
     ``client`` = ``client-go``, plus ``secrets`` and ``secret_bytes``. Without
@@ -213,25 +212,51 @@ def probe(
 
     from crdscale.errors import BinaryError
 
+    from .configs import ClientMemConfig, ListObjects
     from .fixtures import ProbeFixtures
-    from .listcost import ListProbeConfig, populate
+    from .listcost import populate
 
-    config = ListProbeConfig(custom_resources=0, secrets=secrets, secret_bytes=secret_bytes, namespaces=1)
+    config = config or ClientMemConfig()
     config.validate()
-    with ProbeFixtures(cluster, run_id, keep=keep, echo=echo) as fixtures:
-        populated = populate(fixtures, config, echo=echo)
+    secrets, secret_bytes = config.cached_secrets, config.cached_secret_bytes
+    objects = ListObjects(custom_resources=0, secrets=secrets, secret_bytes=secret_bytes, namespaces=1)
+    with ProbeFixtures(cluster, run_id, keep=config.keep) as fixtures:
+        populated = populate(fixtures, objects)
         ns = populated.namespaces[0]
         try:
-            reports = [dict(r, client="client-go") for r in measure_cache(cluster, ns, echo=echo)]
+            reports = [dict(r, client="client-go") for r in measure_cache(cluster, ns)]
         except BinaryError as err:
-            print(
-                f"crdscale: warning: client memory measured with the Python stand-in "
-                f"(crdscale-client unavailable: {err})",
-                file=sys.stderr,
-                flush=True,
-            )
+            log.warning("client memory measured with the Python stand-in (crdscale-client unavailable: %s)", err)
             reports = [dict(r, client="python") for r in measure(cluster, f"/api/v1/namespaces/{ns}/secrets")]
     return pd.DataFrame(reports).assign(secrets=secrets, secret_bytes=secret_bytes)
+
+
+CLIENTMEM_COLUMNS = (
+    "client",
+    "mode",
+    "initial_sync",
+    "items",
+    "bytes",
+    "seconds",
+    "peak_heap_mib",
+    "live_heap_mib",
+    "peak_rss_mib",
+)
+
+
+def run(cluster, config: ClientMemConfig, writer, *, step: int = 0, run_id: str):
+    """The client-memory probe as one step; writes its table (``clientmem``) into ``writer``."""
+    from . import ProbeResult, Section, write_tables
+
+    table = probe(cluster, run_id=run_id, config=config)
+    write_tables(writer, "clientmem", step, {"clientmem": table}, main="clientmem")
+    title = (
+        f"Client cache of {config.cached_secrets} Secrets x {config.cached_secret_bytes} B: full vs metadata-only (MiB)"
+    )
+    units = {"bytes": "MiB", "seconds": "s", "peak_heap_mib": "f1", "live_heap_mib": "f1", "peak_rss_mib": "f1"}
+    return ProbeResult(
+        "clientmem", {"clientmem": table}, "clientmem", sections=[Section(title, "clientmem", CLIENTMEM_COLUMNS, units)]
+    )
 
 
 if __name__ == "__main__":

@@ -20,6 +20,7 @@ Everything returns plain dicts and DataFrames; nothing plots.
 from __future__ import annotations
 
 import json
+import logging
 import os
 import re
 import shutil
@@ -45,6 +46,8 @@ from .requests import (
     is_aggregated_discovery,
     legacy_group_version_paths,
 )
+
+log = logging.getLogger(__name__)
 
 MAX_PARALLEL = 512
 
@@ -233,7 +236,6 @@ def client_go_discovery(
     legacy: bool = True,
     cache: str = "memory",
     timeout_s: float = 600.0,
-    echo: Callable[[str], None] | None = None,
 ) -> LegacyDiscovery:
     """One cold discovery by client-go's discovery client in a fresh crdscale-client process.
 
@@ -255,7 +257,7 @@ def client_go_discovery(
     with tempfile.TemporaryDirectory(prefix="crdscale-discovery-cache-") as cache_dir:
         if cache == "disk":
             args.append(f"--cache-dir={cache_dir}")
-        events = goclient.run_once("discovery", args, timeout_s=timeout_s, echo=echo, env=env)
+        events = goclient.run_once("discovery", args, timeout_s=timeout_s, echo=log.info, env=env)
     # The disk cache's client always prefers aggregated discovery when the server serves it.
     kind = "legacy" if legacy and cache == "memory" else "aggregated"
     return discovery_from_events(
@@ -263,23 +265,16 @@ def client_go_discovery(
     )
 
 
-def _discoverer(echo: Callable[[str], None] | None) -> Callable:
+def _discoverer() -> Callable:
     """client-go's discovery (crdscale-client), or the Python imitation with a warning when it cannot be built."""
     from crdscale.cluster import goclient
 
     try:
-        goclient.binary(echo=echo)
+        goclient.binary(echo=log.info)
     except BinaryError as err:
-        import sys
-
-        print(
-            f"crdscale: warning: discovery measured with the Python imitation of client-go "
-            f"(crdscale-client unavailable: {err})",
-            file=sys.stderr,
-            flush=True,
-        )
+        log.warning("discovery measured with the Python imitation of client-go (crdscale-client unavailable: %s)", err)
         return legacy_discovery
-    return lambda cluster, limit: client_go_discovery(cluster, limit, echo=echo)
+    return lambda cluster, limit: client_go_discovery(cluster, limit)
 
 
 def aggregated_discovery(cluster, *, timeout_s: float = 120.0) -> dict:
@@ -433,7 +428,6 @@ def kubectl_rows(
     group_versions: int,
     *,
     context: str | None = None,
-    echo: Callable[[str], None] | None = None,
 ) -> list[dict]:
     """``kubectl get pods`` and ``kubectl api-resources`` with an empty cache, per kubectl version.
 
@@ -446,7 +440,7 @@ def kubectl_rows(
 
     rows = []
     for version in versions:
-        kubectl = binaries.kubectl(version, echo=echo)
+        kubectl = binaries.kubectl(version, echo=log.info)
         limit = kubectl_limit(kubectl.version)
         for verb in KUBECTL_COMMANDS:
             kc = kubectl_discovery(kubeconfig, context=context, kubectl=str(kubectl.path), verb=verb)
@@ -468,11 +462,10 @@ def kubectl_rows(
                     "relative_error": float("nan"),
                 }
             )
-            if echo:
-                echo(
-                    f"  {group_versions} GVs kubectl {kubectl.version} {kc.get('command')}: wall {kc['wall_s']:6.2f} s, "
-                    f"{kc['gets']} GETs, predicted throttling {predicted:.2f} s"
-                )
+            log.info(
+                f"  {group_versions} GVs kubectl {kubectl.version} {kc.get('command')}: wall {kc['wall_s']:6.2f} s, "
+                f"{kc['gets']} GETs, predicted throttling {predicted:.2f} s"
+            )
     return rows
 
 
@@ -486,7 +479,6 @@ def probe(
     kubeconfig: str | Path | None = None,
     with_kubectl: bool = True,
     kubectl_versions: Iterable[str] = (),
-    echo: Callable[[str], None] | None = None,
 ) -> dict[str, pd.DataFrame]:
     """client-go legacy discovery once per limit, aggregated discovery, and kubectl.
 
@@ -494,7 +486,7 @@ def probe(
     PATH if it is real. Returns ``{"summary": one row per mode/limit, "requests":
     legacy per-request rows}``.
     """
-    discover = _discoverer(echo)
+    discover = _discoverer()
     kubectl_versions = list(kubectl_versions)
     context = getattr(cluster, "context", None)
     summaries, request_tables = [], []
@@ -506,8 +498,7 @@ def probe(
     if with_kubectl and kubeconfig and kubectl_versions:
         gv = count_group_versions(cluster)
         summaries += [
-            dict(row, mode="kubectl")
-            for row in kubectl_rows(kubeconfig, kubectl_versions, gv, context=context, echo=echo)
+            dict(row, mode="kubectl") for row in kubectl_rows(kubeconfig, kubectl_versions, gv, context=context)
         ]
     elif with_kubectl and kubeconfig:
         summaries.append(kubectl_discovery(kubeconfig, context=context))
@@ -527,7 +518,6 @@ def sweep(
     keep: bool = False,
     with_kubectl: bool = True,
     kubectl_versions: Iterable[str] = (),
-    echo: Callable[[str], None] | None = None,
 ) -> dict[str, pd.DataFrame]:
     """Add CRDs (one group each) until the server has each target number of group-versions; measure every limit.
 
@@ -550,8 +540,7 @@ def sweep(
     """
     from .fixtures import ProbeFixtures, sweep_crds
 
-    say = echo or (lambda _m: None)
-    discover = _discoverer(echo)
+    discover = _discoverer()
     kubectl_versions = list(kubectl_versions)
     limits = list(limits)
     disabled = tb.PRESETS["disabled"]
@@ -560,15 +549,15 @@ def sweep(
     # The unthrottled run goes first so every other limit has its baseline.
     limits.sort(key=lambda limit: limit.enabled)
     rows, request_tables = [], []
-    with ProbeFixtures(cluster, run_id, keep=keep, echo=say) as fixtures:
+    with ProbeFixtures(cluster, run_id, keep=keep) as fixtures:
         created = 0
         for target in sorted(targets):
             current = count_group_versions(cluster)
             if current > target:
-                say(f"server already has {current} group-versions > {target}; measuring at {current}")
+                log.info(f"server already has {current} group-versions > {target}; measuring at {current}")
             elif current < target:
                 need = target - current
-                say(f"adding {need} CRDs in new groups ({current} -> {target} group-versions)")
+                log.info(f"adding {need} CRDs in new groups ({current} -> {target} group-versions)")
                 fixtures.install_crds(sweep_crds(created, created + need, fixtures.labels, fixtures.instance))
                 created += need
             gv = count_group_versions(cluster)
@@ -622,15 +611,13 @@ def sweep(
                     row["wait_relative_error"] = tb.relative_error(s["max_limiter_wait_s"], row["predicted_delay_s"])
                     rows.append(row)
                     request_tables.append(run.requests.assign(group_versions=gv, limit=limit.label(), repeat=repeat))
-                    say(
+                    log.info(
                         f"  {gv} GVs {limit.label():>10}: wall {s['wall_s']:6.2f} s, "
                         f"delay measured {measured:6.2f} s, predicted {row['predicted_delay_s']:6.2f} s"
                     )
             kubeconfig = getattr(cluster, "kubeconfig", None)
             if with_kubectl and kubeconfig and kubectl_versions:
-                rows += kubectl_rows(
-                    kubeconfig, kubectl_versions, gv, context=getattr(cluster, "context", None), echo=say
-                )
+                rows += kubectl_rows(kubeconfig, kubectl_versions, gv, context=getattr(cluster, "context", None))
             elif with_kubectl and kubeconfig:
                 kc = kubectl_discovery(kubeconfig, context=getattr(cluster, "context", None))
                 if kc.get("available"):
@@ -647,9 +634,11 @@ def sweep(
                             "relative_error": float("nan"),
                         }
                     )
-                    say(f"  {gv} GVs kubectl {kc['kubectl_version']}: wall {kc['wall_s']:6.2f} s, {kc['gets']} GETs")
+                    log.info(
+                        f"  {gv} GVs kubectl {kc['kubectl_version']}: wall {kc['wall_s']:6.2f} s, {kc['gets']} GETs"
+                    )
                 else:
-                    say(f"  {kc['note']}")
+                    log.info(f"  {kc['note']}")
     return {"sweep": pd.DataFrame(rows), "requests": pd.concat(request_tables, ignore_index=True)}
 
 
@@ -665,3 +654,113 @@ def validate_limits(names: Iterable[str]) -> list[tb.RateLimit]:
         return [tb.parse_rate_limit(n) for n in names]
     except ValueError as err:
         raise UsageError(str(err)) from err
+
+
+# --- the probe's entry point -----------------------------------------------------
+
+SWEEP_COLUMNS = (
+    "group_versions",
+    "limit",
+    "command",
+    "requests",
+    "wall_s",
+    "unthrottled_wall_s",
+    "measured_delay_s",
+    "predicted_delay_s",
+    "predicted_extra_wall_s",
+    "relative_error",
+    "model_relative_error",
+    "max_limiter_wait_s",
+    "wait_relative_error",
+)
+SUMMARY_COLUMNS = (
+    "mode",
+    "limit",
+    "command",
+    "group_versions",
+    "requests",
+    "wall_s",
+    "max_wait_s",
+    "predicted_delay_s",
+    "bytes",
+    "version",
+    "revalidate_status",
+    "revalidate_bytes",
+    "kubectl_version",
+    "gets",
+    "throttle_messages",
+    "note",
+)
+
+
+def run(cluster, config, writer, *, step: int = 0, run_id: str):
+    """The discovery probe as one step (``config``: :class:`.configs.DiscoveryConfig`); with ``config.sweep``
+    the sweep, checked against the token-bucket model within ``config.tolerance`` (exit code 1 beyond it).
+    kubectl runs with the cluster's own kubeconfig and context."""
+    from . import ProbeResult, Section, write_tables
+
+    config.validate()
+    limits = validate_limits(config.limit_names())
+    if not config.sweep:
+        tables = probe(
+            cluster,
+            limits,
+            kubeconfig=getattr(cluster, "kubeconfig", None),
+            with_kubectl=config.with_kubectl,
+            kubectl_versions=config.kubectl_versions,
+        )
+        write_tables(writer, "discovery", step, tables, main="summary")
+        section = Section(
+            "Discovery", "summary", SUMMARY_COLUMNS, {"wall_s": "s", "max_wait_s": "s", "predicted_delay_s": "s"}
+        )
+        return ProbeResult("discovery", tables, "summary", sections=[section])
+    tables = sweep(
+        cluster,
+        run_id=run_id,
+        targets=config.targets,
+        limits=limits,
+        repeats=config.sweep_repeats,
+        keep=config.keep,
+        with_kubectl=config.with_kubectl,
+        kubectl_versions=config.kubectl_versions,
+    )
+    write_tables(writer, "discovery", step, tables, main="sweep")
+    table = tables["sweep"]
+    # kubectl rows have one row per command; the row label names both.
+    command = table["command"].fillna("") if "command" in table else ""
+    labelled = table.assign(limit=(table["limit"] + " " + command).str.strip())
+    cold = labelled.pivot_table(index="limit", columns="group_versions", values="wall_s", aggfunc="median", sort=False)
+    cold = cold.rename(columns=str).reset_index()  # one row per limit, one column per group-version count
+    checked = agreement(table, tolerance=config.tolerance)
+    ok = bool(checked["within_tolerance"].all()) if len(checked) else True
+    seconds = ("wall_s", "unthrottled_wall_s", "measured_delay_s", "predicted_delay_s", "predicted_extra_wall_s")
+    units = {k: "s" for k in (*seconds, "max_limiter_wait_s")}
+    units |= {k: "pct" for k in ("relative_error", "model_relative_error", "wait_relative_error")}
+    sections = [
+        Section(
+            "Legacy discovery: measured vs predicted client-side throttling delay (s)",
+            "sweep",
+            SWEEP_COLUMNS,
+            units,
+            "measured_delay = wall - unthrottled wall; predicted_delay = token-bucket longest wait; "
+            "predicted_extra_wall = the wait net of the overlapping unthrottled transfer; "
+            "relative_error is measured vs predicted_extra_wall (checked when >= 0.25 s)",
+        ),
+        Section(
+            "Cold legacy discovery wall time (s), the shape of the Crossplane one-pager's table",
+            "cold_wall_s",
+            tuple(cold.columns),
+            {c: "s" for c in cold.columns[1:]},
+            f"agreement within {config.tolerance:.0%}: {'yes' if ok else 'NO'} "
+            f"({int(checked['within_tolerance'].sum())}/{len(checked)} checked rows)",
+        ),
+    ]
+    return ProbeResult(
+        "discovery",
+        tables,
+        "sweep",
+        derived={"cold_wall_s": cold},
+        summary={"agreement_within_tolerance": ok, "tolerance": config.tolerance},
+        exit_code=0 if ok else 1,
+        sections=sections,
+    )

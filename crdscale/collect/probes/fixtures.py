@@ -8,6 +8,7 @@ the probe shares the scenario's run id and must not delete the scenario's CRDs.
 
 from __future__ import annotations
 
+import logging
 import secrets as _secrets
 import time
 from concurrent.futures import ThreadPoolExecutor
@@ -18,6 +19,8 @@ from crdscale.ownership import owned_selector, ownership_labels
 
 from ._http import check, create_many, delete_collection, is_loopback
 from .requests import METADATA_ONLY_ACCEPT
+
+log = logging.getLogger(__name__)
 
 PROBE_GROUP_SUFFIX = "probe.crdscale.io"
 CRD_PATH = "/apis/apiextensions.k8s.io/v1/customresourcedefinitions"
@@ -200,7 +203,6 @@ class ProbeFixtures:
     cluster: object
     run_id: str
     keep: bool = False
-    echo: object = None
     namespaces: list[str] = field(default_factory=list)
     crd_names: list[str] = field(default_factory=list)
     collections: set[tuple[str, str]] = field(default_factory=set)  # (collection path, namespace)
@@ -221,10 +223,6 @@ class ProbeFixtures:
     def __exit__(self, *exc) -> None:
         if not self.keep:
             self.cleanup()
-
-    def _say(self, msg: str) -> None:
-        if self.echo:
-            self.echo(msg)
 
     # -- namespaces
 
@@ -347,7 +345,7 @@ class ProbeFixtures:
         self.crd_names.clear()
         self.namespaces.clear()
         if errors:
-            self._say("cleanup incomplete: " + "; ".join(errors))
+            log.warning("cleanup incomplete: %s", "; ".join(errors))
 
     def _delete_namespace(self, name: str) -> None:
         cluster = self.cluster

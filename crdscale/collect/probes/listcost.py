@@ -19,6 +19,7 @@ cache is younger than the revision asked for, and then lists no object.)
 from __future__ import annotations
 
 import contextlib
+import logging
 import statistics
 import threading
 import time
@@ -31,8 +32,10 @@ import pandas as pd
 from crdscale.errors import ClusterError, UsageError
 from crdscale.proc import rss_bytes, thread_cpu_seconds
 
+from . import ProbeResult, Section, write_tables
 from . import metrics as m
 from ._http import fresh_session, is_loopback, timed_get
+from .configs import ListObjects, ListProbeConfig
 from .fixtures import (
     BUCKET_LABEL,
     CR_SELECTABLE_FIELD,
@@ -50,63 +53,7 @@ from .fixtures import (
 )
 from .requests import LIST_KINDS, ListRequest, ListTarget, build_list_requests
 
-
-@dataclass
-class ListProbeConfig:
-    """What to create and how to measure.
-
-    Attributes:
-        custom_resources: number of custom resources (0 = none), each with ``cr_bytes`` of data.
-        secrets: number of Secrets, each holding ``secret_bytes`` of data.
-        configmaps: number of ConfigMaps, each holding ``configmap_bytes`` of data.
-        pods: number of Pods, each holding ``pod_bytes`` of data in environment variables
-            and bound to one of ten nodes (for ``fieldSelector=spec.nodeName``).
-        namespaces: objects are spread round-robin over this many namespaces.
-        repeats: measurements per request kind (the table reports the median).
-        page_size: ``limit`` of the paged kinds.
-        kinds: which request kinds to measure.
-        compare_etcd: also send every LIST to a second kube-apiserver started with
-            ``--watch-cache=false`` on the same etcd (local instances only). Off by
-            default for scenario steps: at thousands of CRDs a second server costs as
-            much memory as the first. ``crdscale probe list`` turns it on.
-    """
-
-    custom_resources: int = 2000
-    cr_bytes: int = 1024
-    secrets: int = 0
-    secret_bytes: int = 100_000
-    configmaps: int = 0
-    configmap_bytes: int = 10_000
-    pods: int = 0
-    pod_bytes: int = 20_000
-    namespaces: int = 2
-    repeats: int = 3
-    page_size: int = 500
-    kinds: tuple[str, ...] = LIST_KINDS
-    workers: int = 16
-    compare_etcd: bool = False
-
-    def validate(self) -> None:
-        sizes = (
-            "custom_resources",
-            "secrets",
-            "configmaps",
-            "pods",
-            "cr_bytes",
-            "secret_bytes",
-            "configmap_bytes",
-            "pod_bytes",
-        )
-        for name in sizes:
-            if getattr(self, name) < 0:
-                raise UsageError(f"{name.replace('_', '-')} must be >= 0")
-        if max(self.secret_bytes, self.configmap_bytes, self.pod_bytes) > 1_000_000:
-            raise UsageError("Secrets, ConfigMaps and Pods hold at most 1 MB of data each (etcd's request limit)")
-        if self.namespaces < 1 or self.repeats < 1:
-            raise UsageError("namespaces and repeats must be >= 1")
-        unknown = set(self.kinds) - set(LIST_KINDS)
-        if unknown:
-            raise UsageError(f"unknown LIST kinds: {', '.join(sorted(unknown))} (known: {', '.join(LIST_KINDS)})")
+log = logging.getLogger(__name__)
 
 
 @dataclass
@@ -121,11 +68,8 @@ class Populated:
     resource_version_before: str = ""  # a list RV from before anything was created
 
 
-def populate(
-    fixtures: ProbeFixtures, config: ListProbeConfig, *, echo: Callable[[str], None] | None = None
-) -> Populated:
+def populate(fixtures: ProbeFixtures, config: ListObjects) -> Populated:
     """Create the objects ``config`` asks for; returns what to LIST."""
-    say = echo or (lambda _m: None)
     labels, instance = fixtures.labels, fixtures.instance
     out = Populated()
     out.resource_version_before = (
@@ -145,7 +89,7 @@ def populate(
         stored = fixtures.cluster.get_json(f"{CRD_PATH}/{crd['metadata']['name']}")
         selector = f"{CR_SELECTABLE_FIELD}={bucket(0)}" if has_selectable_field(stored) else None
         target = ListTarget("listprobes", group, "v1", primary, field_selector=selector)
-        say(f"creating {config.custom_resources} custom resources of {config.cr_bytes} B")
+        log.info(f"creating {config.custom_resources} custom resources of {config.cr_bytes} B")
         bodies = [
             custom_resource(group, f"cr-{i:06d}", ns, labels, i, config.cr_bytes)
             for i, ns in spread(config.custom_resources)
@@ -166,7 +110,7 @@ def populate(
         if not count:
             continue
         target = ListTarget(resource, "", "v1", primary, field_selector=field_selector)
-        say(f"creating {count} {noun} of {size} B")
+        log.info(f"creating {count} {noun} of {size} B")
         bodies = [build(f"{prefix}-{i:06d}", ns, labels, i, size) for i, ns in spread(count)]
         fixtures.create_objects(target.collection_path, bodies, workers=min(config.workers, 8))
         out.targets.append(target)
@@ -274,9 +218,7 @@ class ApiServers:
 
 
 @contextlib.contextmanager
-def apiservers(
-    cluster, *, compare_etcd: bool, name_suffix: str = "", echo: Callable[[str], None] | None = None
-) -> Iterator[ApiServers]:
+def apiservers(cluster, *, compare_etcd: bool, name_suffix: str = "") -> Iterator[ApiServers]:
     """The kube-apiserver behind ``cluster``, and with ``compare_etcd`` a second one started
     with ``--watch-cache=false`` on the same etcd when ``cluster`` is a ready local instance.
 
@@ -285,7 +227,6 @@ def apiservers(
     """
     from crdscale.cluster.local import instance_serving
 
-    say = echo or (lambda _m: None)
     plane = instance_serving(cluster.server)
     etcd = plane.process("etcd") if plane else None
     etcd_pid = etcd.pid if etcd else None
@@ -298,11 +239,11 @@ def apiservers(
         found.note = (
             f"{cluster.server} is not a crdscale local instance: no second kube-apiserver to serve LISTs from etcd"
         )
-        say(f"etcd comparison skipped: {found.note}")
+        log.info(f"etcd comparison skipped: {found.note}")
         yield found
         return
     name = f"kube-apiserver-etcd-only{'-' + name_suffix if name_suffix else ''}"
-    say(f"starting a second kube-apiserver ({ETCD_ONLY_APISERVER}) on {plane.name}'s etcd")
+    log.info(f"starting a second kube-apiserver ({ETCD_ONLY_APISERVER}) on {plane.name}'s etcd")
     with plane.start_second_apiserver(name, ETCD_ONLY_FLAGS) as second:
         etcd_only = second.connect(cluster)
         try:
@@ -378,7 +319,6 @@ def measure_lists(
     page_size: int = 500,
     kinds: Iterable[str] = LIST_KINDS,
     read_metrics: bool = True,
-    echo: Callable[[str], None] | None = None,
 ) -> pd.DataFrame:
     """Time each LIST kind on each populated resource, on each of ``servers`` in turn
     (default: ``cluster`` alone), so that both servers see the same request one after the other.
@@ -398,7 +338,6 @@ def measure_lists(
     """
     from crdscale.models.apf import served_from_cache
 
-    say = echo or (lambda _m: None)
     kinds = tuple(kinds)
     servers = list(servers) if servers else [ApiServer(DEFAULT_APISERVER, cluster)]
     nan = float("nan")
@@ -480,7 +419,7 @@ def measure_lists(
                             "repeats": repeats,
                         }
                     )
-                    say(
+                    log.info(
                         f"  {target.group_resource:>32} {request.kind:>24} {server.label:>20}: "
                         f"{statistics.median(latencies) * 1000:8.1f} ms {results[-1].bytes / 2**20:9.3f} MiB "
                         f"{results[-1].items:6d} items {cost.cpu_s * 1000:7.1f} CPU-ms  [{served.place}]"
@@ -626,20 +565,6 @@ def concurrent_load(
     return pd.DataFrame(rows)
 
 
-def wait_for_object_stats(
-    cluster, populated: Populated, *, timeout_s: float = 120.0, poll_s: float = 5.0
-) -> pd.DataFrame:
-    """Poll until the server's object counts include the populated objects (it refreshes them about
-    once a minute; APF estimates made before that use stale counts). Returns the last stats table."""
-    deadline = time.monotonic() + timeout_s
-    while True:
-        stats = server_object_stats(cluster, populated)
-        counts = dict(zip(stats["resource"], stats["object_count"]))
-        if all(counts.get(r, 0) >= n for r, n in populated.counts.items()) or time.monotonic() > deadline:
-            return stats
-        time.sleep(poll_s)
-
-
 def server_object_stats(cluster, populated: Populated) -> pd.DataFrame:
     """The server's own object count and average size estimate per populated resource (NaN where not exposed)."""
     samples = m.scrape(cluster, names=m.OBJECT_COUNT_METRICS + m.SIZE_ESTIMATE_METRICS)
@@ -650,20 +575,9 @@ def server_object_stats(cluster, populated: Populated) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
-def probe(
-    cluster,
-    *,
-    run_id: str,
-    config: ListProbeConfig | None = None,
-    load_levels: Iterable[int] = (),
-    load_requests: int = 100,
-    load_seconds: float = 30.0,
-    allow_remote_load: bool = False,
-    keep: bool = False,
-    echo: Callable[[str], None] | None = None,
-) -> dict[str, pd.DataFrame]:
+def probe(cluster, *, run_id: str, config: ListProbeConfig | None = None) -> dict[str, pd.DataFrame]:
     """Populate, measure every LIST kind (with ``config.compare_etcd`` on a second, etcd-only
-    kube-apiserver too), optionally load the server; clean up.
+    kube-apiserver too), optionally load the server (``config.load_levels``); clean up unless ``config.keep``.
 
     Returns ``{"lists": ..., "stats": ..., "apiservers": ..., "load": ...}``: ``apiservers``
     has one row per server measured (``apiserver``, ``server``, ``pid``) and a ``note``
@@ -671,15 +585,14 @@ def probe(
     """
     config = config or ListProbeConfig()
     config.validate()
-    load_levels = tuple(load_levels)
-    if load_levels and not (is_loopback(cluster.server) or allow_remote_load):
+    if config.load_levels and not (is_loopback(cluster.server) or config.allow_remote_load):
         raise UsageError(
             f"refusing concurrent load against {cluster.server}: pass --allow-remote-load for your own cluster"
         )
-    with ProbeFixtures(cluster, run_id, keep=keep, echo=echo) as fixtures:
+    with ProbeFixtures(cluster, run_id, keep=config.keep) as fixtures:
         # The second server starts while the objects are created: it reads them from etcd anyway.
-        with apiservers(cluster, compare_etcd=config.compare_etcd, name_suffix=fixtures.instance, echo=echo) as found:
-            populated = populate(fixtures, config, echo=echo)
+        with apiservers(cluster, compare_etcd=config.compare_etcd, name_suffix=fixtures.instance) as found:
+            populated = populate(fixtures, config)
             for server in found.servers[1:]:
                 wait_served(server, populated)
             lists = measure_lists(
@@ -689,7 +602,6 @@ def probe(
                 repeats=config.repeats,
                 page_size=config.page_size,
                 kinds=config.kinds,
-                echo=echo,
             )
             servers = pd.DataFrame(
                 [
@@ -700,7 +612,7 @@ def probe(
             pid = found.servers[0].pid
         stats = server_object_stats(cluster, populated)
         load = pd.DataFrame()
-        if load_levels:
+        if config.load_levels:
             tables = []
             for target in populated.targets:
                 for request in build_list_requests(
@@ -709,10 +621,10 @@ def probe(
                     table = concurrent_load(
                         cluster,
                         request,
-                        concurrency_levels=load_levels,
-                        requests_per_level=load_requests,
-                        max_seconds_per_level=load_seconds,
-                        allow_remote=allow_remote_load,
+                        concurrency_levels=config.load_levels,
+                        requests_per_level=config.load_requests,
+                        max_seconds_per_level=config.load_seconds,
+                        allow_remote=config.allow_remote_load,
                         pid=pid,
                     )
                     tables.append(table.assign(resource=target.group_resource))
@@ -776,7 +688,6 @@ def shape_load(
     max_seconds_per_level: float = 30.0,
     allow_remote: bool = False,
     keep: bool = False,
-    echo: Callable[[str], None] | None = None,
 ) -> pd.DataFrame:
     """Concurrent LISTs of one namespace per shape: the same data in few large or many small Secrets.
 
@@ -784,7 +695,6 @@ def shape_load(
     runs :func:`concurrent_load` over ``concurrency_levels`` with a garbage collection before each
     level. Returns its rows plus ``shape``, ``objects``, ``object_bytes``, ``data_bytes``.
     """
-    say = echo or (lambda _m: None)
     levels = tuple(concurrency_levels)
     unknown = set(kinds) - set(SHAPE_LIST_PARAMS)
     if unknown:
@@ -793,13 +703,13 @@ def shape_load(
         raise UsageError(
             f"refusing concurrent load against {cluster.server}: pass --allow-remote-load for your own cluster"
         )
-    with ProbeFixtures(cluster, run_id, keep=keep, echo=echo) as fixtures:
+    with ProbeFixtures(cluster, run_id, keep=keep) as fixtures:
         with apiservers(cluster, compare_etcd=False) as found:
             pid = found.servers[0].pid
         targets = []
         for index, shape in enumerate(shapes):
             target = ListTarget("secrets", "", "v1", fixtures.namespace(f"shape{index}"))
-            say(f"creating {shape.objects} Secrets of {shape.object_bytes} B in {target.namespace}")
+            log.info(f"creating {shape.objects} Secrets of {shape.object_bytes} B in {target.namespace}")
             bodies = [
                 secret(f"s-{i:06d}", target.namespace, fixtures.labels, i, shape.object_bytes)
                 for i in range(shape.objects)
@@ -815,7 +725,7 @@ def shape_load(
                     SHAPE_LIST_PARAMS[kind],
                     description=f"{shape.label} in {target.namespace}",
                 )
-                say(f"loading {shape.label} ({kind}) at concurrency {','.join(map(str, levels))}")
+                log.info(f"loading {shape.label} ({kind}) at concurrency {','.join(map(str, levels))}")
                 table = concurrent_load(
                     cluster,
                     request,
@@ -836,3 +746,202 @@ def shape_load(
                     )
                 )
     return pd.concat(tables, ignore_index=True)
+
+
+# --- the probe's entry point -----------------------------------------------------
+
+LIST_COLUMNS = (
+    "resource",
+    "kind",
+    "apiserver",
+    "items",
+    "pages",
+    "bytes",
+    "latency_s",
+    "cpu_s",
+    "alloc_bytes",
+    "fetched_objects",
+    "served_from",
+    "expected_from_cache",
+    "status",
+)
+COMPARISON_COLUMNS = (
+    "resource",
+    "kind",
+    "items",
+    "bytes",
+    "latency_cache",
+    "latency_etcd",
+    "latency_ratio",
+    "cpu_cache",
+    "cpu_etcd",
+    "cpu_ratio",
+    "alloc_cache",
+    "alloc_etcd",
+    "alloc_ratio",
+    "etcd_cpu_etcd",
+    "fetched_cache",
+    "fetched_etcd",
+    "note",
+)
+LOAD_COLUMNS = (
+    "resource",
+    "kind",
+    "concurrency",
+    "requests",
+    "errors",
+    "throughput_rps",
+    "latency_p50_s",
+    "latency_p99_s",
+    "rss_before_bytes",
+    "rss_max_bytes",
+    "heap_inuse_max_bytes",
+    "cpu_s",
+)
+SHAPE_COLUMNS = (
+    "kind",
+    "shape",
+    "concurrency",
+    "requests",
+    "errors",
+    "latency_p50_s",
+    "latency_p99_s",
+    "bytes",
+    "heap_inuse_before_bytes",
+    "heap_inuse_growth_bytes",
+    "rss_before_bytes",
+    "rss_growth_bytes",
+    "cpu_s",
+    "cpu_source",
+)
+SHAPE_FINDING_COLUMNS = (
+    "kind",
+    "concurrency",
+    "shape",
+    "baseline_shape",
+    "objects_ratio",
+    "bytes_ratio",
+    "heap_growth_ratio",
+    "rss_growth_ratio",
+    "cpu_per_request_ratio",
+    "latency_p50_ratio",
+    "heap_follows",
+)
+
+
+def run(cluster, config: ListProbeConfig, writer, *, step: int = 0, run_id: str) -> ProbeResult:
+    """The LIST probe (or, with ``config.load_shapes``, the shape experiment) as one step: measures,
+    writes its tables into ``writer`` and returns them with the etcd/cache comparison derived from them."""
+    from crdscale.analysis.probes import cache_vs_etcd
+
+    if config.load_shapes:
+        return _run_shapes(cluster, config, writer, step=step, run_id=run_id)
+    tables = probe(cluster, run_id=run_id, config=config)
+    write_tables(writer, "list", step, tables, main="lists")
+    lists = tables["lists"]
+    note = tables["apiservers"]["note"].iloc[0]
+    # Derived from the rows (crdscale.analysis.probes.cache_vs_etcd), so not stored in the run directory.
+    comparison = cache_vs_etcd(lists)
+    paired = comparison[comparison["same_response"]]
+    default = lists[lists["apiserver"] == DEFAULT_APISERVER]
+    summary = {
+        "served_from": default.groupby("kind", sort=False)["served_from"].first().to_dict(),
+        "etcd_comparison": note,
+        # The manifest is plain JSON: a ratio that cannot be computed is null, not NaN.
+        "etcd_over_cache": {
+            f"{r.resource} {r.kind}": {
+                name: None if v != v else round(float(v), 2)
+                for name, v in (("latency", r.latency_ratio), ("cpu", r.cpu_ratio), ("alloc", r.alloc_ratio))
+            }
+            for r in paired.itertuples(index=False)
+        },
+    }
+    sections = [
+        Section(
+            f"LIST cost (median of {config.repeats}; served_from from each server's counters)",
+            "lists",
+            LIST_COLUMNS,
+            {"bytes": "MiB", "latency_s": "ms", "cpu_s": "ms", "alloc_bytes": "MiB", "fetched_objects": "count"},
+            "(bytes and alloc_bytes in MiB, latency and cpu_s in ms; cpu_s, alloc_bytes (Go heap allocated) and "
+            "fetched_objects (read from storage) per request, net of an idle second)",
+        )
+    ]
+    title = f"The same LIST from etcd and from the watch cache (etcd: {note}); ratio = etcd / cache"
+    if len(paired):
+        units = {"bytes": "MiB", "etcd_cpu_etcd": "ms", "fetched_cache": "count", "fetched_etcd": "count"}
+        units |= {
+            f"{m}_{p}": u for m, u in (("latency", "ms"), ("cpu", "ms"), ("alloc", "MiB")) for p in ("cache", "etcd")
+        }
+        units |= {f"{m}_ratio": "x1" for m in ("latency", "cpu", "alloc")}
+        note_text = (
+            "(latency, cpu = kube-apiserver CPU and etcd_cpu_etcd = etcd's CPU in ms per request; bytes and alloc in "
+            "MiB; fetched = objects the storage layer read per request)"
+        )
+        sections.append(Section(title, "comparison", COMPARISON_COLUMNS, units, note_text))
+    else:
+        sections.append(Section(title, "comparison", (), note="no LIST was served from both places"))
+    if not tables["load"].empty:
+        units = {"latency_p50_s": "ms", "latency_p99_s": "ms", "throughput_rps": "f1", "cpu_s": "s"}
+        units |= {c: "MiB" for c in ("rss_before_bytes", "rss_max_bytes", "heap_inuse_max_bytes")}
+        sections.append(Section("Concurrent load", "load", LOAD_COLUMNS, units))
+    return ProbeResult(
+        "list",
+        tables,
+        "lists",
+        derived={"comparison": comparison},
+        summary=summary,
+        exit_code=1 if (lists["status"] != 200).any() else 0,
+        sections=sections,
+    )
+
+
+def _run_shapes(cluster, config: ListProbeConfig, writer, *, step: int, run_id: str) -> ProbeResult:
+    from crdscale.analysis.probes import shape_findings
+
+    load = shape_load(
+        cluster,
+        run_id=run_id,
+        shapes=parse_load_shapes(",".join(config.load_shapes)),
+        concurrency_levels=config.load_levels or config.SHAPE_LOAD_LEVELS,
+        kinds=config.load_kinds,
+        requests_per_level=config.load_requests,
+        max_seconds_per_level=config.load_seconds,
+        allow_remote=config.allow_remote_load,
+        keep=config.keep,
+    )
+    writer.write_probe_table("list", step, load, "shapes")
+    # Derived from the rows (crdscale.analysis.probes.shape_findings), so not stored in the run directory.
+    findings = shape_findings(load)
+    units = {"latency_p50_s": "ms", "latency_p99_s": "ms", "cpu_s": "s", "bytes": "MiB"}
+    units |= {c: "MiB" for c in SHAPE_COLUMNS if c.startswith(("heap_", "rss_"))}
+    sections = [
+        Section(
+            "Concurrent LISTs of one namespace per shape",
+            "shapes",
+            SHAPE_COLUMNS,
+            units,
+            "(latency in ms; bytes = all responses of the level and memory in MiB; growth = peak over the level's "
+            "baseline after a garbage collection; cpu_s = kube-apiserver CPU seconds over the level)",
+        ),
+        Section(
+            "Each shape / the shape of fewest objects: memory follows bytes if heap_growth_ratio is near bytes_ratio, "
+            "object count if near objects_ratio",
+            "shape_findings",
+            SHAPE_FINDING_COLUMNS,
+            {c: "x2" for c in SHAPE_FINDING_COLUMNS if c.endswith("_ratio")},
+        ),
+    ]
+    summary = {
+        "heap_follows": {
+            f"{r.kind} c={r.concurrency} {r.shape}": r.heap_follows for r in findings.itertuples(index=False)
+        }
+    }
+    return ProbeResult(
+        "list",
+        {"shapes": load},
+        None,
+        derived={"shape_findings": findings},
+        summary=summary,
+        exit_code=1 if load["errors"].sum() else 0,
+        sections=sections,
+    )
