@@ -128,12 +128,14 @@ def _check_probes(scenario: Scenario, where: str, report: CellReport) -> None:
     names = scenario.probes.get("each_step", [])
     if not names:
         return
-    from crdscale.collect.probes import PROBES
+    from crdscale.collect.probes.configs import check_scenario_probes
     from crdscale.errors import UsageError
 
-    unknown = [n for n in names if n not in PROBES]
-    if unknown:
-        raise UsageError(f"{where}: 'probes.each_step': unknown probe {unknown[0]!r}; known: {', '.join(PROBES)}")
+    try:
+        # Every name is a probe and its options read into the probe's typed config.
+        check_scenario_probes(scenario.probes)
+    except UsageError as err:
+        raise UsageError(f"{where}: 'probes.each_step': {err}") from None
     report.checks.append(("probes", ", ".join(names)))
 
 
