@@ -212,11 +212,12 @@ def summary_cells(title: str, findings, headline_png: bytes | None):
     figure (a Markdown attachment, so it shows with and without code) and the key numbers."""
     import nbformat
 
-    from crdscale.report.findings import headline, numbers_markdown, provenance_markdown
+    from crdscale.report.findings import headline, numbers_markdown, provenance_markdown, warnings_markdown
 
     first = [
         f"# {title}",
         "",
+        *warnings_markdown(findings.warnings),
         f"**{headline(findings.numbers)}**",
         "",
         "## What was run",
@@ -334,6 +335,8 @@ def _render(data: Run, out: Path, running, futures, echo) -> ReportResult:
     run_dir = data.path
     echo(f"analysing {run_dir}")
     analysis = data.analysis()
+    for warning in analysis.warnings:  # also on the report's first screen and in findings.md
+        echo(f"warning: {warning}")
     findings = compute_findings(data.manifest, analysis, S.memory_frame(data.series, data.start))
     scenario = (data.manifest.get("scenario") or {}).get("name") or run_dir.name
     title = f"crdscale report: {scenario} ({run_dir.name})"
@@ -357,6 +360,9 @@ def _render(data: Run, out: Path, running, futures, echo) -> ReportResult:
         json.dumps(
             {
                 "run_dir": str(run_dir),
+                "status": data.status,
+                "reason": data.manifest.get("reason"),
+                "warnings": findings.warnings,
                 "provenance": findings.provenance,
                 "numbers": [{k: _json_safe(v) for k, v in row.items()} for row in findings.numbers.to_dict("records")],
             },
