@@ -63,6 +63,30 @@ def write_table(table: pd.DataFrame, path: str | Path) -> Path:
     return path
 
 
+def check_output_file(path: str | Path, flag: str) -> Path:
+    """UsageError (one line) unless ``path`` can be written as a file: its folder exists and is
+    writable, and it is not a directory. Checked before the work that fills it starts."""
+    path = Path(path)
+    folder = path.parent if str(path.parent) else Path(".")
+    if path.is_dir():
+        raise UsageError(f"{flag} {path}: is a directory")
+    if not folder.is_dir():
+        raise UsageError(f"{flag} {path}: no directory {folder}")
+    if not os.access(folder, os.W_OK | os.X_OK) or (path.exists() and not os.access(path, os.W_OK)):
+        raise UsageError(f"{flag} {path}: not writable")
+    return path
+
+
+def write_output_text(path: str | Path, text: str, flag: str) -> Path:
+    """Write ``text`` to the file ``path`` a flag named; OSError becomes a one-line UsageError."""
+    path = Path(path)
+    try:
+        path.write_text(text)
+    except OSError as err:
+        raise UsageError(f"{flag} {path}: cannot write ({err.strerror or err})") from None
+    return path
+
+
 def add_output_argument(parser: argparse.ArgumentParser) -> None:
     """``-o/--output table|json``: the human table (default) or one JSON document on stdout, as kubectl's ``-o json``."""
     parser.add_argument(

@@ -463,13 +463,13 @@ def render_comparison(
     import matplotlib.pyplot as plt
     import nbformat
 
+    from crdscale.fsutil import check_output_dir
     from crdscale.report import plots
     from crdscale.report import render as R
 
     echo = echo or (lambda _m: None)
-    out = Path(out_dir).resolve()
-    out.mkdir(parents=True, exist_ok=True)
-    notebooks_dir = Path(notebooks_dir) if notebooks_dir else R.default_notebooks_dir()
+    out = check_output_dir(Path(out_dir).resolve())
+    notebooks_dir = (Path(notebooks_dir) if notebooks_dir else R.default_notebooks_dir()).resolve()
     notebook = notebooks_dir / f"{COMPARE_NOTEBOOK}.py"
     if not notebook.is_file():
         raise UsageError(f"notebook {notebook} not found (use --notebooks DIR: the notebooks/ of a crdscale checkout)")
@@ -517,7 +517,8 @@ def render_comparison(
     if failure:
         echo(f"notebook failed: {failure.describe()}")
     title = "crdscale comparison: " + " vs ".join(comparison.labels)
-    first = nbformat.v4.new_markdown_cell(f"# {title}\n\n**{headline(comparison)}**")
+    stated = "".join(f"> **Warning:** {w}\n\n" for w in comparison.warnings)  # on the first screen
+    first = nbformat.v4.new_markdown_cell(f"# {title}\n\n{stated}**{headline(comparison)}**")
     report = R.combine([nb], [first])
     R.export_html(report, html, title=title, with_code=True)
     R.export_html(report, html_nocode, title=title, with_code=False)

@@ -299,12 +299,13 @@ def render_report(
 
     matplotlib.use("Agg")
 
+    from crdscale.fsutil import check_output_dir
+
     echo = echo or (lambda _m: None)
     data = read_run(Path(run_dir).resolve())
     run_dir = data.path
-    out = Path(out_dir).resolve() if out_dir else data.output_dir(REPORT)
-    out.mkdir(parents=True, exist_ok=True)
-    notebooks_dir = Path(notebooks_dir) if notebooks_dir else default_notebooks_dir()
+    out = check_output_dir(Path(out_dir).resolve() if out_dir else data.path / REPORT)
+    notebooks_dir = (Path(notebooks_dir) if notebooks_dir else default_notebooks_dir()).resolve()
     plan = notebook_plan(data, notebooks_dir)
 
     # The notebooks run in their own kernels while this process analyses and draws the figures:
