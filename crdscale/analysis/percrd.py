@@ -161,8 +161,11 @@ def status_warning(status: str | None, reason: str | None = None) -> str | None:
     why = f": {reason}" if reason else " (no reason recorded)"
     if status == "running":
         return "the run is still running; its numbers cover what it recorded so far"
-    if status in ("failed", "interrupted", "abandoned"):
-        return f"the run {status}{why}; its numbers cover only what it recorded before it stopped"
+    ended = {"failed": "failed", "interrupted": "was interrupted", "abandoned": "was abandoned"}
+    if status == "abandoned" and not reason:
+        why = ": its runner died without recording how the run ended"
+    if status in ended:
+        return f"the run {ended[status]}{why}; its numbers cover only what it recorded before it stopped"
     return f"the run's manifest records status {status!r}{why}; it may not have completed"
 
 

@@ -27,7 +27,7 @@ from crdscale.analysis.percrd import TOTAL, fit_per_crd, fit_series_per_crd, pro
 from crdscale.analysis.pprof import diff
 from crdscale.analysis.process import points_by_source, process_source
 from crdscale.errors import UsageError
-from crdscale.report.findings import fmt_bytes, fmt_interval, provenance
+from crdscale.report.findings import fmt_bytes, fmt_interval, provenance, warnings_markdown
 
 COMPARE_NOTEBOOK = "compare"
 PROFILE_DIFF_ROWS = 25
@@ -361,8 +361,7 @@ def comparison_markdown(
     """``findings.md`` of a comparison: the delta first, then what was run, the tables, figures."""
     title = "crdscale comparison: " + " vs ".join(comparison.labels)
     parts = [f"# {title}", "", f"**{headline(comparison)}**", ""]
-    if comparison.warnings:
-        parts += ["> **Warning:** " + w for w in comparison.warnings] + [""]
+    parts += warnings_markdown(comparison.warnings)
     prov = provenance_table(comparison).reset_index()
     parts += ["## What was run", "", _markdown_table(prov.map(lambda v: str(v).replace("|", "\\|"))), ""]
     parts += [

@@ -428,7 +428,8 @@ def numbers_markdown(numbers: pd.DataFrame) -> str:
 
 def warnings_markdown(warnings: Sequence[str]) -> list[str]:
     """Markdown lines stating each warning (a quoted **Warning:** line each, then a blank line); none when empty."""
-    return [f"> **Warning:** {_md_escape(w)}" for w in warnings] + ([""] if warnings else [])
+    # A blank line after each: consecutive quoted lines would render as one paragraph.
+    return [line for w in warnings for line in (f"> **Warning:** {_md_escape(w)}", "")]
 
 
 def provenance_markdown(prov: dict[str, str]) -> str:

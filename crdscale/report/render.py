@@ -307,6 +307,11 @@ def render_report(
     out = check_output_dir(Path(out_dir).resolve() if out_dir else data.path / REPORT)
     notebooks_dir = (Path(notebooks_dir) if notebooks_dir else default_notebooks_dir()).resolve()
     plan = notebook_plan(data, notebooks_dir)
+    # What can be wrong with the run's files is found before the kernels start (they take minutes):
+    # an unreadable series, a profile whose name disagrees with its event, too few CRD counts.
+    data.series  # noqa: B018
+    if data.heap_profiles()["crds"].nunique() < 2:
+        raise UsageError(f"{run_dir}: needs heap profiles at two or more CRD counts under profiles/")
 
     # The notebooks run in their own kernels while this process analyses and draws the figures:
     # each waits on its kernel, so on two cores the report takes about as long as its slowest part.
