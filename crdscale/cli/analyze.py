@@ -157,6 +157,8 @@ def _r2(value: float) -> str:
 
 def render(analysis, metric: str = "bytes", confidence: float = 0.95) -> str:
     """The per-CRD table as text: one block per phase, causes by cost, total last."""
+    from crdscale.analysis.process import source_label
+
     left_out = f"; {len(analysis.skipped)} left out" if analysis.skipped else ""
     lines = [f"Run: {analysis.run_dir}  ({len(analysis.profiles)} heap profiles fitted{left_out})"]
     lines += [f"warning: {w}" for w in analysis.warnings]
@@ -191,7 +193,16 @@ def render(analysis, metric: str = "bytes", confidence: float = 0.95) -> str:
             )
     if len(analysis.series_fits):
         lines.append("")
-        lines.append(f"From the metrics series (bytes per CRD, {level}):")
+        points = analysis.series_points
+        sources = (
+            "; ".join(
+                f"{metric} from {source_label(job)}"
+                for metric, job in points.drop_duplicates("metric")[["metric", "source"]].itertuples(index=False)
+            )
+            if "source" in points
+            else "kube-apiserver's /metrics"
+        )
+        lines.append(f"From the metrics series (bytes per CRD, {level}; {sources}):")
         for r in analysis.series_fits.itertuples(index=False):
             ci = f"[{_fmt(r.per_crd_low, 'bytes')}, {_fmt(r.per_crd_high, 'bytes')}]"
             lines.append(f"{r.metric + ' (' + r.phase + ')':<30} {_fmt(r.per_crd, 'bytes'):>14} {ci:>29}")
