@@ -69,9 +69,10 @@ figures.heap_by_cause_figure(analysis.points, fits, phase=phase)
 # %% [markdown]
 # ## Bytes per CRD by cause
 #
-# `per CRD` is the least-squares slope (KiB per CRD), `95% CI` its interval, `share of growth`
-# the cause's part of the total slope, `at 0 CRDs` the fitted fixed part (MiB), `r2` how
-# straight the line is. The `installed` phase (CRDs Established, nothing served yet) shows
+# `per CRD` is the growth from the first profile to the last (KiB per CRD), `95% CI` its
+# interval from the spread of the step increments (see `crdscale.analysis.intervals`), `share of
+# growth` the cause's part of the total, `at 0 CRDs` the line's fixed part (MiB), `r2` how
+# straight the points are around that line. The `installed` phase (CRDs Established, nothing served yet) shows
 # what serving adds: watch caches fill only once a resource is listed or watched.
 
 # %%

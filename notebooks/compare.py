@@ -16,10 +16,12 @@
 #
 # Two or more runs of the same CRD set on API servers that differ in one thing (the
 # kube-apiserver version, `GOGC`, a patch). The first run is the **reference**. For every cause
-# of heap growth, the bytes per served CRD of each run and **their difference** come from one
-# least-squares fit over both runs' heap profiles with a run indicator
-# (`crdscale.analysis.compare.joint_fit`), so the 95% interval is that of the difference itself,
-# not two intervals to eyeball.
+# of heap growth, the bytes per served CRD of each run is its growth from its first heap profile
+# to its last, and **their difference** has a 95% interval of its own
+# (`crdscale.analysis.compare.per_crd_differences`): each run's variance comes from the spread of
+# its step increments (Go's heap sampling makes the profiles' errors a random walk, so the steps,
+# not the points, are independent) and the two are combined with Welch's degrees of freedom.
+# Repeated runs of one configuration are pooled, their spread giving the interval.
 
 # %% tags=["parameters"]
 run_dirs = ["../data/reference-run", "../data/reference-run-v1.24.0"]

@@ -345,11 +345,20 @@ def _cause_sums(profile: Profile, rules: Sequence[Rule], columns: Sequence[str])
     """:func:`cause_totals` as numpy: the causes in table order, and their sums (causes x columns)."""
     all_columns = profile.sample_columns
     values = profile.value_matrix()[:, [all_columns.index(c) for c in columns]]
+    return sums_by_cause(profile, values, rules)
+
+
+def sums_by_cause(profile: Profile, values: np.ndarray, rules: Sequence[Rule] = RULES) -> tuple[list[str], np.ndarray]:
+    """Any per-sample quantities (samples x k, e.g. sampling variances) summed by cause.
+
+    Returns the causes in table order (``other`` last) and their sums (causes x k).
+    Samples whose values are all 0 are not attributed (they add nothing).
+    """
     cause, _ = _causes(profile, rules, (values != 0).any(axis=1))
     names = [r.name for r in rules] + [OTHER]
     order = list(dict.fromkeys(names))
     group = np.array([order.index(n) for n in names], dtype=np.int64)[cause]
-    totals = np.zeros((len(order), len(columns)), dtype=np.int64)
+    totals = np.zeros((len(order), values.shape[1]), dtype=values.dtype)
     np.add.at(totals, group, values)
     return order, totals
 

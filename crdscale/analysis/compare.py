@@ -1,17 +1,15 @@
-"""Differences between runs, each with its uncertainty from one fit.
+"""Differences between runs, each with the uncertainty of the difference itself.
 
 Two runs of the same CRD set on different API servers (versions, GOGC, a
-patch) differ in what a CRD costs. Fitting each run on its own and eyeballing
-two confidence intervals says little; :func:`joint_fit` fits all runs at once
-with a run indicator::
-
-    value = b0 + b1 * crds + sum_k (c_k * run_k + d_k * run_k * crds)
-
-where ``run_k`` is 1 for the points of run k (0 for the reference run), so
-``d_k`` is run k's per-CRD cost minus the reference's, and its interval comes
-from the pooled residual variance of the one fit (Student's t). The slopes
-per run are the same as separate fits would give; only the interval of the
-difference is new.
+patch) differ in what a CRD costs. :func:`per_crd_differences` fits each run
+on its own (:func:`crdscale.analysis.percrd.fit_per_crd`'s growth over step
+increments) and gives each difference to the reference run an interval from
+both runs' own variances, with Welch–Satterthwaite degrees of freedom
+(:func:`crdscale.analysis.intervals.difference`). One variance pooled across
+runs would lend a quiet run's degrees of freedom to a noisy one. When a
+configuration was repeated (a matrix's ``repeat``), its runs are the unit of
+replication: its per-CRD cost is the mean of the repeats and its interval
+comes from their spread.
 
 Everything here takes DataFrames (points from
 :func:`crdscale.analysis.percrd.profile_points` and
@@ -27,7 +25,8 @@ from collections.abc import Mapping, Sequence
 import numpy as np
 import pandas as pd
 
-from crdscale.analysis.percrd import phase_points, t_quantile
+from crdscale.analysis.intervals import Estimate, difference, growth_fit, replicate_mean
+from crdscale.analysis.percrd import _sampling_floor, phase_points
 from crdscale.analysis.process import end_values
 
 JOINT_COLUMNS = [
@@ -72,92 +71,135 @@ def stack_runs(tables: Mapping[str, pd.DataFrame]) -> pd.DataFrame:
     return pd.concat(frames, ignore_index=True)
 
 
-def _joint(x: np.ndarray, y: np.ndarray, run_codes: np.ndarray, n_runs: int, confidence: float):
-    """Coefficients of the fully interacted model and the covariance of the slope differences."""
-    columns = [np.ones_like(x), x]
-    for k in range(1, n_runs):
-        indicator = (run_codes == k).astype(float)
-        columns += [indicator, indicator * x]
-    design = np.column_stack(columns)
-    coef, *_ = np.linalg.lstsq(design, y, rcond=None)
-    dof = len(y) - design.shape[1]
-    if dof > 0 and np.linalg.matrix_rank(design) == design.shape[1]:
-        sigma2 = float(((y - design @ coef) ** 2).sum()) / dof
-        se = np.sqrt(np.diag(sigma2 * np.linalg.inv(design.T @ design)))
-        t = t_quantile(0.5 + confidence / 2, dof)
-    else:
-        se, t = np.full(design.shape[1], math.nan), math.nan
-    return coef, se, t, dof
+def _run_estimate(group: pd.DataFrame, confidence: float) -> Estimate | None:
+    """One run's per-CRD estimate of a group (None with fewer than two CRD counts)."""
+    if group["crds"].nunique() < 2:
+        return None
+    group = group.sort_values("crds", kind="stable")
+    floor_var, _ = _sampling_floor(group)
+    return growth_fit(group["crds"], group["value"], confidence, min_variance=floor_var).estimate
 
 
-def joint_fit(
+def per_crd_differences(
     points: pd.DataFrame,
     *,
     reference: str | None = None,
     phase: str = "served",
     by: Sequence[str] = ("metric", "cause"),
     confidence: float = 0.95,
+    replicates: Mapping[str, str] | None = None,
 ) -> pd.DataFrame:
-    """Per-CRD cost of every run against a reference run, from one fit with a run indicator.
+    """Per-CRD cost of every run (or configuration) against a reference, with the difference's interval.
 
     ``points`` has ``run, crds, phase, value`` plus the ``by`` columns (for
-    heap profiles ``metric, cause``; for series points ``metric``): what
-    :func:`stack_runs` makes of per-run :func:`~crdscale.analysis.percrd.profile_points`.
-    Only ``phase`` points are used, plus each run's baseline at 0 CRDs (as
-    :func:`~crdscale.analysis.percrd.fit_per_crd` does). ``reference`` is a run
-    label (default: the first run).
+    heap profiles ``metric, cause`` and ``sampling_var``; for series points
+    ``metric``): what :func:`stack_runs` makes of per-run
+    :func:`~crdscale.analysis.percrd.profile_points`. Only ``phase`` points
+    are used, plus each run's baseline at 0 CRDs. ``replicates`` maps run
+    label -> configuration label: runs of one configuration are pooled as
+    repeats (mean of their per-CRD costs, interval from their spread; a
+    single run keeps its own interval). ``reference`` is a run label, or a
+    configuration label with ``replicates`` (default: the first).
 
-    Returns one row per other run and group: ``run, reference, metric, cause,
-    per_crd_reference, per_crd`` (the two slopes, e.g. bytes per CRD),
-    ``difference`` (``per_crd - per_crd_reference``) with its ``confidence``
-    interval ``difference_low``/``difference_high`` (NaN when no degree of
-    freedom is left), ``relative`` (difference / reference slope; NaN when the
-    reference slope is 0 up to rounding), ``n`` points and ``dof``. A run whose group has
-    fewer than two CRD counts is left out of that group's fit.
+    Returns one row per other run (configuration) and group: ``run,
+    reference, metric, cause, per_crd_reference, per_crd`` (the two
+    per-CRD costs, e.g. bytes per CRD), ``difference`` (``per_crd -
+    per_crd_reference``) with its ``confidence`` interval
+    ``difference_low``/``difference_high`` (Welch; NaN when a side has no
+    spread to estimate), ``relative`` (difference / reference; NaN when the
+    reference is 0 up to rounding), ``n`` points and ``dof``. A run with fewer
+    than two CRD counts in a group is left out of that group.
     """
     runs = list(dict.fromkeys(points["run"])) if len(points) else []
-    if reference is None and runs:
-        reference = runs[0]
-    if runs and reference not in runs:
-        raise ValueError(f"reference run {reference!r} is not among {runs}")
+    config_of = {r: (replicates or {}).get(r, r) for r in runs}
+    configs = list(dict.fromkeys(config_of[r] for r in runs))
+    if reference is None and configs:
+        reference = configs[0]
+    if configs and reference not in configs:
+        raise ValueError(f"reference run {reference!r} is not among {configs}")
     by = list(by)
     per_run = [phase_points(points[points["run"] == r], phase) for r in runs]
     data = pd.concat(per_run, ignore_index=True) if per_run else points.iloc[0:0]
     rows = []
     for key, group in data.groupby(by, sort=False) if len(data) else []:
         key = key if isinstance(key, tuple) else (key,)
-        usable = [r for r in runs if group.loc[group["run"] == r, "crds"].nunique() >= 2]
-        if reference not in usable:
-            continue
-        order = [reference] + [r for r in usable if r != reference]
-        group = group[group["run"].isin(order)]
-        codes = group["run"].map({r: i for i, r in enumerate(order)}).to_numpy()
-        x = group["crds"].to_numpy(dtype=float)
-        y = group["value"].to_numpy(dtype=float)
-        coef, se, t, dof = _joint(x, y, codes, len(order), confidence)
         labels = dict(zip(by, key))
-        # A slope this small next to the data is rounding noise of a flat line: no relative change.
-        negligible = 1e-9 * float(np.abs(y).max()) / float(np.ptp(x))
-        for k, run in enumerate(order[1:], start=1):
-            d, d_se = coef[2 * k + 1], se[2 * k + 1]
-            slope_ref = coef[1]
+        estimates: dict[str, list[Estimate]] = {}
+        for run in runs:
+            est = _run_estimate(group[group["run"] == run], confidence)
+            if est is not None:
+                estimates.setdefault(config_of[run], []).append(est)
+        if reference not in estimates:
+            continue
+        combined = {c: _combine(e, confidence) for c, e in estimates.items()}
+        ref = combined[reference]
+        scale = float(np.abs(group["value"]).max()) / max(float(np.ptp(group["crds"])), 1.0)
+        # A per-CRD cost this small next to the data is rounding noise of a flat line: no relative change.
+        negligible = 1e-9 * scale
+        for config in [c for c in configs if c != reference and c in combined]:
+            d = difference(combined[config], ref, confidence)
+            n = int(group["run"].map(config_of).isin([config, reference]).sum())
             rows.append(
                 {
-                    "run": run,
+                    "run": config,
                     "reference": reference,
                     "metric": labels.get("metric", ""),
                     "cause": labels.get("cause", ""),
-                    "per_crd_reference": slope_ref,
-                    "per_crd": slope_ref + d,
-                    "difference": d,
-                    "difference_low": d - t * d_se,
-                    "difference_high": d + t * d_se,
-                    "relative": d / slope_ref if abs(slope_ref) > negligible else math.nan,
-                    "n": len(y),
-                    "dof": dof,
+                    "per_crd_reference": ref.value,
+                    "per_crd": combined[config].value,
+                    "difference": d.value,
+                    "difference_low": d.low,
+                    "difference_high": d.high,
+                    "relative": d.value / ref.value if abs(ref.value) > negligible else math.nan,
+                    "n": n,
+                    "dof": d.dof,
                 }
             )
     return pd.DataFrame(rows, columns=JOINT_COLUMNS)
+
+
+def _combine(estimates: list[Estimate], confidence: float) -> Estimate:
+    """A configuration's estimate: its one run's, or the mean of its repeats with their spread."""
+    if len(estimates) == 1:
+        return estimates[0]
+    return replicate_mean([e.value for e in estimates], confidence)
+
+
+def replicate_spread(per_crd: pd.DataFrame, replicates: Mapping[str, str], confidence: float = 0.95) -> pd.DataFrame:
+    """Repeated runs of one configuration: the spread of their per-CRD costs against one run's interval.
+
+    ``per_crd`` is :func:`stack_runs` of each run's
+    :func:`~crdscale.analysis.percrd.fit_per_crd` fits (``run, phase, metric,
+    cause, per_crd, per_crd_low, per_crd_high``); ``replicates`` maps run ->
+    configuration. Returns per configuration, phase, metric and cause:
+    ``repeats``, ``mean``, ``between_sd`` (standard deviation of the runs'
+    per-CRD costs), ``within_half_width`` (median half width of one run's
+    interval), ``low``/``high`` (the mean's interval from the between-run
+    spread) and ``repeats_for_10pct`` (repeats that would give a ±10 %
+    interval of the mean at the observed spread).
+    """
+    from crdscale.analysis.intervals import repeats_for_half_width
+
+    columns = [
+        "configuration", "phase", "metric", "cause", "repeats", "mean", "between_sd",
+        "within_half_width", "low", "high", "repeats_for_10pct",
+    ]  # fmt: skip
+    if per_crd is None or not len(per_crd):
+        return pd.DataFrame(columns=columns)
+    data = per_crd.assign(configuration=per_crd["run"].map(lambda r: replicates.get(r, r)))
+    rows = []
+    for (config, phase, metric, cause), group in data.groupby(
+        ["configuration", "phase", "metric", "cause"], sort=False
+    ):
+        if len(group) < 2:
+            continue
+        est = replicate_mean(group["per_crd"], confidence)
+        sd = float(group["per_crd"].std(ddof=1))
+        half = float(((group["per_crd_high"] - group["per_crd_low"]) / 2).median())
+        target = 0.1 * abs(est.value)
+        needed = repeats_for_half_width(sd, target, confidence) if target > 0 else math.nan
+        rows.append((config, phase, metric, cause, len(group), est.value, sd, half, est.low, est.high, needed))
+    return pd.DataFrame(rows, columns=columns)
 
 
 # --------------------------------------------------------------------------
@@ -225,11 +267,39 @@ def crd_set_warnings(crd_sets: Mapping[str, dict | None]) -> list[str]:
     return warnings
 
 
-def per_crd_profile_diff(table: pd.DataFrame, crds: float) -> pd.DataFrame:
-    """A diff table (:func:`crdscale.analysis.pprof.diff`) with ``flat``/``cum`` also per CRD:
-    adds ``flat_per_crd`` and ``cum_per_crd`` (the table's unit, e.g. bytes, per CRD)."""
-    out = table.copy()
-    out["flat_per_crd"] = out["flat"] / crds if crds else math.nan
-    out["cum_per_crd"] = out["cum"] / crds if crds else math.nan
-    out.attrs.update(table.attrs, crds=crds)
+def per_crd_profile_diff(
+    table: pd.DataFrame, growth: pd.DataFrame, reference_growth: pd.DataFrame, crds: float, reference_crds: float
+) -> pd.DataFrame:
+    """A diff table (:func:`crdscale.analysis.pprof.diff` of the two last profiles) with per-CRD columns
+    that agree with the fits.
+
+    ``growth`` and ``reference_growth`` are each run's own diff of its last
+    served profile against its first (``top`` tables by ``name``), over
+    ``crds`` and ``reference_crds`` CRDs of growth. ``flat_per_crd`` and
+    ``cum_per_crd`` are the difference of the two growths per CRD (the
+    table's unit, e.g. bytes, per CRD): the runs' different baselines at 0
+    CRDs cancel, as they do in :func:`per_crd_differences`. Functions present
+    in only one table count 0 in the other; functions whose growth differs but
+    whose last values are equal are appended with ``flat``/``cum`` 0.
+    """
+
+    def per_crd(frame: pd.DataFrame, n: float, column: str) -> pd.Series:
+        if not n or frame is None or not len(frame):
+            return pd.Series(dtype=float)
+        return frame.groupby("name")[column].sum() / n
+
+    deltas = {}
+    for column in ("flat", "cum"):
+        ours = per_crd(growth, crds, column)
+        theirs = per_crd(reference_growth, reference_crds, column)
+        deltas[column] = ours.sub(theirs, fill_value=0.0)
+    # A function can grow differently in the two runs and still end equal in their last profiles
+    # (absent from ``table``): it gets a row of its own, so the per-CRD columns add up to the fits.
+    missing = sorted(set(deltas["flat"].index[deltas["flat"] != 0]) - set(table["name"]))
+    out = pd.concat([table, pd.DataFrame({"name": missing, "flat": 0, "cum": 0})], ignore_index=True)
+    if missing:
+        out[["flat", "cum"]] = out[["flat", "cum"]].astype(table["flat"].dtype if len(table) else np.int64)
+    for column in ("flat", "cum"):
+        out[f"{column}_per_crd"] = out["name"].map(deltas[column]).fillna(0.0).to_numpy(dtype=float)
+    out.attrs.update(table.attrs, crds=crds, reference_crds=reference_crds)
     return out

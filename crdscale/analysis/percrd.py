@@ -1,12 +1,15 @@
-"""Cost per CRD: straight-line fits of memory against the number of CRDs.
+"""Cost per CRD: memory against the number of CRDs, with intervals that hold.
 
 For each cause of :mod:`crdscale.analysis.attribution`, the heap in use
-(bytes and objects) measured at several CRD counts is fitted by ordinary
-least squares, ``value = base + per_crd * crds``, with a confidence interval
-from Student's t. The same is done for the total, separately for the two
-phases a run may record (``installed``: CRDs Established, not yet served;
-``served``: after the step's resources were listed/watched), and for the
-RSS and heap-in-use time series.
+(bytes and objects) measured at several CRD counts gives a per-CRD cost:
+the growth from the run's first profile to its last per CRD, with an
+interval from the spread of the step increments (the error model of
+:mod:`crdscale.analysis.intervals`: Go's heap sampling makes the profiles'
+errors a random walk, so the increments, not the points, are independent).
+The same is done for the total, separately for the two phases a run may
+record (``installed``: CRDs Established, not yet served; ``served``: after
+the step's resources were listed/watched), for the split between installing
+and serving (paired increments), and for the RSS and heap-in-use series.
 
 Pure functions take DataFrames and decoded profiles; reading a run directory
 is :func:`crdscale.rundir.read_run`'s (``read_run(path).analysis()`` calls
@@ -23,7 +26,15 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from crdscale.analysis.attribution import OTHER, RULES, Rule, cause_totals
+from crdscale.analysis.attribution import OTHER, RULES, Rule, cause_totals, sums_by_cause
+from crdscale.analysis.intervals import (
+    GO_HEAP_SAMPLING_RATE,
+    Estimate,
+    growth_fit,
+    heap_sampling_variance,
+    increments_estimate,
+    t_quantile,
+)
 from crdscale.analysis.pprof.decode import Profile
 from crdscale.errors import UsageError
 
@@ -36,7 +47,9 @@ SERIES_METRICS = {
 
 
 # --------------------------------------------------------------------------
-# Least squares with a confidence interval
+# The fits' error model lives in crdscale.analysis.intervals (growth over step
+# increments, Welch differences); linear_fit stays for regressions across
+# independent runs (bytes per schema property), where ordinary least squares is right.
 # --------------------------------------------------------------------------
 
 
@@ -58,6 +71,8 @@ class LinearFit:
 def linear_fit(x: Sequence[float], y: Sequence[float], confidence: float = 0.95) -> LinearFit:
     """Ordinary least squares of ``y`` on ``x`` with a two-sided t confidence interval.
 
+    For points with independent errors only (e.g. one per-CRD estimate per
+    run); the steps of one run are not (see :mod:`crdscale.analysis.intervals`).
     Needs at least two distinct x values (raises UsageError otherwise);
     with exactly two points the intervals are NaN (no degrees of freedom left).
     """
@@ -88,16 +103,6 @@ def linear_fit(x: Sequence[float], y: Sequence[float], confidence: float = 0.95)
     return LinearFit(slope, *slope_ci, intercept, *intercept_ci, r2, n, residuals)
 
 
-def t_quantile(p: float, dof: int) -> float:
-    """Quantile of Student's t distribution with ``dof`` degrees of freedom (``scipy.stats.t.ppf``)."""
-    if not 0 < p < 1:
-        raise ValueError("p must be in (0, 1)")
-    # Imported here: scipy.stats takes ~0.3 s to import and only the fits need it.
-    from scipy import stats
-
-    return float(stats.t.ppf(p, dof))
-
-
 # --------------------------------------------------------------------------
 # Points: memory by cause at each CRD count
 # --------------------------------------------------------------------------
@@ -111,9 +116,10 @@ def profile_points(
 
     ``profiles`` yields ``(crds, phase, profile)`` where phase is ``None`` (end
     of step, served), ``"installed"`` or ``"served"``. Returns tidy rows
-    ``crds, phase, cause, metric, value``: metric ``bytes`` (inuse_space) or
-    ``objects`` (inuse_objects), one row per cause (``other`` included) plus
-    a ``total`` row.
+    ``crds, phase, cause, metric, value, sampling_var``: metric ``bytes``
+    (inuse_space) or ``objects`` (inuse_objects), one row per cause (``other``
+    included) plus a ``total`` row; ``sampling_var`` is the variance Go's heap
+    sampling alone gives that value (:func:`~crdscale.analysis.intervals.heap_sampling_variance`).
     """
     rows = []
     for crds, phase, profile in profiles:
@@ -122,12 +128,31 @@ def profile_points(
             raise UsageError(f"{profile.source or f'the profile at {crds} CRDs'}: {problem}")
         types = [t for t in METRICS if t in profile.sample_types]
         totals = cause_totals(profile, rules, types)
+        variances = _sampling_variances(profile, rules)
         for sample_type in types:
             metric = METRICS[sample_type]
-            for cause, value in totals[sample_type].items():
-                rows.append((crds, phase or "served", cause, metric, int(value)))
-            rows.append((crds, phase or "served", TOTAL, metric, int(totals[sample_type].sum())))
-    return pd.DataFrame(rows, columns=["crds", "phase", "cause", "metric", "value"])
+            column = totals[sample_type]
+            var = variances.get(sample_type)
+            for cause, value in column.items():
+                v = float(var.get(cause, 0.0)) if var is not None else math.nan
+                rows.append((crds, phase or "served", cause, metric, int(value), v))
+            total_var = float(var.sum()) if var is not None else math.nan
+            rows.append((crds, phase or "served", TOTAL, metric, int(column.sum()), total_var))
+    return pd.DataFrame(rows, columns=["crds", "phase", "cause", "metric", "value", "sampling_var"])
+
+
+def _sampling_variances(profile: Profile, rules: Sequence[Rule]) -> dict[str, pd.Series]:
+    """Heap sampling variance by cause for ``inuse_space`` and ``inuse_objects`` (empty if either is missing)."""
+    types = profile.sample_types
+    if "inuse_space" not in types or "inuse_objects" not in types:
+        return {}
+    space = profile.values("inuse_space")
+    objects = profile.values("inuse_objects")
+    rate = profile.meta.period if profile.meta.period > 0 else GO_HEAP_SAMPLING_RATE
+    var_space, var_objects = heap_sampling_variance(space, objects, rate)
+    causes, sums = sums_by_cause(profile, np.column_stack([var_space, var_objects]), rules)
+    index = pd.Index(causes, name="cause")
+    return {"inuse_space": pd.Series(sums[:, 0], index=index), "inuse_objects": pd.Series(sums[:, 1], index=index)}
 
 
 def heap_profile_problem(profile: Profile) -> str | None:
@@ -178,19 +203,46 @@ def phase_points(points: pd.DataFrame, phase: str) -> pd.DataFrame:
     return pd.concat([base, ours], ignore_index=True)
 
 
+FIT_COLUMNS = [
+    "phase", "metric", "cause", "per_crd", "per_crd_low", "per_crd_high", "per_crd_se", "dof",
+    "sampling_se", "base", "r2", "n",
+]  # fmt: skip
+
+
+def _sampling_floor(group: pd.DataFrame) -> tuple[float, float]:
+    """Heap sampling's variance per CRD of a group's growth, and its standard error per CRD.
+
+    Sampled objects that stay live carry their error from profile to profile,
+    so the growth's sampling variance is the last profile's minus the first's.
+    (0, 0) without the column (series points) or when it is not positive.
+    """
+    if "sampling_var" not in group or not group["sampling_var"].notna().all() or len(group) < 2:
+        return 0.0, 0.0
+    first, last = group.iloc[0], group.iloc[-1]
+    span = float(last["crds"] - first["crds"])
+    growth_var = float(last["sampling_var"] - first["sampling_var"])
+    if span <= 0 or growth_var <= 0:
+        return 0.0, 0.0
+    return growth_var / span, math.sqrt(growth_var) / span
+
+
 def fit_per_crd(points: pd.DataFrame, confidence: float = 0.95) -> tuple[pd.DataFrame, pd.DataFrame]:
-    """Fit ``value = base + per_crd * crds`` for every phase, cause and metric.
+    """Per-CRD cost for every phase, cause and metric, from the increments between profiles.
 
-    ``points`` has columns ``crds, phase, cause, metric, value`` (see
-    :func:`profile_points`; the baseline at 0 CRDs is shared by both phases).
-    Returns ``(fits, residuals)``:
+    ``points`` has columns ``crds, phase, cause, metric, value`` (and
+    ``sampling_var``; see :func:`profile_points`; the baseline at 0 CRDs is
+    shared by both phases). Returns ``(fits, residuals)``:
 
-    - fits: ``phase, metric, cause, per_crd, per_crd_low, per_crd_high, base,
-      base_low, base_high, r2, n, share`` where ``per_crd`` is in bytes (or
-      objects) per CRD, ``base`` the fixed part at 0 CRDs, ``share`` the
-      cause's fraction of the total per-CRD growth. Phases with fewer than
-      two distinct CRD counts are left out.
-    - residuals: ``phase, metric, cause, crds, value, fitted, residual``.
+    - fits: ``phase, metric, cause, per_crd, per_crd_low, per_crd_high,
+      per_crd_se, dof, sampling_se, base, r2, n, share`` where ``per_crd`` is
+      the growth from the phase's first profile to its last per CRD, in bytes
+      (or objects); its interval is Student's t on ``dof`` degrees of freedom
+      from the spread of the step increments (never narrower than heap
+      sampling alone allows: ``sampling_se`` is that part); ``base`` is the
+      line's value at 0 CRDs, ``share`` the cause's fraction of the total
+      per-CRD growth. Phases with fewer than two distinct CRD counts are left out.
+    - residuals: ``phase, metric, cause, crds, value, fitted, residual``
+      around the line through the first and last profile.
     """
     fits, resid = [], []
     for phase in [p for p in ("installed", "served") if p in set(points["phase"])]:
@@ -198,41 +250,16 @@ def fit_per_crd(points: pd.DataFrame, confidence: float = 0.95) -> tuple[pd.Data
         if data["crds"].nunique() < 2:
             continue
         for (metric, cause), group in data.groupby(["metric", "cause"], sort=False):
-            group = group.sort_values("crds")
-            fit = linear_fit(group["crds"], group["value"], confidence)
+            group = group.sort_values("crds", kind="stable")
+            floor_var, sampling_se = _sampling_floor(group)
+            fit = growth_fit(group["crds"], group["value"], confidence, min_variance=floor_var)
+            e = fit.estimate
             fits.append(
-                (
-                    phase,
-                    metric,
-                    cause,
-                    fit.slope,
-                    fit.slope_low,
-                    fit.slope_high,
-                    fit.intercept,
-                    fit.intercept_low,
-                    fit.intercept_high,
-                    fit.r2,
-                    fit.n,
-                )
+                (phase, metric, cause, e.value, e.low, e.high, e.se, e.dof, sampling_se, fit.base, fit.r2, fit.n)
             )
             for crds, value, r in zip(group["crds"], group["value"], fit.residuals):
                 resid.append((phase, metric, cause, int(crds), value, value - r, r))
-    fits_df = pd.DataFrame(
-        fits,
-        columns=[
-            "phase",
-            "metric",
-            "cause",
-            "per_crd",
-            "per_crd_low",
-            "per_crd_high",
-            "base",
-            "base_low",
-            "base_high",
-            "r2",
-            "n",
-        ],
-    )
+    fits_df = pd.DataFrame(fits, columns=FIT_COLUMNS)
     if len(fits_df):
         total = fits_df[fits_df["cause"] == TOTAL].set_index(["phase", "metric"])["per_crd"]
         key = pd.MultiIndex.from_frame(fits_df[["phase", "metric"]])
@@ -244,6 +271,8 @@ def fit_per_crd(points: pd.DataFrame, confidence: float = 0.95) -> tuple[pd.Data
             ["phase", "metric", "_is_total", "per_crd"], ascending=[True, True, True, False], kind="stable"
         ).drop(columns="_is_total")
         fits_df = fits_df.reset_index(drop=True)
+    else:
+        fits_df["share"] = []
     resid_df = pd.DataFrame(resid, columns=["phase", "metric", "cause", "crds", "value", "fitted", "residual"])
     return fits_df, resid_df
 
@@ -266,61 +295,86 @@ def served_counts(points: pd.DataFrame) -> pd.DataFrame:
     return pd.DataFrame(rows, columns=["crds", "phase", "installed", "served"])
 
 
+INSTALL_SERVE_COLUMNS = [
+    "metric", "cause", "per_installed", "per_installed_low", "per_installed_high",
+    "per_served", "per_served_low", "per_served_high", "base", "n",
+]  # fmt: skip
+
+
+def install_serve_increments(points: pd.DataFrame) -> pd.DataFrame:
+    """The run's profiles as a chain of paired increments: installing a step's CRDs, then serving them.
+
+    Orders a group's points by (installed, served) CRDs (see
+    :func:`served_counts`) and returns, per ``metric, cause``, each increment
+    ``kind`` (``install`` or ``serve``), ``crds`` (how many CRDs it
+    installed or served) and ``delta`` (value after minus before). The
+    installed profile at N CRDs and the served one at N minus a step are
+    taken moments apart in one process, so only their difference says what
+    installing cost; an increment that both installs and serves (a step
+    without its installed profile) cannot be split and is left out.
+    """
+    columns = ["metric", "cause", "kind", "crds", "delta"]
+    counts = served_counts(points)
+    if counts["phase"].nunique() < 2:
+        return pd.DataFrame(columns=columns)
+    data = points.merge(counts, on=["crds", "phase"]).sort_values(["installed", "served"], kind="stable")
+    rows = []
+    for (metric, cause), group in data.groupby(["metric", "cause"], sort=False):
+        installed = group["installed"].to_numpy()
+        served = group["served"].to_numpy()
+        value = group["value"].to_numpy(dtype=float)
+        for k in range(1, len(group)):
+            d_installed, d_served = installed[k] - installed[k - 1], served[k] - served[k - 1]
+            if d_installed > 0 and d_served == 0:
+                rows.append((metric, cause, "install", int(d_installed), value[k] - value[k - 1]))
+            elif d_served > 0 and d_installed == 0:
+                rows.append((metric, cause, "serve", int(d_served), value[k] - value[k - 1]))
+    return pd.DataFrame(rows, columns=columns)
+
+
 def fit_install_serve(points: pd.DataFrame, confidence: float = 0.95) -> pd.DataFrame:
     """Split the per-CRD cost into installing a CRD and serving it, for every cause and metric.
 
-    Fits ``value = base + per_installed * installed + per_served * served`` by
-    least squares over all heap profiles of a run (both phases; see
-    :func:`served_counts`). ``per_installed`` is what an Established CRD costs
-    that nobody uses; ``per_served`` is what its first LIST/watch adds (storage,
-    etcd client, watch cache). Returns ``metric, cause, per_installed,
-    per_installed_low, per_installed_high, per_served, per_served_low,
-    per_served_high, base, n`` (bytes or objects per CRD; NaN intervals when the
-    points leave no degree of freedom). Empty when the run has only one phase.
+    From paired increments (:func:`install_serve_increments`): ``per_installed``
+    is what the install increments add per CRD installed, what an Established
+    CRD costs that nobody uses; ``per_served`` what the serve increments add
+    per CRD served (storage, etcd client, watch cache). Each has a t interval
+    from its own increments' spread (:func:`~crdscale.analysis.intervals.increments_estimate`).
+    Returns ``metric, cause, per_installed, per_installed_low,
+    per_installed_high, per_served, per_served_low, per_served_high, base, n``
+    (bytes or objects per CRD; ``n`` increments of each kind; NaN intervals
+    with a single increment of a kind). Empty when the run has only one phase.
     """
-    columns = [
-        "metric",
-        "cause",
-        "per_installed",
-        "per_installed_low",
-        "per_installed_high",
-        "per_served",
-        "per_served_low",
-        "per_served_high",
-        "base",
-        "n",
-    ]
-    counts = served_counts(points)
-    if counts["phase"].nunique() < 2 or counts[["installed", "served"]].drop_duplicates().shape[0] < 3:
-        return pd.DataFrame(columns=columns)
-    data = points.merge(counts, on=["crds", "phase"])
+    increments = install_serve_increments(points)
+    if increments.empty:
+        return pd.DataFrame(columns=INSTALL_SERVE_COLUMNS)
+    base = points[points["crds"] == 0].drop_duplicates(["metric", "cause"]).set_index(["metric", "cause"])["value"]
     rows = []
-    for (metric, cause), group in data.groupby(["metric", "cause"], sort=False):
-        x = np.column_stack([np.ones(len(group)), group["installed"], group["served"]]).astype(float)
-        y = group["value"].to_numpy(dtype=float)
-        coef, *_ = np.linalg.lstsq(x, y, rcond=None)
-        dof = len(y) - 3
-        if dof > 0 and np.linalg.matrix_rank(x) == 3:
-            sigma2 = float(((y - x @ coef) ** 2).sum()) / dof
-            se = np.sqrt(np.diag(sigma2 * np.linalg.inv(x.T @ x)))
-            t = t_quantile(0.5 + confidence / 2, dof)
-        else:
-            se, t = np.full(3, math.nan), math.nan
+    for (metric, cause), group in increments.groupby(["metric", "cause"], sort=False):
+        parts = {}
+        for kind in ("install", "serve"):
+            sel = group[group["kind"] == kind]
+            if len(sel):
+                parts[kind] = increments_estimate(sel["crds"], sel["delta"], confidence)
+            else:
+                parts[kind] = Estimate(math.nan, math.nan, 0, math.nan, math.nan)
+        i, s = parts["install"], parts["serve"]
+        n = int(min((group["kind"] == k).sum() for k in ("install", "serve")))
         rows.append(
             (
                 metric,
                 cause,
-                coef[1],
-                coef[1] - t * se[1],
-                coef[1] + t * se[1],
-                coef[2],
-                coef[2] - t * se[2],
-                coef[2] + t * se[2],
-                coef[0],
-                len(y),
+                i.value,
+                i.low,
+                i.high,
+                s.value,
+                s.low,
+                s.high,
+                float(base.get((metric, cause), math.nan)),
+                n,
             )
         )
-    out = pd.DataFrame(rows, columns=columns)
+    out = pd.DataFrame(rows, columns=INSTALL_SERVE_COLUMNS)
     out["_total"] = out["cause"] == TOTAL
     out = out.sort_values(["metric", "_total", "per_served"], ascending=[True, True, False], kind="stable")
     return out.drop(columns="_total").reset_index(drop=True)
@@ -377,15 +431,17 @@ def _phase(value) -> str:
 
 def fit_series_per_crd(points: pd.DataFrame, confidence: float = 0.95) -> pd.DataFrame:
     """Per-CRD slope of RSS and heap in use: ``phase, metric, per_crd, per_crd_low, per_crd_high, base, r2, n``
-    (bytes per CRD; base in bytes)."""
+    (bytes per CRD; base in bytes), from the increments between marks as for heap profiles
+    (memory a step added stays, so the series' errors carry over too)."""
     rows = []
     for phase in [p for p in ("installed", "served") if p in set(points["phase"])]:
         data = phase_points(points, phase)
         for metric, group in data.groupby("metric", sort=False):
             if group["crds"].nunique() < 2:
                 continue
-            fit = linear_fit(group["crds"], group["value"], confidence)
-            rows.append((phase, metric, fit.slope, fit.slope_low, fit.slope_high, fit.intercept, fit.r2, fit.n))
+            fit = growth_fit(group["crds"], group["value"], confidence)
+            e = fit.estimate
+            rows.append((phase, metric, e.value, e.low, e.high, fit.base, fit.r2, fit.n))
     return pd.DataFrame(rows, columns=["phase", "metric", "per_crd", "per_crd_low", "per_crd_high", "base", "r2", "n"])
 
 

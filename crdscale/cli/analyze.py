@@ -7,8 +7,11 @@ Examples:
 
 Reads RUN_DIR/profiles/heap-stepNN-crdsNNNN[-installed].pb.gz (and
 RUN_DIR/metrics/series.parquet when present), attributes every heap sample to
-a cause, fits value = base + per_crd * crds by least squares for each cause,
-and prints bytes per CRD with confidence intervals, for the served phase and,
+a cause, and gives each cause's growth per CRD from the first profile to the
+last, with a confidence interval from the spread of the step increments (Go's
+heap sampling carries a profile's error into every later profile, so the
+steps, not the profiles, are independent; never narrower than the sampling
+alone allows), for the served phase and,
 when recorded, the installed phase. Writes RUN_DIR/analysis/percrd.csv and
 .parquet (plus residuals and series fits). Given several runs whose CRD
 schemas differ in size, also fits bytes per schema property by cause.
@@ -182,7 +185,9 @@ def render(analysis, metric: str = "bytes", confidence: float = 0.95) -> str:
     split = analysis.install_serve
     if len(split) and len(split[split["metric"] == metric]):
         lines.append("")
-        lines.append(f"Installing vs serving ({unit} per CRD, one fit over both phases, {level}):")
+        lines.append(
+            f"Installing vs serving ({unit} per CRD, paired increments: install a step, then serve it; {level}):"
+        )
         lines.append(f"{'cause':<18} {'installed':>14} {level:>29} {'+ served':>14} {level:>29}")
         for r in split[split["metric"] == metric].itertuples(index=False):
             ci_i = f"[{_fmt(r.per_installed_low, metric)}, {_fmt(r.per_installed_high, metric)}]"

@@ -47,15 +47,16 @@ class Comparison:
         points: heap by cause at each profile (:func:`~crdscale.analysis.percrd.profile_points`).
         per_crd: each run's own per-CRD fits (:func:`~crdscale.analysis.percrd.fit_per_crd`).
         joint: heap bytes per CRD by cause, difference to the reference with its
-            95% CI from one fit (:func:`~crdscale.analysis.compare.joint_fit`).
+            95% CI of the difference (Welch, each run's own variance: :func:`~crdscale.analysis.compare.per_crd_differences`).
         series_points: RSS, heap in use, goroutines, fds and CPU seconds at each profile mark.
         series_fits: each run's own per-CRD slopes of those series
             (:func:`~crdscale.analysis.percrd.fit_series_per_crd`).
-        series_joint: the same joint fit on those series (per CRD: bytes, goroutines, fds, CPU s).
+        series_joint: the same differences on those series (per CRD: bytes, goroutines, fds, CPU s).
         end: each series at the start, the end and its peak (:func:`~crdscale.analysis.compare.series_end_values`).
         establish: seconds until each step's CRDs were Established.
         profile_diff: last served heap profile of each run minus the reference's
-            (``go tool pprof -diff_base``), with ``flat_per_crd``/``cum_per_crd`` in bytes per CRD.
+            (``go tool pprof -diff_base``), with ``flat_per_crd``/``cum_per_crd``: the difference of
+            the runs' growths from their first profile, in bytes per CRD (baselines cancel, as in the fits).
         provenance: label -> what was run on what (``crdscale.report.findings.provenance`` plus binaries).
     """
 
@@ -144,7 +145,8 @@ def compare_runs(
         establish[label] = C.establish_times(run.events)
         served = _served(heap)
         last = served.iloc[-1] if len(served) else heap.iloc[-1]
-        last_served[label] = (int(last["crds"]), profiles[last["file"]])
+        first = (served if len(served) else heap).iloc[0]
+        last_served[label] = (int(last["crds"]), profiles[last["file"]], int(first["crds"]), profiles[first["file"]])
 
     reference = labels[0]
     warnings = C.crd_set_warnings(
@@ -154,12 +156,20 @@ def compare_runs(
     stacked = C.stack_runs(points)
     sstacked = C.stack_runs(spoints)
     diffs = []
-    ref_crds, ref_profile = last_served[reference]
+    ref_crds, ref_profile, ref_first_crds, ref_first = last_served[reference]
+    # Each run's growth from its first served profile to its last: per CRD, what the fits measure.
+    ref_growth = diff(ref_profile, ref_first, "inuse_space")
     for label in labels[1:]:
-        crds, profile = last_served[label]
+        crds, profile, first_crds, first = last_served[label]
         if crds != ref_crds:
             warnings.append(f"{label}: last served profile at {crds} CRDs, {reference} at {ref_crds}")
-        table = C.per_crd_profile_diff(diff(profile, ref_profile, "inuse_space"), crds)
+        table = C.per_crd_profile_diff(
+            diff(profile, ref_profile, "inuse_space"),
+            diff(profile, first, "inuse_space"),
+            ref_growth,
+            crds - first_crds,
+            ref_crds - ref_first_crds,
+        )
         diffs.append(table.assign(run=label, reference=reference))
     return Comparison(
         labels=labels,
@@ -169,10 +179,10 @@ def compare_runs(
         warnings=warnings,
         points=stacked,
         per_crd=C.stack_runs(per_crd),
-        joint=C.joint_fit(stacked, reference=reference, confidence=confidence),
+        joint=C.per_crd_differences(stacked, reference=reference, confidence=confidence),
         series_points=sstacked,
         series_fits=C.stack_runs({label: fit_series_per_crd(p, confidence) for label, p in spoints.items() if len(p)}),
-        series_joint=C.joint_fit(sstacked, reference=reference, by=["metric"], confidence=confidence)
+        series_joint=C.per_crd_differences(sstacked, reference=reference, by=["metric"], confidence=confidence)
         if len(sstacked)
         else pd.DataFrame(columns=C.JOINT_COLUMNS),
         end=C.stack_runs(ends),
@@ -240,7 +250,7 @@ def differences_table(comparison: Comparison, metric: str = "bytes") -> pd.DataF
 
 
 def series_table(comparison: Comparison) -> pd.DataFrame:
-    """Per run: each series per CRD (joint fit; the reference's own slope), at the end and at
+    """Per run: each series per CRD (its growth per CRD; the difference's interval is Welch's), at the end and at
     its peak, plus seconds to Established; one row per run and metric, units in ``unit``."""
     rows = []
     joint = comparison.series_joint.set_index(["run", "metric"]) if len(comparison.series_joint) else None
@@ -386,7 +396,7 @@ def comparison_markdown(
             "## Process per CRD, at the end and at peak",
             "",
             "`per_crd` is the slope against CRDs; `difference_ci` the 95% CI of its difference from "
-            f"{comparison.reference} (one joint fit); CPU `end` is CPU seconds used during the run; "
+            f"{comparison.reference} (Welch); CPU `end` is CPU seconds used during the run; "
             "`establish_seconds` per CRD is the summed wait for Established over the CRDs installed; "
             "`source` is the record a figure was read from: process figures (RSS, CPU, fds, threads) from the "
             "most complete one the run holds (`/proc`, read every second, else kube-apiserver's `/metrics`).",
@@ -399,9 +409,12 @@ def comparison_markdown(
         for caption, png in figures:
             parts += [f"**{caption}**", "", f"![{caption}]({png})", ""]
     parts.append(
-        "Differences come from one least-squares fit over both runs' heap profiles with a run indicator "
-        "(value = b0 + b1·CRDs + c·run + d·run·CRDs; d is the difference per CRD, its interval from the "
-        "pooled residual variance, Student's t). Causes come from `crdscale.analysis.attribution.RULES`."
+        "Bytes per CRD are each run's growth from its first heap profile to its last, per CRD. Go's heap "
+        "sampling carries a profile's error into every later one, so each run's variance comes from the "
+        "spread of its step increments (never below what the sampling alone allows), and a difference's "
+        "95% interval combines both runs' own variances with Welch's degrees of freedom "
+        "(`crdscale.analysis.intervals`); repeats of one configuration are pooled, their spread giving "
+        "the interval. Causes come from `crdscale.analysis.attribution.RULES`."
         + (f" Full report: {report_html}." if report_html else "")
     )
     return "\n".join(parts) + "\n"

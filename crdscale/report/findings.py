@@ -320,7 +320,7 @@ def key_numbers(
                 float(total["per_crd_low"]),
                 float(total["per_crd_high"]),
                 "bytes/CRD",
-                f"least squares over {int(total['n'])} heap profiles",
+                f"growth over {int(total['n'])} heap profiles, interval from their increments",
             )
         )
     other_phase = "installed" if phase == "served" else "served"
@@ -334,7 +334,7 @@ def key_numbers(
                 float(total_other["per_crd_low"]),
                 float(total_other["per_crd_high"]),
                 "bytes/CRD",
-                f"least squares over {int(total_other['n'])} heap profiles",
+                f"growth over {int(total_other['n'])} heap profiles, interval from their increments",
             )
         )
     for metric, label in (
@@ -352,7 +352,7 @@ def key_numbers(
                     float(r["per_crd_low"]),
                     float(r["per_crd_high"]),
                     "bytes/CRD",
-                    f"least squares over {int(r['n'])} marks",
+                    f"growth over {int(r['n'])} marks, interval from their increments",
                 )
             )
 
@@ -494,8 +494,10 @@ def findings_markdown(
             svg = png[: -len(".png")] + ".svg" if png.endswith(".png") else None
             parts += [f"**{caption}**" + (f" ([SVG]({svg}))" if svg else ""), "", f"![{caption}]({png})", ""]
     parts.append(
-        "Bytes per CRD are least-squares slopes of heap in use against the number of CRDs installed, "
-        "with 95% confidence intervals (Student's t); causes come from crdscale's attribution rules "
+        "Bytes per CRD are the growth of heap in use from the first profile to the last per CRD, with 95% "
+        "confidence intervals from the spread of the step increments (Student's t; Go's heap sampling "
+        "carries a profile's error into every later one, so the steps, not the profiles, are independent: "
+        "see `crdscale.analysis.intervals`); causes come from crdscale's attribution rules "
         "(`crdscale.analysis.attribution.RULES`). The heap profiles are taken right after a forced GC "
         "(`gc=1`) and count live objects only; the `heap_inuse` metric is sampled at any moment and also "
         "holds garbage not yet collected and partly empty spans, so its per-CRD slope is larger."

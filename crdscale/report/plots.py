@@ -395,7 +395,7 @@ def plot_difference_bars(
     n: int = 10,
     title: str = "Heap per CRD: difference from the reference run, by cause",
 ):
-    """Horizontal bars of :func:`crdscale.analysis.compare.joint_fit` differences (KiB per CRD) with
+    """Horizontal bars of :func:`crdscale.analysis.compare.per_crd_differences` (KiB per CRD) with
     their 95% intervals, the ``n`` largest |differences| of each run; total included."""
     sel = joint[joint["metric"] == metric]
     sel = sel.assign(_abs=sel["difference"].abs()).sort_values("_abs", ascending=False, kind="stable")

@@ -1,5 +1,6 @@
-"""Joint fit with a run indicator: known slope differences come back, with an
-interval that holds them and that matches the textbook formula for two runs."""
+"""Differences between runs: known per-CRD differences come back, with Welch intervals built
+from each run's own increments, repeats pooled by their spread, and profile-diff columns
+that agree with the fits."""
 
 from __future__ import annotations
 
@@ -12,12 +13,14 @@ import pytest
 from crdscale.analysis.compare import (
     crd_set_warnings,
     establish_times,
-    joint_fit,
+    per_crd_differences,
     per_crd_profile_diff,
+    replicate_spread,
     series_end_values,
     stack_runs,
 )
-from crdscale.analysis.percrd import linear_fit, profile_points, t_quantile
+from crdscale.analysis.intervals import growth_fit, t_quantile
+from crdscale.analysis.percrd import profile_points
 from crdscale.analysis.pprof.testing import synthetic_profile
 
 CRDS = [0, 40, 80, 120, 160]
@@ -40,42 +43,75 @@ def _points(
 def test_exact_lines_give_the_exact_difference():
     a = _points({"zap": 0.0, "openapi": 300_000.0})
     b = _points({"zap": 448 * 1024.0, "openapi": 300_000.0}, base=2e6)
-    out = joint_fit(stack_runs({"v1.37.1": a, "v1.24.0": b}))
+    out = per_crd_differences(stack_runs({"v1.37.1": a, "v1.24.0": b}))
     assert list(out["run"]) == ["v1.24.0", "v1.24.0"]
     zap = out.set_index("cause").loc["zap"]
     assert zap["reference"] == "v1.37.1"
     assert zap["difference"] == pytest.approx(448 * 1024)
     assert zap["difference_low"] == pytest.approx(448 * 1024) and zap["difference_high"] == pytest.approx(448 * 1024)
-    assert math.isnan(zap["relative"])  # reference slope 0: no relative change
+    assert math.isnan(zap["relative"])  # reference per-CRD cost 0: no relative change
     openapi = out.set_index("cause").loc["openapi"]
     assert openapi["difference"] == pytest.approx(0, abs=1e-6) and openapi["relative"] == pytest.approx(0, abs=1e-9)
-    assert zap["n"] == 10 and zap["dof"] == 6
+    assert zap["n"] == 10
 
 
-def test_noisy_difference_interval_holds_the_truth_and_matches_the_formula():
+def test_noisy_difference_interval_is_welchs_on_each_runs_own_increments():
     a = _points({"total": 900_000.0}, noise=2e5, seed=1)
     b = _points({"total": 2_900_000.0}, noise=2e5, seed=2)
-    row = joint_fit(stack_runs({"a": a, "b": b})).iloc[0]
+    row = per_crd_differences(stack_runs({"a": a, "b": b})).iloc[0]
     assert row["difference_low"] < 2_000_000 < row["difference_high"]
-    assert row["difference_low"] > 0
-    # Textbook: separate slopes, pooled residual variance over both runs, dof = n - 4.
-    fa, fb = linear_fit(a["crds"], a["value"]), linear_fit(b["crds"], b["value"])
-    sxx = float(((np.array(CRDS) - np.mean(CRDS)) ** 2).sum())
-    sigma2 = ((fa.residuals**2).sum() + (fb.residuals**2).sum()) / (10 - 4)
-    half = t_quantile(0.975, 6) * math.sqrt(sigma2 * 2 / sxx)
-    assert row["per_crd_reference"] == pytest.approx(fa.slope)
-    assert row["per_crd"] == pytest.approx(fb.slope)
+    fa, fb = growth_fit(a["crds"], a["value"]).estimate, growth_fit(b["crds"], b["value"]).estimate
+    # Each run's per-CRD cost is its growth from the first point to the last.
+    assert fa.value == pytest.approx((a["value"].iloc[-1] - a["value"].iloc[0]) / 160)
+    va, vb = fa.se**2, fb.se**2
+    dof = (va + vb) ** 2 / (va**2 / 3 + vb**2 / 3)
+    half = t_quantile(0.975, dof) * math.sqrt(va + vb)
+    assert row["per_crd_reference"] == pytest.approx(fa.value)
+    assert row["per_crd"] == pytest.approx(fb.value)
+    assert row["dof"] == pytest.approx(dof)
     assert row["difference_high"] - row["difference"] == pytest.approx(half)
-    assert row["relative"] == pytest.approx((fb.slope - fa.slope) / fa.slope)
+    assert row["relative"] == pytest.approx((fb.value - fa.value) / fa.value)
+
+
+def test_a_noiseless_reference_lends_no_degrees_of_freedom():
+    """Pooling would turn t(3) into t(6) when one side is exact (v1.37.1 holds no zap counters)."""
+    exact = _points({"zap": 0.0})
+    noisy = _points({"zap": 448 * 1024.0}, noise=3e6, seed=3)
+    row = per_crd_differences(stack_runs({"new": exact, "old": noisy})).iloc[0]
+    assert row["dof"] == pytest.approx(3)
+    own = growth_fit(noisy["crds"], noisy["value"]).estimate
+    assert (row["difference_low"], row["difference_high"]) == pytest.approx((own.low, own.high))
 
 
 def test_three_runs_each_against_the_reference():
     runs = {"100": _points({"total": 1000.0}), "50": _points({"total": 800.0}), "25": _points({"total": 700.0})}
-    out = joint_fit(stack_runs(runs), reference="50").set_index("run")
+    out = per_crd_differences(stack_runs(runs), reference="50").set_index("run")
     assert set(out.index) == {"100", "25"}
     assert out.loc["100", "difference"] == pytest.approx(200)
     assert out.loc["25", "difference"] == pytest.approx(-100)
     assert out.loc["25", "relative"] == pytest.approx(-0.125)
+
+
+def test_repeats_are_pooled_and_their_spread_is_the_interval():
+    runs = {f"new,repeat={r}": _points({"total": 1000.0 + d}) for r, d in ((1, -30), (2, 0), (3, 30))}
+    runs |= {f"old,repeat={r}": _points({"total": 2000.0 + d}) for r, d in ((1, -60), (2, 0), (3, 60))}
+    replicates = {label: label.split(",")[0] for label in runs}
+    out = per_crd_differences(stack_runs(runs), replicates=replicates).iloc[0]
+    assert (out["run"], out["reference"]) == ("old", "new")
+    assert out["difference"] == pytest.approx(1000)
+    se_new, se_old = 30 / math.sqrt(3), 60 / math.sqrt(3)
+    dof = (se_new**2 + se_old**2) ** 2 / (se_new**4 / 2 + se_old**4 / 2)
+    assert out["difference_high"] - 1000 == pytest.approx(t_quantile(0.975, dof) * math.hypot(se_new, se_old))
+    fits = stack_runs(
+        {label: pd.DataFrame([{"phase": "served", "metric": "bytes", "cause": "total",
+                               "per_crd": pts["value"].iloc[-1] / 160 - pts["value"].iloc[0] / 160,
+                               "per_crd_low": 0.0, "per_crd_high": 20.0}])
+         for label, pts in runs.items()}
+    )  # fmt: skip
+    spread = replicate_spread(fits, replicates).set_index("configuration")
+    assert spread.loc["new", "repeats"] == 3 and spread.loc["new", "between_sd"] == pytest.approx(30)
+    assert spread.loc["new", "within_half_width"] == pytest.approx(10)
+    assert spread.loc["new", "repeats_for_10pct"] >= 2
 
 
 def test_baseline_of_the_other_phase_is_shared_and_installed_points_ignored():
@@ -83,7 +119,7 @@ def test_baseline_of_the_other_phase_is_shared_and_installed_points_ignored():
     a.loc[a["crds"] == 0, "phase"] = "installed"  # a baseline profile has no phase of its own
     extra = a[a["crds"] > 0].assign(phase="installed", value=lambda d: d["value"] * 5)
     b = _points({"total": 3000.0})
-    out = joint_fit(stack_runs({"a": pd.concat([a, extra]), "b": b}))
+    out = per_crd_differences(stack_runs({"a": pd.concat([a, extra]), "b": b}))
     assert out.iloc[0]["difference"] == pytest.approx(2000)
 
 
@@ -93,7 +129,7 @@ def test_series_points_by_metric_only():
         columns=["crds", "phase", "metric", "value"],
     )
     pts["run"] = ["a"] * 5 + ["b"] * 5
-    out = joint_fit(pts, by=["metric"])
+    out = per_crd_differences(pts, by=["metric"])
     assert out.iloc[0]["metric"] == "rss_bytes" and out.iloc[0]["cause"] == ""
     assert out.iloc[0]["difference"] == pytest.approx(1e6)
 
@@ -101,19 +137,19 @@ def test_series_points_by_metric_only():
 def test_a_run_with_one_crd_count_is_left_out():
     a = _points({"total": 1000.0})
     b = _points({"total": 2000.0}).query("crds == 0")
-    assert joint_fit(stack_runs({"a": a, "b": b})).empty
+    assert per_crd_differences(stack_runs({"a": a, "b": b})).empty
     with pytest.raises(ValueError):
-        joint_fit(stack_runs({"a": a}), reference="zzz")
+        per_crd_differences(stack_runs({"a": a}), reference="zzz")
 
 
-def test_joint_fit_on_profiles_by_cause():
+def test_differences_on_profiles_by_cause():
     def profile(crds, zap_per_crd):
         return synthetic_profile([(ZAP, [1, 1000 + zap_per_crd * crds]), (OPENAPI, [1, 5000 + 300 * crds])])
 
     tables = {
         label: profile_points([(c, None, profile(c, zap)) for c in CRDS]) for label, zap in (("new", 0), ("old", 450))
     }
-    out = joint_fit(stack_runs(tables)).query("metric == 'bytes'").set_index("cause")
+    out = per_crd_differences(stack_runs(tables)).query("metric == 'bytes'").set_index("cause")
     assert out.loc["total", "difference"] == pytest.approx(450)
     assert out.loc["zap-counters", "difference"] == pytest.approx(450)
     assert out.loc["openapi", "difference"] == pytest.approx(0, abs=1e-6)
@@ -148,8 +184,14 @@ def test_crd_set_warnings():
     assert len(warn) == 2 and "different CRD set" in warn[0] and "unknown" in warn[1]
 
 
-def test_per_crd_profile_diff():
-    table = pd.DataFrame({"name": ["f"], "flat": [1600], "cum": [3200]})
+def test_per_crd_profile_diff_is_the_difference_of_growths():
+    """Different baselines at 0 CRDs cancel: only what each run grew per CRD is compared."""
+    table = pd.DataFrame({"name": ["f", "g"], "flat": [1600, 500], "cum": [3200, 500]})
     table.attrs["unit"] = "bytes"
-    out = per_crd_profile_diff(table, 160)
-    assert out.loc[0, "flat_per_crd"] == 10 and out.loc[0, "cum_per_crd"] == 20 and out.attrs["unit"] == "bytes"
+    growth = pd.DataFrame({"name": ["f", "g"], "flat": [2400, 160], "cum": [4800, 160]})
+    reference_growth = pd.DataFrame({"name": ["f"], "flat": [800], "cum": [1600]})
+    out = per_crd_profile_diff(table, growth, reference_growth, 160, 80).set_index("name")
+    assert out.loc["f", "flat_per_crd"] == pytest.approx(2400 / 160 - 800 / 80)
+    assert out.loc["f", "cum_per_crd"] == pytest.approx(4800 / 160 - 1600 / 80)
+    assert out.loc["g", "flat_per_crd"] == pytest.approx(1)  # absent from the reference's growth
+    assert out.attrs["unit"] == "bytes" and out.attrs["crds"] == 160
