@@ -64,6 +64,10 @@ def _bad_event_time(run: Path) -> None:
         f.write('{"ts": "yesterday", "kind": "step.end"}\n')
 
 
+def _experiment(value) -> callable:
+    return lambda run: (run / "experiment.json").write_text(json.dumps(value))
+
+
 # (id, how to break a copy of the reference run, argv with {run} and {out}, exit code, what the line says)
 CASES = [
     ("analyze-truncated-series", _truncated_series, ["analyze", "--no-write", "{run}"], 2, "not a readable parquet"),
@@ -82,6 +86,8 @@ CASES = [
     ("analyze-event-disagrees", _event_disagrees, ["analyze", "--no-write", "{run}"], 2, "its event in events.jsonl"),
     ("analyze-no-profile-events", _no_profile_events, ["analyze", "--no-write", "{run}"], 2, "records none of its 9"),
     ("analyze-bad-event-time", _bad_event_time, ["analyze", "--no-write", "{run}"], 2, "not an ISO 8601 timestamp"),
+    ("report-experiment-array", _experiment([]), ["report", "{run}", "--out", "{out}"], 2, "JSON list, not an object"),
+    ("report-experiment-no-scenario", _experiment({}), ["report", "{run}", "--out", "{out}"], 2, "no scenario table"),
     ("compare-same-run", None, ["compare", "{run}", "{run}"], 2, "are the same run"),
     ("compare-same-run-two-paths", None, ["compare", "{run}", "{run}/../run/"], 2, "are the same run"),
     ("report-out-is-a-file", None, ["report", "{run}", "--out", "{run}/manifest.json"], 2, "is not a directory"),
