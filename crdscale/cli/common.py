@@ -51,15 +51,18 @@ def add_cluster_arguments(parser: argparse.ArgumentParser) -> None:
 def write_table(table: pd.DataFrame, path: str | Path) -> Path:
     """Write ``table`` to ``path`` as ``.csv`` or ``.parquet`` (chosen by extension); returns the path."""
     path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
+    if path.suffix not in (".csv", ".parquet", ".pq"):
+        raise UsageError(f"{path}: table output must end in .csv or .parquet")
     flat = table.copy()
     flat.attrs = {}  # attrs are not serializable by every writer; the columns carry the data
-    if path.suffix == ".csv":
-        flat.to_csv(path, index=False)
-    elif path.suffix in (".parquet", ".pq"):
-        flat.to_parquet(path, index=False)
-    else:
-        raise UsageError(f"{path}: table output must end in .csv or .parquet")
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        if path.suffix == ".csv":
+            flat.to_csv(path, index=False)
+        else:
+            flat.to_parquet(path, index=False)
+    except OSError as err:  # a read-only run directory, a full disk
+        raise UsageError(f"{path}: cannot write ({err.strerror or err})") from None
     return path
 
 

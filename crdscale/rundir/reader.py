@@ -269,7 +269,10 @@ class Run:
     def output_dir(self, name: str = layout.ANALYSIS) -> Path:
         """Where derived files go (``analysis/``, ``report/``), created on demand."""
         path = self.path / name
-        path.mkdir(parents=True, exist_ok=True)
+        try:
+            path.mkdir(parents=True, exist_ok=True)
+        except OSError as err:  # a read-only copy of a run: say so, in one line
+            raise UsageError(f"{path}: cannot create ({err.strerror or err})") from None
         return path
 
     # ------------------------------------------------------------ analysis

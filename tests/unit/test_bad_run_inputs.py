@@ -88,6 +88,7 @@ CASES = [
     ("analyze-bad-event-time", _bad_event_time, ["analyze", "--no-write", "{run}"], 2, "not an ISO 8601 timestamp"),
     ("report-experiment-array", _experiment([]), ["report", "{run}", "--out", "{out}"], 2, "JSON list, not an object"),
     ("report-experiment-no-scenario", _experiment({}), ["report", "{run}", "--out", "{out}"], 2, "no scenario table"),
+    ("analyze-cannot-write", lambda run: (run / "analysis").write_text("x"), ["analyze", "{run}"], 2, "cannot create"),
     ("compare-same-run", None, ["compare", "{run}", "{run}"], 2, "are the same run"),
     ("compare-same-run-two-paths", None, ["compare", "{run}", "{run}/../run/"], 2, "are the same run"),
     ("report-out-is-a-file", None, ["report", "{run}", "--out", "{run}/manifest.json"], 2, "is not a directory"),
