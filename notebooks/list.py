@@ -107,10 +107,10 @@ lists[
 # %%
 fig, ax = plt.subplots(figsize=(8, 4))
 for place, grp in lists.groupby("served_from"):
-    ax.scatter(grp["bytes"] / 1e6, grp["latency_s"] * 1000, label=place)
+    ax.scatter(grp["bytes"] / 2**20, grp["latency_s"] * 1000, label=place)
     for row in grp.itertuples():
-        ax.annotate(row.kind, (row.bytes / 1e6, row.latency_s * 1000), fontsize=7)
-ax.set_xlabel("response (MB)")
+        ax.annotate(row.kind, (row.bytes / 2**20, row.latency_s * 1000), fontsize=7)
+ax.set_xlabel("response (MiB)")
 ax.set_ylabel("latency (ms)")
 ax.legend()
 

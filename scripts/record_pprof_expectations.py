@@ -1,8 +1,16 @@
 """Record `go tool pprof` outputs beside the test profiles in tests/data/profiles/.
 
 For every case below, runs ``go tool pprof <args> PROFILE`` and writes
-``<profile stem>.<case>.txt`` whose first line is ``# args: <args>`` (the
-tests replay the same options through crdscale and compare numbers).
+``<profile stem>.<case>.txt`` whose first line is ``# args: <args>``, then
+one ``# stderr: <line>`` per line pprof wrote to stderr (its "Focus
+expression matched no samples" warnings), then what pprof printed (the tests
+replay the same options through crdscale and compare the text). pprof runs
+with ``TZ=UTC`` so the ``Time:`` lines do not depend on the machine.
+
+``kube-apiserver-heap-crds0160.pb.gz`` is ``data/reference-run/profiles/
+heap-step04-crds0160.pb.gz`` (kube-apiserver v1.37.1): it holds generic Go
+functions whose type arguments have parameter lists, which pprof drops from
+the names it prints and filters on.
 
 Usage: python scripts/record_pprof_expectations.py [tests/data/profiles]
 Needs Go on PATH; re-run after replacing a fixture profile.
@@ -10,6 +18,7 @@ Needs Go on PATH; re-run after replacing a fixture profile.
 
 from __future__ import annotations
 
+import os
 import re
 import subprocess
 import sys
@@ -64,10 +73,30 @@ LABELED_CASES = {
     "top-mean": ["-top", "-nodefraction=0", "-mean", "-sample_index=1"],
 }
 OTHER_CASES = {"top-default": ["-top", "-nodecount=40"], "top-all": ["-top", "-nodefraction=0"]}
-DIFFS = {
-    "": ("go-sample-heap2", "go-sample-heap", []),
-    "-hide-mean": ("go-sample-heap2", "go-sample-heap", ["-hide=runtime", "-mean"]),
+# Generic functions: pprof prints and matches `hmac.New[go.shape.interface { BlockSize int; ... }]`
+# (the profile says `BlockSize() int`), and `handler3..buildDiscoveryCacheLocked.Merge[...]` for
+# `handler3.(*OpenAPIService).buildDiscoveryCacheLocked.Merge[...]`. No spaces in the args: the
+# tests split the "# args:" line on whitespace.
+GENERICS = "kube-apiserver-heap-crds0160"
+GENERIC_CASES = {
+    "top-show-generics": ["-top", "-nodefraction=0", "-sample_index=alloc_space", r"-show=go\.shape"],
+    "top-lines-generics": ["-top", "-nodecount=20", "-lines", "-sample_index=alloc_space", r"-show=go\.shape"],
+    # Only in the parameter lists pprof drops: matches no sample.
+    "top-focus-dropped-params": ["-top", "-nodecount=20", "-sample_index=alloc_space", r"-focus=Sum\("],
+    "top-hide-dropped-params": ["-top", "-nodecount=20", "-sample_index=alloc_space", r"-hide=\(int,"],
+    # Only in the shortened name.
+    "top-focus-shortened": ["-top", "-nodecount=20", "-sample_index=alloc_space", r"-focus=handler3\.\.build"],
+    "peek-generics": ["-peek", r"hmac\.New\[", "-sample_index=alloc_space"],
 }
+# (profile, -diff_base profile, suffix of the case name, more args)
+DIFFS = [
+    ("go-sample-heap2", "go-sample-heap", "", []),
+    ("go-sample-heap2", "go-sample-heap", "-hide-mean", ["-hide=runtime", "-mean"]),
+    # The merged header: the base's earlier Time; the generic names of both.
+    (GENERICS, "kube-apiserver-heap-crds0060", "", ["-sample_index=alloc_space", r"-show=go\.shape|openapi"]),
+    # CPU: the earlier Time (the base's) and the two durations added up.
+    ("kube-apiserver-cpu", "go-sample-cpu", "", []),
+]
 
 
 def write_labeled_profile(root: Path) -> None:
@@ -92,9 +121,17 @@ def write_labeled_profile(root: Path) -> None:
     (root / f"{LABELED}.pb.gz").write_bytes(encode_profile(profile))
 
 
-def run(args: list[str], profile: Path) -> str:
-    out = subprocess.run(["go", "tool", "pprof", *args, str(profile)], capture_output=True, text=True, check=True)
-    return out.stdout
+def run(args: list[str], profile: Path, cwd: Path | None = None) -> str:
+    """pprof's stdout, after one ``# stderr:`` line per line it wrote to stderr."""
+    out = subprocess.run(
+        ["go", "tool", "pprof", *args, str(profile)],
+        capture_output=True,
+        text=True,
+        check=True,
+        cwd=cwd,
+        env={**os.environ, "TZ": "UTC"},
+    )
+    return "".join(f"# stderr: {line}\n" for line in out.stderr.splitlines()) + out.stdout
 
 
 def main() -> None:
@@ -123,14 +160,13 @@ def main() -> None:
             cases.update(CPU_CASES)
         if stem == LABELED:
             cases = dict(LABELED_CASES)
+        if stem == GENERICS:
+            cases = dict(GENERIC_CASES)
         for case, args in cases.items():
-            text = run(args, profile)
-            (root / f"{stem}.{case}.txt").write_text(f"# args: {' '.join(args)}\n{text}")
-    for suffix, (new, base, extra) in DIFFS.items():
+            (root / f"{stem}.{case}.txt").write_text(f"# args: {' '.join(args)}\n{run(args, profile)}")
+    for new, base, suffix, extra in DIFFS:
         args = ["-top", "-nodecount=40", f"-diff_base={base}.pb.gz", *extra]
-        text = subprocess.run(
-            ["go", "tool", "pprof", *args, f"{new}.pb.gz"], cwd=root, capture_output=True, text=True, check=True
-        ).stdout
+        text = run(args, Path(f"{new}.pb.gz"), cwd=root)
         (root / f"{new}.diff-{base}{suffix}.txt").write_text(f"# args: {' '.join(args)}\n{text}")
 
 

@@ -26,7 +26,7 @@ import numpy as np
 import pandas as pd
 
 from crdscale.analysis.intervals import Estimate, difference, growth_fit, replicate_mean
-from crdscale.analysis.percrd import _sampling_floor, phase_points
+from crdscale.analysis.percrd import heap_resolution, phase_points
 from crdscale.analysis.process import end_values
 
 JOINT_COLUMNS = [
@@ -76,8 +76,8 @@ def _run_estimate(group: pd.DataFrame, confidence: float) -> Estimate | None:
     if group["crds"].nunique() < 2:
         return None
     group = group.sort_values("crds", kind="stable")
-    floor_var, _ = _sampling_floor(group)
-    return growth_fit(group["crds"], group["value"], confidence, min_variance=floor_var).estimate
+    metric = str(group["metric"].iloc[0]) if "metric" in group else ""
+    return growth_fit(group["crds"], group["value"], confidence, resolution=heap_resolution(metric, group)).estimate
 
 
 def per_crd_differences(

@@ -11,7 +11,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from crdscale.analysis.pprof.decode import Profile
+from crdscale.analysis.pprof.decode import Profile, function_arrays
 from crdscale.analysis.pprof.graph import build_graph, edges, flat_cum
 from crdscale.analysis.pprof.views import graph_parts
 
@@ -57,7 +57,10 @@ def callgrind(profile: Profile, sample_index: str | int | None = None, base: Pro
     g = build_graph(parts, "filefunctions")
     flat, cum = flat_cum(g)
     calls = edges(g)
-    start_lines = profile.functions.drop_duplicates("name").set_index("name")["start_line"]
+    # Nodes carry pprof's names (generic functions shortened), so look the start lines up by those.
+    fn_cols = function_arrays(profile)
+    start_lines = pd.Series(fn_cols["start_line"][:-1], index=fn_cols["pprof_name"][:-1])
+    start_lines = start_lines[~start_lines.index.duplicated()]
     kind = profile.meta.sample_types[index]
     nodes = g.nodes
     names = [n or p for n, p in zip(nodes["node_name"], nodes["name"])]

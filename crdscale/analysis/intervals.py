@@ -33,6 +33,7 @@ Everything here is pure: arrays in, numbers out.
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -45,6 +46,7 @@ from crdscale.errors import UsageError
 GO_HEAP_SAMPLING_RATE = 512 * 1024
 
 
+@functools.lru_cache(maxsize=4096)
 def t_quantile(p: float, dof: float) -> float:
     """Quantile of Student's t distribution with ``dof`` degrees of freedom (``scipy.stats.t.ppf``)."""
     if not 0 < p < 1:
@@ -77,6 +79,7 @@ class Estimate:
         return cls(value, se, dof, value - t * se, value + t * se)
 
 
+@functools.lru_cache(maxsize=64)
 def _normal_quantile(confidence: float) -> float:
     from scipy import stats
 
@@ -106,16 +109,17 @@ class GrowthFit:
 
 
 def growth_fit(
-    x: Sequence[float], y: Sequence[float], confidence: float = 0.95, *, min_variance: float = 0.0
+    x: Sequence[float], y: Sequence[float], confidence: float = 0.95, *, resolution: float = 0.0
 ) -> GrowthFit:
     """Per-unit growth of ``y`` in ``x`` with an interval from the step increments (see the module doc).
 
     Points are ordered by x; several points at one x are averaged first. Needs
     two distinct x values (raises UsageError otherwise); with only two the
     interval is NaN (one increment says nothing about its own spread).
-    ``min_variance`` is a floor for σ² (variance per unit of x), e.g. the heap
-    sampling variance a profile implies: when every increment happens to be
-    equal, the spread alone would claim certainty the sampling does not give.
+    ``resolution`` is the least change one heap sample stands for (Go's
+    sampling rate, for bytes): when no increment changed at all, the spread
+    says nothing, and the interval is what no sample in ``x``'s range allows
+    (:func:`unseen_growth_bounds`) instead of a zero width.
     """
     x = np.asarray(x, dtype=float)
     y = np.asarray(y, dtype=float)
@@ -126,7 +130,10 @@ def growth_fit(
     ux, inverse = np.unique(x, return_inverse=True)
     uy = np.bincount(inverse, weights=y) / np.bincount(inverse)
     dx, dy = np.diff(ux), np.diff(uy)
-    estimate = increments_estimate(dx, dy, confidence, min_variance=min_variance)
+    estimate = increments_estimate(dx, dy, confidence)
+    if resolution > 0 and not dy.any():
+        low, high = unseen_growth_bounds(uy[0], resolution, float(dx.sum()))
+        estimate = Estimate(estimate.value, estimate.se, estimate.dof, low, high)
     base = float(uy[0] - estimate.value * ux[0])
     fitted = base + estimate.value * x
     residuals = y - fitted
@@ -135,26 +142,55 @@ def growth_fit(
     return GrowthFit(estimate, base, len(x), len(dx), r2, residuals)
 
 
-def increments_estimate(
-    dx: Sequence[float], dy: Sequence[float], confidence: float = 0.95, *, min_variance: float = 0.0
-) -> Estimate:
+# Poisson's "rule of three": seeing no event, 95 % of rates that could be true are below 3.0 events.
+UNSEEN_EVENTS_95 = 2.995732273553991
+
+
+def unseen_growth_bounds(first_value, resolution: float, span: float):
+    """95 % bounds on a growth per unit when no heap sample came or went over ``span`` units.
+
+    Each sample stands for at least ``resolution`` (Go's sampling rate in
+    bytes: an object of s bytes is reported as s/p ≥ rate), so up to ~3
+    samples' worth could have grown, or shrunk, unseen; it cannot shrink
+    below zero (``first_value``). Works on arrays too.
+    """
+    reach = UNSEEN_EVENTS_95 * resolution
+    return -np.minimum(reach, np.maximum(first_value, 0.0)) / span, reach / span
+
+
+def increments_estimate(dx: Sequence[float], dy: Sequence[float], confidence: float = 0.95) -> Estimate:
     """Per-unit growth from independent increments ``dy`` over ``dx`` units each (``Var(dy) ∝ dx``).
 
     ``ΣΔy / ΣΔx`` with a t interval on ``m - 1`` degrees of freedom; NaN
     interval for a single increment. ``dx`` must be positive.
     """
+    batch = increments_batch(np.asarray(dx, dtype=float), np.atleast_2d(np.asarray(dy, dtype=float)), confidence)
+    return Estimate(*(float(v[0]) for v in batch))
+
+
+def increments_batch(
+    dx: np.ndarray, dy: np.ndarray, confidence: float = 0.95
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """:func:`increments_estimate` for many series at once: ``dy`` is (series x increments) over one ``dx``.
+
+    Returns arrays ``(value, se, dof, low, high)``, one entry per series: what
+    simulations of thousands of runs need (``crdscale.analysis.coverage``).
+    """
     dx = np.asarray(dx, dtype=float)
     dy = np.asarray(dy, dtype=float)
-    if len(dx) == 0 or (dx <= 0).any():
+    if dx.ndim != 1 or len(dx) == 0 or (dx <= 0).any():
         raise UsageError("increments need a positive number of CRDs each")
+    n = dy.shape[0]
     total = float(dx.sum())
-    value = float(dy.sum()) / total
-    dof = len(dx) - 1
-    if dof < 1:
-        return Estimate.from_se(value, math.nan, 0, confidence)
-    variance = float(((dy - value * dx) ** 2 / dx).sum()) / dof
-    variance = max(variance, min_variance)
-    return Estimate.from_se(value, math.sqrt(variance / total), dof, confidence)
+    value = dy.sum(axis=1) / total
+    m = len(dx)
+    if m < 2:
+        nan = np.full(n, math.nan)
+        return value, nan, np.zeros(n), nan, nan
+    spread = ((dy - value[:, None] * dx) ** 2 / dx).sum(axis=1) / (m - 1)
+    se = np.sqrt(spread / total)
+    half = t_quantile(0.5 + confidence / 2, m - 1) * se
+    return value, se, np.full(n, float(m - 1)), value - half, value + half
 
 
 def difference(a: Estimate, b: Estimate, confidence: float = 0.95) -> Estimate:
@@ -163,18 +199,43 @@ def difference(a: Estimate, b: Estimate, confidence: float = 0.95) -> Estimate:
     Each side keeps its own variance: pooling one residual variance across
     runs lends a noiseless run's degrees of freedom to a noisy one (a "95 %"
     interval that holds ~91 %). An exact side (se 0, e.g. a cause absent
-    from every profile) leaves the other side's degrees of freedom.
+    from every profile) leaves the other side's degrees of freedom; a side
+    known only by bounds (se 0 with a width: no heap sample came or went) is
+    combined by its bounds (``a.low - b.high`` to ``a.high - b.low``).
     """
-    value = a.value - b.value
-    va, vb = a.se**2, b.se**2
-    if not (math.isfinite(va) and math.isfinite(vb)):
-        return Estimate.from_se(value, math.nan, 0, confidence)
+
+    def one(e: Estimate) -> tuple:
+        return tuple(np.array([v], dtype=float) for v in (e.value, e.se, e.dof, e.low, e.high))
+
+    batch = difference_batch(one(a), one(b), confidence)
+    return Estimate(*(float(v[0]) for v in batch))
+
+
+def difference_batch(a: tuple, b: tuple, confidence: float = 0.95):
+    """:func:`difference` for arrays: ``a`` and ``b`` are ``(value, se, dof, low, high)`` arrays
+    (what :func:`increments_batch` returns); returns the same five for ``a - b``."""
+    value_a, se_a, dof_a, low_a, high_a = (np.asarray(v, dtype=float) for v in a)
+    value_b, se_b, dof_b, low_b, high_b = (np.asarray(v, dtype=float) for v in b)
+    value = value_a - value_b
+    va, vb = se_a**2, se_b**2
     var = va + vb
-    if var == 0:
-        return Estimate(value, 0.0, math.inf, value, value)
-    denominator = (va**2 / a.dof if va > 0 else 0.0) + (vb**2 / b.dof if vb > 0 else 0.0)
-    dof = var**2 / denominator
-    return Estimate.from_se(value, math.sqrt(var), dof, confidence)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        term_a = np.where(va > 0, va**2 / dof_a, 0.0)
+        term_b = np.where(vb > 0, vb**2 / dof_b, 0.0)
+        dof = np.where(var > 0, var**2 / (term_a + term_b), math.inf)
+    se = np.sqrt(var)
+    from scipy import stats
+
+    # scipy's t with infinite degrees of freedom is the normal distribution (a known variance).
+    quantile = stats.t.ppf(0.5 + confidence / 2, np.where(dof > 0, dof, np.nan))
+    half = quantile * se
+    undefined = ~np.isfinite(var)
+    half = np.where(undefined, math.nan, half)
+    low, high = value - half, value + half
+    bounded = ((se_a == 0) & (high_a > low_a)) | ((se_b == 0) & (high_b > low_b))
+    low = np.where(bounded, low_a - high_b, low)
+    high = np.where(bounded, high_a - low_b, high)
+    return value, np.where(undefined, math.nan, se), np.where(undefined, 0.0, dof), low, high
 
 
 def replicate_mean(values: Sequence[float], confidence: float = 0.95) -> Estimate:
@@ -206,6 +267,43 @@ def repeats_for_half_width(sd: float, half_width: float, confidence: float = 0.9
     return at_most + 1
 
 
+def sampled_object_sizes(space: np.ndarray, objects: np.ndarray, rate: float = GO_HEAP_SAMPLING_RATE) -> np.ndarray:
+    """The object size behind each heap-profile sample, undoing Go's rounding of the scaled count.
+
+    Go reports ``n`` sampled objects of ``s`` bytes as ``int(n/p)`` objects and
+    ``n·s/p`` bytes. For large objects the truncated count misleads:
+    kube-apiserver's zap counter arrays (448 KiB, p = 0.58) read as 1 object
+    of 786,695 B. For counts below 64 this finds the raw count ``n`` and size
+    ``s`` that reproduce both numbers; above, ``space / objects`` is within 2 %.
+    """
+    space = np.asarray(space, dtype=float)
+    objects = np.asarray(objects, dtype=float)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        size = np.where(objects > 0, space / objects, 0.0)
+    small = np.flatnonzero((objects > 0) & (objects < 64) & (space > 0))
+    if len(small) == 0:
+        return size
+    n = np.arange(1, 65, dtype=float)[None, :]
+    per_object = space[small, None] / n  # s / p(s) for each candidate n
+    # s / p(s) grows with s from `rate` (s -> 0): bisect for s in [0, per_object].
+    low, high = np.zeros_like(per_object), per_object.copy()
+    for _ in range(60):
+        mid = (low + high) / 2
+        with np.errstate(divide="ignore", invalid="ignore"):
+            value = np.where(mid > 0, mid / -np.expm1(-mid / rate), rate)
+        too_big = value > per_object
+        high = np.where(too_big, mid, high)
+        low = np.where(too_big, low, mid)
+    s = (low + high) / 2
+    p = -np.expm1(-s / rate)
+    feasible = (per_object >= rate) & (np.floor(n / p + 1e-9) == objects[small, None])
+    # The first n that reproduces Go's integer count (several can for tiny objects: any is within rounding).
+    first = np.where(feasible.any(axis=1), feasible.argmax(axis=1), -1)
+    found = first >= 0
+    size[small[found]] = s[found, first[found]]
+    return size
+
+
 def heap_sampling_variance(
     space: np.ndarray, objects: np.ndarray, rate: float = GO_HEAP_SAMPLING_RATE
 ) -> tuple[np.ndarray, np.ndarray]:
@@ -215,13 +313,14 @@ def heap_sampling_variance(
     ``p = 1 - exp(-s/rate)``: each live object of that size is counted with
     probability p as ``s/p`` bytes, so the estimate of N objects' bytes has
     variance ``N s² (1-p)/p``, which with ``N ≈ objects`` (already scaled) is
-    ``space · s · (1-p)/p``; for the object count ``objects · (1-p)/p``.
+    ``space · s · (1-p)/p``; for the object count ``objects · (1-p)/p``
+    (``s`` from :func:`sampled_object_sizes`).
     Returns ``(bytes², objects²)`` per sample (0 where nothing is in use).
     """
     space = np.asarray(space, dtype=float)
     objects = np.asarray(objects, dtype=float)
+    size = sampled_object_sizes(space, objects, rate)
     with np.errstate(divide="ignore", invalid="ignore"):
-        size = np.where(objects > 0, space / objects, 0.0)
         p = -np.expm1(-size / rate)
         ratio = np.where(p > 0, (1.0 - p) / p, 0.0)
     return space * size * ratio, objects * ratio

@@ -34,6 +34,7 @@ from crdscale.analysis.intervals import (
     heap_sampling_variance,
     increments_estimate,
     t_quantile,
+    unseen_growth_bounds,
 )
 from crdscale.analysis.pprof.decode import Profile
 from crdscale.errors import UsageError
@@ -209,21 +210,28 @@ FIT_COLUMNS = [
 ]  # fmt: skip
 
 
-def _sampling_floor(group: pd.DataFrame) -> tuple[float, float]:
-    """Heap sampling's variance per CRD of a group's growth, and its standard error per CRD.
+def sampling_se(group: pd.DataFrame) -> float:
+    """Standard error per CRD that heap sampling alone gives a group's growth (0 without the column).
 
     Sampled objects that stay live carry their error from profile to profile,
     so the growth's sampling variance is the last profile's minus the first's.
-    (0, 0) without the column (series points) or when it is not positive.
+    A diagnostic beside the interval, which comes from the increments' spread:
+    an interval much narrower than ``1.96 × sampling_se`` says the steps
+    happened to agree more closely than sampling makes likely.
     """
     if "sampling_var" not in group or not group["sampling_var"].notna().all() or len(group) < 2:
-        return 0.0, 0.0
+        return 0.0
     first, last = group.iloc[0], group.iloc[-1]
     span = float(last["crds"] - first["crds"])
     growth_var = float(last["sampling_var"] - first["sampling_var"])
     if span <= 0 or growth_var <= 0:
-        return 0.0, 0.0
-    return growth_var / span, math.sqrt(growth_var) / span
+        return 0.0
+    return math.sqrt(growth_var) / span
+
+
+def heap_resolution(metric: str, group: pd.DataFrame) -> float:
+    """The least growth one heap sample stands for: Go's sampling rate for bytes of heap profiles, else 0."""
+    return float(GO_HEAP_SAMPLING_RATE) if metric == "bytes" and "sampling_var" in group else 0.0
 
 
 def fit_per_crd(points: pd.DataFrame, confidence: float = 0.95) -> tuple[pd.DataFrame, pd.DataFrame]:
@@ -237,8 +245,9 @@ def fit_per_crd(points: pd.DataFrame, confidence: float = 0.95) -> tuple[pd.Data
       per_crd_se, dof, sampling_se, base, r2, n, share`` where ``per_crd`` is
       the growth from the phase's first profile to its last per CRD, in bytes
       (or objects); its interval is Student's t on ``dof`` degrees of freedom
-      from the spread of the step increments (never narrower than heap
-      sampling alone allows: ``sampling_se`` is that part); ``base`` is the
+      from the spread of the step increments (when no heap sample changed at
+      all, the bounds no sample allows instead); ``sampling_se`` is what heap
+      sampling alone gives (a diagnostic, see :func:`sampling_se`); ``base`` is the
       line's value at 0 CRDs, ``share`` the cause's fraction of the total
       per-CRD growth. Phases with fewer than two distinct CRD counts are left out.
     - residuals: ``phase, metric, cause, crds, value, fitted, residual``
@@ -251,11 +260,10 @@ def fit_per_crd(points: pd.DataFrame, confidence: float = 0.95) -> tuple[pd.Data
             continue
         for (metric, cause), group in data.groupby(["metric", "cause"], sort=False):
             group = group.sort_values("crds", kind="stable")
-            floor_var, sampling_se = _sampling_floor(group)
-            fit = growth_fit(group["crds"], group["value"], confidence, min_variance=floor_var)
+            fit = growth_fit(group["crds"], group["value"], confidence, resolution=heap_resolution(metric, group))
             e = fit.estimate
             fits.append(
-                (phase, metric, cause, e.value, e.low, e.high, e.se, e.dof, sampling_se, fit.base, fit.r2, fit.n)
+                (phase, metric, cause, e.value, e.low, e.high, e.se, e.dof, sampling_se(group), fit.base, fit.r2, fit.n)
             )
             for crds, value, r in zip(group["crds"], group["value"], fit.residuals):
                 resid.append((phase, metric, cause, int(crds), value, value - r, r))
@@ -352,10 +360,16 @@ def fit_install_serve(points: pd.DataFrame, confidence: float = 0.95) -> pd.Data
     rows = []
     for (metric, cause), group in increments.groupby(["metric", "cause"], sort=False):
         parts = {}
+        start = float(base.get((metric, cause), 0.0))
         for kind in ("install", "serve"):
             sel = group[group["kind"] == kind]
             if len(sel):
-                parts[kind] = increments_estimate(sel["crds"], sel["delta"], confidence)
+                e = increments_estimate(sel["crds"], sel["delta"], confidence)
+                if metric == "bytes" and "sampling_var" in points and not sel["delta"].any():
+                    # No sample came or went: the bounds no sample allows, not a zero width.
+                    low, high = unseen_growth_bounds(start, GO_HEAP_SAMPLING_RATE, float(sel["crds"].sum()))
+                    e = Estimate(e.value, e.se, e.dof, float(low), float(high))
+                parts[kind] = e
             else:
                 parts[kind] = Estimate(math.nan, math.nan, 0, math.nan, math.nan)
         i, s = parts["install"], parts["serve"]

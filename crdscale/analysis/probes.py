@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import pandas as pd
 
+from crdscale.units import fmt_bytes
+
 
 def discovery_findings(sweep: pd.DataFrame, *, tolerance: float = 0.15) -> pd.DataFrame:
     """One finding per (group-versions, limit): measured vs predicted throttling delay (seconds) and verdict."""
@@ -122,7 +124,7 @@ def list_findings(lists: pd.DataFrame) -> pd.DataFrame:
                 rows.append(
                     {
                         "finding": f"{resource}: {kind}",
-                        "value": f"{get(kind, 'latency_s') * 1000:.1f} ms, {get(kind, 'bytes') / 1e6:.2f} MB, served from {get(kind, 'served_from')}",
+                        "value": f"{get(kind, 'latency_s') * 1000:.1f} ms, {fmt_bytes(get(kind, 'bytes'), digits=2)}, served from {get(kind, 'served_from')}",
                     }
                 )
         full, meta = get("rv0", "bytes"), get("metadata-only", "bytes")
@@ -175,7 +177,7 @@ def apf_findings(seats: pd.DataFrame) -> pd.DataFrame:
         rows.append(
             {
                 "finding": f"{row.resource}: {row.kind}",
-                "value": f"{row.bytes / 1e6:.2f} MB from {row.served_from}: object count {row.object_count_seats}, size based {row.size_based_seats}",
+                "value": f"{fmt_bytes(row.bytes, digits=2)} from {row.served_from}: object count {row.object_count_seats}, size based {row.size_based_seats}",
             }
         )
     if "observed_matches" in seats:

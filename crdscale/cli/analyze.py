@@ -211,4 +211,11 @@ def render(analysis, metric: str = "bytes", confidence: float = 0.95) -> str:
         for r in analysis.series_fits.itertuples(index=False):
             ci = f"[{_fmt(r.per_crd_low, 'bytes')}, {_fmt(r.per_crd_high, 'bytes')}]"
             lines.append(f"{r.metric + ' (' + r.phase + ')':<30} {_fmt(r.per_crd, 'bytes'):>14} {ci:>29}")
+    lines += [
+        "",
+        "per CRD: growth from the first profile to the last. CI: Student's t from the spread of the step",
+        "increments (Go's heap sampling carries each profile's error into the next, so steps, not profiles,",
+        "are independent); a cause no heap sample touched gets the bounds one 512 KiB sample allows.",
+        "-o json adds sampling_se, what heap sampling alone would give. benchmarks/coverage.py checks coverage.",
+    ]
     return "\n".join(lines)

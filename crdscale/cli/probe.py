@@ -353,8 +353,9 @@ def _ms(v) -> str:
     return "" if v != v else f"{v * 1000:.1f}"
 
 
-def _mb(v) -> str:
-    return "" if v != v else f"{v / 1e6:.3f}"
+def _mib(v) -> str:
+    """Bytes in MiB (2^20 B), as crdscale's other tables count them."""
+    return "" if v != v else f"{v / 2**20:.3f}"
 
 
 def _count(v) -> str:
@@ -599,10 +600,10 @@ def _list(args) -> int:
         _print(
             lists,
             LIST_COLUMNS,
-            {"bytes": _mb, "latency_s": _ms, "cpu_s": _ms, "alloc_bytes": _mb, "fetched_objects": _count},
+            {"bytes": _mib, "latency_s": _ms, "cpu_s": _ms, "alloc_bytes": _mib, "fetched_objects": _count},
         )
         print(
-            "(bytes and alloc_bytes in MB, latency and cpu_s in ms; cpu_s, alloc_bytes (Go heap allocated) and "
+            "(bytes and alloc_bytes in MiB, latency and cpu_s in ms; cpu_s, alloc_bytes (Go heap allocated) and "
             "fetched_objects (read from storage) per request, net of an idle second)"
         )
         note = tables["apiservers"]["note"].iloc[0]
@@ -616,14 +617,14 @@ def _list(args) -> int:
                 comparison,
                 COMPARISON_COLUMNS,
                 {
-                    "bytes": _mb,
+                    "bytes": _mib,
                     "latency_cache": _ms,
                     "latency_etcd": _ms,
                     "cpu_cache": _ms,
                     "cpu_etcd": _ms,
                     "etcd_cpu_etcd": _ms,
-                    "alloc_cache": _mb,
-                    "alloc_etcd": _mb,
+                    "alloc_cache": _mib,
+                    "alloc_etcd": _mib,
                     "fetched_cache": _count,
                     "fetched_etcd": _count,
                     "latency_ratio": ratio,
@@ -632,7 +633,7 @@ def _list(args) -> int:
                 },
             )
             print(
-                "(latency, cpu = kube-apiserver CPU and etcd_cpu_etcd = etcd's CPU in ms per request; bytes and alloc in MB; "
+                "(latency, cpu = kube-apiserver CPU and etcd_cpu_etcd = etcd's CPU in ms per request; bytes and alloc in MiB; "
                 "fetched = objects the storage layer read per request)"
             )
         else:
@@ -658,9 +659,9 @@ def _list(args) -> int:
                 {
                     "latency_p50_s": _ms,
                     "latency_p99_s": _ms,
-                    "rss_before_bytes": _mb,
-                    "rss_max_bytes": _mb,
-                    "heap_inuse_max_bytes": _mb,
+                    "rss_before_bytes": _mib,
+                    "rss_max_bytes": _mib,
+                    "heap_inuse_max_bytes": _mib,
                     "throughput_rps": lambda v: f"{v:.1f}",
                     "cpu_s": _s,
                 },
@@ -756,16 +757,16 @@ def _list_shapes(args) -> int:
             {
                 "latency_p50_s": _ms,
                 "latency_p99_s": _ms,
-                "bytes": _mb,
-                "heap_inuse_before_bytes": _mb,
-                "heap_inuse_growth_bytes": _mb,
-                "rss_before_bytes": _mb,
-                "rss_growth_bytes": _mb,
+                "bytes": _mib,
+                "heap_inuse_before_bytes": _mib,
+                "heap_inuse_growth_bytes": _mib,
+                "rss_before_bytes": _mib,
+                "rss_growth_bytes": _mib,
                 "cpu_s": _s,
             },
         )
         print(
-            "(latency in ms; bytes = all responses of the level and memory in MB; growth = peak over the level's baseline "
+            "(latency in ms; bytes = all responses of the level and memory in MiB; growth = peak over the level's baseline "
             "after a garbage collection; cpu_s = kube-apiserver CPU seconds over the level)"
         )
         ratio = lambda v: "" if v != v else f"{v:.2f}x"  # noqa: E731
@@ -822,12 +823,12 @@ def _apf(args) -> int:
                 "level_max_seats",
                 "observed_matches",
             ],
-            {"bytes": _mb, "observed_seats": _int, "level_max_seats": _int},
+            {"bytes": _mib, "observed_seats": _int, "level_max_seats": _int},
         )
         if "observed_matches" in table:
             counts = table["observed_matches"].replace("", "not observed").value_counts().to_dict()
             print(
-                f"(bytes in MB; observed = apiserver_flowcontrol_work_estimated_seats for an impersonated non-exempt user; estimates capped at the level's max seats, which the server derives from its nominal concurrency limit and the level's hand size: {counts})"
+                f"(bytes in MiB; observed = apiserver_flowcontrol_work_estimated_seats for an impersonated non-exempt user; estimates capped at the level's max seats, which the server derives from its nominal concurrency limit and the level's hand size: {counts})"
             )
         return 0, {}, {"seats": table}
 
@@ -858,7 +859,7 @@ def _clientmem(args) -> int:
                 "live_heap_mib",
                 "peak_rss_mib",
             ],
-            {"bytes": _mb, "seconds": _s, "peak_heap_mib": mib, "live_heap_mib": mib, "peak_rss_mib": mib},
+            {"bytes": _mib, "seconds": _s, "peak_heap_mib": mib, "live_heap_mib": mib, "peak_rss_mib": mib},
         )
         return 0, {}, {"clientmem": table}
 

@@ -17,8 +17,14 @@ Examples:
 Like `go tool pprof -top`, nodes whose cum is below --nodefraction of the
 total (default 0.005) are left out and the header says how many; use
 --nodefraction 0 to list every node. The options mean what pprof's options of
-the same name mean. Reads gzip or plain profile.proto (heap, allocs, CPU,
-goroutine).
+the same name mean, and function names are pprof's (generic functions without
+the parameter lists in their type arguments), for display and for the filters
+alike. Reads gzip or plain profile.proto (heap, allocs, CPU, goroutine).
+
+Units: the text output is pprof's, so its byte units are pprof's: "kB", "MB"
+and "GB" are 2^10, 2^20 and 2^30 bytes (what the rest of crdscale calls KiB,
+MiB and GiB). --by-cause prints crdscale's own table, in KiB/MiB/GiB; -o json
+gives integers in the sample unit (bytes, count, nanoseconds).
 """
 
 from __future__ import annotations
@@ -80,7 +86,9 @@ class Command:
         )
         parser.add_argument("--noinlines", action="store_true", help="attribute inlined frames to their caller")
         parser.add_argument(
-            "--unit", default="minimum", help="display unit, e.g. B, kB, MB, ms (default: as pprof picks)"
+            "--unit",
+            default="minimum",
+            help="display unit as pprof names it, e.g. B, kB (2^10 B), MB (2^20 B), ms (default: as pprof picks)",
         )
         parser.add_argument("--peek", metavar="REGEXP", help="print callers and callees of matching nodes instead")
         parser.add_argument("--by-cause", action="store_true", help="print the attribution by cause instead")
@@ -140,20 +148,22 @@ class Command:
         )
         if args.peek:
             table = pprof.peek(profile, args.peek, args.sample_index, **options)
+            _warn_unmatched(table)
             if args.output == "json":
                 _print_json(args.profile, table)
             else:
-                sys.stdout.write(pprof.format_peek(table, profile, args.unit))
+                sys.stdout.write(pprof.format_peek(table, profile, args.unit, base))
             return 0
 
         options["sort"] = "cum" if args.cum else "flat"
         table = pprof.top(
             profile, args.sample_index, nodecount=args.nodecount, nodefraction=args.nodefraction, **options
         )
+        _warn_unmatched(table)
         if args.output == "json":
             _print_json(args.profile, table)
         else:
-            sys.stdout.write(pprof.format_top(table, profile, args.unit))
+            sys.stdout.write(pprof.format_top(table, profile, args.unit, base))
             if table.attrs.get("dropped_nodes"):
                 print(
                     f"crdscale: {table.attrs['dropped_nodes']} small nodes not shown (--nodefraction 0 shows them)",
@@ -163,6 +173,14 @@ class Command:
             full = pprof.top(profile, args.sample_index, **options)
             write_table(full, Path(args.table))
         return 0
+
+
+def _warn_unmatched(table) -> None:
+    """pprof's notes on stderr about the filters ("Focus expression matched no samples")."""
+    from crdscale.analysis.pprof.text import pprof_notes
+
+    for line in pprof_notes(table):
+        print(line, file=sys.stderr)
 
 
 def _print_json(path: str, table) -> None:
@@ -180,10 +198,10 @@ def _json_default(value):
 
 def _print_causes(profile, base, sample_index, output: str) -> None:
     from crdscale.analysis.attribution import attribution_table
-    from crdscale.analysis.pprof import scaled_label
 
     table = attribution_table(profile, sample_index)
     unit = table.attrs["unit"]
+    fmt = _value_formatter(unit)
     if base is not None:
         base_table = attribution_table(base, sample_index).set_index("cause")["value"]
         table["value"] = table["value"] - table["cause"].map(base_table).fillna(0).astype("int64")
@@ -196,10 +214,18 @@ def _print_causes(profile, base, sample_index, output: str) -> None:
         return
     if base is not None:
         growth = table.attrs["total"]
-        print(
-            f"Growth by cause ({table.attrs['sample_type']}), profile minus base: {scaled_label(growth, unit, 'auto')}"
-        )
+        print(f"Growth by cause ({table.attrs['sample_type']}), profile minus base: {fmt(growth)}")
     else:
-        print(f"By cause ({table.attrs['sample_type']}), total {scaled_label(table.attrs['total'], unit, 'auto')}")
+        print(f"By cause ({table.attrs['sample_type']}), total {fmt(table.attrs['total'])}")
     for row in table.itertuples(index=False):
-        print(f"{scaled_label(int(row.value), unit, 'auto'):>12} {100 * row.share:6.2f}%  {row.cause}")
+        print(f"{fmt(int(row.value)):>12} {100 * row.share:6.2f}%  {row.cause}")
+
+
+def _value_formatter(unit: str):
+    """crdscale's own tables: bytes in KiB/MiB/GiB (units.fmt_bytes), other units as pprof scales them."""
+    from crdscale.analysis.pprof import scaled_label
+    from crdscale.units import fmt_bytes
+
+    if unit == "bytes":
+        return lambda v: fmt_bytes(v, digits=2)
+    return lambda v: scaled_label(int(v), unit, "auto")

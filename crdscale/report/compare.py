@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -58,6 +59,11 @@ class Comparison:
             (``go tool pprof -diff_base``), with ``flat_per_crd``/``cum_per_crd``: the difference of
             the runs' growths from their first profile, in bytes per CRD (baselines cancel, as in the fits).
         provenance: label -> what was run on what (``crdscale.report.findings.provenance`` plus binaries).
+        replicates: label -> configuration, when a configuration was run more than once (a matrix's
+            ``repeat``): ``joint`` and ``series_joint`` then compare configurations (the mean of their
+            repeats, the interval from their spread), and ``reference`` is a configuration.
+        repeat_spread: per configuration and cause, the repeats' spread against one run's interval
+            (:func:`~crdscale.analysis.compare.replicate_spread`); empty without repeats.
     """
 
     labels: list[str]
@@ -75,6 +81,30 @@ class Comparison:
     establish: pd.DataFrame
     profile_diff: pd.DataFrame
     provenance: dict[str, dict[str, str]] = field(default_factory=dict)
+    replicates: dict[str, str] = field(default_factory=dict)
+    repeat_spread: pd.DataFrame = field(default_factory=pd.DataFrame)
+
+    @property
+    def compared(self) -> list[str]:
+        """What is compared against the reference: configurations with repeats, else runs."""
+        names = [self.replicates.get(label, label) for label in self.labels]
+        return [n for n in dict.fromkeys(names) if n != self.reference]
+
+    def first_run(self, name: str) -> str:
+        """The first run label of a configuration (the label itself for a single run)."""
+        return next((label for label in self.labels if self.replicates.get(label, label) == name), name)
+
+
+# A matrix cell's label ends in ",repeat=N" when its configuration was repeated (crdscale.scenario.matrix).
+_REPEAT = re.compile(r",?repeat=\d+$")
+
+
+def configurations(labels: Sequence[str]) -> dict[str, str]:
+    """label -> configuration for runs that repeat a configuration (labels ending in ``repeat=N``);
+    empty when no configuration has two runs."""
+    config = {label: _REPEAT.sub("", label) or label for label in labels}
+    counts = pd.Series(list(config.values())).value_counts()
+    return config if (counts > 1).any() else {}
 
 
 def run_labels(manifests: Sequence[dict], names: Sequence[str]) -> list[str]:
@@ -148,7 +178,8 @@ def compare_runs(
         first = (served if len(served) else heap).iloc[0]
         last_served[label] = (int(last["crds"]), profiles[last["file"]], int(first["crds"]), profiles[first["file"]])
 
-    reference = labels[0]
+    replicates = configurations(labels)
+    reference = replicates.get(labels[0], labels[0])
     warnings = C.crd_set_warnings(
         {label: m.get("crds") or run.crd_summary for label, m, run in zip(labels, manifests, runs)}
     )
@@ -156,13 +187,13 @@ def compare_runs(
     stacked = C.stack_runs(points)
     sstacked = C.stack_runs(spoints)
     diffs = []
-    ref_crds, ref_profile, ref_first_crds, ref_first = last_served[reference]
+    ref_crds, ref_profile, ref_first_crds, ref_first = last_served[labels[0]]
     # Each run's growth from its first served profile to its last: per CRD, what the fits measure.
     ref_growth = diff(ref_profile, ref_first, "inuse_space")
     for label in labels[1:]:
         crds, profile, first_crds, first = last_served[label]
         if crds != ref_crds:
-            warnings.append(f"{label}: last served profile at {crds} CRDs, {reference} at {ref_crds}")
+            warnings.append(f"{label}: last served profile at {crds} CRDs, {labels[0]} at {ref_crds}")
         table = C.per_crd_profile_diff(
             diff(profile, ref_profile, "inuse_space"),
             diff(profile, first, "inuse_space"),
@@ -170,7 +201,7 @@ def compare_runs(
             crds - first_crds,
             ref_crds - ref_first_crds,
         )
-        diffs.append(table.assign(run=label, reference=reference))
+        diffs.append(table.assign(run=label, reference=labels[0]))
     return Comparison(
         labels=labels,
         reference=reference,
@@ -179,10 +210,12 @@ def compare_runs(
         warnings=warnings,
         points=stacked,
         per_crd=C.stack_runs(per_crd),
-        joint=C.per_crd_differences(stacked, reference=reference, confidence=confidence),
+        joint=C.per_crd_differences(stacked, reference=reference, confidence=confidence, replicates=replicates),
         series_points=sstacked,
         series_fits=C.stack_runs({label: fit_series_per_crd(p, confidence) for label, p in spoints.items() if len(p)}),
-        series_joint=C.per_crd_differences(sstacked, reference=reference, by=["metric"], confidence=confidence)
+        series_joint=C.per_crd_differences(
+            sstacked, reference=reference, by=["metric"], confidence=confidence, replicates=replicates
+        )
         if len(sstacked)
         else pd.DataFrame(columns=C.JOINT_COLUMNS),
         end=C.stack_runs(ends),
@@ -192,6 +225,10 @@ def compare_runs(
             label: comparison_provenance(m, process_source(run.series))
             for label, m, run in zip(labels, manifests, runs)
         },
+        replicates=replicates,
+        repeat_spread=C.replicate_spread(C.stack_runs(per_crd), replicates, confidence)
+        if replicates
+        else pd.DataFrame(),
     )
 
 
@@ -227,7 +264,7 @@ def comparison_provenance(manifest: dict, process_job: str | None = None) -> dic
 
 
 def differences_table(comparison: Comparison, metric: str = "bytes") -> pd.DataFrame:
-    """The joint-fit differences as a readable table: ``run, cause, reference (KiB/CRD),
+    """The per-CRD differences as a readable table: ``run, cause, reference (KiB/CRD),
     run (KiB/CRD), difference (KiB/CRD), 95% CI low, 95% CI high, relative (%)``;
     biggest |difference| first, total last."""
     sel = comparison.joint[comparison.joint["metric"] == metric].copy()
@@ -263,8 +300,9 @@ def series_table(comparison: Comparison) -> pd.DataFrame:
         for metric, unit in C.SERIES_UNITS.items():
             per_crd = float(own.get((label, metric), math.nan))
             low = high = math.nan
-            if joint is not None and (label, metric) in joint.index:
-                low, high = joint.loc[(label, metric), ["difference_low", "difference_high"]]
+            key = (comparison.replicates.get(label, label), metric)
+            if joint is not None and key in joint.index:
+                low, high = joint.loc[key, ["difference_low", "difference_high"]]
             last = end.loc[metric, "last"] if end is not None and metric in end.index else math.nan
             peak = end.loc[metric, "peak"] if end is not None and metric in end.index else math.nan
             first = end.loc[metric, "first"] if end is not None and metric in end.index else math.nan
@@ -298,7 +336,7 @@ def headline(comparison: Comparison) -> str:
     cause of it, and peak RSS of both runs."""
     sentences = []
     ref = comparison.reference
-    for label in comparison.labels[1:]:
+    for label in comparison.compared:
         joint = comparison.joint[(comparison.joint["run"] == label) & (comparison.joint["metric"] == "bytes")]
         total = joint[joint["cause"] == TOTAL]
         parts = []
@@ -322,14 +360,15 @@ def headline(comparison: Comparison) -> str:
             if len(comparison.end)
             else pd.DataFrame(columns=["peak", "source"])
         )
-        if label in rss.index and ref in rss.index:
-            sources = {_short_source(rss.loc[r, "source"]) for r in (label, ref)}
+        run, ref_run = comparison.first_run(label), comparison.first_run(ref)
+        if run in rss.index and ref_run in rss.index:
+            sources = {_short_source(rss.loc[r, "source"]) for r in (run, ref_run)}
             where = f" ({sources.pop()})" if len(sources) == 1 else ""
             parts.append(
-                f"peak RSS {fmt_bytes(rss.loc[label, 'peak'])}"
-                + ("" if where else f" ({_short_source(rss.loc[label, 'source'])})")
-                + f" vs {fmt_bytes(rss.loc[ref, 'peak'])}"
-                + ("" if where else f" ({_short_source(rss.loc[ref, 'source'])})")
+                f"peak RSS {fmt_bytes(rss.loc[run, 'peak'])}"
+                + ("" if where else f" ({_short_source(rss.loc[run, 'source'])})")
+                + f" vs {fmt_bytes(rss.loc[ref_run, 'peak'])}"
+                + ("" if where else f" ({_short_source(rss.loc[ref_run, 'source'])})")
                 + where
             )
         if parts:
@@ -342,6 +381,29 @@ def _short_source(job) -> str:
     from crdscale.analysis.process import PROC_JOB
 
     return "/proc" if job == PROC_JOB else "/metrics"
+
+
+def repeat_spread_table(comparison: Comparison, metric: str = "bytes", phase: str = "served") -> pd.DataFrame:
+    """The repeats' spread by configuration and cause, in KiB per CRD (largest mean first, total last)."""
+    sel = comparison.repeat_spread
+    sel = sel[(sel["metric"] == metric) & (sel["phase"] == phase)].copy()
+    if not len(sel):
+        return pd.DataFrame()
+    sel["_total"] = sel["cause"] == TOTAL
+    sel = sel.sort_values(["configuration", "_total", "mean"], ascending=[True, True, False], kind="stable")
+    kib = 1024.0
+    return pd.DataFrame(
+        {
+            "configuration": sel["configuration"].to_numpy(),
+            "cause": sel["cause"].to_numpy(),
+            "repeats": sel["repeats"].to_numpy(),
+            "mean (KiB/CRD)": (sel["mean"] / kib).round(1).to_numpy(),
+            "95% CI": [f"[{lo / kib:.1f}, {hi / kib:.1f}]" for lo, hi in zip(sel["low"], sel["high"])],
+            "between-run sd": (sel["between_sd"] / kib).round(1).to_numpy(),
+            "one run ±": (sel["within_half_width"] / kib).round(1).to_numpy(),
+            "repeats for ±10%": sel["repeats_for_10pct"].to_numpy(),
+        }
+    )
 
 
 def _signed(value: float) -> str:
@@ -380,6 +442,19 @@ def comparison_markdown(
         _markdown_table(differences_table(comparison)),
         "",
     ]
+    if len(comparison.repeat_spread):
+        parts += [
+            "## Repeats: how much runs of one configuration differ",
+            "",
+            "Each configuration's per-CRD cost is the mean of its repeats, its interval from their spread "
+            "(Student's t). `between-run sd` is the spread of the runs' own per-CRD costs, `one run ±` the "
+            "median half width of a single run's 95% interval (from its step increments): a spread well above "
+            "it means runs differ by more than one run's heap sampling says. `repeats for ±10%` is how many "
+            "repeats would give the mean a ±10% interval at this spread.",
+            "",
+            _markdown_table(repeat_spread_table(comparison)),
+            "",
+        ]
     stable = series_table(comparison)
     if len(stable):
         shown = stable.assign(

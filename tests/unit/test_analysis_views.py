@@ -1,16 +1,18 @@
 """crdscale's pprof views against `go tool pprof` output recorded beside the test profiles.
 
 Each ``tests/data/profiles/<stem>.<case>.txt`` starts with ``# args: ...`` (the
-pprof flags used); the same options go through crdscale and the printed table
-must be the same text (the ``Time:`` line aside, which depends on the time
-zone), so totals and every flat/cum value agree. A live test reruns pprof when
-Go is installed.
+pprof flags used), then ``# stderr: ...`` lines (what pprof wrote to stderr);
+the same options go through crdscale and the printed text must be the same,
+header included (pprof ran with TZ=UTC, and so do these tests), so totals and
+every flat/cum value agree; pprof's "... expression matched no samples"
+warnings must be crdscale's too. A live test reruns pprof when Go is installed.
 """
 
 from __future__ import annotations
 
 import shutil
 import subprocess
+import time
 from functools import cache
 from pathlib import Path
 
@@ -34,6 +36,16 @@ def read_profile(path):
 
 
 FILTERS = ("focus", "ignore", "show", "hide", "tagfocus")
+
+
+@pytest.fixture(autouse=True)
+def utc(monkeypatch):
+    """pprof recorded its ``Time:`` lines in UTC: print ours in UTC too."""
+    monkeypatch.setenv("TZ", "UTC")
+    time.tzset()
+    yield
+    monkeypatch.undo()
+    time.tzset()
 
 
 def _options(args: list[str]) -> dict:
@@ -68,7 +80,8 @@ def _options(args: list[str]) -> dict:
     return opts
 
 
-def _crdscale_output(profile_path: Path, args: list[str]) -> str:
+def _crdscale_table(profile_path: Path, args: list[str]):
+    """(crdscale's table for pprof's args, the rendered text)."""
     if "-peek" in args:
         regex = args[args.index("-peek") + 1]
         args = [a for a in args if a not in ("-peek", regex)]
@@ -86,7 +99,7 @@ def _crdscale_output(profile_path: Path, args: list[str]) -> str:
     )
     if regex is not None:
         table = views.peek(profile, regex, opts.get("sample_index"), **common)
-        return text.format_peek(table, profile, opts["unit"])
+        return table, text.format_peek(table, profile, opts["unit"], base)
     table = views.top(
         profile,
         opts.get("sample_index"),
@@ -95,11 +108,25 @@ def _crdscale_output(profile_path: Path, args: list[str]) -> str:
         nodefraction=opts["nodefraction"],
         **common,
     )
-    return text.format_top(table, profile, opts["unit"])
+    return table, text.format_top(table, profile, opts["unit"], base)
+
+
+def _crdscale_output(profile_path: Path, args: list[str]) -> str:
+    return _crdscale_table(profile_path, args)[1]
 
 
 def _comparable(text: str) -> list[str]:
-    return [line for line in text.splitlines() if not line.startswith(("# args:", "Time:"))]
+    return [line for line in text.splitlines() if not line.startswith(("# args:", "# stderr:"))]
+
+
+def _filter_notes(stderr: list[str]) -> list[str]:
+    """pprof's notes about the filters among its stderr lines (not, e.g., "Main binary filename not available.")."""
+    return [line for line in stderr if line.endswith(("expression matched no samples", "as range, not regexp"))]
+
+
+def _recorded_warnings(recorded: str) -> list[str]:
+    stderr = [line.removeprefix("# stderr: ") for line in recorded.splitlines() if line.startswith("# stderr: ")]
+    return _filter_notes(stderr)
 
 
 def _profile_for(case: Path) -> Path:
@@ -113,6 +140,17 @@ def test_matches_recorded_pprof_output(case: Path):
     args = recorded.splitlines()[0].removeprefix("# args:").split()
     ours = _crdscale_output(_profile_for(case), args)
     assert _comparable(ours) == _comparable(recorded)
+
+
+@pytest.mark.parametrize("case", CASES, ids=[c.name for c in CASES])
+def test_warns_as_pprof_warns(case: Path):
+    """pprof's notes about the filters, word for word: filters that match nothing (the focus
+    that only matches inside a generic function's dropped parameter list is one), and how a
+    tagfocus was read."""
+    recorded = case.read_text()
+    args = recorded.splitlines()[0].removeprefix("# args:").split()
+    table, _ = _crdscale_table(_profile_for(case), args)
+    assert text.pprof_notes(table) == _recorded_warnings(recorded)
 
 
 @pytest.mark.parametrize("case", [c for c in CASES if ".top-" in c.name or ".diff-" in c.name], ids=lambda c: c.name)
@@ -201,8 +239,7 @@ def test_scaled_label_and_percentage_like_go():
 @pytest.mark.skipif(shutil.which("go") is None, reason="go is not installed")
 @pytest.mark.parametrize(
     "stem",
-    ["go-sample-heap", "go-sample-cpu"]
-    + sorted(p.name.removesuffix(".pb.gz") for p in DATA.glob("kube-apiserver-heap-*.pb.gz"))[:1],
+    ["go-sample-heap", "go-sample-cpu", "kube-apiserver-heap-crds0060", "kube-apiserver-heap-crds0160"],
 )
 @pytest.mark.parametrize(
     "args",
@@ -219,4 +256,6 @@ def test_live_against_go_tool_pprof(stem: str, args: list[str]):
     path = DATA / f"{stem}.pb.gz"
     live = subprocess.run(["go", "tool", "pprof", *args, str(path)], capture_output=True, text=True, timeout=120)
     assert live.returncode == 0, live.stderr
-    assert _comparable(_crdscale_output(path, args)) == _comparable(live.stdout)
+    table, ours = _crdscale_table(path, args)
+    assert _comparable(ours) == _comparable(live.stdout)
+    assert text.pprof_notes(table) == _filter_notes(live.stderr.splitlines())

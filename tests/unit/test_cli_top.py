@@ -20,7 +20,7 @@ KUBE = DATA / "kube-apiserver-heap-crds0060.pb.gz"
 
 
 def _rows(text: str) -> list[str]:
-    return [line for line in text.splitlines() if not line.startswith(("Time:", "# args:"))]
+    return [line for line in text.splitlines() if not line.startswith(("Time:", "# args:", "# stderr:"))]
 
 
 def test_top_prints_what_go_tool_pprof_prints(capsys):
@@ -198,3 +198,58 @@ def test_peek_and_by_cause_json(capsys):
     assert main(["top", str(KUBE), "--by-cause", "-o", "json"]) == 0
     causes = json.loads(capsys.readouterr().out)
     assert sum(r["value"] for r in causes["rows"]) == causes["total"]
+
+
+GENERICS = DATA / "kube-apiserver-heap-crds0160.pb.gz"
+
+
+@pytest.fixture
+def utc(monkeypatch):
+    """pprof recorded its ``Time:`` lines in UTC."""
+    import time
+
+    monkeypatch.setenv("TZ", "UTC")
+    time.tzset()
+    yield
+    monkeypatch.undo()
+    time.tzset()
+
+
+def test_top_focus_inside_a_dropped_parameter_list_matches_nothing_as_in_pprof(capsys, utc):
+    """pprof drops generic functions' parameter lists before it filters: a focus that matches
+    only there keeps nothing, and pprof's warning goes to stderr."""
+    argv = ["top", str(GENERICS), "--nodecount", "20", "--sample-index", "alloc_space", "--focus", r"Sum\("]
+    assert main(argv) == 0
+    captured = capsys.readouterr()
+    recorded = (DATA / "kube-apiserver-heap-crds0160.top-focus-dropped-params.txt").read_text()
+    assert captured.out.splitlines() == [line for line in recorded.splitlines() if not line.startswith("# ")]
+    assert captured.err.splitlines() == ["Focus expression matched no samples"]
+
+
+def test_top_diff_base_header_is_the_merged_profiles(capsys, utc):
+    """The earlier Time of the two (the base's here) and, for CPU, the durations added up."""
+    new, base = DATA / "kube-apiserver-cpu.pb.gz", DATA / "go-sample-cpu.pb.gz"
+    assert main(["top", str(new), "--diff_base", str(base), "--nodecount", "40"]) == 0
+    recorded = (DATA / "kube-apiserver-cpu.diff-go-sample-cpu.txt").read_text()
+    out = capsys.readouterr().out
+    assert out.splitlines() == recorded.splitlines()[1:]
+    assert "Time: 2026-11-22 03:20:16 UTC" in out and "Duration: 5.31s" in out
+
+
+def test_top_says_what_pprofs_units_are(capsys):
+    with pytest.raises(SystemExit):
+        main(["top", "--help"])
+    assert "2^20" in capsys.readouterr().out
+
+
+def test_by_cause_is_crdscales_table_in_binary_units(capsys):
+    assert main(["top", str(KUBE), "--by-cause"]) == 0
+    out = capsys.readouterr().out
+    assert "MiB" in out and "MB" not in out.replace("MiB", "")
+
+
+def test_peek_that_finds_nothing_says_which_filter_matched_nothing(capsys):
+    argv = ["top", str(GENERICS), "--peek", "hmac", "--focus", r"Sum\(", "--sample-index", "alloc_space"]
+    assert main(argv) == 2
+    err = capsys.readouterr().err.splitlines()
+    assert err == ["crdscale: error: no matches found for regexp: hmac", "Focus expression matched no samples"]

@@ -88,6 +88,8 @@ def test_list_findings_ratios_and_mismatches():
     values = list_findings(lists).set_index("finding")["value"]
     assert values["secrets: metadata-only response"].startswith("100.0x")
     assert "unlike the APF estimator" in values["secrets: consistent place"]
+    # Sizes in crdscale's binary units, labelled: 1,000,000 B is 976.56 KiB (not "1.00 MB").
+    assert values["secrets: rv0"].startswith("10.0 ms, 976.56 KiB, served from cache")
 
 
 def _row(
@@ -201,3 +203,4 @@ def test_apf_findings():
     )
     values = apf_findings(seats).set_index("finding")["value"]
     assert values["LISTs where the estimators differ"] == "1 of 2"
+    assert values["s: rv0"].startswith("9.54 MiB from etcd")

@@ -127,3 +127,26 @@ def test_profile_diff_is_exact_against_pprof():
     assert full["flat_per_crd"].sum() == pytest.approx(joint.loc["total", "difference"])
     zap = full.loc["go.uber.org/zap/zapcore.newCounters", "flat_per_crd"]
     assert zap == pytest.approx(joint.loc["zap-counters", "difference"])
+
+
+def test_repeated_cells_are_compared_as_configurations(tmp_path):
+    """Cells `...,repeat=N` of one configuration are pooled: the mean of their per-CRD costs, the
+    interval from their spread, and a table of that spread against one run's interval."""
+    import shutil
+
+    runs = []
+    for name, source in (("new-1", REFERENCE), ("new-2", REFERENCE), ("old-1", V124), ("old-2", V124)):
+        shutil.copytree(source, tmp_path / name)
+        runs.append(tmp_path / name)
+    labels = ["v=new,repeat=1", "v=new,repeat=2", "v=old,repeat=1", "v=old,repeat=2"]
+    comparison = compare_runs(runs, labels)
+    assert comparison.reference == "v=new" and comparison.compared == ["v=old"]
+    total = comparison.joint.query("metric == 'bytes' and cause == 'total'").iloc[0]
+    single = compare_runs([REFERENCE, V124]).joint.query("metric == 'bytes' and cause == 'total'").iloc[0]
+    assert total["run"] == "v=old" and total["difference"] == pytest.approx(single["difference"])
+    # Identical copies: no spread between repeats, so the mean is exact.
+    assert total["difference_low"] == pytest.approx(total["difference_high"])
+    spread = comparison.repeat_spread.query("metric == 'bytes' and phase == 'served' and cause == 'total'")
+    assert set(spread["configuration"]) == {"v=new", "v=old"} and (spread["repeats"] == 2).all()
+    md = comparison_markdown(comparison)
+    assert "## Repeats" in md and "v=old holds" in md

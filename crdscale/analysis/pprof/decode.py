@@ -70,6 +70,41 @@ class ProfileMeta:
         return pd.Timestamp(self.time_nanos, unit="ns", tz="UTC") if self.time_nanos else None
 
 
+def combine_headers(metas: list[ProfileMeta]) -> ProfileMeta:
+    """The header of pprof's merged profile (``profile.Merge``'s ``combineHeaders``), as
+    ``-diff_base`` makes it from the profile and then its base.
+
+    Time: pprof's loop keeps the earliest time, but a profile without a time
+    (0) makes it 0 unless the first one has none; durations add up; comments
+    are merged without repeats; the period is the largest; the default sample
+    type and the doc URL are the first non-empty ones.
+    """
+    time_nanos = duration_nanos = period = 0
+    comments: list[str] = []
+    default_sample_type = doc_url = ""
+    for meta in metas:
+        if time_nanos == 0 or meta.time_nanos < time_nanos:
+            time_nanos = meta.time_nanos
+        duration_nanos += meta.duration_nanos
+        period = max(period, meta.period) if period else meta.period
+        comments += [c for c in meta.comments if c not in comments]
+        default_sample_type = default_sample_type or meta.default_sample_type
+        doc_url = doc_url or meta.doc_url
+    first = metas[0]
+    return ProfileMeta(
+        sample_types=first.sample_types,
+        default_sample_type=default_sample_type,
+        period_type=first.period_type,
+        period=period,
+        time_nanos=time_nanos,
+        duration_nanos=duration_nanos,
+        comments=tuple(comments),
+        drop_frames=first.drop_frames,
+        keep_frames=first.keep_frames,
+        doc_url=doc_url,
+    )
+
+
 TABLES = {
     "samples": None,  # one column per sample type, named after it
     "stacks": ("sample", "depth", "location"),
@@ -699,15 +734,23 @@ def function_arrays(profile: Profile) -> dict:
 
     Analysis code indexes these by position (see :func:`function_rows`)
     instead of reindexing string columns frame by frame, which is much slower.
+    ``name`` is the name as the profile stores it; ``pprof_name`` the name
+    ``go tool pprof`` shows and filters on (:mod:`.names`), computed once per
+    function, not per frame.
     """
     cached = profile._cache.get("function_columns")
     if cached is None:
+        from crdscale.analysis.pprof.names import pprof_names
+
         ids = profile.column("functions", "function").astype(np.int64, copy=False)
         order = np.argsort(ids, kind="stable")
+        names = profile.column("functions", "name").astype(object, copy=False)
+        system_names = profile.column("functions", "system_name").astype(object, copy=False)
         cached = {
             "sorted_ids": ids[order],
             "order": order,
-            "name": np.append(profile.column("functions", "name").astype(object, copy=False), ""),
+            "name": np.append(names, ""),
+            "pprof_name": np.append(pprof_names(names, system_names), ""),
             "filename": np.append(profile.column("functions", "filename").astype(object, copy=False), ""),
             "start_line": np.append(profile.column("functions", "start_line").astype(np.int64, copy=False), 0),
         }

@@ -71,7 +71,7 @@ def node_rows(profile: Profile, granularity: str = "functions", noinlines: bool 
     fids = col("locations", "function")
     has_fn = fids != 0
     pos = location_function_rows(profile)  # cached: attribution reads the same rows
-    fn_name = cols["name"][pos]
+    fn_name = cols["pprof_name"][pos]  # pprof shows and keys nodes by its shortened names
     fn_start = cols["start_line"][pos]
     map_ids = col("mappings", "mapping").astype(np.int64, copy=False)
     map_files = np.append(col("mappings", "filename").astype(object, copy=False), "")
@@ -105,7 +105,7 @@ def node_rows(profile: Profile, granularity: str = "functions", noinlines: bool 
     # Integer codes of the string columns, equal where the strings are equal: from the
     # function and mapping tables (a few thousand names) instead of every locations row.
     codes = {
-        "node_name": _row_codes(cols["name"], pos, has_fn) if keep_function else np.zeros(n, dtype=np.int64),
+        "node_name": _row_codes(cols["pprof_name"], pos, has_fn) if keep_function else np.zeros(n, dtype=np.int64),
         "file": _row_codes(file_table, pos, has_fn) if keep_file else np.zeros(n, dtype=np.int64),
         "objfile": _row_codes(map_files, mpos, no_name),
     }
@@ -182,13 +182,16 @@ def printable_name(row) -> str:
 class Part:
     """One profile's contribution to a graph: which sample type, with which sign
     (-1 for a subtracted base), which samples (``keep``) and which frames
-    (``visible``, per row of ``profile.locations``); None means all."""
+    (``visible``, per row of ``profile.locations``); None means all.
+    ``unmatched`` names the filters that matched nothing in this profile
+    (:class:`~.select.Selection`)."""
 
     profile: Profile
     index: int
     sign: int = 1
     keep: np.ndarray | None = None
     visible: np.ndarray | None = None
+    unmatched: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)

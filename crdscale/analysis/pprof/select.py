@@ -6,7 +6,8 @@ The rules are ``go tool pprof``'s (``profile/filter.go``,
 - focus/ignore select whole samples: a sample is kept if some frame matches
   ``focus`` and none matches ``ignore`` (ignore wins). A location matches if
   the regular expression is found (unanchored) in one of its functions' names
-  or file names, or in its mapping's (binary's) file name.
+  (as pprof shows them: :mod:`.names`) or file names, or in its mapping's
+  (binary's) file name.
 - show/hide select frames: ``hide`` removes the matching frames of a location
   (all of them if the mapping file matches), ``show`` keeps only the matching
   ones. A location left without frames disappears from every stack.
@@ -15,6 +16,8 @@ The rules are ``go tool pprof``'s (``profile/filter.go``,
   (``bytes=1kb:``, ``:64``, ``32b:4kb``) on numeric labels.
 
 Totals (the 100 % of percentages) are taken before any of this, as pprof does.
+A filter that matches nothing is named in :attr:`Selection.unmatched`, where
+pprof warns "Focus expression matched no samples" (``warnNoMatches``).
 """
 
 from __future__ import annotations
@@ -49,16 +52,25 @@ class Filters:
         return bool(self.focus or self.ignore or self.show or self.hide or self.tagfocus)
 
 
+# pprof's names of the filters in its "... expression matched no samples" warnings, in its order.
+WARNING_NAMES = {"focus": "Focus", "ignore": "Ignore", "hide": "Hide", "show": "Show", "tagfocus": "TagFocus"}
+
+
 @dataclass(frozen=True)
 class Selection:
     """What a view uses of one profile.
 
     ``keep``: bool per sample (None: every sample). ``visible``: bool per row of
     ``profile.locations`` (None: every frame), the frames that stay in stacks.
+    ``unmatched``: the filters (``focus``, ``ignore``, ``hide``, ``show``,
+    ``tagfocus``) that matched nothing, as pprof decides it: focus, ignore and
+    hide match no location of the profile, show leaves no frame, tagfocus
+    matches no sample that focus and ignore kept.
     """
 
     keep: np.ndarray | None = None
     visible: np.ndarray | None = None
+    unmatched: tuple[str, ...] = ()
 
 
 def select(profile: Profile, filters: Filters) -> Selection:
@@ -66,13 +78,20 @@ def select(profile: Profile, filters: Filters) -> Selection:
     if not filters:
         return Selection()
     keep = None
+    unmatched = []
     if filters.focus or filters.ignore:
-        keep = select_samples(profile, filters.focus, filters.ignore)
+        keep, focus_hit, ignore_hit = _focus_ignore(profile, filters.focus, filters.ignore)
+        unmatched += [k for k, hit in (("focus", focus_hit), ("ignore", ignore_hit)) if getattr(filters, k) and not hit]
+    visible = None
+    if filters.show or filters.hide:
+        visible, hide_hit, show_hit = _show_hide(profile, filters.show, filters.hide)
+        unmatched += [k for k, hit in (("hide", hide_hit), ("show", show_hit)) if getattr(filters, k) and not hit]
     if filters.tagfocus:
         tagged = tag_matches(profile, filters.tagfocus)
         keep = tagged if keep is None else keep & tagged
-    visible = visible_frames(profile, filters.show, filters.hide) if (filters.show or filters.hide) else None
-    return Selection(keep, visible)
+        if not keep.any():
+            unmatched.append("tagfocus")
+    return Selection(keep, visible, tuple(unmatched))
 
 
 # --------------------------------------------------------------------------
@@ -125,7 +144,8 @@ def _row_matches(profile: Profile, regex: re.Pattern) -> tuple[np.ndarray, np.nd
     cols = function_arrays(profile)
     pos = function_rows(profile, fids)
     has_fn = fids != 0
-    line_hit = has_fn & (_matches(regex, cols["name"][pos]) | _matches(regex, cols["filename"][pos]))
+    # pprof matches the names it shows (generic names without their parameter lists, see .names).
+    line_hit = has_fn & (_matches(regex, cols["pprof_name"][pos]) | _matches(regex, cols["filename"][pos]))
     map_ids = profile.column("mappings", "mapping")
     map_files = np.append(profile.column("mappings", "filename").astype(object, copy=False), "")
     loc_maps = profile.column("locations", "mapping")
@@ -155,28 +175,43 @@ def select_samples(profile: Profile, focus: str | None = None, ignore: str | Non
     A sample is kept if at least one of its locations matches ``focus`` (any
     location when focus is empty) and none matches ``ignore``.
     """
+    return _focus_ignore(profile, focus, ignore)[0]
+
+
+def _focus_ignore(profile: Profile, focus: str | None, ignore: str | None) -> tuple[np.ndarray, bool, bool]:
+    """:func:`select_samples`, and whether focus and ignore matched a location (pprof's
+    ``fm``/``im``: any location of the profile, used by a sample or not)."""
     focus_rx = compile_regex(focus, "focus")
     ignore_rx = compile_regex(ignore, "ignore")
     n = profile.n_samples
     if focus_rx is None and ignore_rx is None:
-        return np.ones(n, dtype=bool)
+        return np.ones(n, dtype=bool), True, False
     stack_loc = profile.column("stacks", "location")
     stack_sample = profile.column("stacks", "sample")
+    ignored_locs = location_matches(profile, ignore_rx) if ignore_rx is not None else None
+    focused_locs = location_matches(profile, focus_rx) if focus_rx is not None else None
     ignored = (
-        location_matches(profile, ignore_rx).reindex(stack_loc).to_numpy(dtype=bool)
-        if ignore_rx is not None
+        ignored_locs.reindex(stack_loc).to_numpy(dtype=bool)
+        if ignored_locs is not None
         else np.zeros(len(stack_loc), dtype=bool)
     )
     focused = (
-        location_matches(profile, focus_rx).reindex(stack_loc).to_numpy(dtype=bool)
-        if focus_rx is not None
+        focused_locs.reindex(stack_loc).to_numpy(dtype=bool)
+        if focused_locs is not None
         else np.ones(len(stack_loc), dtype=bool)
     )
     # pprof marks a location "ignored" before testing focus: ignore wins.
     focused = focused & ~ignored
     any_focused = np.bincount(stack_sample, weights=focused, minlength=n) > 0
     any_ignored = np.bincount(stack_sample, weights=ignored, minlength=n) > 0
-    return any_focused & ~any_ignored
+    ignore_hit = ignored_locs is not None and bool(ignored_locs.any())
+    if focused_locs is None:
+        focus_hit = True
+    elif ignored_locs is None:
+        focus_hit = bool(focused_locs.any())
+    else:
+        focus_hit = bool((focused_locs & ~ignored_locs).any())
+    return any_focused & ~any_ignored, focus_hit, ignore_hit
 
 
 _TAG_RANGE = re.compile(r"([+-]?[0-9]+)([A-Za-z]+)?")
@@ -215,6 +250,20 @@ def tag_matches(profile: Profile, tagfocus: str) -> np.ndarray:
         hit = _matches(rx, texts) if len(texts) else np.zeros(0, dtype=bool)
         keep &= np.bincount(strs["sample"].to_numpy()[hit], minlength=n) > 0
     return keep
+
+
+def filter_notes(tagfocus: str | None, unmatched: list[str] | tuple[str, ...]) -> list[str]:
+    """What ``go tool pprof`` writes to stderr about its filters, in its order: how it read
+    ``-tagfocus`` when that is a numeric range (``tagfocus:Interpreted '1kb:' as range, not
+    regexp``), then one ``Focus expression matched no samples`` per filter in ``unmatched``."""
+    notes = []
+    if tagfocus:
+        _key, sep, value = tagfocus.partition("=")
+        if not sep:
+            value = tagfocus
+        if _numeric_filter(value) is not None:
+            notes.append(f"tagfocus:Interpreted '{value}' as range, not regexp")
+    return notes + [f"{WARNING_NAMES[k]} expression matched no samples" for k in WARNING_NAMES if k in unmatched]
 
 
 def num_label_units(profile: Profile) -> dict[str, str]:
@@ -276,17 +325,29 @@ def visible_frames(profile: Profile, show: str | None = None, hide: str | None =
     whose mapping file matches). A location without line information has no
     frame to keep under ``show``.
     """
+    return _show_hide(profile, show, hide)[0]
+
+
+def _show_hide(profile: Profile, show: str | None, hide: str | None) -> tuple[np.ndarray, bool, bool]:
+    """:func:`visible_frames`, whether hide matched a location and whether show kept a frame
+    (pprof's ``hm``/``hnm``)."""
     has_fn = profile.column("locations", "function") != 0
     visible = np.ones(len(has_fn), dtype=bool)
     hide_rx = compile_regex(hide, "hide")
     show_rx = compile_regex(show, "show")
+    hide_hit = show_hit = False
     if hide_rx is not None:
         line_hit, map_hit = _row_matches(profile, hide_rx)
-        visible &= ~(line_hit | map_hit)
+        hidden = line_hit | map_hit
+        hide_hit = bool(hidden.any())
+        visible &= ~hidden
     if show_rx is not None:
         line_hit, map_hit = _row_matches(profile, show_rx)
-        visible &= has_fn & (line_hit | map_hit)
-    return visible
+        shown = has_fn & (line_hit | map_hit)
+        # pprof applies hide, then show, location by location: a frame counts if it is shown and not hidden.
+        show_hit = bool((shown & visible).any()) if hide_rx is not None else bool(shown.any())
+        visible &= shown
+    return visible, hide_hit, show_hit
 
 
 # --------------------------------------------------------------------------

@@ -14,7 +14,10 @@ from datetime import datetime
 import numpy as np
 import pandas as pd
 
-from crdscale.analysis.pprof.decode import Profile
+from crdscale.analysis.pprof.decode import Profile, combine_headers
+
+# pprof's byte units are powers of two under decimal-looking names; crdscale's own tables say KiB/MiB/GiB.
+PPROF_UNITS_NOTE = "pprof's byte units are binary: 1kB = 1024 B, 1MB = 2^20 B (MiB), 1GB = 2^30 B (GiB)"
 
 _UNIT_TYPES = [
     (
@@ -150,39 +153,62 @@ def output_unit(flat: np.ndarray, cum: np.ndarray, total: int, unit: str) -> str
     return out or unit
 
 
-def profile_labels(profile: Profile, sample_type: str, unit: str, total: int, format_value) -> list[str]:
+def profile_labels(
+    profile: Profile, sample_type: str, unit: str, total: int, format_value, base: Profile | None = None
+) -> list[str]:
     """pprof's header lines: File, Build ID, comments, Type, Time, Duration.
 
     ``sample_type`` is the type as pprof names it (``mean_`` prefixed with
     ``-mean``), ``unit`` its unit, ``total`` the report total in that unit.
+    With ``base`` (``-diff_base``) the header is that of pprof's merged
+    profile (:func:`~.decode.combine_headers`: the earlier time, the summed
+    duration); the binary is the profile's, or the base's if it names none.
     """
     labels = []
+    meta = profile.meta if base is None else combine_headers([profile.meta, base.meta])
     maps = profile.mappings
+    if base is not None and not len(maps):
+        maps = base.mappings
     if len(maps):
         first = maps.iloc[0]
         if first["filename"]:
             labels.append("File: " + posixpath.basename(first["filename"]))
         if first["build_id"]:
             labels.append("Build ID: " + first["build_id"])
-    labels += [c for c in profile.meta.comments if not c.startswith("#")]
+    labels += [c for c in meta.comments if not c.startswith("#")]
     labels.append("Type: " + sample_type)
-    if profile.meta.doc_url:
-        labels.append("Doc: " + profile.meta.doc_url)
-    if profile.meta.time_nanos:
-        when = datetime.fromtimestamp(profile.meta.time_nanos / 1e9).astimezone()
+    if meta.doc_url:
+        labels.append("Doc: " + meta.doc_url)
+    if meta.time_nanos:
+        when = datetime.fromtimestamp(meta.time_nanos / 1e9).astimezone()
         labels.append("Time: " + when.strftime("%Y-%m-%d %H:%M:%S %Z"))
-    if profile.meta.duration_nanos:
-        duration = scaled_label(profile.meta.duration_nanos, "nanoseconds", "auto")
+    if meta.duration_nanos:
+        duration = scaled_label(meta.duration_nanos, "nanoseconds", "auto")
         total_nanos, total_unit = scale(total, unit, "nanoseconds")
         ratio = ""
         if total_unit == "ns" and total_nanos != 0:
-            ratio = "(" + percentage(int(total_nanos), profile.meta.duration_nanos) + ")"
+            ratio = "(" + percentage(int(total_nanos), meta.duration_nanos) + ")"
         labels.append(f"Duration: {duration}, Total samples = {format_value(total)} {ratio}")
     return labels
 
 
-def format_top(table: pd.DataFrame, profile: Profile | None = None, unit: str = "minimum") -> str:
-    """Render a :func:`top` table as ``go tool pprof -top`` prints it (header included)."""
+def pprof_notes(table: pd.DataFrame) -> list[str]:
+    """What ``go tool pprof`` writes to stderr about a view's filters (:func:`~.select.filter_notes`):
+    ``Focus expression matched no samples`` and the like."""
+    from crdscale.analysis.pprof.select import filter_notes
+
+    tagfocus = [f.removeprefix("tagfocus=") for f in table.attrs.get("filters", []) if f.startswith("tagfocus=")]
+    return filter_notes(tagfocus[0] if tagfocus else None, table.attrs.get("unmatched_filters", []))
+
+
+def format_top(
+    table: pd.DataFrame, profile: Profile | None = None, unit: str = "minimum", base: Profile | None = None
+) -> str:
+    """Render a :func:`top` table as ``go tool pprof -top`` prints it (header included).
+
+    Pass the ``diff_base`` profile as ``base`` for a diff's header (see :func:`profile_labels`).
+    Units are pprof's: its ``kB``/``MB``/``GB`` are 2^10/2^20/2^30 bytes (:data:`PPROF_UNITS_NOTE`).
+    """
     out_unit = select_output_unit(table) if unit == "minimum" else unit
     sample_unit = table.attrs["unit"]
 
@@ -192,7 +218,7 @@ def format_top(table: pd.DataFrame, profile: Profile | None = None, unit: str = 
     total = table.attrs["total"]
     lines = []
     if profile is not None:
-        lines += profile_labels(profile, table.attrs["sample_type"], sample_unit, total, fmt)
+        lines += profile_labels(profile, table.attrs["sample_type"], sample_unit, total, fmt, base)
     filters = table.attrs.get("filters") or []
     if filters:
         lines.append("Active filters:")
@@ -250,8 +276,10 @@ def parse_pprof_top(text: str) -> tuple[dict, pd.DataFrame]:
     return header, pd.DataFrame(rows, columns=["flat", "flat_pct", "sum_pct", "cum", "cum_pct", "name", "inline"])
 
 
-def format_peek(table: pd.DataFrame, profile: Profile | None = None, unit: str = "minimum") -> str:
-    """Render a :func:`peek` table as ``go tool pprof -peek`` prints it."""
+def format_peek(
+    table: pd.DataFrame, profile: Profile | None = None, unit: str = "minimum", base: Profile | None = None
+) -> str:
+    """Render a :func:`peek` table as ``go tool pprof -peek`` prints it (``base``: as in :func:`format_top`)."""
     total = table.attrs["total"]
     sample_unit = table.attrs["unit"]
     if unit == "minimum":
@@ -263,7 +291,7 @@ def format_peek(table: pd.DataFrame, profile: Profile | None = None, unit: str =
     separator = "----------------------------------------------------------+-------------"
     lines = []
     if profile is not None:
-        lines += profile_labels(profile, table.attrs["sample_type"], sample_unit, total, fmt)
+        lines += profile_labels(profile, table.attrs["sample_type"], sample_unit, total, fmt, base)
     shown = table.attrs["shown_total"]
     lines.append(f"Showing nodes accounting for {fmt(shown)}, {percentage(shown, total).strip()} of {fmt(total)} total")
     lines += [separator, "      flat  flat%   sum%        cum   cum%   calls calls% + context \t \t "]

@@ -22,7 +22,7 @@ import pandas as pd
 
 from crdscale.analysis.pprof.decode import Profile
 from crdscale.analysis.pprof.graph import Part, build_graph, edges, flat_cum, mean_values, sort_nodes
-from crdscale.analysis.pprof.select import Filters, compile_regex, select
+from crdscale.analysis.pprof.select import WARNING_NAMES, Filters, compile_regex, filter_notes, select
 from crdscale.analysis.pprof.text import output_unit
 from crdscale.errors import UsageError
 
@@ -65,8 +65,14 @@ def graph_parts(
     parts = []
     for p, sign in profiles:
         chosen = select(p, filters)
-        parts.append(Part(p, index, sign, chosen.keep, chosen.visible))
+        parts.append(Part(p, index, sign, chosen.keep, chosen.visible, chosen.unmatched))
     return parts, index, total
+
+
+def unmatched_filters(parts: list[Part]) -> list[str]:
+    """The filters that matched nothing in any of the parts (pprof filters the merged profile),
+    in pprof's order: what ``go tool pprof`` warns about ("Focus expression matched no samples")."""
+    return [k for k in WARNING_NAMES if all(k in part.unmatched for part in parts)]
 
 
 def _type_label(profile: Profile, index: int, mean: bool) -> str:
@@ -107,7 +113,9 @@ def top(
     exactly as pprof's ``-nodefraction`` and ``-nodecount``; ``attrs`` then
     tells ``dropped_nodes`` and ``orig_count``. With ``diff_base``, values are
     ``profile - diff_base`` and percentages are of the base total. Filters are
-    pprof's ``-focus -ignore -show -hide -tagfocus`` (see :mod:`.select`).
+    pprof's ``-focus -ignore -show -hide -tagfocus`` (see :mod:`.select`);
+    ``attrs["unmatched_filters"]`` names those that matched nothing (pprof
+    warns about them: :func:`~.text.pprof_notes`).
     """
     if sort not in ("flat", "cum"):
         raise UsageError(f"sort must be 'flat' or 'cum', not {sort!r}")
@@ -175,6 +183,7 @@ def top(
         nodecount=nodecount,
         nodefraction=nodefraction,
         filters=filters.active(),
+        unmatched_filters=unmatched_filters(parts),
     )
     return out
 
@@ -243,7 +252,8 @@ def peek(
         for e in callees.itertuples(index=False):
             rows.append((name, "callee", e.callee_name, int(e.weight), _pct1(e.weight, node_cum), bool(e.inline), 0))
     if not rows:
-        raise UsageError(f"no matches found for regexp: {regex}")
+        notes = filter_notes(tagfocus, unmatched_filters(parts))  # pprof's, printed before its error
+        raise UsageError(f"no matches found for regexp: {regex}", details="\n".join(notes) or None)
     out = pd.DataFrame(rows, columns=["node", "relation", "name", "value", "pct", "inline", "flat"])
     unit = profile.meta.sample_types[index].unit
     out.attrs.update(
@@ -254,6 +264,7 @@ def peek(
         shown_total=int(flat[exists].sum()),
         output_unit=output_unit(flat[exists], cum[exists], total, unit),
         filters=filters.active(),
+        unmatched_filters=unmatched_filters(parts),
     )
     return out
 

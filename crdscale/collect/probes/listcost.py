@@ -482,7 +482,7 @@ def measure_lists(
                     )
                     say(
                         f"  {target.group_resource:>32} {request.kind:>24} {server.label:>20}: "
-                        f"{statistics.median(latencies) * 1000:8.1f} ms {results[-1].bytes / 1e6:9.3f} MB "
+                        f"{statistics.median(latencies) * 1000:8.1f} ms {results[-1].bytes / 2**20:9.3f} MiB "
                         f"{results[-1].items:6d} items {cost.cpu_s * 1000:7.1f} CPU-ms  [{served.place}]"
                     )
     finally:
