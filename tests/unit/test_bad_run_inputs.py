@@ -23,7 +23,7 @@ SERVED_3 = "profiles/heap-step03-crds0120.pb.gz"
 
 def _copy(tmp_path: Path, name: str = "run") -> Path:
     run = tmp_path / name
-    shutil.copytree(REFERENCE, run)
+    shutil.copytree(REFERENCE, run, ignore=shutil.ignore_patterns("analysis", "report", "notebooks"))
     return run
 
 
@@ -64,6 +64,11 @@ def _bad_event_time(run: Path) -> None:
         f.write('{"ts": "yesterday", "kind": "step.end"}\n')
 
 
+def _analysis_is_a_file(run: Path) -> None:
+    shutil.rmtree(run / "analysis", ignore_errors=True)  # a copy may hold one from an earlier analyze
+    (run / "analysis").write_text("not a directory")
+
+
 def _experiment(value) -> callable:
     return lambda run: (run / "experiment.json").write_text(json.dumps(value))
 
@@ -88,7 +93,7 @@ CASES = [
     ("analyze-bad-event-time", _bad_event_time, ["analyze", "--no-write", "{run}"], 2, "not an ISO 8601 timestamp"),
     ("report-experiment-array", _experiment([]), ["report", "{run}", "--out", "{out}"], 2, "JSON list, not an object"),
     ("report-experiment-no-scenario", _experiment({}), ["report", "{run}", "--out", "{out}"], 2, "no scenario table"),
-    ("analyze-cannot-write", lambda run: (run / "analysis").write_text("x"), ["analyze", "{run}"], 2, "cannot create"),
+    ("analyze-cannot-write", _analysis_is_a_file, ["analyze", "{run}"], 2, "cannot create"),
     ("compare-same-run", None, ["compare", "{run}", "{run}"], 2, "are the same run"),
     ("compare-same-run-two-paths", None, ["compare", "{run}", "{run}/../run/"], 2, "are the same run"),
     ("report-out-is-a-file", None, ["report", "{run}", "--out", "{run}/manifest.json"], 2, "is not a directory"),
