@@ -1,4 +1,4 @@
-"""Atomic file writes (a reader never sees a half-written file, even after a crash) and file digests."""
+"""Atomic file writes (a reader never sees a half-written file, even after a crash), file digests, output folders."""
 
 from __future__ import annotations
 
@@ -8,6 +8,8 @@ import os
 import tempfile
 from pathlib import Path
 from typing import Any
+
+from crdscale.errors import UsageError
 
 
 def write_atomic(path: str | Path, data: bytes | str, *, mode: int | None = None) -> Path:
@@ -54,3 +56,18 @@ def sha256_file(path: str | Path) -> str:
         for chunk in iter(lambda: f.read(1 << 20), b""):
             digest.update(chunk)
     return digest.hexdigest()
+
+
+def check_output_dir(path: str | Path, flag: str = "--out") -> Path:
+    """UsageError (one line) when ``path`` exists and is not a directory, or cannot be made or
+    written; returns it made (an output folder of reports)."""
+    path = Path(path)
+    if path.exists() and not path.is_dir():
+        raise UsageError(f"{flag} {path}: exists and is not a directory")
+    try:
+        path.mkdir(parents=True, exist_ok=True)
+    except OSError as err:
+        raise UsageError(f"{flag} {path}: cannot create ({err.strerror or err})") from None
+    if not os.access(path, os.W_OK | os.X_OK):
+        raise UsageError(f"{flag} {path}: not writable")
+    return path

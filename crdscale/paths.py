@@ -13,13 +13,14 @@ CACHE_ENV = "CRDSCALE_CACHE"
 
 
 def cache_dir() -> Path:
-    """Root of crdscale's cache: ``$CRDSCALE_CACHE`` or ``~/.cache/crdscale``."""
+    """Root of crdscale's cache: ``$CRDSCALE_CACHE`` or ``~/.cache/crdscale``, absolute (the local
+    control plane runs in its instance directory, so a relative path there would name nothing)."""
     override = os.environ.get(CACHE_ENV)
     if override:
-        return Path(override).expanduser()
+        return Path(override).expanduser().absolute()
     xdg = os.environ.get("XDG_CACHE_HOME")
     base = Path(xdg).expanduser() if xdg else Path.home() / ".cache"
-    return base / "crdscale"
+    return (base / "crdscale").absolute()
 
 
 def binaries_dir(component: str, version: str) -> Path:

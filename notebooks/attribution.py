@@ -44,7 +44,10 @@ run = read_run(run_dir)
 analysis = run.analysis()
 fits = analysis.fits
 phase = "served" if "served" in analysis.phases else analysis.phases[-1]
+for warning in analysis.warnings:  # a run that did not complete, profiles the fits leave out
+    print(f"warning: {warning}")
 heap = run.heap_profiles()  # file, step, crds, phase, timestamp: by step
+heap = heap[[str(run.path / f) in analysis.profiles for f in heap["file"]]]  # those the fits used
 first_file = heap["file"].iloc[0]
 last_file = heap.loc[heap["phase"].isna(), "file"].iloc[-1]
 first, last = run.read_profile(first_file), run.read_profile(last_file)

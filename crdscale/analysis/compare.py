@@ -27,6 +27,7 @@ import pandas as pd
 
 from crdscale.analysis.intervals import Estimate, difference, growth_fit, replicate_mean
 from crdscale.analysis.percrd import heap_resolution, phase_points
+from crdscale.analysis.process import end_values
 
 JOINT_COLUMNS = [
     "run",
@@ -50,6 +51,7 @@ COMPARE_SERIES = {
     "go_goroutines": "goroutines",
     "process_open_fds": "open_fds",
     "process_cpu_seconds_total": "cpu_seconds",
+    "process_threads": "threads",
 }
 SERIES_UNITS = {
     "rss_bytes": "bytes",
@@ -57,6 +59,7 @@ SERIES_UNITS = {
     "goroutines": "goroutines",
     "open_fds": "fds",
     "cpu_seconds": "CPU seconds",
+    "threads": "threads",
 }
 
 
@@ -204,28 +207,17 @@ def replicate_spread(per_crd: pd.DataFrame, replicates: Mapping[str, str], confi
 # --------------------------------------------------------------------------
 
 
-def _job(series: pd.DataFrame, job: str) -> pd.DataFrame:
-    if "job" in series.columns:
-        return series[series["job"] == job]
-    return series
-
-
 def series_end_values(
-    series: pd.DataFrame, job: str = "kube-apiserver", metrics: Mapping[str, str] = COMPARE_SERIES
+    series: pd.DataFrame, job: str | None = None, metrics: Mapping[str, str] = COMPARE_SERIES
 ) -> pd.DataFrame:
-    """Each compared series at the start, at the end and at its peak: ``metric, first, last, peak``
-    (metric names as in ``metrics``' values; values summed over labels, in the series' own units)."""
-    rows = []
-    if series is None or not len(series):
-        return pd.DataFrame(columns=["metric", "first", "last", "peak"])
-    data = _job(series, job)
-    for name, metric in metrics.items():
-        sel = data[data["metric"] == name]
-        if not len(sel):
-            continue
-        one = sel.groupby(pd.to_datetime(sel["timestamp"], utc=True))["value"].sum().sort_index()
-        rows.append((metric, float(one.iloc[0]), float(one.iloc[-1]), float(one.max())))
-    return pd.DataFrame(rows, columns=["metric", "first", "last", "peak"])
+    """Each compared series at the start, at the end and at its peak: ``metric, first, last, peak,
+    samples, source`` (metric names as in ``metrics``' values; values summed over labels, in the
+    series' own units). Process figures (RSS, CPU, fds, threads) come from the most complete
+    record the run holds (:func:`crdscale.analysis.process.process_source`), named in ``source``;
+    ``job`` forces one job for every metric."""
+    if job is not None and series is not None and len(series) and "job" in series.columns:
+        series = series[series["job"] == job]
+    return end_values(series, metrics)
 
 
 def establish_times(events: pd.DataFrame) -> pd.DataFrame:

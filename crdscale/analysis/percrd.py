@@ -124,9 +124,10 @@ def profile_points(
     """
     rows = []
     for crds, phase, profile in profiles:
+        problem = heap_profile_problem(profile)
+        if problem:  # callers set such profiles aside, saying why (see SkippedProfile): never dropped silently
+            raise UsageError(f"{profile.source or f'the profile at {crds} CRDs'}: {problem}")
         types = [t for t in METRICS if t in profile.sample_types]
-        if not types:
-            continue  # not a heap profile
         totals = cause_totals(profile, rules, types)
         variances = _sampling_variances(profile, rules)
         for sample_type in types:
@@ -153,6 +154,45 @@ def _sampling_variances(profile: Profile, rules: Sequence[Rule]) -> dict[str, pd
     causes, sums = sums_by_cause(profile, np.column_stack([var_space, var_objects]), rules)
     index = pd.Index(causes, name="cause")
     return {"inuse_space": pd.Series(sums[:, 0], index=index), "inuse_objects": pd.Series(sums[:, 1], index=index)}
+
+
+def heap_profile_problem(profile: Profile) -> str | None:
+    """Why ``profile`` cannot be a point of a heap fit (``None`` when it can): it holds no
+    ``inuse_space``/``inuse_objects`` samples (a CPU or goroutine profile under a heap name)."""
+    if any(t in profile.sample_types for t in METRICS):
+        return None
+    kind = profile.meta.kind
+    types = ", ".join(profile.sample_types) or "none"
+    what = f"a {kind} profile" if kind != "other" else "not a heap profile"
+    return f"{what} (sample types {types}), no heap in use to fit"
+
+
+@dataclass(frozen=True)
+class SkippedProfile:
+    """A profile a run holds that its fits leave out, and why (stated wherever the fits are shown)."""
+
+    file: str
+    reason: str
+
+    def __str__(self) -> str:
+        return f"{self.file}: {self.reason}"
+
+
+def status_warning(status: str | None, reason: str | None = None) -> str | None:
+    """One sentence when a run did not complete (``failed``, ``interrupted``, ``abandoned``,
+    still ``running``), with its recorded reason; ``None`` for a completed run. Its numbers
+    cover only what it recorded before it stopped, which a reader must be told."""
+    if status in (None, "completed"):  # None: no run behind the numbers (a library caller's profiles)
+        return None
+    why = f": {reason}" if reason else " (no reason recorded)"
+    if status == "running":
+        return "the run is still running; its numbers cover what it recorded so far"
+    ended = {"failed": "failed", "interrupted": "was interrupted", "abandoned": "was abandoned"}
+    if status == "abandoned" and not reason:
+        why = ": its runner died without recording how the run ended"
+    if status in ended:
+        return f"the run {ended[status]}{why}; its numbers cover only what it recorded before it stopped"
+    return f"the run's manifest records status {status!r}{why}; it may not have completed"
 
 
 def phase_points(points: pd.DataFrame, phase: str) -> pd.DataFrame:
@@ -486,10 +526,24 @@ class RunAnalysis:
     series_fits: pd.DataFrame
     profiles: list[str]
     install_serve: pd.DataFrame = field(default_factory=pd.DataFrame)
+    # Profiles the run holds that the fits leave out, with why; and how the run ended.
+    skipped: list[SkippedProfile] = field(default_factory=list)
+    status: str | None = None
+    reason: str | None = None
+    notes: list[str] = field(default_factory=list)  # other problems of the run's files (a reader's)
+    # Process figures over the run (``metric, first, last, peak, samples, source``: see analysis.process).
+    process: pd.DataFrame = field(default_factory=pd.DataFrame)
 
     @property
     def phases(self) -> list[str]:
         return sorted(set(self.fits["phase"])) if len(self.fits) else []
+
+    @property
+    def warnings(self) -> list[str]:
+        """Sentences a reader must see beside the numbers: a run that did not complete,
+        each profile left out of the fits (empty when there is nothing to say)."""
+        state = status_warning(self.status, self.reason)
+        return ([state] if state else []) + [f"left out of the fits: {s}" for s in self.skipped] + list(self.notes)
 
 
 def analyze(
@@ -502,22 +556,33 @@ def analyze(
     confidence: float = 0.95,
     run_dir: Path | None = None,
     profile_files: Sequence[str] = (),
+    skipped: Sequence[SkippedProfile] = (),
+    status: str | None = None,
+    reason: str | None = None,
+    notes: Sequence[str] = (),
 ) -> RunAnalysis:
     """Fit per-CRD costs of one run: heap profiles by cause, and the memory series.
 
     ``heap_profiles`` yields ``(crds, phase, profile)``; ``series`` is the tidy
     metrics table and ``marks`` (``timestamp, crds, phase``) says when each
     profile was taken, so the series can be read at the same moments.
-    ``run_dir`` and ``profile_files`` only label the result. Raises UsageError
-    unless there are heap profiles at two or more CRD counts.
+    ``run_dir`` and ``profile_files`` only label the result; ``skipped`` are the
+    profiles the caller set aside (see :func:`heap_profile_problem`), ``status`` and
+    ``reason`` how the run ended (default: the manifest's), both stated in
+    :attr:`RunAnalysis.warnings`. Raises UsageError unless there are heap profiles
+    at two or more CRD counts.
     """
+    manifest = manifest or {}
     points = profile_points(heap_profiles, rules)
     if points.empty or points["crds"].nunique() < 2:
-        raise UsageError(f"{run_dir or 'run'}: needs heap profiles at two or more CRD counts")
+        left_out = f" ({len(skipped)} left out: {skipped[0]})" if skipped else ""
+        raise UsageError(f"{run_dir or 'run'}: needs heap profiles at two or more CRD counts{left_out}")
     fits, residuals = fit_per_crd(points, confidence)
-    spoints = series_points(
-        series, marks if marks is not None else pd.DataFrame(columns=["timestamp", "crds", "phase"])
-    )
+    from crdscale.analysis.process import PROCESS_METRICS, end_values, points_by_source
+
+    # RSS (and every process figure) from the most complete record the run holds: see analysis.process.
+    marks = marks if marks is not None else pd.DataFrame(columns=["timestamp", "crds", "phase"])
+    spoints = points_by_source(series, marks, SERIES_METRICS)
     sfits = (
         fit_series_per_crd(spoints, confidence)
         if len(spoints)
@@ -525,7 +590,7 @@ def analyze(
     )
     return RunAnalysis(
         run_dir,
-        manifest or {},
+        manifest,
         points,
         fits,
         residuals,
@@ -533,4 +598,9 @@ def analyze(
         sfits,
         list(profile_files),
         fit_install_serve(points, confidence),
+        skipped=list(skipped),
+        status=status if status is not None else manifest.get("status"),
+        reason=reason if reason is not None else manifest.get("reason"),
+        notes=list(notes),
+        process=end_values(series, {m: m for m in PROCESS_METRICS}),
     )

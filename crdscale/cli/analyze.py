@@ -17,9 +17,16 @@ when recorded, the installed phase. Writes RUN_DIR/analysis/percrd.csv and
 schemas differ in size, also fits bytes per schema property by cause.
 
 -o json prints one document instead of the tables: {"metric", "confidence",
-"runs": [{"run_dir", "heap_profiles", "phases", "fits", "install_serve",
-"series_fits", "unattributed_share", "written"}], "per_property"}, each table a
-list of records (bytes and objects per CRD, null where undefined).
+"runs": [{"run_dir", "status", "reason", "heap_profiles", "skipped_profiles",
+"warnings", "phases", "fits", "install_serve", "series_fits",
+"unattributed_share", "written"}], "per_property"}, each table a list of
+records (bytes and objects per CRD, null where undefined).
+
+CRD counts and phases come from the run's events.jsonl (a profile's file name
+is only a label: a name that disagrees with its event is an error). A profile
+that cannot be fitted (a CPU profile under a heap name, one no event records)
+is left out and named with why; a run that did not complete is stated with its
+reason; both under the table's first line (-o json: "warnings" and stderr).
 """
 
 from __future__ import annotations
@@ -62,14 +69,13 @@ class Command:
         table = args.output == "table"
         analyses, results, runs = [], [], [read_run(run_dir) for run_dir in args.run_dirs]
         for run in runs:
-            if run.status == "abandoned":
-                print(
-                    f"warning: {run.path} was abandoned (its runner died); analysing what it recorded. "
-                    f"Export its series with: crdscale recover {run.path}",
-                    file=sys.stderr,
-                )
             analysis = run.analysis(confidence=args.confidence)
             analyses.append(analysis)
+            if not table:  # the table states them under its first line; a script's reader sees stderr
+                for warning in analysis.warnings:
+                    print(f"crdscale: warning: {run.path}: {warning}", file=sys.stderr)
+            if run.status == "abandoned":
+                print(f"crdscale: export its series with: crdscale recover {run.path}", file=sys.stderr)
             shares = {phase: unattributed_share(analysis.fits, phase, args.metric) for phase in analysis.phases}
             if table:
                 print(render(analysis, args.metric, args.confidence))
@@ -126,7 +132,11 @@ def _json_run(analysis, metric: str, shares: dict, written: list) -> dict:
     """One run's results for ``-o json``: every fit (both metrics), the unattributed share of ``metric``."""
     return {
         "run_dir": analysis.run_dir,
+        "status": analysis.status,
+        "reason": analysis.reason,
         "heap_profiles": len(analysis.profiles),
+        "skipped_profiles": [{"file": s.file, "reason": s.reason} for s in analysis.skipped],
+        "warnings": analysis.warnings,
         "phases": analysis.phases,
         "fits": analysis.fits,
         "install_serve": analysis.install_serve,
@@ -150,7 +160,11 @@ def _r2(value: float) -> str:
 
 def render(analysis, metric: str = "bytes", confidence: float = 0.95) -> str:
     """The per-CRD table as text: one block per phase, causes by cost, total last."""
-    lines = [f"Run: {analysis.run_dir}  ({len(analysis.profiles)} heap profiles)"]
+    from crdscale.analysis.process import source_label
+
+    left_out = f"; {len(analysis.skipped)} left out" if analysis.skipped else ""
+    lines = [f"Run: {analysis.run_dir}  ({len(analysis.profiles)} heap profiles fitted{left_out})"]
+    lines += [f"warning: {w}" for w in analysis.warnings]
     unit = "bytes" if metric == "bytes" else "objects"
     level = f"{100 * confidence:g}% CI"
     for phase in analysis.phases:
@@ -184,7 +198,16 @@ def render(analysis, metric: str = "bytes", confidence: float = 0.95) -> str:
             )
     if len(analysis.series_fits):
         lines.append("")
-        lines.append(f"From the metrics series (bytes per CRD, {level}):")
+        points = analysis.series_points
+        sources = (
+            "; ".join(
+                f"{metric} from {source_label(job)}"
+                for metric, job in points.drop_duplicates("metric")[["metric", "source"]].itertuples(index=False)
+            )
+            if "source" in points
+            else "kube-apiserver's /metrics"
+        )
+        lines.append(f"From the metrics series (bytes per CRD, {level}; {sources}):")
         for r in analysis.series_fits.itertuples(index=False):
             ci = f"[{_fmt(r.per_crd_low, 'bytes')}, {_fmt(r.per_crd_high, 'bytes')}]"
             lines.append(f"{r.metric + ' (' + r.phase + ')':<30} {_fmt(r.per_crd, 'bytes'):>14} {ci:>29}")

@@ -51,15 +51,42 @@ def add_cluster_arguments(parser: argparse.ArgumentParser) -> None:
 def write_table(table: pd.DataFrame, path: str | Path) -> Path:
     """Write ``table`` to ``path`` as ``.csv`` or ``.parquet`` (chosen by extension); returns the path."""
     path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
+    if path.suffix not in (".csv", ".parquet", ".pq"):
+        raise UsageError(f"{path}: table output must end in .csv or .parquet")
     flat = table.copy()
     flat.attrs = {}  # attrs are not serializable by every writer; the columns carry the data
-    if path.suffix == ".csv":
-        flat.to_csv(path, index=False)
-    elif path.suffix in (".parquet", ".pq"):
-        flat.to_parquet(path, index=False)
-    else:
-        raise UsageError(f"{path}: table output must end in .csv or .parquet")
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        if path.suffix == ".csv":
+            flat.to_csv(path, index=False)
+        else:
+            flat.to_parquet(path, index=False)
+    except OSError as err:  # a read-only run directory, a full disk
+        raise UsageError(f"{path}: cannot write ({err.strerror or err})") from None
+    return path
+
+
+def check_output_file(path: str | Path, flag: str) -> Path:
+    """UsageError (one line) unless ``path`` can be written as a file: its folder exists and is
+    writable, and it is not a directory. Checked before the work that fills it starts."""
+    path = Path(path)
+    folder = path.parent if str(path.parent) else Path(".")
+    if path.is_dir():
+        raise UsageError(f"{flag} {path}: is a directory")
+    if not folder.is_dir():
+        raise UsageError(f"{flag} {path}: no directory {folder}")
+    if not os.access(folder, os.W_OK | os.X_OK) or (path.exists() and not os.access(path, os.W_OK)):
+        raise UsageError(f"{flag} {path}: not writable")
+    return path
+
+
+def write_output_text(path: str | Path, text: str, flag: str) -> Path:
+    """Write ``text`` to the file ``path`` a flag named; OSError becomes a one-line UsageError."""
+    path = Path(path)
+    try:
+        path.write_text(text)
+    except OSError as err:
+        raise UsageError(f"{flag} {path}: cannot write ({err.strerror or err})") from None
     return path
 
 

@@ -13,7 +13,14 @@ a configuration (a matrix's repeat) are pooled and their spread gives the
 interval. A run compared with itself is refused. Also: RSS, heap in use, goroutines, open fds and CPU seconds
 per CRD and at the end, peak RSS, seconds to Established, and the last served
 heap profiles diffed (go tool pprof -diff_base) per CRD. Runs of different
-CRD sets (by sha256) are compared with a warning.
+CRD sets (by sha256) are compared with a warning; so are runs that did not
+complete (with their recorded reason) and profiles a run's fits leave out. A
+run compared with itself (also by two paths) is refused.
+
+Process figures (RSS, CPU seconds, open fds, threads) come from the most
+complete record each run holds, named in the table's source column: the 1 s
+/proc samples of a local target (job kube-apiserver-proc) unless kube-apiserver's
+own /metrics cover the run better; "metrics resolution" describes that record.
 
 With --out DIR, also executes notebooks/compare.py and writes DIR/findings.md
 (headline = the delta, both runs' provenance), report.html, report-nocode.html

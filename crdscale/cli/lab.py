@@ -59,7 +59,7 @@ class Command:
         def echo(message: str) -> None:
             print(f"crdscale: {message}", file=sys.stderr, flush=True)
 
-        notebooks_dir = Path(args.notebooks) if args.notebooks else default_notebooks_dir()
+        notebooks_dir = (Path(args.notebooks) if args.notebooks else default_notebooks_dir()).resolve()
         if args.run_dirs:
             bound = [
                 b

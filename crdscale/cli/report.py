@@ -20,6 +20,11 @@ Given an experiment directory (a [matrix] scenario's, see 'crdscale run'),
 compares its completed cells instead, as 'crdscale compare CELL_RUNS...
 --out EXPERIMENT_DIR/report' does.
 
+A run that did not complete (failed, interrupted, abandoned) and profiles the
+fits leave out are stated, with why, on stderr, on the report's first screen
+and at the top of findings.md. The run's files are checked before any
+notebook starts: an unreadable series or a renamed profile is one line.
+
 A notebook that fails is named with its failing cell (file:line) on stderr;
 its output up to that cell stays in the report and the exit code is 1. The
 path of the HTML report is printed last on stdout.

@@ -36,7 +36,7 @@ from pathlib import Path
 
 from crdscale.analysis.pprof.graph import GRANULARITIES
 from crdscale.analysis.pprof.views import PPROF_NODE_FRACTION
-from crdscale.cli.common import write_table
+from crdscale.cli.common import check_output_file, write_output_text, write_table
 from crdscale.errors import UsageError
 
 
@@ -118,17 +118,20 @@ class Command:
             raise UsageError("--nodefraction must be between 0 and 1")
         if args.nodecount < 0:
             raise UsageError("--nodecount must be >= 0")
+        for flag, target in (("--callgrind", args.callgrind), ("--folded", args.folded)):
+            if target:  # before decoding: a path that cannot be written fails at once
+                check_output_file(target, flag)
         profile = read_profile(args.profile)
         base = read_profile(args.diff_base) if args.diff_base else None
 
         if args.callgrind:
             from crdscale.analysis.export import callgrind
 
-            Path(args.callgrind).write_text(callgrind(profile, args.sample_index, base))
+            write_output_text(args.callgrind, callgrind(profile, args.sample_index, base), "--callgrind")
         if args.folded:
             from crdscale.analysis.export import folded_text
 
-            Path(args.folded).write_text(folded_text(profile, args.sample_index))
+            write_output_text(args.folded, folded_text(profile, args.sample_index), "--folded")
         if args.by_cause:
             _print_causes(profile, base, args.sample_index, args.output)
             return 0

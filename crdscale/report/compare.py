@@ -24,10 +24,11 @@ from pathlib import Path
 import pandas as pd
 
 from crdscale.analysis import compare as C
-from crdscale.analysis.percrd import TOTAL, fit_per_crd, fit_series_per_crd, profile_points, series_points
+from crdscale.analysis.percrd import TOTAL, fit_per_crd, fit_series_per_crd, profile_points
 from crdscale.analysis.pprof import diff
+from crdscale.analysis.process import points_by_source, process_source
 from crdscale.errors import UsageError
-from crdscale.report.findings import fmt_bytes, fmt_interval, provenance
+from crdscale.report.findings import fmt_bytes, fmt_interval, provenance, warnings_markdown
 
 COMPARE_NOTEBOOK = "compare"
 PROFILE_DIFF_ROWS = 25
@@ -148,23 +149,28 @@ def compare_runs(
     if len(run_dirs) < 2:
         raise UsageError("compare needs two or more run directories")
     runs = [read_run(p) for p in run_dirs]
+    same_run(runs)
     manifests = [r.manifest or {} for r in runs]
     labels = list(labels) if labels else run_labels(manifests, [Path(r.path).name for r in runs])
     if len(labels) != len(runs) or len(set(labels)) != len(labels):
         raise UsageError("give one distinct label per run")
 
     points, spoints, ends, establish, per_crd, last_served = {}, {}, {}, {}, {}, {}
+    notes = []  # what each run's numbers leave out or cannot vouch for
     for label, run in zip(labels, runs):
-        heap = run.heap_profiles()
+        found = run.heap_profile_set()  # profiles that cannot be fitted are set aside, and said
+        heap, profiles = found.rows, found.decoded
+        notes += [f"{label}: {w}" for w in run.warnings] + [
+            f"{label}: left out of the fits: {s}" for s in found.skipped
+        ]
         if heap["crds"].nunique() < 2:
             raise UsageError(f"{run.path}: needs heap profiles at two or more CRD counts")
-        profiles = {f: run.read_profile(f) for f in heap["file"]}
         points[label] = profile_points(
             (int(r.crds), r.phase if isinstance(r.phase, str) and r.phase else None, profiles[r.file])
             for r in heap.itertuples(index=False)
         )
         per_crd[label] = fit_per_crd(points[label], confidence)[0]
-        spoints[label] = series_points(run.series, run.profile_marks(), metrics=C.COMPARE_SERIES)
+        spoints[label] = points_by_source(run.series, run.profile_marks(), C.COMPARE_SERIES)
         ends[label] = C.series_end_values(run.series)
         establish[label] = C.establish_times(run.events)
         served = _served(heap)
@@ -177,11 +183,7 @@ def compare_runs(
     warnings = C.crd_set_warnings(
         {label: m.get("crds") or run.crd_summary for label, m, run in zip(labels, manifests, runs)}
     )
-    warnings += [
-        f"{label}: run {m.get('status')}" + (f" ({m['reason']})" if m.get("reason") else "")
-        for label, m in zip(labels, manifests)
-        if m.get("status") not in (None, "completed")
-    ]
+    warnings = notes + warnings
     stacked = C.stack_runs(points)
     sstacked = C.stack_runs(spoints)
     diffs = []
@@ -219,7 +221,10 @@ def compare_runs(
         end=C.stack_runs(ends),
         establish=C.stack_runs(establish),
         profile_diff=pd.concat(diffs, ignore_index=True) if diffs else pd.DataFrame(),
-        provenance={label: comparison_provenance(m) for label, m in zip(labels, manifests)},
+        provenance={
+            label: comparison_provenance(m, process_source(run.series))
+            for label, m, run in zip(labels, manifests, runs)
+        },
         replicates=replicates,
         repeat_spread=C.replicate_spread(C.stack_runs(per_crd), replicates, confidence)
         if replicates
@@ -227,10 +232,23 @@ def compare_runs(
     )
 
 
-def comparison_provenance(manifest: dict) -> dict[str, str]:
+def same_run(runs: Sequence) -> None:
+    """UsageError (one line) when two of ``runs`` are one directory (also by two paths): a run
+    compared with itself differs by exactly nothing, which is no finding."""
+    seen: dict[tuple[int, int], Path] = {}
+    for run in runs:
+        st = Path(run.path).stat()
+        key = (st.st_dev, st.st_ino)
+        if key in seen:
+            raise UsageError(f"{run.path} and {seen[key]} are the same run; compare needs two different runs")
+        seen[key] = Path(run.path)
+
+
+def comparison_provenance(manifest: dict, process_job: str | None = None) -> dict[str, str]:
     """:func:`crdscale.report.findings.provenance` plus the binaries (path and sha256 when recorded)
-    and the Go runtime environment, so each side of a delta says exactly what ran."""
-    out = provenance(manifest)
+    and the Go runtime environment, so each side of a delta says exactly what ran; ``process_job``
+    is where its process figures came from."""
+    out = provenance(manifest, process_job)
     for name, value in (manifest.get("binaries") or {}).items():
         if isinstance(value, dict):
             text = " ".join(str(value[k]) for k in ("path", "sha256") if value.get(k))
@@ -288,9 +306,10 @@ def series_table(comparison: Comparison) -> pd.DataFrame:
             last = end.loc[metric, "last"] if end is not None and metric in end.index else math.nan
             peak = end.loc[metric, "peak"] if end is not None and metric in end.index else math.nan
             first = end.loc[metric, "first"] if end is not None and metric in end.index else math.nan
+            source = end.loc[metric, "source"] if end is not None and metric in end.index else ""
             if metric == "cpu_seconds":  # a counter: what the run used, not its value
                 last, peak = last - first, math.nan
-            rows.append((label, metric, unit, per_crd, low, high, last, peak))
+            rows.append((label, metric, unit, per_crd, low, high, last, peak, source))
         est = comparison.establish[comparison.establish["run"] == label] if len(comparison.establish) else None
         if est is not None and len(est):
             rows.append(
@@ -303,10 +322,12 @@ def series_table(comparison: Comparison) -> pd.DataFrame:
                     math.nan,
                     est["seconds"].sum(),
                     est["seconds"].max(),
+                    "events",
                 )
             )
     return pd.DataFrame(
-        rows, columns=["run", "metric", "unit", "per_crd", "difference_low", "difference_high", "end", "peak"]
+        rows,
+        columns=["run", "metric", "unit", "per_crd", "difference_low", "difference_high", "end", "peak", "source"],
     )
 
 
@@ -334,17 +355,32 @@ def headline(comparison: Comparison) -> str:
                 f"mostly {c['cause']} {_signed(c['difference'])} per CRD "
                 f"[{fmt_bytes(c['difference_low'])}, {fmt_bytes(c['difference_high'])}]"
             )
-        peak = (
-            comparison.end[(comparison.end["metric"] == "rss_bytes")].set_index("run")["peak"]
+        rss = (
+            comparison.end[(comparison.end["metric"] == "rss_bytes")].set_index("run")
             if len(comparison.end)
-            else pd.Series(dtype=float)
+            else pd.DataFrame(columns=["peak", "source"])
         )
         run, ref_run = comparison.first_run(label), comparison.first_run(ref)
-        if run in peak.index and ref_run in peak.index:
-            parts.append(f"peak RSS {fmt_bytes(peak[run])} vs {fmt_bytes(peak[ref_run])}")
+        if run in rss.index and ref_run in rss.index:
+            sources = {_short_source(rss.loc[r, "source"]) for r in (run, ref_run)}
+            where = f" ({sources.pop()})" if len(sources) == 1 else ""
+            parts.append(
+                f"peak RSS {fmt_bytes(rss.loc[run, 'peak'])}"
+                + ("" if where else f" ({_short_source(rss.loc[run, 'source'])})")
+                + f" vs {fmt_bytes(rss.loc[ref_run, 'peak'])}"
+                + ("" if where else f" ({_short_source(rss.loc[ref_run, 'source'])})")
+                + where
+            )
         if parts:
             sentences.append("; ".join(parts) + ".")
     return " ".join(sentences) or "No per-CRD difference could be fitted."
+
+
+def _short_source(job) -> str:
+    """``/proc`` or ``/metrics``: where a process figure was read (see crdscale.analysis.process)."""
+    from crdscale.analysis.process import PROC_JOB
+
+    return "/proc" if job == PROC_JOB else "/metrics"
 
 
 def repeat_spread_table(comparison: Comparison, metric: str = "bytes", phase: str = "served") -> pd.DataFrame:
@@ -397,8 +433,7 @@ def comparison_markdown(
     """``findings.md`` of a comparison: the delta first, then what was run, the tables, figures."""
     title = "crdscale comparison: " + " vs ".join(comparison.labels)
     parts = [f"# {title}", "", f"**{headline(comparison)}**", ""]
-    if comparison.warnings:
-        parts += ["> **Warning:** " + w for w in comparison.warnings] + [""]
+    parts += warnings_markdown(comparison.warnings)
     prov = provenance_table(comparison).reset_index()
     parts += ["## What was run", "", _markdown_table(prov.map(lambda v: str(v).replace("|", "\\|"))), ""]
     parts += [
@@ -430,13 +465,16 @@ def comparison_markdown(
                 fmt_interval(lo, hi, "bytes") if u == "bytes" else ("" if math.isnan(lo) else f"[{lo:.3g}, {hi:.3g}]")
                 for lo, hi, u in zip(stable["difference_low"], stable["difference_high"], stable["unit"])
             ],
-        )[["run", "metric", "per_crd", "difference_ci", "end", "peak"]]
+            source=[_short_source(j) if j and j != "events" else j for j in stable["source"]],
+        )[["run", "metric", "per_crd", "difference_ci", "end", "peak", "source"]]
         parts += [
             "## Process per CRD, at the end and at peak",
             "",
             "`per_crd` is the slope against CRDs; `difference_ci` the 95% CI of its difference from "
             f"{comparison.reference} (Welch); CPU `end` is CPU seconds used during the run; "
-            "`establish_seconds` per CRD is the summed wait for Established over the CRDs installed.",
+            "`establish_seconds` per CRD is the summed wait for Established over the CRDs installed; "
+            "`source` is the record a figure was read from: process figures (RSS, CPU, fds, threads) from the "
+            "most complete one the run holds (`/proc`, read every second, else kube-apiserver's `/metrics`).",
             "",
             _markdown_table(shown),
             "",
@@ -512,13 +550,13 @@ def render_comparison(
     import matplotlib.pyplot as plt
     import nbformat
 
+    from crdscale.fsutil import check_output_dir
     from crdscale.report import plots
     from crdscale.report import render as R
 
     echo = echo or (lambda _m: None)
-    out = Path(out_dir).resolve()
-    out.mkdir(parents=True, exist_ok=True)
-    notebooks_dir = Path(notebooks_dir) if notebooks_dir else R.default_notebooks_dir()
+    out = check_output_dir(Path(out_dir).resolve())
+    notebooks_dir = (Path(notebooks_dir) if notebooks_dir else R.default_notebooks_dir()).resolve()
     notebook = notebooks_dir / f"{COMPARE_NOTEBOOK}.py"
     if not notebook.is_file():
         raise UsageError(f"notebook {notebook} not found (use --notebooks DIR: the notebooks/ of a crdscale checkout)")
@@ -566,7 +604,8 @@ def render_comparison(
     if failure:
         echo(f"notebook failed: {failure.describe()}")
     title = "crdscale comparison: " + " vs ".join(comparison.labels)
-    first = nbformat.v4.new_markdown_cell(f"# {title}\n\n**{headline(comparison)}**")
+    stated = "".join(f"> **Warning:** {w}\n\n" for w in comparison.warnings)  # on the first screen
+    first = nbformat.v4.new_markdown_cell(f"# {title}\n\n{stated}**{headline(comparison)}**")
     report = R.combine([nb], [first])
     R.export_html(report, html, title=title, with_code=True)
     R.export_html(report, html_nocode, title=title, with_code=False)

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import pandas as pd
 
@@ -34,6 +34,7 @@ class Findings:
 
     provenance: dict[str, str]
     numbers: pd.DataFrame
+    warnings: list[str] = field(default_factory=list)  # said first, before any number
 
 
 # --------------------------------------------------------------------------
@@ -66,14 +67,17 @@ def fmt_interval(low: float | None, high: float | None, unit: str) -> str:
 # --------------------------------------------------------------------------
 
 
-def provenance(manifest: dict) -> dict[str, str]:
+def provenance(manifest: dict, process_job: str | None = None) -> dict[str, str]:
     """What was run, on which versions and machine, from a run's ``manifest.json``.
 
     Keys: scenario, run, kube-apiserver, etcd, Go, CRD set, CRD set sha256,
     machine, crdscale (missing facts say ``unknown``), and, when the run
     recorded them, metrics resolution (the largest gap between samples and
     how close they reach the run's end) and harness cost (CPU of crdscale and
-    Prometheus as a share of kube-apiserver's).
+    Prometheus as a share of kube-apiserver's). ``process_job`` is the job the
+    report's process figures (RSS, CPU, fds, threads) were read from
+    (:func:`crdscale.analysis.process.process_source`); the resolution line
+    describes that record first.
     """
     scenario = manifest.get("scenario") or {}
     versions = manifest.get("versions") or {}
@@ -145,12 +149,9 @@ def provenance(manifest: dict) -> dict[str, str]:
         "machine": machine_text,
         "crdscale": str(versions.get("crdscale") or manifest.get("crdscale_version") or unknown),
     }
-    resolution = metrics.get("resolution") or {}
-    if resolution.get("max_gap_s") is not None:
-        facts["metrics resolution"] = (
-            f"{resolution['samples']:,} samples of {resolution['metric']}, median gap {resolution['median_gap_s']:g} s, "
-            f"largest {resolution['max_gap_s']:g} s, last sample {resolution['end_gap_s']:.1f} s before the end"
-        )
+    resolution = _resolution_line(metrics, process_job)
+    if resolution:
+        facts["metrics resolution"] = resolution
     harness = manifest.get("harness") or {}
     if harness.get("harness_share_of_apiserver_cpu") is not None:
         facts["harness cost"] = (
@@ -168,6 +169,28 @@ def provenance(manifest: dict) -> dict[str, str]:
     return facts
 
 
+def _resolution_line(metrics: dict, process_job: str | None) -> str | None:
+    """How dense the record behind the process figures is (``resolution_proc``: crdscale's /proc
+    sampler; ``resolution``: kube-apiserver's /metrics), the record used first."""
+    from crdscale.analysis.process import METRICS_JOB, PROC_JOB, source_label
+
+    records = {PROC_JOB: metrics.get("resolution_proc") or {}, METRICS_JOB: metrics.get("resolution") or {}}
+    used = process_job if process_job in records else METRICS_JOB
+    parts = []
+    for job in [used] + [j for j in records if j != used]:
+        r = records[job]
+        if r.get("max_gap_s") is None:
+            continue
+        text = (
+            f"{source_label(job)}: {r['samples']:,} samples of {r['metric']}, median gap {r['median_gap_s']:g} s, "
+            f"largest {r['max_gap_s']:g} s, last sample {r['end_gap_s']:.1f} s before the end"
+        )
+        parts.append(("process figures (RSS, CPU, fds, threads) from " if job == used else "") + text)
+    if parts and process_job is not None and records[used].get("max_gap_s") is None:
+        parts.insert(0, f"process figures (RSS, CPU, fds, threads) from {source_label(used)}")
+    return "; also ".join(parts) or None
+
+
 # --------------------------------------------------------------------------
 # Key numbers
 # --------------------------------------------------------------------------
@@ -183,6 +206,14 @@ def _series_value(points: pd.DataFrame, metric: str, crds: int, phase: str = "se
     if crds != 0:
         sel = sel[sel["phase"] == phase]
     return float(sel["value"].iloc[-1]) if len(sel) else None
+
+
+def _at_mark_source(points: pd.DataFrame, metric: str, when: str) -> str:
+    """``/proc (job kube-apiserver-proc) at the last profile``: where a series value at a mark came from."""
+    from crdscale.analysis.process import source_label
+
+    sel = points[points["metric"] == metric] if "source" in points else points.iloc[0:0]
+    return f"{source_label(sel['source'].iloc[0])} {when}" if len(sel) else f"metrics series {when}"
 
 
 def key_numbers(
@@ -221,7 +252,7 @@ def key_numbers(
                     nan,
                     nan,
                     "bytes",
-                    "metrics series at the baseline profile",
+                    _at_mark_source(spoints, metric, "at the baseline profile"),
                 )
             )
         if last is not None:
@@ -233,10 +264,27 @@ def key_numbers(
                     nan,
                     nan,
                     "bytes",
-                    "metrics series at the last profile",
+                    _at_mark_source(spoints, metric, "at the last profile"),
                 )
             )
-    if memory is not None and "rss" in memory and memory["rss"].notna().any():
+    process = getattr(analysis, "process", None)
+    rss = process[process["metric"] == "process_resident_memory_bytes"] if process is not None and len(process) else ()
+    if len(rss):
+        from crdscale.analysis.process import source_label
+
+        r = rss.iloc[0]
+        rows.append(
+            (
+                "rss_bytes_peak",
+                "Peak RSS during the run",
+                float(r["peak"]),
+                nan,
+                nan,
+                "bytes",
+                f"{source_label(r['source'])}, {int(r['samples'])} samples",
+            )
+        )
+    elif memory is not None and "rss" in memory and memory["rss"].notna().any():
         rows.append(
             (
                 "rss_bytes_peak",
@@ -340,8 +388,22 @@ def key_numbers(
 
 
 def compute_findings(manifest: dict, analysis, memory: pd.DataFrame | None = None, **options) -> Findings:
-    """:func:`provenance` and :func:`key_numbers` together."""
-    return Findings(provenance(manifest), key_numbers(analysis, memory, **options))
+    """:func:`provenance` and :func:`key_numbers` together, with the analysis' warnings (a run
+    that did not complete, profiles left out)."""
+    return Findings(
+        provenance(manifest, _process_job(analysis)),
+        key_numbers(analysis, memory, **options),
+        list(getattr(analysis, "warnings", [])),
+    )
+
+
+def _process_job(analysis) -> str | None:
+    """The job the analysis read RSS from (``None`` when it had no process series)."""
+    process = getattr(analysis, "process", None)
+    if process is None or not len(process):
+        return None
+    rss = process[process["metric"] == "process_resident_memory_bytes"]
+    return str(rss["source"].iloc[0]) if len(rss) else None
 
 
 # --------------------------------------------------------------------------
@@ -362,6 +424,12 @@ def numbers_markdown(numbers: pd.DataFrame) -> str:
             f"{fmt_interval(r.low, r.high, r.unit)} | {_md_escape(r.source)} |"
         )
     return "\n".join(lines)
+
+
+def warnings_markdown(warnings: Sequence[str]) -> list[str]:
+    """Markdown lines stating each warning (a quoted **Warning:** line each, then a blank line); none when empty."""
+    # A blank line after each: consecutive quoted lines would render as one paragraph.
+    return [line for w in warnings for line in (f"> **Warning:** {_md_escape(w)}", "")]
 
 
 def provenance_markdown(prov: dict[str, str]) -> str:
@@ -408,6 +476,7 @@ def findings_markdown(
     parts = [
         f"# {title}",
         "",
+        *warnings_markdown(findings.warnings),
         headline(findings.numbers),
         "",
         "## What was run",

@@ -76,11 +76,12 @@ def bind_notebooks(
     cell, in ``failure``.
     """
     echo = echo or (lambda _m: None)
-    run = read_run(run_dir)
+    # Absolute: the copy runs in RUN_DIR/notebooks/, where a relative run_dir names nothing.
+    run = read_run(Path(run_dir).resolve())
     run_dir = run.path
     out = run_dir / layout.NOTEBOOKS
     bound = []
-    for source in notebook_plan(run, notebooks_dir or default_notebooks_dir()):
+    for source in notebook_plan(run, Path(notebooks_dir or default_notebooks_dir()).resolve()):
         path = out / f"{source.stem}.ipynb"
         if path.exists():
             bound.append(BoundNotebook(source, path, created=False))

@@ -212,11 +212,12 @@ def summary_cells(title: str, findings, headline_png: bytes | None):
     figure (a Markdown attachment, so it shows with and without code) and the key numbers."""
     import nbformat
 
-    from crdscale.report.findings import headline, numbers_markdown, provenance_markdown
+    from crdscale.report.findings import headline, numbers_markdown, provenance_markdown, warnings_markdown
 
     first = [
         f"# {title}",
         "",
+        *warnings_markdown(findings.warnings),
         f"**{headline(findings.numbers)}**",
         "",
         "## What was run",
@@ -298,13 +299,19 @@ def render_report(
 
     matplotlib.use("Agg")
 
+    from crdscale.fsutil import check_output_dir
+
     echo = echo or (lambda _m: None)
     data = read_run(Path(run_dir).resolve())
     run_dir = data.path
-    out = Path(out_dir).resolve() if out_dir else data.output_dir(REPORT)
-    out.mkdir(parents=True, exist_ok=True)
-    notebooks_dir = Path(notebooks_dir) if notebooks_dir else default_notebooks_dir()
+    out = check_output_dir(Path(out_dir).resolve() if out_dir else data.path / REPORT)
+    notebooks_dir = (Path(notebooks_dir) if notebooks_dir else default_notebooks_dir()).resolve()
     plan = notebook_plan(data, notebooks_dir)
+    # What can be wrong with the run's files is found before the kernels start (they take minutes):
+    # an unreadable series, a profile whose name disagrees with its event, too few CRD counts.
+    data.series  # noqa: B018
+    if data.heap_profiles()["crds"].nunique() < 2:
+        raise UsageError(f"{run_dir}: needs heap profiles at two or more CRD counts under profiles/")
 
     # The notebooks run in their own kernels while this process analyses and draws the figures:
     # each waits on its kernel, so on two cores the report takes about as long as its slowest part.
@@ -334,6 +341,8 @@ def _render(data: Run, out: Path, running, futures, echo) -> ReportResult:
     run_dir = data.path
     echo(f"analysing {run_dir}")
     analysis = data.analysis()
+    for warning in analysis.warnings:  # also on the report's first screen and in findings.md
+        echo(f"warning: {warning}")
     findings = compute_findings(data.manifest, analysis, S.memory_frame(data.series, data.start))
     scenario = (data.manifest.get("scenario") or {}).get("name") or run_dir.name
     title = f"crdscale report: {scenario} ({run_dir.name})"
@@ -357,6 +366,9 @@ def _render(data: Run, out: Path, running, futures, echo) -> ReportResult:
         json.dumps(
             {
                 "run_dir": str(run_dir),
+                "status": data.status,
+                "reason": data.manifest.get("reason"),
+                "warnings": findings.warnings,
                 "provenance": findings.provenance,
                 "numbers": [{k: _json_safe(v) for k, v in row.items()} for row in findings.numbers.to_dict("records")],
             },

@@ -190,13 +190,16 @@ class EventLog:
 
 
 def read_events(path: str | Path) -> Iterator[dict[str, Any]]:
-    """Yield the events of a JSONL log in order; a torn last line (a killed writer) is skipped."""
-    with open(path, encoding="utf-8") as f:
+    """Yield the records (JSON objects) of a JSONL log in order; a torn last line (a killed writer)
+    and any line that is not a JSON object are skipped (:attr:`crdscale.rundir.Run.events` counts them)."""
+    with open(path, encoding="utf-8", errors="replace") as f:
         for line in f:
             line = line.strip()
             if not line:
                 continue
             try:
-                yield json.loads(line)
+                record = json.loads(line)
             except json.JSONDecodeError:
                 continue
+            if isinstance(record, dict):
+                yield record

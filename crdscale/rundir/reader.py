@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
 from functools import cached_property
 from pathlib import Path
 from typing import Any
@@ -79,21 +80,56 @@ class Run:
 
     @cached_property
     def events(self) -> pd.DataFrame:
-        """``events.jsonl`` as a frame (``ts`` UTC, ``kind``, fields as columns); empty if none."""
+        """``events.jsonl`` as a frame (``ts`` UTC, ``kind``, fields as columns); empty if none.
+
+        Lines that are not events (a torn line of a killed writer, an edited file) are left
+        out and counted in :attr:`skipped_event_lines`."""
         path = self.path / layout.EVENTS
-        return events_frame(read_events(path) if path.is_file() else [])
+        if not path.is_file():
+            return events_frame([])
+        events, bad = [], []
+        try:
+            with open(path, encoding="utf-8", errors="replace") as f:
+                for number, line in enumerate(f, start=1):
+                    if not line.strip():
+                        continue
+                    try:
+                        event = json.loads(line)
+                    except ValueError:
+                        event = None
+                    if (
+                        isinstance(event, dict)
+                        and isinstance(event.get("ts"), str)
+                        and isinstance(event.get("kind"), str)
+                    ):
+                        events.append(event)
+                    else:
+                        bad.append(number)
+        except OSError as err:
+            raise UsageError(f"{path}: cannot read ({err.strerror or err})") from None
+        self.__dict__["skipped_event_lines"] = bad
+        try:
+            return events_frame(events)
+        except (ValueError, TypeError) as err:
+            raise UsageError(f"{path}: an event's time is not an ISO 8601 timestamp ({err})") from None
+
+    @property
+    def skipped_event_lines(self) -> list[int]:
+        """Line numbers of ``events.jsonl`` that are not events (not JSON objects with ``ts`` and ``kind``)."""
+        self.events  # noqa: B018 (reading the events records them)
+        return self.__dict__.get("skipped_event_lines", [])
 
     @cached_property
     def series(self) -> pd.DataFrame:
         """The tidy metrics table ``timestamp (UTC), job, metric, labels, value``; empty if none."""
         path = self.path / layout.SERIES
         if path.is_file():
-            series = pd.read_parquet(path)
+            series = _read_parquet(path, TIDY_COLUMNS)
         else:  # a run that never exported (its runner died): the chunks written while it went
             chunks = sorted((self.path / layout.SERIES_CHUNKS).glob("series-*.parquet"))
             if not chunks:
                 return pd.DataFrame(columns=TIDY_COLUMNS)
-            series = pd.concat([pd.read_parquet(c) for c in chunks], ignore_index=True)
+            series = pd.concat([_read_parquet(c, TIDY_COLUMNS) for c in chunks], ignore_index=True)
         if len(series):
             series = series.assign(timestamp=pd.to_datetime(series["timestamp"], utc=True))
         return series
@@ -106,32 +142,67 @@ class Run:
     @cached_property
     def profiles(self) -> pd.DataFrame:
         """Every profile file: ``file`` (path inside the run), ``kind``, ``step``, ``crds``,
-        ``phase`` (None = end of step), ``timestamp`` (UTC, from its ``profile`` event; NaT if
-        unknown) and ``bytes``, ordered by file name (step, then installed before served)."""
+        ``phase`` (None = end of step), ``timestamp`` (UTC) and ``bytes``, ordered by file name
+        (step, then installed before served).
+
+        Kind, step, CRD count and phase are what the run's ``profile`` event recorded when
+        it saved the file; the file name is only a label. A name that disagrees with its
+        event (a renamed file) raises UsageError; a file no event records, or an event
+        whose file is gone, is left out and listed in :attr:`unrecorded_profiles`.
+        """
         folder = self.path / layout.PROFILES
-        taken = {}
+        files = {
+            f"{layout.PROFILES}/{p.name}": p
+            for p in (sorted(folder.iterdir()) if folder.is_dir() else [])
+            if layout.parse_profile_filename(p.name)
+        }
+        recorded = {}
         if len(self.events) and "file" in self.events.columns:
-            for e in self.events[self.events["kind"] == "profile"].itertuples(index=False):
-                taken[e.file] = e.ts
-        rows = []
-        for path in sorted(folder.iterdir()) if folder.is_dir() else []:
-            name = layout.parse_profile_filename(path.name)
-            if name is None:
-                continue
-            rows.append(
-                (
-                    name.relative,
-                    name.kind,
-                    name.step,
-                    name.crds,
-                    name.phase,
-                    taken.get(name.relative, pd.NaT),
-                    path.stat().st_size,
-                )
+            for e in self.events[self.events["kind"] == "profile"].to_dict("records"):
+                recorded[e["file"]] = e
+        if files and not recorded:
+            raise UsageError(
+                f"{self.path}: {layout.EVENTS} records none of its {len(files)} profiles, so their CRD counts "
+                f"and phases are unknown (a file name is a label, not a record)"
             )
+        by_slot = {(e.get("profile"), _int(e.get("step")), _phase(e.get("phase"))): e for e in recorded.values()}
+        rows, unrecorded = [], []
+        for relative, path in files.items():
+            name = layout.parse_profile_filename(path.name)
+            event = recorded.get(relative)
+            if event is None:
+                twin = by_slot.get((name.kind, name.step, name.phase))
+                if twin is not None:
+                    raise UsageError(
+                        f"{self.path / relative}: its name says {name.crds} CRDs, but {layout.EVENTS} recorded "
+                        f"step {name.step}'s {_describe(name.kind, name.phase)} as {twin['file']} at "
+                        f"{_int(twin.get('crds'))} CRDs; the file was renamed or replaced"
+                    )
+                unrecorded.append(
+                    (relative, f"no profile event in {layout.EVENTS} records it, so its CRD count is unknown")
+                )
+                continue
+            said = (event.get("profile"), _int(event.get("step")), _int(event.get("crds")), _phase(event.get("phase")))
+            if said != (name.kind, name.step, name.crds, name.phase):
+                raise UsageError(
+                    f"{self.path / relative}: its name says {_describe(name.kind, name.phase)}, step {name.step}, "
+                    f"{name.crds} CRDs, but its event in {layout.EVENTS} says {_describe(said[0], said[3])}, "
+                    f"step {said[1]}, {said[2]} CRDs"
+                )
+            rows.append((relative, *said[:3], said[3], event["ts"], path.stat().st_size))
+        for relative in sorted(set(recorded) - set(files)):
+            unrecorded.append((relative, f"recorded in {layout.EVENTS} but the file is missing"))
+        self.__dict__["unrecorded_profiles"] = unrecorded
         frame = pd.DataFrame(rows, columns=PROFILE_COLUMNS)
         frame["timestamp"] = pd.to_datetime(frame["timestamp"], utc=True)
         return frame
+
+    @property
+    def unrecorded_profiles(self) -> list[tuple[str, str]]:
+        """``(file, why)`` of the profiles :attr:`profiles` leaves out: files no event records,
+        events whose file is missing."""
+        self.profiles  # noqa: B018 (listing the profiles finds them)
+        return self.__dict__.get("unrecorded_profiles", [])
 
     def heap_profiles(self) -> pd.DataFrame:
         """The rows of :attr:`profiles` that are heap profiles."""
@@ -139,10 +210,7 @@ class Run:
 
     def profile_marks(self) -> pd.DataFrame:
         """When each heap profile was taken: ``timestamp, crds, phase`` (``served`` for the end of a step)."""
-        heap = self.heap_profiles().dropna(subset=["timestamp"])
-        return pd.DataFrame(
-            {"timestamp": heap["timestamp"], "crds": heap["crds"].astype(int), "phase": heap["phase"].fillna("served")}
-        ).reset_index(drop=True)
+        return _marks(self.heap_profiles())
 
     def profile_path(self, file: str) -> Path:
         """Absolute path of a profile given its ``file`` entry (for ``go tool pprof`` and friends)."""
@@ -165,7 +233,7 @@ class Run:
         for path in sorted(folder.glob("*.parquet")) if folder.is_dir() else []:
             parsed = layout.parse_probe_table_name(path.name)
             if parsed and parsed[0] == stem:
-                frames.append(pd.read_parquet(path).assign(step=parsed[1]))
+                frames.append(_read_parquet(path).assign(step=parsed[1]))
         return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()
 
     def probe_tables(self) -> list[str]:
@@ -191,7 +259,7 @@ class Run:
     @cached_property
     def crd_summary(self) -> dict[str, Any] | None:
         path = self.path / layout.CRD_SUMMARY
-        return json.loads(path.read_text()) if path.is_file() else None
+        return _read_json_object(path) if path.is_file() else None
 
     def read_jsonl(self, relative: str) -> list[dict[str, Any]]:
         """Records of a JSON-lines file inside the run (e.g. ``crds.jsonl`` of ``crdscale install``)."""
@@ -201,15 +269,63 @@ class Run:
     def output_dir(self, name: str = layout.ANALYSIS) -> Path:
         """Where derived files go (``analysis/``, ``report/``), created on demand."""
         path = self.path / name
-        path.mkdir(parents=True, exist_ok=True)
+        try:
+            path.mkdir(parents=True, exist_ok=True)
+        except OSError as err:  # a read-only copy of a run: say so, in one line
+            raise UsageError(f"{path}: cannot create ({err.strerror or err})") from None
         return path
 
     # ------------------------------------------------------------ analysis
 
+    def heap_profile_set(self) -> HeapProfiles:
+        """Every heap profile decoded, those the fits cannot use set aside with why (not
+        a heap profile inside, no event recording it). Decodes each time: nothing is kept."""
+        from crdscale.analysis.percrd import SkippedProfile, heap_profile_problem
+
+        heap = self.heap_profiles()
+        skipped = [
+            SkippedProfile(f, why)
+            for f, why in self.unrecorded_profiles
+            if (p := layout.parse_profile_filename(Path(f).name)) and p.kind == "heap"
+        ]
+        decoded, usable = {}, []
+        for r in heap.itertuples(index=False):
+            profile = self.read_profile(r.file)
+            problem = heap_profile_problem(profile)
+            if problem:
+                skipped.append(SkippedProfile(r.file, problem))
+                continue
+            decoded[r.file] = profile
+            usable.append(r.file)
+        return HeapProfiles(heap[heap["file"].isin(usable)].reset_index(drop=True), decoded, skipped)
+
+    @property
+    def warnings(self) -> list[str]:
+        """What a reader of this run's numbers must be told: a run that did not complete (with its
+        reason), event-log lines that are not events (:attr:`skipped_event_lines`)."""
+        from crdscale.analysis.percrd import status_warning
+
+        state = status_warning(self.status, self.manifest.get("reason"))
+        return ([state] if state else []) + self.file_warnings
+
+    @property
+    def file_warnings(self) -> list[str]:
+        """Problems of the run's files that leave something out (event-log lines that are not events)."""
+        out = []
+        if self.skipped_event_lines:
+            lines = ", ".join(map(str, self.skipped_event_lines[:5])) + (
+                ", ..." if len(self.skipped_event_lines) > 5 else ""
+            )
+            out.append(
+                f"{layout.EVENTS}: {len(self.skipped_event_lines)} line(s) that are not events left out (line {lines})"
+            )
+        return out
+
     def analysis(self, rules: Sequence | None = None, confidence: float = 0.95):
         """Per-CRD cost fits of this run (:class:`crdscale.analysis.percrd.RunAnalysis`).
 
-        Decodes every heap profile; the result for the default rules is kept.
+        Decodes every heap profile; the result for the default rules is kept. Profiles the
+        fits cannot use are listed, with why, in the result's ``skipped`` and ``warnings``.
         Raises UsageError unless there are heap profiles at two or more CRD counts.
         """
         from crdscale.analysis.attribution import RULES
@@ -218,24 +334,95 @@ class Run:
         key = (id(rules) if rules is not None else None, confidence)
         cache = self.__dict__.setdefault("_analyses", {})
         if key not in cache:
-            heap = self.heap_profiles()
+            found = self.heap_profile_set()
+            heap = found.rows
             if heap["crds"].nunique() < 2:
-                raise UsageError(f"{self.path}: needs heap profiles at two or more CRD counts under {layout.PROFILES}/")
-            decoded = (
-                (int(r.crds), r.phase if isinstance(r.phase, str) else None, self.read_profile(r.file))
-                for r in heap.itertuples(index=False)
-            )
-            cache[key] = analyze(
-                decoded,
+                left_out = f" ({len(found.skipped)} left out: {found.skipped[0]})" if found.skipped else ""
+                raise UsageError(
+                    f"{self.path}: needs heap profiles at two or more CRD counts under {layout.PROFILES}/{left_out}"
+                )
+            result = analyze(
+                (
+                    (int(r.crds), r.phase if isinstance(r.phase, str) else None, found.decoded[r.file])
+                    for r in heap.itertuples(index=False)
+                ),
                 manifest=self.manifest,
                 series=self.series,
-                marks=self.profile_marks(),
+                marks=_marks(heap),
                 rules=rules if rules is not None else RULES,
                 confidence=confidence,
                 run_dir=self.path,
                 profile_files=[str(self.path / f) for f in heap["file"]],
+                skipped=found.skipped,
+                status=self.status,
+                reason=self.manifest.get("reason"),
+                notes=self.file_warnings,
             )
+            cache[key] = result
         return cache[key]
+
+
+@dataclass
+class HeapProfiles:
+    """A run's heap profiles the fits can use (``rows``: :attr:`Run.profiles` rows; ``decoded``:
+    file -> :class:`crdscale.analysis.pprof.Profile`) and those set aside (``skipped``)."""
+
+    rows: pd.DataFrame
+    decoded: dict
+    skipped: list
+
+
+def _marks(heap: pd.DataFrame) -> pd.DataFrame:
+    """When each heap profile of ``heap`` was taken: ``timestamp, crds, phase`` (``served`` for the end of a step)."""
+    heap = heap.dropna(subset=["timestamp"])
+    return pd.DataFrame(
+        {"timestamp": heap["timestamp"], "crds": heap["crds"].astype(int), "phase": heap["phase"].fillna("served")}
+    ).reset_index(drop=True)
+
+
+def _int(value) -> int | None:
+    try:
+        return int(value)
+    except (TypeError, ValueError):
+        return None
+
+
+def _phase(value) -> str | None:
+    """A profile event's phase: ``None`` (end of step) also when written as NaN by a DataFrame."""
+    return value if isinstance(value, str) and value else None
+
+
+def _describe(kind, phase) -> str:
+    return f"{kind} profile" + (f" ({phase})" if phase else "")
+
+
+def _read_json_object(path: Path) -> dict[str, Any]:
+    """A JSON file that must hold an object; UsageError (one line) otherwise."""
+    try:
+        value = json.loads(path.read_text(encoding="utf-8"))
+    except OSError as err:
+        raise UsageError(f"{path}: cannot read ({err.strerror or err})") from None
+    except ValueError as err:  # also UnicodeDecodeError
+        raise UsageError(f"{path}: not JSON ({err})") from None
+    if not isinstance(value, dict):
+        raise UsageError(f"{path}: holds a JSON {type(value).__name__}, not an object")
+    return value
+
+
+def _read_parquet(path: Path, columns: Sequence[str] = ()) -> pd.DataFrame:
+    """A parquet table of the run (with ``columns`` at least); UsageError (one line) when the file is
+    empty, truncated or not parquet, as a copy interrupted or a disk filled up leaves it."""
+    import pyarrow
+
+    try:
+        frame = pd.read_parquet(path)
+    except (OSError, ValueError, pyarrow.ArrowException) as err:
+        first = (str(err).strip().splitlines() or [type(err).__name__])[0]
+        raise UsageError(f"{path}: not a readable parquet file ({first})") from None
+    missing = [c for c in columns if c not in frame.columns]
+    if missing:
+        raise UsageError(f"{path}: no column {', '.join(missing)}; not a crdscale table")
+    return frame
 
 
 def read_run(path: str | Path) -> Run:
@@ -246,11 +433,7 @@ def read_run(path: str | Path) -> Run:
     manifest_path = path / layout.MANIFEST
     if not manifest_path.is_file():
         raise UsageError(f"{path} is not a crdscale run directory (no {layout.MANIFEST})")
-    try:
-        manifest = json.loads(manifest_path.read_text())
-    except ValueError as err:
-        raise UsageError(f"{manifest_path}: not JSON ({err})") from None
-    return Run(path, manifest)
+    return Run(path, _read_json_object(manifest_path))
 
 
 def read_experiment_manifest(path: str | Path) -> dict[str, Any]:
@@ -258,7 +441,4 @@ def read_experiment_manifest(path: str | Path) -> dict[str, Any]:
     manifest_path = Path(path) / layout.EXPERIMENT_MANIFEST
     if not manifest_path.is_file():
         raise UsageError(f"{path} is not a crdscale experiment directory (no {layout.EXPERIMENT_MANIFEST})")
-    try:
-        return json.loads(manifest_path.read_text())
-    except ValueError as err:
-        raise UsageError(f"{manifest_path}: not JSON ({err})") from None
+    return _read_json_object(manifest_path)

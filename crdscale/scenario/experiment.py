@@ -114,13 +114,17 @@ class Experiment:
         """Reopen an experiment directory (its scenario is rebuilt from the manifest)."""
         path = Path(path)
         manifest = read_experiment_manifest(path)
+        if not isinstance(manifest.get("scenario"), dict) or not isinstance(manifest.get("cells", []), list):
+            raise UsageError(
+                f"{path}/{layout.EXPERIMENT_MANIFEST}: no scenario table or no cell list; not written by crdscale"
+            )
         scenario = build_scenario(
             manifest["scenario"],
             where=f"{path}/{layout.EXPERIMENT_MANIFEST}",
             overrides=manifest.get("overrides") or {},
         )
         scenario.source_path = manifest.get("scenario_file")
-        recorded = {c["name"]: c for c in manifest.get("cells", [])}
+        recorded = {c["name"]: c for c in manifest.get("cells", []) if isinstance(c, dict) and "name" in c}
         cells = []
         for cell, sc in expand(scenario):
             r = recorded.get(cell.name, {})

@@ -167,7 +167,8 @@ def test_series_end_values_and_establish_times():
         }
     )
     end = series_end_values(series).set_index("metric")
-    assert end.loc["rss_bytes"].tolist() == [1, 4, 5]
+    assert end.loc["rss_bytes", ["first", "last", "peak"]].tolist() == [1, 4, 5]
+    assert end.loc["rss_bytes", "source"] == "kube-apiserver"  # the only record of it
     assert end.loc["goroutines", "last"] == 13
     events = pd.DataFrame(
         [{"kind": "established", "step": 1, "established": 40, "duration_s": 2.0}, {"kind": "step.end", "step": 1}]

@@ -82,10 +82,12 @@ def test_extras_table_matches_pyproject():
 # --- the run's copies -----------------------------------------------------------------
 
 
-def test_copies_are_bound_to_the_run_and_never_overwritten(run_copy):
+def test_copies_are_bound_to_the_run_and_never_overwritten(run_copy, monkeypatch):
     from crdscale.report.lab import bind_notebooks
 
-    first = bind_notebooks(run_copy, execute=False)
+    # A relative RUN_DIR, as typed: the copies run in RUN_DIR/notebooks/, so they get the absolute path.
+    monkeypatch.chdir(run_copy.parent)
+    first = bind_notebooks(run_copy.name, execute=False)
     assert [(b.path.name, b.created) for b in first] == [("memory.ipynb", True), ("attribution.ipynb", True)]
     nb = json.loads(first[0].path.read_text())
     injected = [c for c in nb["cells"] if "injected-parameters" in c["metadata"].get("tags", [])]
@@ -167,7 +169,8 @@ def _chromium(url: str, profile: Path, *args: str) -> subprocess.CompletedProces
 @pytest.mark.timeout(600)
 def test_lab_shows_the_memory_notebook_as_a_notebook_in_chromium(run_copy, tmp_path):
     lab = subprocess.Popen(
-        [sys.executable, "-m", "crdscale", "lab", str(run_copy)],
+        [sys.executable, "-m", "crdscale", "lab", run_copy.name],  # relative, as people type it
+        cwd=run_copy.parent,
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
@@ -216,6 +219,7 @@ def test_lab_shows_the_memory_notebook_as_a_notebook_in_chromium(run_copy, tmp_p
         assert code == 0
         drain.join(10)
         assert "stopping JupyterLab" in "".join(errors)
+        assert "notebook failed" not in "".join(errors)  # the copies found the (relative) run
         deadline = time.monotonic() + 20
         while any(_alive(*p) for p in started.items()) and time.monotonic() < deadline:
             time.sleep(0.5)

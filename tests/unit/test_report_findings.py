@@ -61,7 +61,17 @@ def test_numbers_equal_the_analysis(reference):
         numbers.loc["rss_bytes_final", "value"]
         == sp[(sp.metric == "rss_bytes") & (sp.crds == 160) & (sp.phase == "served")]["value"].iloc[-1]
     )
-    assert numbers.loc["rss_bytes_peak", "value"] == memory["rss"].max()
+    # peak RSS from the most complete record of it (here /proc, read every second), which it names
+    rss = analysis.process.set_index("metric").loc["process_resident_memory_bytes"]
+    assert rss["source"] == "kube-apiserver-proc"
+    assert (
+        numbers.loc["rss_bytes_peak", "value"]
+        == rss["peak"]
+        == data.series.query("job == 'kube-apiserver-proc' and metric == 'process_resident_memory_bytes'")[
+            "value"
+        ].max()
+    )
+    assert numbers.loc["rss_bytes_peak", "source"].startswith("/proc (job kube-apiserver-proc)")
 
 
 def test_markdown_shows_every_number_formatted(reference):
@@ -112,7 +122,8 @@ def test_provenance_states_resolution_and_harness_cost():
             },
         }
     )
-    assert prov["metrics resolution"].startswith("300 samples") and "largest 2 s" in prov["metrics resolution"]
+    assert prov["metrics resolution"].startswith("process figures (RSS, CPU, fds, threads) from /metrics")
+    assert "300 samples" in prov["metrics resolution"] and "largest 2 s" in prov["metrics resolution"]
     assert prov["harness cost"] == "crdscale 3.0 s + Prometheus 1.0 s CPU = 4.0% of kube-apiserver's 100.0 s"
 
 

@@ -5,6 +5,7 @@ and SVG; a failing notebook is named by file:line and its partial output kept.""
 from __future__ import annotations
 
 import json
+import os
 import re
 from pathlib import Path
 
@@ -33,8 +34,14 @@ def report(tmp_path_factory):
     from contextlib import redirect_stdout
 
     buf = io.StringIO()
-    with redirect_stdout(buf):
-        code = main(["report", str(REFERENCE), "--out", str(out)])
+    # Relative RUN_DIR and --out, as people type them: the notebooks run elsewhere and must still find the run.
+    cwd = os.getcwd()
+    os.chdir(REFERENCE.parent)
+    try:
+        with redirect_stdout(buf):
+            code = main(["report", REFERENCE.name, "--out", os.path.relpath(out)])
+    finally:
+        os.chdir(cwd)
     return code, buf.getvalue(), out
 
 
