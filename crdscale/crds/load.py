@@ -72,9 +72,9 @@ _CHART_TEMPLATE_MEMBER = re.compile(r"^[^/]+(/charts/[^/]+)*/templates/")
 @dataclass(frozen=True)
 class CrdSource:
     """Where one CRD came from: file path (``archive.xpkg:package.yaml`` inside a tarball) and
-    1-based document index."""
+    1-based document index; ``cluster https://...`` for a cluster's CRD, numbered in its LIST."""
 
-    path: Path
+    path: Path | str
     document: int
 
     def __str__(self) -> str:
@@ -462,7 +462,7 @@ def cluster_crds(cluster) -> LoadedCrdSet:
     items, _ = cluster.list("/apis/apiextensions.k8s.io/v1/customresourcedefinitions")
     result = LoadedCrdSet(files=0)
     first_seen: dict[str, CrdSource] = {}
-    label = Path(f"cluster {cluster.server}")
+    label = f"cluster {cluster.server}"
     for index, item in enumerate(items, start=1):
         # A LIST's items carry no kind or apiVersion; the collection says what they are.
         item = {"apiVersion": CRD_API_VERSION, "kind": CRD_KIND, **item}
