@@ -224,21 +224,15 @@ def _read_set(args: argparse.Namespace, source: str | None) -> _CrdSet:
 
         cluster = connect(resolve_kubeconfig(args.kubeconfig), args.context)
         try:
-            loaded = cluster_crds(cluster)
+            loaded = cluster_crds(cluster, measure=crd_features)
         finally:
             cluster.close()
         label = f"cluster {cluster.server}"
     else:
-        loaded = load_crds(source)
+        loaded = load_crds(source, measure=crd_features)
         label = "stdin" if source == "-" else source
     require_crds(loaded, label)
-    return _CrdSet(
-        label,
-        [c["metadata"]["name"] for c in loaded.crds],
-        [crd_features(c) for c in loaded.crds],
-        dict(loaded.skipped),
-        list(loaded.warnings),
-    )
+    return _CrdSet(label, loaded.names, loaded.measures, dict(loaded.skipped), list(loaded.warnings))
 
 
 def _clean(v):

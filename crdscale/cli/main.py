@@ -63,7 +63,9 @@ def _load(module_name: str):
     return importlib.import_module(f"crdscale.cli.{module_name}").Command
 
 
-def build_parser() -> argparse.ArgumentParser:
+def build_parser(only: str | None = None) -> argparse.ArgumentParser:
+    """The whole CLI's parser; with ``only`` (a subcommand), one that knows just it: importing every
+    command's module costs ~1 s of CPU (pandas, requests...) that one command may not need."""
     parser = argparse.ArgumentParser(
         prog="crdscale",
         description=DESCRIPTION,
@@ -72,6 +74,8 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--version", action="version", version=f"crdscale {__version__}")
     subparsers = parser.add_subparsers(dest="command", metavar="COMMAND")
     for name, module_name in SUBCOMMANDS.items():
+        if only is not None and name != only:
+            continue
         try:
             command = _load(module_name)
         except ModuleNotFoundError as err:
@@ -103,7 +107,8 @@ def require_extras(command: str) -> None:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the CLI and return the exit code (tests call this directly)."""
-    parser = build_parser()
+    argv = list(sys.argv[1:] if argv is None else argv)
+    parser = build_parser(argv[0] if argv and argv[0] in SUBCOMMANDS else None)
     args = parser.parse_args(argv)
     if not getattr(args, "_command", None):
         parser.print_help()

@@ -36,7 +36,7 @@ import subprocess
 import sys
 import tarfile
 from collections import Counter
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -86,15 +86,19 @@ class LoadedCrdSet:
     """CRDs found under a source, in file order, and what was left out.
 
     Attributes:
-        crds: CRD dicts as read.
-        sources: ``sources[i]`` is where ``crds[i]`` came from.
+        names: CRD names, in file order.
+        crds: CRD dicts as read (empty when loaded with a ``measure``).
+        measures: what ``measure`` made of each CRD (when loaded with one).
+        sources: ``sources[i]`` is where CRD ``names[i]`` came from.
         files: files read (tarball members and rendered charts count one each).
         documents: non-empty documents read (list items counted one by one).
         skipped: documents left out, by kind (``"<no kind>"`` for objects without one).
         warnings: what could not be read, each with a way out (e.g. a chart's templated CRDs without helm).
     """
 
+    names: list[str] = field(default_factory=list)
     crds: list[dict[str, Any]] = field(default_factory=list)
+    measures: list[Any] = field(default_factory=list)
     sources: list[CrdSource] = field(default_factory=list)
     files: int = 0
     documents: int = 0
@@ -121,7 +125,7 @@ class LoadedCrdSet:
 def require_crds(loaded: LoadedCrdSet, where: str) -> None:
     """Raise :class:`CRDError` when ``loaded`` holds no ``apiextensions.k8s.io/v1`` CRD, naming what it
     found instead (v1beta1 CRDs, other kinds, or nothing). One wording for every command."""
-    if loaded.crds:
+    if loaded.names:
         return
     hint = ""
     if _SKIP_KEY_OLD_CRD in loaded.skipped:
@@ -378,45 +382,70 @@ def check_size(crd: Mapping[str, Any], where: CrdSource | str) -> None:
         )
 
 
-def _add(result: LoadedCrdSet, first_seen: dict[str, CrdSource], obj: dict[str, Any], where: CrdSource) -> None:
-    result.documents += 1
+def _skip_key(obj: Mapping[str, Any]) -> str | None:
+    """How a document that is not a v1 CRD is counted (None for a v1 CRD)."""
     kind = obj.get("kind")
     if kind != CRD_KIND:
-        result.skipped[kind if isinstance(kind, str) and kind else "<no kind>"] += 1
-        return
+        return kind if isinstance(kind, str) and kind else "<no kind>"
     if obj.get("apiVersion") != CRD_API_VERSION:
-        result.skipped[
-            _SKIP_KEY_OLD_CRD if "v1beta1" in str(obj.get("apiVersion")) else f"{kind} ({obj.get('apiVersion')})"
-        ] += 1
-        return
-    check_crd(obj, where)
-    check_size(obj, where)
-    name = obj["metadata"]["name"]
-    if name in first_seen:
-        raise CRDError(f"{where}: CRD {name} already defined in {first_seen[name]}")
-    first_seen[name] = where
-    result.crds.append(obj)
-    result.sources.append(where)
+        return _SKIP_KEY_OLD_CRD if "v1beta1" in str(obj.get("apiVersion")) else f"{kind} ({obj.get('apiVersion')})"
+    return None
 
 
-def load_crds(sources: str | Path | Iterable[str | Path]) -> LoadedCrdSet:
+# One object of a text: (document index, skip key or None, CRD name, the CRD or what ``measure`` made of it).
+_Record = tuple[int, str | None, str | None, Any]
+Measure = Callable[[dict[str, Any]], Any]
+
+
+def _records(label: Path | str, documents: Iterable[tuple[int, Any]], measure: Measure | None) -> list[_Record]:
+    """Every object of one text, checked (a malformed or oversized CRD raises :class:`CRDError`)."""
+    out = []
+    for index, document in documents:
+        where = CrdSource(label, index)
+        for obj in _objects(document, where):
+            skip = _skip_key(obj)
+            if skip is not None:
+                out.append((index, skip, None, None))
+                continue
+            check_crd(obj, where)
+            check_size(obj, where)
+            out.append((index, None, obj["metadata"]["name"], obj if measure is None else measure(obj)))
+    return out
+
+
+def _collect(result: LoadedCrdSet, parsed: Iterable[tuple[Path | str, list[_Record]]], measured: bool) -> None:
+    first_seen: dict[str, CrdSource] = {}
+    for label, records in parsed:
+        result.files += 1
+        for index, skip, name, payload in records:
+            result.documents += 1
+            if skip is not None:
+                result.skipped[skip] += 1
+                continue
+            where = CrdSource(label, index)
+            if name in first_seen:
+                raise CRDError(f"{where}: CRD {name} already defined in {first_seen[name]}")
+            first_seen[name] = where
+            result.names.append(name)
+            result.sources.append(where)
+            (result.measures if measured else result.crds).append(payload)
+
+
+def load_crds(sources: str | Path | Iterable[str | Path], *, measure: Measure | None = None) -> LoadedCrdSet:
     """Read every CRD under ``sources`` (files, directories, tarballs, charts, ``-`` for stdin).
 
-    Returns a :class:`LoadedCrdSet` (possibly empty: see :func:`require_crds`). Raises
-    :class:`CRDError` for a missing source, a malformed file or document, a CRD the API
-    server would refuse for its size, or two CRDs with the same name.
+    Returns a :class:`LoadedCrdSet` (possibly empty: see :func:`require_crds`). With ``measure``
+    (a module-level function of one CRD dict), ``measures`` holds what it returns for each CRD
+    instead of ``crds`` holding the CRDs, and a large set is parsed by one worker process per CPU
+    (a provider's 17 MB of YAML take ~1.5 s of one core; a few numbers per CRD come back, not the
+    CRDs). Raises :class:`CRDError` for a missing source, a malformed file or document, a CRD the
+    API server would refuse for its size, or two CRDs with the same name.
     """
     if isinstance(sources, (str, Path)):
         sources = [sources]
     result = LoadedCrdSet()
-    first_seen: dict[str, CrdSource] = {}
     texts = [text for source in sources for text in _texts(source, result.warnings)]
-    for label, documents in _parse(texts):
-        result.files += 1
-        for index, document in documents:
-            where = CrdSource(label, index)
-            for obj in _objects(document, where):
-                _add(result, first_seen, obj, where)
+    _collect(result, _parse(texts, measure), measured=measure is not None)
     for warning in result.warnings:
         log.warning("%s", warning)
     return result
@@ -426,20 +455,24 @@ def load_crds(sources: str | Path | Iterable[str | Path]) -> LoadedCrdSet:
 PARALLEL_MIN_BYTES = 4 << 20
 
 
-def _parse_texts(texts: list[tuple[Path, bytes]]) -> list[tuple[Path, list[tuple[int, Any]]]]:
-    return [(label, list(_documents(label, data))) for label, data in texts]
+def _parse_texts(texts: list[tuple[Path, bytes]], measure: Measure | None) -> list[tuple[Path, list[_Record]]]:
+    return [(label, _records(label, _documents(label, data), measure)) for label, data in texts]
 
 
-def _parse(texts: list[tuple[Path, bytes]]) -> Iterator[tuple[Path, list[tuple[int, Any]]]]:
-    """Each text's documents, in order; parsed by one worker process per CPU when there is enough YAML
-    (parsing is CPU-bound Python: a provider's 17 MB take ~1.3 s on one core)."""
+def _parse(texts: list[tuple[Path, bytes]], measure: Measure | None) -> Iterator[tuple[Path, list[_Record]]]:
+    """Each text's records, in order; with ``measure`` and enough YAML, by one worker process per CPU."""
     total = sum(len(data) for _, data in texts)
     try:
         cpus = len(os.sched_getaffinity(0))
     except AttributeError:  # not Linux
         cpus = os.cpu_count() or 1
-    if cpus < 2 or total < PARALLEL_MIN_BYTES or "fork" not in multiprocessing.get_all_start_methods():
-        yield from _parse_texts(texts)
+    if (
+        measure is None
+        or cpus < 2
+        or total < PARALLEL_MIN_BYTES
+        or "fork" not in multiprocessing.get_all_start_methods()
+    ):
+        yield from _parse_texts(texts, measure)
         return
     # Chunks of about equal bytes, a few per worker so one slow chunk does not hold up the rest.
     chunks: list[list[tuple[Path, bytes]]] = [[]]
@@ -450,21 +483,22 @@ def _parse(texts: list[tuple[Path, bytes]]) -> Iterator[tuple[Path, list[tuple[i
             size = 0
         chunks[-1].append(text)
         size += len(text[1])
-    # fork: the workers need nothing imported again and no __main__ guard.
-    with concurrent.futures.ProcessPoolExecutor(cpus, mp_context=multiprocessing.get_context("fork")) as pool:
-        for parsed in pool.map(_parse_texts, chunks):
+    # fork: the workers need nothing imported again and no __main__ guard. map keeps the order,
+    # so the first error in file order is the one raised, as in one process.
+    context = multiprocessing.get_context("fork")
+    with concurrent.futures.ProcessPoolExecutor(cpus, mp_context=context) as pool:
+        for parsed in pool.map(_parse_texts, chunks, [measure] * len(chunks)):
             yield from parsed
 
 
-def cluster_crds(cluster) -> LoadedCrdSet:
+def cluster_crds(cluster, *, measure: Measure | None = None) -> LoadedCrdSet:
     """The CRDs ``cluster`` (a :class:`crdscale.cluster.clients.Cluster`) has installed: one paged LIST,
-    nothing written. Their sources name the server."""
+    nothing written; ``measure`` as for :func:`load_crds`. Their sources name the server."""
     items, _ = cluster.list("/apis/apiextensions.k8s.io/v1/customresourcedefinitions")
-    result = LoadedCrdSet(files=0)
-    first_seen: dict[str, CrdSource] = {}
+    # A LIST's items carry no kind or apiVersion; the collection says what they are.
+    items = [{"apiVersion": CRD_API_VERSION, "kind": CRD_KIND, **item} for item in items]
     label = f"cluster {cluster.server}"
-    for index, item in enumerate(items, start=1):
-        # A LIST's items carry no kind or apiVersion; the collection says what they are.
-        item = {"apiVersion": CRD_API_VERSION, "kind": CRD_KIND, **item}
-        _add(result, first_seen, item, CrdSource(label, index))
+    result = LoadedCrdSet()
+    _collect(result, [(label, _records(label, enumerate(items, start=1), measure))], measured=measure is not None)
+    result.files = 0
     return result

@@ -281,3 +281,25 @@ def test_not_utf8_is_one_line(tmp_path):
     (tmp_path / "bad.yaml").write_bytes(b"kind: \xff\n")
     with pytest.raises(CRDError, match="bad.yaml: cannot read: not UTF-8"):
         load_crds(tmp_path)
+
+
+# -- measured in worker processes: the same answer, the same first error
+
+
+def test_parallel_measure_matches_one_process(tmp_path, monkeypatch):
+    from crdscale.analysis.footprint import crd_features
+    from crdscale.crds import load
+
+    for i in range(12):
+        (tmp_path / f"c{i:02}.yaml").write_text(crd_yaml(f"k{i}", properties=i + 1) + "---\n" + DEPLOYMENT)
+    serial = load.load_crds(tmp_path, measure=crd_features)
+    monkeypatch.setattr(load, "PARALLEL_MIN_BYTES", 0)
+    parallel = load.load_crds(tmp_path, measure=crd_features)
+    assert parallel.names == serial.names and parallel.measures == serial.measures
+    assert parallel.skipped == serial.skipped == {"Deployment": 12}
+    assert [str(s) for s in parallel.sources] == [str(s) for s in serial.sources]
+    assert parallel.crds == [] and len(load.load_crds(tmp_path).crds) == 12
+
+    (tmp_path / "c05.yaml").write_text("kind: [\n")
+    with pytest.raises(CRDError, match=r"c05.yaml: document 1: invalid YAML"):
+        load.load_crds(tmp_path, measure=crd_features)
