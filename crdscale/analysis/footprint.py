@@ -355,8 +355,9 @@ def top_crds(
     count: int = 10,
     target: str = TOTAL,
 ) -> dict[str, Any]:
-    """The CRDs that cost most: ``{"target", "half": how many of the costliest make half the predicted
-    ``target``, "crds": [{"name", "bytes", "share", "cumulative_share"}] (the ``count`` costliest)}``."""
+    """The CRDs that cost most: ``{"target", "crds": how many in the set, "half": how many of the costliest
+    make half the predicted ``target``, "costliest": [{"name", "bytes", "share", "cumulative_share"}]
+    (the ``count`` costliest, costliest first)}``."""
     costs = crd_costs(model, per_crd, target)
     total = float(costs.sum())
     order = np.argsort(-costs, kind="stable")
@@ -371,7 +372,7 @@ def top_crds(
         }
         for k, i in enumerate(order[:count])
     ]
-    return {"target": target, "crds": len(names), "half": min(half, len(names)), "top": rows}
+    return {"target": target, "crds": len(names), "half": min(half, len(names)), "costliest": rows}
 
 
 def _interval_arrays(model: LinearModel, x: np.ndarray, scale: np.ndarray, confidence: float):

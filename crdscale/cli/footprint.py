@@ -59,8 +59,8 @@ stopped, partial runs kept, no model written.
 
 -o json gives {"kube_version", "source", "features", "skipped", "predictions":
 [{"target", "value", "low", "high"}], "served_heap_bytes": {...}, "rss_bytes":
-{...}, "top": {"target", "crds", "half", "top": [{"name", "bytes", "share",
-"cumulative_share"}]}, "budget": {"budget", "baseline", "target", "crds",
+{...}, "top": {"target", "crds", "half", "costliest": [{"name", "bytes",
+"share", "cumulative_share"}]}, "budget": {"budget", "baseline", "target", "crds",
 "fit", "fit_at_high", "whole_set"} or null, "warnings": [...], "definitions":
 {...}, "model": {"origin": "calibrated"|"shipped"|"file", "path", "features",
 "provenance", "ranges"}}; with OLD NEW, {"old", "new", "changes": {"added",
@@ -444,13 +444,13 @@ def _print_rows(rows: dict[str, dict[str, float | None]], *, signed: bool = Fals
 
 
 def _print_top(top: dict[str, Any]) -> None:
-    if not top["top"]:
+    if not top["costliest"]:
         return
     print(
         f"Costliest CRDs by predicted heap ({top['half']:,} of {top['crds']:,} make half of it; "
         f"share, cumulative share):"
     )
-    for r in top["top"]:
+    for r in top["costliest"]:
         print(f"  {_fmt(r['bytes']):>12}  {r['share']:6.1%}  {r['cumulative_share']:6.1%}  {r['name']}")
 
 

@@ -236,7 +236,7 @@ def _tarball(path: Path, warnings: list[str], *, templates: bool = True) -> Iter
     try:
         with tarfile.open(path, "r:*") as archive:
             members = [m for m in archive.getmembers() if m.isfile()]
-            names = [m.name.lstrip("./") for m in members]
+            names = [m.name.removeprefix("./") for m in members]
             if any(re.fullmatch(r"[^/]+/Chart\.yaml", n) for n in names):
                 for member, name in zip(members, names, strict=True):
                     if _CHART_CRD_MEMBER.match(name):
@@ -275,7 +275,7 @@ def _image_layers(path: Path, archive: tarfile.TarFile, members: list[tarfile.Ta
         try:
             with tarfile.open(fileobj=io.BytesIO(_member_bytes(archive, member, str(path))), mode="r:*") as layer:
                 for inner in layer.getmembers():
-                    if inner.isfile() and inner.name.lstrip("./") == "package.yaml":
+                    if inner.isfile() and inner.name.removeprefix("./") == "package.yaml":
                         found = True
                         yield Path(f"{path}:{member.name}:package.yaml"), _member_bytes(layer, inner, str(path))
         except tarfile.TarError:

@@ -139,7 +139,7 @@ def test_crossplane_package_tarball_and_its_stream(tmp_path):
     data = json.loads(done.stdout)
     assert data["features"]["crds"] == 3
     assert data["skipped"] == {"Provider": 1}
-    assert sorted(r["name"] for r in data["top"]["top"]) == sorted(f"{n}.pkg.example.org" for n in names)
+    assert sorted(r["name"] for r in data["top"]["costliest"]) == sorted(f"{n}.pkg.example.org" for n in names)
 
     (tmp_path / "package.yaml").write_bytes(package_yaml(names))
     stream = json.loads(footprint(str(tmp_path / "package.yaml")).stdout)

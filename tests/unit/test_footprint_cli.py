@@ -175,11 +175,11 @@ def test_json_answers_top_crds_and_budget(tmp_path, capsys):
     )
     assert code == 0
     data = json.loads(out)
-    assert [r["name"] for r in data["top"]["top"]] == ["large.example.org", "medium.example.org"]
-    shares = [r["share"] for r in data["top"]["top"]]
+    assert [r["name"] for r in data["top"]["costliest"]] == ["large.example.org", "medium.example.org"]
+    shares = [r["share"] for r in data["top"]["costliest"]]
     assert shares[0] > shares[1] > 0
     total = next(p for p in data["predictions"] if p["target"] == "total")["value"]
-    assert data["top"]["top"][0]["bytes"] == pytest.approx(shares[0] * total)
+    assert data["top"]["costliest"][0]["bytes"] == pytest.approx(shares[0] * total)
     assert data["budget"]["crds"] == 3 and 0 <= data["budget"]["fit_at_high"] <= data["budget"]["fit"] <= 3
     assert "rss" in data["definitions"] and "peak" in data["definitions"]["rss"]
     assert any("--baseline" in w for w in data["warnings"])
