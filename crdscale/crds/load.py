@@ -66,6 +66,8 @@ MAX_MEMBER_BYTES = 1 << 30
 _SKIP_KEY_OLD_CRD = "CustomResourceDefinition (apiextensions.k8s.io/v1beta1)"
 # A packaged Helm chart: <chart>/crds/..., subcharts' <chart>/charts/<sub>/crds/...
 _CHART_CRD_MEMBER = re.compile(r"^[^/]+(/charts/[^/]+)*/crds/.+\.(ya?ml|json)$")
+# An image tarball: docker save / go-containerregistry (manifest.json) or an OCI layout (index.json, oci-layout).
+_IMAGE_TARBALL_INDEX = re.compile(r"(manifest|index)\.json|oci-layout")
 _CHART_TEMPLATE_MEMBER = re.compile(r"^[^/]+(/charts/[^/]+)*/templates/")
 
 
@@ -255,7 +257,7 @@ def _tarball(path: Path, warnings: list[str], *, templates: bool = True) -> Iter
                 for member in packages:
                     yield Path(f"{path}:{member.name}"), _member_bytes(archive, member, str(path))
                 return
-            if any(n in ("manifest.json", "index.json", "oci-layout") for n in names):
+            if any(_IMAGE_TARBALL_INDEX.fullmatch(n) for n in names):
                 yield from _image_layers(path, archive, members)
                 return
             for member, name in zip(members, names, strict=True):
