@@ -402,16 +402,24 @@ Measure = Callable[[dict[str, Any]], Any]
 def _records(label: Path | str, documents: Iterable[tuple[int, Any]], measure: Measure | None) -> list[_Record]:
     """Every object of one text, checked (a malformed or oversized CRD raises :class:`CRDError`)."""
     out = []
-    for index, document in documents:
-        where = CrdSource(label, index)
-        for obj in _objects(document, where):
-            skip = _skip_key(obj)
-            if skip is not None:
-                out.append((index, skip, None, None))
-                continue
-            check_crd(obj, where)
-            check_size(obj, where)
-            out.append((index, None, obj["metadata"]["name"], obj if measure is None else measure(obj)))
+    index = 0
+    try:
+        for index, document in documents:
+            where = CrdSource(label, index)
+            for obj in _objects(document, where):
+                skip = _skip_key(obj)
+                if skip is not None:
+                    out.append((index, skip, None, None))
+                    continue
+                check_crd(obj, where)
+                check_size(obj, where)
+                out.append((index, None, obj["metadata"]["name"], obj if measure is None else measure(obj)))
+    except RecursionError:
+        # JSON, and YAML PyYAML loads itself, are not bounded while parsing; measuring them recurses.
+        raise CRDError(
+            f"{label}: document {index or 1}: nests too deeply "
+            f"for crdscale to measure (real CRDs nest a few dozen levels)"
+        ) from None
     return out
 
 

@@ -31,6 +31,15 @@ from yaml import events as ev
 MAX_ALIAS_NODES = 1_572_864
 
 
+# Real CRDs nest a few dozen levels (a property level is two: ``properties`` and the property);
+# Go's decoders allow 10,000, but every later pass here (properties, JSON size) recurses in Python.
+MAX_NESTING = 400
+
+
+class NestingError(yaml.YAMLError):
+    """A document nested deeper than :data:`MAX_NESTING`."""
+
+
 class AliasBombError(yaml.YAMLError):
     """A document whose aliases expand past :data:`MAX_ALIAS_NODES`."""
 
@@ -117,6 +126,8 @@ def _load_events(text: str | bytes) -> Iterator[Any]:
                 if event.tag not in (None, "!", _MAP if mapping else _SEQ):
                     raise _Fallback
                 nodes += 1
+                if len(stack) >= MAX_NESTING:
+                    raise NestingError(f"it nests deeper than {MAX_NESTING} levels, more than crdscale measures")
                 stack.append((current, key, merges, start, anchor))
                 current = {} if mapping else []
                 key, merges, start, anchor = _NO_KEY, [] if mapping else None, nodes, event.anchor

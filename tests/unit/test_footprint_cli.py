@@ -303,3 +303,33 @@ def test_parallel_measure_matches_one_process(tmp_path, monkeypatch):
     (tmp_path / "c05.yaml").write_text("kind: [\n")
     with pytest.raises(CRDError, match=r"c05.yaml: document 1: invalid YAML"):
         load.load_crds(tmp_path, measure=crd_features)
+
+
+def _deep_schema(levels: int) -> dict:
+    schema: dict = {"type": "string"}
+    for _ in range(levels):
+        schema = {"type": "object", "properties": {"a": schema}}
+    return schema
+
+
+def test_deeply_nested_yaml_and_json_are_one_line(tmp_path, capsys):
+    import sys
+
+    crd = yaml.safe_load(crd_yaml())
+    crd["spec"]["versions"][0]["schema"]["openAPIV3Schema"] = _deep_schema(3000)
+    limit = sys.getrecursionlimit()
+    sys.setrecursionlimit(100_000)
+    try:
+        (tmp_path / "deep.json").write_text(json.dumps(crd))
+    finally:
+        sys.setrecursionlimit(limit)
+    code, _, err = run_cli(capsys, "footprint", str(tmp_path), "--shipped")
+    assert code == 5 and "deep.json: document 1: nests too deeply" in err and err.count("\n") == 1
+
+    (tmp_path / "deep.json").unlink()
+    flow = "{type: string}"
+    for _ in range(1000):
+        flow = "{type: object, properties: {a: " + flow + "}}"
+    (tmp_path / "deep.yaml").write_text("a: " + flow + "\n")
+    code, _, err = run_cli(capsys, "footprint", str(tmp_path), "--shipped")
+    assert code == 5 and "deep.yaml: document 1: invalid YAML: it nests deeper than 400 levels" in err
