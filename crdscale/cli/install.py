@@ -125,6 +125,8 @@ class Command:
         print(summary.render())
         if skipped:
             print(f"skipped documents: {skipped}")
+        for warning in loaded.warnings:
+            print(f"crdscale: warning: {warning}", file=sys.stderr)
 
         run_id = args.run_id or new_run_id()
         cluster = connect(resolve_kubeconfig(args.kubeconfig), args.context)

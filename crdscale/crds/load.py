@@ -27,7 +27,6 @@ from __future__ import annotations
 import concurrent.futures
 import io
 import json
-import logging
 import multiprocessing
 import os
 import re
@@ -47,8 +46,6 @@ from crdscale.crds.summary import CrdSetSummary, summarize
 from crdscale.crds.yamlstream import load_all
 from crdscale.errors import CRDError
 from crdscale.schema import json_bytes
-
-log = logging.getLogger(__name__)
 
 CRD_KIND = "CustomResourceDefinition"
 CRD_API_VERSION = "apiextensions.k8s.io/v1"
@@ -132,6 +129,8 @@ def require_crds(loaded: LoadedCrdSet, where: str) -> None:
     hint = ""
     if _SKIP_KEY_OLD_CRD in loaded.skipped:
         hint = " (v1beta1 CRDs are served by no kube-apiserver since 1.22: convert them to v1)"
+    if loaded.warnings:  # e.g. a chart whose CRDs are all in templates, and no helm to render them
+        hint += f"; {loaded.warnings[0]}"
     raise CRDError(f"no {CRD_API_VERSION} CustomResourceDefinitions in {where}: found {loaded.found()}{hint}")
 
 
@@ -456,8 +455,6 @@ def load_crds(sources: str | Path | Iterable[str | Path], *, measure: Measure | 
     result = LoadedCrdSet()
     texts = [text for source in sources for text in _texts(source, result.warnings)]
     _collect(result, _parse(texts, measure), measured=measure is not None)
-    for warning in result.warnings:
-        log.warning("%s", warning)
     return result
 
 

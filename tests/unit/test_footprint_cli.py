@@ -333,3 +333,13 @@ def test_deeply_nested_yaml_and_json_are_one_line(tmp_path, capsys):
     (tmp_path / "deep.yaml").write_text("a: " + flow + "\n")
     code, _, err = run_cli(capsys, "footprint", str(tmp_path), "--shipped")
     assert code == 5 and "deep.yaml: document 1: invalid YAML: it nests deeper than 400 levels" in err
+
+
+@pytest.mark.skipif(__import__("shutil").which("helm") is not None, reason="checks the message without helm")
+def test_chart_with_only_templated_crds_and_no_helm_says_why(tmp_path, capsys):
+    (tmp_path / "templates").mkdir()
+    (tmp_path / "Chart.yaml").write_text("apiVersion: v2\nname: c\nversion: 0.1.0\n")
+    (tmp_path / "templates" / "crd.yaml").write_text("kind: CustomResourceDefinition\n{{ .Values.x }}\n")
+    code, _, err = run_cli(capsys, "footprint", str(tmp_path), "--shipped")
+    assert code == 5 and err.count("\n") == 1
+    assert "found nothing" in err and "helm is not on PATH" in err and "helm template" in err
