@@ -1,4 +1,5 @@
-"""Benchmark: `crdscale footprint`'s prediction against a measured run, on a CRD set the fit never saw.
+"""Benchmark: `crdscale footprint`'s prediction against a measured run, on a CRD set the fit never saw;
+with --speed, how long it takes to read a provider's CRDs, beside kubectl reading the same files.
 
 Generates a CRD set unlike the footprint sweep's (default: 400 apigen CRDs, 150 properties,
 2 served versions, seed 7; the sweep has 120 CRDs, seed 2, 10/100/300 properties, 1 or 3
@@ -9,17 +10,35 @@ settle, heap profile after GC) and prints predicted vs measured growth of the se
 of RSS once the whole set is in: relative error and whether the measurement falls inside the
 95% prediction interval. It reports; it does not assert (the goal: served heap within 20 %).
 
+--speed [DIR] times `crdscale footprint DIR --shipped -o json` as a user runs it (a new process,
+imports included; default DIR: the 1,848 real provider CRDs of
+../shared/data/crossplane-terrajet-2021-crds.tar.gz, unpacked to a temporary directory) against
+kubectl reading the same files: `kubectl label --local --dry-run=client -f DIR k=v -o name` reads,
+decodes and prints every object with no server (`kubectl apply/create --dry-run=client` cannot: they
+need the server's discovery to map kinds, and spend ~30 s failing to reach a fake one); with
+--kubeconfig also `kubectl apply --dry-run=client -f DIR -o name` against that live server
+(discovery only, nothing written). Each command runs --repeat times (default 3); it prints the median
+and best wall time, the median CPU time (user + system of the process and its children: the machine
+may be shared, and CPU time does not count waiting for it) and the load average before and after.
+
 Usage: python benchmarks/footprint.py [--kube-version 1.37.1] [--crds 400] [--properties 150]
                                       [--versions 2] [--seed 7] [--steps 4] [--out DIR] [--shipped] [-o json]
+       python benchmarks/footprint.py --speed [DIR] [--repeat 3] [--kubectl PATH] [--kubeconfig FILE] [-o json]
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
+import resource
+import shutil
+import statistics
 import subprocess
 import sys
+import tarfile
 import tempfile
+import time
 from pathlib import Path
 
 from crdscale.analysis.footprint import RSS, TOTAL, final_growth, training_rows
@@ -30,6 +49,103 @@ from crdscale.scenario.calibrate import read_run_input, sweep_scenario
 from crdscale.scenario.config import build_scenario
 
 MEASURES = ((TOTAL, "served_heap_bytes", "served heap growth"), (RSS, "rss_bytes", "RSS growth"))
+REAL_CRDS = Path(__file__).resolve().parents[2] / "shared" / "data" / "crossplane-terrajet-2021-crds.tar.gz"
+# kubectl needs a kubeconfig even with --local; nothing listens on port 1.
+NO_SERVER_KUBECONFIG = """\
+apiVersion: v1
+kind: Config
+clusters: [{name: none, cluster: {server: "https://127.0.0.1:1"}}]
+contexts: [{name: none, context: {cluster: none, user: none}}]
+current-context: none
+users: [{name: none, user: {token: none}}]
+"""
+
+
+def timed(cmd: list[str], repeat: int, env: dict | None = None) -> dict:
+    """Run ``cmd`` ``repeat`` times: wall seconds (median, best), CPU seconds (median), its stdout's lines."""
+    walls, cpus, lines = [], [], 0
+    for _ in range(repeat):
+        before = resource.getrusage(resource.RUSAGE_CHILDREN)
+        start = time.perf_counter()
+        done = subprocess.run(cmd, capture_output=True, text=True, env=env)
+        walls.append(time.perf_counter() - start)
+        after = resource.getrusage(resource.RUSAGE_CHILDREN)
+        cpus.append(after.ru_utime - before.ru_utime + after.ru_stime - before.ru_stime)
+        if done.returncode != 0:
+            raise SystemExit(f"{' '.join(cmd)} failed ({done.returncode}): {done.stderr.strip()[-500:]}")
+        lines = len(done.stdout.splitlines())
+    return {
+        "command": " ".join(cmd),
+        "wall_s_median": statistics.median(walls),
+        "wall_s_best": min(walls),
+        "cpu_s_median": statistics.median(cpus),
+        "stdout_lines": lines,
+    }
+
+
+def _any_kubectl() -> str:
+    """kubectl on PATH, else any version crdscale has built, else one built now (minutes)."""
+    from crdscale.cluster.binaries import kubectl
+    from crdscale.paths import binaries_dir
+
+    cached = sorted(binaries_dir("kubectl", "v0").parent.glob("v*/kubectl"))
+    if shutil.which("kubectl") or not cached:
+        return str(kubectl().path)
+    return str(cached[-1])
+
+
+def speed(args) -> int:
+    with tempfile.TemporaryDirectory(prefix="crdscale-footprint-speed-") as tmp:
+        crds_dir = args.speed
+        if crds_dir is None:
+            with tarfile.open(REAL_CRDS) as archive:
+                archive.extractall(tmp, filter="data")
+            crds_dir = Path(tmp) / "crds"
+        files = [p for p in Path(crds_dir).rglob("*") if p.suffix in (".yaml", ".yml", ".json")]
+        size = sum(p.stat().st_size for p in files)
+        kubeconfig = Path(tmp) / "no-server.kubeconfig"
+        kubeconfig.write_text(NO_SERVER_KUBECONFIG)
+        kubectl_path = args.kubectl or _any_kubectl()
+        load_before = os.getloadavg()
+        rows = [
+            timed(
+                [sys.executable, "-m", "crdscale", "footprint", str(crds_dir), "--shipped", "-o", "json"], args.repeat
+            ),
+            timed(
+                [kubectl_path, "label", "--local", "--dry-run=client", "-f", str(crds_dir), "crdscale-bench=read"]
+                + ["-o", "name", "--kubeconfig", str(kubeconfig)],
+                args.repeat,
+            ),
+        ]
+        if args.kubeconfig:
+            rows.append(
+                timed(
+                    [kubectl_path, "apply", "--dry-run=client", "-f", str(crds_dir), "-o", "name"]
+                    + ["--kubeconfig", str(args.kubeconfig)],
+                    args.repeat,
+                )
+            )
+        load_after = os.getloadavg()
+    result = {
+        "files": len(files),
+        "bytes": size,
+        "cpus": os.cpu_count(),
+        "load_average_before": load_before[0],
+        "load_average_after": load_after[0],
+        "repeat": args.repeat,
+        "results": rows,
+    }
+    if args.output == "json":
+        print(json.dumps(result, indent=2))
+        return 0
+    print(
+        f"{len(files):,} files, {size / 2**20:.1f} MiB of YAML; {os.cpu_count()} CPUs, load average "
+        f"{load_before[0]:.1f} before, {load_after[0]:.1f} after; {args.repeat} runs each"
+    )
+    print(f"{'wall median':>12}{'wall best':>11}{'CPU median':>12}  command")
+    for r in rows:
+        print(f"{r['wall_s_median']:>11.2f}s{r['wall_s_best']:>10.2f}s{r['cpu_s_median']:>11.2f}s  {r['command']}")
+    return 0
 
 
 def predicted(crds_dir: Path, kube_version: str, shipped: bool) -> dict:
@@ -94,7 +210,21 @@ def main(argv=None) -> int:
     parser.add_argument("--out", type=Path, default=None, help="parent of the run directory (default: ./runs)")
     parser.add_argument("--shipped", action="store_true", help="predict with the shipped model, not a calibrated one")
     parser.add_argument("-o", "--output", choices=("text", "json"), default="text")
+    parser.add_argument(
+        "--speed",
+        nargs="?",
+        type=Path,
+        const=None,
+        default=False,
+        metavar="DIR",
+        help="time footprint on DIR (default: the shared real provider CRDs) beside kubectl reading it",
+    )
+    parser.add_argument("--repeat", type=int, default=3, help="--speed: runs per command")
+    parser.add_argument("--kubectl", help="--speed: this kubectl (default: crdscale's)")
+    parser.add_argument("--kubeconfig", help="--speed: also time kubectl apply --dry-run=client against this server")
     args = parser.parse_args(argv)
+    if args.speed is not False:
+        return speed(args)
 
     params = preset(
         "apigen",

@@ -30,7 +30,7 @@ import numpy as np
 import pandas as pd
 
 from crdscale.analysis.percrd import TOTAL, phase_points, t_quantile
-from crdscale.crds.summary import compact_json, count_properties, schema_depth
+from crdscale.schema import measure_schema
 
 # Features a model may use, in the order they are reported; max_depth describes, it does not add up.
 # properties_squared (the sum over served versions of their property count squared) is there for
@@ -45,25 +45,39 @@ MODEL_FORMAT = 2
 ERROR_SCALE = "served_versions"
 
 
+def crd_features(crd: Mapping[str, Any]) -> dict[str, float]:
+    """:func:`footprint_features` of one CRD (``crds`` is 1): its served versions and their schemas,
+    each measured in one pass."""
+    out = dict.fromkeys(FEATURES + DESCRIPTIVE, 0.0)
+    out["crds"] = 1.0
+    for version in (crd.get("spec") or {}).get("versions") or []:
+        if not version.get("served", True):
+            continue
+        measures = measure_schema((version.get("schema") or {}).get("openAPIV3Schema"))
+        out["served_versions"] += 1
+        out["properties"] += measures.properties
+        out["properties_squared"] += measures.properties**2
+        out["schema_bytes"] += measures.bytes
+        out["max_depth"] = max(out["max_depth"], measures.depth)
+    return out
+
+
+def add_features(per_crd: Sequence[Mapping[str, float]]) -> dict[str, float]:
+    """The features of a set from its CRDs' (:func:`crd_features`): sums, and the deepest depth."""
+    out = dict.fromkeys(FEATURES + DESCRIPTIVE, 0.0)
+    for features in per_crd:
+        for f in FEATURES:
+            out[f] += features[f]
+        out["max_depth"] = max(out["max_depth"], features["max_depth"])
+    return out
+
+
 def footprint_features(crds: Sequence[Mapping[str, Any]]) -> dict[str, float]:
     """The shape of a CRD set: ``crds``; ``served_versions`` (summed over CRDs);
     ``properties`` and ``schema_bytes`` (compact JSON) of the served versions' schemas,
     summed; ``properties_squared`` (each served version's properties squared, summed);
     ``max_depth`` (deepest property nesting). Counts, bytes and levels."""
-    out = dict.fromkeys(FEATURES + DESCRIPTIVE, 0.0)
-    for crd in crds:
-        out["crds"] += 1
-        for version in (crd.get("spec") or {}).get("versions") or []:
-            if not version.get("served", True):
-                continue
-            schema = (version.get("schema") or {}).get("openAPIV3Schema")
-            properties = count_properties(schema)
-            out["served_versions"] += 1
-            out["properties"] += properties
-            out["properties_squared"] += properties**2
-            out["schema_bytes"] += len(compact_json(schema).encode("utf-8")) if schema is not None else 0
-            out["max_depth"] = max(out["max_depth"], schema_depth(schema))
-    return out
+    return add_features([crd_features(c) for c in crds])
 
 
 def features_from_summary(summary: Mapping[str, Any]) -> dict[str, float]:
@@ -317,6 +331,113 @@ def predict(model: FootprintModel, features: Mapping[str, float], confidence: fl
     x = [float(features[f]) for f in model.features]
     scale = float(features[ERROR_SCALE])
     rows = [(t, *m.predict(x, scale, confidence)) for t, m in model.targets.items()]
+    out = pd.DataFrame(rows, columns=["target", "value", "low", "high"])
+    out["_last"] = out["target"].map({TOTAL: 1, RSS: 2}).fillna(0)
+    out = out.sort_values(["_last", "value"], ascending=[True, False], kind="stable").drop(columns="_last")
+    return out.reset_index(drop=True)
+
+
+def _matrix(per_crd: Sequence[Mapping[str, float]], names: Sequence[str]) -> np.ndarray:
+    return np.array([[float(f[n]) for n in names] for f in per_crd], dtype=float).reshape(len(per_crd), len(names))
+
+
+def crd_costs(model: FootprintModel, per_crd: Sequence[Mapping[str, float]], target: str = TOTAL) -> np.ndarray:
+    """Each CRD's share of ``target`` (bytes): its :func:`crd_features` times the coefficients. The model is
+    linear through the origin, so the shares add up to the set's prediction exactly."""
+    return _matrix(per_crd, model.features) @ np.asarray(model.targets[target].coef, dtype=float)
+
+
+def top_crds(
+    model: FootprintModel,
+    names: Sequence[str],
+    per_crd: Sequence[Mapping[str, float]],
+    *,
+    count: int = 10,
+    target: str = TOTAL,
+) -> dict[str, Any]:
+    """The CRDs that cost most: ``{"target", "crds": how many in the set, "half": how many of the costliest
+    make half the predicted ``target``, "costliest": [{"name", "bytes", "share", "cumulative_share"}]
+    (the ``count`` costliest, costliest first)}``."""
+    costs = crd_costs(model, per_crd, target)
+    total = float(costs.sum())
+    order = np.argsort(-costs, kind="stable")
+    cumulative = np.cumsum(costs[order])
+    half = int(np.searchsorted(cumulative, total / 2) + 1) if total > 0 else 0
+    rows = [
+        {
+            "name": names[i],
+            "bytes": float(costs[i]),
+            "share": float(costs[i] / total) if total > 0 else math.nan,
+            "cumulative_share": float(cumulative[k] / total) if total > 0 else math.nan,
+        }
+        for k, i in enumerate(order[:count])
+    ]
+    return {"target": target, "crds": len(names), "half": min(half, len(names)), "costliest": rows}
+
+
+def _interval_arrays(model: LinearModel, x: np.ndarray, scale: np.ndarray, confidence: float):
+    """Vectorised :meth:`LinearModel.predict` over rows of ``x``: value, low, high arrays."""
+    value = x @ np.asarray(model.coef, dtype=float)
+    if model.dof <= 0 or math.isnan(model.sigma2):
+        nan = np.full_like(value, math.nan)
+        return value, nan, nan
+    var = np.einsum("ij,jk,ik->i", x, np.asarray(model.cov, dtype=float), x) + model.sigma2 * scale**2
+    half = t_quantile(0.5 + confidence / 2, model.dof) * np.sqrt(np.maximum(var, 0.0))
+    return value, value - half, value + half
+
+
+def budget_fit(
+    model: FootprintModel,
+    per_crd: Sequence[Mapping[str, float]],
+    budget: float,
+    *,
+    baseline: float = 0.0,
+    target: str = RSS,
+    confidence: float = 0.95,
+) -> dict[str, Any]:
+    """How many of a set's CRDs fit in ``budget`` bytes of ``target`` beside ``baseline`` (what the server
+    holds without them), taken cheapest first (the most that can fit):
+
+    ``{"budget", "baseline", "target", "crds", "fit": count whose predicted growth fits,
+    "fit_at_high": count whose interval's upper bound fits (the safe answer), "whole_set": {"value",
+    "low", "high"}}``; counts from 0 to ``crds``."""
+    room = float(budget) - float(baseline)
+    costs = crd_costs(model, per_crd, target)
+    order = np.argsort(costs, kind="stable")
+    x = np.cumsum(_matrix(per_crd, model.features)[order], axis=0)
+    scale = np.cumsum(_matrix(per_crd, [ERROR_SCALE])[order, 0])
+    value, low, high = _interval_arrays(model.targets[target], x, scale, confidence)
+
+    def fitting(values: np.ndarray) -> int:
+        # Cheapest first: stop at the first prefix that does not fit.
+        over = np.flatnonzero(~(values <= room))
+        return int(over[0]) if len(over) else len(values)
+
+    whole = predict(model, add_features(per_crd), confidence).set_index("target").loc[target]
+    return {
+        "budget": float(budget),
+        "baseline": float(baseline),
+        "target": target,
+        "crds": len(per_crd),
+        "fit": fitting(value) if room >= 0 else 0,
+        "fit_at_high": fitting(high) if room >= 0 and not np.isnan(high).all() else None,
+        "whole_set": {k: float(whole[k]) for k in ("value", "low", "high")},
+    }
+
+
+def predict_difference(
+    model: FootprintModel, old: Mapping[str, float], new: Mapping[str, float], confidence: float = 0.95
+) -> pd.DataFrame:
+    """What going from CRD set ``old`` to ``new`` (their :func:`footprint_features`) adds, per target:
+    ``target, value, low, high`` (bytes; negative when the new set is smaller).
+
+    The coefficients' uncertainty enters through the features' difference; the runs' misfit is
+    taken as shared by the two sets per served version (two releases of one provider, made by one
+    generator, stray from the model alike), so it scales with the difference in served versions.
+    For unrelated sets, compare two predictions instead."""
+    dx = np.array([float(new[f]) - float(old[f]) for f in model.features])
+    dscale = float(new[ERROR_SCALE]) - float(old[ERROR_SCALE])
+    rows = [(t, *m.predict(dx, dscale, confidence)) for t, m in model.targets.items()]
     out = pd.DataFrame(rows, columns=["target", "value", "low", "high"])
     out["_last"] = out["target"].map({TOTAL: 1, RSS: 2}).fillna(0)
     out = out.sort_values(["_last", "value"], ascending=[True, False], kind="stable").drop(columns="_last")

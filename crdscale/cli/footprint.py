@@ -2,20 +2,48 @@
 
 Examples:
   crdscale footprint crds/
-  crdscale footprint provider-aws/package/crds --kube-version 1.24.0
+  crdscale footprint provider-aws-v0.47.0.xpkg --kube-version 1.24.0
+  crdscale footprint charts/my-operator/                 # a Helm chart: crds/ (and templates, with helm)
+  kubectl get crd -o yaml | crdscale footprint -
+  crdscale footprint --kubeconfig ~/.kube/config         # the CRDs a cluster has installed (read-only)
+  crdscale footprint crds/ --budget 8GiB --baseline 1.5GiB
+  crdscale footprint provider-v1/ provider-v2/           # what an upgrade adds
   crdscale footprint crds/ -o json
   crdscale footprint --calibrate                    # refit the model on this machine (~8 min)
   crdscale footprint --calibrate --kube-version 1.24.0 --out /data/runs
+
+CRD_SOURCE: a YAML/JSON file or a tree of them (multi-document streams, kubectl
+'List' output, OLM bundles); '-' for stdin; a Crossplane package (.xpkg image
+tarball, or its package.yaml); a Helm chart (directory or .tgz: crds/, and
+templates/ rendered by 'helm template' when helm is on PATH, else a warning).
+With --kubeconfig/--context and no CRD_SOURCE: the CRDs installed in that
+cluster (one LIST, nothing written). Only apiextensions.k8s.io/v1 CRDs count;
+an input without any is refused (exit 5) naming what it holds instead, as
+'crdscale install' does. A CRD over etcd's 1.5 MiB request limit, or YAML whose
+aliases expand past that many nodes, is refused too (exit 5).
 
 Describes the CRD set (CRDs, served versions, schema properties and bytes,
 depth) and applies the linear model fitted on a sweep of generated CRD sets
 for that kube-apiserver version: heap added by cause (zap counters, watch
 caches, OpenAPI, schemas...), the total, and RSS, each with a 95% prediction
-interval. Each run of the sweep counts as one observation, so the interval
-reflects how far whole runs stray from the model; it is still a floor on the
-uncertainty for sets unlike the sweep's. A set outside what the fit saw (CRD
-count, served versions per CRD, properties per served version) gets a warning
-on stderr.
+interval. "heap" is the live heap after a GC; "RSS" is resident memory once
+the server settled after the set was installed and served, not the peak while
+installing (higher; not modelled yet): a memory limit must leave room for it.
+Each run of the sweep counts as one observation, so the interval reflects how
+far whole runs stray from the model; it is still a floor on the uncertainty for
+sets unlike the sweep's, and a cause whose interval reaches below zero is one
+the model cannot tell from nothing at this size. A set outside what the fit saw
+(CRD count, served versions per CRD, properties per served version) gets a
+warning on stderr.
+
+Answers: the CRDs that cost most (--top N, default 10; the model is linear, so
+a CRD's share is its own features times the coefficients) and how many of them
+make half the predicted heap; --budget SIZE: how many of the set's CRDs fit in
+that much RSS beside --baseline SIZE (the server's RSS without them), cheapest
+first, by the prediction and by its interval's upper bound (the safe answer).
+Two sources OLD NEW: what going from OLD to NEW adds per cause, with an interval
+that takes the two sets as straying from the model alike per served version
+(two releases of one provider), and which CRDs were added, removed or changed.
 
 Which model: one calibrated on this machine for that version when there is
 one (--calibrate), else the one shipped with crdscale, else --model FILE;
@@ -29,11 +57,16 @@ cell after another with progress and an ETA, as an experiment directory under
 (or to --model FILE). Ctrl-C stops it like 'crdscale run' does: processes
 stopped, partial runs kept, no model written.
 
--o json gives {"features": ..., "predictions": [{"target", "value", "low",
-"high"}], "served_heap_bytes": {...}, "rss_bytes": {...}, "warnings": [...],
-"model": {"origin": "calibrated"|"shipped"|"file", "path", "features",
-"provenance", "ranges"}}; with --calibrate, {"model_path", "experiment",
-"model": ...}.
+-o json gives {"kube_version", "source", "features", "skipped", "predictions":
+[{"target", "value", "low", "high"}], "served_heap_bytes": {...}, "rss_bytes":
+{...}, "top": {"target", "crds", "half", "costliest": [{"name", "bytes",
+"share", "cumulative_share"}]}, "budget": {"budget", "baseline", "target", "crds",
+"fit", "fit_at_high", "whole_set"} or null, "warnings": [...], "definitions":
+{...}, "model": {"origin": "calibrated"|"shipped"|"file", "path", "features",
+"provenance", "ranges"}}; with OLD NEW, {"old", "new", "changes": {"added",
+"removed", "changed", "unchanged"}, "difference": [{"target", "value", "low",
+"high"}], ...}; with --calibrate, {"model_path", "experiment", "model": ...}.
+Sizes are bytes.
 """
 
 from __future__ import annotations
@@ -41,8 +74,25 @@ from __future__ import annotations
 import argparse
 import json
 import math
+from dataclasses import dataclass
+from typing import Any
 
+from crdscale.cli.common import add_cluster_arguments
 from crdscale.errors import UsageError
+
+DEFINITIONS = {
+    "heap": "live Go heap after a GC, by cause (crdscale.analysis.attribution), once the set is installed and served",
+    "rss": (
+        "resident memory once the server settled after the set was installed and served; the peak while "
+        "installing is higher and not modelled yet: a memory limit must leave room for it"
+    ),
+    "interval": (
+        "95% prediction interval for one new run; one reaching below zero means the model cannot tell that "
+        "cause from nothing at this size"
+    ),
+}
+# In the text table, causes under this share of the predicted heap are summed on one line.
+MINOR_SHARE = 0.02
 
 
 class Command:
@@ -50,7 +100,12 @@ class Command:
 
     @staticmethod
     def add_arguments(parser: argparse.ArgumentParser) -> None:
-        parser.add_argument("source", metavar="CRD_SOURCE", nargs="?", help="a CRD file or a directory of them")
+        parser.add_argument(
+            "sources",
+            metavar="CRD_SOURCE",
+            nargs="*",
+            help="CRDs: a file, directory, '-', .xpkg, Helm chart; two (OLD NEW) to see what an upgrade adds",
+        )
         parser.add_argument(
             "--kube-version",
             default="1.37.1",
@@ -67,6 +122,18 @@ class Command:
             action="store_true",
             help="use the model shipped with crdscale even when one was calibrated on this machine",
         )
+        parser.add_argument(
+            "--top", type=int, default=10, metavar="N", help="list the N CRDs that cost most (default 10; 0: none)"
+        )
+        parser.add_argument(
+            "--budget", metavar="SIZE", help="how many of the CRDs fit in this much RSS (e.g. 8GiB, 8Gi, 6G)"
+        )
+        parser.add_argument(
+            "--baseline",
+            metavar="SIZE",
+            help="--budget: the server's RSS without these CRDs (default 0: the budget is for growth alone)",
+        )
+        add_cluster_arguments(parser)
         parser.add_argument(
             "--calibrate",
             action="store_true",
@@ -90,75 +157,311 @@ class Command:
     @staticmethod
     def run(args: argparse.Namespace) -> int:
         if args.calibrate:
-            if args.source or args.shipped:
+            if args.sources or args.shipped:
                 raise UsageError("--calibrate takes no CRD_SOURCE and no --shipped")
             return _calibrate(args)
-        if not args.source:
-            raise UsageError("footprint needs a CRD_SOURCE (or --calibrate)")
         if args.out or args.sweep or args.features:
             raise UsageError("--out, --sweep and --features go with --calibrate")
+        cluster = bool(args.kubeconfig or args.context)
+        if cluster and args.sources:
+            raise UsageError("--kubeconfig/--context read the CRDs a cluster has; give no CRD_SOURCE with them")
+        if not args.sources and not cluster:
+            raise UsageError("footprint needs a CRD_SOURCE (or --kubeconfig for a cluster's CRDs, or --calibrate)")
+        if len(args.sources) > 2:
+            raise UsageError("give one CRD_SOURCE, or two (OLD NEW) to see what an upgrade adds")
         if args.shipped and args.model:
             raise UsageError("--shipped and --model choose different models; give one")
+        if args.top < 0:
+            raise UsageError("--top must be >= 0")
+        if args.baseline and not args.budget:
+            raise UsageError("--baseline goes with --budget")
+        if args.budget and len(args.sources) == 2:
+            raise UsageError("--budget takes one CRD set, not OLD NEW")
+        args.budget_bytes = _size("--budget", args.budget)
+        args.baseline_bytes = _size("--baseline", args.baseline) or 0
+        if args.budget_bytes is not None and args.budget_bytes <= args.baseline_bytes:
+            raise UsageError("--budget must be larger than --baseline")
+        if len(args.sources) == 2:
+            return _difference(args)
         return _predict(args)
 
 
+def _size(flag: str, text: str | None) -> int | None:
+    from crdscale.units import parse_bytes
+
+    if text is None:
+        return None
+    try:
+        return parse_bytes(text)
+    except ValueError as err:
+        raise UsageError(f"{flag}: {err}") from None
+
+
+@dataclass
+class _CrdSet:
+    """One CRD set as the prediction sees it: where from, names, per-CRD features, what was skipped."""
+
+    label: str
+    names: list[str]
+    per_crd: list[dict[str, float]]
+    skipped: dict[str, int]
+    warnings: list[str]
+
+    def features(self) -> dict[str, float]:
+        from crdscale.analysis.footprint import add_features
+
+        return add_features(self.per_crd)
+
+
+def _read_set(args: argparse.Namespace, source: str | None) -> _CrdSet:
+    """Load, refuse a set without v1 CRDs (the wording install uses), and measure each CRD."""
+    from crdscale.analysis.footprint import crd_features
+    from crdscale.crds.load import cluster_crds, load_crds, require_crds
+
+    if source is None:
+        from crdscale.cli.common import resolve_kubeconfig
+        from crdscale.cluster.clients import connect
+
+        cluster = connect(resolve_kubeconfig(args.kubeconfig), args.context)
+        try:
+            loaded = cluster_crds(cluster, measure=crd_features)
+        finally:
+            cluster.close()
+        label = f"cluster {cluster.server}"
+    else:
+        loaded = load_crds(source, measure=crd_features)
+        label = "stdin" if source == "-" else source
+    require_crds(loaded, label)
+    return _CrdSet(label, loaded.names, loaded.measures, dict(loaded.skipped), list(loaded.warnings))
+
+
+def _clean(v):
+    return None if isinstance(v, float) and math.isnan(v) else v
+
+
+def _rows(table) -> dict[str, dict[str, float | None]]:
+    return {
+        r.target: {"value": _clean(r.value), "low": _clean(r.low), "high": _clean(r.high)}
+        for r in table.itertuples(index=False)
+    }
+
+
+def _model_json(chosen) -> dict[str, Any]:
+    model = chosen.model
+    return {
+        "origin": chosen.origin,
+        "path": str(chosen.path),
+        "features": model.features,
+        "provenance": model.provenance,
+        "ranges": model.ranges,
+    }
+
+
+def _extrapolations(model, features) -> list[str]:
+    from crdscale.analysis.footprint import extrapolations
+
+    return [
+        f"{w} (a way out: calibrate on sets like this one, 'crdscale footprint --calibrate --sweep SWEEP.toml' "
+        f"with a sweep that reaches it, and predict with that model)"
+        for w in extrapolations(model, features)
+    ]
+
+
 def _predict(args: argparse.Namespace) -> int:
-    from crdscale.analysis.footprint import RSS, TOTAL, extrapolations, footprint_features, predict
-    from crdscale.cluster.gobuild import stderr_echo
-    from crdscale.crds.load import load_crds
+    from crdscale.analysis.footprint import RSS, TOTAL, budget_fit, predict, top_crds
     from crdscale.footprint_models import choose_model
-    from crdscale.report.findings import fmt_bytes
 
     chosen = choose_model(args.kube_version, path=args.model, shipped_only=args.shipped)
     model = chosen.model
-    features = footprint_features(list(load_crds(args.source).crds))
-    table = predict(model, features)
-    warnings = extrapolations(model, features)
-
-    def clean(v):
-        return None if isinstance(v, float) and math.isnan(v) else v
-
-    rows = {
-        r.target: {"value": clean(r.value), "low": clean(r.low), "high": clean(r.high)}
-        for r in table.itertuples(index=False)
-    }
-    if args.output == "json":
-        print(
-            json.dumps(
-                {
-                    "kube_version": model.kube_version,
-                    "features": features,
-                    "predictions": [{"target": t, **v} for t, v in rows.items()],
-                    "served_heap_bytes": rows.get(TOTAL),
-                    "rss_bytes": rows.get(RSS),
-                    "warnings": warnings,
-                    "model": {
-                        "origin": chosen.origin,
-                        "path": str(chosen.path),
-                        "features": model.features,
-                        "provenance": model.provenance,
-                        "ranges": model.ranges,
-                    },
-                },
-                indent=2,
+    crd_set = _read_set(args, args.sources[0] if args.sources else None)
+    features = crd_set.features()
+    rows = _rows(predict(model, features))
+    top = top_crds(model, crd_set.names, crd_set.per_crd, count=args.top)
+    budget = None
+    warnings = crd_set.warnings + _extrapolations(model, features)
+    if args.budget_bytes is not None:
+        budget = budget_fit(model, crd_set.per_crd, args.budget_bytes, baseline=args.baseline_bytes)
+        budget = {
+            k: (_clean(v) if not isinstance(v, dict) else {a: _clean(b) for a, b in v.items()})
+            for k, v in budget.items()
+        }
+        if not args.baseline:
+            warnings.append(
+                "--budget without --baseline: the budget is compared with RSS growth alone; pass the server's RSS "
+                "without these CRDs (e.g. --baseline 1.5GiB, from 'crdscale top' or your metrics)"
             )
+    if args.output == "json":
+        _print_json(
+            {
+                "kube_version": model.kube_version,
+                "source": crd_set.label,
+                "features": features,
+                "skipped": crd_set.skipped,
+                "predictions": [{"target": t, **v} for t, v in rows.items()],
+                "served_heap_bytes": rows.get(TOTAL),
+                "rss_bytes": rows.get(RSS),
+                "top": top,
+                "budget": budget,
+                "warnings": warnings,
+                "definitions": DEFINITIONS,
+                "model": _model_json(chosen),
+            }
         )
-        return 0
-    print(
-        f"CRD set: {features['crds']:.0f} CRDs, {features['served_versions']:.0f} served versions, "
-        f"{features['properties']:,.0f} schema properties, {fmt_bytes(features['schema_bytes'])} of schemas, "
-        f"depth {features['max_depth']:.0f}"
-    )
-    print(f"Predicted on kube-apiserver v{model.kube_version} once installed and served (95% prediction interval):")
-    width = max(len(t) for t in rows) + 2
-    for target, v in rows.items():
-        name = {TOTAL: "heap, total", RSS: "RSS"}.get(target, f"heap: {target}")
-        interval = "" if v["low"] is None else f"  [{fmt_bytes(v['low'])}, {fmt_bytes(v['high'])}]"
-        print(f"  {name:<{width + 6}} {fmt_bytes(v['value']):>12}{interval}")
+    else:
+        _print_set(crd_set.label, features, crd_set.skipped)
+        print(f"Predicted on kube-apiserver v{model.kube_version} once installed and served (95% prediction interval):")
+        _print_rows(rows)
+        _print_top(top)
+        if budget is not None:
+            _print_budget(budget)
+        print(chosen.describe())
+    _warn(warnings)
+    return 0
+
+
+def _difference(args: argparse.Namespace) -> int:
+    from crdscale.analysis.footprint import crd_costs, predict_difference
+    from crdscale.footprint_models import choose_model
+
+    chosen = choose_model(args.kube_version, path=args.model, shipped_only=args.shipped)
+    model = chosen.model
+    old, new = (_read_set(args, s) for s in args.sources)
+    old_f, new_f = old.features(), new.features()
+    rows = _rows(predict_difference(model, old_f, new_f))
+    before = dict(zip(old.names, old.per_crd, strict=True))
+    after = dict(zip(new.names, new.per_crd, strict=True))
+    changes = {
+        "added": sorted(set(after) - set(before)),
+        "removed": sorted(set(before) - set(after)),
+        "changed": sorted(n for n in set(after) & set(before) if after[n] != before[n]),
+    }
+    changes["unchanged"] = len(set(after) & set(before)) - len(changes["changed"])
+    # Which CRDs move the heap most: each CRD's cost in NEW minus in OLD (0 where absent).
+    names = sorted(set(after) | set(before))
+    zero = dict.fromkeys(model.features, 0.0) | {"served_versions": 0.0}
+    cost_new = dict(zip(names, crd_costs(model, [after.get(n, zero) for n in names]), strict=True))
+    cost_old = dict(zip(names, crd_costs(model, [before.get(n, zero) for n in names]), strict=True))
+    moved = sorted(names, key=lambda n: -abs(cost_new[n] - cost_old[n]))[: args.top]
+    largest = [
+        {"name": n, "bytes": float(cost_new[n] - cost_old[n]), "change": _change(n, changes)}
+        for n in moved
+        if cost_new[n] != cost_old[n]
+    ]
+    warnings = old.warnings + new.warnings + _extrapolations(model, new_f)
+    if args.output == "json":
+        _print_json(
+            {
+                "kube_version": model.kube_version,
+                "old": {"source": old.label, "features": old_f, "skipped": old.skipped},
+                "new": {"source": new.label, "features": new_f, "skipped": new.skipped},
+                "changes": changes,
+                "difference": [{"target": t, **v} for t, v in rows.items()],
+                "largest": largest,
+                "warnings": warnings,
+                "definitions": DEFINITIONS,
+                "model": _model_json(chosen),
+            }
+        )
+    else:
+        _print_set(f"OLD {old.label}", old_f, old.skipped)
+        _print_set(f"NEW {new.label}", new_f, new.skipped)
+        print(
+            f"CRDs: {len(changes['added'])} added, {len(changes['removed'])} removed, "
+            f"{len(changes['changed'])} changed, {changes['unchanged']} unchanged"
+        )
+        print(
+            f"What NEW adds over OLD on kube-apiserver v{model.kube_version} (95% prediction interval, "
+            f"the two sets taken to stray from the model alike):"
+        )
+        _print_rows(rows, signed=True)
+        if largest:
+            print(f"CRDs that move the predicted heap most (of {len(names)}):")
+            for r in largest:
+                print(f"  {_fmt(r['bytes'], signed=True):>12}  {r['change']:<8} {r['name']}")
+        print(chosen.describe())
+    _warn(warnings)
+    return 0
+
+
+def _change(name: str, changes: dict[str, Any]) -> str:
+    for kind in ("added", "removed", "changed"):
+        if name in changes[kind]:
+            return kind
+    return "unchanged"
+
+
+def _print_json(data: dict[str, Any]) -> None:
+    print(json.dumps(data, indent=2))
+
+
+def _warn(warnings: list[str]) -> None:
+    from crdscale.cluster.gobuild import stderr_echo
+
     for warning in warnings:
         stderr_echo(f"warning: {warning}")
-    print(chosen.describe())
-    return 0
+
+
+def _fmt(value: float | None, *, signed: bool = False) -> str:
+    from crdscale.units import fmt_bytes
+
+    text = fmt_bytes(value)
+    return f"+{text}" if signed and value is not None and value > 0 else text
+
+
+def _print_set(label: str, features: dict[str, float], skipped: dict[str, int]) -> None:
+    print(
+        f"{label}: {features['crds']:,.0f} CRDs, {features['served_versions']:,.0f} served versions, "
+        f"{features['properties']:,.0f} schema properties, {_fmt(features['schema_bytes'])} of schemas, "
+        f"depth {features['max_depth']:.0f}"
+    )
+    if skipped:
+        print(f"  skipped documents: {', '.join(f'{n} {kind}' for kind, n in sorted(skipped.items()))}")
+
+
+def _print_rows(rows: dict[str, dict[str, float | None]], *, signed: bool = False) -> None:
+    """Total and RSS first, then causes by size; the small ones summed on one line (one screen)."""
+    from crdscale.analysis.footprint import RSS, TOTAL
+
+    def line(name: str, v: dict[str, float | None]) -> None:
+        interval = "" if v["low"] is None else f"  [{_fmt(v['low'])}, {_fmt(v['high'])}]"
+        print(f"  {name:<24} {_fmt(v['value'], signed=signed):>12}{interval}")
+
+    total = rows.get(TOTAL, {}).get("value") or 0.0
+    for target, name in ((TOTAL, "heap, total"), (RSS, "RSS, settled")):
+        if target in rows:
+            line(name, rows[target])
+    causes = [(t, v) for t, v in rows.items() if t not in (TOTAL, RSS)]
+    minor = [(t, v) for t, v in causes if abs(v["value"] or 0.0) < MINOR_SHARE * abs(total)]
+    for target, v in causes:
+        if (target, v) not in minor:
+            line(f"heap: {target}", v)
+    if minor:
+        rest = sum(v["value"] or 0.0 for _, v in minor)
+        print(
+            f"  {f'heap: {len(minor)} other causes':<24} {_fmt(rest, signed=signed):>12}  "
+            f"(each under {MINOR_SHARE:.0%}: {', '.join(t for t, _ in minor)})"
+        )
+
+
+def _print_top(top: dict[str, Any]) -> None:
+    if not top["costliest"]:
+        return
+    print(
+        f"Costliest CRDs by predicted heap ({top['half']:,} of {top['crds']:,} make half of it; "
+        f"share, cumulative share):"
+    )
+    for r in top["costliest"]:
+        print(f"  {_fmt(r['bytes']):>12}  {r['share']:6.1%}  {r['cumulative_share']:6.1%}  {r['name']}")
+
+
+def _print_budget(budget: dict[str, Any]) -> None:
+    whole = budget["whole_set"]
+    safe = "" if budget["fit_at_high"] is None else f"; {budget['fit_at_high']:,} by the interval's upper bound"
+    print(
+        f"Budget {_fmt(budget['budget'])} of RSS beside a baseline of {_fmt(budget['baseline'])}: "
+        f"{budget['fit']:,} of {budget['crds']:,} CRDs fit, cheapest first, by the prediction{safe}.\n"
+        f"  The whole set adds {_fmt(whole['value'])} [{_fmt(whole['low'])}, {_fmt(whole['high'])}]."
+    )
 
 
 def _calibrate(args: argparse.Namespace) -> int:

@@ -22,7 +22,7 @@ from pathlib import Path
 from crdscale.cli.common import add_cluster_arguments, resolve_kubeconfig
 from crdscale.cluster.clients import connect
 from crdscale.crds.install import ERROR_MODES, EXISTING_MODES, Installer, split_steps
-from crdscale.crds.load import load_crds
+from crdscale.crds.load import load_crds, require_crds
 from crdscale.crds.serve import DEFAULT_MAX_WATCHES, SERVE_MODES, ResourceServer
 from crdscale.errors import CRDError, UsageError
 from crdscale.ownership import new_run_id
@@ -120,13 +120,14 @@ class Command:
         if args.step < 0:
             raise UsageError("--step must be >= 0")
         loaded = load_crds(args.sources)
-        if not loaded.crds:
-            raise CRDError(f"no CustomResourceDefinitions found in {', '.join(args.sources)}")
+        require_crds(loaded, ", ".join(args.sources))
         summary = loaded.summary()
         skipped = ", ".join(f"{n} {kind}" for kind, n in sorted(loaded.skipped.items()))
         print(summary.render())
         if skipped:
             print(f"skipped documents: {skipped}")
+        for warning in loaded.warnings:
+            print(f"crdscale: warning: {warning}", file=sys.stderr)
 
         run_id = args.run_id or new_run_id()
         cluster = connect(resolve_kubeconfig(args.kubeconfig), args.context)

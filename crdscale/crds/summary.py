@@ -8,13 +8,13 @@ manifests so two runs can be compared only when their CRD sets match.
 from __future__ import annotations
 
 import hashlib
-import json
 import statistics
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass
 from typing import Any
 
 from crdscale.ownership import MANAGED_BY_LABEL, RUN_ID_LABEL
+from crdscale.schema import compact_json, count_properties, json_bytes
 
 # Fields the server or a tool fills in; they differ between two copies of the
 # same CRD set, so the hash ignores them.
@@ -33,53 +33,14 @@ _VOLATILE_LABELS = (MANAGED_BY_LABEL, RUN_ID_LABEL)
 _VOLATILE_ANNOTATIONS = ("kubectl.kubernetes.io/last-applied-configuration",)
 
 
-def compact_json(obj: Any) -> str:
-    """Canonical JSON: sorted keys, no spaces (what sizes and hashes are computed on)."""
-    return json.dumps(obj, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
-
-
 def schema_bytes(crd: Mapping[str, Any]) -> int:
     """Bytes of the compact JSON of every version's ``openAPIV3Schema`` of one CRD, summed."""
     total = 0
     for version in crd.get("spec", {}).get("versions") or []:
         schema = (version.get("schema") or {}).get("openAPIV3Schema")
         if schema is not None:
-            total += len(compact_json(schema).encode("utf-8"))
+            total += json_bytes(schema)
     return total
-
-
-def count_properties(schema: Any) -> int:
-    """Number of named properties in a JSON schema, counted recursively (items, additionalProperties, ...)."""
-    if isinstance(schema, list):
-        return sum(count_properties(s) for s in schema)
-    if not isinstance(schema, Mapping):
-        return 0
-    total = 0
-    properties = schema.get("properties")
-    if isinstance(properties, Mapping):
-        total += len(properties)
-        total += sum(count_properties(p) for p in properties.values())
-    for key in ("items", "additionalProperties", "allOf", "anyOf", "oneOf", "not"):
-        if key in schema:
-            total += count_properties(schema[key])
-    return total
-
-
-def schema_depth(schema: Any) -> int:
-    """Levels of named properties in a JSON schema: 0 without properties, 1 for a flat object;
-    arrays' ``items`` and ``additionalProperties`` count as the level they sit on."""
-    if isinstance(schema, list):
-        return max((schema_depth(s) for s in schema), default=0)
-    if not isinstance(schema, Mapping):
-        return 0
-    depth = 0
-    properties = schema.get("properties")
-    if isinstance(properties, Mapping) and properties:
-        depth = 1 + max(schema_depth(p) for p in properties.values())
-    for key in ("items", "additionalProperties", "allOf", "anyOf", "oneOf", "not"):
-        if key in schema:
-            depth = max(depth, schema_depth(schema[key]))
-    return depth
 
 
 def crd_properties(crd: Mapping[str, Any]) -> int:

@@ -20,7 +20,7 @@ from crdscale.analysis.footprint import (
     training_rows,
 )
 from crdscale.crds.generate import generate_crds, preset
-from crdscale.crds.summary import schema_depth
+from crdscale.schema import schema_depth
 
 
 def _crd(versions):
