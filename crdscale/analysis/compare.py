@@ -174,15 +174,17 @@ def replicate_spread(per_crd: pd.DataFrame, replicates: Mapping[str, str], confi
     configuration. Returns per configuration, phase, metric and cause:
     ``repeats``, ``mean``, ``between_sd`` (standard deviation of the runs'
     per-CRD costs), ``within_half_width`` (median half width of one run's
-    interval), ``low``/``high`` (the mean's interval from the between-run
-    spread) and ``repeats_for_10pct`` (repeats that would give a ±10 %
-    interval of the mean at the observed spread).
+    interval), ``sd_ratio`` (``between_sd`` over the median standard error
+    one run claims, ``per_crd_se``: about 1 when single-run intervals are
+    right, above when runs vary more than they say), ``low``/``high`` (the
+    mean's interval from the between-run spread) and ``repeats_for_10pct``
+    (repeats that would give a ±10 % interval of the mean at the observed spread).
     """
     from crdscale.analysis.intervals import repeats_for_half_width
 
     columns = [
         "configuration", "phase", "metric", "cause", "repeats", "mean", "between_sd",
-        "within_half_width", "low", "high", "repeats_for_10pct",
+        "within_half_width", "sd_ratio", "low", "high", "repeats_for_10pct",
     ]  # fmt: skip
     if per_crd is None or not len(per_crd):
         return pd.DataFrame(columns=columns)
@@ -196,9 +198,11 @@ def replicate_spread(per_crd: pd.DataFrame, replicates: Mapping[str, str], confi
         est = replicate_mean(group["per_crd"], confidence)
         sd = float(group["per_crd"].std(ddof=1))
         half = float(((group["per_crd_high"] - group["per_crd_low"]) / 2).median())
+        within_se = float(group["per_crd_se"].median()) if "per_crd_se" in group else math.nan
+        ratio = sd / within_se if within_se > 0 else math.nan
         target = 0.1 * abs(est.value)
         needed = repeats_for_half_width(sd, target, confidence) if target > 0 else math.nan
-        rows.append((config, phase, metric, cause, len(group), est.value, sd, half, est.low, est.high, needed))
+        rows.append((config, phase, metric, cause, len(group), est.value, sd, half, ratio, est.low, est.high, needed))
     return pd.DataFrame(rows, columns=columns)
 
 

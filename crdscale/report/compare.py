@@ -401,6 +401,7 @@ def repeat_spread_table(comparison: Comparison, metric: str = "bytes", phase: st
             "95% CI": [f"[{lo / kib:.1f}, {hi / kib:.1f}]" for lo, hi in zip(sel["low"], sel["high"])],
             "between-run sd": (sel["between_sd"] / kib).round(1).to_numpy(),
             "one run ±": (sel["within_half_width"] / kib).round(1).to_numpy(),
+            "sd / one run's se": sel["sd_ratio"].round(2).to_numpy(),
             "repeats for ±10%": sel["repeats_for_10pct"].to_numpy(),
         }
     )
@@ -448,8 +449,9 @@ def comparison_markdown(
             "",
             "Each configuration's per-CRD cost is the mean of its repeats, its interval from their spread "
             "(Student's t). `between-run sd` is the spread of the runs' own per-CRD costs, `one run ±` the "
-            "median half width of a single run's 95% interval (from its step increments): a spread well above "
-            "it means runs differ by more than one run's heap sampling says. `repeats for ±10%` is how many "
+            "median half width of a single run's 95% interval (from its step increments), and `sd / one run's se` "
+            "their ratio in standard errors: about 1 when one run's interval is right, well above 1 when runs "
+            "differ by more than one run says (with 5 repeats the ratio itself is uncertain by about ±35 %). `repeats for ±10%` is how many "
             "repeats would give the mean a ±10% interval at this spread.",
             "",
             _markdown_table(repeat_spread_table(comparison)),
