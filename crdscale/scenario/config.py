@@ -36,6 +36,8 @@ SCHEMA: dict[str, dict[str, type | tuple[type, ...]]] = {
         "apiserver_flags": list,
         "env": dict,
         "apiserver_binary": str,
+        "controller_manager": bool,
+        "controller_manager_controllers": list,
         "kubeconfig": str,
         "context": str,
         "prometheus_url": str,
@@ -323,6 +325,14 @@ def build_scenario(
     for item in target.get("apiserver_flags", []):
         if not (isinstance(item, str) and item.startswith("--")):
             raise UsageError(f"{where}: 'target.apiserver_flags' entries must look like \"--flag=value\", got {item!r}")
+    for item in target.get("controller_manager_controllers", []):
+        if not (isinstance(item, str) and item.strip()):
+            raise UsageError(
+                f"{where}: 'target.controller_manager_controllers' entries are controller names "
+                f'such as "*" or "-ttl", got {item!r}'
+            )
+    if target.get("controller_manager") and not target.get("controller_manager_controllers"):
+        raise UsageError(f"{where}: 'target.controller_manager_controllers' is empty; [\"*\"] runs the default set")
     for k, v in target.get("env", {}).items():
         if not isinstance(v, str):
             raise UsageError(f"{where}: 'target.env.{k}' must be a string, got {v!r}")
