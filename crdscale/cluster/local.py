@@ -469,8 +469,7 @@ class LocalControlPlane:
         argv = self.controller_manager_argv(binary, creds)
         self.state["controller_manager"].update(controllers=self.controller_manager_controllers, flags=argv[1:])
         record = self._spawn(CONTROLLER_MANAGER, argv)
-        session = requests.Session()
-        session.verify = str(creds.ca_cert)
+        session = Credentials(verify=str(creds.ca_cert)).session()  # no token: /healthz is open
         try:
             url = f"https://{LOOPBACK}:{self.ports['controller_manager']}/healthz"
             self._wait(record, url, lambda r: r.status_code == 200, timeout_s=self.ready_timeout_s, session=session)
