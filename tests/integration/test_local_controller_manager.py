@@ -61,7 +61,8 @@ def install_crds(cluster, group: str, count: int) -> list[str]:
     while pending and time.monotonic() < deadline:
         for plural in list(pending):
             got = cluster.get_json(f"/apis/apiextensions.k8s.io/v1/customresourcedefinitions/{plural}.{group}")
-            if any(c["type"] == "Established" and c["status"] == "True" for c in got["status"].get("conditions", [])):
+            conditions = (got.get("status") or {}).get("conditions") or []
+            if any(c["type"] == "Established" and c["status"] == "True" for c in conditions):
                 pending.discard(plural)
         time.sleep(0.2)
     assert not pending, f"not Established: {sorted(pending)}"
