@@ -220,3 +220,12 @@ def test_scenario_rejects_an_empty_controller_list():
         load_scenario(None, overrides={"target.controller_manager_controllers": []})
     with pytest.raises(UsageError, match="controller names"):
         load_scenario(None, overrides={"target.controller_manager_controllers": [""]})
+
+
+def test_up_with_no_controllers_fails_before_anything_starts(tmp_path, monkeypatch, capsys):
+    from crdscale.cli.main import main
+
+    monkeypatch.setenv("CRDSCALE_CACHE", str(tmp_path / "cache"))
+    assert main(["up", "--name", "x", "--controllers", " , "]) == 2
+    assert "at least one controller" in capsys.readouterr().err
+    assert not (tmp_path / "cache" / "instances" / "x").exists()
