@@ -188,7 +188,9 @@ def test_down_after_kill_9_of_up_stops_the_controller_manager():
 
 def test_each_installed_crd_gets_a_watch_from_the_controller_manager(local_cluster):
     """20 CRDs, no client of ours: every one is watched anyway (the garbage collector's and the
-    quota controller's shared metadata informer), so each gets its storage and watch cache."""
+    quota controller's shared metadata informer), so each gets its storage and watch cache.
+    One watch per CRD: of its preferred version (discovery's), not of every served version
+    (checked by hand with two served versions: one WATCH, on the preferred one)."""
     cluster = local_cluster.connect()
     group = f"kcm{os.getpid()}.crdscale.io"
     plurals = install_crds(cluster, group, 20)
