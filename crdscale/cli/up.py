@@ -3,7 +3,7 @@ from __future__ import annotations
 import sys
 
 from crdscale.cluster.gobuild import stderr_echo
-from crdscale.cluster.local import LocalControlPlane
+from crdscale.cluster.local import DEFAULT_CONTROLLERS, LocalControlPlane
 
 
 class Command:
@@ -25,7 +25,7 @@ class Command:
       crdscale up --etcd system            # Debian's etcd 3.4: LISTs are served from etcd
       crdscale up --apiserver-flag=--v=2 --env GOGC=50
       crdscale up --no-controller-manager    # etcd + kube-apiserver only
-      crdscale up --controllers '*,-garbage-collector-controller'
+      crdscale up --controllers '*,-podgc,-garbagecollector'   # also without the garbage collector
     """
 
     @staticmethod
@@ -69,9 +69,10 @@ class Command:
         )
         parser.add_argument(
             "--controllers",
-            default="*",
+            default=",".join(DEFAULT_CONTROLLERS),
             metavar="LIST",
-            help="kube-controller-manager's --controllers, comma-separated (default '*': its default set)",
+            help="kube-controller-manager's --controllers, comma-separated (default '%(default)s': its default "
+            "set but the pod garbage collector, which deletes Pods bound to the Nodes no kubelet registers)",
         )
         parser.add_argument(
             "--timeout", type=float, default=180.0, metavar="SECONDS", help="wait this long for /readyz (default 180)"

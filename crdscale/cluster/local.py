@@ -49,6 +49,12 @@ CONTROLLER_MANAGER = "kube-controller-manager"
 # kube-controller-manager's HTTPS paths anyone may read: its default three, plus /metrics so
 # that Prometheus and the direct scraper need no credentials (the port listens on loopback only).
 CONTROLLER_MANAGER_OPEN_PATHS = "/healthz,/readyz,/livez,/metrics"
+# Its default set but the pod garbage collector: no kubelet runs here, and that controller
+# deletes every Pod bound to a Node that does not exist 40 s after it appears (the list probes
+# bind their Pods to such nodes, for spec.nodeName field selectors). It watches nothing of a
+# CRD's, and its Pod and Node informers are shared with controllers that still run, so what
+# kube-apiserver serves is unchanged. "podgc" is its name in v1.24 and an alias in v1.37.
+DEFAULT_CONTROLLERS = ("*", "-podgc")
 
 
 # ---------------------------------------------------------------- processes
@@ -152,7 +158,8 @@ class LocalControlPlane:
         apiserver_env: extra environment (``GOGC``, ``GOMEMLIMIT``, ``GODEBUG`` ...).
         controller_manager: run kube-controller-manager (built from the same modules as
             kube-apiserver); ``False`` gives the control plane crdscale measured before it.
-        controller_manager_controllers: its ``--controllers`` (``"*"``: the default set).
+        controller_manager_controllers: its ``--controllers`` (``"*"``: its default set);
+            default :data:`DEFAULT_CONTROLLERS`.
         controller_manager_flags: extra ``--flag=value`` arguments for it.
         ready_timeout_s: how long to wait for ``/readyz``.
         echo: callable for progress lines (``None`` = quiet, as in notebooks).
@@ -176,7 +183,7 @@ class LocalControlPlane:
         apiserver_flags: Sequence[str] = (),
         apiserver_env: Mapping[str, str] | None = None,
         controller_manager: bool = True,
-        controller_manager_controllers: Sequence[str] = ("*",),
+        controller_manager_controllers: Sequence[str] = DEFAULT_CONTROLLERS,
         controller_manager_flags: Sequence[str] = (),
         ready_timeout_s: float = 180.0,
         echo=None,

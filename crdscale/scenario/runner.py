@@ -24,7 +24,7 @@ import pandas as pd
 
 from crdscale.cluster.clients import Cluster, connect
 from crdscale.cluster.gobuild import go_version
-from crdscale.cluster.local import LocalControlPlane
+from crdscale.cluster.local import DEFAULT_CONTROLLERS, LocalControlPlane
 from crdscale.collect import metrics as metric_defs
 from crdscale.collect.pprof import fetch_profile
 from crdscale.collect.prometheus import PrometheusAccess
@@ -390,7 +390,7 @@ class ScenarioRunner:
                 apiserver_flags=t.get("apiserver_flags", []),
                 apiserver_env=t.get("env", {}),
                 controller_manager=t.get("controller_manager", True),
-                controller_manager_controllers=t.get("controller_manager_controllers", ["*"]),
+                controller_manager_controllers=t.get("controller_manager_controllers", DEFAULT_CONTROLLERS),
                 name=f"run-{self.run_id}",
                 echo=self.echo,
                 keep_state=True,

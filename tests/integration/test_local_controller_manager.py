@@ -103,7 +103,7 @@ def test_up_runs_the_controller_manager_and_down_stops_it(capsys):
         record = cp.process(CONTROLLER_MANAGER)
         assert record is not None and record.alive()
         assert cp.versions[CONTROLLER_MANAGER] == cp.versions["kube-apiserver"] == "v1.37.1"
-        assert cp.state["controller_manager"]["controllers"] == ["*"]
+        assert cp.state["controller_manager"]["controllers"] == ["*", "-podgc"]
         addresses = listening(record.pid)
         assert addresses and all(a.startswith("127.0.0.1:") for a in addresses), addresses
         # /metrics without credentials, over TLS verified with the instance's CA.

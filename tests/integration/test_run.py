@@ -133,7 +133,10 @@ def test_small_scenario_completes_with_profiles_and_metrics(tmp_path):
     assert manifest["versions"][kcm] == "v1.37.1"
     binary = manifest["binaries"][kcm]
     assert binary["sha256"] == hashlib.sha256(Path(binary["path"]).read_bytes()).hexdigest()
-    assert manifest["controller_manager"]["enabled"] and manifest["controller_manager"]["controllers"] == ["*"]
+    assert manifest["controller_manager"]["enabled"] and manifest["controller_manager"]["controllers"] == [
+        "*",
+        "-podgc",
+    ]
     assert any(f.startswith("--service-account-private-key-file=") for f in manifest["controller_manager"]["flags"])
     for job in (kcm, layout.CONTROLLER_MANAGER_PROC_JOB):
         assert len(series[(series.job == job) & (series.metric == "process_resident_memory_bytes")]) >= 3, job
