@@ -10,8 +10,9 @@ class Command:
     """Find or build the binaries crdscale runs, and print where they are.
 
     kube-apiserver, kube-controller-manager and etcd are built from Go modules
-    with the installed Go and cached per version (10-14 minutes for
-    kube-apiserver and kube-controller-manager, one go build, on 2 cores, once).
+    with the installed Go and cached per version (one go build for
+    kube-apiserver and kube-controller-manager: 8-11 minutes on 2 cores for
+    kube-apiserver, 3-5 more for kube-controller-manager, once).
     Prometheus and Debian's etcd 3.4 come from apt (see scripts/bootstrap.sh).
 
     --kube-source DIR builds kube-apiserver from a local Kubernetes source

@@ -12,7 +12,8 @@ class Command:
     Binaries are found or built from Go modules on first use and cached per
     version under ~/.cache/crdscale (override with CRDSCALE_CACHE); the first
     build of a version (kube-apiserver and kube-controller-manager, one go build)
-    takes 10-14 minutes on 2 cores. kube-controller-manager runs as in real
+    takes 8-11 minutes on 2 cores for kube-apiserver and 3-5 more for
+    kube-controller-manager. kube-controller-manager runs as in real
     clusters (its garbage collector watches every CRD); --no-controller-manager
     gives the control plane crdscale measured before it.
     The processes keep running after this command returns; stop them with

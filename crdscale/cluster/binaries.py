@@ -183,7 +183,7 @@ def kube_apiserver_program(version: str, *, module_info: dict) -> gobuild.GoProg
         more_mains=dict(KUBERNETES_MORE_MAINS),
         more_durations=dict(KUBERNETES_MORE_DURATIONS),
         ldflags=_version_ldflags(version, commit, build_date),
-        usual_duration="8-11 minutes on 2 cores, with kube-controller-manager 10-14",
+        usual_duration="8-11 minutes on 2 cores for kube-apiserver, 3-5 more for kube-controller-manager",
     )
 
 
