@@ -293,11 +293,10 @@ class LocalControlPlane:
         )
         kcm = None
         if self.controller_manager:
-            kcm = binaries.kube_controller_manager(
-                apiserver.version if apiserver.version != "unknown" else self.requested_version,
-                source=self.kube_source,
-                echo=self.echo,
-            )
+            # The same release as kube-apiserver: from the same source tree (whose base release is
+            # the one asked for), else the version found (an explicit binary's may be unknown).
+            same = self.requested_version if self.kube_source or apiserver.version == "unknown" else apiserver.version
+            kcm = binaries.kube_controller_manager(same, source=self.kube_source, echo=self.echo)
         etcd = binaries.etcd(self.etcd_spec, echo=self.echo)
         self.state_dir.mkdir(parents=True)
         (self.state_dir / "logs").mkdir()
