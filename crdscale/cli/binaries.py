@@ -9,8 +9,10 @@ from crdscale.errors import BinaryError, UsageError
 class Command:
     """Find or build the binaries crdscale runs, and print where they are.
 
-    kube-apiserver and etcd are built from Go modules with the installed Go and
-    cached per version (8-11 minutes for kube-apiserver on 2 cores, once).
+    kube-apiserver, kube-controller-manager and etcd are built from Go modules
+    with the installed Go and cached per version (one go build for
+    kube-apiserver and kube-controller-manager: 8-11 minutes on 2 cores for
+    kube-apiserver, 3-5 more for kube-controller-manager, once).
     Prometheus and Debian's etcd 3.4 come from apt (see scripts/bootstrap.sh).
 
     --kube-source DIR builds kube-apiserver from a local Kubernetes source
@@ -29,6 +31,7 @@ class Command:
     Examples:
       crdscale binaries                       # default kube-apiserver and etcd
       crdscale binaries --kube-version 1.24.0
+      crdscale binaries --no-controller-manager   # kube-apiserver alone (for 'up --no-controller-manager')
       crdscale binaries --kube-source ~/src/kubernetes   # your checkout, as it is now
       crdscale binaries --kubectl             # also a real kubectl (benchmarks)
       crdscale binaries --kubectl-version 1.23.3 --client   # kubectl v1.23.3 and crdscale-client
@@ -49,6 +52,12 @@ class Command:
             default=[],
             help="also build kube-apiserver from this Kubernetes source tree (repeatable; "
             "cached per commit + uncommitted diff)",
+        )
+        parser.add_argument(
+            "--no-controller-manager",
+            dest="controller_manager",
+            action="store_false",
+            help="do not ensure kube-controller-manager beside each kube-apiserver",
         )
         parser.add_argument("--etcd", metavar="VERSION|system|PATH", help="etcd to ensure (default: pinned version)")
         parser.add_argument("--kubectl", action="store_true", help="also ensure a real kubectl")
@@ -74,10 +83,15 @@ class Command:
                 "with --kube-source give at most one --kube-version: the release a tree without git tags is based on"
             )
         trees = [check_tree(tree) for tree in args.kube_source]  # a bad path fails before any build
+        kcm = binaries.KUBE_CONTROLLER_MANAGER
         for version in versions:
             found.append(("kube-apiserver", binaries.kube_apiserver(version, echo=stderr_echo)))
+            if args.controller_manager:
+                found.append((kcm, binaries.kube_controller_manager(version, echo=stderr_echo)))
         for tree in trees:
             found.append(("kube-apiserver", binaries.kube_apiserver(versions[0], source=tree, echo=stderr_echo)))
+            if args.controller_manager:
+                found.append((kcm, binaries.kube_controller_manager(versions[0], source=tree, echo=stderr_echo)))
         found.append(("etcd", binaries.etcd(args.etcd, echo=stderr_echo)))
         if args.kubectl:
             found.append(("kubectl", binaries.kubectl(echo=stderr_echo)))
@@ -92,7 +106,7 @@ class Command:
                 stderr_echo(f"warning: {err}")
         print(f"go          {go_version()}")
         for name, b in found:
-            print(f"{name:<15} {b.version:<10} {b.source:<18} {b.path}")
+            print(f"{name:<23} {b.version:<10} {b.source:<18} {b.path}")
             if b.built_from:
-                print(f"{'':<15} {describe_build(b.built_from)}")
+                print(f"{'':<23} {describe_build(b.built_from)}")
         return 0

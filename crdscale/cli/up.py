@@ -3,14 +3,19 @@ from __future__ import annotations
 import sys
 
 from crdscale.cluster.gobuild import stderr_echo
+from crdscale.cluster.versions import DEFAULT_CONTROLLERS
 
 
 class Command:
-    """Start a local control plane (etcd + kube-apiserver on 127.0.0.1) and print its kubeconfig path.
+    """Start a local control plane (etcd, kube-apiserver, kube-controller-manager) and print its kubeconfig path.
 
     Binaries are found or built from Go modules on first use and cached per
     version under ~/.cache/crdscale (override with CRDSCALE_CACHE); the first
-    kube-apiserver build of a version takes 8-11 minutes on 2 cores.
+    build of a version (kube-apiserver and kube-controller-manager, one go build)
+    takes 8-11 minutes on 2 cores for kube-apiserver and 3-5 more for
+    kube-controller-manager. kube-controller-manager runs as in real
+    clusters (its garbage collector watches every CRD); --no-controller-manager
+    gives the control plane crdscale measured before it.
     The processes keep running after this command returns; stop them with
     'crdscale down NAME' (works even if this command was killed).
 
@@ -20,6 +25,8 @@ class Command:
       crdscale up --kube-source ~/src/kubernetes --name patched   # your checkout with a patch
       crdscale up --etcd system            # Debian's etcd 3.4: LISTs are served from etcd
       crdscale up --apiserver-flag=--v=2 --env GOGC=50
+      crdscale up --no-controller-manager    # etcd + kube-apiserver only
+      crdscale up --controllers '*,-podgc,-garbagecollector'   # also without the garbage collector
     """
 
     @staticmethod
@@ -56,6 +63,19 @@ class Command:
             help="environment for kube-apiserver, e.g. GOGC=50, GOMEMLIMIT=2GiB (repeatable)",
         )
         parser.add_argument(
+            "--no-controller-manager",
+            dest="controller_manager",
+            action="store_false",
+            help="run no kube-controller-manager (etcd + kube-apiserver only, as crdscale did before)",
+        )
+        parser.add_argument(
+            "--controllers",
+            default=",".join(DEFAULT_CONTROLLERS),
+            metavar="LIST",
+            help="kube-controller-manager's --controllers, comma-separated (default '%(default)s': its default "
+            "set but the pod garbage collector, which deletes Pods bound to the Nodes no kubelet registers)",
+        )
+        parser.add_argument(
             "--timeout", type=float, default=180.0, metavar="SECONDS", help="wait this long for /readyz (default 180)"
         )
 
@@ -79,6 +99,8 @@ class Command:
             kube_source=args.kube_source,
             apiserver_flags=args.apiserver_flag,
             apiserver_env=env,
+            controller_manager=args.controller_manager,
+            controller_manager_controllers=[c.strip() for c in args.controllers.split(",") if c.strip()],
             ready_timeout_s=args.timeout,
             echo=stderr_echo,
             keep_state=True,

@@ -3,6 +3,14 @@
 kube-apiserver, etcd and kubectl are not downloaded as release binaries: a
 generated module (``go.mod`` + a few-line ``main.go``, never committed) requires
 the upstream module and ``go build`` compiles it with the installed Go.
+
+Several programs from the same upstream modules (kube-apiserver and
+kube-controller-manager from ``k8s.io/kubernetes``) share one module: one
+``cmd/<name>/main.go`` each, built by one ``go build -o DIR ./cmd/a ./cmd/b``
+into the same cache directory, so they compile their common packages once and
+run the same code as each other. Only the binaries missing from the directory
+are built; Go's build cache makes a later one cost little more than its own
+packages and the link.
 """
 
 from __future__ import annotations
@@ -15,6 +23,7 @@ import subprocess
 import sys
 import threading
 import time
+from collections.abc import Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -38,6 +47,9 @@ class GoProgram:
         ldflags: ``-X`` settings etc.
         usual_duration: human text such as ``"8-11 minutes on 2 cores"``, printed up front.
         origin: what it is built from, for the progress line (``"Go modules"``, a source tree).
+        more_mains: further binaries from the same module, name -> ``main.go`` source; with
+            any, every program's source is ``cmd/<name>/main.go``.
+        more_durations: name -> usual duration of building that binary alone after the others.
     """
 
     binary_name: str
@@ -49,10 +61,37 @@ class GoProgram:
     ldflags: list[str] = field(default_factory=list)
     usual_duration: str = "a few minutes"
     origin: str = "Go modules"
+    more_mains: dict[str, str] = field(default_factory=dict)
+    more_durations: dict[str, str] = field(default_factory=dict)
 
     @property
     def binary(self) -> Path:
         return self.out_dir / self.binary_name
+
+    @property
+    def mains(self) -> dict[str, str]:
+        """Every binary this module builds, name -> ``main.go`` source (the primary first)."""
+        return {self.binary_name: self.main_go, **self.more_mains}
+
+    def binary_path(self, name: str) -> Path:
+        if name not in self.mains:
+            raise KeyError(f"{self.binary_name}'s module builds no {name!r}")
+        return self.out_dir / name
+
+    def missing(self, names: Sequence[str] | None = None) -> list[str]:
+        """The binaries among ``names`` (default: all) not yet in the cache directory."""
+        wanted = list(self.mains) if names is None else list(names)
+        return [n for n in wanted if not _executable(self.binary_path(n))]
+
+    def source_files(self) -> dict[str, str]:
+        """Relative path -> contents of the generated module's Go sources."""
+        if not self.more_mains:
+            return {"main.go": self.main_go}
+        return {f"cmd/{name}/main.go": text for name, text in self.mains.items()}
+
+    def package(self, name: str) -> str:
+        """The ``go build`` argument for binary ``name``."""
+        return "." if not self.more_mains else f"./cmd/{name}"
 
     @property
     def log_path(self) -> Path:
@@ -100,6 +139,10 @@ def _build_lock(out_dir: Path):
             fcntl.flock(lock, fcntl.LOCK_UN)
 
 
+def _executable(path: Path) -> bool:
+    return path.is_file() and os.access(path, os.X_OK)
+
+
 def _log_tail(path: Path, lines: int = 15) -> str:
     try:
         return "\n".join(path.read_text(errors="replace").splitlines()[-lines:])
@@ -107,36 +150,55 @@ def _log_tail(path: Path, lines: int = 15) -> str:
         return ""
 
 
-def build(program: GoProgram, *, echo=None) -> Path:
-    """Build ``program`` unless its binary already exists; return the binary path.
+def build(program: GoProgram, *, echo=None, names: Sequence[str] | None = None) -> Path:
+    """Build the binaries ``names`` of ``program`` (default: all of them) that its cache
+    directory lacks, in one ``go build``; return the primary binary's path (which exists
+    only if it was among ``names`` or built before).
 
     ``echo`` is a callable for progress lines (``None`` = quiet). On failure raises
     :class:`BinaryError` naming the failing step and the log file.
     """
     say = echo or (lambda _msg: None)
     with _build_lock(program.out_dir):
-        if program.binary.is_file() and os.access(program.binary, os.X_OK):
+        missing = program.missing(names)
+        if not missing:
             return program.binary
         src = program.out_dir / "src"
         src.mkdir(parents=True, exist_ok=True)
         write_atomic(src / "go.mod", program.go_mod())
-        write_atomic(src / "main.go", program.main_go)
+        if program.more_mains:  # a single-program layout left by an older build
+            (src / "main.go").unlink(missing_ok=True)
+        for relative, text in program.source_files().items():
+            (src / relative).parent.mkdir(parents=True, exist_ok=True)
+            write_atomic(src / relative, text)
         (src / "go.sum").unlink(missing_ok=True)
-        say(
-            f"building {program.binary_name} from {program.origin} in {program.out_dir} "
-            f"(usually {program.usual_duration}); log: {program.log_path}"
-        )
+        what = " and ".join(missing)
+        if len(missing) < len(program.mains) and len(missing) == 1 and missing[0] in program.more_durations:
+            usually = program.more_durations[missing[0]]  # beside binaries already built: Go's cache has most
+        else:
+            usually = program.usual_duration
+        say(f"building {what} from {program.origin} in {program.out_dir} (usually {usually}); log: {program.log_path}")
         env = dict(os.environ, GOFLAGS="-mod=mod", GOTOOLCHAIN="local")
         started = time.monotonic()
-        tmp_binary = program.binary.with_name(program.binary_name + ".partial")
+        # Built into a side directory and moved in when all succeeded: a binary in the cache
+        # directory is always a complete one.
+        partial = program.out_dir / ".partial"
+        shutil.rmtree(partial, ignore_errors=True)
+        partial.mkdir()
+        if program.more_mains:
+            target, packages = str(partial) + os.sep, [program.package(n) for n in missing]
+        else:
+            target, packages = str(partial / program.binary_name), ["."]
         steps = [
             ("go mod tidy", [go_binary(), "mod", "tidy"]),
             (
                 "go build",
-                [go_binary(), "build", "-trimpath", "-ldflags", " ".join(program.ldflags), "-o", str(tmp_binary), "."],
+                [go_binary(), "build", "-trimpath", "-ldflags", " ".join(program.ldflags), "-o", target, *packages],
             ),
         ]
-        with open(program.log_path, "w") as log:
+        # Appended to: the log of the binaries built earlier into this directory stays.
+        with open(program.log_path, "a") as log:
+            log.write(f"# {utc_iso()}: building {what}\n")
             for step, cmd in steps:
                 say(f"  {step} ...")
                 log.write(f"$ {' '.join(cmd)}\n")
@@ -144,21 +206,21 @@ def build(program: GoProgram, *, echo=None) -> Path:
                 rc = _run_with_heartbeat(cmd, cwd=src, env=env, log=log, say=say, started=started, step=step)
                 if rc != 0:
                     raise BinaryError(
-                        f"building {program.binary_name}: step '{step}' failed (exit {rc}); see {program.log_path}",
+                        f"building {what}: step '{step}' failed (exit {rc}); see {program.log_path}",
                         details=_log_tail(program.log_path),
                     )
-        os.replace(tmp_binary, program.binary)
+        for name in missing:
+            os.replace(partial / name, program.binary_path(name))
+        shutil.rmtree(partial, ignore_errors=True)
         elapsed = time.monotonic() - started
-        write_json_atomic(
-            program.out_dir / "build.json",
-            {
-                "binary": str(program.binary),
-                "go": go_version(),
-                "seconds": round(elapsed, 1),
-                "built_at": utc_iso(),
-            },
-        )
-        say(f"built {program.binary} in {elapsed / 60:.1f} min")
+        facts = {"go": go_version(), "seconds": round(elapsed, 1), "built_at": utc_iso()}
+        for name in missing:
+            # build.json: the primary binary's build, as before; build-<name>.json for the others.
+            json_name = "build.json" if name == program.binary_name else f"build-{name}.json"
+            write_json_atomic(
+                program.out_dir / json_name, {"binary": str(program.binary_path(name)), "built_with": missing, **facts}
+            )
+        say(f"built {what} in {program.out_dir} in {elapsed / 60:.1f} min")
         return program.binary
 
 

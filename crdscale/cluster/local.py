@@ -1,10 +1,16 @@
-"""A real local control plane: etcd + kube-apiserver on 127.0.0.1, started and
-stopped by crdscale.
+"""A real local control plane: etcd + kube-apiserver + kube-controller-manager on
+127.0.0.1, started and stopped by crdscale.
+
+kube-controller-manager runs by default because every real cluster runs one: its
+garbage collector and resource-quota controller start a metadata informer (a
+LIST and a WATCH) for every resource the server discovers, every CRD included,
+and so decide what each CRD costs the server when no provider runs.
 
 Each instance lives in its own directory under ``<cache>/instances/<name>/``:
 ``instance.json`` (ports, PIDs, versions, status), ``pki/`` (fresh CA, serving
-cert, service-account keys, admin token; private files mode 0600),
-``kubeconfig``, ``etcd-data/`` and ``logs/``. Processes run in their own
+cert, service-account keys, admin token, the controller-manager's client and
+serving certs; private files mode 0600), ``kubeconfig``,
+``controller-manager.kubeconfig``, ``etcd-data/`` and ``logs/``. Processes run in their own
 sessions so they outlive the CLI that started them; ``stop_instance`` finds
 them again from the recorded PIDs (checked against their start time, so a
 recycled PID is never killed).
@@ -28,7 +34,7 @@ import yaml
 
 from crdscale.cluster import binaries, pki
 from crdscale.cluster.clients import Cluster, Credentials, RequestsTransport, connect
-from crdscale.cluster.versions import DEFAULT_KUBE_VERSION
+from crdscale.cluster.versions import DEFAULT_CONTROLLERS, DEFAULT_KUBE_VERSION
 from crdscale.errors import ClusterError, UsageError
 from crdscale.fsutil import read_json, write_atomic, write_json_atomic
 from crdscale.paths import instances_dir
@@ -39,6 +45,10 @@ INSTANCE_FILE = "instance.json"
 LOOPBACK = "127.0.0.1"
 SERVICE_CLUSTER_IP_RANGE = "10.0.0.0/24"
 STOP_GRACE_S = 15.0
+CONTROLLER_MANAGER = "kube-controller-manager"
+# kube-controller-manager's HTTPS paths anyone may read: its default three, plus /metrics so
+# that Prometheus and the direct scraper need no credentials (the port listens on loopback only).
+CONTROLLER_MANAGER_OPEN_PATHS = "/healthz,/readyz,/livez,/metrics"
 
 
 # ---------------------------------------------------------------- processes
@@ -140,6 +150,11 @@ class LocalControlPlane:
             tags is based on. ``state["built_from"]`` records what went in.
         apiserver_flags: extra ``--flag=value`` arguments for kube-apiserver.
         apiserver_env: extra environment (``GOGC``, ``GOMEMLIMIT``, ``GODEBUG`` ...).
+        controller_manager: run kube-controller-manager (built from the same modules as
+            kube-apiserver); ``False`` gives the control plane crdscale measured before it.
+        controller_manager_controllers: its ``--controllers`` (``"*"``: its default set);
+            default :data:`DEFAULT_CONTROLLERS`.
+        controller_manager_flags: extra ``--flag=value`` arguments for it.
         ready_timeout_s: how long to wait for ``/readyz``.
         echo: callable for progress lines (``None`` = quiet, as in notebooks).
         keep_state: keep the instance directory (logs, etcd data) after stop.
@@ -161,6 +176,9 @@ class LocalControlPlane:
         kube_source: str | None = None,
         apiserver_flags: Sequence[str] = (),
         apiserver_env: Mapping[str, str] | None = None,
+        controller_manager: bool = True,
+        controller_manager_controllers: Sequence[str] = DEFAULT_CONTROLLERS,
+        controller_manager_flags: Sequence[str] = (),
         ready_timeout_s: float = 180.0,
         echo=None,
         keep_state: bool = False,
@@ -171,6 +189,11 @@ class LocalControlPlane:
         self.kube_source = kube_source or None  # "" (a matrix's "as released" value) means none
         self.apiserver_flags = list(apiserver_flags)
         self.apiserver_env = dict(apiserver_env or {})
+        self.controller_manager = controller_manager
+        self.controller_manager_controllers = list(controller_manager_controllers)
+        self.controller_manager_flags = list(controller_manager_flags)
+        if controller_manager and not self.controller_manager_controllers:
+            raise UsageError("kube-controller-manager needs at least one controller ('*' for its default set)")
         self.ready_timeout_s = ready_timeout_s
         self.echo = echo or (lambda _msg: None)
         self.keep_state = keep_state
@@ -211,6 +234,29 @@ class LocalControlPlane:
         return pki.Credentials(self.state_dir / "pki")
 
     @property
+    def controller_manager_kubeconfig(self) -> Path:
+        return self.state_dir / "controller-manager.kubeconfig"
+
+    @property
+    def controller_manager_pid(self) -> int | None:
+        p = self.process(CONTROLLER_MANAGER)
+        return p.pid if p else None
+
+    @property
+    def controller_manager_metrics_url(self) -> str | None:
+        """Its ``/metrics`` (HTTPS, certificate signed by the instance's CA), or ``None`` when
+        this instance runs no kube-controller-manager."""
+        port = self.state.get("ports", {}).get("controller_manager")
+        return f"https://{LOOPBACK}:{port}/metrics" if port else None
+
+    @property
+    def runs_controller_manager(self) -> bool:
+        if not self.state:  # not started yet
+            return self.controller_manager
+        # Instances recorded before crdscale ran one have no "controller_manager" entry.
+        return bool(self.state.get("controller_manager", {}).get("enabled", False))
+
+    @property
     def etcd_metrics_url(self) -> str:
         return f"http://{LOOPBACK}:{self.ports['etcd_client']}/metrics"
 
@@ -239,10 +285,16 @@ class LocalControlPlane:
         apiserver = binaries.kube_apiserver(
             self.requested_version, binary=self.apiserver_binary, source=self.kube_source, echo=self.echo
         )
+        kcm = None
+        if self.controller_manager:
+            # The same release as kube-apiserver: from the same source tree (whose base release is
+            # the one asked for), else the version found (an explicit binary's may be unknown).
+            same = self.requested_version if self.kube_source or apiserver.version == "unknown" else apiserver.version
+            kcm = binaries.kube_controller_manager(same, source=self.kube_source, echo=self.echo)
         etcd = binaries.etcd(self.etcd_spec, echo=self.echo)
         self.state_dir.mkdir(parents=True)
         (self.state_dir / "logs").mkdir()
-        api_port, etcd_client, etcd_peer = free_ports(3)
+        api_port, etcd_client, etcd_peer, kcm_port = free_ports(4)
         self.state = {
             "name": self.name,
             "status": "starting",
@@ -257,11 +309,18 @@ class LocalControlPlane:
             "built_from": {"kube-apiserver": apiserver.built_from} if apiserver.built_from else {},
             "apiserver_flags": self.apiserver_flags,
             "apiserver_env": self.apiserver_env,
+            "controller_manager": {"enabled": kcm is not None},
             # Who is starting it: if this process dies before the servers are up, the
             # instance is stale even though no server process was recorded yet.
             "starter": ProcessRecord("starter", os.getpid(), start_ticks(os.getpid()), "").to_json(),
             "processes": [],
         }
+        if kcm is not None:
+            self.state["ports"]["controller_manager"] = kcm_port
+            self.state["binaries"][CONTROLLER_MANAGER] = str(kcm.path)
+            self.state["versions"][CONTROLLER_MANAGER] = _reported_version(kcm.path) or kcm.version
+            if kcm.built_from:
+                self.state["built_from"][CONTROLLER_MANAGER] = kcm.built_from
         self._save()
         try:
             creds = pki.create_credentials(self.state_dir / "pki")
@@ -270,6 +329,8 @@ class LocalControlPlane:
             self._start_apiserver(apiserver.path, creds)
             reported = self.connect().server_version()
             self.state["versions"]["kube-apiserver"] = reported
+            if kcm is not None:
+                self._start_controller_manager(kcm.path, creds)
             self.state["status"] = "ready"
             self._save()
         except BaseException:
@@ -277,7 +338,10 @@ class LocalControlPlane:
             self.keep_state = False
             self.stop()
             raise
-        self.echo(f"control plane {self.name} ready: kube-apiserver {reported} at {self.server}, etcd {etcd.version}")
+        with_kcm = f", kube-controller-manager {self.versions[CONTROLLER_MANAGER]}" if kcm is not None else ""
+        self.echo(
+            f"control plane {self.name} ready: kube-apiserver {reported} at {self.server}, etcd {etcd.version}{with_kcm}"
+        )
         return self
 
     def _spawn(self, name: str, argv: list[str], env: Mapping[str, str] | None = None) -> ProcessRecord:
@@ -362,8 +426,9 @@ class LocalControlPlane:
             f"--service-account-key-file={creds.sa_public_key}",
             f"--service-account-signing-key-file={creds.sa_private_key}",
             f"--service-cluster-ip-range={SERVICE_CLUSTER_IP_RANGE}",
-            # No controller-manager runs here, so nothing would mint service-account tokens.
-            "--disable-admission-plugins=ServiceAccount",
+            # Without a controller-manager nothing creates service accounts or mints their tokens,
+            # so the admission plugin that requires them is off (as crdscale always ran before it).
+            *(() if self.runs_controller_manager else ("--disable-admission-plugins=ServiceAccount",)),
             "--allow-privileged=true",
             # The default lease reconciler refuses a loopback advertise address.
             "--endpoint-reconciler-type=none",
@@ -371,6 +436,45 @@ class LocalControlPlane:
             f"--cert-dir={self.state_dir / 'pki'}",
             *flags,
         ]
+
+    def controller_manager_argv(self, binary: Path, creds: pki.Credentials) -> list[str]:
+        """kube-controller-manager's command line: as kubeadm runs it (its own client certificate
+        and kubeconfig for the API, delegated authentication and authorization, one service
+        account per controller, the service-account key to mint tokens with), on loopback.
+        Every flag here exists from v1.24 on."""
+        kubeconfig = self.controller_manager_kubeconfig
+        return [
+            str(binary),
+            f"--kubeconfig={kubeconfig}",
+            f"--authentication-kubeconfig={kubeconfig}",
+            f"--authorization-kubeconfig={kubeconfig}",
+            f"--authorization-always-allow-paths={CONTROLLER_MANAGER_OPEN_PATHS}",
+            f"--bind-address={LOOPBACK}",
+            f"--secure-port={self.ports['controller_manager']}",
+            f"--tls-cert-file={creds.controller_manager_serving_cert}",
+            f"--tls-private-key-file={creds.controller_manager_serving_key}",
+            f"--client-ca-file={creds.ca_cert}",
+            f"--root-ca-file={creds.ca_cert}",
+            f"--service-account-private-key-file={creds.sa_private_key}",
+            "--use-service-account-credentials=true",
+            f"--cluster-signing-cert-file={creds.ca_cert}",
+            f"--cluster-signing-key-file={creds.ca_key}",
+            f"--controllers={','.join(self.controller_manager_controllers)}",
+            "--profiling=true",
+            *self.controller_manager_flags,
+        ]
+
+    def _start_controller_manager(self, binary: Path, creds: pki.Credentials) -> None:
+        self._write_controller_manager_kubeconfig(creds)
+        argv = self.controller_manager_argv(binary, creds)
+        self.state["controller_manager"].update(controllers=self.controller_manager_controllers, flags=argv[1:])
+        record = self._spawn(CONTROLLER_MANAGER, argv)
+        session = Credentials(verify=str(creds.ca_cert)).session()  # no token: /healthz is open
+        try:
+            url = f"https://{LOOPBACK}:{self.ports['controller_manager']}/healthz"
+            self._wait(record, url, lambda r: r.status_code == 200, timeout_s=self.ready_timeout_s, session=session)
+        finally:
+            session.close()
 
     def _wait_apiserver_ready(self, record: ProcessRecord, server: str, creds: pki.Credentials) -> None:
         session = Credentials(
@@ -462,6 +566,27 @@ class LocalControlPlane:
         }
         write_atomic(self.kubeconfig, yaml.safe_dump(cfg, sort_keys=False), mode=0o600)
 
+    def _write_controller_manager_kubeconfig(self, creds: pki.Credentials) -> None:
+        cfg = {
+            "apiVersion": "v1",
+            "kind": "Config",
+            "clusters": [
+                {"name": self.name, "cluster": {"server": self.server, "certificate-authority": str(creds.ca_cert)}}
+            ],
+            "users": [
+                {
+                    "name": pki.CONTROLLER_MANAGER_USER,
+                    "user": {
+                        "client-certificate": str(creds.controller_manager_client_cert),
+                        "client-key": str(creds.controller_manager_client_key),
+                    },
+                }
+            ],
+            "contexts": [{"name": self.name, "context": {"cluster": self.name, "user": pki.CONTROLLER_MANAGER_USER}}],
+            "current-context": self.name,
+        }
+        write_atomic(self.controller_manager_kubeconfig, yaml.safe_dump(cfg, sort_keys=False), mode=0o600)
+
     def connect(self) -> Cluster:
         """A :class:`Cluster` for this instance (created once, reused)."""
         if self._cluster is None:
@@ -477,8 +602,9 @@ class LocalControlPlane:
         if self._cluster is not None:
             self._cluster.close()
             self._cluster = None
-        # kube-apiservers first: stopping etcd under one makes it log errors for seconds.
-        for record in sorted(self.processes, key=lambda p: not p.name.startswith("kube-apiserver")):
+        # Clients of kube-apiserver first, then kube-apiservers: stopping etcd under one makes it
+        # log errors for seconds, and the controller-manager would retry its watches meanwhile.
+        for record in sorted(self.processes, key=_stop_order):
             terminate_process(record)
         if self.state:
             self.state["status"] = "stopped"
@@ -497,6 +623,22 @@ class LocalControlPlane:
         cp.state = read_json(state_file)
         cp.requested_version = cp.state.get("versions", {}).get("kube-apiserver")
         return cp
+
+
+def _stop_order(record: ProcessRecord) -> int:
+    if record.name == CONTROLLER_MANAGER:
+        return 0
+    return 1 if record.name.startswith("kube-apiserver") else 2
+
+
+def _reported_version(binary: Path) -> str | None:
+    """``v1.37.1`` from ``kube-controller-manager --version`` (``Kubernetes v1.37.1``), else ``None``."""
+    try:
+        out = subprocess.run([str(binary), "--version"], capture_output=True, text=True, timeout=30).stdout
+    except (OSError, subprocess.SubprocessError):
+        return None
+    words = out.split()
+    return words[-1] if words and words[-1].startswith("v") else None
 
 
 class SecondApiserver:

@@ -1,6 +1,6 @@
 """Fresh credentials for each local control plane: a CA, a serving certificate,
-a service-account key pair and an admin bearer token. Private material is
-written mode 0600."""
+a service-account key pair, an admin bearer token, and kube-controller-manager's
+client and serving certificates. Private material is written mode 0600."""
 
 from __future__ import annotations
 
@@ -18,6 +18,10 @@ from cryptography.x509.oid import NameOID
 from crdscale.fsutil import write_atomic
 
 ADMIN_USER = "crdscale-admin"
+# The user Kubernetes' bootstrap RBAC policy grants the controller-manager's own permissions
+# (system:kube-controller-manager); with --use-service-account-credentials each controller
+# then acts as its own service account, as in kubeadm clusters.
+CONTROLLER_MANAGER_USER = "system:kube-controller-manager"
 SERVICE_IP = "10.0.0.1"  # first address of --service-cluster-ip-range=10.0.0.0/24
 SERVING_DNS_NAMES = (
     "localhost",
@@ -64,6 +68,28 @@ class Credentials:
         """The bare admin token, for clients that read a credentials file (Prometheus)."""
         return self.pki_dir / "admin.token"
 
+    @property
+    def ca_key(self) -> Path:
+        """Also kube-controller-manager's --cluster-signing-key-file (it signs approved CSRs)."""
+        return self.pki_dir / "ca.key"
+
+    @property
+    def controller_manager_client_cert(self) -> Path:
+        return self.pki_dir / "controller-manager.crt"
+
+    @property
+    def controller_manager_client_key(self) -> Path:
+        return self.pki_dir / "controller-manager.key"
+
+    @property
+    def controller_manager_serving_cert(self) -> Path:
+        """Its HTTPS (/healthz, /metrics) on 127.0.0.1, signed by the CA so scrapers verify it."""
+        return self.pki_dir / "controller-manager-serving.crt"
+
+    @property
+    def controller_manager_serving_key(self) -> Path:
+        return self.pki_dir / "controller-manager-serving.key"
+
     def admin_token(self) -> str:
         return self.token_file.read_text().split(",", 1)[0]
 
@@ -76,7 +102,8 @@ def _pem_key(key) -> bytes:
 
 def create_credentials(pki_dir: Path, *, valid_days: int = 30) -> Credentials:
     """Write a new CA, a serving cert for 127.0.0.1/localhost/kubernetes.*, a service-account
-    key pair and a ``system:masters`` bearer token into ``pki_dir``."""
+    key pair, a ``system:masters`` bearer token, and kube-controller-manager's client cert
+    (``system:kube-controller-manager``) and serving cert (127.0.0.1) into ``pki_dir``."""
     creds = Credentials(pki_dir)
     pki_dir.mkdir(parents=True, exist_ok=True)
     pki_dir.chmod(0o700)
@@ -113,31 +140,47 @@ def create_credentials(pki_dir: Path, *, valid_days: int = 30) -> Credentials:
         .sign(ca_key, hashes.SHA256())
     )
 
-    serving_key = ec.generate_private_key(ec.SECP256R1())
+    def leaf(common_name: str, usage, sans=()):
+        key = ec.generate_private_key(ec.SECP256R1())
+        builder = (
+            x509.CertificateBuilder()
+            .subject_name(x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, common_name)]))
+            .issuer_name(ca_name)
+            .public_key(key.public_key())
+            .serial_number(x509.random_serial_number())
+            .not_valid_before(not_before)
+            .not_valid_after(not_after)
+        )
+        if sans:
+            builder = builder.add_extension(x509.SubjectAlternativeName(list(sans)), critical=False)
+        cert = (
+            builder.add_extension(x509.BasicConstraints(ca=False, path_length=None), critical=True)
+            .add_extension(x509.ExtendedKeyUsage([usage]), critical=False)
+            .add_extension(x509.AuthorityKeyIdentifier.from_issuer_public_key(ca_key.public_key()), critical=False)
+            .sign(ca_key, hashes.SHA256())
+        )
+        return cert.public_bytes(serialization.Encoding.PEM), _pem_key(key)
+
+    server_auth = x509.oid.ExtendedKeyUsageOID.SERVER_AUTH
+    loopback = [x509.DNSName("localhost"), x509.IPAddress(ipaddress.ip_address("127.0.0.1"))]
     sans = [x509.DNSName(n) for n in SERVING_DNS_NAMES]
     sans += [x509.IPAddress(ipaddress.ip_address("127.0.0.1")), x509.IPAddress(ipaddress.ip_address(SERVICE_IP))]
-    serving_cert = (
-        x509.CertificateBuilder()
-        .subject_name(x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "kube-apiserver")]))
-        .issuer_name(ca_name)
-        .public_key(serving_key.public_key())
-        .serial_number(x509.random_serial_number())
-        .not_valid_before(not_before)
-        .not_valid_after(not_after)
-        .add_extension(x509.SubjectAlternativeName(sans), critical=False)
-        .add_extension(x509.BasicConstraints(ca=False, path_length=None), critical=True)
-        .add_extension(x509.ExtendedKeyUsage([x509.oid.ExtendedKeyUsageOID.SERVER_AUTH]), critical=False)
-        .add_extension(x509.AuthorityKeyIdentifier.from_issuer_public_key(ca_key.public_key()), critical=False)
-        .sign(ca_key, hashes.SHA256())
-    )
+    serving = leaf("kube-apiserver", server_auth, sans)
+    cm_client = leaf(CONTROLLER_MANAGER_USER, x509.oid.ExtendedKeyUsageOID.CLIENT_AUTH)
+    cm_serving = leaf("kube-controller-manager", server_auth, loopback)
 
     # RSA for service-account tokens: every kube-apiserver version we build accepts RS256.
     sa_key = rsa.generate_private_key(public_exponent=65537, key_size=2048)
 
     write_atomic(creds.ca_cert, ca_cert.public_bytes(serialization.Encoding.PEM))
-    write_atomic(pki_dir / "ca.key", _pem_key(ca_key), mode=0o600)
-    write_atomic(creds.serving_cert, serving_cert.public_bytes(serialization.Encoding.PEM))
-    write_atomic(creds.serving_key, _pem_key(serving_key), mode=0o600)
+    write_atomic(creds.ca_key, _pem_key(ca_key), mode=0o600)
+    for (cert, key), cert_path, key_path in (
+        (serving, creds.serving_cert, creds.serving_key),
+        (cm_client, creds.controller_manager_client_cert, creds.controller_manager_client_key),
+        (cm_serving, creds.controller_manager_serving_cert, creds.controller_manager_serving_key),
+    ):
+        write_atomic(cert_path, cert)
+        write_atomic(key_path, key, mode=0o600)
     write_atomic(creds.sa_private_key, _pem_key(sa_key), mode=0o600)
     write_atomic(
         creds.sa_public_key,

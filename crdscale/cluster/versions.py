@@ -61,3 +61,11 @@ def nearest_version(wanted: str, candidates: list[str] | tuple[str, ...]) -> str
         return (abs(major - want[0]), abs(minor - want[1]), patch > want[2], abs(patch - want[2]))
 
     return min((p for p in parsed if p[0] != want), key=distance, default=(None, None))[1]
+
+
+# Its default set but the pod garbage collector: no kubelet runs here, and that controller
+# deletes every Pod bound to a Node that does not exist 40 s after it appears (the list probes
+# bind their Pods to such nodes, for spec.nodeName field selectors). It watches nothing of a
+# CRD's, and its Pod and Node informers are shared with controllers that still run, so what
+# kube-apiserver serves is unchanged. "podgc" is its name in v1.24 and an alias in v1.37.
+DEFAULT_CONTROLLERS = ("*", "-podgc")

@@ -2,8 +2,9 @@
 tidy table from either a Prometheus server or direct scrapes of ``/metrics``.
 
 The tidy table has one row per sample: ``timestamp`` (UTC), ``job``
-(``kube-apiserver`` or ``etcd``), ``metric`` (the series key below), ``labels``
-(a JSON object of the labels kept after aggregation) and ``value``.
+(``kube-apiserver``, ``etcd``, ``kube-controller-manager``, or a ``-proc`` job),
+``metric`` (the series key below), ``labels`` (a JSON object of the labels kept
+after aggregation) and ``value``.
 """
 
 from __future__ import annotations
@@ -91,6 +92,18 @@ SERIES: tuple[Series, ...] = (
     Series("scrape_duration_seconds", why="how long scraping kube-apiserver's /metrics took"),
     Series("scrape_body_size_bytes", why="size of kube-apiserver's /metrics body (grows with CRDs)"),
     Series("scrape_duration_seconds", job="etcd"),
+    # A local kube-controller-manager: what it costs, and what it asks of kube-apiserver.
+    Series("process_resident_memory_bytes", job="kube-controller-manager", why="controller-manager RSS"),
+    Series("process_cpu_seconds_total", job="kube-controller-manager"),
+    Series("go_memstats_heap_inuse_bytes", job="kube-controller-manager", why="its informer caches live here"),
+    Series("go_goroutines", job="kube-controller-manager", why="informers and workers per resource"),
+    Series(
+        "rest_client_requests_total",
+        job="kube-controller-manager",
+        by=("method", "code"),
+        why="its requests to kube-apiserver (LISTs and WATCHes of every discovered resource)",
+    ),
+    Series("scrape_duration_seconds", job="kube-controller-manager"),
 )
 
 

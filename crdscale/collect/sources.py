@@ -1,7 +1,8 @@
 """Where time series come from during a run.
 
 - :class:`LocalPrometheus`: a real Prometheus started by crdscale, scraping
-  kube-apiserver over TLS with the instance's credentials, and etcd. Its
+  kube-apiserver over TLS with the instance's credentials, etcd, and
+  kube-controller-manager (HTTPS, its ``/metrics`` open to anyone on loopback). Its
   database lives in the run directory (``tsdb_dir``), so a runner killed
   mid-run loses no sample (``crdscale recover`` exports them), and it keeps only
   the series crdscale records (less disk and less Prometheus CPU beside the
@@ -48,6 +49,8 @@ from crdscale.errors import ClusterError
 from crdscale.fsutil import write_atomic
 from crdscale.proc import cpu_seconds, rss_bytes, stat_fields, thread_count
 from crdscale.rundir import layout
+
+CONTROLLER_MANAGER_JOB = "kube-controller-manager"
 
 
 def _keep_recorded(job: str) -> dict:
@@ -129,6 +132,8 @@ class LocalPrometheus:
         ca_file, token_file: the instance's CA and bare bearer-token file (never copied
             into a run directory; the generated config only points at them).
         etcd_target: ``host:port`` of etcd's client URL (serves ``/metrics``), or ``None``.
+        controller_manager_target: ``host:port`` of kube-controller-manager's secure port (its
+            certificate is signed by ``ca_file``), or ``None``.
         interval_s: scrape interval (default 1 s); each job's interval grows when its scrapes
             outlast it (:func:`next_cadence`, checked every few seconds while it runs).
         apiserver_interval_s: kube-apiserver's ``/metrics`` interval when longer than ``interval_s``
@@ -159,10 +164,12 @@ class LocalPrometheus:
         apiserver_interval_s: float | None = None,
         cpu_budget: float = 0.0,
         workdir: Path | None = None,
+        controller_manager_target: str | None = None,
     ):
         self.binary = binaries.prometheus(binary)
         self.apiserver_target = apiserver_target
         self.etcd_target = etcd_target
+        self.controller_manager_target = controller_manager_target
         self.ca_file = ca_file
         self.token_file = token_file
         self.interval_s = interval_s
@@ -177,6 +184,7 @@ class LocalPrometheus:
         self.job_interval_s = {
             "kube-apiserver": max(interval_s, apiserver_interval_s or interval_s),
             **({"etcd": interval_s} if etcd_target else {}),
+            **({CONTROLLER_MANAGER_JOB: interval_s} if controller_manager_target else {}),
         }
         self.cadence_changes: list[dict] = []
         self.cpu_budget = cpu_budget
@@ -229,6 +237,18 @@ class LocalPrometheus:
                     "static_configs": [{"targets": [self.etcd_target]}],
                     "params": {"name[]": metrics.exposed_families("etcd")},
                     "metric_relabel_configs": [_keep_recorded("etcd")],
+                }
+            )
+        if self.controller_manager_target:
+            jobs.append(
+                {
+                    "job_name": CONTROLLER_MANAGER_JOB,
+                    **cadence(CONTROLLER_MANAGER_JOB),
+                    "scheme": "https",
+                    "tls_config": {"ca_file": str(self.ca_file)},
+                    "static_configs": [{"targets": [self.controller_manager_target]}],
+                    "params": {"name[]": metrics.exposed_families(CONTROLLER_MANAGER_JOB)},
+                    "metric_relabel_configs": [_keep_recorded(CONTROLLER_MANAGER_JOB)],
                 }
             )
         return {
@@ -510,15 +530,28 @@ class _Sampler:
 
 
 class DirectScraper(_Sampler):
-    """Scrape kube-apiserver's (and etcd's) ``/metrics`` every ``interval_s`` in a thread."""
+    """Scrape kube-apiserver's (and etcd's, and kube-controller-manager's) ``/metrics`` every
+    ``interval_s`` in a thread. ``ca_file`` verifies kube-controller-manager's certificate."""
 
     kind = "direct-scrape"
 
-    def __init__(self, cluster: Cluster, etcd_metrics_url: str | None = None, interval_s: float = 1.0, **kwargs):
+    def __init__(
+        self,
+        cluster: Cluster,
+        etcd_metrics_url: str | None = None,
+        interval_s: float = 1.0,
+        *,
+        controller_manager_metrics_url: str | None = None,
+        ca_file: Path | None = None,
+        **kwargs,
+    ):
         super().__init__(interval_s, **kwargs)
         self.cluster = cluster
         self.etcd_metrics_url = etcd_metrics_url
+        self.controller_manager_metrics_url = controller_manager_metrics_url
+        self.ca_file = ca_file
         self._families = metrics.exposed_families("kube-apiserver")
+        self._session = requests.Session()
 
     def sample(self, now: datetime) -> list[dict]:
         got = []
@@ -533,14 +566,33 @@ class DirectScraper(_Sampler):
         except ClusterError:
             self.errors += 1
         if self.etcd_metrics_url:
-            t0 = time.monotonic()
-            try:
-                resp = requests.get(self.etcd_metrics_url, timeout=5)
-                got += metrics.aggregate_scrape(resp.text, "etcd", now)
-                got += _scrape_facts("etcd", now, time.monotonic() - t0, len(resp.content))
-            except requests.RequestException:
-                self.errors += 1
+            got += self._scrape("etcd", self.etcd_metrics_url, now)
+        if self.controller_manager_metrics_url:
+            got += self._scrape(
+                CONTROLLER_MANAGER_JOB,
+                self.controller_manager_metrics_url,
+                now,
+                params={"name[]": metrics.exposed_families(CONTROLLER_MANAGER_JOB)},
+                verify=str(self.ca_file) if self.ca_file else True,
+            )
         return got
+
+    def _scrape(self, job: str, url: str, now: datetime, **kwargs) -> list[dict]:
+        t0 = time.monotonic()
+        try:
+            resp = self._session.get(url, timeout=5, **kwargs)
+            resp.raise_for_status()
+        except requests.RequestException:
+            self.errors += 1
+            return []
+        return [
+            *metrics.aggregate_scrape(resp.text, job, now),
+            *_scrape_facts(job, now, time.monotonic() - t0, len(resp.content)),
+        ]
+
+    def stop(self) -> None:
+        super().stop()
+        self._session.close()
 
 
 class ProcSampler(_Sampler):
@@ -549,15 +601,17 @@ class ProcSampler(_Sampler):
     The same numbers client_golang's process collector puts in ``/metrics`` (it
     reads the same files), but costing the server nothing: at thousands of CRDs a
     ``/metrics`` scrape can take longer than the interval, and these series stay
-    complete regardless. Recorded as job ``kube-apiserver-proc``.
+    complete regardless. Recorded as job ``job``: ``kube-apiserver-proc`` by default
+    (:data:`crdscale.rundir.layout.PROC_JOBS` names one per component).
     """
 
     kind = "proc"
     JOB = layout.PROC_JOB
 
-    def __init__(self, pid: int, interval_s: float = 1.0, **kwargs):
+    def __init__(self, pid: int, interval_s: float = 1.0, *, job: str = layout.PROC_JOB, **kwargs):
         super().__init__(interval_s, **kwargs)
         self.pid = pid
+        self.job = job
 
     def sample(self, now: datetime) -> list[dict]:
         rss = rss_bytes(self.pid)
@@ -579,6 +633,6 @@ class ProcSampler(_Sampler):
             "process_threads": thread_count(fields),
         }
         return [
-            {"timestamp": now, "job": self.JOB, "metric": name, "labels": "{}", "value": float(value)}
+            {"timestamp": now, "job": self.job, "metric": name, "labels": "{}", "value": float(value)}
             for name, value in values.items()
         ]

@@ -12,7 +12,7 @@ Layout of ``runs/<UTC timestamp>-<name>/``::
     metrics/prometheus/    the local Prometheus's TSDB (kept; survives a killed runner)
     metrics/chunks/        direct-scrape samples flushed every few seconds while the run goes
     probes/                <probe>[-<table>]-stepNN.parquet
-    logs/                  kube-apiserver / etcd logs of a local target
+    logs/                  kube-apiserver / etcd / kube-controller-manager logs of a local target
     analysis/, report/     written by ``crdscale analyze`` and ``crdscale report``
 
 An experiment directory (a matrix of runs) holds ``experiment.json`` and one run
@@ -47,6 +47,10 @@ PROMETHEUS_TSDB = "metrics/prometheus"  # a local Prometheus's own database (ope
 # The series' ``job`` of a local kube-apiserver's /proc samples (RSS, CPU, fds, threads every
 # interval), beside the ``kube-apiserver`` job of its /metrics.
 PROC_JOB = "kube-apiserver-proc"
+# The same for a local kube-controller-manager (its /metrics job is ``kube-controller-manager``).
+CONTROLLER_MANAGER_PROC_JOB = "kube-controller-manager-proc"
+# Component -> its /proc job.
+PROC_JOBS = {"kube-apiserver": PROC_JOB, "kube-controller-manager": CONTROLLER_MANAGER_PROC_JOB}
 PROBES = "probes"
 LOGS = "logs"
 ANALYSIS = "analysis"
@@ -74,7 +78,7 @@ RUN_README = f"""\
 | `{PROFILES}/cpu-stepNN-crdsNNNN-install.pb.gz` | CPU profile sampled while step NN installed | same |
 | `{SERIES}` (`.csv`) | tidy time series: timestamp (UTC), job, metric, labels, value | `crdscale.rundir.read_run(DIR).series`, pandas |
 | `{PROBES}/` | per-step probe tables, when the scenario ran probes | `read_run(DIR).probe_table(NAME)` |
-| `{LOGS}/` | kube-apiserver and etcd logs of a local target | |
+| `{LOGS}/` | kube-apiserver, etcd and kube-controller-manager logs of a local target | |
 | `{ANALYSIS}/`, `{REPORT}/` | written by `crdscale analyze` and `crdscale report` | |
 """
 

@@ -59,6 +59,18 @@ KEYS: tuple[Key, ...] = (
     Key("target.apiserver_flags", list, [], 'extra kube-apiserver flags, e.g. ["--v=2"]'),
     Key("target.env", dict, {}, 'Go runtime env for kube-apiserver, e.g. { GOGC = "50", GOMEMLIMIT = "2GiB" }'),
     Key("target.apiserver_binary", str, None, "run this kube-apiserver binary instead of building one"),
+    Key(
+        "target.controller_manager",
+        bool,
+        True,
+        "run kube-controller-manager (same version) as real clusters do: its GC and quota controllers watch every CRD",
+    ),
+    Key(
+        "target.controller_manager_controllers",
+        list,
+        ["*", "-podgc"],
+        '--controllers; "-podgc": the pod GC would delete probe Pods bound to a node no kubelet runs',
+    ),
     Key("target.kubeconfig", str, None, 'kubeconfig of the cluster for kind = "kubeconfig" ("a.yaml:b.yaml" merged)'),
     Key("target.context", str, None, "kubeconfig context; unset: its current-context"),
     Key("target.prometheus_url", str, None, "an existing Prometheus scraping the cluster"),
@@ -436,6 +448,14 @@ def build_scenario(
     for item in target.get("apiserver_flags", []):
         if not (isinstance(item, str) and item.startswith("--")):
             raise UsageError(f"{where}: 'target.apiserver_flags' entries must look like \"--flag=value\", got {item!r}")
+    for item in target.get("controller_manager_controllers", []):
+        if not (isinstance(item, str) and item.strip()):
+            raise UsageError(
+                f"{where}: 'target.controller_manager_controllers' entries are controller names "
+                f'such as "*" or "-ttl", got {item!r}'
+            )
+    if target.get("controller_manager") and not target.get("controller_manager_controllers"):
+        raise UsageError(f"{where}: 'target.controller_manager_controllers' is empty; [\"*\"] runs the default set")
     for k, v in target.get("env", {}).items():
         if not isinstance(v, str):
             raise UsageError(f"{where}: 'target.env.{k}' must be a string, got {v!r}")

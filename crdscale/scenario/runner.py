@@ -23,7 +23,7 @@ import pandas as pd
 
 from crdscale.cluster.clients import Cluster, connect
 from crdscale.cluster.gobuild import go_version
-from crdscale.cluster.local import LocalControlPlane
+from crdscale.cluster.local import DEFAULT_CONTROLLERS, LocalControlPlane
 from crdscale.collect import metrics as metric_defs
 from crdscale.collect.pprof import fetch_profile
 from crdscale.collect.prometheus import PrometheusAccess
@@ -40,7 +40,7 @@ from crdscale.errors import BinaryError, ClusterError, CrdscaleError, RunInterru
 from crdscale.ownership import new_run_id
 from crdscale.paths import runs_dir
 from crdscale.proc import available_memory_bytes
-from crdscale.rundir import EventLog, RunWriter
+from crdscale.rundir import EventLog, RunWriter, layout
 from crdscale.scenario.config import Scenario
 
 
@@ -228,6 +228,7 @@ class ScenarioRunner:
         self.watchdog: _Watchdog | None = None
         self._series = None  # the exported series, for the harness-cost summary
         self.proc_sampler: ProcSampler | None = None
+        self.controller_manager_sampler: ProcSampler | None = None
         self._cpu_at_start = os.times()
 
     # ------------------------------------------------------------ public
@@ -387,6 +388,8 @@ class ScenarioRunner:
                 kube_source=t.get("kube_source"),
                 apiserver_flags=t.get("apiserver_flags", []),
                 apiserver_env=t.get("env", {}),
+                controller_manager=t.get("controller_manager", True),
+                controller_manager_controllers=t.get("controller_manager_controllers", DEFAULT_CONTROLLERS),
                 name=f"run-{self.run_id}",
                 echo=self.echo,
                 keep_state=True,
@@ -397,6 +400,9 @@ class ScenarioRunner:
             self.cluster = self.plane.connect()
             versions.update(self.plane.versions)
             self.run.record_binaries(self.plane.state["binaries"], built_from=self.plane.state.get("built_from"))
+            # Whether a controller-manager ran, with which controllers and flags: it decides what
+            # every installed CRD costs (its garbage collector watches each one).
+            self.run.update_manifest(controller_manager=self.plane.state.get("controller_manager", {}))
         else:
             self.cluster = connect(sc.target["kubeconfig"], sc.target.get("context"))
             stack.callback(self.cluster.close)
@@ -444,6 +450,11 @@ class ScenarioRunner:
                     cpu_budget=float(sc.metrics.get("apiserver_cpu_budget_percent", 0)) / 100,
                     # in the instance's directory: `crdscale down` removes it after a kill -9
                     workdir=self.plane.state_dir / "prometheus",
+                    controller_manager_target=(
+                        f"127.0.0.1:{self.plane.ports['controller_manager']}"
+                        if self.plane.controller_manager_metrics_url
+                        else None
+                    ),
                 )
             except BinaryError:
                 if wanted == "prometheus":
@@ -454,6 +465,8 @@ class ScenarioRunner:
                 self.cluster,
                 self.plane.etcd_metrics_url if self.plane else None,
                 interval,
+                controller_manager_metrics_url=self.plane.controller_manager_metrics_url if self.plane else None,
+                ca_file=self.plane.credentials.ca_cert if self.plane else None,
                 sink=lambda frame: self.run.write_series_chunk(frame, "scrape"),
             )
         if isinstance(source, LocalPrometheus):
@@ -468,6 +481,14 @@ class ScenarioRunner:
                 self.plane.apiserver_pid, interval, sink=lambda frame: self.run.write_series_chunk(frame, "proc")
             ).start()
             stack.callback(self.proc_sampler.stop)
+            if self.plane.controller_manager_pid is not None:
+                self.controller_manager_sampler = ProcSampler(
+                    self.plane.controller_manager_pid,
+                    interval,
+                    job=layout.CONTROLLER_MANAGER_PROC_JOB,
+                    sink=lambda frame: self.run.write_series_chunk(frame, "controller-manager-proc"),
+                ).start()
+                stack.callback(self.controller_manager_sampler.stop)
         # Callbacks unwind last-in first-out: the export runs before the source stops,
         # after the last step -- or after a failure or Ctrl-C.
         stack.callback(self._export_series)
@@ -530,8 +551,9 @@ class ScenarioRunner:
         end = datetime.now(timezone.utc)
         try:
             df = self.source.series(self.window_start, end)
-            if self.proc_sampler is not None:
-                df = pd.concat([df, self.proc_sampler.series(self.window_start, end)], ignore_index=True)
+            for sampler in (self.proc_sampler, self.controller_manager_sampler):
+                if sampler is not None:
+                    df = pd.concat([df, sampler.series(self.window_start, end)], ignore_index=True)
         except Exception as err:  # keep the run's other results even if the query fails
             self.run.update_manifest(metrics_error=f"{type(err).__name__}: {err}")
             return

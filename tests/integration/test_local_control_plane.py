@@ -112,7 +112,7 @@ def test_server_reports_the_real_version(own_plane):
 
 
 def test_listens_on_loopback_only(own_plane):
-    for name in ("kube-apiserver", "etcd"):
+    for name in ("kube-apiserver", "etcd", "kube-controller-manager"):
         addresses = _listening_sockets(own_plane.process(name).pid)
         assert addresses, f"{name} listens nowhere?"
         for addr in addresses:

@@ -1,8 +1,9 @@
-"""An old kube-apiserver (v1.24.0), built from Go modules the same way, comes up."""
+"""An old kube-apiserver (v1.24.0), built from Go modules the same way, comes up, with the
+kube-controller-manager of the same version (every flag crdscale gives it exists in v1.24)."""
 
 import os
 
-from crdscale.cluster.local import LocalControlPlane
+from crdscale.cluster.local import CONTROLLER_MANAGER, LocalControlPlane
 
 
 def test_kube_apiserver_1_24_comes_up_and_serves_crds():
@@ -12,3 +13,10 @@ def test_kube_apiserver_1_24_comes_up_and_serves_crds():
         groups = cluster.get_json("/apis")
         assert any(g["name"] == "apiextensions.k8s.io" for g in groups["groups"])
         assert cluster.get("/debug/pprof/heap?gc=1").status_code == 200
+        assert cp.versions[CONTROLLER_MANAGER] == "v1.24.0" and cp.process(CONTROLLER_MANAGER).alive()
+        from test_local_controller_manager import install_crds, wait_for_watches
+
+        group = "old.crdscale.io"
+        plurals = install_crds(cluster, group, 3)
+        watches = wait_for_watches(cluster, group, plurals)
+        assert all(watches.get(p, 0) >= 1 for p in plurals), watches

@@ -211,4 +211,5 @@ def test_list_cli_serves_the_same_lists_from_etcd_and_from_the_cache(local_clust
     assert set(run.probe_table("list")["apiserver"]) == {"default", "--watch-cache=false"}
     assert list(run.probe_table("list", "apiservers")["apiserver"]) == ["default", "--watch-cache=false"]
     # The second kube-apiserver is stopped and forgotten by the instance again.
-    assert [p.name for p in type(local_cluster).attach(local_cluster.name).processes] == ["etcd", "kube-apiserver"]
+    names = [p.name for p in type(local_cluster).attach(local_cluster.name).processes]
+    assert "kube-apiserver" in names and not [n for n in names if n.startswith("kube-apiserver-")], names

@@ -5,6 +5,7 @@ given as kubeconfig + Prometheus URL."""
 from __future__ import annotations
 
 import gzip
+import hashlib
 import json
 import os
 import signal
@@ -127,6 +128,19 @@ def test_small_scenario_completes_with_profiles_and_metrics(tmp_path):
     assert apiserver_s >= 5
     assert RECORDED_EVERYWHERE <= set(series.metric)
     _no_credentials_in(run)
+    # The controller-manager ran beside it (on by default): recorded, scraped and sampled.
+    kcm = "kube-controller-manager"
+    assert manifest["versions"][kcm] == "v1.37.1"
+    binary = manifest["binaries"][kcm]
+    assert binary["sha256"] == hashlib.sha256(Path(binary["path"]).read_bytes()).hexdigest()
+    assert manifest["controller_manager"]["enabled"] and manifest["controller_manager"]["controllers"] == [
+        "*",
+        "-podgc",
+    ]
+    assert any(f.startswith("--service-account-private-key-file=") for f in manifest["controller_manager"]["flags"])
+    for job in (kcm, layout.CONTROLLER_MANAGER_PROC_JOB):
+        assert len(series[(series.job == job) & (series.metric == "process_resident_memory_bytes")]) >= 3, job
+    assert (run / "logs" / f"{kcm}.log").is_file()
 
 
 # Recorded series every kube-apiserver version exposes, histograms and summaries included: a

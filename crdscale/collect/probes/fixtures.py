@@ -356,11 +356,12 @@ class ProbeFixtures:
         if labels != {**labels, **self.labels}:
             return  # not ours: never touch it
         cluster.delete(f"/api/v1/namespaces/{name}", timeout=30)
-        if not is_loopback(cluster.server):
-            return  # a real cluster's namespace controller finishes the job
-        # The local control plane runs no kube-controller-manager, so nothing
-        # would remove the namespace's finalizer; our objects in it are gone
-        # already, so finalize it ourselves.
+        if not is_loopback(cluster.server) or _runs_namespace_controller(cluster.server):
+            # The namespace controller finishes the job (and deletes what the controller-manager
+            # put there: the default ServiceAccount, the kube-root-ca.crt ConfigMap).
+            return
+        # A local control plane without kube-controller-manager: nothing would remove the
+        # namespace's finalizer; our objects in it are gone already, so finalize it ourselves.
         deadline = time.monotonic() + 5
         while time.monotonic() < deadline:
             resp = cluster.get(f"/api/v1/namespaces/{name}")
@@ -372,3 +373,11 @@ class ProbeFixtures:
                 cluster.put(f"/api/v1/namespaces/{name}/finalize", body, timeout=30)
                 return
             time.sleep(0.2)
+
+
+def _runs_namespace_controller(server: str) -> bool:
+    """Whether ``server`` is a local instance that runs kube-controller-manager (by default it does)."""
+    from crdscale.cluster.local import instance_serving
+
+    plane = instance_serving(server)
+    return plane is not None and plane.runs_controller_manager
