@@ -203,6 +203,22 @@ def _closer_to(value: float, candidates: dict[str, float]) -> str:
     return min(candidates, key=lambda name: abs(math.log(value) - math.log(candidates[name])))
 
 
+# The columns of :func:`shape_findings` (the list probe prints them in this order).
+SHAPE_FINDING_COLUMNS = (
+    "kind",
+    "concurrency",
+    "shape",
+    "baseline_shape",
+    "objects_ratio",
+    "bytes_ratio",
+    "heap_growth_ratio",
+    "rss_growth_ratio",
+    "cpu_per_request_ratio",
+    "latency_p50_ratio",
+    "heap_follows",
+)
+
+
 def shape_findings(load: pd.DataFrame) -> pd.DataFrame:
     """Does kube-apiserver's memory under concurrent LISTs follow response bytes or object count?
 
@@ -215,19 +231,7 @@ def shape_findings(load: pd.DataFrame) -> pd.DataFrame:
     ``latency_p50``; ``heap_follows`` names the ratio (``bytes`` or ``objects``) the heap ratio
     is nearer on a log scale (``unknown`` when a growth is zero or missing).
     """
-    columns = [
-        "kind",
-        "concurrency",
-        "shape",
-        "baseline_shape",
-        "objects_ratio",
-        "bytes_ratio",
-        "heap_growth_ratio",
-        "rss_growth_ratio",
-        "cpu_per_request_ratio",
-        "latency_p50_ratio",
-        "heap_follows",
-    ]
+    columns = list(SHAPE_FINDING_COLUMNS)
     if load.empty:
         return pd.DataFrame(columns=columns)
     rows = []

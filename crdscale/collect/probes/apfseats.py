@@ -46,6 +46,20 @@ STATS_POLL_S = 5.0
 STATS_NOT_CURRENT = "stats-not-current"
 
 
+# Per measured LIST: what it was and both estimators' seats (the seats table starts with these).
+ESTIMATE_COLUMNS = (
+    "resource",
+    "kind",
+    "items",
+    "bytes",
+    "served_from",
+    "estimator_assumes",
+    "object_count_seats",
+    "size_based_seats",
+    "size_based_seats_measured_place",
+)
+
+
 def average_sizes(lists: pd.DataFrame, stats: pd.DataFrame | None = None) -> dict[str, int]:
     """Average object size per resource, bytes: the server's estimate where exposed, else the measured
     JSON bytes per item of the full ``rv0`` LIST (JSON is larger than what etcd stores)."""
@@ -311,18 +325,7 @@ def compare(
     observation, with both estimates capped at the observed priority level's ``max_seats`` as the
     server computes it from its own configuration (``limits``: :func:`level_limits`)."""
     table = estimate(lists, stats)
-    cols = [
-        "resource",
-        "kind",
-        "items",
-        "bytes",
-        "served_from",
-        "estimator_assumes",
-        "object_count_seats",
-        "size_based_seats",
-        "size_based_seats_measured_place",
-    ]
-    table = table[cols]
+    table = table[list(ESTIMATE_COLUMNS)]
     if observed is not None and not observed.empty:
         # stats_current: observations from before this label existed count as current.
         observed = observed if "stats_current" in observed else observed.assign(stats_current=True)
@@ -360,15 +363,7 @@ def compare(
 
 
 SEATS_COLUMNS = (
-    "resource",
-    "kind",
-    "items",
-    "bytes",
-    "served_from",
-    "estimator_assumes",
-    "object_count_seats",
-    "size_based_seats",
-    "size_based_seats_measured_place",
+    *ESTIMATE_COLUMNS,
     "observed_seats",
     "priority_level",
     "level_max_seats",

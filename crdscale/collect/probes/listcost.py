@@ -814,19 +814,6 @@ SHAPE_COLUMNS = (
     "cpu_s",
     "cpu_source",
 )
-SHAPE_FINDING_COLUMNS = (
-    "kind",
-    "concurrency",
-    "shape",
-    "baseline_shape",
-    "objects_ratio",
-    "bytes_ratio",
-    "heap_growth_ratio",
-    "rss_growth_ratio",
-    "cpu_per_request_ratio",
-    "latency_p50_ratio",
-    "heap_follows",
-)
 
 
 def run(cluster, config: ListProbeConfig, writer, *, step: int = 0, run_id: str) -> ProbeResult:
@@ -896,7 +883,7 @@ def run(cluster, config: ListProbeConfig, writer, *, step: int = 0, run_id: str)
 
 
 def _run_shapes(cluster, config: ListProbeConfig, writer, *, step: int, run_id: str) -> ProbeResult:
-    from crdscale.analysis.probes import shape_findings
+    from crdscale.analysis.probes import SHAPE_FINDING_COLUMNS, shape_findings
 
     load = shape_load(
         cluster,
