@@ -377,12 +377,17 @@ def etcd_program(version: str) -> gobuild.GoProgram:
     )
 
 
+def system_etcd() -> str | None:
+    """The etcd on PATH (Debian's etcd-server installs /usr/bin/etcd), or ``None``."""
+    return shutil.which("etcd") or ("/usr/bin/etcd" if os.access("/usr/bin/etcd", os.X_OK) else None)
+
+
 def etcd(spec: str | None = None, *, echo=None) -> Binary:
     """Resolve etcd from ``spec``: ``None`` (default version), ``"system"`` (etcd on PATH,
     e.g. Debian's ``etcd-server`` 3.4), a version such as ``3.6.16``, or a path."""
     spec = spec or os.environ.get(ETCD_ENV) or DEFAULT_ETCD_VERSION
     if spec == "system":
-        found = shutil.which("etcd") or ("/usr/bin/etcd" if os.access("/usr/bin/etcd", os.X_OK) else None)
+        found = system_etcd()
         if not found:
             raise BinaryError(
                 "no etcd on PATH for --etcd system; install Debian's etcd-server (apt-get install etcd-server)"

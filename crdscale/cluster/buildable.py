@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
@@ -236,7 +235,7 @@ def plan_etcd(spec: str | None, *, answers=None) -> Plan:
     answers = answers if answers is not None else {}
     spec = spec or os.environ.get(ETCD_ENV) or DEFAULT_ETCD_VERSION
     if spec == "system":
-        found = shutil.which("etcd") or ("/usr/bin/etcd" if os.access("/usr/bin/etcd", os.X_OK) else None)
+        found = binaries.system_etcd()
         if not found:
             raise BinaryError(
                 'no etcd on PATH for etcd = "system"; install Debian\'s etcd-server (apt-get install etcd-server)'
