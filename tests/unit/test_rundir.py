@@ -201,7 +201,17 @@ def test_only_the_rundir_package_spells_run_directory_file_names():
     spelled = {
         p.parent.name
         for p in root.rglob("*.py")
-        for name in ('"manifest.json"', '"events.jsonl"', '"series.parquet"', '"metrics/series.parquet"')
+        for name in (
+            '"manifest.json"',
+            '"events.jsonl"',
+            '"series.parquet"',
+            '"metrics/series.parquet"',
+            # what `crdscale report` and `crdscale compare --out` write: run reports and comparisons alike
+            '"report.html"',
+            '"report-nocode.html"',
+            '"findings.md"',
+            '"findings.json"',
+        )
         if name in p.read_text()
     }
     assert spelled <= {"rundir"}, spelled
