@@ -34,7 +34,6 @@ from crdscale.errors import UsageError
 from crdscale.report.findings import fmt_bytes, fmt_interval, provenance, warnings_markdown
 
 COMPARE_NOTEBOOK = "compare"
-PROFILE_DIFF_ROWS = 25
 
 
 def comparison_provenance(manifest: dict, process_job: str | None = None) -> dict[str, str]:
