@@ -32,14 +32,9 @@ import matplotlib.pyplot as plt
 import pandas as pd
 from IPython.display import Markdown
 
+from crdscale.analysis.compare import compare_runs, differences_table, series_table
 from crdscale.report import plots
-from crdscale.report.compare import (
-    compare_runs,
-    differences_table,
-    headline,
-    provenance_table,
-    series_table,
-)
+from crdscale.report.compare import headline, provenance_table
 
 pd.set_option("display.max_colwidth", 120)
 comparison = compare_runs(run_dirs, labels)

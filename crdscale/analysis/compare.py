@@ -11,23 +11,36 @@ configuration was repeated (a matrix's ``repeat``), its runs are the unit of
 replication: its per-CRD cost is the mean of the repeats and its interval
 comes from their spread.
 
-Everything here takes DataFrames (points from
+The functions here take DataFrames (points from
 :func:`crdscale.analysis.percrd.profile_points` and
-:func:`crdscale.analysis.percrd.series_points`, events, series) and returns
-DataFrames; reading runs is :mod:`crdscale.report.compare`'s job.
+:func:`crdscale.analysis.percrd.series_points`, events, series) and return
+DataFrames. :func:`compare_runs` puts them together for runs read by
+:mod:`crdscale.rundir` into a :class:`Comparison` of plain DataFrames, and the
+table builders (:func:`differences_table`, :func:`series_table`,
+:func:`repeat_spread_table`) shape it for reading; words, Markdown and HTML
+about a comparison are :mod:`crdscale.report.compare`'s.
 """
 
 from __future__ import annotations
 
 import math
+import re
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 import pandas as pd
 
 from crdscale.analysis.intervals import Estimate, difference, growth_fit, replicate_mean
-from crdscale.analysis.percrd import heap_resolution, phase_points
-from crdscale.analysis.process import end_values
+from crdscale.analysis.percrd import TOTAL, fit_per_crd, fit_series_per_crd, heap_resolution, phase_points
+from crdscale.analysis.pprof import diff
+from crdscale.analysis.process import end_values, points_by_source, process_source
+from crdscale.errors import UsageError
+
+if TYPE_CHECKING:
+    from crdscale.rundir import Run
 
 JOINT_COLUMNS = [
     "run",
@@ -307,3 +320,298 @@ def per_crd_profile_diff(
         out[f"{column}_per_crd"] = out["name"].map(deltas[column]).fillna(0.0).to_numpy(dtype=float)
     out.attrs.update(table.attrs, crds=crds, reference_crds=reference_crds)
     return out
+
+
+# --------------------------------------------------------------------------
+# Runs side by side
+# --------------------------------------------------------------------------
+
+
+@dataclass
+class Comparison:
+    """Runs side by side; every table has a ``run`` column holding the run's label.
+
+    Attributes:
+        labels: one short label per run (what differs: version, cell, directory).
+        reference: the label the differences are taken against (the first run).
+        run_dirs: the run directories, in label order.
+        manifests: label -> manifest.
+        warnings: sentences about runs that should not be compared as they are
+            (different CRD sets, runs not completed).
+        points: heap by cause at each profile (:func:`~crdscale.analysis.percrd.profile_points`).
+        per_crd: each run's own per-CRD fits (:func:`~crdscale.analysis.percrd.fit_per_crd`).
+        joint: heap bytes per CRD by cause, difference to the reference with its
+            95% CI of the difference (Welch, each run's own variance: :func:`~crdscale.analysis.compare.per_crd_differences`).
+        series_points: RSS, heap in use, goroutines, fds and CPU seconds at each profile mark.
+        series_fits: each run's own per-CRD slopes of those series
+            (:func:`~crdscale.analysis.percrd.fit_series_per_crd`).
+        series_joint: the same differences on those series (per CRD: bytes, goroutines, fds, CPU s).
+        end: each series at the start, the end and its peak (:func:`~crdscale.analysis.compare.series_end_values`).
+        establish: seconds until each step's CRDs were Established.
+        profile_diff: last served heap profile of each run minus the reference's
+            (``go tool pprof -diff_base``), with ``flat_per_crd``/``cum_per_crd``: the difference of
+            the runs' growths from their first profile, in bytes per CRD (baselines cancel, as in the fits).
+        process_jobs: label -> the series job its process figures (RSS, CPU, fds, threads) came from
+            (:func:`~crdscale.analysis.process.process_source`), for the provenance a report states.
+        replicates: label -> configuration, when a configuration was run more than once (a matrix's
+            ``repeat``): ``joint`` and ``series_joint`` then compare configurations (the mean of their
+            repeats, the interval from their spread), and ``reference`` is a configuration.
+        repeat_spread: per configuration and cause, the repeats' spread against one run's interval
+            (:func:`~crdscale.analysis.compare.replicate_spread`); empty without repeats.
+    """
+
+    labels: list[str]
+    reference: str
+    run_dirs: list[Path]
+    manifests: dict[str, dict]
+    warnings: list[str]
+    points: pd.DataFrame
+    per_crd: pd.DataFrame
+    joint: pd.DataFrame
+    series_points: pd.DataFrame
+    series_fits: pd.DataFrame
+    series_joint: pd.DataFrame
+    end: pd.DataFrame
+    establish: pd.DataFrame
+    profile_diff: pd.DataFrame
+    process_jobs: dict[str, str | None] = field(default_factory=dict)
+    replicates: dict[str, str] = field(default_factory=dict)
+    repeat_spread: pd.DataFrame = field(default_factory=pd.DataFrame)
+
+    @property
+    def compared(self) -> list[str]:
+        """What is compared against the reference: configurations with repeats, else runs."""
+        names = [self.replicates.get(label, label) for label in self.labels]
+        return [n for n in dict.fromkeys(names) if n != self.reference]
+
+    def first_run(self, name: str) -> str:
+        """The first run label of a configuration (the label itself for a single run)."""
+        return next((label for label in self.labels if self.replicates.get(label, label) == name), name)
+
+
+# A matrix cell's label ends in ",repeat=N" when its configuration was repeated (crdscale.scenario.matrix).
+_REPEAT = re.compile(r",?repeat=\d+$")
+
+
+def configurations(labels: Sequence[str]) -> dict[str, str]:
+    """label -> configuration for runs that repeat a configuration (labels ending in ``repeat=N``);
+    empty when no configuration has two runs."""
+    config = {label: _REPEAT.sub("", label) or label for label in labels}
+    counts = pd.Series(list(config.values())).value_counts()
+    return config if (counts > 1).any() else {}
+
+
+def run_labels(manifests: Sequence[dict], names: Sequence[str]) -> list[str]:
+    """A short distinct label per run: the experiment cell, else the kube-apiserver version
+    (plus GOGC/GOMEMLIMIT/flags when they differ), else the directory name."""
+
+    def candidates(m: dict, name: str) -> list[str]:
+        scenario = m.get("scenario") or {}
+        target = scenario.get("target") or {}
+        version = (m.get("versions") or {}).get("kube-apiserver") or (
+            f"v{target['kube_version'].lstrip('v')}" if target.get("kube_version") else None
+        )
+        env = ",".join(f"{k}={v}" for k, v in sorted((target.get("env") or {}).items()))
+        flags = " ".join(target.get("apiserver_flags") or [])
+        cell = (scenario.get("experiment") or {}).get("cell")
+        detailed = " ".join(p for p in (version, env, flags) if p)
+        return [c for c in (cell, version, detailed, name) if c]
+
+    options = [candidates(m, n) for m, n in zip(manifests, names)]
+    for depth in range(max(len(o) for o in options)):
+        labels = [o[min(depth, len(o) - 1)] for o in options]
+        if len(set(labels)) == len(labels):
+            return labels
+    return [f"{i + 1}:{n}" for i, n in enumerate(names)]
+
+
+def _served(heap: pd.DataFrame) -> pd.DataFrame:
+    """Heap profiles taken at the end of a step (after serving)."""
+    return heap[heap["phase"].isna() | heap["phase"].isin(["", "served"])]
+
+
+def compare_runs(
+    runs: Sequence[Run | str | Path], labels: Sequence[str] | None = None, *, confidence: float = 0.95
+) -> Comparison:
+    """Compare two or more runs against the first.
+
+    ``runs`` are :class:`crdscale.rundir.Run` objects, or run directories, which
+    :func:`crdscale.rundir.read_runs` opens (what a notebook passes). Raises UsageError
+    when fewer than two runs are given, a directory is not a run, two are the same
+    run, or a run has heap profiles at fewer than two CRD counts.
+    """
+    from crdscale.rundir import Run, read_runs
+
+    if len(runs) < 2:
+        raise UsageError("compare needs two or more run directories")
+    if not all(isinstance(r, Run) for r in runs):
+        runs = read_runs([r.path if isinstance(r, Run) else r for r in runs])
+    manifests = [r.manifest or {} for r in runs]
+    labels = list(labels) if labels else run_labels(manifests, [Path(r.path).name for r in runs])
+    if len(labels) != len(runs) or len(set(labels)) != len(labels):
+        raise UsageError("give one distinct label per run")
+
+    points, spoints, ends, establish, per_crd, last_served = {}, {}, {}, {}, {}, {}
+    notes = []  # what each run's numbers leave out or cannot vouch for
+    for label, run in zip(labels, runs):
+        found = run.heap_profile_set()  # profiles that cannot be fitted are set aside, and said
+        heap, profiles = found.rows, found.decoded
+        notes += [f"{label}: {w}" for w in run.warnings] + [
+            f"{label}: left out of the fits: {s}" for s in found.skipped
+        ]
+        if heap["crds"].nunique() < 2:
+            raise UsageError(f"{run.path}: needs heap profiles at two or more CRD counts")
+        points[label] = run.heap_points(profiles=found)
+        per_crd[label] = fit_per_crd(points[label], confidence)[0]
+        spoints[label] = points_by_source(run.series, run.profile_marks(), COMPARE_SERIES)
+        ends[label] = series_end_values(run.series)
+        establish[label] = establish_times(run.events)
+        served = _served(heap)
+        last = served.iloc[-1] if len(served) else heap.iloc[-1]
+        first = (served if len(served) else heap).iloc[0]
+        last_served[label] = (int(last["crds"]), profiles[last["file"]], int(first["crds"]), profiles[first["file"]])
+
+    replicates = configurations(labels)
+    reference = replicates.get(labels[0], labels[0])
+    warnings = crd_set_warnings(
+        {label: m.get("crds") or run.crd_summary for label, m, run in zip(labels, manifests, runs)}
+    )
+    warnings = notes + warnings
+    stacked = stack_runs(points)
+    sstacked = stack_runs(spoints)
+    diffs = []
+    ref_crds, ref_profile, ref_first_crds, ref_first = last_served[labels[0]]
+    # Each run's growth from its first served profile to its last: per CRD, what the fits measure.
+    ref_growth = diff(ref_profile, ref_first, "inuse_space")
+    for label in labels[1:]:
+        crds, profile, first_crds, first = last_served[label]
+        if crds != ref_crds:
+            warnings.append(f"{label}: last served profile at {crds} CRDs, {labels[0]} at {ref_crds}")
+        table = per_crd_profile_diff(
+            diff(profile, ref_profile, "inuse_space"),
+            diff(profile, first, "inuse_space"),
+            ref_growth,
+            crds - first_crds,
+            ref_crds - ref_first_crds,
+        )
+        diffs.append(table.assign(run=label, reference=labels[0]))
+    return Comparison(
+        labels=labels,
+        reference=reference,
+        run_dirs=[Path(r.path) for r in runs],
+        manifests=dict(zip(labels, manifests)),
+        warnings=warnings,
+        points=stacked,
+        per_crd=stack_runs(per_crd),
+        joint=per_crd_differences(stacked, reference=reference, confidence=confidence, replicates=replicates),
+        series_points=sstacked,
+        series_fits=stack_runs({label: fit_series_per_crd(p, confidence) for label, p in spoints.items() if len(p)}),
+        series_joint=per_crd_differences(
+            sstacked, reference=reference, by=["metric"], confidence=confidence, replicates=replicates
+        )
+        if len(sstacked)
+        else pd.DataFrame(columns=JOINT_COLUMNS),
+        end=stack_runs(ends),
+        establish=stack_runs(establish),
+        profile_diff=pd.concat(diffs, ignore_index=True) if diffs else pd.DataFrame(),
+        process_jobs={label: process_source(run.series) for label, run in zip(labels, runs)},
+        replicates=replicates,
+        repeat_spread=replicate_spread(stack_runs(per_crd), replicates, confidence) if replicates else pd.DataFrame(),
+    )
+
+
+# --------------------------------------------------------------------------
+# Tables for reading
+# --------------------------------------------------------------------------
+
+
+def differences_table(comparison: Comparison, metric: str = "bytes") -> pd.DataFrame:
+    """The per-CRD differences as a readable table: ``run, cause, reference (KiB/CRD),
+    run (KiB/CRD), difference (KiB/CRD), 95% CI low, 95% CI high, relative (%)``;
+    biggest |difference| first, total last."""
+    sel = comparison.joint[comparison.joint["metric"] == metric].copy()
+    sel["_total"] = sel["cause"] == TOTAL
+    sel["_abs"] = -sel["difference"].abs()
+    sel = sel.sort_values(["run", "_total", "_abs"], kind="stable")
+    kib = 1024 if metric == "bytes" else 1
+    return pd.DataFrame(
+        {
+            "run": sel["run"].to_numpy(),
+            "cause": sel["cause"].to_numpy(),
+            "reference per CRD": (sel["per_crd_reference"] / kib).round(1).to_numpy(),
+            "run per CRD": (sel["per_crd"] / kib).round(1).to_numpy(),
+            "difference": (sel["difference"] / kib).round(1).to_numpy(),
+            "95% CI low": (sel["difference_low"] / kib).round(1).to_numpy(),
+            "95% CI high": (sel["difference_high"] / kib).round(1).to_numpy(),
+            "relative (%)": (100 * sel["relative"]).round(1).to_numpy(),
+        }
+    )
+
+
+def series_table(comparison: Comparison) -> pd.DataFrame:
+    """Per run: each series per CRD (its growth per CRD; the difference's interval is Welch's), at the end and at
+    its peak, plus seconds to Established; one row per run and metric, units in ``unit``."""
+    rows = []
+    joint = comparison.series_joint.set_index(["run", "metric"]) if len(comparison.series_joint) else None
+    fits = comparison.series_fits
+    own = (
+        fits[fits["phase"] == "served"].set_index(["run", "metric"])["per_crd"] if len(fits) else pd.Series(dtype=float)
+    )
+    for label in comparison.labels:
+        end = comparison.end[comparison.end["run"] == label].set_index("metric") if len(comparison.end) else None
+        for metric, unit in SERIES_UNITS.items():
+            per_crd = float(own.get((label, metric), math.nan))
+            low = high = math.nan
+            key = (comparison.replicates.get(label, label), metric)
+            if joint is not None and key in joint.index:
+                low, high = joint.loc[key, ["difference_low", "difference_high"]]
+            last = end.loc[metric, "last"] if end is not None and metric in end.index else math.nan
+            peak = end.loc[metric, "peak"] if end is not None and metric in end.index else math.nan
+            first = end.loc[metric, "first"] if end is not None and metric in end.index else math.nan
+            source = end.loc[metric, "source"] if end is not None and metric in end.index else ""
+            if metric == "cpu_seconds":  # a counter: what the run used, not its value
+                last, peak = last - first, math.nan
+            rows.append((label, metric, unit, per_crd, low, high, last, peak, source))
+        est = comparison.establish[comparison.establish["run"] == label] if len(comparison.establish) else None
+        if est is not None and len(est):
+            rows.append(
+                (
+                    label,
+                    "establish_seconds",
+                    "s",
+                    est["seconds"].sum() / max(est["crds"].sum(), 1),
+                    math.nan,
+                    math.nan,
+                    est["seconds"].sum(),
+                    est["seconds"].max(),
+                    "events",
+                )
+            )
+    return pd.DataFrame(
+        rows,
+        columns=["run", "metric", "unit", "per_crd", "difference_low", "difference_high", "end", "peak", "source"],
+    )
+
+
+def repeat_spread_table(comparison: Comparison, metric: str = "bytes", phase: str = "served") -> pd.DataFrame:
+    """The repeats' spread by configuration and cause, in KiB per CRD (largest mean first, total last)."""
+    sel = comparison.repeat_spread
+    sel = sel[(sel["metric"] == metric) & (sel["phase"] == phase)].copy()
+    if not len(sel):
+        return pd.DataFrame()
+    sel["_total"] = sel["cause"] == TOTAL
+    sel = sel.sort_values(["configuration", "_total", "mean"], ascending=[True, True, False], kind="stable")
+    kib = 1024.0
+    return pd.DataFrame(
+        {
+            "configuration": sel["configuration"].to_numpy(),
+            "cause": sel["cause"].to_numpy(),
+            "repeats": sel["repeats"].to_numpy(),
+            "mean (KiB/CRD)": (sel["mean"] / kib).round(1).to_numpy(),
+            "95% CI": [f"[{lo / kib:.1f}, {hi / kib:.1f}]" for lo, hi in zip(sel["low"], sel["high"])],
+            "between-run sd": (sel["between_sd"] / kib).round(1).to_numpy(),
+            "one run ±": (sel["within_half_width"] / kib).round(1).to_numpy(),
+            "sd / one run's se": sel["sd_ratio"].round(2).to_numpy(),
+            "repeats for ±10%": sel["repeats_for_10pct"].to_numpy(),
+        }
+    )

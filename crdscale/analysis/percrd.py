@@ -547,12 +547,11 @@ class RunAnalysis:
 
 
 def analyze(
-    heap_profiles: Iterable[tuple[int, str | None, Profile]],
+    points: pd.DataFrame,
     *,
     manifest: dict | None = None,
     series: pd.DataFrame | None = None,
     marks: pd.DataFrame | None = None,
-    rules: Sequence[Rule] = RULES,
     confidence: float = 0.95,
     run_dir: Path | None = None,
     profile_files: Sequence[str] = (),
@@ -563,7 +562,8 @@ def analyze(
 ) -> RunAnalysis:
     """Fit per-CRD costs of one run: heap profiles by cause, and the memory series.
 
-    ``heap_profiles`` yields ``(crds, phase, profile)``; ``series`` is the tidy
+    ``points`` are the heap profiles by cause (:func:`profile_points`, which
+    :meth:`crdscale.rundir.Run.heap_points` gives for a run); ``series`` is the tidy
     metrics table and ``marks`` (``timestamp, crds, phase``) says when each
     profile was taken, so the series can be read at the same moments.
     ``run_dir`` and ``profile_files`` only label the result; ``skipped`` are the
@@ -573,7 +573,6 @@ def analyze(
     at two or more CRD counts.
     """
     manifest = manifest or {}
-    points = profile_points(heap_profiles, rules)
     if points.empty or points["crds"].nunique() < 2:
         left_out = f" ({len(skipped)} left out: {skipped[0]})" if skipped else ""
         raise UsageError(f"{run_dir or 'run'}: needs heap profiles at two or more CRD counts{left_out}")

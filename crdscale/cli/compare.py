@@ -57,8 +57,10 @@ class Command:
 
     @staticmethod
     def run(args: argparse.Namespace) -> int:
+        from crdscale.analysis.compare import compare_runs
         from crdscale.errors import UsageError
         from crdscale.report import compare as R
+        from crdscale.rundir.layout import FINDINGS_JSON
 
         if len(args.runs) < 2:
             raise UsageError("compare needs two or more run directories")
@@ -73,13 +75,11 @@ class Command:
             comparison = None
             text = result.findings_md.read_text()
         else:
-            comparison = R.compare_runs(args.runs, args.label or None)
+            comparison = compare_runs(args.runs, args.label or None)
             text = R.comparison_markdown(comparison)
         if args.output == "json":
             data = (
-                json.loads((result.out_dir / "findings.json").read_text())
-                if args.out
-                else R.comparison_json(comparison)
+                json.loads((result.out_dir / FINDINGS_JSON).read_text()) if args.out else R.comparison_json(comparison)
             )
             print(json.dumps(data, indent=2, default=str))
         else:

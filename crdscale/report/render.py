@@ -1,7 +1,8 @@
 """Execute the notebooks against a run and render the report.
 
 ``crdscale report RUN_DIR`` calls :func:`render_report`, which writes into
-the output directory (default ``RUN_DIR/report/``)::
+the output directory (default ``RUN_DIR/report/``; the names are
+:mod:`crdscale.rundir.layout`'s)::
 
     findings.md            headline, provenance, key numbers, figures: paste into an issue or KEP
     findings.json          the same numbers, unformatted
@@ -15,6 +16,11 @@ executed by papermill: its ``run_dir`` goes in a cell papermill inserts after
 the cell tagged ``parameters``, and it runs in a ``python3`` kernel of the
 current interpreter. A failing notebook keeps its output up to the failing
 cell, which :class:`CellFailure` names by file and line.
+
+:func:`write_report` is the pipeline itself, shared with comparisons
+(:func:`crdscale.report.compare.render_comparison`): each caller gives its
+notebooks with their parameters and a :class:`ReportContent` (title, figures,
+findings, first cells).
 """
 
 from __future__ import annotations
@@ -31,8 +37,7 @@ from pathlib import Path
 
 import crdscale
 from crdscale.errors import UsageError
-from crdscale.rundir import Run, read_run
-from crdscale.rundir.layout import REPORT
+from crdscale.rundir import Run, layout, read_run
 
 # The notebooks every report runs, in order; probe notebooks join when the run has their tables.
 CORE_NOTEBOOKS = ("memory", "attribution")
@@ -281,101 +286,88 @@ def _json_safe(value):
     return value
 
 
-def render_report(
-    run_dir: str | Path,
-    out_dir: str | Path | None = None,
+@dataclass
+class ReportContent:
+    """What a report says besides its notebooks, computed while they execute (see :func:`write_report`).
+
+    Attributes:
+        title: the HTML reports' title.
+        figures: saved as ``<name>.png`` and ``<name>.svg`` (:class:`crdscale.report.figures.FigureSpec`).
+        findings_md: ``findings.md`` given the figures as ``(caption, PNG file name)`` and the name of
+            the HTML report to attach.
+        findings_json: ``findings.json``: the same numbers, unformatted.
+        first_cells: the report's first cells (before the notebooks') given each figure's PNG bytes by name.
+    """
+
+    title: str
+    figures: Sequence
+    findings_md: Callable[[list[tuple[str, str]], str], str]
+    findings_json: dict
+    first_cells: Callable[[dict[str, bytes]], Sequence]
+
+
+def write_report(
+    out: Path,
+    notebooks: Sequence[tuple[Path, dict]],
+    content: Callable[[], ReportContent],
     *,
-    notebooks_dir: str | Path | None = None,
     timeout: int = CELL_TIMEOUT_S,
     echo: Callable[[str], None] | None = None,
 ) -> ReportResult:
-    """Findings, figures and HTML for one run directory (see the module docstring).
+    """The one report pipeline, for a run (:func:`render_report`) and for a comparison
+    (:func:`crdscale.report.compare.render_comparison`): into the directory ``out``, execute each
+    notebook ``(path, parameters)`` into ``notebooks/`` while ``content()`` is computed here, save its
+    figures as PNG and SVG, write ``findings.md`` and ``findings.json``, then the report (first cells,
+    then every executed notebook) as HTML with and without code.
 
-    Raises UsageError when ``run_dir`` is not a run with heap profiles at two
-    or more CRD counts. A notebook that fails does not stop the report: its
-    partial output is kept and the failure is in ``result.failures``.
+    A notebook that fails does not stop the report: its partial output is kept and the failure is in
+    ``result.failures``. Validate inputs before calling: the kernels start first.
     """
+    import IPython  # noqa: F401
     import matplotlib
 
     matplotlib.use("Agg")
 
-    from crdscale.fsutil import check_output_dir
-
+    # IPython is imported above, before the kernel threads start: they import it (jupyter_client's
+    # kernelspec), and matplotlib saving a figure meanwhile reads sys.modules["IPython"], which would be
+    # half-initialised then (AttributeError: 'IPython' has no attribute 'version_info').
     echo = echo or (lambda _m: None)
-    data = read_run(Path(run_dir).resolve())
-    run_dir = data.path
-    out = check_output_dir(Path(out_dir).resolve() if out_dir else data.path / REPORT)
-    notebooks_dir = (Path(notebooks_dir) if notebooks_dir else default_notebooks_dir()).resolve()
-    plan = notebook_plan(data, notebooks_dir)
-    # What can be wrong with the run's files is found before the kernels start (they take minutes):
-    # an unreadable series, a profile whose name disagrees with its event, too few CRD counts.
-    data.series  # noqa: B018
-    if data.heap_profiles()["crds"].nunique() < 2:
-        raise UsageError(f"{run_dir}: needs heap profiles at two or more CRD counts under profiles/")
-
     # The notebooks run in their own kernels while this process analyses and draws the figures:
     # each waits on its kernel, so on two cores the report takes about as long as its slowest part.
-    workers = max(1, min(len(plan), os.cpu_count() or 1))
+    workers = max(1, min(len(notebooks), os.cpu_count() or 1))
     pool = ThreadPoolExecutor(max_workers=workers)
-    running = [(path, out / "notebooks" / f"{path.stem}.ipynb") for path in plan]
+    running = [(path, out / "notebooks" / f"{path.stem}.ipynb") for path, _params in notebooks]
     futures = [
-        pool.submit(execute_notebook, path, target, {"run_dir": str(run_dir)}, cwd=path.parent, timeout=timeout)
-        for path, target in running
+        pool.submit(execute_notebook, path, target, params, cwd=path.parent, timeout=timeout)
+        for (path, params), (_path, target) in zip(notebooks, running)
     ]
-    echo(f"executing {', '.join(p.name for p in plan)} in {workers} kernel(s) at once")
+    echo(f"executing {', '.join(p.name for p, _t in running)} in {workers} kernel(s) at once")
     try:
-        return _render(data, out, running, futures, echo)
+        return _write(out, content(), running, futures, echo)
     finally:
         # On an error here, the kernels still finish their notebooks (and save them) before we return.
         pool.shutdown(wait=True, cancel_futures=True)
 
 
-def _render(data: Run, out: Path, running, futures, echo) -> ReportResult:
-    """Findings, figures and HTML while ``futures`` (one per notebook of ``running``) execute."""
+def _write(out: Path, content: ReportContent, running, futures, echo) -> ReportResult:
+    """Figures, findings and HTML of ``content`` while ``futures`` (one per notebook of ``running``) execute."""
     import matplotlib.pyplot as plt
 
-    from crdscale.report import figures as F
-    from crdscale.report import series as S
-    from crdscale.report.findings import compute_findings, findings_markdown
-
-    run_dir = data.path
-    echo(f"analysing {run_dir}")
-    analysis = data.analysis()
-    for warning in analysis.warnings:  # also on the report's first screen and in findings.md
-        echo(f"warning: {warning}")
-    findings = compute_findings(data.manifest, analysis, S.memory_frame(data.series, data.start))
-    scenario = (data.manifest.get("scenario") or {}).get("name") or run_dir.name
-    title = f"crdscale report: {scenario} ({run_dir.name})"
-
-    figure_files, captions, headline_png = [], [], None
-    for spec in F.standard_figures(data, analysis):
+    figure_files, captions, pngs = [], [], {}
+    for spec in content.figures:
         png, svg = out / f"{spec.name}.png", out / f"{spec.name}.svg"
         spec.figure.savefig(png, dpi=110)
         spec.figure.savefig(svg)
         plt.close(spec.figure)
         figure_files += [png, svg]
         captions.append((spec.caption, png.name))
-        if spec.name == "headline":
-            headline_png = png.read_bytes()
+        pngs[spec.name] = png.read_bytes()
 
-    html, html_nocode = out / "report.html", out / "report-nocode.html"
-    md = findings_markdown(findings, captions, title=f"crdscale findings: {scenario}", report_html=html_nocode.name)
-    findings_md = out / "findings.md"
-    findings_md.write_text(md, encoding="utf-8")
-    (out / "findings.json").write_text(
-        json.dumps(
-            {
-                "run_dir": str(run_dir),
-                "status": data.status,
-                "reason": data.manifest.get("reason"),
-                "warnings": findings.warnings,
-                "provenance": findings.provenance,
-                "numbers": [{k: _json_safe(v) for k, v in row.items()} for row in findings.numbers.to_dict("records")],
-            },
-            indent=2,
-        )
-        + "\n",
-        encoding="utf-8",
+    html, html_nocode = out / layout.REPORT_HTML, out / layout.REPORT_NOCODE_HTML
+    findings_md = out / layout.FINDINGS_MD
+    findings_md.write_text(content.findings_md(captions, html_nocode.name), encoding="utf-8")
+    (out / layout.FINDINGS_JSON).write_text(
+        json.dumps(content.findings_json, indent=2, default=str) + "\n", encoding="utf-8"
     )
 
     executed, written, failures = [], [], []
@@ -391,7 +383,76 @@ def _render(data: Run, out: Path, running, futures, echo) -> ReportResult:
             failures.append(failure)
             echo(f"notebook failed: {failure.describe()}")
 
-    report = combine(executed, summary_cells(title, findings, headline_png))
-    export_html(report, html, title=title, with_code=True)
-    export_html(report, html_nocode, title=title, with_code=False)
+    report = combine(executed, content.first_cells(pngs))
+    export_html(report, html, title=content.title, with_code=True)
+    export_html(report, html_nocode, title=content.title, with_code=False)
     return ReportResult(out, html, html_nocode, findings_md, figure_files, written, failures)
+
+
+def render_report(
+    run_dir: str | Path,
+    out_dir: str | Path | None = None,
+    *,
+    notebooks_dir: str | Path | None = None,
+    timeout: int = CELL_TIMEOUT_S,
+    echo: Callable[[str], None] | None = None,
+) -> ReportResult:
+    """Findings, figures and HTML for one run directory (see the module docstring).
+
+    Raises UsageError when ``run_dir`` is not a run with heap profiles at two
+    or more CRD counts. A notebook that fails does not stop the report: its
+    partial output is kept and the failure is in ``result.failures``.
+    """
+    from crdscale.fsutil import check_output_dir
+
+    echo = echo or (lambda _m: None)
+    data = read_run(Path(run_dir).resolve())
+    run_dir = data.path
+    out = check_output_dir(Path(out_dir).resolve() if out_dir else data.path / layout.REPORT)
+    notebooks_dir = (Path(notebooks_dir) if notebooks_dir else default_notebooks_dir()).resolve()
+    plan = notebook_plan(data, notebooks_dir)
+    # What can be wrong with the run's files is found before the kernels start (they take minutes):
+    # an unreadable series, a profile whose name disagrees with its event, too few CRD counts.
+    data.series  # noqa: B018
+    if data.heap_profiles()["crds"].nunique() < 2:
+        raise UsageError(f"{run_dir}: needs heap profiles at two or more CRD counts under profiles/")
+    return write_report(
+        out,
+        [(path, {"run_dir": str(run_dir)}) for path in plan],
+        lambda: run_report_content(data, echo),
+        timeout=timeout,
+        echo=echo,
+    )
+
+
+def run_report_content(data: Run, echo: Callable[[str], None] | None = None) -> ReportContent:
+    """What the report on one run says besides its notebooks: the analysis, its findings and figures."""
+    from crdscale.report import figures
+    from crdscale.report import series as S
+    from crdscale.report.findings import compute_findings, findings_markdown
+
+    echo = echo or (lambda _m: None)
+    run_dir = data.path
+    echo(f"analysing {run_dir}")
+    analysis = data.analysis()
+    for warning in analysis.warnings:  # also on the report's first screen and in findings.md
+        echo(f"warning: {warning}")
+    findings = compute_findings(data.manifest, analysis, S.memory_frame(data.series, data.start))
+    scenario = (data.manifest.get("scenario") or {}).get("name") or run_dir.name
+    title = f"crdscale report: {scenario} ({run_dir.name})"
+    return ReportContent(
+        title=title,
+        figures=figures.standard_figures(data, analysis),
+        findings_md=lambda captions, html: findings_markdown(
+            findings, captions, title=f"crdscale findings: {scenario}", report_html=html
+        ),
+        findings_json={
+            "run_dir": str(run_dir),
+            "status": data.status,
+            "reason": data.manifest.get("reason"),
+            "warnings": findings.warnings,
+            "provenance": findings.provenance,
+            "numbers": [{k: _json_safe(v) for k, v in row.items()} for row in findings.numbers.to_dict("records")],
+        },
+        first_cells=lambda pngs: summary_cells(title, findings, pngs.get("headline")),
+    )

@@ -9,7 +9,7 @@ Only this package knows file names inside a run directory::
 
 from crdscale.rundir import layout
 from crdscale.rundir.events import EVENT_KINDS, EventKind, EventLog, read_events
-from crdscale.rundir.reader import Run, events_frame, read_experiment_manifest, read_run, run_start
+from crdscale.rundir.reader import Run, events_frame, read_experiment_manifest, read_run, read_runs, run_start
 from crdscale.rundir.writer import RunWriter, write_experiment_manifest
 
 __all__ = [
@@ -23,6 +23,7 @@ __all__ = [
     "events_frame",
     "read_experiment_manifest",
     "read_run",
+    "read_runs",
     "run_start",
     "write_experiment_manifest",
 ]

@@ -55,6 +55,11 @@ PROBES = "probes"
 LOGS = "logs"
 ANALYSIS = "analysis"
 REPORT = "report"
+# What `crdscale report` and `crdscale compare --out` write into their output directory (default ``report/``):
+REPORT_HTML = "report.html"  # summary + every notebook, with code
+REPORT_NOCODE_HTML = "report-nocode.html"  # the same without code cells (what to attach)
+FINDINGS_MD = "findings.md"  # headline, provenance, key numbers, figures
+FINDINGS_JSON = "findings.json"  # the same numbers, unformatted
 NOTEBOOKS = "notebooks"  # `crdscale lab`: the run's own executed copies of the notebooks
 
 # Sub-directories made when a run directory is created.

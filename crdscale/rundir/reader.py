@@ -299,6 +299,28 @@ class Run:
             usable.append(r.file)
         return HeapProfiles(heap[heap["file"].isin(usable)].reset_index(drop=True), decoded, skipped)
 
+    def heap_points(self, rules: Sequence | None = None, profiles: HeapProfiles | None = None) -> pd.DataFrame:
+        """Heap in use by cause at each usable heap profile: the points every fit of this run takes
+        (:func:`crdscale.analysis.percrd.profile_points`: ``crds, phase, cause, metric, value,
+        sampling_var``; ``phase`` is ``served`` for the end of a step, ``installed`` otherwise).
+
+        ``profiles`` is :meth:`heap_profile_set` when the caller has decoded them already; the
+        profiles it set aside (with why) are not points. ``rules`` default to
+        :data:`crdscale.analysis.attribution.RULES`.
+        """
+        from crdscale.analysis.attribution import RULES
+        from crdscale.analysis.percrd import profile_points
+
+        found = profiles if profiles is not None else self.heap_profile_set()
+        return profile_points(
+            # The one place a profile row's phase becomes a point's: no phase (None, NaN, "") is the end of a step.
+            (
+                (int(r.crds), r.phase if isinstance(r.phase, str) and r.phase else None, found.decoded[r.file])
+                for r in found.rows.itertuples(index=False)
+            ),
+            rules if rules is not None else RULES,
+        )
+
     @property
     def warnings(self) -> list[str]:
         """What a reader of this run's numbers must be told: a run that did not complete (with its
@@ -328,7 +350,6 @@ class Run:
         fits cannot use are listed, with why, in the result's ``skipped`` and ``warnings``.
         Raises UsageError unless there are heap profiles at two or more CRD counts.
         """
-        from crdscale.analysis.attribution import RULES
         from crdscale.analysis.percrd import analyze
 
         key = (id(rules) if rules is not None else None, confidence)
@@ -342,14 +363,10 @@ class Run:
                     f"{self.path}: needs heap profiles at two or more CRD counts under {layout.PROFILES}/{left_out}"
                 )
             result = analyze(
-                (
-                    (int(r.crds), r.phase if isinstance(r.phase, str) else None, found.decoded[r.file])
-                    for r in heap.itertuples(index=False)
-                ),
+                self.heap_points(rules, found),
                 manifest=self.manifest,
                 series=self.series,
                 marks=_marks(heap),
-                rules=rules if rules is not None else RULES,
                 confidence=confidence,
                 run_dir=self.path,
                 profile_files=[str(self.path / f) for f in heap["file"]],
@@ -434,6 +451,21 @@ def read_run(path: str | Path) -> Run:
     if not manifest_path.is_file():
         raise UsageError(f"{path} is not a crdscale run directory (no {layout.MANIFEST})")
     return Run(path, _read_json_object(manifest_path))
+
+
+def read_runs(paths: Sequence[str | Path]) -> list[Run]:
+    """Open run directories that must be different runs (to compare them). Raises :class:`UsageError`
+    (one line) when one is not a run, or two are one directory (also by two paths or a symlink): a run
+    compared with itself differs by exactly nothing, which is no finding."""
+    runs = [read_run(p) for p in paths]
+    seen: dict[tuple[int, int], Path] = {}
+    for run in runs:
+        st = run.path.stat()
+        key = (st.st_dev, st.st_ino)
+        if key in seen:
+            raise UsageError(f"{run.path} and {seen[key]} are the same run; compare needs two different runs")
+        seen[key] = run.path
+    return runs
 
 
 def read_experiment_manifest(path: str | Path) -> dict[str, Any]:

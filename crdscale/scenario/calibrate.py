@@ -12,6 +12,7 @@ no model written.
 
 from __future__ import annotations
 
+import logging
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
@@ -37,6 +38,8 @@ DEFAULT_FEATURES = ("crds", "served_versions", "properties")
 PROC_JOB = layout.PROC_JOB  # RSS read from /proc every interval
 APISERVER_JOB = "kube-apiserver"  # its own /metrics: the RSS of runs without /proc samples (remote, older)
 
+log = logging.getLogger(__name__)
+
 
 @dataclass
 class RunInput:
@@ -57,14 +60,13 @@ class RunInput:
 
 def read_run_input(path: str | Path) -> RunInput:
     """:class:`RunInput` of the run directory ``path``; UsageError when it has no CRD set summary."""
-    from crdscale.analysis.percrd import profile_points, series_points
+    from crdscale.analysis.percrd import series_points
 
     run = read_run(path)
-    heap = run.heap_profiles()
-    points = profile_points(
-        (int(r.crds), r.phase if isinstance(r.phase, str) and r.phase else None, run.read_profile(r.file))
-        for r in heap.itertuples(index=False)
-    )
+    found = run.heap_profile_set()
+    for skipped in found.skipped:  # as analyze and compare do: left out of the fit, and said
+        log.warning(f"{run.path}: left out of the fit: {skipped}")
+    points = run.heap_points(profiles=found)
     points = points[points["metric"] == "bytes"].rename(columns={"cause": "target"})
     marks = run.profile_marks()
     rss = pd.DataFrame(columns=["crds", "phase", "metric", "value"])

@@ -195,3 +195,24 @@ def test_per_crd_profile_diff_is_the_difference_of_growths():
     assert out.loc["f", "cum_per_crd"] == pytest.approx(4800 / 160 - 1600 / 80)
     assert out.loc["g", "flat_per_crd"] == pytest.approx(1)  # absent from the reference's growth
     assert out.attrs["unit"] == "bytes" and out.attrs["crds"] == 160
+
+
+def test_compare_runs_takes_runs_read_by_rundir_or_their_directories():
+    """The compute of a comparison takes Run objects (what rundir read) and needs nothing of report/;
+    given directories it reads them through rundir and gives the same numbers."""
+    from pathlib import Path
+
+    from crdscale.analysis.compare import compare_runs, differences_table
+    from crdscale.errors import UsageError
+    from crdscale.rundir import read_runs
+
+    root = Path(__file__).resolve().parents[2] / "data"
+    dirs = [root / "reference-run", root / "reference-run-v1.24.0"]
+    from_runs = compare_runs(read_runs(dirs))
+    from_dirs = compare_runs(dirs)
+    assert from_runs.labels == from_dirs.labels and len(from_runs.labels) == 2
+    pd.testing.assert_frame_equal(from_runs.joint, from_dirs.joint)
+    pd.testing.assert_frame_equal(differences_table(from_runs), differences_table(from_dirs))
+    assert set(from_runs.process_jobs) == set(from_runs.labels)
+    with pytest.raises(UsageError, match="two or more"):
+        compare_runs(read_runs(dirs[:1]))

@@ -112,7 +112,8 @@ def test_resolution_line_describes_the_record_used():
 def test_reference_comparison_names_its_process_source():
     from pathlib import Path
 
-    from crdscale.report.compare import compare_runs, comparison_markdown, headline, series_table
+    from crdscale.analysis.compare import compare_runs, series_table
+    from crdscale.report.compare import comparison_markdown, headline
 
     root = Path(__file__).resolve().parents[2]
     comparison = compare_runs([root / "data" / "reference-run-v1.24.0", root / "data" / "reference-run"])

@@ -135,7 +135,7 @@ def test_bad_input_is_one_line_and_its_exit_code(tmp_path, capsys, breakage, arg
 def test_a_relative_path_to_the_same_run_is_the_same_run(tmp_path, monkeypatch):
     run = _copy(tmp_path)
     monkeypatch.chdir(tmp_path)
-    from crdscale.report.compare import compare_runs
+    from crdscale.analysis.compare import compare_runs
 
     with pytest.raises(UsageError, match="same run"):
         compare_runs(["run", run])

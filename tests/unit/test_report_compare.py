@@ -8,16 +8,10 @@ from pathlib import Path
 
 import pytest
 
+from crdscale.analysis.compare import compare_runs, differences_table, run_labels, series_table
 from crdscale.cli.main import main
 from crdscale.errors import UsageError
-from crdscale.report.compare import (
-    compare_runs,
-    comparison_markdown,
-    differences_table,
-    headline,
-    run_labels,
-    series_table,
-)
+from crdscale.report.compare import comparison_markdown, headline
 
 ROOT = Path(__file__).resolve().parents[2]
 REFERENCE = ROOT / "data" / "reference-run"

@@ -178,3 +178,42 @@ def test_report_cli_imports_stay_light():
 def test_reference_run_is_small():
     size = sum(p.stat().st_size for p in REFERENCE.rglob("*") if p.is_file())
     assert size < 10 * 2**20
+
+
+@pytest.mark.timeout(300)
+def test_write_report_is_the_one_pipeline(tmp_path):
+    """Run reports and comparisons both go through write_report: the caller gives notebooks with their
+    parameters and the content; figures, findings and both HTML files come out under layout's names."""
+    import nbformat
+
+    from crdscale.report.figures import FigureSpec, new_figure
+    from crdscale.report.render import ReportContent, write_report
+    from crdscale.rundir import layout
+
+    notebook = tmp_path / "tiny.py"
+    notebook.write_text('# %% tags=["parameters"]\nrun_dir = "x"\n\n# %%\nprint(f"given {run_dir}")\n')
+    seen = {}
+
+    def content():
+        fig, ax = new_figure(4, 3)
+        ax.plot([0, 1], [0, 1])
+        return ReportContent(
+            title="tiny report",
+            figures=[FigureSpec("line", "A line", fig)],
+            findings_md=lambda captions, html: f"captions {captions} html {html}\n",
+            findings_json={"numbers": [1, 2]},
+            first_cells=lambda pngs: seen.update(pngs) or [nbformat.v4.new_markdown_cell("# first cell here")],
+        )
+
+    out = tmp_path / "out"
+    out.mkdir()
+    result = write_report(out, [(notebook, {"run_dir": "the-run"})], content, timeout=120)
+    assert result.ok and result.notebooks == [out / "notebooks" / "tiny.ipynb"]
+    assert result.html == out / layout.REPORT_HTML and result.html_nocode == out / layout.REPORT_NOCODE_HTML
+    assert result.findings_md.read_text() == "captions [('A line', 'line.png')] html report-nocode.html\n"
+    assert json.loads((out / layout.FINDINGS_JSON).read_text()) == {"numbers": [1, 2]}
+    assert [p.name for p in result.figures] == ["line.png", "line.svg"]
+    assert seen["line"][:8] == b"\x89PNG\r\n\x1a\n"  # the first cells get the figures' PNG bytes
+    html = result.html.read_text()
+    assert html.index("first cell here") < html.index("given the-run")
+    assert "given the-run" in result.html_nocode.read_text() and 'print(f"given' not in result.html_nocode.read_text()

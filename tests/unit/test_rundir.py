@@ -159,12 +159,59 @@ def test_reference_run_reads_as_a_typed_run():
     assert analysis.run_dir == run.path and len(analysis.profiles) == len(heap)
 
 
+def test_heap_points_are_the_one_converter_of_heap_profile_rows():
+    """Every fit (analyze, compare, calibrate) takes its points from Run.heap_points: a profile row
+    without a phase (None, NaN or "") is the end of a step, ``served``; a profile set aside is no point."""
+    import dataclasses
+
+    run = read_run(Path(__file__).resolve().parents[2] / "data" / "reference-run")
+    found = run.heap_profile_set()
+    points = run.heap_points(profiles=found)
+    assert set(points["phase"]) <= {"served", "installed"}
+    pd.testing.assert_frame_equal(points, run.analysis().points)
+
+    rows = found.rows.copy()
+    served = rows.index[rows["phase"].isna()]
+    rows["phase"] = rows["phase"].astype(object)
+    rows.loc[served[0], "phase"] = ""
+    rows.loc[served[1], "phase"] = float("nan")
+    rows.loc[served[2], "phase"] = None
+    again = run.heap_points(profiles=dataclasses.replace(found, rows=rows))
+    pd.testing.assert_frame_equal(again, points)
+
+    left_out = dataclasses.replace(found, rows=rows.drop(index=served[0]).reset_index(drop=True))
+    fewer = run.heap_points(profiles=left_out)
+    assert len(fewer) < len(points) and int(rows.loc[served[0], "crds"]) not in set(
+        fewer.loc[fewer["phase"] == "served", "crds"]
+    )
+
+
+def test_read_runs_refuses_one_run_twice(tmp_path):
+    from crdscale.rundir import read_runs
+
+    reference = Path(__file__).resolve().parents[2] / "data" / "reference-run"
+    os.symlink(reference, tmp_path / "link")
+    with pytest.raises(UsageError, match="are the same run"):
+        read_runs([reference, tmp_path / "link"])
+    assert [r.path for r in read_runs([reference, reference.parent / "reference-run-v1.24.0"])][0] == reference
+
+
 def test_only_the_rundir_package_spells_run_directory_file_names():
     root = Path(__file__).resolve().parents[2] / "crdscale"
     spelled = {
         p.parent.name
         for p in root.rglob("*.py")
-        for name in ('"manifest.json"', '"events.jsonl"', '"series.parquet"', '"metrics/series.parquet"')
+        for name in (
+            '"manifest.json"',
+            '"events.jsonl"',
+            '"series.parquet"',
+            '"metrics/series.parquet"',
+            # what `crdscale report` and `crdscale compare --out` write: run reports and comparisons alike
+            '"report.html"',
+            '"report-nocode.html"',
+            '"findings.md"',
+            '"findings.json"',
+        )
         if name in p.read_text()
     }
     assert spelled <= {"rundir"}, spelled
