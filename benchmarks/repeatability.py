@@ -21,8 +21,11 @@ sys.path.insert(0, str(ROOT))
 
 import pandas as pd  # noqa: E402
 
-from crdscale.analysis.compare import replicate_spread, stack_runs  # noqa: E402
-from crdscale.report.compare import configurations  # noqa: E402
+from crdscale.analysis.compare import (  # noqa: E402
+    configurations,  # noqa: E402
+    replicate_spread,
+    stack_runs,
+)
 from crdscale.rundir import read_run  # noqa: E402
 from crdscale.scenario.experiment import Experiment  # noqa: E402
 
