@@ -325,3 +325,60 @@ def test_stale_statistics_after_the_bounded_wait_are_labelled_not_compared(monke
     # The 1-seat observation came from a 0-object count: labelled, never "neither" or a match.
     assert table.loc["rv0", "observed_matches"] == apfseats.STATS_NOT_CURRENT
     assert table.loc["consistent", "observed_matches"] == "size-based"
+
+
+def test_seats_are_observed_beside_the_controller_managers_own_requests(monkeypatch):
+    """kube-controller-manager's controllers are estimated in the same scrape window (workload-high):
+    the probe's request is the one of its own level, global-default, not "the only one that moved"."""
+    import pandas as pd
+
+    from crdscale.collect.probes import apfseats
+
+    windows = iter(
+        [
+            {"global-default": {"count": 1, "sum": 8.0}, "workload-high": {"count": 3, "sum": 3.0}},
+            {"global-default": {"count": 1, "sum": 8.0}, "kube-controller-manager": {"count": 3, "sum": 3.0}},
+        ]
+    )
+    current = {}
+
+    def delta_by(before, after, name, label):
+        if label == "priority_level":
+            current["window"] = next(windows)
+        return current["window"]
+
+    class Response:
+        status = 200
+
+    class Cluster:
+        def post(self, path, body, timeout=None):
+            return None
+
+        def url(self, path):
+            return path
+
+        def delete(self, path, timeout=None):
+            return type("Deleted", (), {"status_code": 200})()
+
+    monkeypatch.setattr(apfseats, "check", lambda response, what, ok=None: None)
+
+    class Session:
+        headers: dict = {}
+
+        def close(self):
+            pass
+
+    monkeypatch.setattr(apfseats, "fresh_session", lambda cluster, pool_size=2: Session())
+    monkeypatch.setattr(apfseats, "timed_get", lambda *a, **k: Response())
+    monkeypatch.setattr(apfseats.m, "scrape", lambda cluster, names=None: None)
+    monkeypatch.setattr(apfseats.m, "histogram_delta_by", delta_by)
+    monkeypatch.setattr(
+        apfseats.m, "object_stats", lambda samples, group, resource: {"object_count": 300, "total_size_bytes": 6e5}
+    )
+    lists = pd.DataFrame(
+        [{"resource": "things.g.example.io", "kind": "rv0", "path": "/apis/g.example.io/v1/things",
+          "params": "{}", "accept": "application/json"}]
+    )  # fmt: skip
+    out = apfseats.observe_seats(Cluster(), lists, run_id="r", stored={"things.g.example.io": 300})
+    assert out.loc[0, "observed_seats"] == 8 and out.loc[0, "priority_level"] == "global-default"
+    assert out.loc[0, "flow_schema"] == "global-default"
