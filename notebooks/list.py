@@ -28,6 +28,7 @@ run_dir = "runs/latest-probe-list"
 import matplotlib.pyplot as plt
 
 from crdscale.analysis.probes import cache_vs_etcd, list_findings
+from crdscale.collect.probes.listcost import LIST_COLUMNS
 from crdscale.rundir import read_run
 
 run = read_run(run_dir)
@@ -83,26 +84,8 @@ ax.legend()
 # ## Every request kind
 
 # %%
-lists[
-    [
-        c
-        for c in (
-            "resource",
-            "kind",
-            "apiserver",
-            "items",
-            "pages",
-            "bytes",
-            "latency_s",
-            "cpu_s",
-            "alloc_bytes",
-            "fetched_objects",
-            "served_from",
-            "expected_from_cache",
-        )
-        if c in lists
-    ]
-]
+# The columns `crdscale probe list` prints (a request's status is in the table too).
+lists[[c for c in LIST_COLUMNS if c in lists and c != "status"]]
 
 # %%
 fig, ax = plt.subplots(figsize=(8, 4))
