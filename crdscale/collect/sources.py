@@ -381,11 +381,6 @@ class LocalPrometheus:
             except (requests.RequestException, KeyError, ValueError):
                 pass  # Prometheus busy or stopping: try again at the next check
 
-    def targets_up(self) -> dict[str, bool]:
-        """job -> whether its last scrape succeeded."""
-        data = requests.get(f"{self.url}/api/v1/targets", timeout=5).json()["data"]["activeTargets"]
-        return {t["labels"]["job"]: t["health"] == "up" for t in data}
-
     def client(self) -> PrometheusClient:
         """Its HTTP API (local, plain HTTP, no credentials)."""
         return PrometheusClient(self.url)

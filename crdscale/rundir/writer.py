@@ -294,12 +294,6 @@ class RunWriter:
         except OSError:
             pass
 
-    def output_path(self, relative: str) -> Path:
-        """Where a derived file goes (``analysis/…``, ``report/…``), its folder created."""
-        path = self.path / relative
-        path.parent.mkdir(parents=True, exist_ok=True)
-        return path
-
 
 def _parquet_safe(frame: pd.DataFrame) -> pd.DataFrame:
     """Object columns holding mixed types (None and numbers, dicts) become strings so pyarrow accepts them."""
