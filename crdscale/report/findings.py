@@ -310,51 +310,25 @@ def key_numbers(
         )
 
     # Per CRD: the total from heap profiles, RSS and heap from the series.
+    def per_crd(key: str, label: str, r, points: str) -> tuple:
+        source = f"growth over {int(r['n'])} {points}, interval from their increments"
+        return (key, label, float(r["per_crd"]), float(r["per_crd_low"]), float(r["per_crd_high"]), "bytes/CRD", source)
+
     total = _fit_row(fits, phase, "bytes", TOTAL)
     if total is not None:
-        rows.append(
-            (
-                "heap_per_crd",
-                f"Heap in use per CRD (profiles, {phase})",
-                float(total["per_crd"]),
-                float(total["per_crd_low"]),
-                float(total["per_crd_high"]),
-                "bytes/CRD",
-                f"growth over {int(total['n'])} heap profiles, interval from their increments",
-            )
-        )
+        rows.append(per_crd("heap_per_crd", f"Heap in use per CRD (profiles, {phase})", total, "heap profiles"))
     other_phase = "installed" if phase == "served" else "served"
     total_other = _fit_row(fits, other_phase, "bytes", TOTAL)
     if total_other is not None:
-        rows.append(
-            (
-                f"heap_per_crd_{other_phase}",
-                f"Heap in use per CRD (profiles, {other_phase})",
-                float(total_other["per_crd"]),
-                float(total_other["per_crd_low"]),
-                float(total_other["per_crd_high"]),
-                "bytes/CRD",
-                f"growth over {int(total_other['n'])} heap profiles, interval from their increments",
-            )
-        )
+        label = f"Heap in use per CRD (profiles, {other_phase})"
+        rows.append(per_crd(f"heap_per_crd_{other_phase}", label, total_other, "heap profiles"))
     for metric, label in (
         ("rss_bytes", "RSS per CRD (metrics)"),
         ("heap_inuse_bytes", "Heap in use per CRD (metrics)"),
     ):
         sel = sfits[(sfits["phase"] == phase) & (sfits["metric"] == metric)] if len(sfits) else sfits
         if len(sel):
-            r = sel.iloc[0]
-            rows.append(
-                (
-                    f"{metric}_per_crd",
-                    f"{label}, {phase}",
-                    float(r["per_crd"]),
-                    float(r["per_crd_low"]),
-                    float(r["per_crd_high"]),
-                    "bytes/CRD",
-                    f"growth over {int(r['n'])} marks, interval from their increments",
-                )
-            )
+            rows.append(per_crd(f"{metric}_per_crd", f"{label}, {phase}", sel.iloc[0], "marks"))
 
     # Per CRD by cause, largest first, and what no rule explains.
     causes = fits[(fits["phase"] == phase) & (fits["metric"] == "bytes") & (~fits["cause"].isin([TOTAL, OTHER]))]

@@ -12,7 +12,7 @@ import gzip
 import numpy as np
 import pandas as pd
 
-from crdscale.analysis.pprof.decode import Profile, ProfileMeta, ValueType, unique_names
+from crdscale.analysis.pprof.decode import TABLES, Profile, ProfileMeta, ValueType, unique_names
 from crdscale.analysis.pprof.schema import profile_message_class
 
 
@@ -170,20 +170,7 @@ def synthetic_profile(
             "column": np.zeros(len(ids), dtype=np.int64),
         }
     )
-    mappings = pd.DataFrame(
-        columns=[
-            "mapping",
-            "memory_start",
-            "memory_limit",
-            "file_offset",
-            "filename",
-            "build_id",
-            "has_functions",
-            "has_filenames",
-            "has_line_numbers",
-            "has_inline_frames",
-        ]
-    )
+    mappings = pd.DataFrame(columns=list(TABLES["mappings"]))
     samples = pd.DataFrame(
         np.asarray(values, dtype=np.int64).reshape(len(stacks), len(sample_types)),
         columns=unique_names([t for t, _ in sample_types]),
