@@ -35,7 +35,6 @@ from crdscale.analysis.intervals import (
     difference_batch,
     increments_batch,
     sampled_object_sizes,
-    unseen_growth_bounds,
 )
 
 
@@ -200,11 +199,7 @@ def _served_estimates(sim: SimulatedRuns, cause: str, confidence: float):
     # A cause the run never allocates is 0 in every profile, as crdscale sees it.
     y = sim.values.get(cause, np.zeros_like(sim.values["total"]))[:, idx]
     dy = np.diff(y, axis=1)
-    value, se, dof, low, high = increments_batch(np.diff(x), dy, confidence)
-    # As growth_fit: no sample came or went, so the bounds no sample allows.
-    unseen = ~dy.any(axis=1)
-    bounds = unseen_growth_bounds(y[:, 0], GO_HEAP_SAMPLING_RATE, float(x[-1] - x[0]))
-    return value, se, dof, np.where(unseen, bounds[0], low), np.where(unseen, bounds[1], high)
+    return increments_batch(np.diff(x), dy, confidence, resolution=GO_HEAP_SAMPLING_RATE, first=y[:, 0])
 
 
 def _install_serve_estimates(sim: SimulatedRuns, cause: str, confidence: float):
@@ -216,10 +211,7 @@ def _install_serve_estimates(sim: SimulatedRuns, cause: str, confidence: float):
         ends = list(range(position, len(sim.marks), 2))
         dx = np.array([sim.marks[e][2 + position - 1] - sim.marks[e - 1][2 + position - 1] for e in ends], float)
         dy = np.stack([y[:, e] - y[:, e - 1] for e in ends], axis=1)
-        value, se, dof, low, high = increments_batch(dx, dy, confidence)
-        unseen = ~dy.any(axis=1)
-        bounds = unseen_growth_bounds(y[:, 0], GO_HEAP_SAMPLING_RATE, float(dx.sum()))
-        out[kind] = (value, se, dof, np.where(unseen, bounds[0], low), np.where(unseen, bounds[1], high))
+        out[kind] = increments_batch(dx, dy, confidence, resolution=GO_HEAP_SAMPLING_RATE, first=y[:, 0])
     return out
 
 

@@ -128,10 +128,7 @@ def growth_fit(
     ux, inverse = np.unique(x, return_inverse=True)
     uy = np.bincount(inverse, weights=y) / np.bincount(inverse)
     dx, dy = np.diff(ux), np.diff(uy)
-    estimate = increments_estimate(dx, dy, confidence)
-    if resolution > 0 and not dy.any():
-        low, high = unseen_growth_bounds(uy[0], resolution, float(dx.sum()))
-        estimate = Estimate(estimate.value, estimate.se, estimate.dof, low, high)
+    estimate = increments_estimate(dx, dy, confidence, resolution=resolution, first=uy[0])
     base = float(uy[0] - estimate.value * ux[0])
     fitted = base + estimate.value * x
     residuals = y - fitted
@@ -156,20 +153,42 @@ def unseen_growth_bounds(first_value, resolution: float, span: float):
     return -np.minimum(reach, np.maximum(first_value, 0.0)) / span, reach / span
 
 
-def increments_estimate(dx: Sequence[float], dy: Sequence[float], confidence: float = 0.95) -> Estimate:
+def increments_estimate(
+    dx: Sequence[float],
+    dy: Sequence[float],
+    confidence: float = 0.95,
+    *,
+    resolution: float = 0.0,
+    first: float = 0.0,
+) -> Estimate:
     """Per-unit growth from independent increments ``dy`` over ``dx`` units each (``Var(dy) ∝ dx``).
 
     ``ΣΔy / ΣΔx`` with a t interval on ``m - 1`` degrees of freedom; NaN
-    interval for a single increment. ``dx`` must be positive.
+    interval for a single increment. ``dx`` must be positive. ``resolution``:
+    the least change one heap sample stands for; when no increment changed at
+    all, the interval is what no sample allows (:func:`unseen_growth_bounds`,
+    from the ``first`` value) instead of a zero width.
     """
-    batch = increments_batch(np.asarray(dx, dtype=float), np.atleast_2d(np.asarray(dy, dtype=float)), confidence)
+    batch = increments_batch(
+        np.asarray(dx, dtype=float),
+        np.atleast_2d(np.asarray(dy, dtype=float)),
+        confidence,
+        resolution=resolution,
+        first=np.atleast_1d(float(first)),
+    )
     return Estimate(*(float(v[0]) for v in batch))
 
 
 def increments_batch(
-    dx: np.ndarray, dy: np.ndarray, confidence: float = 0.95
+    dx: np.ndarray,
+    dy: np.ndarray,
+    confidence: float = 0.95,
+    *,
+    resolution: float = 0.0,
+    first: np.ndarray | float = 0.0,
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-    """:func:`increments_estimate` for many series at once: ``dy`` is (series x increments) over one ``dx``.
+    """:func:`increments_estimate` for many series at once: ``dy`` is (series x increments) over one ``dx``
+    (``first``: each series' first value).
 
     Returns arrays ``(value, se, dof, low, high)``, one entry per series: what
     simulations of thousands of runs need (``crdscale.analysis.coverage``).
@@ -183,12 +202,21 @@ def increments_batch(
     value = dy.sum(axis=1) / total
     m = len(dx)
     if m < 2:
-        nan = np.full(n, math.nan)
-        return value, nan, np.zeros(n), nan, nan
-    spread = ((dy - value[:, None] * dx) ** 2 / dx).sum(axis=1) / (m - 1)
-    se = np.sqrt(spread / total)
-    half = t_quantile(0.5 + confidence / 2, m - 1) * se
-    return value, se, np.full(n, float(m - 1)), value - half, value + half
+        se = np.full(n, math.nan)
+        dof = np.zeros(n)
+        low = high = np.full(n, math.nan)
+    else:
+        spread = ((dy - value[:, None] * dx) ** 2 / dx).sum(axis=1) / (m - 1)
+        se = np.sqrt(spread / total)
+        half = t_quantile(0.5 + confidence / 2, m - 1) * se
+        dof = np.full(n, float(m - 1))
+        low, high = value - half, value + half
+    if resolution > 0:
+        # No sample came or went: the bounds no sample allows, not a zero width.
+        unseen = ~dy.any(axis=1)
+        bound_low, bound_high = unseen_growth_bounds(np.asarray(first, dtype=float), resolution, total)
+        low, high = np.where(unseen, bound_low, low), np.where(unseen, bound_high, high)
+    return value, se, dof, low, high
 
 
 def difference(a: Estimate, b: Estimate, confidence: float = 0.95) -> Estimate:

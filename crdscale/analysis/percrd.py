@@ -34,7 +34,6 @@ from crdscale.analysis.intervals import (
     heap_sampling_variance,
     increments_estimate,
     t_quantile,
-    unseen_growth_bounds,
 )
 from crdscale.analysis.pprof.decode import Profile
 from crdscale.errors import UsageError
@@ -364,12 +363,9 @@ def fit_install_serve(points: pd.DataFrame, confidence: float = 0.95) -> pd.Data
         for kind in ("install", "serve"):
             sel = group[group["kind"] == kind]
             if len(sel):
-                e = increments_estimate(sel["crds"], sel["delta"], confidence)
-                if metric == "bytes" and "sampling_var" in points and not sel["delta"].any():
-                    # No sample came or went: the bounds no sample allows, not a zero width.
-                    low, high = unseen_growth_bounds(start, GO_HEAP_SAMPLING_RATE, float(sel["crds"].sum()))
-                    e = Estimate(e.value, e.se, e.dof, float(low), float(high))
-                parts[kind] = e
+                parts[kind] = increments_estimate(
+                    sel["crds"], sel["delta"], confidence, resolution=heap_resolution(metric, points), first=start
+                )
             else:
                 parts[kind] = Estimate(math.nan, math.nan, 0, math.nan, math.nan)
         i, s = parts["install"], parts["serve"]
