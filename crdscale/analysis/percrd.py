@@ -26,7 +26,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from crdscale.analysis.attribution import OTHER, RULES, Rule, cause_totals, sums_by_cause
+from crdscale.analysis.attribution import OTHER, RULES, Rule, sums_by_cause
 from crdscale.analysis.intervals import (
     GO_HEAP_SAMPLING_RATE,
     Estimate,
@@ -127,32 +127,35 @@ def profile_points(
         if problem:  # callers set such profiles aside, saying why (see SkippedProfile): never dropped silently
             raise UsageError(f"{profile.source or f'the profile at {crds} CRDs'}: {problem}")
         types = [t for t in METRICS if t in profile.sample_types]
-        totals = cause_totals(profile, rules, types)
-        variances = _sampling_variances(profile, rules)
-        for sample_type in types:
+        columns = profile.sample_columns
+        values = profile.value_matrix()[:, [columns.index(t) for t in types]].astype(float)
+        variances = _sampling_variances(profile, types)
+        # One attribution pass for the values and their sampling variances (NaN: not derivable).
+        causes, sums = sums_by_cause(profile, np.column_stack([values, np.nan_to_num(variances)]), rules)
+        for i, sample_type in enumerate(types):
             metric = METRICS[sample_type]
-            column = totals[sample_type]
-            var = variances.get(sample_type)
-            for cause, value in column.items():
-                v = float(var.get(cause, 0.0)) if var is not None else math.nan
-                rows.append((crds, phase or "served", cause, metric, int(value), v))
-            total_var = float(var.sum()) if var is not None else math.nan
-            rows.append((crds, phase or "served", TOTAL, metric, int(column.sum()), total_var))
+            known = not np.isnan(variances[:, i]).any()
+            cause_values, cause_vars = sums[:, i], sums[:, len(types) + i]
+            for cause, value, var in zip(causes, cause_values, cause_vars):
+                rows.append((crds, phase or "served", cause, metric, int(round(value)), var if known else math.nan))
+            total_var = float(cause_vars.sum()) if known else math.nan
+            rows.append((crds, phase or "served", TOTAL, metric, int(round(cause_values.sum())), total_var))
     return pd.DataFrame(rows, columns=["crds", "phase", "cause", "metric", "value", "sampling_var"])
 
 
-def _sampling_variances(profile: Profile, rules: Sequence[Rule]) -> dict[str, pd.Series]:
-    """Heap sampling variance by cause for ``inuse_space`` and ``inuse_objects`` (empty if either is missing)."""
-    types = profile.sample_types
-    if "inuse_space" not in types or "inuse_objects" not in types:
-        return {}
-    space = profile.values("inuse_space")
-    objects = profile.values("inuse_objects")
+def _sampling_variances(profile: Profile, types: Sequence[str]) -> np.ndarray:
+    """Heap sampling variance of each sample's value, one column per sample type of ``types``
+    (NaN columns unless the profile has both ``inuse_space`` and ``inuse_objects``)."""
+    out = np.full((profile.n_samples, len(types)), np.nan)
+    if "inuse_space" not in profile.sample_types or "inuse_objects" not in profile.sample_types:
+        return out
     rate = profile.meta.period if profile.meta.period > 0 else GO_HEAP_SAMPLING_RATE
-    var_space, var_objects = heap_sampling_variance(space, objects, rate)
-    causes, sums = sums_by_cause(profile, np.column_stack([var_space, var_objects]), rules)
-    index = pd.Index(causes, name="cause")
-    return {"inuse_space": pd.Series(sums[:, 0], index=index), "inuse_objects": pd.Series(sums[:, 1], index=index)}
+    var_space, var_objects = heap_sampling_variance(
+        profile.values("inuse_space"), profile.values("inuse_objects"), rate
+    )
+    for i, sample_type in enumerate(types):
+        out[:, i] = var_space if sample_type == "inuse_space" else var_objects
+    return out
 
 
 def heap_profile_problem(profile: Profile) -> str | None:
