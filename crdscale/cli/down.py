@@ -1,7 +1,10 @@
 from __future__ import annotations
 
-from crdscale.cluster.gobuild import stderr_echo
+import logging
+
 from crdscale.errors import UsageError
+
+log = logging.getLogger(__name__)
 
 
 class Command:
@@ -33,11 +36,11 @@ class Command:
         elif len(instances) == 1:
             names = [instances[0].name]
         elif not instances:
-            stderr_echo("no local instances")
+            log.info("no local instances")
             return 0
         else:
             raise UsageError("several instances exist; name one or use --all: " + ", ".join(i.name for i in instances))
         for name in names:
             stop_instance(name)
-            stderr_echo(f"stopped {name}")
+            log.info(f"stopped {name}")
         return 0

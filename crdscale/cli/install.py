@@ -183,7 +183,6 @@ class Command:
             progress=bars,
             clients=args.serve_clients,
             record_process=run.record_process,
-            echo=lambda m: print(f"crdscale: {m}", file=sys.stderr, flush=True),
         )
         started = time.monotonic()
         installed = 0
