@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import logging
 import os
 import sys
 from pathlib import Path, PurePath
@@ -15,6 +16,8 @@ if TYPE_CHECKING:
     import pandas as pd
 
     from crdscale.cluster.kubeconfig import KubeconfigFiles
+
+log = logging.getLogger(__name__)
 
 
 def resolve_kubeconfig(explicit: str | None) -> KubeconfigFiles:
@@ -178,12 +181,11 @@ class BarProgress:
 def run_with_progress(scenario, parent, run_name: str | None = None) -> Path:
     """Run one scenario with progress bars on stderr; returns its run directory (``run_name``
     names it, e.g. an experiment's cell)."""
-    from crdscale.cluster.gobuild import stderr_echo
     from crdscale.scenario.runner import ScenarioRunner  # pandas & co: only when running
 
     progress = BarProgress()
-    runner = ScenarioRunner(scenario, runs_parent=parent, progress=progress, echo=stderr_echo, run_name=run_name)
-    stderr_echo(f"run {runner.run_id}: {scenario.description or scenario.name}")
+    runner = ScenarioRunner(scenario, runs_parent=parent, progress=progress, run_name=run_name)
+    log.info(f"run {runner.run_id}: {scenario.description or scenario.name}")
     try:
         run = runner.execute()
     finally:

@@ -1,10 +1,12 @@
 from __future__ import annotations
 
+import logging
 import os
 
 from crdscale.cli.common import add_output_argument, print_json, run_with_progress
-from crdscale.cluster.gobuild import stderr_echo
 from crdscale.scenario.config import default_text, load_scenario
+
+log = logging.getLogger(__name__)
 
 
 class Command:
@@ -162,7 +164,7 @@ class Command:
 
             return _run_experiment(Experiment.create(args.out or runs_dir(), scenario), args)
         run = run_with_progress(scenario, args.out)
-        stderr_echo(f"completed; explore with: crdscale analyze {run}")
+        log.info(f"completed; explore with: crdscale analyze {run}")
         print(run)
         return 0
 
@@ -184,7 +186,7 @@ def _check(scenario, cells=None):
     reports = check_cells(scenario, cells)
     for report in reports:
         for warning in report.warnings:
-            stderr_echo(f"warning: cell {report.cell}: {warning}" if scenario.matrix else f"warning: {warning}")
+            log.warning(f"cell {report.cell}: {warning}" if scenario.matrix else warning)
     return reports
 
 
@@ -215,9 +217,9 @@ def _print_check(what: str, reports, args) -> int:
 
 
 def _run_experiment(experiment, args) -> int:
-    stderr_echo(f"experiment {experiment.path}: {len(experiment.cells)} cells")
-    experiment.run(run_with_progress, message=stderr_echo)
-    stderr_echo(f"completed; compare the cells with: crdscale report {experiment.path}")
+    log.info(f"experiment {experiment.path}: {len(experiment.cells)} cells")
+    experiment.run(run_with_progress, message=log.info)
+    log.info(f"completed; compare the cells with: crdscale report {experiment.path}")
     print(experiment.path)
     return 0
 
