@@ -33,7 +33,9 @@ path of the HTML report is printed last on stdout.
 from __future__ import annotations
 
 import argparse
-import sys
+import logging
+
+log = logging.getLogger(__name__)
 
 
 class Command:
@@ -61,10 +63,6 @@ class Command:
     @staticmethod
     def run(args: argparse.Namespace) -> int:
         from crdscale.report.render import render_report
-
-        def echo(message: str) -> None:
-            print(f"crdscale: {message}", file=sys.stderr)
-
         from crdscale.rundir.layout import is_experiment_directory
         from crdscale.scenario.experiment import Experiment
 
@@ -85,15 +83,12 @@ class Command:
                 labels=[n for n, _p in cells],
                 notebooks_dir=args.notebooks,
                 timeout=args.timeout,
-                echo=echo,
             )
         else:
-            result = render_report(
-                args.run_dir, args.out, notebooks_dir=args.notebooks, timeout=args.timeout, echo=echo
-            )
+            result = render_report(args.run_dir, args.out, notebooks_dir=args.notebooks, timeout=args.timeout)
         print(f"findings: {result.findings_md}")
         print(f"with code: {result.html}")
         for failure in result.failures:
-            print(f"crdscale: notebook failed at {failure.describe()}", file=sys.stderr)
+            log.info(f"notebook failed at {failure.describe()}")
         print(result.html_nocode)
         return 0 if result.ok else 1
