@@ -40,14 +40,18 @@ def resolve_kubeconfig(explicit: str | None) -> KubeconfigFiles:
     raise UsageError("no cluster: pass --kubeconfig, start one with 'crdscale up', or set $KUBECONFIG")
 
 
-KUBECONFIG_HELP = (
-    "kubeconfig file, or FILE:FILE:... merged as kubectl merges $KUBECONFIG "
-    "(default: the newest local instance, then $KUBECONFIG, then ~/.kube/config)"
-)
+# What a command does without --kubeconfig: find a cluster (resolve_kubeconfig).
+FIND_CLUSTER = "the newest local instance, then $KUBECONFIG, then ~/.kube/config"
 
 
-def add_cluster_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--kubeconfig", metavar="PATH", help=KUBECONFIG_HELP)
+def add_cluster_arguments(parser: argparse.ArgumentParser, *, default: str = FIND_CLUSTER) -> None:
+    """``--kubeconfig`` and ``--context``, the one definition every command uses; ``default`` says
+    what the command does without ``--kubeconfig`` (most find a cluster with :func:`resolve_kubeconfig`)."""
+    parser.add_argument(
+        "--kubeconfig",
+        metavar="PATH",
+        help=f"kubeconfig file, or FILE:FILE:... merged as kubectl merges $KUBECONFIG (default: {default})",
+    )
     parser.add_argument("--context", help="kubeconfig context (default: its current context)")
 
 

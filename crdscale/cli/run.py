@@ -3,7 +3,7 @@ from __future__ import annotations
 import logging
 import os
 
-from crdscale.cli.common import add_output_argument, print_json, run_with_progress
+from crdscale.cli.common import add_cluster_arguments, add_output_argument, print_json, run_with_progress
 from crdscale.scenario.config import default_text, load_scenario
 
 log = logging.getLogger(__name__)
@@ -69,13 +69,11 @@ class Command:
     def add_arguments(parser):
         parser.add_argument("scenario", nargs="?", metavar="SCENARIO.toml", help="scenario file (default: built-in)")
         parser.add_argument("--out", metavar="DIR", help="parent directory for the run directory (default: ./runs)")
-        parser.add_argument(
-            "--kubeconfig",
-            metavar="PATH",
-            help="run against this cluster instead of a local control plane (never touches objects it "
-            "did not create); FILE:FILE:... is merged as kubectl merges $KUBECONFIG",
+        add_cluster_arguments(
+            parser,
+            default="a local control plane the run starts; with it, the run uses that cluster and never "
+            "touches objects it did not create",
         )
-        parser.add_argument("--context", help="kubeconfig context")
         prom = parser.add_argument_group("an existing Prometheus (credentials from files, never on the command line)")
         prom.add_argument("--prometheus-url", metavar="URL", help="an existing Prometheus scraping the target")
         prom.add_argument(
@@ -143,8 +141,8 @@ class Command:
         overrides = _parse_sets(args.set)
         if args.kubeconfig:
             overrides.update({"target.kind": "kubeconfig", "target.kubeconfig": args.kubeconfig})
-            if args.context:
-                overrides["target.context"] = args.context
+        if args.context:
+            overrides["target.context"] = args.context
         if args.prometheus_url:
             overrides["target.prometheus_url"] = args.prometheus_url
         for flag in PROMETHEUS_FLAGS:
@@ -154,6 +152,8 @@ class Command:
                 is_file = flag.endswith("_file")
                 overrides[f"target.{flag}"] = os.path.abspath(os.path.expanduser(value)) if is_file else value
         scenario = load_scenario(args.scenario, overrides=overrides)
+        if args.context and scenario.is_local:
+            raise UsageError("--context names a context of --kubeconfig; this run starts its own control plane")
         # Before a run directory exists or a binary is resolved: a bad cell fails in seconds, not after a build.
         reports = _check(scenario)
         if args.check:
