@@ -31,8 +31,7 @@ run_dir = "../data/reference-run"
 import matplotlib.pyplot as plt
 from IPython.display import Markdown
 
-from crdscale.report import figures, plots
-from crdscale.report import series
+from crdscale.report import figures, plots, series
 from crdscale.report.findings import provenance, provenance_markdown
 from crdscale.rundir import read_run
 

@@ -75,9 +75,7 @@ class Command:
             comparison = compare_runs(args.runs, args.label or None)
             text = comparison_markdown(comparison)
         if args.output == "json":
-            data = (
-                json.loads((result.out_dir / FINDINGS_JSON).read_text()) if args.out else comparison_json(comparison)
-            )
+            data = json.loads((result.out_dir / FINDINGS_JSON).read_text()) if args.out else comparison_json(comparison)
             print(json.dumps(data, indent=2, default=str))
         else:
             print(text, end="")
