@@ -48,6 +48,7 @@ from urllib.parse import urlencode, urlsplit
 from crdscale.cluster.clients import Cluster, status_message
 from crdscale.cluster.retry import RetryPolicy, send_with_retry
 from crdscale.crds.install import ResourceRef, resource_ref
+from crdscale.crds.options import DEFAULT_MAX_WATCHES, SERVE_MODES
 from crdscale.errors import BinaryError, ClusterError, UsageError
 
 if TYPE_CHECKING:  # the rundir package imports pandas; `crdscale install --help` should not
@@ -55,8 +56,6 @@ if TYPE_CHECKING:  # the rundir package imports pandas; `crdscale install --help
 
 log = logging.getLogger(__name__)
 
-SERVE_MODES = ("list", "watch", "none")
-DEFAULT_MAX_WATCHES = 5000
 # The server ends each watch after this long; the keeper re-opens it, as client-go does.
 WATCH_TIMEOUT_S = 300
 # 404 right after Established: the handler is still being set up; 429: APF; 5xx: busy.

@@ -22,11 +22,6 @@ ROOT = Path(__file__).resolve().parents[2]
 HEAVY = ("pandas", "numpy", "matplotlib", "scipy", "requests", "pyarrow")
 HELP_CPU_SECONDS = 0.4
 
-# What a subcommand's parser still imports because a constant it shows in --help lives in a module that
-# imports it: `install` takes SERVE_MODES/ERROR_MODES from crdscale.crds.serve/install, which use requests
-# at module level (0.25 CPU-s in all, within the budget).
-STILL_IMPORTED = {"install": {"requests"}}
-
 PROBE = """
 import json, sys
 from crdscale.cli.main import main
@@ -66,8 +61,7 @@ def test_top_level_help_imports_no_subcommand():
 @pytest.mark.parametrize("command", list(SUBCOMMANDS))
 def test_subcommand_help_is_fast(command):
     heavy, cpu = _help([command])
-    unexpected = set(heavy) - STILL_IMPORTED.get(command, set())
-    assert not unexpected, f"crdscale {command} --help imports {sorted(unexpected)}"
+    assert not heavy, f"crdscale {command} --help imports {heavy}"
     assert cpu <= HELP_CPU_SECONDS, f"crdscale {command} --help used {cpu:.2f} CPU-s"
 
 
