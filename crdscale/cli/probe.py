@@ -136,7 +136,8 @@ def _run(name: str, args, parameters: dict, body) -> int:
     human tables to stderr (nowhere with --quiet). Progress is the library's logging (see cli.main),
     silenced below warnings by --quiet."""
     run = ProbeRun(name, args, parameters)
-    logging.getLogger("crdscale").setLevel(logging.WARNING if args.quiet else logging.INFO)
+    if args.quiet:  # as `crdscale -q probe ...`
+        logging.getLogger("crdscale").setLevel(logging.WARNING)
     logging.getLogger(__name__).info(f"probe {name}: {run.cluster.server} ({run.server_version}) -> {run.dir}")
     as_json = args.output == "json"
     human = contextlib.nullcontext()
