@@ -115,31 +115,44 @@ class Command:
         parser.add_argument(
             "--resume",
             metavar="EXPERIMENT_DIR",
-            help="finish an interrupted experiment: skip completed cells, redo the interrupted one",
+            help="finish an interrupted experiment: skip completed cells, redo the interrupted one "
+            "(a cluster experiment: a new Job over the cells not succeeded)",
         )
+        from crdscale.cli import cluster
+
+        cluster.add_arguments(parser)
 
     @staticmethod
     def run(args) -> int:
         if args.print_default:
             print(default_text(), end="")
             return 0
+        from crdscale.cli import cluster
         from crdscale.errors import UsageError
 
         if args.output == "json" and not args.check:
             raise UsageError("-o json goes with --check (a run prints its run directory)")
+        cluster.check_flags(args)
         if args.resume:
+            from crdscale.scenario.clusterjob import is_cluster_experiment
             from crdscale.scenario.experiment import Experiment
 
             if args.scenario or args.set:
                 raise UsageError("--resume takes the scenario from the experiment directory; drop SCENARIO and --set")
             experiment = Experiment.open(args.resume)
+            if is_cluster_experiment(experiment):
+                return cluster.resume(args, experiment)
+            if args.cluster:
+                raise UsageError(f"{args.resume} ran on this machine; --resume reruns it here (drop --cluster)")
             cells = [(c.cell, c.scenario) for c in experiment.cells if c.status != "completed"]
             reports = _check(experiment.scenario, cells)
             if args.check:
                 return _print_check(str(experiment.path), reports, args)
             return _run_experiment(experiment, args)
+        if args.cluster:
+            cluster.check_submission(args, resume=False)
         overrides = _parse_sets(args.set)
-        if args.kubeconfig:
+        if args.kubeconfig and not args.cluster:
             overrides.update({"target.kind": "kubeconfig", "target.kubeconfig": args.kubeconfig})
             if args.context:
                 overrides["target.context"] = args.context
@@ -156,6 +169,8 @@ class Command:
         reports = _check(scenario)
         if args.check:
             return _print_check(scenario.source_path or "default scenario", reports, args)
+        if args.cluster:
+            return cluster.submit(args, scenario)
         if scenario.matrix:
             from crdscale.paths import runs_dir
             from crdscale.scenario.experiment import Experiment
