@@ -127,6 +127,25 @@ def _cluster_table(plan, args, cluster) -> dict:
     }
 
 
+def _user_kubeconfig(explicit: str | None):
+    """--kubeconfig, else $KUBECONFIG, else ~/.kube/config: the user's cluster. Unlike other commands,
+    never a local instance of 'crdscale up': it has no node to run pods on."""
+    import os
+    from pathlib import Path
+
+    from crdscale.cluster.kubeconfig import KubeconfigFiles
+
+    if explicit:
+        return KubeconfigFiles.parse(explicit)
+    env = os.environ.get("KUBECONFIG", "")
+    if any(env.split(os.pathsep)):
+        return KubeconfigFiles.from_list(env.split(os.pathsep))
+    default = Path.home() / ".kube" / "config"
+    if default.is_file():
+        return KubeconfigFiles.parse(default)
+    raise UsageError("--cluster: which cluster? pass --kubeconfig (or set $KUBECONFIG)")
+
+
 def print_manifests(plan) -> None:
     from crdscale.scenario import fanout
 
@@ -147,7 +166,6 @@ def print_manifests(plan) -> None:
 def submit(args: argparse.Namespace, scenario) -> int:
     """`crdscale run SCENARIO --cluster ...` once the flags (:func:`check_submission`) and the
     scenario's cells are checked: predict resources, dry-run, create, follow."""
-    from crdscale.cli.common import resolve_kubeconfig
     from crdscale.cluster.clients import connect
     from crdscale.ownership import new_run_id
     from crdscale.paths import runs_dir
@@ -175,7 +193,7 @@ def submit(args: argparse.Namespace, scenario) -> int:
         manifest[clusterjob.CLUSTER_KEY] = _cluster_table(plan, args, None)
         print_manifests(plan)
         return 0
-    cluster = connect(resolve_kubeconfig(args.kubeconfig), args.context)
+    cluster = connect(_user_kubeconfig(args.kubeconfig), args.context)
     try:
         cluster.server_version()
         manifest[clusterjob.CLUSTER_KEY] = _cluster_table(plan, args, cluster)

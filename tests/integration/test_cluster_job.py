@@ -141,3 +141,30 @@ def test_submit_status_down(cluster, local_cluster, namespace, tmp_path, capsys)
     assert not any(name.startswith("crdscale-") for name in configmaps)
     accounts = cluster.get_json(f"/api/v1/namespaces/{namespace}/serviceaccounts")["items"]
     assert not any(a["metadata"]["name"].startswith("crdscale-") for a in accounts)
+
+
+def test_cell_runs_one_index_and_report_gathers_it(tmp_path):
+    """What a pod does, on this machine: `crdscale cell` runs index 1 of the Job on its own control
+    plane and stores its run directory; gathering puts it back into the experiment directory."""
+    from crdscale.fsutil import write_json_atomic
+    from crdscale.scenario.experiment import Experiment
+
+    scenario = parse_scenario(TINY, where="tiny.toml")
+    experiment = Experiment.create(tmp_path / "here", scenario, check=False)
+    store = f"file://{tmp_path / 'store'}"
+    experiment.manifest["cluster"] = {"experiment_id": "tiny-test", "results": store, "namespace": "x", "jobs": []}
+    experiment.save()
+    spec = tmp_path / "spec"
+    write_json_atomic(spec / fanout.EXPERIMENT_KEY, experiment.manifest)
+    (spec / fanout.INDEXES_KEY).write_text(json.dumps(["count=4", "count=2"]))
+
+    assert main(["cell", str(spec), "--index", "1", "--results", store, "--out", str(tmp_path / "pod")]) == 0
+    stored = Path(store[len("file://") :]) / "tiny-test"
+    assert sorted(p.name for p in stored.iterdir()) == ["count=2"]
+
+    assert clusterjob.gather(experiment) == ["count=2"]
+    again = Experiment.open(experiment.path)
+    states = {c.cell.name: c for c in again.cells}
+    assert states["count=2"].status == "completed" and states["count=4"].status == "pending"
+    run = experiment.path / states["count=2"].run_dir
+    assert json.loads((run / layout.MANIFEST).read_text())["status"] == "completed"
