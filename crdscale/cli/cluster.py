@@ -110,7 +110,7 @@ def _plan(experiment_id, run_id, manifest, cells, resources, args, *, attempt=0,
     )
 
 
-def _cluster_table(plan, args, cluster) -> dict:
+def _cluster_table(plan, args, cluster, peaks: dict[str, float]) -> dict:
     return {
         "experiment_id": plan.experiment_id,
         # Absolute: status and down may run from another directory.
@@ -123,6 +123,8 @@ def _cluster_table(plan, args, cluster) -> dict:
         "parallelism": plan.parallelism,
         "one_per_node": plan.one_per_node,
         "cpus": plan.resources.cpus,
+        # What the pods' memory was sized from (clusterjob.predict_peak_bytes), per cell.
+        "predicted_peak_bytes": {cell: int(peak) for cell, peak in peaks.items()},
         "jobs": [],
     }
 
@@ -179,24 +181,18 @@ def submit(args: argparse.Namespace, scenario) -> int:
     clusterjob.check_cells_for_pods(cells)
     run_id = new_run_id()
     experiment_id = fanout.experiment_id(scenario.name, run_id)
-    from crdscale.scenario.experiment import CellState
-
-    states = [CellState(c, s) for c, s in cells]
-    peaks = {}
-    for st in states:
-        key = repr((st.scenario.crds, st.scenario.target["kube_version"]))
-        peaks.setdefault(key, clusterjob.predict_peak_bytes(st.scenario))
+    peaks = clusterjob.cell_peaks(cells)
     resources = fanout.pod_resources(list(peaks.values()), args.cpus or DEFAULT_CPUS)
     manifest = new_manifest(scenario)
     plan = _plan(experiment_id, run_id, manifest, [c.name for c, _s in cells], resources, args)
     if args.print_manifests:
-        manifest[clusterjob.CLUSTER_KEY] = _cluster_table(plan, args, None)
+        manifest[clusterjob.CLUSTER_KEY] = _cluster_table(plan, args, None, peaks)
         print_manifests(plan)
         return 0
     cluster = connect(_user_kubeconfig(args.kubeconfig), args.context)
     try:
         cluster.server_version()
-        manifest[clusterjob.CLUSTER_KEY] = _cluster_table(plan, args, cluster)
+        manifest[clusterjob.CLUSTER_KEY] = _cluster_table(plan, args, cluster, peaks)
         plan.create_namespace = not clusterjob.namespace_exists(cluster, plan.namespace)
         if not plan.create_namespace:
             # The server validates every object (admission, quota, RBAC) before anything exists.
@@ -220,7 +216,7 @@ def submit(args: argparse.Namespace, scenario) -> int:
 def resume(args: argparse.Namespace, experiment) -> int:
     """`crdscale run --resume EXPERIMENT` of a cluster experiment: a new Job over the cells not succeeded."""
     from crdscale.ownership import new_run_id
-    from crdscale.scenario import clusterjob
+    from crdscale.scenario import clusterjob, fanout
 
     check_submission(args, resume=True)
     table = experiment.manifest[clusterjob.CLUSTER_KEY]
@@ -240,7 +236,8 @@ def resume(args: argparse.Namespace, experiment) -> int:
             stderr_echo(f"experiment {experiment.path.name}: every cell succeeded; nothing to resume")
             print(experiment.path)
             return 0
-        resources = clusterjob.experiment_resources(experiment, args.cpus or table.get("cpus") or DEFAULT_CPUS, missing)
+        peaks = clusterjob.cell_peaks([(c.cell, c.scenario) for c in experiment.cells if c.cell.name in missing])
+        resources = fanout.pod_resources(list(peaks.values()), args.cpus or table.get("cpus") or DEFAULT_CPUS)
         plan = _plan(
             table["experiment_id"],
             new_run_id(),

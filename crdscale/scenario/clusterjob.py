@@ -87,18 +87,17 @@ def predict_peak_bytes(scenario) -> float:
     return POD_BASE_BYTES + max(float(added), 0.0) + estimate_set(params).memory_bytes
 
 
-def experiment_resources(experiment: Experiment, cpus: int, cell_names: list[str] | None = None) -> fanout.Resources:
-    """:func:`fanout.pod_resources` over the cells (all, or ``cell_names``); cells sharing a CRD set are predicted once."""
-    peaks: dict[str, float] = {}
-    values = []
-    for state in experiment.cells:
-        if cell_names is not None and state.cell.name not in cell_names:
-            continue
-        key = repr((state.scenario.crds, state.scenario.target["kube_version"]))
-        if key not in peaks:
-            peaks[key] = predict_peak_bytes(state.scenario)
-        values.append(peaks[key])
-    return fanout.pod_resources(values, cpus)
+def cell_peaks(cells) -> dict[str, float]:
+    """:func:`predict_peak_bytes` per cell (``(Cell, Scenario)`` pairs) by name; cells sharing a CRD set
+    and version are predicted once."""
+    by_set: dict[str, float] = {}
+    out = {}
+    for cell, sc in cells:
+        key = repr((sc.crds, sc.target["kube_version"]))
+        if key not in by_set:
+            by_set[key] = predict_peak_bytes(sc)
+        out[cell.name] = by_set[key]
+    return out
 
 
 def _post(cluster: Cluster, path: str, body: dict[str, Any], *, dry_run: bool = False, exist_ok: bool = False) -> None:
@@ -233,6 +232,8 @@ def index_states(cluster: Cluster, experiment: Experiment, *, logs: bool = False
             status: dict[str, Any] = {"gone": True}
         elif resp.status_code >= 300:
             raise ApiError(f"GET job {job['name']}", resp)
+        elif (resp.json().get("metadata") or {}).get("deletionTimestamp"):
+            status = {**(resp.json().get("status") or {}), "gone": True}  # `crdscale down` deleted it
         else:
             status = resp.json().get("status") or {}
         done = fanout.parse_indexes(status.get("completedIndexes"))
@@ -311,6 +312,10 @@ def job_finished(cluster: Cluster, namespace: str, job: str) -> bool:
     resp = cluster.get(f"/apis/batch/v1/namespaces/{namespace}/jobs/{job}")
     if resp.status_code == 404:
         return True
+    if resp.status_code >= 300:
+        raise ApiError(f"GET job {job}", resp)
+    if (resp.json().get("metadata") or {}).get("deletionTimestamp"):
+        return True  # being deleted (`crdscale down`): it runs nothing more
     conditions = (resp.json().get("status") or {}).get("conditions") or []
     return any(c.get("type") in ("Complete", "Failed") and c.get("status") == "True" for c in conditions)
 

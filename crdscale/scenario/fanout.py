@@ -273,9 +273,8 @@ def submitter_role(plan: JobPlan) -> dict[str, Any]:
 def manifests(plan: JobPlan) -> list[dict[str, Any]]:
     """What a submission creates, in creation order (the Job last: its pods need the rest)."""
     out = [namespace_manifest(plan)] if plan.create_namespace else []
-    if plan.attempt == 0:
-        out.append(service_account_manifest(plan))
-    return [*out, configmap_manifest(plan), job_manifest(plan)]
+    # A resume's too: shared by the experiment's Jobs, but `crdscale down` may have deleted it since.
+    return [*out, service_account_manifest(plan), configmap_manifest(plan), job_manifest(plan)]
 
 
 def parse_indexes(text: str | None) -> set[int]:

@@ -122,6 +122,16 @@ def test_submit_status_down(cluster, local_cluster, namespace, tmp_path, capsys)
     assert main(["status", str(experiment)]) == 0
     assert "2 pending, 0 running, 0 succeeded, 0 failed" in capsys.readouterr().out
 
+    # A resume while the Job runs would run cells twice.
+    assert main(["run", "--resume", str(experiment), "--detach"]) == 2
+    assert "still running" in capsys.readouterr().err
+
+    assert main(["down", str(experiment)]) == 0
+    # Once it is deleted, no cell succeeded: a resume is a new Job over both.
+    assert main(["run", "--resume", str(experiment), "--detach"]) == 0
+    jobs = json.loads((experiment / layout.EXPERIMENT_MANIFEST).read_text())["cluster"]["jobs"]
+    assert [j["name"][-3:] for j in jobs][1:] == ["-r1"] and jobs[1]["indexes"] == ["count=2", "count=4"]
+    _wait_pods(cluster, namespace, 2)  # the new Job's (the first Job's may still be going away)
     assert main(["down", str(experiment)]) == 0
     deadline = time.monotonic() + 60
     while time.monotonic() < deadline:

@@ -119,11 +119,11 @@ def test_a_resume_is_a_new_job_over_the_missing_cells():
     first = plan()
     again = plan(attempt=1, cells=[first.cells[1], first.cells[4]])
     objects = fanout.manifests(again)
-    assert [o["kind"] for o in objects] == ["ConfigMap", "Job"]  # the ServiceAccount exists already
+    assert [o["kind"] for o in objects] == ["ServiceAccount", "ConfigMap", "Job"]  # the account may exist already
     job = objects[-1]
     assert job["metadata"]["name"] == first.job_name + "-r1"
     assert job["spec"]["completions"] == 2
-    assert json.loads(objects[0]["data"][fanout.INDEXES_KEY]) == [first.cells[1], first.cells[4]]
+    assert json.loads(objects[1]["data"][fanout.INDEXES_KEY]) == [first.cells[1], first.cells[4]]
     assert job["spec"]["template"]["spec"]["serviceAccountName"] == first.service_account_name
 
 
@@ -216,3 +216,98 @@ def test_print_manifests_needs_no_cluster(scenario_file, capsys, monkeypatch):
     docs = [d for d in yaml.safe_load_all(capsys.readouterr().out) if d]
     assert [d["kind"] for d in docs] == ["Namespace", "ServiceAccount", "ConfigMap", "Job", "Role"]
     assert docs[3]["spec"]["completions"] == 6
+
+
+class _Response:
+    def __init__(self, status_code: int, body=None, text: str = ""):
+        self.status_code, self._body, self.text = status_code, body, text
+
+    def json(self):
+        return self._body
+
+
+class _StubCluster:
+    """The reads `crdscale status` makes: one Job's status, its pods, their logs."""
+
+    def __init__(self, job_status: dict, pods: list[dict], logs: dict[str, str]):
+        self.job_status, self.pods, self.logs = job_status, pods, logs
+
+    def get(self, path, params=None, **_kw):
+        if path.endswith("/log"):
+            name = path.split("/")[-2]
+            return _Response(200, text=self.logs[name]) if name in self.logs else _Response(400)
+        return _Response(200, {"status": self.job_status})
+
+    def list(self, path, params=None, **_kw):
+        return self.pods, "1"
+
+
+def _pod(name: str, index: int, phase: str, created: str, **status) -> dict:
+    return {
+        "metadata": {
+            "name": name,
+            "creationTimestamp": created,
+            "labels": {clusterjob.JOB_NAME_LABEL: "crdscale-x", clusterjob.INDEX_LABEL: str(index)},
+        },
+        "spec": {},
+        "status": {"phase": phase, **status},
+    }
+
+
+def test_status_per_index(tmp_path):
+    from crdscale.scenario.experiment import Experiment
+
+    experiment = Experiment.create(tmp_path, parse_scenario(MATRIX, where="m.toml"), check=False)
+    cells = [c.cell.name for c in experiment.cells][:4]
+    experiment.manifest["cluster"] = {
+        "experiment_id": "x",
+        "namespace": "ns",
+        "parallelism": 2,
+        "jobs": [{"name": "crdscale-x", "indexes": cells}],
+    }
+    pods = [
+        _pod(
+            "p0",
+            0,
+            "Succeeded",
+            "2026-11-24T04:00:00Z",
+            startTime="2026-11-24T04:00:00Z",
+            containerStatuses=[{"state": {"terminated": {"finishedAt": "2026-11-24T04:05:00Z"}}}],
+        ),
+        _pod("p1-old", 1, "Failed", "2026-11-24T04:00:00Z"),
+        _pod("p1", 1, "Failed", "2026-11-24T04:01:00Z"),
+        _pod("p2", 2, "Running", "2026-11-24T04:00:00Z"),
+        _pod(
+            "p3",
+            3,
+            "Pending",
+            "2026-11-24T04:00:00Z",
+            conditions=[{"type": "PodScheduled", "status": "False", "reason": "Unschedulable", "message": "0/1 nodes"}],
+        ),
+    ]
+    logs = {"p1": "step 1/1: 4 CRDs\ncrdscale: error: kube-apiserver died", "p2": "step 1/3: 40 CRDs | RSS 1 MiB"}
+    stub = _StubCluster({"completedIndexes": "0", "failedIndexes": "1"}, pods, logs)
+    states = clusterjob.index_states(stub, experiment, logs=True)
+    assert [(s.index, s.state) for s in states] == [(0, "succeeded"), (1, "failed"), (2, "running"), (3, "pending")]
+    assert states[0].seconds == 300
+    assert states[1].pod == "p1" and states[1].log_tail[-1] == "crdscale: error: kube-apiserver died"
+    assert states[2].detail == "step 1/3 done (40 CRDs)"
+    assert states[3].detail == "not scheduled: Unschedulable 0/1 nodes"
+    assert clusterjob.missing_cells(experiment, states) == [c.cell.name for c in experiment.cells][1:]
+
+
+def test_ctrl_c_leaves_the_job_running(tmp_path, capsys, monkeypatch):
+    import argparse
+
+    from crdscale.cli import cluster
+
+    def interrupted(*_a, **_kw):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(clusterjob, "follow", interrupted)
+    experiment = argparse.Namespace(path=tmp_path / "exp")
+    assert cluster._follow_or_detach(None, experiment, argparse.Namespace(detach=False)) == 0
+    captured = capsys.readouterr()
+    assert "the Job goes on" in captured.err
+    assert f"crdscale status {tmp_path / 'exp'}" in captured.err and f"crdscale down {tmp_path / 'exp'}" in captured.err
+    assert captured.out.strip() == str(tmp_path / "exp")
