@@ -46,6 +46,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--cpus", type=int, metavar="N", help=f"whole CPUs per pod, requested = limit (default {DEFAULT_CPUS})"
     )
     group.add_argument(
+        "--memory",
+        metavar="SIZE",
+        help="memory per pod, requested = limit (default: the largest cell's predicted peak + 25 %%), e.g. 8GiB",
+    )
+    group.add_argument(
         "--results",
         metavar="URL",
         help="where each cell's run directory goes: s3://BUCKET/PREFIX (credentials from the usual "
@@ -65,7 +70,11 @@ def check_flags(args: argparse.Namespace) -> None:
     if args.cluster:
         return
     given = [flag for dest, flag in CLUSTER_ONLY.items() if getattr(args, dest, None)]
-    given += [f for d, f in (("parallelism", "--parallelism"), ("cpus", "--cpus")) if getattr(args, d) is not None]
+    given += [
+        f
+        for d, f in (("parallelism", "--parallelism"), ("cpus", "--cpus"), ("memory", "--memory"))
+        if getattr(args, d) is not None
+    ]
     if given and not args.resume:
         raise UsageError(f"{given[0]} goes with --cluster")
 
@@ -89,6 +98,32 @@ def check_submission(args: argparse.Namespace, *, resume: bool) -> None:
         raise UsageError(f"--parallelism {args.parallelism}: at least 1")
     if args.cpus is not None and args.cpus < 1:
         raise UsageError(f"--cpus {args.cpus}: a whole number of cores, at least 1")
+    if args.memory is not None:
+        _memory(args)
+
+
+def _memory(args: argparse.Namespace) -> int | None:
+    """--memory in bytes (None when not given); UsageError for a size that is not one."""
+    from crdscale.units import parse_bytes
+
+    if args.memory is None:
+        return None
+    try:
+        value = parse_bytes(args.memory)
+    except ValueError as err:
+        raise UsageError(f"--memory: {err}") from None
+    if value < 256 * 2**20:
+        raise UsageError(f"--memory {args.memory}: at least 256MiB (a control plane and crdscale run in the pod)")
+    return int(value)
+
+
+def _resources(args: argparse.Namespace, peaks: dict[str, float], cpus: int):
+    """The pods' resources: the prediction (:func:`fanout.pod_resources`), or --memory as given."""
+    from crdscale.scenario import fanout
+
+    resources = fanout.pod_resources(list(peaks.values()), cpus)
+    memory = _memory(args)
+    return resources if memory is None else fanout.Resources(memory, resources.cpus)
 
 
 def _plan(experiment_id, run_id, manifest, cells, resources, args, *, attempt=0, table=None):
@@ -182,7 +217,7 @@ def submit(args: argparse.Namespace, scenario) -> int:
     run_id = new_run_id()
     experiment_id = fanout.experiment_id(scenario.name, run_id)
     peaks = clusterjob.cell_peaks(cells)
-    resources = fanout.pod_resources(list(peaks.values()), args.cpus or DEFAULT_CPUS)
+    resources = _resources(args, peaks, args.cpus or DEFAULT_CPUS)
     manifest = new_manifest(scenario)
     plan = _plan(experiment_id, run_id, manifest, [c.name for c, _s in cells], resources, args)
     if args.print_manifests:
@@ -216,7 +251,7 @@ def submit(args: argparse.Namespace, scenario) -> int:
 def resume(args: argparse.Namespace, experiment) -> int:
     """`crdscale run --resume EXPERIMENT` of a cluster experiment: a new Job over the cells not succeeded."""
     from crdscale.ownership import new_run_id
-    from crdscale.scenario import clusterjob, fanout
+    from crdscale.scenario import clusterjob
 
     check_submission(args, resume=True)
     table = experiment.manifest[clusterjob.CLUSTER_KEY]
@@ -237,7 +272,7 @@ def resume(args: argparse.Namespace, experiment) -> int:
             print(experiment.path)
             return 0
         peaks = clusterjob.cell_peaks([(c.cell, c.scenario) for c in experiment.cells if c.cell.name in missing])
-        resources = fanout.pod_resources(list(peaks.values()), args.cpus or table.get("cpus") or DEFAULT_CPUS)
+        resources = _resources(args, peaks, args.cpus or table.get("cpus") or DEFAULT_CPUS)
         plan = _plan(
             table["experiment_id"],
             new_run_id(),

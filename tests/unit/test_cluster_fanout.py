@@ -196,6 +196,8 @@ def scenario_file(tmp_path) -> Path:
         (["--cluster", "--image", "x", "--results", "gs://b"], "unknown scheme 'gs'"),
         (["--cluster", "--image", "x", "--results", "pvc://c", "--namespace", "No_Such"], "not a namespace name"),
         (["--cluster", "--image", "x", "--results", "pvc://c", "--parallelism", "0"], "--parallelism 0"),
+        (["--cluster", "--image", "x", "--results", "pvc://c", "--memory", "lots"], "--memory:"),
+        (["--memory", "8GiB"], "--memory goes with --cluster"),
         (["--cluster", "--image", "x", "--results", "pvc://c", "--set", f'crds.source="{CRDS}"'], "crds.source"),
     ],
 )
@@ -216,6 +218,14 @@ def test_print_manifests_needs_no_cluster(scenario_file, capsys, monkeypatch):
     docs = [d for d in yaml.safe_load_all(capsys.readouterr().out) if d]
     assert [d["kind"] for d in docs] == ["Namespace", "ServiceAccount", "ConfigMap", "Job", "Role"]
     assert docs[3]["spec"]["completions"] == 6
+    code = main(
+        ["run", str(scenario_file), "--cluster", "--image", "x", "--results", "pvc://c", "--print-manifests"]
+        + ["--memory", "6GiB", "--cpus", "4"]
+    )
+    assert code == 0
+    docs = [d for d in yaml.safe_load_all(capsys.readouterr().out) if d]
+    limits = docs[3]["spec"]["template"]["spec"]["containers"][0]["resources"]["limits"]
+    assert limits == {"cpu": "4", "memory": "6144Mi"}
 
 
 class _Response:
