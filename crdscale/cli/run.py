@@ -50,6 +50,18 @@ class Command:
     Scenario keys: target.prometheus_bearer_token_file, prometheus_username,
     prometheus_password_file, prometheus_ca_file, prometheus_insecure_skip_tls_verify.
 
+    A matrix on your cluster: --cluster submits the cells as one Kubernetes
+    Indexed Job (index = cell x repeat; --kubeconfig/--context name the cluster,
+    never a local instance) running --image, each pod a cell on its own control
+    plane, Guaranteed QoS sized from the footprint prediction (--memory, --cpus),
+    one pod per node with --one-per-node, retried per index; each cell's run
+    directory goes to --results (s3://BUCKET/PREFIX, pvc://CLAIM, file:///PATH).
+    It follows the Job (Ctrl-C stops following; the Job goes on); then
+    'crdscale status EXPERIMENT', 'crdscale run --resume EXPERIMENT' (a new Job
+    over the cells not succeeded), 'crdscale down EXPERIMENT', 'crdscale report
+    EXPERIMENT' (gathers the cells first). --print-manifests shows the objects
+    and the Role the submitting user needs, creating nothing.
+
     Examples:
       crdscale run
       crdscale run my-scenario.toml --out /data/runs
@@ -61,6 +73,8 @@ class Command:
       crdscale run --set steps.count=3 --set crds.count=60 --set crds.groups=6
       crdscale run scenarios/gogc.toml                # a [matrix] experiment
       crdscale run --resume runs/20261123T091500Z-gogc
+      crdscale run scenarios/gogc.toml --cluster --image registry.example/crdscale:0.1.0 --results s3://bucket/crdscale --parallelism 4
+      crdscale run scenarios/gogc.toml --cluster --image REF --results pvc://results --print-manifests
     """
 
     @staticmethod
