@@ -236,8 +236,7 @@ def submit(args: argparse.Namespace, scenario) -> int:
         experiment.manifest[clusterjob.CLUSTER_KEY] = manifest[clusterjob.CLUSTER_KEY]
         experiment.save()
         plan.experiment = dict(experiment.manifest)
-        clusterjob.create(cluster, plan)
-        clusterjob.record_job(experiment, plan)
+        _create(cluster, experiment, plan)
         stderr_echo(
             f"experiment {experiment.path}: job {plan.namespace}/{plan.job_name}, {len(plan.cells)} cells, "
             f"parallelism {plan.parallelism}, each pod {resources.cpus} CPUs and "
@@ -288,12 +287,23 @@ def resume(args: argparse.Namespace, experiment) -> int:
             return 0
         table.update(image=plan.image, results=plan.results, parallelism=plan.parallelism)
         clusterjob.create(cluster, plan, dry_run=True)
-        clusterjob.create(cluster, plan)
-        clusterjob.record_job(experiment, plan)
+        _create(cluster, experiment, plan)
         stderr_echo(f"experiment {experiment.path.name}: job {plan.job_name} reruns {len(missing)} cells")
         return _follow_or_detach(cluster, experiment, args)
     finally:
         cluster.close()
+
+
+def _create(cluster, experiment, plan) -> None:
+    """Create the plan's objects and record the Job; when one is refused, delete this submission's others."""
+    from crdscale.scenario import clusterjob
+
+    try:
+        clusterjob.create(cluster, plan)
+    except CrdscaleError:
+        clusterjob.delete_submission(cluster, plan)
+        raise
+    clusterjob.record_job(experiment, plan)
 
 
 def _follow_or_detach(cluster, experiment, args) -> int:

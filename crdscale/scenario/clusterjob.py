@@ -218,7 +218,8 @@ def current_step(lines: list[str]) -> str:
 
 def index_states(cluster: Cluster, experiment: Experiment, *, logs: bool = False) -> list[IndexState]:
     """The state of every index of every Job the experiment submitted, newest Job last.
-    ``logs``: read running pods' logs for their step and failed pods' last lines."""
+    ``logs``: read running pods' logs for their step and failed pods' last lines. Each Job's
+    succeeded indexes are recorded in ``experiment.json`` (saved when they changed)."""
     table = experiment.manifest[CLUSTER_KEY]
     namespace = table["namespace"]
     pods, _rv = cluster.list(
@@ -226,6 +227,7 @@ def index_states(cluster: Cluster, experiment: Experiment, *, logs: bool = False
         params={"labelSelector": fanout.experiment_selector(table["experiment_id"])},
     )
     out = []
+    changed = False
     for job in table.get("jobs", []):
         resp = cluster.get(f"/apis/batch/v1/namespaces/{namespace}/jobs/{job['name']}")
         if resp.status_code == 404:
@@ -237,6 +239,12 @@ def index_states(cluster: Cluster, experiment: Experiment, *, logs: bool = False
         else:
             status = resp.json().get("status") or {}
         done = fanout.parse_indexes(status.get("completedIndexes"))
+        # Remembered, so a success survives the Job's deletion (`crdscale down`, a TTL) and a resume skips it.
+        if status.get("gone") and not done:
+            done = set(job.get("completed_indexes") or [])
+        elif sorted(done) != (job.get("completed_indexes") or []):
+            job["completed_indexes"] = sorted(done)
+            changed = True
         failed = fanout.parse_indexes(status.get("failedIndexes"))
         newest: dict[int, dict[str, Any]] = {}
         for pod in pods:
@@ -272,6 +280,8 @@ def index_states(cluster: Cluster, experiment: Experiment, *, logs: bool = False
             elif phase == "Pending":
                 st.detail = _pending_reason(pod)
             out.append(st)
+    if changed:
+        experiment.save()
     return out
 
 
@@ -335,6 +345,17 @@ def follow(cluster: Cluster, experiment: Experiment, *, interval_s: float = 10.0
         if finished:
             return states
         time.sleep(interval_s)
+
+
+def delete_submission(cluster: Cluster, plan: fanout.JobPlan) -> None:
+    """Delete what a submission that failed half-way created (its ConfigMap and Job, by name and labels)."""
+    from crdscale.ownership import RUN_ID_LABEL
+
+    for manifest in (fanout.job_manifest(plan), fanout.configmap_manifest(plan)):
+        path = api_path(manifest, manifest["metadata"]["name"])
+        resp = cluster.get(path)
+        if resp.status_code == 200 and (resp.json()["metadata"].get("labels") or {}).get(RUN_ID_LABEL) == plan.run_id:
+            cluster.delete(path, {"kind": "DeleteOptions", "apiVersion": "v1", "propagationPolicy": "Background"})
 
 
 def delete_experiment(cluster: Cluster, experiment: Experiment) -> dict[str, int]:

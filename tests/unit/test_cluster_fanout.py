@@ -246,6 +246,8 @@ class _StubCluster:
         if path.endswith("/log"):
             name = path.split("/")[-2]
             return _Response(200, text=self.logs[name]) if name in self.logs else _Response(400)
+        if self.job_status is None:  # deleted
+            return _Response(404, {"kind": "Status", "reason": "NotFound"})
         return _Response(200, {"status": self.job_status})
 
     def list(self, path, params=None, **_kw):
@@ -304,6 +306,11 @@ def test_status_per_index(tmp_path):
     assert states[2].detail == "step 1/3 done (40 CRDs)"
     assert states[3].detail == "not scheduled: Unschedulable 0/1 nodes"
     assert clusterjob.missing_cells(experiment, states) == [c.cell.name for c in experiment.cells][1:]
+    # The success is remembered: once the Job is deleted, index 0 still succeeded and a resume skips it.
+    assert experiment.manifest["cluster"]["jobs"][0]["completed_indexes"] == [0]
+    gone = clusterjob.index_states(_StubCluster(None, [], {}), Experiment.open(experiment.path))
+    assert [s.state for s in gone] == ["succeeded", "failed", "failed", "failed"]
+    assert gone[1].detail == "job deleted before this index succeeded"
 
 
 def test_ctrl_c_leaves_the_job_running(tmp_path, capsys, monkeypatch):
