@@ -55,7 +55,9 @@ class Command:
         if not 0 <= index < len(indexes):
             raise UsageError(f"index {index}: this Job has indexes 0-{len(indexes) - 1}")
         cell = indexes[index]
-        experiment_id = manifest["cluster"]["experiment_id"]
+        experiment_id = (manifest.get("cluster") or {}).get("experiment_id")
+        if not isinstance(experiment_id, str) or not experiment_id:
+            raise UsageError(f"{spec}/{EXPERIMENT_KEY}: not a cluster experiment's (no cluster.experiment_id)")
         store = open_store(args.results)  # before the run: a bad URL fails in a second, not after it
         folder = Path(args.out) / experiment_id
         write_json_atomic(folder / layout.EXPERIMENT_MANIFEST, manifest)

@@ -121,9 +121,17 @@ def _resources(args: argparse.Namespace, peaks: dict[str, float], cpus: int):
     """The pods' resources: the prediction (:func:`fanout.pod_resources`), or --memory as given."""
     from crdscale.scenario import fanout
 
-    resources = fanout.pod_resources(list(peaks.values()), cpus)
+    resources = fanout.pod_resources([p.value for p in peaks.values()], cpus)
     memory = _memory(args)
     return resources if memory is None else fanout.Resources(memory, resources.cpus)
+
+
+def _peak_line(peaks) -> str:
+    top = max(peaks.values(), key=lambda p: p.value)
+    return (
+        f"largest predicted peak {top.value / 2**30:.2f} GiB, 95 % interval up to {top.high / 2**30:.2f} GiB; "
+        f"--memory sets it"
+    )
 
 
 def _plan(experiment_id, run_id, manifest, cells, resources, args, *, attempt=0, table=None):
@@ -145,7 +153,7 @@ def _plan(experiment_id, run_id, manifest, cells, resources, args, *, attempt=0,
     )
 
 
-def _cluster_table(plan, args, cluster, peaks: dict[str, float]) -> dict:
+def _cluster_table(plan, args, cluster, peaks) -> dict:
     return {
         "experiment_id": plan.experiment_id,
         # Absolute: status and down may run from another directory.
@@ -159,7 +167,7 @@ def _cluster_table(plan, args, cluster, peaks: dict[str, float]) -> dict:
         "one_per_node": plan.one_per_node,
         "cpus": plan.resources.cpus,
         # What the pods' memory was sized from (clusterjob.predict_peak_bytes), per cell.
-        "predicted_peak_bytes": {cell: int(peak) for cell, peak in peaks.items()},
+        "predicted_peak_bytes": {cell: {"value": int(p.value), "high": int(p.high)} for cell, p in peaks.items()},
         "jobs": [],
     }
 
@@ -240,7 +248,7 @@ def submit(args: argparse.Namespace, scenario) -> int:
         stderr_echo(
             f"experiment {experiment.path}: job {plan.namespace}/{plan.job_name}, {len(plan.cells)} cells, "
             f"parallelism {plan.parallelism}, each pod {resources.cpus} CPUs and "
-            f"{resources.memory_bytes / 2**30:.2f} GiB (requests = limits)"
+            f"{resources.memory_bytes / 2**30:.2f} GiB (requests = limits; {_peak_line(peaks)})"
         )
         return _follow_or_detach(cluster, experiment, args)
     finally:
