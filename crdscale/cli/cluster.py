@@ -65,17 +65,21 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     group.add_argument("--detach", action="store_true", help="submit and exit without following the Job")
 
 
-def check_flags(args: argparse.Namespace) -> None:
-    """One-line UsageError for cluster flags without --cluster, before anything else."""
-    if args.cluster:
-        return
+def cluster_flags_given(args: argparse.Namespace) -> list[str]:
+    """The cluster-only flags on the command line, as spelled."""
     given = [flag for dest, flag in CLUSTER_ONLY.items() if getattr(args, dest, None)]
-    given += [
+    return given + [
         f
         for d, f in (("parallelism", "--parallelism"), ("cpus", "--cpus"), ("memory", "--memory"))
         if getattr(args, d) is not None
     ]
-    if given and not args.resume:
+
+
+def check_flags(args: argparse.Namespace) -> None:
+    """One-line UsageError for cluster flags without --cluster, before anything else (a --resume
+    takes them when its experiment turns out to be a cluster one)."""
+    given = cluster_flags_given(args)
+    if given and not args.cluster and not args.resume:
         raise UsageError(f"{given[0]} goes with --cluster")
 
 

@@ -156,8 +156,9 @@ class Command:
             experiment = Experiment.open(args.resume)
             if is_cluster_experiment(experiment):
                 return cluster.resume(args, experiment)
-            if args.cluster:
-                raise UsageError(f"{args.resume} ran on this machine; --resume reruns it here (drop --cluster)")
+            if args.cluster or cluster.cluster_flags_given(args):
+                flag = "--cluster" if args.cluster else cluster.cluster_flags_given(args)[0]
+                raise UsageError(f"{args.resume} ran on this machine; --resume reruns it here (drop {flag})")
             cells = [(c.cell, c.scenario) for c in experiment.cells if c.status != "completed"]
             reports = _check(experiment.scenario, cells)
             if args.check:
