@@ -328,3 +328,23 @@ def test_ctrl_c_leaves_the_job_running(tmp_path, capsys, monkeypatch):
     assert "the Job goes on" in captured.err
     assert f"crdscale status {tmp_path / 'exp'}" in captured.err and f"crdscale down {tmp_path / 'exp'}" in captured.err
     assert captured.out.strip() == str(tmp_path / "exp")
+
+
+def test_follow_logs_progress_until_the_job_finishes(tmp_path, caplog):
+    import logging
+
+    from crdscale.scenario.experiment import Experiment
+
+    experiment = Experiment.create(tmp_path, parse_scenario(MATRIX, where="m.toml"), check=False)
+    cells = [c.cell.name for c in experiment.cells][:2]
+    experiment.manifest["cluster"] = {
+        "experiment_id": "x",
+        "namespace": "ns",
+        "parallelism": 2,
+        "jobs": [{"name": "crdscale-x", "indexes": cells}],
+    }
+    status = {"completedIndexes": "0-1", "conditions": [{"type": "Complete", "status": "True"}]}
+    with caplog.at_level(logging.INFO, logger="crdscale"):
+        states = clusterjob.follow(_StubCluster(status, [], {}), experiment, interval_s=0)
+    assert [s.state for s in states] == ["succeeded", "succeeded"]
+    assert "cells: 0 pending, 0 running, 2 succeeded, 0 failed" in caplog.text
