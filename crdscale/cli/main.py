@@ -38,6 +38,7 @@ SUBCOMMANDS = {
     "lab": "lab",
     "probe": "probe",
     "recover": "recover",
+    "cell": "cell",
 }
 
 # The optional extras of pyproject.toml by the modules they bring, and the commands that need

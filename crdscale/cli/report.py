@@ -18,7 +18,10 @@ fresh Jupyter kernel, then writes into OUT (default RUN_DIR/report/):
 
 Given an experiment directory (a [matrix] scenario's, see 'crdscale run'),
 compares its completed cells instead, as 'crdscale compare CELL_RUNS...
---out EXPERIMENT_DIR/report' does.
+--out EXPERIMENT_DIR/report' does. A cluster experiment ('run --cluster')
+first gathers the cells' run directories from its results store into the
+experiment directory (--results URL reads them elsewhere, e.g. where a
+pvc:// claim is mounted: file:///mnt/claim).
 
 A run that did not complete (failed, interrupted, abandoned) and profiles the
 fits leave out are stated, with why, on stderr, on the report's first screen
@@ -53,6 +56,9 @@ class Command:
             help="directory of the jupytext notebooks (default: notebooks/ of this checkout)",
         )
         parser.add_argument(
+            "--results", metavar="URL", help="cluster experiment: gather from this store instead of the recorded one"
+        )
+        parser.add_argument(
             "--timeout",
             type=int,
             default=600,
@@ -71,6 +77,11 @@ class Command:
             from crdscale.report.compare import render_comparison
 
             experiment = Experiment.open(args.run_dir)
+            from crdscale.scenario.clusterjob import gather, is_cluster_experiment
+
+            if is_cluster_experiment(experiment):
+                gathered = gather(experiment, args.results)
+                echo(f"gathered {len(gathered)} of {len(experiment.cells)} cells from the results store")
             cells = experiment.completed_runs()
             if len(cells) < 2:
                 raise UsageError(

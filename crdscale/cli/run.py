@@ -52,6 +52,18 @@ class Command:
     Scenario keys: target.prometheus_bearer_token_file, prometheus_username,
     prometheus_password_file, prometheus_ca_file, prometheus_insecure_skip_tls_verify.
 
+    A matrix on your cluster: --cluster submits the cells as one Kubernetes
+    Indexed Job (index = cell x repeat; --kubeconfig/--context name the cluster,
+    never a local instance) running --image, each pod a cell on its own control
+    plane, Guaranteed QoS sized from the footprint prediction (--memory, --cpus),
+    one pod per node with --one-per-node, retried per index; each cell's run
+    directory goes to --results (s3://BUCKET/PREFIX, pvc://CLAIM, file:///PATH).
+    It follows the Job (Ctrl-C stops following; the Job goes on); then
+    'crdscale status EXPERIMENT', 'crdscale run --resume EXPERIMENT' (a new Job
+    over the cells not succeeded), 'crdscale down EXPERIMENT', 'crdscale report
+    EXPERIMENT' (gathers the cells first). --print-manifests shows the objects
+    and the Role the submitting user needs, creating nothing.
+
     Examples:
       crdscale run
       crdscale run my-scenario.toml --out /data/runs
@@ -63,6 +75,8 @@ class Command:
       crdscale run --set steps.count=3 --set crds.count=60 --set crds.groups=6
       crdscale run scenarios/gogc.toml                # a [matrix] experiment
       crdscale run --resume runs/20261123T091500Z-gogc
+      crdscale run scenarios/gogc.toml --cluster --image registry.example/crdscale:0.1.0 --results s3://bucket/crdscale --parallelism 4
+      crdscale run scenarios/gogc.toml --cluster --image REF --results pvc://results --print-manifests
     """
 
     @staticmethod
@@ -115,31 +129,45 @@ class Command:
         parser.add_argument(
             "--resume",
             metavar="EXPERIMENT_DIR",
-            help="finish an interrupted experiment: skip completed cells, redo the interrupted one",
+            help="finish an interrupted experiment: skip completed cells, redo the interrupted one "
+            "(a cluster experiment: a new Job over the cells not succeeded)",
         )
+        from crdscale.cli import cluster
+
+        cluster.add_arguments(parser)
 
     @staticmethod
     def run(args) -> int:
         if args.print_default:
             print(default_text(), end="")
             return 0
+        from crdscale.cli import cluster
         from crdscale.errors import UsageError
 
         if args.output == "json" and not args.check:
             raise UsageError("-o json goes with --check (a run prints its run directory)")
+        cluster.check_flags(args)
         if args.resume:
+            from crdscale.scenario.clusterjob import is_cluster_experiment
             from crdscale.scenario.experiment import Experiment
 
             if args.scenario or args.set:
                 raise UsageError("--resume takes the scenario from the experiment directory; drop SCENARIO and --set")
             experiment = Experiment.open(args.resume)
+            if is_cluster_experiment(experiment):
+                return cluster.resume(args, experiment)
+            if args.cluster or cluster.cluster_flags_given(args):
+                flag = "--cluster" if args.cluster else cluster.cluster_flags_given(args)[0]
+                raise UsageError(f"{args.resume} ran on this machine; --resume reruns it here (drop {flag})")
             cells = [(c.cell, c.scenario) for c in experiment.cells if c.status != "completed"]
             reports = _check(experiment.scenario, cells)
             if args.check:
                 return _print_check(str(experiment.path), reports, args)
             return _run_experiment(experiment, args)
+        if args.cluster:
+            cluster.check_submission(args, resume=False)
         overrides = _parse_sets(args.set)
-        if args.kubeconfig:
+        if args.kubeconfig and not args.cluster:
             overrides.update({"target.kind": "kubeconfig", "target.kubeconfig": args.kubeconfig})
         if args.context:
             overrides["target.context"] = args.context
@@ -158,6 +186,8 @@ class Command:
         reports = _check(scenario)
         if args.check:
             return _print_check(scenario.source_path or "default scenario", reports, args)
+        if args.cluster:
+            return cluster.submit(args, scenario)
         if scenario.matrix:
             from crdscale.paths import runs_dir
             from crdscale.scenario.experiment import Experiment
