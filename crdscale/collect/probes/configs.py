@@ -424,9 +424,8 @@ def add_arguments(parser: argparse.ArgumentParser, cls: type[ProbeConfig]) -> No
             else:
                 target.add_argument(flag, dest=f.name, nargs="+", type=kind, default=None, metavar=metavar, help=text)
         else:
-            target.add_argument(
-                flag, dest=f.name, type=kind, default=default, metavar=metavar, help=f"{text} (default {default})"
-            )
+            shown = f" (default {default})" if default != "" else ""  # an empty string default reads as "not set"
+            target.add_argument(flag, dest=f.name, type=kind, default=default, metavar=metavar, help=text + shown)
 
 
 def from_args(cls: type[ProbeConfig], args: argparse.Namespace):
