@@ -19,6 +19,8 @@ def test_program_pins_client_go_and_embeds_the_packaged_source(tmp_path, monkeyp
     assert prog.binary_name == "crdscale-client"
     assert prog.requires["k8s.io/client-go"] == goclient.CLIENT_GO_VERSION
     assert prog.requires["k8s.io/api"] == prog.requires["k8s.io/apimachinery"] == goclient.CLIENT_GO_VERSION
+    # Typed CRD caches: the apiextensions types of the same release.
+    assert prog.requires["k8s.io/apiextensions-apiserver"] == goclient.CLIENT_GO_VERSION
     assert prog.main_go == goclient.source()
     assert "package main" in prog.main_go and '"informers"' in prog.main_go
     # Cached per client-go version and source: the directory names both.

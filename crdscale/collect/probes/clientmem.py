@@ -324,6 +324,7 @@ CLIENTMEM_COLUMNS = (
     "peak_rss_mib",
     "cache_heap_mib",
     "heap_per_object_bytes",
+    "heap_per_crd_bytes",
     "heap_per_json_byte",
     "ratio_to_full",
     "rss_ratio_to_full",
@@ -349,19 +350,22 @@ def run(cluster, config: ClientMemConfig, writer, *, step: int = 0, run_id: str)
         "peak_rss_mib": "f1",
         "cache_heap_mib": "f1",
         "heap_per_object_bytes": "int",
+        "heap_per_crd_bytes": "int",
         "heap_per_json_byte": "x1",
         "ratio_to_full": "x2",
         "rss_ratio_to_full": "x2",
     }
     note = (
-        "cache_heap: Go heap after a forced GC minus before the informer started; heap_per_json_byte: that per "
-        "object over the object's JSON size; managed_fields, schemas: entries still in the cache."
+        "cache_heap: Go heap after a forced GC minus before the informer started; per CRD: per CRD the cache "
+        "covers (blank for built-in kinds); heap_per_json_byte: heap per object over its JSON size; managed_fields, "
+        "schemas: entries still in the cache."
     )
     summary = {
         f"{r.mode}/watchlist-{'on' if r.watch_list else 'off'}": {
             "items": int(r.items),
             "peak_rss_mib": round(float(r.peak_rss_mib), 1),
-            "heap_per_object_bytes": round(float(r.heap_per_object_bytes)),
+            # None when nothing was cached (a CRD cache of a cluster without CRDs).
+            "heap_per_object_bytes": round(r.heap_per_object_bytes) if r.heap_per_object_bytes > 0 else None,
         }
         for r in table.itertuples(index=False)
         if r.client == "client-go"
