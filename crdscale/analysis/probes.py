@@ -266,7 +266,7 @@ def clientmem_costs(runs: pd.DataFrame) -> pd.DataFrame:
     """What each client cache costs per object and per CRD, and against the full cache.
 
     ``runs`` has one row per crdscale-client ``cachemem`` run (see
-    :func:`crdscale.collect.probes.clientmem.cache_report`), with ``cache`` (what was cached:
+    ``clientmem.cache_report`` in the probes), with ``cache`` (what was cached:
     ``crds`` for CRDs, otherwise objects of one CRD or built-in kind) and ``json_bytes``/``json_items``
     (one full JSON LIST of the same objects). Returns a copy with, in bytes:
 
