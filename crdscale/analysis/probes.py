@@ -260,3 +260,52 @@ def shape_findings(load: pd.DataFrame) -> pd.DataFrame:
                 }
             )
     return pd.DataFrame(rows, columns=columns)
+
+
+def clientmem_costs(runs: pd.DataFrame) -> pd.DataFrame:
+    """What each client cache costs per object and per CRD, and against the full cache.
+
+    ``runs`` has one row per crdscale-client ``cachemem`` run (see
+    ``clientmem.cache_report`` in the probes), with ``cache`` (what was cached:
+    ``crds`` for CRDs, otherwise objects of one CRD or built-in kind) and ``json_bytes``/``json_items``
+    (one full JSON LIST of the same objects). Returns a copy with, in bytes:
+
+    * ``heap_per_object_bytes``: the cache's Go heap (after a forced GC, net of the heap before the
+      informer started) per cached object;
+    * ``heap_per_crd_bytes``: the same per CRD the cache covers -- per object for a CRD cache, the
+      whole cache for one CRD's custom resources, NaN for built-in kinds;
+    * ``rss_per_object_bytes``: peak RSS growth over the process's baseline per object (sync
+      transients included);
+    * ``json_bytes_per_object`` and ``heap_per_json_byte``: the object's serialized size and the
+      heap it takes per byte of it (the client's amplification);
+    * ``ratio_to_full`` and ``rss_ratio_to_full``: heap per object and peak RSS over the ``full``
+      mode's with the same WatchList setting (NaN without such a row).
+
+    Rows of the Python stand-in (no heap columns) pass through with NaN.
+    """
+    out = runs.copy()
+    if out.empty:
+        return out
+    nan = float("nan")
+    items = out["items"].where(out["items"] > 0) if "items" in out else nan
+    heap = out["cache_heap_bytes"] if "cache_heap_bytes" in out else nan
+    out["heap_per_object_bytes"] = heap / items
+    cache = out["cache"] if "cache" in out else pd.Series("", index=out.index)
+    crds = items.where(cache == "crds", 1.0).where(cache.isin(["crds", "custom-resources"]), nan)
+    out["heap_per_crd_bytes"] = heap / crds
+    if {"peak_rss_kib", "baseline_rss_kib"} <= set(out):
+        out["rss_per_object_bytes"] = (out["peak_rss_kib"] - out["baseline_rss_kib"]) * 1024 / items
+    if {"json_bytes", "json_items"} <= set(out):
+        out["json_bytes_per_object"] = out["json_bytes"] / out["json_items"].where(out["json_items"] > 0)
+        out["heap_per_json_byte"] = out["heap_per_object_bytes"] / out["json_bytes_per_object"]
+    out["ratio_to_full"] = nan
+    out["rss_ratio_to_full"] = nan
+    if "watch_list" in out:
+        for _, group in out.groupby("watch_list", sort=False):
+            full = group[group["mode"] == "full"]
+            if full.empty:
+                continue
+            base = full.iloc[0]
+            out.loc[group.index, "ratio_to_full"] = group["heap_per_object_bytes"] / base["heap_per_object_bytes"]
+            out.loc[group.index, "rss_ratio_to_full"] = group["peak_rss_kib"] / base["peak_rss_kib"]
+    return out

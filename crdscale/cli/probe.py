@@ -12,7 +12,9 @@ Objects it creates carry crdscale's ownership labels and are deleted afterwards.
   crdscale probe list --pods 1000 --pod-bytes 20000   # plus 1,000 Pods of ~20 KB (fieldSelector=spec.nodeName)
   crdscale probe list --load-shapes 40x1000000,4000x10000 --load 1,4,16   # memory vs concurrency: few large vs many small
   crdscale probe apf                       # seats: object-count vs size-based vs server
-  crdscale probe clientmem                 # client-go cache of Secrets: full vs metadata-only, peak heap and RSS
+  crdscale probe clientmem                 # client-go cache of Secrets: full, metadata-only, transformed; heap and RSS
+  crdscale probe clientmem --cache custom-resources --objects 10000 --object-bytes 1024   # 10k CRs of ~1 KiB
+  crdscale probe clientmem --cache crds --crds-from provider.xpkg --modes full,transform   # CRDs with/without schemas
   crdscale probe list -o json              # the tables as one JSON document on stdout (for scripts and CI)
 """
 
@@ -34,7 +36,7 @@ HELP = {
     "discovery": "legacy/aggregated discovery and client-side throttling",
     "list": "LIST latency, bytes and server cost per request kind, from the watch cache and from etcd",
     "apf": "APF seats of LISTs: object-count vs size-based estimator vs the server",
-    "clientmem": "peak memory of a client-go cache of full objects vs metadata only",
+    "clientmem": "a client-go informer cache: full, metadata-only or transformed; heap per object and per CRD",
 }
 
 
@@ -47,7 +49,7 @@ class Command:
       crdscale probe discovery --sweep   # measured vs predicted throttling, 192 and 368 group-versions
       crdscale probe list                # latency, bytes, server CPU per LIST kind: watch cache vs etcd
       crdscale probe apf                 # APF seats: object-count vs size-based vs the server
-      crdscale probe clientmem           # client-go cache memory: full objects vs metadata only
+      crdscale probe clientmem           # client-go cache memory: full, metadata-only, transformed
     """
 
     @staticmethod

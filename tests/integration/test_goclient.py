@@ -94,7 +94,10 @@ def test_metadata_only_cache_peaks_5x_lower_with_100_mib_of_secrets(cluster):
     )  # 100.1 MiB
     with ProbeFixtures(cluster, new_run_id()) as fixtures:
         ns = populate(fixtures, config).namespaces[0]
-        reports = {r["mode"]: r for r in clientmem.measure_cache(cluster, ns, initial_syncs=("list",))}
+        runs = clientmem.measure_cache(
+            cluster, "secrets", namespace=ns, modes=("full", "metadata"), watch_list=("off",)
+        )
+        reports = {r["mode"]: r for r in runs}
     full, meta = reports["full"], reports["metadata"]
     assert full["items"] == meta["items"] == 105
     assert full["peak_rss_kib"] >= 5 * meta["peak_rss_kib"], (full["peak_rss_mib"], meta["peak_rss_mib"])

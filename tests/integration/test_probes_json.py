@@ -30,7 +30,7 @@ def _json(capsys) -> dict:
             "seats",
             "size_based_seats",
         ),
-        (["clientmem", "--cached-secrets", "3", "--cached-secret-bytes", "10000"], "clientmem", "peak_rss_mib"),
+        (["clientmem", "--objects", "3", "--object-bytes", "10000"], "clientmem", "peak_rss_mib"),
     ],
     ids=["discovery", "list", "apf", "clientmem"],
 )

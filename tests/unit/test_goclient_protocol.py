@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import math
 
+import pandas as pd
 import pytest
 
+from crdscale.analysis import probes as probes_analysis
 from crdscale.cluster import binaries, goclient
 from crdscale.collect.probes import clientmem, discovery
 from crdscale.models.tokenbucket import PRESETS, RateLimit
@@ -17,6 +19,8 @@ def test_program_pins_client_go_and_embeds_the_packaged_source(tmp_path, monkeyp
     assert prog.binary_name == "crdscale-client"
     assert prog.requires["k8s.io/client-go"] == goclient.CLIENT_GO_VERSION
     assert prog.requires["k8s.io/api"] == prog.requires["k8s.io/apimachinery"] == goclient.CLIENT_GO_VERSION
+    # Typed CRD caches: the apiextensions types of the same release.
+    assert prog.requires["k8s.io/apiextensions-apiserver"] == goclient.CLIENT_GO_VERSION
     assert prog.main_go == goclient.source()
     assert "package main" in prog.main_go and '"informers"' in prog.main_go
     # Cached per client-go version and source: the directory names both.
@@ -150,22 +154,69 @@ def test_discovery_from_events_without_limiter_has_no_waits():
     assert math.isnan(run.requests["limiter_wait_s"].iloc[0])
 
 
-def test_cache_report_adds_mib_columns():
-    event = {
+def _cachemem_event(mode="metadata", watch_list=False, items=100, live=4 << 20, **extra):
+    return {
         "event": "cachemem",
         "t": 3.0,
-        "kind": "metadata",
-        "items": 100,
+        "kind": mode,
+        "resource": "l1.probe.crdscale.io/v1, Resource=listprobes",
+        "decoded": "metadata" if mode == "metadata" else "unstructured",
+        "watch_list": watch_list,
+        "items": items,
         "sync_s": 0.5,
+        "managed_fields": 0 if mode == "transform" else items,
+        "schemas": 0,
         "baseline_heap_bytes": 1 << 20,
         "peak_heap_bytes": 8 << 20,
-        "live_heap_bytes": 4 << 20,
+        "live_heap_bytes": live,
         "baseline_rss_kib": 10240,
         "rss_kib": 20480,
         "peak_rss_kib": 30720,
         "gc_cycles": 3,
+        **extra,
     }
-    row = clientmem.cache_report(event, initial_sync="list")
-    assert row["mode"] == "metadata" and row["initial_sync"] == "list" and row["seconds"] == 0.5
+
+
+def test_cache_report_adds_the_cache_heap_and_mib_columns():
+    row = clientmem.cache_report(_cachemem_event())
+    assert row["mode"] == "metadata" and row["watch_list"] is False and row["seconds"] == 0.5
+    assert row["cache_heap_bytes"] == 3 << 20 and row["cache_heap_mib"] == 3
     assert row["peak_heap_mib"] == 8 and row["live_heap_mib"] == 4 and row["peak_rss_mib"] == 30
-    assert "event" not in row and "t" not in row
+    assert "event" not in row and "t" not in row and "kind" not in row
+    # A GC that leaves less than the baseline is no negative cache.
+    assert clientmem.cache_report(_cachemem_event(live=1 << 19))["cache_heap_bytes"] == 0
+
+
+def _runs(cache="custom-resources", heaps=None, watch_list=(False, True)):
+    heaps = heaps or {"full": 6000, "metadata": 2000, "transform": 3000}
+    rows = []
+    for wl in watch_list:
+        for mode, per_object in heaps.items():
+            event = _cachemem_event(mode, wl, items=200, live=(1 << 20) + 200 * per_object, peak_rss_kib=30720)
+            rows.append(dict(clientmem.cache_report(event), cache=cache, json_bytes=200 * 1500, json_items=200))
+    return pd.DataFrame(rows)
+
+
+def test_clientmem_costs_per_object_per_crd_and_against_the_full_cache():
+    table = probes_analysis.clientmem_costs(_runs())
+    by = table.set_index(["mode", "watch_list"])
+    assert by.loc[("full", False), "heap_per_object_bytes"] == 6000
+    assert by.loc[("metadata", True), "ratio_to_full"] == pytest.approx(1 / 3)
+    assert by.loc[("transform", False), "ratio_to_full"] == pytest.approx(0.5)
+    assert by.loc[("full", True), "heap_per_json_byte"] == pytest.approx(4.0)
+    # One CRD's custom resources: the whole cache is that CRD's.
+    assert by.loc[("full", False), "heap_per_crd_bytes"] == 200 * 6000
+    assert by.loc[("full", False), "rss_per_object_bytes"] == (30720 - 10240) * 1024 / 200
+
+
+def test_clientmem_costs_of_a_crd_cache_are_per_crd_and_of_secrets_per_no_crd():
+    crds = probes_analysis.clientmem_costs(_runs("crds", {"full": 90_000, "transform": 9_000}, (False,)))
+    assert list(crds["heap_per_crd_bytes"]) == [90_000, 9_000]
+    assert list(crds["ratio_to_full"]) == pytest.approx([1.0, 0.1])
+    secrets = probes_analysis.clientmem_costs(_runs("secrets", {"full": 10, "metadata": 1}, (True,)))
+    assert secrets["heap_per_crd_bytes"].isna().all()
+
+
+def test_clientmem_costs_without_a_full_run_has_no_ratio():
+    table = probes_analysis.clientmem_costs(_runs(heaps={"metadata": 2000}))
+    assert table["ratio_to_full"].isna().all() and (table["heap_per_object_bytes"] == 2000).all()

@@ -62,8 +62,8 @@ def test_a_flag_means_one_thing_under_every_probe():
 @pytest.mark.parametrize(
     "probe,opens_with",
     [
-        ("clientmem", "full vs metadata-only"),
-        ("clientmem", "cert-manager cainjector\nPR #7161"),
+        ("clientmem", "what a controller's informer cache costs"),
+        ("clientmem", "transform (full, through SetTransform stripping"),
         ("apf", "size-based one of the APF proposal"),
         ("list", "from the watch cache and\nfrom etcd"),
         ("discovery", "Crossplane one-pager"),
@@ -80,8 +80,14 @@ def test_each_probes_help_opens_with_what_it_measures(probe, opens_with):
     "options,message",
     [
         ({"secret_bytes": 100}, "unknown key(s) secret_bytes"),
-        ({"cached_secrets": "100"}, "cached_secrets = '100': expected <class 'int'>"),
-        ({"cached_secret_bytes": 2_000_000}, "at most 1 MB"),
+        ({"objects": "100"}, "objects = '100': expected <class 'int'>"),
+        ({"object_bytes": 2_000_000}, "at most 1 MB"),
+        ({"cache": "pods"}, "--cache 'pods': choose from"),
+        ({"modes": "full,nope"}, "--modes 'full,nope': choose from full, metadata, transform"),
+        ({"watch_list": []}, "--watch-list '': choose from off, on"),
+        ({"crds_from": "x.yaml"}, "go with --cache crds"),
+        ({"cache": "crds", "crd_match": "("}, "--crd-match '(':"),
+        ({"cache": "crds", "crds_from": "/nonexistent/crds"}, "no such file or directory"),
     ],
 )
 def test_bad_scenario_options_are_one_line(options, message):
@@ -110,11 +116,11 @@ def test_a_scenario_step_and_the_cli_reach_the_same_entry_point(monkeypatch):
         return probes.ProbeResult("clientmem", {"clientmem": pd.DataFrame()}, "clientmem")
 
     monkeypatch.setattr(clientmem, "run", fake_run)
-    probes.run_probe("clientmem", None, None, {"cached_secrets": 3}, step=2, run_id="r1")
-    probes.run_probe("clientmem", None, None, _parse("clientmem", "--cached-secrets", "3"), run_id="r2")
+    probes.run_probe("clientmem", None, None, {"objects": 3, "modes": ["full"]}, step=2, run_id="r1")
+    probes.run_probe("clientmem", None, None, _parse("clientmem", "--objects", "3", "--modes", "full"), run_id="r2")
     assert calls == [
-        (configs.ClientMemConfig(cached_secrets=3), 2, "r1"),
-        (configs.ClientMemConfig(cached_secrets=3), 0, "r2"),
+        (configs.ClientMemConfig(objects=3, modes=("full",)), 2, "r1"),
+        (configs.ClientMemConfig(objects=3, modes=("full",)), 0, "r2"),
     ]
 
 

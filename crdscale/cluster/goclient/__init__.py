@@ -15,8 +15,11 @@ process started, ...}``); :func:`parse_lines` reads them. Modes:
   sharing one HTTP/2 connection; ``synced`` and periodic ``mem`` events.
 * ``discovery`` -- :func:`run_once`: a cold discovery through client-go's
   token bucket; ``request``, ``wait`` and ``summary`` events.
-* ``cachemem`` -- :func:`run_once`: an informer cache of Secrets, full or
-  metadata-only; one ``cachemem`` event with peak Go heap and peak RSS.
+* ``cachemem`` -- :func:`run_once`: one informer cache (Secrets, ConfigMaps,
+  CRDs or a custom resource), full, metadata-only or through a transform that
+  strips ``managedFields`` and CRD schemas; one ``cachemem`` event with peak Go
+  heap, heap after a forced GC, peak RSS and what the cache still holds of
+  what the transform strips.
 """
 
 from __future__ import annotations
@@ -63,8 +66,15 @@ def program(client_go: str = CLIENT_GO_VERSION) -> gobuild.GoProgram:
         binary_name=BINARY_NAME,
         out_dir=binaries_dir(BINARY_NAME, build_version(client_go, main_go)),
         go_directive=GO_DIRECTIVE,
-        # api and apimachinery at the same version: client-go's own go.mod pins them so.
-        requires={"k8s.io/client-go": client_go, "k8s.io/api": client_go, "k8s.io/apimachinery": client_go},
+        # api and apimachinery at the same version: client-go's own go.mod pins them so; the
+        # apiextensions types (typed CRD caches, as kube-apiserver and controller-runtime hold them)
+        # are released with them.
+        requires={
+            "k8s.io/client-go": client_go,
+            "k8s.io/api": client_go,
+            "k8s.io/apimachinery": client_go,
+            "k8s.io/apiextensions-apiserver": client_go,
+        },
         main_go=main_go,
         usual_duration=USUAL_DURATION,
     )

@@ -12,8 +12,11 @@
 //	discovery  one cold discovery (client-go's discovery client, memory or disk
 //	           cache, legacy or aggregated) through a token-bucket limiter of the
 //	           given burst and QPS: per-request timings, limiter waits, wall time.
-//	cachemem   an informer cache of one resource in one namespace, full objects
-//	           or metadata only: peak Go heap and peak RSS.
+//	cachemem   an informer cache of one resource (Secrets, ConfigMaps, CRDs or a
+//	           custom resource): full objects, metadata only, or full objects
+//	           through a transform that strips managedFields and CRD schemas;
+//	           peak Go heap, live heap after a GC, peak RSS, and what the cache
+//	           still holds of what the transform strips.
 package main
 
 import (
@@ -35,14 +38,19 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	apiextv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	apiextclient "k8s.io/apiextensions-apiserver/pkg/client/clientset/clientset"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	kruntime "k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/discovery"
 	"k8s.io/client-go/discovery/cached/disk"
 	"k8s.io/client-go/discovery/cached/memory"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/dynamic/dynamicinformer"
+	clientfeatures "k8s.io/client-go/features"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/metadata"
@@ -349,12 +357,12 @@ func (t timedTransport) RoundTrip(req *http.Request) (*http.Response, error) {
 
 type countingBody struct {
 	io.ReadCloser
-	begin              time.Time
-	path, proto        string
-	contentType        string
-	status             int
-	n                  int64
-	once               sync.Once
+	begin       time.Time
+	path, proto string
+	contentType string
+	status      int
+	n           int64
+	once        sync.Once
 }
 
 func (b *countingBody) Read(p []byte) (int, error) {
@@ -431,45 +439,159 @@ func runDiscovery(args []string) {
 
 // --- cache memory -------------------------------------------------------------
 
+// cacheTarget names what one cachemem run caches and how it decodes it.
+type cacheTarget struct {
+	gvr   schema.GroupVersionResource
+	typed kruntime.Object // nil: unstructured, as a dynamic client decodes it
+	rest  func(*rest.Config) (rest.Interface, error)
+}
+
+// cacheTargets are the resources cached as typed objects, because the clients the
+// seeds measured decode them so: cainjector's Secrets, kube-apiserver's and
+// controller-runtime's CRDs (crossplane-runtime#1056). Anything else is a custom
+// resource, decoded as Unstructured maps like every client without its Go types.
+var cacheTargets = map[string]cacheTarget{
+	"secrets":    {corev1.SchemeGroupVersion.WithResource("secrets"), &corev1.Secret{}, coreREST},
+	"configmaps": {corev1.SchemeGroupVersion.WithResource("configmaps"), &corev1.ConfigMap{}, coreREST},
+	"customresourcedefinitions": {apiextv1.SchemeGroupVersion.WithResource("customresourcedefinitions"),
+		&apiextv1.CustomResourceDefinition{}, func(cfg *rest.Config) (rest.Interface, error) {
+			cs, err := apiextclient.NewForConfig(cfg)
+			if err != nil {
+				return nil, err
+			}
+			return cs.ApiextensionsV1().RESTClient(), nil
+		}},
+}
+
+func coreREST(cfg *rest.Config) (rest.Interface, error) {
+	c := rest.CopyConfig(cfg)
+	c.GroupVersion = &corev1.SchemeGroupVersion
+	c.APIPath = "/api"
+	c.NegotiatedSerializer = scheme.Codecs.WithoutConversion()
+	return rest.RESTClientFor(c)
+}
+
+// parseTarget reads --resource: a known name above, or GROUP/VERSION/RESOURCE.
+func parseTarget(resource string) cacheTarget {
+	if t, ok := cacheTargets[resource]; ok {
+		return t
+	}
+	parts := strings.Split(resource, "/")
+	if len(parts) != 3 || parts[1] == "" || parts[2] == "" {
+		fail("--resource must be secrets, configmaps, customresourcedefinitions or GROUP/VERSION/RESOURCE, got %q", resource)
+	}
+	return cacheTarget{gvr: schema.GroupVersionResource{Group: parts[0], Version: parts[1], Resource: parts[2]}}
+}
+
+// stripForCache is the transform controllers set on their informers to keep what
+// they never read out of the cache: managedFields of every object (server-side
+// apply bookkeeping, often as large as the object's own fields) and, of a CRD, the
+// OpenAPI schemas (crossplane-runtime's TransformStripCRDSchema, #1056). It runs
+// before an object enters the store, so the decoded original becomes garbage at once.
+func stripForCache(obj any) (any, error) {
+	if m, err := meta.Accessor(obj); err == nil {
+		m.SetManagedFields(nil)
+	}
+	switch o := obj.(type) {
+	case *apiextv1.CustomResourceDefinition:
+		for i := range o.Spec.Versions {
+			o.Spec.Versions[i].Schema = nil
+		}
+	case *unstructured.Unstructured:
+		if versions, ok := o.Object["spec"].(map[string]any)["versions"].([]any); ok && o.GetKind() == "CustomResourceDefinition" {
+			for _, v := range versions {
+				if m, ok := v.(map[string]any); ok {
+					delete(m, "schema")
+				}
+			}
+		}
+	}
+	return obj, nil
+}
+
+// cacheContents counts, in the synced store, what the transform is meant to remove,
+// so a run shows that it did.
+func cacheContents(items []any) (managedFields, schemas int) {
+	for _, item := range items {
+		if m, err := meta.Accessor(item); err == nil {
+			managedFields += len(m.GetManagedFields())
+		}
+		switch o := item.(type) {
+		case *apiextv1.CustomResourceDefinition:
+			for _, v := range o.Spec.Versions {
+				if v.Schema != nil {
+					schemas++
+				}
+			}
+		case *unstructured.Unstructured:
+			versions, _, _ := unstructured.NestedSlice(o.Object, "spec", "versions")
+			for _, v := range versions {
+				if m, ok := v.(map[string]any); ok && m["schema"] != nil {
+					schemas++
+				}
+			}
+		}
+	}
+	return managedFields, schemas
+}
+
 func runCacheMem(args []string) {
 	fs := flag.NewFlagSet("cachemem", flag.ExitOnError)
 	var conn connFlags
 	conn.register(fs, 20, 30)
-	kind := fs.String("kind", "full", "full (typed Secrets) or metadata (PartialObjectMetadata)")
-	namespace := fs.String("namespace", "default", "namespace whose Secrets are cached")
+	kind := fs.String("kind", "full", "full (decoded objects), metadata (PartialObjectMetadata) or transform (full, minus managedFields and CRD schemas)")
+	resource := fs.String("resource", "secrets", "secrets, configmaps, customresourcedefinitions or GROUP/VERSION/RESOURCE (a custom resource)")
+	namespace := fs.String("namespace", "default", "namespace whose objects are cached; empty: all namespaces")
+	selector := fs.String("label-selector", "", "cache only objects with these labels")
 	sampleEvery := fs.Duration("sample-interval", 20*time.Millisecond, "Go heap sampling interval")
 	_ = fs.Parse(args)
+	if *kind != "full" && *kind != "metadata" && *kind != "transform" {
+		fail("--kind must be full, metadata or transform, got %q", *kind)
+	}
+	target := parseTarget(*resource)
 	cfg := conn.restConfig("crdscale-client/cachemem")
-	sampler := startSampler(*sampleEvery, nil)
-	var ms runtime.MemStats
-	runtime.ReadMemStats(&ms)
-	baseRSS, _ := procStatusKiB()
-	baseHeap := ms.HeapAlloc
+	withSelector := func(o *metav1.ListOptions) { o.LabelSelector = *selector }
 
 	var inf cache.SharedIndexInformer
-	switch *kind {
-	case "full":
-		// A typed Secret cache as controller-runtime builds it: core/v1 REST client, scheme codecs.
-		c := rest.CopyConfig(cfg)
-		c.GroupVersion = &corev1.SchemeGroupVersion
-		c.APIPath = "/api"
-		c.NegotiatedSerializer = scheme.Codecs.WithoutConversion()
-		rc, err := rest.RESTClientFor(c)
-		if err != nil {
-			fail("rest client: %v", err)
-		}
-		lw := cache.NewListWatchFromClient(rc, "secrets", *namespace, fields.Everything())
-		inf = cache.NewSharedIndexInformer(lw, &corev1.Secret{}, 0, cache.Indexers{})
-	case "metadata":
+	decoded := "unstructured"
+	switch {
+	case *kind == "metadata":
 		client, err := metadata.NewForConfig(cfg)
 		if err != nil {
 			fail("metadata client: %v", err)
 		}
-		gvr := corev1.SchemeGroupVersion.WithResource("secrets")
-		inf = metadatainformer.NewFilteredMetadataInformer(client, gvr, *namespace, 0, cache.Indexers{}, nil).Informer()
+		inf = metadatainformer.NewFilteredMetadataInformer(client, target.gvr, *namespace, 0, cache.Indexers{}, withSelector).Informer()
+		decoded = "metadata"
+	case target.typed != nil:
+		// A typed cache as controller-runtime builds it: the group's REST client, scheme codecs.
+		rc, err := target.rest(cfg)
+		if err != nil {
+			fail("rest client: %v", err)
+		}
+		lw := cache.NewFilteredListWatchFromClient(rc, target.gvr.Resource, *namespace, withSelector)
+		inf = cache.NewSharedIndexInformer(lw, target.typed, 0, cache.Indexers{})
+		decoded = "typed"
 	default:
-		fail("--kind must be full or metadata, got %q", *kind)
+		client, err := dynamic.NewForConfig(cfg)
+		if err != nil {
+			fail("dynamic client: %v", err)
+		}
+		inf = dynamicinformer.NewFilteredDynamicInformer(client, target.gvr, *namespace, 0, cache.Indexers{}, withSelector).Informer()
 	}
+	if *kind == "transform" {
+		if err := inf.SetTransform(stripForCache); err != nil {
+			fail("set transform: %v", err)
+		}
+	}
+	// The baseline is a collected heap with every client built: what remains after
+	// the final GC minus this is what the cache holds.
+	runtime.GC()
+	var ms runtime.MemStats
+	runtime.ReadMemStats(&ms)
+	baseRSS, _ := procStatusKiB()
+	baseHeap := ms.HeapAlloc
+	sampler := startSampler(*sampleEvery, nil)
+
 	stop := make(chan struct{})
 	begin := time.Now()
 	go inf.Run(stop)
@@ -477,15 +599,19 @@ func runCacheMem(args []string) {
 		fail("cache did not sync")
 	}
 	syncS := time.Since(begin).Seconds()
-	items := len(inf.GetStore().ListKeys())
+	items := inf.GetStore().List()
+	managedFields, schemas := cacheContents(items)
 	time.Sleep(5 * *sampleEvery)
 	close(sampler.stop)
 	runtime.GC() // what the cache keeps, once the list's garbage is gone
 	runtime.ReadMemStats(&ms)
 	rss, hwm := procStatusKiB()
+	runtime.KeepAlive(items)
 	close(stop)
 	emit("cachemem", map[string]any{
-		"kind": *kind, "items": items, "sync_s": round(syncS),
+		"kind": *kind, "resource": target.gvr.String(), "decoded": decoded, "items": len(items), "sync_s": round(syncS),
+		"watch_list":     clientfeatures.FeatureGates().Enabled(clientfeatures.WatchListClient),
+		"managed_fields": managedFields, "schemas": schemas,
 		"baseline_heap_bytes": baseHeap, "peak_heap_bytes": sampler.peakHeap.Load(), "live_heap_bytes": ms.HeapAlloc,
 		"baseline_rss_kib": baseRSS, "rss_kib": rss, "peak_rss_kib": hwm, "gc_cycles": ms.NumGC,
 	})

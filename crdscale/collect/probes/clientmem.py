@@ -1,14 +1,18 @@
-"""Client memory probe: peak memory of a client caching full objects versus metadata only.
+"""Client memory probe: what a controller's informer cache costs, per object and per CRD.
 
 The cert-manager PR (seed 004) measured cainjector's peak RSS with 100 MiB of
 Secrets: ~290 MB caching full Secrets, ~46 MB caching
-``PartialObjectMetadata``. :func:`measure_cache` redoes that with client-go:
-crdscale-client's ``cachemem`` mode (:mod:`crdscale.cluster.goclient`) runs
-one informer cache of a namespace's Secrets -- typed full objects, or the
-metadata informer -- in a fresh process per mode and reports its peak Go heap,
-its live heap once synced, and its peak RSS (``VmHWM``). Both initial-sync
-strategies of client-go are measured: a LIST (what the seed's client did) and
-the streaming watch-list client-go >= 1.35 uses by default.
+``PartialObjectMetadata``; the Crossplane one-pager put kube-apiserver's CRD
+informer caches at < ~80 MB for ~780 CRDs; crossplane-runtime#1056 saw a
+provider caching ~900 CRDs reach ~1.5 GB until a transform stripped their
+schemas. :func:`measure_cache` redoes these with client-go: crdscale-client's
+``cachemem`` mode (:mod:`crdscale.cluster.goclient`) runs one informer cache
+-- full objects, metadata only, or full objects through a transform that
+strips ``managedFields`` and CRD schemas -- in a fresh process per mode and
+reports its peak Go heap, its heap after a forced GC, its peak RSS
+(``VmHWM``) and what the cache still holds of what the transform strips. Both
+initial-sync strategies of client-go are measured: a LIST and the streaming
+WatchList client-go >= 1.35 uses by default.
 
 :func:`measure` is the older Python stand-in (``python -m
 crdscale.collect.probes.clientmem``: one LIST read and decoded by ``requests`` +
@@ -143,19 +147,25 @@ def measure(cluster, path: str, *, modes: Iterable[str] = ("full", "metadata"), 
     return reports
 
 
-CACHE_KINDS = ("full", "metadata")
 # client-go's feature gate for the streaming initial sync (sendInitialEvents), read from the environment.
 WATCH_LIST_ENV = "KUBE_FEATURE_WatchListClient"
-INITIAL_SYNC = {"list": "false", "watch-list": "true"}
+WATCH_LIST = {"off": "false", "on": "true"}
+# --cache -> crdscale-client's --resource for the built-in kinds (custom resources are GROUP/VERSION/RESOURCE).
+CLIENT_RESOURCES = {"secrets": "secrets", "configmaps": "configmaps", "crds": "customresourcedefinitions"}
 
 
-def cache_report(event: dict, *, initial_sync: str) -> dict:
-    """One row from a crdscale-client ``cachemem`` event: bytes and KiB as sent, plus MiB columns."""
+def cache_report(event: dict) -> dict:
+    """One row from a crdscale-client ``cachemem`` event: bytes and KiB as sent, plus MiB columns.
+
+    ``mode`` is the cache mode, ``watch_list`` whether client-go synced with WatchList (as the
+    client's feature gate said), ``cache_heap_bytes`` the Go heap after a forced GC minus the heap
+    before the informer started: what the cache holds.
+    """
     row = {k: v for k, v in event.items() if k not in ("event", "t")}
     row["mode"] = row.pop("kind")
-    row["initial_sync"] = initial_sync
     row["seconds"] = row.pop("sync_s")
-    for key in ("peak_heap_bytes", "live_heap_bytes"):
+    row["cache_heap_bytes"] = max(row["live_heap_bytes"] - row["baseline_heap_bytes"], 0)
+    for key in ("peak_heap_bytes", "live_heap_bytes", "cache_heap_bytes"):
         row[key.replace("_bytes", "_mib")] = row[key] / 2**20
     row["peak_rss_mib"] = row["peak_rss_kib"] / 1024
     return row
@@ -163,83 +173,163 @@ def cache_report(event: dict, *, initial_sync: str) -> dict:
 
 def measure_cache(
     cluster,
-    namespace: str,
+    resource: str,
     *,
-    kinds: Iterable[str] = CACHE_KINDS,
-    initial_syncs: Iterable[str] = ("list", "watch-list"),
+    namespace: str = "",
+    label_selector: str = "",
+    modes: Iterable[str] = ("full", "metadata", "transform"),
+    watch_list: Iterable[str] = ("off", "on"),
     timeout_s: float = 600.0,
 ) -> list[dict]:
-    """A client-go informer cache of ``namespace``'s Secrets per (kind, initial sync), each in a fresh process.
+    """A client-go informer cache of ``resource`` per (mode, WatchList setting), each in a fresh process.
 
-    Returns one report per run: ``mode`` (``full``/``metadata``), ``initial_sync``
-    (``list``/``watch-list``), ``items``, ``seconds`` (to synced), ``peak_heap_bytes``
-    (largest Go HeapAlloc sampled every 20 ms), ``live_heap_bytes`` (after a GC once
-    synced), ``peak_rss_kib`` (VmHWM), ``baseline_rss_kib``, and the same in MiB.
-    Raises :class:`BinaryError` when crdscale-client cannot be built.
+    ``resource`` is crdscale-client's ``--resource``: ``secrets``, ``configmaps``,
+    ``customresourcedefinitions`` or ``GROUP/VERSION/RESOURCE``; ``namespace`` empty caches
+    all namespaces. Returns one row per run (:func:`cache_report`): ``mode``, ``watch_list``,
+    ``items``, ``seconds`` (to synced), ``peak_heap_bytes`` (largest Go HeapAlloc sampled every
+    20 ms), ``live_heap_bytes`` (after a GC once synced), ``cache_heap_bytes``, ``peak_rss_kib``
+    (VmHWM), ``baseline_rss_kib``, ``managed_fields`` and ``schemas`` (entries left in the cache),
+    and MiB columns. Raises :class:`BinaryError` when crdscale-client cannot be built.
     """
     from crdscale.cluster import goclient
     from crdscale.errors import ClusterError
 
     reports = []
-    for initial_sync in initial_syncs:
-        for kind in kinds:
+    for setting in watch_list:
+        for mode in modes:
             args, env = goclient.connection(cluster.kubeconfig, cluster.context)
-            args += [f"--kind={kind}", f"--namespace={namespace}"]
+            args += [f"--kind={mode}", f"--resource={resource}", f"--namespace={namespace}"]
+            args += [f"--label-selector={label_selector}"] if label_selector else []
+            log.info(f"client-go cache of {resource}: {mode}, WatchList {setting}")
             events = goclient.run_once(
-                "cachemem",
-                args,
-                timeout_s=timeout_s,
-                env={**env, WATCH_LIST_ENV: INITIAL_SYNC[initial_sync]},
+                "cachemem", args, timeout_s=timeout_s, env={**env, WATCH_LIST_ENV: WATCH_LIST[setting]}
             )
             event = next((e for e in events if e["event"] == "cachemem"), None)
             if event is None:
-                raise ClusterError(f"crdscale-client cachemem ({kind}) reported nothing")
-            reports.append(cache_report(event, initial_sync=initial_sync))
+                raise ClusterError(f"crdscale-client cachemem ({mode}) reported nothing")
+            reports.append(cache_report(event))
     return reports
 
 
-def probe(cluster, *, run_id: str, config: ClientMemConfig | None = None) -> pandas.DataFrame:  # noqa: F821
-    """Create ``config.cached_secrets`` Secrets of ``config.cached_secret_bytes`` each, measure a client-go
-    cache of them, clean up (unless ``config.keep``).
+def json_bytes(cluster, path: str, selector: str = "") -> tuple[int, int]:
+    """``(bytes, items)`` of one full JSON LIST of ``path`` from the watch cache: the objects'
+    serialized size, the yardstick a cache's bytes per object are compared with."""
+    params = {"resourceVersion": "0"} | ({"labelSelector": selector} if selector else {})
+    resp = cluster.get(path, params=params, headers={"Accept": "application/json"}, timeout=600)
+    from ._http import check
 
-    Returns one row per (mode, initial sync) (see :func:`measure_cache`) with
-    ``client`` = ``client-go``, plus ``secrets`` and ``secret_bytes``. Without
-    crdscale-client (no Go), the Python stand-in's rows (:func:`measure`, ``client`` = ``python``)
-    with a warning.
+    check(resp, f"LIST {path}", ok=(200,))
+    return len(resp.content), len(resp.json().get("items") or [])
+
+
+def _install_crds(fixtures, config: ClientMemConfig) -> int:
+    """Install the CRDs of ``config.crds_from`` (matching ``crd_match``, at most ``crd_limit``) with
+    this probe instance's labels, so that cleanup removes them; returns how many were Established."""
+    import re
+
+    from crdscale.crds.install import Installer
+    from crdscale.crds.load import load_crds, require_crds
+    from crdscale.errors import ClusterError
+
+    loaded = load_crds(config.crds_from)
+    require_crds(loaded, config.crds_from)
+    crds = [c for c in loaded.crds if re.search(config.crd_match, c["metadata"]["name"])]
+    crds = crds[: config.crd_limit] if config.crd_limit else crds
+    if not crds:
+        raise ClusterError(f"no CRD of {config.crds_from} matches {config.crd_match!r}")
+    labelled = []
+    for crd in crds:
+        metadata = dict(crd["metadata"], labels={**(crd["metadata"].get("labels") or {}), **fixtures.labels})
+        labelled.append(dict(crd, metadata=metadata))
+    fixtures.crd_names.extend(c["metadata"]["name"] for c in labelled)
+    log.info(f"installing {len(labelled)} CRDs of {config.crds_from}")
+    with Installer(fixtures.cluster, fixtures.run_id) as installer:
+        result = installer.install_step(0, labelled)
+    if result.established < len(labelled):
+        raise ClusterError(f"{result.established} of {len(labelled)} CRDs Established")
+    return result.established
+
+
+def probe(cluster, *, run_id: str, config: ClientMemConfig | None = None) -> pandas.DataFrame:  # noqa: F821
+    """Create what ``config`` caches, measure a client-go cache of it per mode and WatchList setting,
+    clean up (unless ``config.keep``).
+
+    Returns :func:`crdscale.analysis.probes.clientmem_costs` of the runs' rows (see :func:`measure_cache`)
+    with ``client`` = ``client-go``, ``cache``, ``objects``, ``object_bytes`` and ``json_bytes``
+    (one full JSON LIST of the cached objects). Without crdscale-client (no Go), Secrets are measured
+    by the Python stand-in (:func:`measure`, ``client`` = ``python``) with a warning; other caches fail.
     """
     import pandas as pd
 
+    from crdscale.analysis.probes import clientmem_costs
     from crdscale.errors import BinaryError
 
     from .configs import ClientMemConfig, ListObjects
-    from .fixtures import ProbeFixtures
+    from .fixtures import CRD_PATH, ProbeFixtures
     from .listcost import populate
 
     config = config or ClientMemConfig()
     config.validate()
-    secrets, secret_bytes = config.cached_secrets, config.cached_secret_bytes
-    objects = ListObjects(custom_resources=0, secrets=secrets, secret_bytes=secret_bytes, namespaces=1)
     with ProbeFixtures(cluster, run_id, keep=config.keep) as fixtures:
-        populated = populate(fixtures, objects)
-        ns = populated.namespaces[0]
+        objects, object_bytes = config.objects, config.object_bytes
+        if config.cache == "crds":
+            objects, object_bytes = (_install_crds(fixtures, config) if config.crds_from else 0), 0
+            # Every CRD in the cluster, as a controller's CRD informer sees them (ours and any others).
+            resource, namespace, selector, path = CLIENT_RESOURCES["crds"], "", "", CRD_PATH
+        else:
+            n, size = config.objects, config.object_bytes
+            objects = ListObjects(
+                custom_resources=n if config.cache == "custom-resources" else 0,
+                cr_bytes=size,
+                secrets=n if config.cache == "secrets" else 0,
+                secret_bytes=size,
+                configmaps=n if config.cache == "configmaps" else 0,
+                configmap_bytes=size,
+                namespaces=1,
+            )
+            target = populate(fixtures, objects).targets[0]
+            resource = CLIENT_RESOURCES.get(config.cache) or f"{target.group}/{target.version}/{target.resource}"
+            namespace, selector = target.namespace, fixtures.selector
+            path = target.collection_path(namespace)
+        serialized, listed = json_bytes(cluster, path, selector)
         try:
-            reports = [dict(r, client="client-go") for r in measure_cache(cluster, ns)]
+            rows = [
+                dict(r, client="client-go")
+                for r in measure_cache(
+                    cluster,
+                    resource,
+                    namespace=namespace,
+                    label_selector=selector,
+                    modes=config.modes,
+                    watch_list=config.watch_list,
+                )
+            ]
         except BinaryError as err:
+            if config.cache != "secrets":
+                raise
             log.warning("client memory measured with the Python stand-in (crdscale-client unavailable: %s)", err)
-            reports = [dict(r, client="python") for r in measure(cluster, f"/api/v1/namespaces/{ns}/secrets")]
-    return pd.DataFrame(reports).assign(secrets=secrets, secret_bytes=secret_bytes)
+            rows = [dict(r, client="python") for r in measure(cluster, path)]
+    table = pd.DataFrame(rows).assign(
+        cache=config.cache, json_bytes=serialized, json_items=listed, objects=objects, object_bytes=object_bytes
+    )
+    return clientmem_costs(table)
 
 
 CLIENTMEM_COLUMNS = (
     "client",
     "mode",
-    "initial_sync",
+    "watch_list",
     "items",
-    "bytes",
     "seconds",
-    "peak_heap_mib",
-    "live_heap_mib",
     "peak_rss_mib",
+    "cache_heap_mib",
+    "heap_per_object_bytes",
+    "heap_per_crd_bytes",
+    "heap_per_json_byte",
+    "ratio_to_full",
+    "rss_ratio_to_full",
+    "managed_fields",
+    "schemas",
 )
 
 
@@ -249,12 +339,43 @@ def run(cluster, config: ClientMemConfig, writer, *, step: int = 0, run_id: str)
 
     table = probe(cluster, run_id=run_id, config=config)
     write_tables(writer, "clientmem", step, {"clientmem": table}, main="clientmem")
-    title = (
-        f"Client cache of {config.cached_secrets} Secrets x {config.cached_secret_bytes} B: full vs metadata-only (MiB)"
+    what = (
+        "every CRD in the cluster"
+        if config.cache == "crds"
+        else f"{config.objects} {config.cache} x {config.object_bytes} B"
     )
-    units = {"bytes": "MiB", "seconds": "s", "peak_heap_mib": "f1", "live_heap_mib": "f1", "peak_rss_mib": "f1"}
+    title = f"client-go cache of {what}: {', '.join(config.modes)}; WatchList {', '.join(config.watch_list)}"
+    units = {
+        "seconds": "s",
+        "peak_rss_mib": "f1",
+        "cache_heap_mib": "f1",
+        "heap_per_object_bytes": "int",
+        "heap_per_crd_bytes": "int",
+        "heap_per_json_byte": "x1",
+        "ratio_to_full": "x2",
+        "rss_ratio_to_full": "x2",
+    }
+    note = (
+        "cache_heap: Go heap after a forced GC minus before the informer started; per CRD: per CRD the cache "
+        "covers (blank for built-in kinds); heap_per_json_byte: heap per object over its JSON size; managed_fields, "
+        "schemas: entries still in the cache."
+    )
+    summary = {
+        f"{r.mode}/watchlist-{'on' if r.watch_list else 'off'}": {
+            "items": int(r.items),
+            "peak_rss_mib": round(float(r.peak_rss_mib), 1),
+            # None when nothing was cached (a CRD cache of a cluster without CRDs).
+            "heap_per_object_bytes": round(r.heap_per_object_bytes) if r.heap_per_object_bytes > 0 else None,
+        }
+        for r in table.itertuples(index=False)
+        if r.client == "client-go"
+    }
     return ProbeResult(
-        "clientmem", {"clientmem": table}, "clientmem", sections=[Section(title, "clientmem", CLIENTMEM_COLUMNS, units)]
+        "clientmem",
+        {"clientmem": table},
+        "clientmem",
+        summary=summary,
+        sections=[Section(title, "clientmem", CLIENTMEM_COLUMNS, units, note)],
     )
 
 

@@ -276,24 +276,89 @@ class DiscoveryConfig(ProbeConfig):
             raise UsageError("sweep-repeats and targets must be >= 1")
 
 
+# What the client-memory probe caches, and how a client-go cache may hold it.
+CLIENTMEM_CACHES = ("secrets", "configmaps", "custom-resources", "crds")
+CLIENTMEM_MODES = ("full", "metadata", "transform")
+CLIENTMEM_WATCH_LIST = ("off", "on")
+
+
 @dataclass(frozen=True, kw_only=True)
 class ClientMemConfig(ProbeConfig):
-    """Client memory: peak memory of client-go informer caches of Secrets, full vs metadata-only.
+    """Client memory: what a controller's informer cache costs, per object and per CRD, with client-go itself.
 
-    Creates --cached-secrets Secrets of --cached-secret-bytes each and runs a client-go informer over them in
-    a fresh process per mode (full objects; metadata-only, a PartialObjectMetadataList), each with a LIST
-    and a WatchList initial sync, reporting peak Go heap and peak RSS. Reproduces the cert-manager cainjector
-    PR #7161 (seed 004), metadata-only caching of Secrets: with 100 x 1 MB Secrets, peak RSS ~290 MB -> ~46 MB.
+    Creates --objects objects of --object-bytes each (or, for --cache crds, installs the CRDs of --crds-from, or
+    takes the cluster's) and runs one client-go informer over them in a fresh crdscale-client process per mode
+    and WatchList setting: full (decoded objects: typed Secrets, ConfigMaps and CRDs as kube-apiserver and
+    controller-runtime hold them, Unstructured maps for custom resources), metadata (a metadata-only informer,
+    PartialObjectMetadata, as the garbage collector's), and transform (full, through SetTransform stripping
+    managedFields and, of CRDs, spec.versions[*].schema). WatchList is client-go's WatchListClient feature (a
+    streaming initial sync instead of a LIST; on by default since client-go 1.35), set per process with
+    KUBE_FEATURE_WatchListClient. Reports per run: peak RSS (VmHWM), Go heap after a forced GC minus the heap
+    before the informer started (the cache), objects cached, bytes per object and per CRD, the managedFields
+    entries and CRD schemas left in the cache, and each mode's ratio to the full cache.
+
+    Reproduces: the cert-manager cainjector PR #7161 (seed 004; the default: 100 x 1 MB Secrets, peak RSS
+    ~290 MB -> ~46 MB metadata-only); the Crossplane one-pager's CRD informer caches (seed 000: < ~80 MB of
+    heap for provider-jet-aws's ~780 CRDs); crossplane-runtime#1056 (a provider caching ~900 CRDs with their
+    schemas at ~1.5 GB until a transform stripped them).
     """
 
-    # Named apart from the list probe's --secrets/--secret-bytes: these are the cached Secrets, sized after the PR.
-    cached_secrets: int = option(100, "Secrets for the client to cache")
-    cached_secret_bytes: int = option(1_000_000, "data per cached Secret (100 x 1 MB as in the PR)", metavar="B")
+    cache: str = option(
+        "secrets",
+        f"what the client caches: {', '.join(CLIENTMEM_CACHES)} (custom resources of one probe CRD; crds: "
+        "every CRD in the cluster)",
+        metavar="WHAT",
+    )
+    objects: int = option(100, "objects to create and cache (not for --cache crds)")
+    object_bytes: int = option(1_000_000, "data per object (100 x 1 MB Secrets as in the PR)", metavar="B")
+    modes: tuple[str, ...] = option(
+        CLIENTMEM_MODES, "cache modes: full, metadata, transform", metavar="MODES", separator=","
+    )
+    watch_list: tuple[str, ...] = option(
+        CLIENTMEM_WATCH_LIST,
+        "client-go's WatchListClient feature per run: off (LIST), on (streaming watch-list), or off,on",
+        metavar="SETTINGS",
+        separator=",",
+    )
+    crds_from: str = option(
+        "",
+        "--cache crds: install the CRDs under PATH first (files, directories, tarballs, Crossplane packages); "
+        "removed afterwards",
+        metavar="PATH",
+        group="CRDs (--cache crds)",
+    )
+    crd_match: str = option(
+        "", "only the CRDs of --crds-from whose name matches REGEX", metavar="REGEX", group="CRDs (--cache crds)"
+    )
+    crd_limit: int = option(0, "at most N CRDs of --crds-from, in file order (0: all)", group="CRDs (--cache crds)")
 
     def validate(self) -> None:
-        _non_negative(self, ("cached_secrets", "cached_secret_bytes"))
-        if self.cached_secret_bytes > 1_000_000:
-            raise UsageError("Secrets hold at most 1 MB of data each (etcd's request limit)")
+        _non_negative(self, ("objects", "object_bytes", "crd_limit"))
+        if self.cache not in CLIENTMEM_CACHES:
+            raise UsageError(f"--cache {self.cache!r}: choose from {', '.join(CLIENTMEM_CACHES)}")
+        for name, values, known in (
+            ("modes", self.modes, CLIENTMEM_MODES),
+            ("watch-list", self.watch_list, CLIENTMEM_WATCH_LIST),
+        ):
+            unknown = [v for v in values if v not in known]
+            if unknown or not values:
+                raise UsageError(f"--{name} {','.join(values)!r}: choose from {', '.join(known)}")
+        if self.object_bytes > 1_000_000:
+            raise UsageError("objects hold at most 1 MB of data each (etcd's request limit)")
+        if self.cache != "crds" and (self.crds_from or self.crd_match or self.crd_limit):
+            raise UsageError("--crds-from, --crd-match and --crd-limit go with --cache crds")
+        if self.crd_match:
+            import re
+
+            try:
+                re.compile(self.crd_match)
+            except re.error as err:
+                raise UsageError(f"--crd-match {self.crd_match!r}: {err}") from err
+        if self.crds_from:
+            from pathlib import Path
+
+            if not Path(self.crds_from).exists():
+                raise UsageError(f"--crds-from {self.crds_from}: no such file or directory")
 
 
 CONFIGS: dict[str, type[ProbeConfig]] = {
@@ -359,9 +424,8 @@ def add_arguments(parser: argparse.ArgumentParser, cls: type[ProbeConfig]) -> No
             else:
                 target.add_argument(flag, dest=f.name, nargs="+", type=kind, default=None, metavar=metavar, help=text)
         else:
-            target.add_argument(
-                flag, dest=f.name, type=kind, default=default, metavar=metavar, help=f"{text} (default {default})"
-            )
+            shown = f" (default {default})" if default != "" else ""  # an empty string default reads as "not set"
+            target.add_argument(flag, dest=f.name, type=kind, default=default, metavar=metavar, help=text + shown)
 
 
 def from_args(cls: type[ProbeConfig], args: argparse.Namespace):

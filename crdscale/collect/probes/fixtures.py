@@ -333,7 +333,7 @@ class ProbeFixtures:
                 errors.append(str(err))
         if self.crd_names:
             try:
-                delete_collection(self.cluster, CRD_PATH, selector)
+                self._delete_crds(selector)
             except ClusterError as err:
                 errors.append(str(err))
         for ns in self.namespaces:
@@ -346,6 +346,27 @@ class ProbeFixtures:
         self.namespaces.clear()
         if errors:
             log.warning("cleanup incomplete: %s", "; ".join(errors))
+
+    def _delete_crds(self, selector: str, *, workers: int = 8) -> None:
+        """Delete this instance's CRDs one request each: a DELETE of the whole collection is one
+        request that the server gives up on after its request timeout (60 s), and 900 real CRDs
+        take longer than that (seen: 389 of 900 left behind, the connection closed unanswered)."""
+        names = [
+            item["metadata"]["name"]
+            for item in self.cluster.get_json(
+                CRD_PATH, params={"labelSelector": selector}, headers={"Accept": METADATA_ONLY_ACCEPT}
+            ).get("items")
+            or []
+        ]
+
+        def delete(name: str) -> str | None:
+            resp = self.cluster.delete(f"{CRD_PATH}/{name}", timeout=60)
+            return None if resp.status_code in (200, 202, 404) else f"{name}: HTTP {resp.status_code}"
+
+        with ThreadPoolExecutor(max_workers=workers) as pool:
+            failed = [f for f in pool.map(delete, names) if f]
+        if failed:
+            raise ClusterError(f"{len(failed)} of {len(names)} CRDs not deleted (e.g. {failed[0]})")
 
     def _delete_namespace(self, name: str) -> None:
         cluster = self.cluster
