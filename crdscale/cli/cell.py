@@ -1,11 +1,13 @@
 from __future__ import annotations
 
 import json
+import logging
 import os
 from pathlib import Path
 
-from crdscale.cluster.gobuild import stderr_echo
 from crdscale.errors import UsageError
+
+log = logging.getLogger(__name__)
 
 
 class Command:
@@ -64,13 +66,13 @@ class Command:
         experiment = Experiment.open(folder)
         if cell not in {c.cell.name for c in experiment.cells}:
             raise UsageError(f"index {index}: cell {cell!r} is not in the experiment's matrix")
-        stderr_echo(f"experiment {experiment_id}: index {index} is cell {cell}")
+        log.info(f"experiment {experiment_id}: index {index} is cell {cell}")
         before = {p.name for p in folder.iterdir()}
         try:
-            experiment.run(run_with_progress, message=stderr_echo, only={cell})
+            experiment.run(run_with_progress, message=log.info, only={cell})
         finally:
             # Failed or interrupted runs too: their logs say why, and a retry leaves its own directory.
             for run_dir in sorted(p for p in folder.iterdir() if p.is_dir() and p.name not in before):
                 store.put_tree(run_dir, cell_prefix(experiment_id, cell, run_dir.name))
-                stderr_echo(f"stored {run_dir.name} in {args.results}")
+                log.info(f"stored {run_dir.name} in {args.results}")
         return 0

@@ -10,10 +10,12 @@ from __future__ import annotations
 
 import argparse
 import copy
+import logging
 import sys
 
-from crdscale.cluster.gobuild import stderr_echo
 from crdscale.errors import CrdscaleError, UsageError
+
+log = logging.getLogger(__name__)
 
 # Flags that only mean something with --cluster (dest -> how it is spelled).
 CLUSTER_ONLY = {
@@ -249,7 +251,7 @@ def submit(args: argparse.Namespace, scenario) -> int:
         experiment.save()
         plan.experiment = dict(experiment.manifest)
         _create(cluster, experiment, plan)
-        stderr_echo(
+        log.info(
             f"experiment {experiment.path}: job {plan.namespace}/{plan.job_name}, {len(plan.cells)} cells, "
             f"parallelism {plan.parallelism}, each pod {resources.cpus} CPUs and "
             f"{resources.memory_bytes / 2**30:.2f} GiB (requests = limits; {_peak_line(peaks)})"
@@ -279,7 +281,7 @@ def resume(args: argparse.Namespace, experiment) -> int:
         states = clusterjob.index_states(cluster, experiment)
         missing = clusterjob.missing_cells(experiment, states)
         if not missing:
-            stderr_echo(f"experiment {experiment.path.name}: every cell succeeded; nothing to resume")
+            log.info(f"experiment {experiment.path.name}: every cell succeeded; nothing to resume")
             print(experiment.path)
             return 0
         peaks = clusterjob.cell_peaks([(c.cell, c.scenario) for c in experiment.cells if c.cell.name in missing])
@@ -300,7 +302,7 @@ def resume(args: argparse.Namespace, experiment) -> int:
         table.update(image=plan.image, results=plan.results, parallelism=plan.parallelism)
         clusterjob.create(cluster, plan, dry_run=True)
         _create(cluster, experiment, plan)
-        stderr_echo(f"experiment {experiment.path.name}: job {plan.job_name} reruns {len(missing)} cells")
+        log.info(f"experiment {experiment.path.name}: job {plan.job_name} reruns {len(missing)} cells")
         return _follow_or_detach(cluster, experiment, args)
     finally:
         cluster.close()
@@ -326,13 +328,13 @@ def _follow_or_detach(cluster, experiment, args) -> int:
         f"when done: crdscale report {experiment.path}"
     )
     if args.detach:
-        stderr_echo(f"submitted; {hint}")
+        log.info(f"submitted; {hint}")
         print(experiment.path)
         return 0
     try:
         states = clusterjob.follow(cluster, experiment)
     except KeyboardInterrupt:
-        stderr_echo(f"stopped following; the Job goes on. {hint}")
+        log.info(f"stopped following; the Job goes on. {hint}")
         print(experiment.path)
         return 0
     cells = clusterjob.cell_states(states)
@@ -343,7 +345,7 @@ def _follow_or_detach(cluster, experiment, args) -> int:
             f"{len(failed)} of {len(cells)} cells failed ({', '.join(failed[:3])}{', ...' if len(failed) > 3 else ''}); "
             f"their last log lines: crdscale status {experiment.path}; rerun them: crdscale run --resume {experiment.path}"
         )
-    stderr_echo(f"every cell succeeded; gather and compare them with: crdscale report {experiment.path}")
+    log.info(f"every cell succeeded; gather and compare them with: crdscale report {experiment.path}")
     return 0
 
 
@@ -390,4 +392,4 @@ def down(experiment, args) -> None:
         cluster.close()
     deleted = ", ".join(f"{n} {kind}{'s' if n != 1 else ''}" for kind, n in counts.items()) or "nothing left"
     table = experiment.manifest[clusterjob.CLUSTER_KEY]
-    stderr_echo(f"experiment {experiment.path.name}: deleted {deleted} in namespace {table['namespace']}")
+    log.info(f"experiment {experiment.path.name}: deleted {deleted} in namespace {table['namespace']}")

@@ -2,6 +2,7 @@ from __future__ import annotations
 
 import logging
 
+from crdscale.cli.common import add_cluster_arguments
 from crdscale.errors import UsageError
 
 log = logging.getLogger(__name__)
@@ -33,8 +34,7 @@ class Command:
             help="instance name(s), see 'crdscale status', or EXPERIMENT directories",
         )
         parser.add_argument("--all", action="store_true", help="stop every recorded instance")
-        parser.add_argument("--kubeconfig", metavar="PATH", help="EXPERIMENT: instead of the one it recorded")
-        parser.add_argument("--context", help="EXPERIMENT: instead of the one it recorded")
+        add_cluster_arguments(parser, default="with EXPERIMENT, the one it recorded")
 
     @staticmethod
     def run(args) -> int:

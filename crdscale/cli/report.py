@@ -81,7 +81,7 @@ class Command:
 
             if is_cluster_experiment(experiment):
                 gathered = gather(experiment, args.results)
-                echo(f"gathered {len(gathered)} of {len(experiment.cells)} cells from the results store")
+                log.info(f"gathered {len(gathered)} of {len(experiment.cells)} cells from the results store")
             cells = experiment.completed_runs()
             if len(cells) < 2:
                 raise UsageError(

@@ -1,6 +1,6 @@
 from __future__ import annotations
 
-from crdscale.cli.common import add_output_argument, print_json
+from crdscale.cli.common import add_cluster_arguments, add_output_argument, print_json
 
 
 class Command:
@@ -28,8 +28,7 @@ class Command:
         parser.add_argument(
             "experiment", nargs="?", metavar="EXPERIMENT", help="a cluster experiment directory ('run --cluster')"
         )
-        parser.add_argument("--kubeconfig", metavar="PATH", help="with EXPERIMENT: instead of the one it recorded")
-        parser.add_argument("--context", help="with EXPERIMENT: instead of the one it recorded")
+        add_cluster_arguments(parser, default="with EXPERIMENT, the one it recorded")
         parser.add_argument(
             "--kubeconfig-only", action="store_true", help="print only the newest ready instance's kubeconfig path"
         )
