@@ -28,7 +28,6 @@ from __future__ import annotations
 import base64
 import copy
 import json
-import math
 import os
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -38,6 +37,7 @@ from pathlib import Path
 import crdscale
 from crdscale.errors import UsageError
 from crdscale.rundir import Run, layout, read_run
+from crdscale.units import is_missing
 
 # The notebooks every report runs, in order; probe notebooks join when the run has their tables.
 CORE_NOTEBOOKS = ("memory", "attribution")
@@ -281,9 +281,7 @@ def export_html(nb, path: str | Path, *, title: str, with_code: bool = True) -> 
 
 
 def _json_safe(value):
-    if isinstance(value, float) and math.isnan(value):
-        return None
-    return value
+    return None if is_missing(value) else value
 
 
 @dataclass

@@ -42,6 +42,7 @@ from crdscale.paths import runs_dir
 from crdscale.proc import available_memory_bytes
 from crdscale.rundir import EventLog, RunWriter, layout
 from crdscale.scenario.config import Scenario
+from crdscale.units import fmt_bytes, fmt_count
 
 
 @dataclass
@@ -61,10 +62,10 @@ class StepSummary:
 
     def line(self) -> str:
         def mib(v):
-            return "?" if v is None else f"{v / 2**20:,.0f} MiB"
+            return fmt_bytes(v, unit="MiB", digits=0, missing="?")
 
         def num(v):
-            return "?" if v is None else f"{v:,.0f}"
+            return fmt_count(v, missing="?")
 
         return (
             f"step {self.step}/{self.steps}: {self.crds} CRDs | RSS {mib(self.rss_bytes)} | heap in use "
@@ -131,8 +132,8 @@ class _Watchdog(threading.Thread):
                 left = self.available() if self.min_available_bytes else None
                 if left is not None and left < self.min_available_bytes:
                     self._fail(
-                        f"memory guard: only {left / 2**20:,.0f} MiB of memory available, below the "
-                        f"{self.min_available_bytes / 2**20:,.0f} MiB guard (steps.memory_guard_mib); "
+                        f"memory guard: only {fmt_bytes(left, unit='MiB', digits=0)} of memory available, below the "
+                        f"{fmt_bytes(self.min_available_bytes, unit='MiB', digits=0)} guard (steps.memory_guard_mib); "
                         "stopped before the OOM killer"
                     )
                     return

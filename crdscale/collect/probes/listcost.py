@@ -31,6 +31,7 @@ import pandas as pd
 
 from crdscale.errors import ClusterError, UsageError
 from crdscale.proc import rss_bytes, thread_cpu_seconds
+from crdscale.units import is_missing
 
 from . import ProbeResult, Section, write_tables
 from . import metrics as m
@@ -909,7 +910,7 @@ def run(cluster, config: ListProbeConfig, writer, *, step: int = 0, run_id: str)
         # The manifest is plain JSON: a ratio that cannot be computed is null, not NaN.
         "etcd_over_cache": {
             f"{r.resource} {r.kind}": {
-                name: None if v != v else round(float(v), 2)
+                name: None if is_missing(v) else round(float(v), 2)
                 for name, v in (("latency", r.latency_ratio), ("cpu", r.cpu_ratio), ("alloc", r.alloc_ratio))
             }
             for r in paired.itertuples(index=False)
