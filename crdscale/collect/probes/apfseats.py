@@ -31,7 +31,7 @@ from crdscale.models import apf
 from crdscale.units import is_missing
 
 from . import ProbeResult, Section, write_tables
-from . import metrics as m
+from . import requestcost as m
 from ._http import check, fresh_session, timed_get
 from .configs import STATS_WAIT_S, ApfConfig
 from .fixtures import ProbeFixtures, probe_labels

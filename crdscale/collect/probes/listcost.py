@@ -34,7 +34,7 @@ from crdscale.proc import rss_bytes, thread_cpu_seconds
 from crdscale.units import is_missing
 
 from . import ProbeResult, Section, write_tables
-from . import metrics as m
+from . import requestcost as m
 from ._http import fresh_session, is_loopback, timed_get
 from .configs import ListObjects, ListProbeConfig
 from .fixtures import (
