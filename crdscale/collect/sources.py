@@ -40,6 +40,7 @@ import pandas as pd
 import requests
 import yaml
 
+from crdscale.analysis.harness import SCRAPE_CPU_PER_SECOND, scrape_cost
 from crdscale.cluster import binaries
 from crdscale.cluster.clients import Cluster
 from crdscale.cluster.local import free_ports
@@ -94,12 +95,6 @@ def _rung_for(interval_s: float, need_s: float) -> float:
     return max(interval_s, next((v for v in CADENCE_LADDER_S if v >= need_s), CADENCE_LADDER_S[-1]))
 
 
-# kube-apiserver CPU seconds per second of a /metrics scrape's wall time (Prometheus'
-# scrape_duration_seconds): the handler gathers and encodes on one core, and the garbage it leaves
-# is collected on the others. Measured at 300 CRDs, name[] and Prometheus' Accept header
-# (benchmarks/overhead.py prints both): 0.98 on a quiet machine, 1.15-1.3 with the other core busy.
-# The high end, so that the estimate errs towards the scrapes costing more.
-SCRAPE_CPU_PER_SECOND = 1.3
 # The budget is judged on this much of the run (cumulative from the first scrape): a few scrapes,
 # and the server's own work averaged over more than one GC cycle or OpenAPI rebuild.
 BUDGET_WARMUP_S = 60.0
@@ -114,14 +109,6 @@ def budget_cadence(interval_s: float, scrape_s: float, server_cores: float, budg
         return interval_s
     need = SCRAPE_CPU_PER_SECOND * scrape_s / (budget * server_cores)
     return interval_s if need <= interval_s else _rung_for(interval_s, need)
-
-
-def scrape_cost(server_cpu_s: float, scrape_wall_s: float) -> tuple[float, float]:
-    """What kube-apiserver's /metrics scrapes cost it, from their summed wall time, and the CPU
-    it spent on its own work besides, out of ``server_cpu_s`` over the same span: (cost, own).
-    The cost is an upper bound on a busy machine, where a scrape also waits for a CPU."""
-    cost = SCRAPE_CPU_PER_SECOND * scrape_wall_s
-    return cost, server_cpu_s - cost
 
 
 class LocalPrometheus:

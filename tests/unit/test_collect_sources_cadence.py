@@ -5,7 +5,8 @@ import json
 import pytest
 import requests
 
-from crdscale.collect.sources import CADENCE_LADDER_S, SCRAPE_CPU_PER_SECOND, budget_cadence, next_cadence
+from crdscale.analysis.harness import SCRAPE_CPU_PER_SECOND
+from crdscale.collect.sources import CADENCE_LADDER_S, budget_cadence, next_cadence
 
 
 @pytest.mark.parametrize(
@@ -268,10 +269,3 @@ def test_adapt_moves_kube_apiserver_within_its_cpu_budget(tmp_path, monkeypatch)
         assert prom.job_interval_s == {"kube-apiserver": 45.0, "etcd": 1.0}
     finally:
         prom.stop()
-
-
-def test_scrape_cost_splits_the_servers_cpu_into_our_scrapes_and_its_own_work():
-    from crdscale.collect.sources import scrape_cost
-
-    cost, own = scrape_cost(16.0, 1.2)
-    assert cost == pytest.approx(SCRAPE_CPU_PER_SECOND * 1.2) and own == pytest.approx(16.0 - cost)
