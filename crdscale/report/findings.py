@@ -88,7 +88,7 @@ def provenance(manifest: dict, process_job: str | None = None) -> dict[str, str]
             for p in (
                 f"{machine['cpus']} CPUs" if machine.get("cpus") else None,
                 machine.get("cpu_model"),
-                f"{mem / 2**30:.0f} GiB RAM" if mem else None,
+                f"{fmt_bytes(mem, unit='GiB', digits=0)} RAM" if mem else None,
                 f"Linux {machine['kernel']}" if machine.get("kernel") else None,
             )
             if p
