@@ -211,12 +211,12 @@ class PrometheusClient:
             raise ClusterError(f"{where} refused {path}: HTTP {resp.status_code}: {body.get('error', body)}")
         return body["data"]
 
-    def query(self, promql: str, time: datetime | float | None = None, *, timeout_s: float | None = None) -> list[dict]:
+    def query(self, promql: str, time: datetime | float | None = None) -> list[dict]:
         """Instant query: the ``result`` list (``metric`` labels and ``value`` or ``values``)."""
         params: dict[str, Any] = {"query": promql}
         if time is not None:
             params["time"] = time.timestamp() if isinstance(time, datetime) else time
-        return self._get("/api/v1/query", params, timeout_s)["result"]
+        return self._get("/api/v1/query", params)["result"]
 
     def query_range(self, promql: str, start: datetime, end: datetime, step_s: float) -> list[dict]:
         """Range query at ``step_s`` seconds: the ``result`` list (``metric`` labels and ``values``)."""
