@@ -1,8 +1,9 @@
 """What measuring costs the machine being measured: crdscale's and Prometheus' CPU beside
 kube-apiserver's, and what kube-apiserver spends answering our ``/metrics`` scrapes.
 
-Pure functions on a run's tidy series (:mod:`crdscale.collect.metrics`); the runner records
-their result in the manifest's ``harness`` and the findings quote it.
+Pure functions on a run's tidy series (``timestamp``, ``job``, ``metric``, ``labels``, ``value``:
+what a run exports as its metrics); the runner records their result in the manifest's ``harness``
+and the findings quote it.
 """
 
 from __future__ import annotations
