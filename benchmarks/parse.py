@@ -81,12 +81,14 @@ def main() -> int:
         return 2
     sweep = list(islice(cycle(paths), args.count or len(paths)))
 
+    from crdscale.units import fmt_bytes
+
     backend = protobuf_backend()
     print(f"protobuf backend: {backend}" + ("" if backend == "upb" else "  (NOT the fast upb backend!)"))
     sizes = [p.stat().st_size for p in sweep]
     print(
-        f"profiles: {len(sweep)} ({len(set(sweep))} distinct, {min(sizes) / 1e3:.0f}-{max(sizes) / 1e3:.0f} KB gz, "
-        f"{sum(sizes) / 1e6:.1f} MB in all)"
+        f"profiles: {len(sweep)} ({len(set(sweep))} distinct, {fmt_bytes(min(sizes), digits=0)}-"
+        f"{fmt_bytes(max(sizes), digits=0)} gz, {fmt_bytes(sum(sizes))} in all)"
     )
 
     def ours_once() -> tuple[float, float, int]:

@@ -31,6 +31,7 @@ import pandas as pd
 
 from crdscale.analysis.percrd import TOTAL, phase_points, t_quantile
 from crdscale.schema import measure_schema
+from crdscale.units import is_missing
 
 # Features a model may use, in the order they are reported; max_depth describes, it does not add up.
 # properties_squared (the sum over served versions of their property count squared) is there for
@@ -233,7 +234,7 @@ class FootprintModel:
         """Plain data for JSON (NaN becomes None)."""
 
         def clean(v):
-            if isinstance(v, float) and math.isnan(v):
+            if is_missing(v):
                 return None
             if isinstance(v, list):
                 return [clean(x) for x in v]

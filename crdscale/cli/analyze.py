@@ -32,12 +32,11 @@ reason; both under the table's first line (-o json: "warnings" and stderr).
 from __future__ import annotations
 
 import argparse
-import math
 import sys
 
 from crdscale.cli.common import add_output_argument, print_json
 from crdscale.errors import UsageError
-from crdscale.units import fmt_bytes
+from crdscale.units import fmt_per_crd, is_missing
 
 
 class Command:
@@ -80,7 +79,7 @@ class Command:
             if table:
                 print(render(analysis, args.metric, args.confidence))
                 for phase, share in shares.items():
-                    if not math.isnan(share):
+                    if not is_missing(share):
                         print(f"unattributed ({phase}): {100 * share:.1f}% of the growth per CRD")
             written = []
             if not args.no_write:
@@ -107,9 +106,9 @@ class Command:
                 print(f"Per schema property ({args.metric}, served phase, {100 * args.confidence:g}% CI):")
                 for r in per_property.itertuples(index=False):
                     print(
-                        f"{r.cause:<18} {_fmt(r.per_property, args.metric):>12} per property "
-                        f"[{_fmt(r.per_property_low, args.metric)}, {_fmt(r.per_property_high, args.metric)}]"
-                        f"  + {_fmt(r.fixed_per_crd, args.metric)} per CRD"
+                        f"{r.cause:<18} {fmt_per_crd(r.per_property, args.metric):>12} per property "
+                        f"[{fmt_per_crd(r.per_property_low, args.metric)}, {fmt_per_crd(r.per_property_high, args.metric)}]"
+                        f"  + {fmt_per_crd(r.fixed_per_crd, args.metric)} per CRD"
                     )
             elif table:
                 print("(runs do not differ in properties per CRD: no per-property fit)")
@@ -146,16 +145,8 @@ def _json_run(analysis, metric: str, shares: dict, written: list) -> dict:
     }
 
 
-def _fmt(value: float, metric: str) -> str:
-    if value is None or (isinstance(value, float) and math.isnan(value)):
-        return "n/a"
-    if metric == "objects":
-        return f"{value:,.1f}"
-    return fmt_bytes(value, digits=2)
-
-
 def _r2(value: float) -> str:
-    return "   n/a" if math.isnan(value) else f"{value:6.3f}"
+    return "   n/a" if is_missing(value) else f"{value:6.3f}"
 
 
 def render(analysis, metric: str = "bytes", confidence: float = 0.95) -> str:
@@ -176,11 +167,11 @@ def render(analysis, metric: str = "bytes", confidence: float = 0.95) -> str:
         lines.append(f"Heap in use per CRD ({unit}), phase {phase}, {n} points, {level}:")
         lines.append(f"{'cause':<18} {'per CRD':>14} {level:>29} {'share':>7} {'base':>14} {'r2':>6}")
         for r in fits.itertuples(index=False):
-            ci = f"[{_fmt(r.per_crd_low, metric)}, {_fmt(r.per_crd_high, metric)}]"
-            share = "" if math.isnan(r.share) else f"{100 * r.share:6.1f}%"
+            ci = f"[{fmt_per_crd(r.per_crd_low, metric)}, {fmt_per_crd(r.per_crd_high, metric)}]"
+            share = "" if is_missing(r.share) else f"{100 * r.share:6.1f}%"
             lines.append(
-                f"{r.cause:<18} {_fmt(r.per_crd, metric):>14} {ci:>29} {share:>7} "
-                f"{_fmt(r.base, metric):>14} {_r2(r.r2)}"
+                f"{r.cause:<18} {fmt_per_crd(r.per_crd, metric):>14} {ci:>29} {share:>7} "
+                f"{fmt_per_crd(r.base, metric):>14} {_r2(r.r2)}"
             )
     split = analysis.install_serve
     if len(split) and len(split[split["metric"] == metric]):
@@ -190,11 +181,11 @@ def render(analysis, metric: str = "bytes", confidence: float = 0.95) -> str:
         )
         lines.append(f"{'cause':<18} {'installed':>14} {level:>29} {'+ served':>14} {level:>29}")
         for r in split[split["metric"] == metric].itertuples(index=False):
-            ci_i = f"[{_fmt(r.per_installed_low, metric)}, {_fmt(r.per_installed_high, metric)}]"
-            ci_s = f"[{_fmt(r.per_served_low, metric)}, {_fmt(r.per_served_high, metric)}]"
+            ci_i = f"[{fmt_per_crd(r.per_installed_low, metric)}, {fmt_per_crd(r.per_installed_high, metric)}]"
+            ci_s = f"[{fmt_per_crd(r.per_served_low, metric)}, {fmt_per_crd(r.per_served_high, metric)}]"
             lines.append(
-                f"{r.cause:<18} {_fmt(r.per_installed, metric):>14} {ci_i:>29} "
-                f"{_fmt(r.per_served, metric):>14} {ci_s:>29}"
+                f"{r.cause:<18} {fmt_per_crd(r.per_installed, metric):>14} {ci_i:>29} "
+                f"{fmt_per_crd(r.per_served, metric):>14} {ci_s:>29}"
             )
     if len(analysis.series_fits):
         lines.append("")
@@ -209,8 +200,8 @@ def render(analysis, metric: str = "bytes", confidence: float = 0.95) -> str:
         )
         lines.append(f"From the metrics series (bytes per CRD, {level}; {sources}):")
         for r in analysis.series_fits.itertuples(index=False):
-            ci = f"[{_fmt(r.per_crd_low, 'bytes')}, {_fmt(r.per_crd_high, 'bytes')}]"
-            lines.append(f"{r.metric + ' (' + r.phase + ')':<30} {_fmt(r.per_crd, 'bytes'):>14} {ci:>29}")
+            ci = f"[{fmt_per_crd(r.per_crd_low, 'bytes')}, {fmt_per_crd(r.per_crd_high, 'bytes')}]"
+            lines.append(f"{r.metric + ' (' + r.phase + ')':<30} {fmt_per_crd(r.per_crd, 'bytes'):>14} {ci:>29}")
     lines += [
         "",
         "per CRD: growth from the first profile to the last. CI: Student's t from the spread of the step",

@@ -115,6 +115,8 @@ def jsonable(value: Any) -> Any:
     import datetime
     import math
 
+    from crdscale.units import is_missing
+
     if isinstance(value, dict):
         return {str(k): jsonable(v) for k, v in value.items()}
     if isinstance(value, (list, tuple, set)):
@@ -126,7 +128,7 @@ def jsonable(value: Any) -> Any:
     if value is None or isinstance(value, (str, bool, int)):
         return value
     if isinstance(value, (datetime.datetime, datetime.date)):
-        return None if value != value else value.isoformat()  # pandas' NaT is a datetime unequal to itself
+        return None if is_missing(value) else value.isoformat()  # pandas' NaT is a datetime
     if isinstance(value, PurePath):
         return str(value)
     module = type(value).__module__.split(".")[0]

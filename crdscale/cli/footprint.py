@@ -74,12 +74,12 @@ from __future__ import annotations
 import argparse
 import json
 import logging
-import math
 from dataclasses import dataclass
 from typing import Any
 
 from crdscale.cli.common import add_cluster_arguments
 from crdscale.errors import UsageError
+from crdscale.units import fmt_bytes, is_missing
 
 log = logging.getLogger(__name__)
 
@@ -239,7 +239,7 @@ def _read_set(args: argparse.Namespace, source: str | None) -> _CrdSet:
 
 
 def _clean(v):
-    return None if isinstance(v, float) and math.isnan(v) else v
+    return None if is_missing(v) else v
 
 
 def _rows(table) -> dict[str, dict[str, float | None]]:
@@ -380,7 +380,7 @@ def _difference(args: argparse.Namespace) -> int:
         if largest:
             print(f"CRDs that move the predicted heap most (of {len(names)}):")
             for r in largest:
-                print(f"  {_fmt(r['bytes'], signed=True):>12}  {r['change']:<8} {r['name']}")
+                print(f"  {fmt_bytes(r['bytes'], signed=True):>12}  {r['change']:<8} {r['name']}")
         print(chosen.describe())
     _warn(warnings)
     return 0
@@ -402,17 +402,10 @@ def _warn(warnings: list[str]) -> None:
         log.warning(warning)
 
 
-def _fmt(value: float | None, *, signed: bool = False) -> str:
-    from crdscale.units import fmt_bytes
-
-    text = fmt_bytes(value)
-    return f"+{text}" if signed and value is not None and value > 0 else text
-
-
 def _print_set(label: str, features: dict[str, float], skipped: dict[str, int]) -> None:
     print(
         f"{label}: {features['crds']:,.0f} CRDs, {features['served_versions']:,.0f} served versions, "
-        f"{features['properties']:,.0f} schema properties, {_fmt(features['schema_bytes'])} of schemas, "
+        f"{features['properties']:,.0f} schema properties, {fmt_bytes(features['schema_bytes'])} of schemas, "
         f"depth {features['max_depth']:.0f}"
     )
     if skipped:
@@ -424,8 +417,8 @@ def _print_rows(rows: dict[str, dict[str, float | None]], *, signed: bool = Fals
     from crdscale.analysis.footprint import RSS, TOTAL
 
     def line(name: str, v: dict[str, float | None]) -> None:
-        interval = "" if v["low"] is None else f"  [{_fmt(v['low'])}, {_fmt(v['high'])}]"
-        print(f"  {name:<24} {_fmt(v['value'], signed=signed):>12}{interval}")
+        interval = "" if v["low"] is None else f"  [{fmt_bytes(v['low'])}, {fmt_bytes(v['high'])}]"
+        print(f"  {name:<24} {fmt_bytes(v['value'], signed=signed):>12}{interval}")
 
     total = rows.get(TOTAL, {}).get("value") or 0.0
     for target, name in ((TOTAL, "heap, total"), (RSS, "RSS, settled")):
@@ -439,7 +432,7 @@ def _print_rows(rows: dict[str, dict[str, float | None]], *, signed: bool = Fals
     if minor:
         rest = sum(v["value"] or 0.0 for _, v in minor)
         print(
-            f"  {f'heap: {len(minor)} other causes':<24} {_fmt(rest, signed=signed):>12}  "
+            f"  {f'heap: {len(minor)} other causes':<24} {fmt_bytes(rest, signed=signed):>12}  "
             f"(each under {MINOR_SHARE:.0%}: {', '.join(t for t, _ in minor)})"
         )
 
@@ -452,16 +445,16 @@ def _print_top(top: dict[str, Any]) -> None:
         f"share, cumulative share):"
     )
     for r in top["costliest"]:
-        print(f"  {_fmt(r['bytes']):>12}  {r['share']:6.1%}  {r['cumulative_share']:6.1%}  {r['name']}")
+        print(f"  {fmt_bytes(r['bytes']):>12}  {r['share']:6.1%}  {r['cumulative_share']:6.1%}  {r['name']}")
 
 
 def _print_budget(budget: dict[str, Any]) -> None:
     whole = budget["whole_set"]
     safe = "" if budget["fit_at_high"] is None else f"; {budget['fit_at_high']:,} by the interval's upper bound"
     print(
-        f"Budget {_fmt(budget['budget'])} of RSS beside a baseline of {_fmt(budget['baseline'])}: "
+        f"Budget {fmt_bytes(budget['budget'])} of RSS beside a baseline of {fmt_bytes(budget['baseline'])}: "
         f"{budget['fit']:,} of {budget['crds']:,} CRDs fit, cheapest first, by the prediction{safe}.\n"
-        f"  The whole set adds {_fmt(whole['value'])} [{_fmt(whole['low'])}, {_fmt(whole['high'])}]."
+        f"  The whole set adds {fmt_bytes(whole['value'])} [{fmt_bytes(whole['low'])}, {fmt_bytes(whole['high'])}]."
     )
 
 

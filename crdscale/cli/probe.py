@@ -31,6 +31,7 @@ from pathlib import Path
 
 from crdscale.cli.common import add_cluster_arguments, add_output_argument, print_json, resolve_kubeconfig
 from crdscale.collect.probes import configs
+from crdscale.units import COLUMN_FORMATS, blank_missing
 
 HELP = {
     "discovery": "legacy/aggregated discovery and client-side throttling",
@@ -85,7 +86,8 @@ class Command:
             for section in result.sections:
                 print(f"\n{section.title}")
                 if section.columns:
-                    _print(shown[section.table], section.columns, {c: UNITS[u] for c, u in section.units.items()})
+                    formats = {c: COLUMN_FORMATS[u] for c, u in section.units.items()}
+                    _print(shown[section.table], section.columns, formats)
                 if section.note:
                     print(section.note)
             return result.exit_code, result.summary, shown
@@ -162,22 +164,6 @@ def _run(name: str, args, parameters: dict, body) -> int:
     return code
 
 
-def _blank_missing(fn):
-    return lambda v: "" if v is None or (isinstance(v, float) and v != v) else fn(v)
-
-
-# A section's unit names -> how a value prints (seconds and bytes scaled to the unit named).
-UNITS = {
-    "ms": lambda v: f"{v * 1000:.1f}",
-    "MiB": lambda v: f"{v / 2**20:.3f}",  # 2^20 B, as crdscale's other tables count bytes
-    "s": lambda v: f"{v:.2f}",
-    "count": lambda v: f"{v:g}",
-    "int": lambda v: str(int(v)),
-    "pct": lambda v: f"{v:.1%}",
-    "x1": lambda v: f"{v:.1f}x",
-    "x2": lambda v: f"{v:.2f}x",
-    "f1": lambda v: f"{v:.1f}",
-}
 # Count-like columns print as integers even when missing values made them floats.
 _INT_COLUMNS = ("group_versions", "requests", "bytes", "revalidate_status", "revalidate_bytes", "gets", "items")
 _INT_COLUMNS += ("pages", "errors")
@@ -187,8 +173,7 @@ def _print(frame, columns, formats=None) -> None:
     import pandas as pd
 
     shown = frame[[c for c in columns if c in frame.columns]].astype(object)
-    formatters = {c: UNITS["int"] for c in _INT_COLUMNS if c in shown.columns} | dict(formats or {})
-    formatters = {c: formatters.get(c, str) for c in shown.columns}
-    formatters = {c: _blank_missing(fn) for c, fn in formatters.items()}
+    formatters = {c: COLUMN_FORMATS["int"] for c in _INT_COLUMNS if c in shown.columns} | dict(formats or {})
+    formatters = {c: blank_missing(formatters.get(c, str)) for c in shown.columns}
     with pd.option_context("display.max_rows", 500, "display.width", 250, "display.max_colwidth", 90):
         print(shown.to_string(index=False, formatters=formatters, na_rep=""))

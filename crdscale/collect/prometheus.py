@@ -9,7 +9,8 @@ recorded in a run manifest as is (:meth:`PrometheusAccess.describe`) and no
 secret shows in ``ps``.
 
 :class:`PrometheusClient` is the seam every Prometheus query goes through
-(``query``, ``query_range``, ``buildinfo``), over an injectable
+(``query``, ``query_range``, ``buildinfo``, and for the Prometheus crdscale
+starts ``ready``, ``targets``, ``reload``), over an injectable
 ``requests.Session``: unit tests pass a fake one, as for
 :class:`crdscale.cluster.clients.Cluster`'s transport. Errors a user can
 cause (wrong password, unknown CA, unreachable) become one-line
@@ -179,10 +180,14 @@ class PrometheusClient:
         self.session = session or requests.Session()
         self.timeout_s = timeout_s
 
-    def _get(self, path: str, params: Mapping[str, Any] | None = None) -> Any:
+    def _request(
+        self, method: str, path: str, params: Mapping[str, Any] | None = None, timeout_s: float | None = None
+    ) -> requests.Response:
+        """One request; unreachable, TLS failures and refused credentials become :class:`ClusterError`."""
         where = f"Prometheus at {self.url}"
         try:
-            resp = self.session.get(f"{self.url}{path}", params=params, timeout=self.timeout_s)
+            send = self.session.post if method == "POST" else self.session.get
+            resp = send(f"{self.url}{path}", params=params, timeout=timeout_s or self.timeout_s)
         except requests.exceptions.SSLError as err:
             raise ClusterError(
                 f"TLS verification failed for {where} (pass --prometheus-ca-file?): {_last_line(err)}"
@@ -191,6 +196,11 @@ class PrometheusClient:
             raise ClusterError(f"cannot reach {where}: {_last_line(err)}") from err
         if resp.status_code in (401, 403):
             raise ClusterError(f"{where} refused the credentials: HTTP {resp.status_code} {resp.reason}")
+        return resp
+
+    def _get(self, path: str, params: Mapping[str, Any] | None = None, timeout_s: float | None = None) -> Any:
+        where = f"Prometheus at {self.url}"
+        resp = self._request("GET", path, params, timeout_s)
         try:
             body = resp.json()
         except ValueError:
@@ -218,6 +228,25 @@ class PrometheusClient:
     def buildinfo(self) -> dict:
         """``/api/v1/status/buildinfo``: ``version``, ``revision``, ..."""
         return self._get("/api/v1/status/buildinfo")
+
+    def targets(self) -> list[dict]:
+        """``/api/v1/targets``: the active targets (``labels``, ``health``, ``lastScrape``, ...)."""
+        return self._get("/api/v1/targets", timeout_s=5.0)["activeTargets"]
+
+    def ready(self, timeout_s: float = 2.0) -> bool:
+        """Whether ``/-/ready`` answers 200 (False while it starts or is unreachable; no error)."""
+        try:
+            return self._request("GET", "/-/ready", timeout_s=timeout_s).status_code == 200
+        except ClusterError:
+            return False
+
+    def reload(self) -> None:
+        """``POST /-/reload`` (needs ``--web.enable-lifecycle``): re-read the configuration file."""
+        resp = self._request("POST", "/-/reload", timeout_s=10.0)
+        if resp.status_code != 200:
+            raise ClusterError(
+                f"Prometheus at {self.url} refused /-/reload: HTTP {resp.status_code}: {' '.join(resp.text.split())[:200]}"
+            )
 
     def close(self) -> None:
         self.session.close()

@@ -40,6 +40,7 @@ import pandas as pd
 import requests
 import yaml
 
+from crdscale.analysis.harness import SCRAPE_CPU_PER_SECOND, scrape_cost
 from crdscale.cluster import binaries
 from crdscale.cluster.clients import Cluster
 from crdscale.cluster.local import free_ports
@@ -94,12 +95,6 @@ def _rung_for(interval_s: float, need_s: float) -> float:
     return max(interval_s, next((v for v in CADENCE_LADDER_S if v >= need_s), CADENCE_LADDER_S[-1]))
 
 
-# kube-apiserver CPU seconds per second of a /metrics scrape's wall time (Prometheus'
-# scrape_duration_seconds): the handler gathers and encodes on one core, and the garbage it leaves
-# is collected on the others. Measured at 300 CRDs, name[] and Prometheus' Accept header
-# (benchmarks/overhead.py prints both): 0.98 on a quiet machine, 1.15-1.3 with the other core busy.
-# The high end, so that the estimate errs towards the scrapes costing more.
-SCRAPE_CPU_PER_SECOND = 1.3
 # The budget is judged on this much of the run (cumulative from the first scrape): a few scrapes,
 # and the server's own work averaged over more than one GC cycle or OpenAPI rebuild.
 BUDGET_WARMUP_S = 60.0
@@ -114,14 +109,6 @@ def budget_cadence(interval_s: float, scrape_s: float, server_cores: float, budg
         return interval_s
     need = SCRAPE_CPU_PER_SECOND * scrape_s / (budget * server_cores)
     return interval_s if need <= interval_s else _rung_for(interval_s, need)
-
-
-def scrape_cost(server_cpu_s: float, scrape_wall_s: float) -> tuple[float, float]:
-    """What kube-apiserver's /metrics scrapes cost it, from their summed wall time, and the CPU
-    it spent on its own work besides, out of ``server_cpu_s`` over the same span: (cost, own).
-    The cost is an upper bound on a busy machine, where a scrape also waits for a CPU."""
-    cost = SCRAPE_CPU_PER_SECOND * scrape_wall_s
-    return cost, server_cpu_s - cost
 
 
 class LocalPrometheus:
@@ -145,6 +132,9 @@ class LocalPrometheus:
         workdir: where its config and log go (default: a temp directory).
         on_cadence: called with each change, ``{"job", "interval_s", "previous_s", "reason",
             "scrape_duration_s", "up"}`` (and ``server_cores``, ``scrape_share`` for the budget).
+        session: the HTTP transport to it (default: a plain ``requests.Session``); every call
+            goes through :class:`~crdscale.collect.prometheus.PrometheusClient` over it, so unit
+            tests pass a fake one.
     """
 
     kind = "prometheus"
@@ -165,6 +155,7 @@ class LocalPrometheus:
         cpu_budget: float = 0.0,
         workdir: Path | None = None,
         controller_manager_target: str | None = None,
+        session: requests.Session | None = None,
     ):
         self.binary = binaries.prometheus(binary)
         self.apiserver_target = apiserver_target
@@ -175,6 +166,10 @@ class LocalPrometheus:
         self.interval_s = interval_s
         (self.port,) = free_ports(1)
         self.url = f"http://127.0.0.1:{self.port}"
+        # Start-up checks, the cadence loop and the export share one client; control calls wait 5 s
+        # at most, so a busy Prometheus delays a cadence check, not the run.
+        self._session = session or requests.Session()
+        self._api = PrometheusClient(self.url, session=self._session, timeout_s=5.0)
         self._workdir: Path | None = Path(workdir) if workdir else None
         self._tsdb_dir = Path(tsdb_dir) if tsdb_dir else None
         self.scrapes = True
@@ -293,13 +288,13 @@ class LocalPrometheus:
                 )
             try:
                 # Ready is not enough: the run window starts once every target was scraped.
-                if requests.get(f"{self.url}/-/ready", timeout=2).status_code == 200 and self._all_scraped():
+                if self._api.ready() and self._all_scraped():
                     if self.scrapes:
                         self._adapter = threading.Thread(target=self._adapt_loop, name="crdscale-cadence", daemon=True)
                         self._adapter.start()
                     return self
-            except requests.RequestException:
-                pass
+            except ClusterError:
+                pass  # up, but its API not answering yet
             time.sleep(0.3)
         raise ClusterError(f"prometheus did not scrape its targets within 60 s; see {self.workdir}/prometheus.log")
 
@@ -314,11 +309,11 @@ class LocalPrometheus:
     def _all_scraped(self) -> bool:
         if not self.scrapes:
             return True
-        targets = requests.get(f"{self.url}/api/v1/targets", timeout=5).json()["data"]["activeTargets"]
+        targets = self._api.targets()
         return bool(targets) and all(t.get("lastScrape", "").startswith("20") and t["health"] == "up" for t in targets)
 
     def _instant(self, query: str) -> float | None:
-        result = requests.get(f"{self.url}/api/v1/query", params={"query": query}, timeout=5).json()["data"]["result"]
+        result = self._api.query(query)
         return float(result[0]["value"][1]) if result else None
 
     def adapt(self) -> list[dict]:
@@ -348,7 +343,7 @@ class LocalPrometheus:
                 changes.append({**change, "interval_s": new})
         if changes:
             write_atomic(self.workdir / "prometheus.yml", yaml.safe_dump(self.config(), sort_keys=False))
-            requests.post(f"{self.url}/-/reload", timeout=10).raise_for_status()
+            self._api.reload()
             self.cadence_changes.extend(changes)
             for change in changes:
                 if self.on_cadence is not None:
@@ -378,12 +373,12 @@ class LocalPrometheus:
         while not self._adapting.wait(CADENCE_CHECK_EVERY_S):
             try:
                 self.adapt()
-            except (requests.RequestException, KeyError, ValueError):
+            except (ClusterError, KeyError, ValueError):
                 pass  # Prometheus busy or stopping: try again at the next check
 
     def client(self) -> PrometheusClient:
-        """Its HTTP API (local, plain HTTP, no credentials)."""
-        return PrometheusClient(self.url)
+        """Its HTTP API (local, plain HTTP, no credentials; range queries may take a minute)."""
+        return PrometheusClient(self.url, session=self._session)
 
     def series(self, start: datetime, end: datetime):
         return metrics.query_prometheus(self.client(), start, end, self.interval_s)
@@ -403,6 +398,7 @@ class LocalPrometheus:
                 self.proc.wait()
         if self._workdir is not None:
             shutil.rmtree(self._workdir, ignore_errors=True)
+        self._session.close()
 
     def describe(self) -> dict:
         return {

@@ -46,6 +46,7 @@ from crdscale.crds.summary import CrdSetSummary, summarize
 from crdscale.crds.yamlstream import load_all
 from crdscale.errors import CRDError
 from crdscale.schema import json_bytes
+from crdscale.units import fmt_bytes
 
 CRD_KIND = "CustomResourceDefinition"
 CRD_API_VERSION = "apiextensions.k8s.io/v1"
@@ -378,7 +379,7 @@ def check_size(crd: Mapping[str, Any], where: CrdSource | str) -> None:
     if size > ETCD_REQUEST_LIMIT:
         name = (crd.get("metadata") or {}).get("name", "?")
         raise CRDError(
-            f"{where}: CustomResourceDefinition {name} is {size / 2**20:.1f} MiB as JSON, over the 1.5 MiB "
+            f"{where}: CustomResourceDefinition {name} is {fmt_bytes(size, unit='MiB')} as JSON, over the 1.5 MiB "
             f"etcd accepts in one request (--max-request-bytes): the API server would refuse it"
         )
 

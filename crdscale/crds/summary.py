@@ -15,6 +15,7 @@ from typing import Any
 
 from crdscale.ownership import MANAGED_BY_LABEL, RUN_ID_LABEL
 from crdscale.schema import compact_json, count_properties, json_bytes
+from crdscale.units import fmt_number
 
 # Fields the server or a tool fills in; they differ between two copies of the
 # same CRD set, so the hash ignores them.
@@ -127,17 +128,13 @@ class CrdSetSummary:
                 f"CRDs:            {self.count} ({scopes})",
                 f"groups:          {self.groups}",
                 f"group-versions:  {self.group_versions} (CRD versions: {self.versions})",
-                f"schema bytes:    min {_fmt(self.schema_bytes_min)}, median {_fmt(self.schema_bytes_median)}, "
-                f"max {_fmt(self.schema_bytes_max)}, total {_fmt(self.schema_bytes_total)}",
-                f"properties:      min {_fmt(self.properties_min)}, median {_fmt(self.properties_median)}, "
-                f"max {_fmt(self.properties_max)}, total {_fmt(self.properties_total)}",
+                f"schema bytes:    min {fmt_number(self.schema_bytes_min)}, median {fmt_number(self.schema_bytes_median)}, "
+                f"max {fmt_number(self.schema_bytes_max)}, total {fmt_number(self.schema_bytes_total)}",
+                f"properties:      min {fmt_number(self.properties_min)}, median {fmt_number(self.properties_median)}, "
+                f"max {fmt_number(self.properties_max)}, total {fmt_number(self.properties_total)}",
                 f"sha256:          {self.sha256}",
             ]
         )
-
-
-def _fmt(value: float) -> str:
-    return f"{value:,.0f}" if float(value).is_integer() else f"{value:,.1f}"
 
 
 def summarize(crds: Sequence[Mapping[str, Any]]) -> CrdSetSummary:

@@ -17,7 +17,6 @@ on the runs and writes, through the same pipeline as
 from __future__ import annotations
 
 import logging
-import math
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -32,7 +31,8 @@ from crdscale.analysis.compare import (
 )
 from crdscale.analysis.percrd import TOTAL
 from crdscale.errors import UsageError
-from crdscale.report.findings import fmt_bytes, fmt_interval, provenance, warnings_markdown
+from crdscale.report.findings import provenance, warnings_markdown
+from crdscale.units import fmt_bytes, fmt_interval, fmt_value, is_missing
 
 log = logging.getLogger(__name__)
 
@@ -77,7 +77,7 @@ def headline(comparison: Comparison) -> str:
         parts = []
         if len(total):
             t = total.iloc[0]
-            rel = f", {100 * t['relative']:+.0f}%" if not math.isnan(t["relative"]) else ""
+            rel = f", {100 * t['relative']:+.0f}%" if not is_missing(t["relative"]) else ""
             parts.append(
                 f"{label} holds {_signed(t['difference'])} heap per served CRD than {ref} "
                 f"(95% CI {fmt_interval(t['difference_low'], t['difference_high'], 'bytes')}{rel}; "
@@ -126,7 +126,7 @@ def _signed(value: float) -> str:
 def _markdown_table(frame: pd.DataFrame) -> str:
     lines = ["| " + " | ".join(frame.columns) + " |", "|" + "---|" * len(frame.columns)]
     for row in frame.itertuples(index=False):
-        lines.append("| " + " | ".join("" if (isinstance(v, float) and math.isnan(v)) else str(v) for v in row) + " |")
+        lines.append("| " + " | ".join("" if is_missing(v) else str(v) for v in row) + " |")
     return "\n".join(lines)
 
 
@@ -172,11 +172,11 @@ def comparison_markdown(
     stable = series_table(comparison)
     if len(stable):
         shown = stable.assign(
-            per_crd=[_fmt_unit(v, u) for v, u in zip(stable["per_crd"], stable["unit"])],
-            end=[_fmt_unit(v, u) for v, u in zip(stable["end"], stable["unit"])],
-            peak=[_fmt_unit(v, u) for v, u in zip(stable["peak"], stable["unit"])],
+            per_crd=[fmt_value(v, u, missing="") for v, u in zip(stable["per_crd"], stable["unit"])],
+            end=[fmt_value(v, u, missing="") for v, u in zip(stable["end"], stable["unit"])],
+            peak=[fmt_value(v, u, missing="") for v, u in zip(stable["peak"], stable["unit"])],
             difference_ci=[
-                fmt_interval(lo, hi, "bytes") if u == "bytes" else ("" if math.isnan(lo) else f"[{lo:.3g}, {hi:.3g}]")
+                fmt_interval(lo, hi, "bytes") if u == "bytes" else ("" if is_missing(lo) else f"[{lo:.3g}, {hi:.3g}]")
                 for lo, hi, u in zip(stable["difference_low"], stable["difference_high"], stable["unit"])
             ],
             source=[_short_source(j) if j and j != "events" else j for j in stable["source"]],
@@ -209,22 +209,11 @@ def comparison_markdown(
     return "\n".join(parts) + "\n"
 
 
-def _fmt_unit(value: float, unit: str) -> str:
-    if value is None or (isinstance(value, float) and math.isnan(value)):
-        return ""
-    if unit == "bytes":
-        return fmt_bytes(value)
-    return f"{value:,.3g} {unit}"
-
-
 def comparison_json(comparison: Comparison) -> dict:
     """The comparison's numbers as plain JSON-able data (NaN -> None)."""
 
     def records(frame: pd.DataFrame) -> list[dict]:
-        return [
-            {k: (None if isinstance(v, float) and math.isnan(v) else v) for k, v in row.items()}
-            for row in frame.to_dict("records")
-        ]
+        return [{k: (None if is_missing(v) else v) for k, v in row.items()} for row in frame.to_dict("records")]
 
     return {
         "labels": comparison.labels,

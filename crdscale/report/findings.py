@@ -19,7 +19,7 @@ import pandas as pd
 
 from crdscale.analysis.percrd import OTHER, TOTAL, unattributed_share
 from crdscale.cluster.kubesource import describe_build
-from crdscale.units import fmt_bytes
+from crdscale.units import fmt_bytes, fmt_interval, fmt_value, is_missing
 
 # Columns of the key-numbers table: ``value``/``low``/``high`` in ``unit`` (bytes, CRDs, ...).
 NUMBER_COLUMNS = ["key", "finding", "value", "low", "high", "unit", "source"]
@@ -40,26 +40,6 @@ class Findings:
 # --------------------------------------------------------------------------
 # Formatting
 # --------------------------------------------------------------------------
-
-
-def fmt_value(value: float | None, unit: str) -> str:
-    """A number in its unit, for tables: bytes scaled, shares in percent, counts as integers."""
-    if value is None or (isinstance(value, float) and math.isnan(value)):
-        return "n/a"
-    if unit in ("bytes", "bytes/CRD"):
-        return fmt_bytes(value) + ("/CRD" if unit == "bytes/CRD" else "")
-    if unit == "share":
-        return f"{100 * value:.1f}%"
-    if unit in ("CRDs", "steps"):
-        return f"{value:,.0f}"
-    return f"{value:,.3g} {unit}".strip()
-
-
-def fmt_interval(low: float | None, high: float | None, unit: str) -> str:
-    """``[low, high]`` or empty when there is no interval."""
-    if low is None or high is None or any(isinstance(v, float) and math.isnan(v) for v in (low, high)):
-        return ""
-    return f"[{fmt_value(low, unit)}, {fmt_value(high, unit)}]"
 
 
 # --------------------------------------------------------------------------
@@ -108,7 +88,7 @@ def provenance(manifest: dict, process_job: str | None = None) -> dict[str, str]
             for p in (
                 f"{machine['cpus']} CPUs" if machine.get("cpus") else None,
                 machine.get("cpu_model"),
-                f"{mem / 2**30:.0f} GiB RAM" if mem else None,
+                f"{fmt_bytes(mem, unit='GiB', digits=0)} RAM" if mem else None,
                 f"Linux {machine['kernel']}" if machine.get("kernel") else None,
             )
             if p
@@ -346,7 +326,7 @@ def key_numbers(
             )
         )
     share = unattributed_share(fits, phase, "bytes")
-    if not math.isnan(share):
+    if not is_missing(share):
         rows.append(
             (
                 "unattributed_share",

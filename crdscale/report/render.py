@@ -29,7 +29,6 @@ import base64
 import copy
 import json
 import logging
-import math
 import os
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -39,6 +38,7 @@ from pathlib import Path
 import crdscale
 from crdscale.errors import UsageError
 from crdscale.rundir import Run, layout, read_run
+from crdscale.units import is_missing
 
 log = logging.getLogger(__name__)
 
@@ -284,9 +284,7 @@ def export_html(nb, path: str | Path, *, title: str, with_code: bool = True) -> 
 
 
 def _json_safe(value):
-    if isinstance(value, float) and math.isnan(value):
-        return None
-    return value
+    return None if is_missing(value) else value
 
 
 @dataclass

@@ -27,6 +27,7 @@ from crdscale.errors import CrdscaleError, UsageError
 from crdscale.rundir import layout, read_experiment_manifest, write_experiment_manifest
 from crdscale.scenario.config import Scenario, build_scenario
 from crdscale.scenario.matrix import Cell, expand
+from crdscale.units import fmt_duration
 
 
 def _utc_iso() -> str:
@@ -43,16 +44,6 @@ class CellState:
     status: str = "pending"  # pending, running, completed, interrupted, failed
     seconds: float | None = None
     attempts: list[str] | None = None
-
-
-def format_duration(seconds: float) -> str:
-    """``1h02m``, ``3m05s``, ``42s``."""
-    seconds = int(round(seconds))
-    if seconds >= 3600:
-        return f"{seconds // 3600}h{seconds % 3600 // 60:02d}m"
-    if seconds >= 60:
-        return f"{seconds // 60}m{seconds % 60:02d}s"
-    return f"{seconds}s"
 
 
 def eta_seconds(done: list[float], remaining: int) -> float | None:
@@ -187,7 +178,7 @@ class Experiment:
             eta = eta_seconds(done_seconds, len(todo) - index)
             message(
                 f"cell {position}/{len(self.cells)} {state.cell.name}: starting"
-                + (f" (ETA for the matrix: {format_duration(eta)})" if eta is not None else "")
+                + (f" (ETA for the matrix: {fmt_duration(eta)})" if eta is not None else "")
             )
             before = {p.name for p in self.path.iterdir()}
             state.status = "running"
@@ -214,7 +205,7 @@ class Experiment:
             eta = eta_seconds(done_seconds, left)
             message(
                 f"cell {position}/{len(self.cells)} {state.cell.name}: completed in "
-                f"{format_duration(state.seconds)}" + (f"; {left} left, ETA {format_duration(eta)}" if left else "")
+                f"{fmt_duration(state.seconds)}" + (f"; {left} left, ETA {fmt_duration(eta)}" if left else "")
             )
         if all(c.status == "completed" for c in self.cells):
             self.manifest.update(status="completed", ended_at=_utc_iso())

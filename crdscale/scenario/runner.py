@@ -21,6 +21,7 @@ from pathlib import Path
 
 import pandas as pd
 
+from crdscale.analysis.harness import harness_cost
 from crdscale.cluster.clients import Cluster, connect
 from crdscale.cluster.gobuild import go_version
 from crdscale.cluster.local import DEFAULT_CONTROLLERS, LocalControlPlane
@@ -29,12 +30,10 @@ from crdscale.collect.pprof import fetch_profile
 from crdscale.collect.prometheus import PrometheusAccess
 from crdscale.collect.promtext import parse_exposition
 from crdscale.collect.sources import (
-    SCRAPE_CPU_PER_SECOND,
     DirectScraper,
     LocalPrometheus,
     ProcSampler,
     RemotePrometheus,
-    scrape_cost,
 )
 from crdscale.errors import BinaryError, ClusterError, CrdscaleError, RunInterrupted
 from crdscale.ownership import new_run_id
@@ -42,6 +41,7 @@ from crdscale.paths import runs_dir
 from crdscale.proc import available_memory_bytes
 from crdscale.rundir import EventLog, RunWriter, layout
 from crdscale.scenario.config import Scenario
+from crdscale.units import fmt_bytes, fmt_count
 
 
 @dataclass
@@ -61,10 +61,10 @@ class StepSummary:
 
     def line(self) -> str:
         def mib(v):
-            return "?" if v is None else f"{v / 2**20:,.0f} MiB"
+            return fmt_bytes(v, unit="MiB", digits=0, missing="?")
 
         def num(v):
-            return "?" if v is None else f"{v:,.0f}"
+            return fmt_count(v, missing="?")
 
         return (
             f"step {self.step}/{self.steps}: {self.crds} CRDs | RSS {mib(self.rss_bytes)} | heap in use "
@@ -131,8 +131,8 @@ class _Watchdog(threading.Thread):
                 left = self.available() if self.min_available_bytes else None
                 if left is not None and left < self.min_available_bytes:
                     self._fail(
-                        f"memory guard: only {left / 2**20:,.0f} MiB of memory available, below the "
-                        f"{self.min_available_bytes / 2**20:,.0f} MiB guard (steps.memory_guard_mib); "
+                        f"memory guard: only {fmt_bytes(left, unit='MiB', digits=0)} of memory available, below the "
+                        f"{fmt_bytes(self.min_available_bytes, unit='MiB', digits=0)} guard (steps.memory_guard_mib); "
                         "stopped before the OOM killer"
                     )
                     return
@@ -510,34 +510,7 @@ class ScenarioRunner:
         now = os.times()
         own = (now.user - self._cpu_at_start.user) + (now.system - self._cpu_at_start.system)
         prometheus = getattr(self.source, "cpu_seconds", None)
-        apiserver = scrapes = own_work = None
-        if self._series is not None and len(self._series):
-            of_apiserver = self._series[self._series["job"] == "kube-apiserver"]
-            cpu = of_apiserver[of_apiserver["metric"] == "process_cpu_seconds_total"].sort_values("timestamp")["value"]
-            apiserver = float(cpu.iloc[-1] - cpu.iloc[0]) if len(cpu) > 1 else None
-            # What our /metrics scrapes cost the server itself, from their durations (an upper bound;
-            # benchmarks/overhead.py measures it).
-            durations = of_apiserver.loc[of_apiserver["metric"] == "scrape_duration_seconds", "value"]
-            cost, own_work = scrape_cost(apiserver or 0.0, float(durations.sum()))
-            scrapes = {
-                "count": int(len(durations)),
-                "cpu_per_wall_second": SCRAPE_CPU_PER_SECOND,
-                "cpu_seconds_estimate": round(cost, 3),
-            }
-        harness = own + (prometheus or 0.0)
-        self.run.update_manifest(
-            harness={
-                "crdscale_cpu_seconds": round(own, 3),
-                "prometheus_cpu_seconds": prometheus,
-                "kube_apiserver_cpu_seconds": apiserver,
-                "harness_share_of_apiserver_cpu": round(harness / apiserver, 4) if apiserver else None,
-                "apiserver_scrapes": scrapes,
-                # The load collection puts on the server measured, against what the server did besides.
-                "scrape_share_of_apiserver_cpu": (
-                    round(scrapes["cpu_seconds_estimate"] / own_work, 4) if apiserver and own_work > 0 else None
-                ),
-            }
-        )
+        self.run.update_manifest(harness=harness_cost(self._series, own, prometheus))
 
     def _export_series(self) -> None:
         """Write the time series of the whole run window (also after failures)."""

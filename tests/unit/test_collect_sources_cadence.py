@@ -1,8 +1,12 @@
 """The /metrics cadence ladder: a job whose scrapes outlast its interval moves to a longer one."""
 
-import pytest
+import json
 
-from crdscale.collect.sources import CADENCE_LADDER_S, SCRAPE_CPU_PER_SECOND, budget_cadence, next_cadence
+import pytest
+import requests
+
+from crdscale.analysis.harness import SCRAPE_CPU_PER_SECOND
+from crdscale.collect.sources import CADENCE_LADDER_S, budget_cadence, next_cadence
 
 
 @pytest.mark.parametrize(
@@ -26,6 +30,104 @@ def test_the_ladder_starts_at_one_second_and_rises():
     assert CADENCE_LADDER_S[0] == 1.0 and list(CADENCE_LADDER_S) == sorted(CADENCE_LADDER_S)
 
 
+class FakePrometheus:
+    """A requests.Session stand-in for the Prometheus crdscale starts: instant queries answered from
+    ``values`` (PromQL -> number), targets from ``targets``, ``/-/ready`` while ``is_ready``;
+    reloads recorded in ``posts``."""
+
+    def __init__(self, values=None, targets=(), is_ready=True):
+        self.values = dict(values or {})
+        self.targets = list(targets)
+        self.is_ready = is_ready
+        self.gets, self.posts = [], []
+
+    @staticmethod
+    def _answer(status, body):
+        resp = requests.Response()
+        resp.status_code = status
+        resp._content = body.encode() if isinstance(body, str) else json.dumps(body).encode()
+        return resp
+
+    def get(self, url, params=None, timeout=None):
+        path = url.split("/", 3)[3]
+        self.gets.append((path, dict(params or {})))
+        if path == "-/ready":
+            return self._answer(200 if self.is_ready else 503, "Prometheus Server is Ready.\n")
+        if path == "api/v1/targets":
+            return self._answer(200, {"status": "success", "data": {"activeTargets": self.targets}})
+        if path == "api/v1/query":
+            value = self.values.get(params["query"])
+            result = [] if value is None else [{"metric": {}, "value": [0, str(value)]}]
+            return self._answer(200, {"status": "success", "data": {"resultType": "vector", "result": result}})
+        return self._answer(404, "404 page not found\n")
+
+    def post(self, url, params=None, timeout=None):
+        self.posts.append(url)
+        return self._answer(200, "")
+
+    def close(self):
+        pass
+
+
+def _local_prometheus(tmp_path, monkeypatch, **kwargs):
+    from crdscale.collect import sources
+
+    monkeypatch.setattr(
+        sources.binaries, "prometheus", lambda _b=None: type("B", (), {"path": "prometheus", "version": "x"})()
+    )
+    return sources.LocalPrometheus("127.0.0.1:1", tmp_path / "ca", tmp_path / "token", "127.0.0.1:2", **kwargs)
+
+
+def test_every_call_to_the_local_prometheus_goes_through_its_client(tmp_path, monkeypatch):
+    """Readiness, targets, instant queries and reloads use the injected transport (no server)."""
+    fake = FakePrometheus(
+        values={'up{job="etcd"}': 1.0},
+        targets=[{"health": "up", "lastScrape": "2026-01-01T00:00:00Z"}, {"health": "up", "lastScrape": "20"}],
+    )
+    prom = _local_prometheus(tmp_path, monkeypatch, session=fake)
+    try:
+        assert prom._api.ready() and prom._all_scraped()
+        assert prom._instant('up{job="etcd"}') == 1.0 and prom._instant("nothing") is None
+        prom._api.reload()
+        assert fake.posts == [f"{prom.url}/-/reload"]
+        assert [path for path, _ in fake.gets] == ["-/ready", "api/v1/targets", "api/v1/query", "api/v1/query"]
+        fake.targets[1]["health"] = "down"
+        assert not prom._all_scraped()
+        fake.is_ready = False
+        assert not prom._api.ready()
+        assert prom.client().session is fake
+    finally:
+        prom.stop()
+
+
+def test_an_unreachable_prometheus_is_not_ready_and_its_reload_is_a_one_line_error():
+    from crdscale.collect.prometheus import PrometheusClient
+    from crdscale.errors import ClusterError
+
+    class Refusing:
+        def get(self, url, params=None, timeout=None):
+            raise requests.ConnectionError("Connection refused")
+
+        post = get
+
+    client = PrometheusClient("http://127.0.0.1:9", session=Refusing())
+    assert client.ready() is False
+    with pytest.raises(ClusterError, match="cannot reach Prometheus at http://127.0.0.1:9: Connection refused"):
+        client.reload()
+
+
+def test_a_failed_reload_names_the_status():
+    from crdscale.collect.prometheus import PrometheusClient
+    from crdscale.errors import ClusterError
+
+    class NoLifecycle(FakePrometheus):
+        def post(self, url, params=None, timeout=None):
+            return self._answer(500, "failed to reload config")
+
+    with pytest.raises(ClusterError, match="refused /-/reload: HTTP 500: failed to reload config"):
+        PrometheusClient("http://127.0.0.1:9", session=NoLifecycle()).reload()
+
+
 def test_adapt_rewrites_the_job_interval_and_reports_the_change(tmp_path, monkeypatch):
     """adapt() reads each job's last scrape from Prometheus, rewrites prometheus.yml and reloads it."""
     import yaml
@@ -37,7 +139,12 @@ def test_adapt_rewrites_the_job_interval_and_reports_the_change(tmp_path, monkey
     )
     reported = []
     prom = sources.LocalPrometheus(
-        "127.0.0.1:1", tmp_path / "ca", tmp_path / "token", "127.0.0.1:2", on_cadence=reported.append
+        "127.0.0.1:1",
+        tmp_path / "ca",
+        tmp_path / "token",
+        "127.0.0.1:2",
+        on_cadence=reported.append,
+        session=FakePrometheus(),
     )
     last = {
         'scrape_duration_seconds{job="kube-apiserver"}': 1.0,
@@ -46,12 +153,7 @@ def test_adapt_rewrites_the_job_interval_and_reports_the_change(tmp_path, monkey
         'up{job="etcd"}': 1.0,
     }
     monkeypatch.setattr(prom, "_instant", last.get)
-    reloads = []
-    monkeypatch.setattr(
-        sources.requests,
-        "post",
-        lambda url, timeout: reloads.append(url) or type("R", (), {"raise_for_status": lambda self: None})(),
-    )
+    reloads = prom._session.posts
     try:
         assert prom.adapt() == [
             {
@@ -127,7 +229,13 @@ def test_adapt_moves_kube_apiserver_within_its_cpu_budget(tmp_path, monkeypatch)
     clock = [1000.0]
     monkeypatch.setattr(sources.time, "monotonic", lambda: clock[0])
     prom = sources.LocalPrometheus(
-        "127.0.0.1:1", tmp_path / "ca", tmp_path / "token", "127.0.0.1:2", apiserver_interval_s=20, cpu_budget=0.05
+        "127.0.0.1:1",
+        tmp_path / "ca",
+        tmp_path / "token",
+        "127.0.0.1:2",
+        apiserver_interval_s=20,
+        cpu_budget=0.05,
+        session=FakePrometheus(),
     )
     window = f"{sources.BUDGET_WARMUP_S + 60:.0f}s"
     last = {
@@ -139,9 +247,6 @@ def test_adapt_moves_kube_apiserver_within_its_cpu_budget(tmp_path, monkeypatch)
         f'sum_over_time(scrape_duration_seconds{{job="kube-apiserver"}}[{window}])': 6 * 0.2,
     }
     monkeypatch.setattr(prom, "_instant", last.get)
-    monkeypatch.setattr(
-        sources.requests, "post", lambda url, timeout: type("R", (), {"raise_for_status": lambda self: None})()
-    )
     try:
         assert prom.adapt() == []  # the first look: where the server's CPU starts
         clock[0] += 30
@@ -164,10 +269,3 @@ def test_adapt_moves_kube_apiserver_within_its_cpu_budget(tmp_path, monkeypatch)
         assert prom.job_interval_s == {"kube-apiserver": 45.0, "etcd": 1.0}
     finally:
         prom.stop()
-
-
-def test_scrape_cost_splits_the_servers_cpu_into_our_scrapes_and_its_own_work():
-    from crdscale.collect.sources import scrape_cost
-
-    cost, own = scrape_cost(16.0, 1.2)
-    assert cost == pytest.approx(SCRAPE_CPU_PER_SECOND * 1.2) and own == pytest.approx(16.0 - cost)

@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from crdscale.collect.probes import metrics as m
+from crdscale.collect.probes import requestcost as m
 from crdscale.collect.probes.fixtures import (
     PROBE_INSTANCE_LABEL,
     crd_manifest,

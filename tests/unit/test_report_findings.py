@@ -12,13 +12,13 @@ from crdscale.report import series
 from crdscale.report.findings import (
     compute_findings,
     findings_markdown,
-    fmt_value,
     headline,
     key_numbers,
     per_crd_table,
     provenance,
 )
 from crdscale.rundir import read_run
+from crdscale.units import fmt_value
 
 REFERENCE = Path(__file__).resolve().parents[2] / "data" / "reference-run"
 

@@ -16,12 +16,12 @@ pytest.importorskip("nbclient")
 
 from crdscale.analysis.percrd import unattributed_share  # noqa: E402
 from crdscale.cli.main import main  # noqa: E402
-from crdscale.report.findings import fmt_value  # noqa: E402
 from crdscale.report.render import notebook_plan  # noqa: E402
 from crdscale.rundir import (
     RunWriter,  # noqa: E402
     read_run,  # noqa: E402
 )
+from crdscale.units import fmt_value  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[2]
 REFERENCE = ROOT / "data" / "reference-run"

@@ -10,7 +10,8 @@ import pytest
 from crdscale.errors import RunInterrupted, UsageError
 from crdscale.rundir import layout
 from crdscale.scenario.config import parse_scenario
-from crdscale.scenario.experiment import Experiment, eta_seconds, format_duration
+from crdscale.scenario.experiment import Experiment, eta_seconds
+from crdscale.units import fmt_duration
 
 GOGC = """
 name = "gogc"
@@ -89,4 +90,4 @@ def test_not_an_experiment(tmp_path):
 def test_eta_and_durations():
     assert eta_seconds([], 3) is None
     assert eta_seconds([60, 120], 2) == 180
-    assert [format_duration(s) for s in (42, 185, 3720)] == ["42s", "3m05s", "1h02m"]
+    assert [fmt_duration(s) for s in (42, 185, 3720)] == ["42s", "3m05s", "1h02m"]

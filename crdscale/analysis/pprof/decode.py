@@ -382,25 +382,66 @@ def _decode_strings(table) -> list[str]:
 
 
 def _to_tables(msg, name: str) -> Profile:
-    strings = _decode_strings(msg.string_table)
-    if not strings or strings[0] != "":
-        raise ProfileError(f"{name}: not a pprof profile (string_table[0] must be empty)")
-    n_strings = len(strings)
+    """The decoded message as a :class:`Profile`: each table decoded in its own step, in the
+    order the references between them are checked (functions and mappings before the
+    locations naming them, locations before the stacks)."""
+    strings = _Strings(_decode_strings(msg.string_table), name)
+    meta = _meta(msg, strings)
+    functions, function_ids = _functions(msg, strings, name)
+    mappings, mapping_ids = _mappings(msg, strings, name)
+    locations, location_ids = _locations(msg, function_ids, mapping_ids, name)
+    buf, fields, values, stacks = _samples(msg, len(meta.sample_types), location_ids, name)
+    labels = _labels(buf, fields, strings, name)
+    tables = dict(
+        samples={c: values[:, i] for i, c in enumerate(unique_names([t.type for t in meta.sample_types]))},
+        stacks=stacks,
+        locations=locations,
+        functions=functions,
+        mappings=mappings,
+        labels=labels,
+    )
+    profile = Profile.from_columns(tables, meta, source=name)
+    profile._cache["value_matrix"] = values
+    return profile
 
-    def s(index: int, what: str) -> str:
-        if not 0 <= index < n_strings:
-            raise ProfileError(f"{name}: {what} string index {index} out of range [0, {n_strings})")
-        return strings[index]
 
+class _Strings:
+    """The profile's string table with checked look-ups (an index out of range is a
+    :class:`ProfileError` naming what referred to it)."""
+
+    def __init__(self, strings: list[str], name: str):
+        if not strings or strings[0] != "":
+            raise ProfileError(f"{name}: not a pprof profile (string_table[0] must be empty)")
+        self.strings = strings
+        self.array = np.array(strings, dtype=object)
+        self.name = name
+
+    def one(self, index: int, what: str) -> str:
+        if not 0 <= index < len(self.strings):
+            raise ProfileError(f"{self.name}: {what} string index {index} out of range [0, {len(self.strings)})")
+        return self.strings[index]
+
+    def many(self, indexes: np.ndarray, what: str) -> np.ndarray:
+        """Vectorized :meth:`one`: look up many string indexes at once."""
+        n_strings = len(self.strings)
+        indexes = indexes.view(np.int64) if indexes.dtype == np.uint64 else indexes
+        if len(indexes) and (indexes.min() < 0 or indexes.max() >= n_strings):
+            bad = indexes[(indexes < 0) | (indexes >= n_strings)][0]
+            raise ProfileError(f"{self.name}: {what} string index {bad} out of range [0, {n_strings})")
+        return self.array[indexes]
+
+
+def _meta(msg, strings: _Strings) -> ProfileMeta:
+    s = strings.one
     sample_types = tuple(ValueType(s(v.type, "sample type"), s(v.unit, "sample unit")) for v in msg.sample_type)
     if not sample_types:
-        raise ProfileError(f"{name}: not a pprof profile (no sample types)")
+        raise ProfileError(f"{strings.name}: not a pprof profile (no sample types)")
     period_type = (
         ValueType(s(msg.period_type.type, "period type"), s(msg.period_type.unit, "period unit"))
         if msg.HasField("period_type")
         else None
     )
-    meta = ProfileMeta(
+    return ProfileMeta(
         sample_types=sample_types,
         default_sample_type=s(msg.default_sample_type, "default sample type"),
         period_type=period_type,
@@ -413,46 +454,41 @@ def _to_tables(msg, name: str) -> Profile:
         doc_url=s(msg.doc_url, "doc_url"),
     )
 
-    string_array = np.array(strings, dtype=object)
 
-    def strs(indexes: np.ndarray, what: str) -> np.ndarray:
-        """Vectorized ``s``: look up many string indexes at once."""
-        indexes = indexes.view(np.int64) if indexes.dtype == np.uint64 else indexes
-        if len(indexes) and (indexes.min() < 0 or indexes.max() >= n_strings):
-            bad = indexes[(indexes < 0) | (indexes >= n_strings)][0]
-            raise ProfileError(f"{name}: {what} string index {bad} out of range [0, {n_strings})")
-        return string_array[indexes]
-
-    # Functions.
-    buf, f, n = _messages(msg.function)
+def _functions(msg, strings: _Strings, name: str) -> tuple[dict, np.ndarray]:
+    """The functions table's columns and the raw ids (for checking the locations' references)."""
+    _buf, f, n = _messages(msg.function)
     function_ids = f.scalar(1, n)
-    functions = {
+    columns = {
         "function": _ids(function_ids, "function", name),
-        "name": strs(f.scalar(2, n), "function name"),
-        "system_name": strs(f.scalar(3, n), "function system name"),
-        "filename": strs(f.scalar(4, n), "function file"),
+        "name": strings.many(f.scalar(2, n), "function name"),
+        "system_name": strings.many(f.scalar(3, n), "function system name"),
+        "filename": strings.many(f.scalar(4, n), "function file"),
         "start_line": f.scalar(5, n, np.int64),
     }
+    return columns, function_ids
 
-    # Mappings.
-    buf, f, n = _messages(msg.mapping)
+
+def _mappings(msg, strings: _Strings, name: str) -> tuple[dict, np.ndarray]:
+    """The mappings table's columns and the raw ids (for checking the locations' references)."""
+    _buf, f, n = _messages(msg.mapping)
     mapping_ids = f.scalar(1, n)
-    mappings = {
+    flags = ("has_functions", "has_filenames", "has_line_numbers", "has_inline_frames")
+    columns = {
         "mapping": _ids(mapping_ids, "mapping", name),
         "memory_start": f.scalar(2, n),
         "memory_limit": f.scalar(3, n),
         "file_offset": f.scalar(4, n),
-        "filename": strs(f.scalar(5, n), "mapping file"),
-        "build_id": strs(f.scalar(6, n), "mapping build id"),
-        **{
-            key: f.scalar(number, n) != 0
-            for number, key in enumerate(
-                ("has_functions", "has_filenames", "has_line_numbers", "has_inline_frames"), start=7
-            )
-        },
+        "filename": strings.many(f.scalar(5, n), "mapping file"),
+        "build_id": strings.many(f.scalar(6, n), "mapping build id"),
+        **{key: f.scalar(number, n) != 0 for number, key in enumerate(flags, start=7)},
     }
+    return columns, mapping_ids
 
-    # Locations, one row per (possibly inlined) frame.
+
+def _locations(msg, function_ids: np.ndarray, mapping_ids: np.ndarray, name: str) -> tuple[dict, np.ndarray]:
+    """The locations table's columns, one row per (possibly inlined) frame, and the ids, one per
+    location (for checking the stacks' references)."""
     buf, f, n = _messages(msg.location)
     location_ids = _ids(f.scalar(1, n), "location", name)
     loc_mapping = f.scalar(2, n)
@@ -475,24 +511,26 @@ def _to_tables(msg, name: str) -> Profile:
     row_fn[has_lines], row_line[has_lines], row_col[has_lines] = line_fn, line_no, line_col
     if (row_fn > np.uint64(np.iinfo(np.int64).max)).any():
         raise ProfileError(f"{name}: function id out of range in a location line")
-    inline_depth = wire.range_indexes(0, rows_per_loc)
     _check_refs(row_fn, function_ids, "function", name)
     _check_refs(loc_mapping, mapping_ids, "mapping", name)
     if (loc_mapping > np.uint64(np.iinfo(np.int64).max)).any():
         raise ProfileError(f"{name}: mapping id out of range in a location")
-    locations = {
+    columns = {
         "location": np.repeat(location_ids, rows_per_loc),
         "address": np.repeat(loc_address, rows_per_loc),
         "mapping": np.repeat(loc_mapping.astype(np.int64), rows_per_loc),
-        "inline_depth": inline_depth,
+        "inline_depth": wire.range_indexes(0, rows_per_loc),
         "function": row_fn.astype(np.int64),
         "line": row_line,
         "column": row_col,
     }
+    return columns, location_ids
 
-    # Samples and stacks.
+
+def _samples(msg, n_types: int, location_ids: np.ndarray, name: str):
+    """The samples' values (one row per sample, one column per sample type) and stacks, with
+    the samples' buffer and fields (their labels are decoded from them next)."""
     buf, f, n_samples = _messages(msg.sample)
-    n_types = len(sample_types)
     stack_locs, depth_counts = wire.packed_varints(buf, f.select(1), n_samples)
     raw_values, value_counts = wire.packed_varints(buf, f.select(2), n_samples)
     if n_samples and (value_counts != n_types).any():
@@ -502,11 +540,11 @@ def _to_tables(msg, name: str) -> Profile:
         )
     values = raw_values.view(np.int64).reshape(n_samples, n_types)
     _check_refs(stack_locs, location_ids.astype(np.uint64), "location", name, allow_zero=False)
-    stacks = _StackColumns(depth_counts, stack_locs.astype(np.int64))
-    columns = unique_names([t.type for t in sample_types])
-    samples = {c: values[:, i] for i, c in enumerate(columns)}
+    return buf, f, values, _StackColumns(depth_counts, stack_locs.astype(np.int64))
 
-    # Labels (string and numeric); heap profiles carry a "bytes" label on every sample.
+
+def _labels(buf: np.ndarray, f: wire.Fields, strings: _Strings, name: str) -> dict:
+    """The labels table (string and numeric); heap profiles carry a "bytes" label on every sample."""
     label_fields = f.select(3, 2)
     if (f.number == 3).sum() != len(label_fields.message):
         raise ProfileError(f"{name}: malformed pprof profile (sample label is not a message)")
@@ -514,22 +552,15 @@ def _to_tables(msg, name: str) -> Profile:
     lab = wire.walk(buf, label_fields.start, label_fields.end)
     str_index = lab.scalar(2, n_labels, np.int64)
     is_str = str_index != 0
-    str_values = strs(str_index, "label value").astype(object)
+    str_values = strings.many(str_index, "label value").astype(object)
     str_values[~is_str] = None
-    labels = {
+    return {
         "sample": label_fields.message,
-        "key": strs(lab.scalar(1, n_labels, np.int64), "label key"),
+        "key": strings.many(lab.scalar(1, n_labels, np.int64), "label key"),
         "str": str_values,
         "num": np.where(is_str, 0, lab.scalar(3, n_labels, np.int64)),
-        "num_unit": strs(np.where(is_str, 0, lab.scalar(4, n_labels, np.int64)), "label unit"),
+        "num_unit": strings.many(np.where(is_str, 0, lab.scalar(4, n_labels, np.int64)), "label unit"),
     }
-
-    tables = dict(
-        samples=samples, stacks=stacks, locations=locations, functions=functions, mappings=mappings, labels=labels
-    )
-    profile = Profile.from_columns(tables, meta, source=name)
-    profile._cache["value_matrix"] = values
-    return profile
 
 
 class _StackColumns(Mapping):

@@ -14,6 +14,7 @@ import pandas as pd
 
 from crdscale.analysis.pprof.decode import TABLES, Profile, ProfileMeta, ValueType, unique_names
 from crdscale.analysis.pprof.schema import profile_message_class
+from crdscale.units import is_missing
 
 
 def encode_profile(profile: Profile, *, compress: bool = True, prune: bool = True) -> bytes:
@@ -90,7 +91,7 @@ def encode_profile(profile: Profile, *, compress: bool = True, prune: bool = Tru
     for i in range(len(profile.samples)):
         sm = msg.sample.add(location_id=loc_by_sample[i].tolist(), value=values[i].tolist())
         for lab in labels_by_sample.get(i, ()):
-            if lab.str is not None and not (isinstance(lab.str, float) and np.isnan(lab.str)):
+            if not is_missing(lab.str):
                 sm.label.add(key=sid(lab.key), str=sid(lab.str))
             else:
                 sm.label.add(key=sid(lab.key), num=int(lab.num), num_unit=sid(lab.num_unit))

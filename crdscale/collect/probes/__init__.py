@@ -41,8 +41,9 @@ MODULES = {
 @dataclass(frozen=True)
 class Section:
     """One printed table of a probe's result: ``table`` (a key of the result's tables), its ``columns``,
-    each column's unit (``ms``, ``MB``, ``MiB``, ``s``, ``count``, ``int``, ``pct``, ``x1``, ``x2``, ``f1``; a
-    seconds or bytes value is shown in the unit named), and a ``note`` printed below."""
+    each column's unit (a key of :data:`crdscale.units.COLUMN_FORMATS`: ``ms``, ``MiB``, ``s``, ``count``,
+    ``int``, ``pct``, ``x1``, ``x2``, ``f1``; a seconds or bytes value is shown in the unit named), and a
+    ``note`` printed below."""
 
     title: str
     table: str

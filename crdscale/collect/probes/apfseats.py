@@ -28,9 +28,10 @@ import pandas as pd
 from crdscale.collect.promtext import Samples
 from crdscale.errors import ClusterError
 from crdscale.models import apf
+from crdscale.units import is_missing
 
 from . import ProbeResult, Section, write_tables
-from . import metrics as m
+from . import requestcost as m
 from ._http import check, fresh_session, timed_get
 from .configs import STATS_WAIT_S, ApfConfig
 from .fixtures import ProbeFixtures, probe_labels
@@ -108,9 +109,9 @@ def stats_current(object_count: float, total_size_bytes: float, stored: int | No
     there are objects. ``stored`` None (unknown): current. NaN count (not exposed): not current."""
     if stored is None:
         return True
-    if object_count != object_count or int(object_count) != stored:
+    if is_missing(object_count) or int(object_count) != stored:
         return False
-    return total_size_bytes != total_size_bytes or stored == 0 or total_size_bytes > 0
+    return is_missing(total_size_bytes) or stored == 0 or total_size_bytes > 0
 
 
 def stored_counts(cluster, targets: list[ListTarget]) -> dict[str, int]:

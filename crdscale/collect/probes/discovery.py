@@ -538,7 +538,7 @@ def sweep(
 
     Returns ``{"sweep": one row per (group_versions, limit, repeat), "requests": per-request rows}``.
     """
-    from .fixtures import ProbeFixtures, sweep_crds
+    from .fixtures import ProbeFixtures
 
     discover = _discoverer()
     kubectl_versions = list(kubectl_versions)
@@ -552,94 +552,114 @@ def sweep(
     with ProbeFixtures(cluster, run_id, keep=keep) as fixtures:
         created = 0
         for target in sorted(targets):
-            current = count_group_versions(cluster)
-            if current > target:
-                log.info(f"server already has {current} group-versions > {target}; measuring at {current}")
-            elif current < target:
-                need = target - current
-                log.info(f"adding {need} CRDs in new groups ({current} -> {target} group-versions)")
-                fixtures.install_crds(sweep_crds(created, created + need, fixtures.labels, fixtures.instance))
-                created += need
+            created = _grow_to(cluster, fixtures, target, created)
             gv = count_group_versions(cluster)
             for repeat in range(repeats):
                 baseline, solo_latency = None, 0.0
                 for limit in limits:
                     run = discover(cluster, limit)
-                    s = run.summary
                     if not limit.enabled:
-                        baseline = s["wall_s"]
+                        baseline = run.summary["wall_s"]
                         # /api and /apis go one at a time: their latency is a request's latency alone.
                         solo_latency = float(run.requests.loc[run.requests["phase"] == "groups", "latency_s"].mean())
-                    measured = s["wall_s"] - baseline if baseline is not None and limit.enabled else 0.0
-                    predicted_extra = (
-                        tb.predicted_extra_wall(s["preamble_s"], s["predicted_delay_s"], solo_latency, baseline)
-                        if baseline is not None and limit.enabled
-                        else 0.0
-                    )
-                    row = {
-                        "group_versions": gv,
-                        "repeat": repeat,
-                        "mode": s["mode"],
-                        **{
-                            k: s[k]
-                            for k in (
-                                "limit",
-                                "burst",
-                                "qps",
-                                "requests",
-                                "wall_s",
-                                "preamble_s",
-                                "max_wait_s",
-                                "max_limiter_wait_s",
-                                "bytes",
-                                "errors",
-                            )
-                        },
-                        "unthrottled_wall_s": baseline,
-                        "measured_delay_s": measured,
-                        "predicted_delay_s": s["predicted_delay_s"],
-                        "predicted_extra_wall_s": predicted_extra,
-                    }
-                    # Held to the tolerance: end-to-end extra time vs its prediction, when above the noise floor.
-                    row["relative_error"] = (
-                        tb.relative_error(measured, predicted_extra)
-                        if predicted_extra >= tb.MIN_CHECKED_DELAY_S
-                        else float("nan")
-                    )
-                    row["model_relative_error"] = tb.relative_error(measured, row["predicted_delay_s"])
-                    # The client's own last wait on its limiter against the model's: no network in between.
-                    row["wait_relative_error"] = tb.relative_error(s["max_limiter_wait_s"], row["predicted_delay_s"])
-                    rows.append(row)
+                    rows.append(_sweep_row(gv, repeat, limit, run.summary, baseline, solo_latency))
                     request_tables.append(run.requests.assign(group_versions=gv, limit=limit.label(), repeat=repeat))
-                    log.info(
-                        f"  {gv} GVs {limit.label():>10}: wall {s['wall_s']:6.2f} s, "
-                        f"delay measured {measured:6.2f} s, predicted {row['predicted_delay_s']:6.2f} s"
-                    )
-            kubeconfig = getattr(cluster, "kubeconfig", None)
-            if with_kubectl and kubeconfig and kubectl_versions:
-                rows += kubectl_rows(kubeconfig, kubectl_versions, gv, context=getattr(cluster, "context", None))
-            elif with_kubectl and kubeconfig:
-                kc = kubectl_discovery(kubeconfig, context=getattr(cluster, "context", None))
-                if kc.get("available"):
-                    rows.append(
-                        {
-                            "group_versions": gv,
-                            "repeat": 0,
-                            "limit": f"kubectl {kc['kubectl_version']}",
-                            "requests": kc["gets"],
-                            "wall_s": kc["wall_s"],
-                            "errors": int(kc["exit_code"] != 0),
-                            "measured_delay_s": float("nan"),
-                            "predicted_delay_s": float("nan"),
-                            "relative_error": float("nan"),
-                        }
-                    )
-                    log.info(
-                        f"  {gv} GVs kubectl {kc['kubectl_version']}: wall {kc['wall_s']:6.2f} s, {kc['gets']} GETs"
-                    )
-                else:
-                    log.info(f"  {kc['note']}")
+            if with_kubectl:
+                rows += _kubectl_sweep_rows(cluster, gv, kubectl_versions)
     return {"sweep": pd.DataFrame(rows), "requests": pd.concat(request_tables, ignore_index=True)}
+
+
+def _grow_to(cluster, fixtures, target: int, created: int) -> int:
+    """Add CRDs in new groups until the server has ``target`` group-versions (none when it has
+    as many or more); returns how many CRDs the sweep has created so far."""
+    from .fixtures import sweep_crds
+
+    current = count_group_versions(cluster)
+    if current > target:
+        log.info(f"server already has {current} group-versions > {target}; measuring at {current}")
+    elif current < target:
+        need = target - current
+        log.info(f"adding {need} CRDs in new groups ({current} -> {target} group-versions)")
+        fixtures.install_crds(sweep_crds(created, created + need, fixtures.labels, fixtures.instance))
+        created += need
+    return created
+
+
+_SWEEP_SUMMARY_KEYS = (
+    "limit",
+    "burst",
+    "qps",
+    "requests",
+    "wall_s",
+    "preamble_s",
+    "max_wait_s",
+    "max_limiter_wait_s",
+    "bytes",
+    "errors",
+)
+
+
+def _sweep_row(gv: int, repeat: int, limit: tb.RateLimit, s: dict, baseline: float | None, solo_latency: float) -> dict:
+    """One limit's row of the sweep: its discovery summary ``s``, the delay measured against the
+    unthrottled ``baseline`` wall time, and the model's predictions with their relative errors."""
+    against_baseline = baseline is not None and limit.enabled
+    measured = s["wall_s"] - baseline if against_baseline else 0.0
+    predicted_extra = (
+        tb.predicted_extra_wall(s["preamble_s"], s["predicted_delay_s"], solo_latency, baseline)
+        if against_baseline
+        else 0.0
+    )
+    row = {
+        "group_versions": gv,
+        "repeat": repeat,
+        "mode": s["mode"],
+        **{k: s[k] for k in _SWEEP_SUMMARY_KEYS},
+        "unthrottled_wall_s": baseline,
+        "measured_delay_s": measured,
+        "predicted_delay_s": s["predicted_delay_s"],
+        "predicted_extra_wall_s": predicted_extra,
+    }
+    # Held to the tolerance: end-to-end extra time vs its prediction, when above the noise floor.
+    row["relative_error"] = (
+        tb.relative_error(measured, predicted_extra) if predicted_extra >= tb.MIN_CHECKED_DELAY_S else float("nan")
+    )
+    row["model_relative_error"] = tb.relative_error(measured, row["predicted_delay_s"])
+    # The client's own last wait on its limiter against the model's: no network in between.
+    row["wait_relative_error"] = tb.relative_error(s["max_limiter_wait_s"], row["predicted_delay_s"])
+    log.info(
+        f"  {gv} GVs {limit.label():>10}: wall {s['wall_s']:6.2f} s, "
+        f"delay measured {measured:6.2f} s, predicted {row['predicted_delay_s']:6.2f} s"
+    )
+    return row
+
+
+def _kubectl_sweep_rows(cluster, gv: int, kubectl_versions: list[str]) -> list[dict]:
+    """kubectl's rows at ``gv`` group-versions: each of ``kubectl_versions``, else a real kubectl
+    on PATH (none without a kubeconfig, or when there is no real kubectl)."""
+    kubeconfig = getattr(cluster, "kubeconfig", None)
+    context = getattr(cluster, "context", None)
+    if not kubeconfig:
+        return []
+    if kubectl_versions:
+        return kubectl_rows(kubeconfig, kubectl_versions, gv, context=context)
+    kc = kubectl_discovery(kubeconfig, context=context)
+    if not kc.get("available"):
+        log.info(f"  {kc['note']}")
+        return []
+    log.info(f"  {gv} GVs kubectl {kc['kubectl_version']}: wall {kc['wall_s']:6.2f} s, {kc['gets']} GETs")
+    return [
+        {
+            "group_versions": gv,
+            "repeat": 0,
+            "limit": f"kubectl {kc['kubectl_version']}",
+            "requests": kc["gets"],
+            "wall_s": kc["wall_s"],
+            "errors": int(kc["exit_code"] != 0),
+            "measured_delay_s": float("nan"),
+            "predicted_delay_s": float("nan"),
+            "relative_error": float("nan"),
+        }
+    ]
 
 
 def agreement(sweep_table: pd.DataFrame, *, tolerance: float = 0.15) -> pd.DataFrame:

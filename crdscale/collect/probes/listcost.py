@@ -31,9 +31,10 @@ import pandas as pd
 
 from crdscale.errors import ClusterError, UsageError
 from crdscale.proc import rss_bytes, thread_cpu_seconds
+from crdscale.units import is_missing
 
 from . import ProbeResult, Section, write_tables
-from . import metrics as m
+from . import requestcost as m
 from ._http import fresh_session, is_loopback, timed_get
 from .configs import ListObjects, ListProbeConfig
 from .fixtures import (
@@ -336,11 +337,8 @@ def measure_lists(
     ``expected_from_cache`` (what the APF estimator assumes), ``stored_objects``.
     Without ``read_metrics`` the place and costs are unknown (NaN).
     """
-    from crdscale.models.apf import served_from_cache
-
     kinds = tuple(kinds)
     servers = list(servers) if servers else [ApiServer(DEFAULT_APISERVER, cluster)]
-    nan = float("nan")
     rows = []
     sessions = {s.label: fresh_session(s.cluster, pool_size=4) for s in servers}
     try:
@@ -362,72 +360,101 @@ def measure_lists(
             )
             for request in list_requests:
                 for server in servers:
-                    session = sessions[server.label]
-                    execute(session, server.cluster, request)  # warm-up: connection, caches, first-request costs
-                    run = lambda: [execute(session, server.cluster, request) for _ in range(repeats)]  # noqa: E731
-                    if read_metrics:
-                        window, results = _measure_window(server, run)
-                        before, after = window.readings.before, window.readings.after
-                    else:
-                        window, results = None, run()
-                    pages = results[0].pages
-                    requests_sent = repeats * pages
-                    if window is not None:
-                        served = m.classify_served_from(
-                            before, after, target.group, target.resource, requests=requests_sent
-                        )
-                        cost = m.request_cost(window.readings, repeats, idle[server.label].readings)
-                        etcd_cpu = _etcd_cpu_per_request(window, idle[server.label], repeats)
-                    else:
-                        served = m.ServedFrom("unknown", 0, 0, 0, 0, 0, 0, "none", "metrics not read")
-                        cost = m.RequestCost(nan, nan, nan, nan, "none")
-                        etcd_cpu = nan
-                    latencies = [r.latency_s for r in results]
-                    rows.append(
-                        {
-                            "resource": target.group_resource,
-                            "kind": request.kind,
-                            "apiserver": server.label,
-                            "description": request.description,
-                            "path": request.path,
-                            "params": request.params_json(),
-                            "accept": request.accept,
-                            "status": results[-1].status,
-                            "items": results[-1].items,
-                            "pages": pages,
-                            "bytes": results[-1].bytes,
-                            "latency_s": statistics.median(latencies),
-                            "latency_min_s": min(latencies),
-                            "latency_max_s": max(latencies),
-                            "first_page_latency_s": statistics.median(r.first_page_latency_s for r in results),
-                            "served_from": served.place,
-                            "served_from_evidence": served.evidence,
-                            "counter_scheme": served.scheme,
-                            "fetched_objects": served.fetched_objects / repeats if window is not None else nan,
-                            "returned_objects": served.returned_objects / repeats if window is not None else nan,
-                            "consistent_reads": served.consistent_reads / repeats,
-                            "etcd_revision_checks": served.etcd_revision_checks / repeats,
-                            "cpu_s": cost.cpu_s,
-                            "alloc_bytes": cost.alloc_bytes,
-                            "etcd_cpu_s": etcd_cpu,
-                            "rss_growth_bytes": cost.rss_growth_bytes,
-                            "heap_inuse_growth_bytes": cost.heap_inuse_growth_bytes,
-                            "cost_source": cost.source,
-                            "expected_from_cache": served_from_cache(request.params),
-                            "stored_objects": populated.counts.get(target.group_resource, 0),
-                            "data_bytes_per_object": populated.data_bytes.get(target.group_resource, 0),
-                            "repeats": repeats,
-                        }
-                    )
+                    timed = _time_list(server, sessions[server.label], request, target, repeats, idle.get(server.label))
+                    rows.append(_list_row(target, request, server, timed, populated))
                     log.info(
                         f"  {target.group_resource:>32} {request.kind:>24} {server.label:>20}: "
-                        f"{statistics.median(latencies) * 1000:8.1f} ms {results[-1].bytes / 2**20:9.3f} MiB "
-                        f"{results[-1].items:6d} items {cost.cpu_s * 1000:7.1f} CPU-ms  [{served.place}]"
+                        f"{rows[-1]['latency_s'] * 1000:8.1f} ms {rows[-1]['bytes'] / 2**20:9.3f} MiB "
+                        f"{rows[-1]['items']:6d} items {timed.cost.cpu_s * 1000:7.1f} CPU-ms  [{timed.served.place}]"
                     )
     finally:
         for session in sessions.values():
             session.close()
     return pd.DataFrame(rows)
+
+
+@dataclass
+class _TimedList:
+    """One LIST request repeated on one server: each execution, and (when the server's metrics
+    were read) where it was served from and what it cost per execution."""
+
+    results: list[ListResult]
+    repeats: int
+    served: m.ServedFrom
+    cost: m.RequestCost
+    etcd_cpu_s: float
+    metrics_read: bool
+
+
+def _time_list(
+    server: ApiServer, session, request: ListRequest, target: ListTarget, repeats: int, idle: _Window | None
+) -> _TimedList:
+    """Send ``request`` once to warm up, then ``repeats`` times, inside a metrics window when
+    ``idle`` (the server's idle window) is given."""
+    execute(session, server.cluster, request)  # warm-up: connection, caches, first-request costs
+
+    def run() -> list[ListResult]:
+        return [execute(session, server.cluster, request) for _ in range(repeats)]
+
+    if idle is None:
+        nan = float("nan")
+        served = m.ServedFrom("unknown", 0, 0, 0, 0, 0, 0, "none", "metrics not read")
+        return _TimedList(run(), repeats, served, m.RequestCost(nan, nan, nan, nan, "none"), nan, False)
+    window, results = _measure_window(server, run)
+    served = m.classify_served_from(
+        window.readings.before,
+        window.readings.after,
+        target.group,
+        target.resource,
+        requests=repeats * results[0].pages,
+    )
+    cost = m.request_cost(window.readings, repeats, idle.readings)
+    return _TimedList(results, repeats, served, cost, _etcd_cpu_per_request(window, idle, repeats), True)
+
+
+def _list_row(
+    target: ListTarget, request: ListRequest, server: ApiServer, timed: _TimedList, populated: Populated
+) -> dict:
+    """The row of :func:`measure_lists`' table for one request on one server."""
+    from crdscale.models.apf import served_from_cache
+
+    results, repeats, served, cost = timed.results, timed.repeats, timed.served, timed.cost
+    latencies = [r.latency_s for r in results]
+    nan = float("nan")
+    return {
+        "resource": target.group_resource,
+        "kind": request.kind,
+        "apiserver": server.label,
+        "description": request.description,
+        "path": request.path,
+        "params": request.params_json(),
+        "accept": request.accept,
+        "status": results[-1].status,
+        "items": results[-1].items,
+        "pages": results[0].pages,
+        "bytes": results[-1].bytes,
+        "latency_s": statistics.median(latencies),
+        "latency_min_s": min(latencies),
+        "latency_max_s": max(latencies),
+        "first_page_latency_s": statistics.median(r.first_page_latency_s for r in results),
+        "served_from": served.place,
+        "served_from_evidence": served.evidence,
+        "counter_scheme": served.scheme,
+        "fetched_objects": served.fetched_objects / repeats if timed.metrics_read else nan,
+        "returned_objects": served.returned_objects / repeats if timed.metrics_read else nan,
+        "consistent_reads": served.consistent_reads / repeats,
+        "etcd_revision_checks": served.etcd_revision_checks / repeats,
+        "cpu_s": cost.cpu_s,
+        "alloc_bytes": cost.alloc_bytes,
+        "etcd_cpu_s": timed.etcd_cpu_s,
+        "rss_growth_bytes": cost.rss_growth_bytes,
+        "heap_inuse_growth_bytes": cost.heap_inuse_growth_bytes,
+        "cost_source": cost.source,
+        "expected_from_cache": served_from_cache(request.params),
+        "stored_objects": populated.counts.get(target.group_resource, 0),
+        "data_bytes_per_object": populated.data_bytes.get(target.group_resource, 0),
+        "repeats": repeats,
+    }
 
 
 # --- concurrent load ------------------------------------------------------------
@@ -477,92 +504,138 @@ def concurrent_load(
     for level in concurrency_levels:
         if level < 1:
             raise UsageError("concurrency levels must be >= 1")
-        session = fresh_session(cluster, pool_size=level)
-        samples: list[dict] = []
-        stop = threading.Event()
-
-        def memory() -> dict[str, float]:
-            sample = m.memory_bytes(m.scrape(cluster, names=m.MEMORY_METRIC_NAMES, timeout=10))
-            rss = rss_bytes(pid) if pid is not None else None
-            if rss is not None:
-                sample["rss_bytes"] = float(rss)  # /proc: not the value of up to a scrape interval ago
-            return sample
-
-        def sampler() -> None:
-            while not stop.is_set():
-                try:
-                    samples.append(memory())
-                except ClusterError:
-                    pass
-                stop.wait(sample_interval_s)
-
         if collect_garbage:
             cluster.get("/debug/pprof/heap", params={"gc": "1"}, timeout=60)
-        before = memory()
+        memory = _MemorySampler(cluster, pid, sample_interval_s)
+        before = memory.sample()
         cpu_before, cpu_source = _cpu_seconds(cluster, pid)
-        thread = threading.Thread(target=sampler, daemon=True)
-        thread.start()
-        deadline = time.monotonic() + max_seconds_per_level
-        remaining = [requests_per_level]
-        lock = threading.Lock()
-        latencies: list[float] = []
-        errors = [0]
-        total_bytes = [0]
-
-        def worker() -> None:
-            while time.monotonic() < deadline:
-                with lock:
-                    if remaining[0] <= 0:
-                        return
-                    remaining[0] -= 1
-                try:
-                    r = execute(session, cluster, request, timeout_s=max(5.0, max_seconds_per_level), decode=False)
-                    ok = r.status == 200
-                except ClusterError:
-                    ok, r = False, None
-                with lock:
-                    if ok:
-                        latencies.append(r.latency_s)
-                        total_bytes[0] += r.bytes
-                    else:
-                        errors[0] += 1
-
-        start = time.monotonic()
-        with ThreadPoolExecutor(max_workers=level) as pool:
-            for _ in range(level):
-                pool.submit(worker)
-        elapsed = time.monotonic() - start
+        memory.start()
+        replay = _replay(cluster, request, level, requests_per_level, max_seconds_per_level)
         cpu_after, _ = _cpu_seconds(cluster, pid)
-        stop.set()
-        thread.join(timeout=15)
-        session.close()
-        lat = pd.Series(latencies, dtype=float)
-        rss = [s["rss_bytes"] for s in samples]
-        heap = [s["heap_inuse_bytes"] for s in samples]
+        samples = memory.stop()
         rows.append(
             {
                 "kind": request.kind,
                 "concurrency": level,
-                "requests": len(latencies),
-                "errors": errors[0],
-                "seconds": elapsed,
-                "throughput_rps": len(latencies) / elapsed if elapsed > 0 else float("nan"),
-                "latency_p50_s": float(lat.quantile(0.5)) if len(lat) else float("nan"),
-                "latency_p99_s": float(lat.quantile(0.99)) if len(lat) else float("nan"),
-                "bytes": total_bytes[0],
-                "rss_before_bytes": before["rss_bytes"],
-                "rss_max_bytes": max(rss) if rss else float("nan"),
-                "heap_inuse_before_bytes": before["heap_inuse_bytes"],
-                "heap_inuse_max_bytes": max(heap) if heap else float("nan"),
-                # A level whose peak stays under its baseline (a GC in between) grew by 0.
-                "rss_growth_bytes": max(0.0, max(rss) - before["rss_bytes"]) if rss else float("nan"),
-                "heap_inuse_growth_bytes": max(0.0, max(heap) - before["heap_inuse_bytes"]) if heap else float("nan"),
+                **replay.columns(),
+                **_memory_columns(before, samples),
                 "cpu_s": cpu_after - cpu_before,
                 "cpu_source": cpu_source,
                 "memory_samples": len(samples),
             }
         )
     return pd.DataFrame(rows)
+
+
+class _MemorySampler:
+    """The server's RSS and heap in use every ``interval_s`` in a thread, until :meth:`stop`.
+    RSS comes from ``/proc`` of ``pid`` when given (not the value of up to a scrape interval
+    ago), else from ``/metrics`` like the heap."""
+
+    def __init__(self, cluster, pid: int | None, interval_s: float):
+        self.cluster, self.pid, self.interval_s = cluster, pid, interval_s
+        self.samples: list[dict[str, float]] = []
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._loop, daemon=True)
+
+    def sample(self) -> dict[str, float]:
+        sample = m.memory_bytes(m.scrape(self.cluster, names=m.MEMORY_METRIC_NAMES, timeout=10))
+        rss = rss_bytes(self.pid) if self.pid is not None else None
+        if rss is not None:
+            sample["rss_bytes"] = float(rss)
+        return sample
+
+    def _loop(self) -> None:
+        while not self._stop.is_set():
+            try:
+                self.samples.append(self.sample())
+            except ClusterError:
+                pass
+            self._stop.wait(self.interval_s)
+
+    def start(self) -> None:
+        self._thread.start()
+
+    def stop(self) -> list[dict[str, float]]:
+        self._stop.set()
+        self._thread.join(timeout=15)
+        return self.samples
+
+
+@dataclass
+class _Replay:
+    """What one concurrency level's clients got: successful latencies, errors, bytes, wall time."""
+
+    latencies: list[float]
+    errors: int
+    bytes: int
+    seconds: float
+
+    def columns(self) -> dict:
+        lat = pd.Series(self.latencies, dtype=float)
+        nan = float("nan")
+        return {
+            "requests": len(self.latencies),
+            "errors": self.errors,
+            "seconds": self.seconds,
+            "throughput_rps": len(self.latencies) / self.seconds if self.seconds > 0 else nan,
+            "latency_p50_s": float(lat.quantile(0.5)) if len(lat) else nan,
+            "latency_p99_s": float(lat.quantile(0.99)) if len(lat) else nan,
+            "bytes": self.bytes,
+        }
+
+
+def _replay(cluster, request: ListRequest, level: int, requests: int, max_seconds: float) -> _Replay:
+    """``level`` clients send ``request`` until ``requests`` were sent or ``max_seconds`` passed."""
+    session = fresh_session(cluster, pool_size=level)
+    deadline = time.monotonic() + max_seconds
+    remaining = [requests]
+    lock = threading.Lock()
+    got = _Replay([], 0, 0, 0.0)
+
+    def worker() -> None:
+        while time.monotonic() < deadline:
+            with lock:
+                if remaining[0] <= 0:
+                    return
+                remaining[0] -= 1
+            try:
+                r = execute(session, cluster, request, timeout_s=max(5.0, max_seconds), decode=False)
+                ok = r.status == 200
+            except ClusterError:
+                ok, r = False, None
+            with lock:
+                if ok:
+                    got.latencies.append(r.latency_s)
+                    got.bytes += r.bytes
+                else:
+                    got.errors += 1
+
+    start = time.monotonic()
+    try:
+        with ThreadPoolExecutor(max_workers=level) as pool:
+            for _ in range(level):
+                pool.submit(worker)
+        got.seconds = time.monotonic() - start
+    finally:
+        session.close()
+    return got
+
+
+def _memory_columns(before: dict[str, float], samples: list[dict[str, float]]) -> dict:
+    """The server's memory over a level: baseline, peak and growth (peak over the baseline)."""
+    rss = [s["rss_bytes"] for s in samples]
+    heap = [s["heap_inuse_bytes"] for s in samples]
+    nan = float("nan")
+    return {
+        "rss_before_bytes": before["rss_bytes"],
+        "rss_max_bytes": max(rss) if rss else nan,
+        "heap_inuse_before_bytes": before["heap_inuse_bytes"],
+        "heap_inuse_max_bytes": max(heap) if heap else nan,
+        # A level whose peak stays under its baseline (a GC in between) grew by 0.
+        "rss_growth_bytes": max(0.0, max(rss) - before["rss_bytes"]) if rss else nan,
+        "heap_inuse_growth_bytes": max(0.0, max(heap) - before["heap_inuse_bytes"]) if heap else nan,
+    }
 
 
 def server_object_stats(cluster, populated: Populated) -> pd.DataFrame:
@@ -837,7 +910,7 @@ def run(cluster, config: ListProbeConfig, writer, *, step: int = 0, run_id: str)
         # The manifest is plain JSON: a ratio that cannot be computed is null, not NaN.
         "etcd_over_cache": {
             f"{r.resource} {r.kind}": {
-                name: None if v != v else round(float(v), 2)
+                name: None if is_missing(v) else round(float(v), 2)
                 for name, v in (("latency", r.latency_ratio), ("cpu", r.cpu_ratio), ("alloc", r.alloc_ratio))
             }
             for r in paired.itertuples(index=False)

@@ -1,8 +1,9 @@
-"""Reading kube-apiserver's ``/metrics`` for the probes: diff and classify scrapes.
+"""What a request did to kube-apiserver, read from its ``/metrics`` before and after: where it was
+served from (watch cache or etcd) and what it cost (CPU, allocations, memory).
 
-The probes compare scrapes taken before and after a request to tell where it
-was served from and how the API server's memory moved. Parsing and the
-classification rules are pure; :func:`scrape` is the only I/O.
+The probes compare scrapes taken before and after a request. Parsing and the
+classification rules are pure; :func:`scrape` is the only I/O. (The run's time
+series, which crdscale records during a scenario, are :mod:`crdscale.collect.metrics`.)
 """
 
 from __future__ import annotations
