@@ -26,7 +26,8 @@ from crdscale.cluster.clients import ApiError, Cluster
 from crdscale.errors import ClusterError, UsageError
 from crdscale.ownership import is_owned
 from crdscale.scenario import fanout
-from crdscale.scenario.experiment import Experiment, format_duration
+from crdscale.scenario.experiment import Experiment
+from crdscale.units import fmt_duration
 
 log = logging.getLogger(__name__)
 
@@ -336,7 +337,7 @@ def summary_line(states: list[IndexState], parallelism: int) -> str:
     done = [st.seconds for st in cells.values() if st.state == SUCCEEDED and st.seconds]
     left = counts.get(PENDING, 0) + counts.get(RUNNING, 0)
     if done and left:
-        line += f"; ETA {format_duration(sum(done) / len(done) * math.ceil(left / max(parallelism, 1)))}"
+        line += f"; ETA {fmt_duration(sum(done) / len(done) * math.ceil(left / max(parallelism, 1)))}"
     return line
 
 
