@@ -460,6 +460,12 @@ class LocalControlPlane:
             f"--cluster-signing-cert-file={creds.ca_cert}",
             f"--cluster-signing-key-file={creds.ca_key}",
             f"--controllers={','.join(self.controller_manager_controllers)}",
+            # Leader election stays on (its lease renewals are real traffic), with deadlines that
+            # survive a loaded machine: at the defaults (15 s lease, 10 s renew deadline) a 2-core
+            # machine serving ~1,000 CRDs missed a renewal, kube-controller-manager exited and the
+            # run failed.
+            "--leader-elect-lease-duration=60s",
+            "--leader-elect-renew-deadline=40s",
             "--profiling=true",
             *self.controller_manager_flags,
         ]

@@ -115,6 +115,8 @@ def test_controller_manager_command_line(tmp_path, monkeypatch):
     for key in ("--kubeconfig", "--authentication-kubeconfig", "--authorization-kubeconfig"):
         assert flags[key] == str(cp.controller_manager_kubeconfig)
     assert cp.controller_manager_metrics_url == "https://127.0.0.1:10257/metrics"
+    # a loaded machine must not cost it its lease (it exits then, and the run fails)
+    assert flags["--leader-elect-renew-deadline"] == "40s" and flags["--leader-elect-lease-duration"] == "60s"
 
 
 def test_controller_manager_kubeconfig_uses_its_client_certificate(tmp_path, monkeypatch):
