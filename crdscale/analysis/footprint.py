@@ -593,3 +593,46 @@ def predict_difference(
         half = m.quantile(confidence) * math.sqrt(var)
         rows.append((target, mean, mean - half, mean + half))
     return _ordered(pd.DataFrame(rows, columns=["target", "value", "low", "high"]))
+
+
+# Candidate forms of a cost that may grow faster than the set (old servers rebuild the whole aggregated
+# OpenAPI spec for every CRD): columns of the design at ``n`` CRDs installed of ``b`` schema bytes each.
+# All have the linear model's per-CRD and per-schema-byte terms; the others add one superlinear term.
+GROWTH_FORMS = {
+    "linear": lambda n, b: [n, n * b],
+    "crds_x_schema_bytes": lambda n, b: [n, n * b, n * n * b],
+    "quadratic": lambda n, b: [n, n * b, n * n],
+}
+
+
+def held_out_growth_errors(steps: pd.DataFrame, forms: Mapping[str, Any] = GROWTH_FORMS) -> pd.DataFrame:
+    """How well each growth form predicts a run's largest step it was not fitted on.
+
+    ``steps`` has ``run, installed, bytes_per_crd, added`` (one target, one kube-apiserver version).
+    For each run, each form is fitted (least squares through the origin, relative errors: rows
+    divided by ``installed``) on every other run's steps and this run's steps but its largest, then
+    predicts the largest: ``form, run, installed, predicted, measured, error`` (relative). The form
+    with the smallest held-out error is the one the data supports; forms that coincide on these runs
+    (one schema size makes ``crds_x_schema_bytes`` a multiple of ``quadratic``) tie."""
+    out = []
+    for run, group in steps.groupby("run", sort=False):
+        last = group.loc[group["installed"].idxmax()]
+        train = steps[(steps["run"] != run) | (steps["installed"] < last["installed"])]
+        for name, form in forms.items():
+            x = np.array([form(n, b) for n, b in zip(train["installed"], train["bytes_per_crd"], strict=True)], float)
+            y = train["added"].to_numpy(dtype=float)
+            n = train["installed"].to_numpy(dtype=float)
+            coef, *_ = np.linalg.lstsq(x / n[:, None], y / n, rcond=None)
+            predicted = float(np.asarray(form(last["installed"], last["bytes_per_crd"]), float) @ coef)
+            measured = float(last["added"])
+            out.append(
+                {
+                    "form": name,
+                    "run": run,
+                    "installed": int(last["installed"]),
+                    "predicted": predicted,
+                    "measured": measured,
+                    "error": (predicted - measured) / measured if measured else math.nan,
+                }
+            )
+    return pd.DataFrame(out, columns=["form", "run", "installed", "predicted", "measured", "error"])

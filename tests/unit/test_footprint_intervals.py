@@ -200,3 +200,27 @@ def test_explain_of_a_model_without_a_record_says_so():
     lines = explain_lines(ChosenModel(_model(), SHIPPED, shipped_path("1.37.1")))
     assert any("no record of which runs" in line for line in lines)
     assert any("no peak RSS prediction" in line for line in lines)
+
+
+def _steps(cost):
+    """Runs of 3 schema sizes, 4 steps up to 800 CRDs, adding ``cost(n, b)`` bytes (+-2 %, deterministic)."""
+    rows = []
+    for k, b in enumerate((2_000.0, 8_000.0, 30_000.0)):
+        for j, n in enumerate((200, 400, 600, 800)):
+            wobble = 1 + 0.02 * ((k + j) % 3 - 1)
+            rows.append({"run": f"b{b:.0f}", "installed": n, "bytes_per_crd": b, "added": cost(n, b) * wobble})
+    return pd.DataFrame(rows)
+
+
+def test_held_out_error_picks_the_growth_form_the_runs_follow():
+    from crdscale.analysis.footprint import held_out_growth_errors
+
+    def mae(steps):
+        return held_out_growth_errors(steps).groupby("form")["error"].agg(lambda e: e.abs().mean())
+
+    in_bytes = mae(_steps(lambda n, b: 3e5 * n + 3e-2 * n * n * b))
+    assert in_bytes.idxmin() == "crds_x_schema_bytes" and in_bytes["linear"] > 0.1
+    in_crds = mae(_steps(lambda n, b: 3e5 * n + 10 * n * b + 500 * n * n))
+    assert in_crds.idxmin() == "quadratic" and in_crds["linear"] > 0.1
+    linear = mae(_steps(lambda n, b: 3e5 * n + 10 * n * b))
+    assert linear["linear"] < 0.03
