@@ -243,6 +243,28 @@ def _set_source(entry: dict, tmp: Path) -> Path:
     return out
 
 
+def predicted_prefix(source: Path, kube_version: str, shipped: bool, crds: int | None) -> dict:
+    """What `crdscale footprint SOURCE -o json` says (its keys), for the first ``crds`` CRDs of the source in
+    the order a run installs them (a run stopped early, e.g. by its memory guard, measured a prefix)."""
+    from crdscale.analysis.footprint import add_features, crd_features, predict
+    from crdscale.crds.load import load_crds
+    from crdscale.footprint_models import choose_model
+
+    chosen = choose_model(kube_version, shipped_only=shipped)
+    measures = load_crds(source, measure=crd_features).measures
+    features = add_features(measures[:crds] if crds else measures)
+    rows = {
+        r.target: {"value": r.value, "low": r.low, "high": r.high} for r in predict(chosen.model, features).itertuples()
+    }
+    return {
+        "features": features,
+        "served_heap_bytes": rows.get(TOTAL),
+        "rss_bytes": rows.get(RSS),
+        "rss_peak_bytes": rows.get(RSS_PEAK),
+        "model": {"origin": chosen.origin, "path": str(chosen.path), "provenance": chosen.model.provenance},
+    }
+
+
 def validation(args) -> int:
     """Predicted vs measured for every committed measurement, and the intervals' empirical coverage."""
     import tomllib
@@ -253,7 +275,7 @@ def validation(args) -> int:
     with tempfile.TemporaryDirectory(prefix="crdscale-footprint-validation-") as tmp:
         for m in data["measurement"]:
             entry = sets[m["set"]]
-            prediction = predicted(_set_source(entry, Path(tmp)), m["kube_version"], args.shipped, quiet=True)
+            prediction = predicted_prefix(_set_source(entry, Path(tmp)), m["kube_version"], args.shipped, m.get("crds"))
             held_out = any(
                 entry["held_out_as"] in str(v)
                 for v in prediction["model"]["provenance"].get("uses", {}).get("validation", [])

@@ -63,7 +63,7 @@ RSS_DEFINITIONS = {
     ),
     RSS_PEAK: (
         "peak RSS growth: the highest RSS sampled (every second, /proc) while the set is installed and "
-        "served, minus its RSS at 0 CRDs: what a memory limit must hold"
+        "served (up to its last heap profile), minus its RSS at 0 CRDs: what a memory limit must hold"
     ),
 }
 # 2: fitted on runs, not steps, with the error scaling with served versions (1 took steps as independent).
@@ -283,7 +283,9 @@ def rss_growths(rss: pd.Series, marks: pd.DataFrame) -> dict[str, float]:
     """A run's RSS growth as :data:`RSS_DEFINITIONS` defines it, from its RSS samples (``rss``: bytes
     indexed by UTC timestamp) and profile ``marks`` (``timestamp, crds, phase``):
     ``{"baseline", "settled", "peak", "end"}`` in bytes (``baseline``: RSS at the 0-CRD mark;
-    ``end``: growth at the last sample, e.g. after a hold). NaN where the run lacks the samples."""
+    ``end``: growth at the last sample, e.g. after a hold). The peak is taken up to the last mark: a run
+    stopped early (its memory guard) measured the set it had profiled, not the step it was in.
+    NaN where the run lacks the samples."""
     nan = {"baseline": math.nan, "settled": math.nan, "peak": math.nan, "end": math.nan}
     rss = rss.sort_index()
     if not len(rss) or not len(marks):
@@ -295,7 +297,7 @@ def rss_growths(rss: pd.Series, marks: pd.DataFrame) -> dict[str, float]:
     before = rss[: zero.max()]
     baseline = float(before.iloc[-1]) if len(before) else float(rss.iloc[0])
     at_last = rss[: last.max()]
-    after = rss[zero.max() :]
+    after = rss[zero.max() : last.max()]
     return {
         "baseline": baseline,
         "settled": float(at_last.iloc[-1]) - baseline if len(at_last) else math.nan,
