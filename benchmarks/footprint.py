@@ -210,10 +210,12 @@ def measure(run_dir: Path) -> int:
     """Print a run's measured growths as a [[measurement]] block for benchmarks/footprint-measured.toml."""
     run = read_run_input(run_dir)
     growth = run_growth_by_target(run_dir)
+    installed = int(final_growth(training_rows(run.points, {str(run.path): run.features}))["installed"].max())
     print("[[measurement]]")
     print(f'run = "{run_dir.parent.name}/{run_dir.name}"')
     print(f'kube_version = "{run.kube_version}"')
-    print(f"crds = {run.features['crds']:.0f}")
+    print(f"crds = {installed}  # installed at the last profile, of {run.features['crds']:.0f} in the set")
+    print(f'status = "{run.manifest.get("status")}"')
     for key, target in (("heap_bytes", TOTAL), ("rss_settled_bytes", RSS), ("rss_peak_bytes", RSS_PEAK)):
         if target in growth:
             print(f"{key} = {growth[target]:.0f}")
@@ -294,7 +296,7 @@ def validation(args) -> int:
         print(json.dumps({"results": rows, "coverage": coverage}, indent=2))
         return 0
     print(
-        f"{'set':<34}{'version':>8}  {'quantity':<20}{'predicted':>12}  {'95% interval':<26}{'measured':>12}"
+        f"{'set':<44}{'version':>8}  {'quantity':<20}{'predicted':>12}  {'95% interval':<26}{'measured':>12}"
         f"{'error':>8}  in"
     )
     for r in rows:
@@ -303,7 +305,7 @@ def validation(args) -> int:
         inside_text = {True: "yes", False: "no", None: "-"}[r["inside_interval"]]
         name = r["set"] + (" (held out)" if r["held_out"] else "")
         print(
-            f"{name:<34}{r['kube_version']:>8}  {r['what']:<20}{mib(r['predicted']):>12}  {interval:<26}"
+            f"{name:<44}{r['kube_version']:>8}  {r['what']:<20}{mib(r['predicted']):>12}  {interval:<26}"
             f"{mib(r['measured']):>12}{error:>8}  {inside_text}"
         )
     for key, label in (("all", "all rows"), ("held_out", "held-out rows")):
