@@ -100,8 +100,9 @@ def _rss_growth(run) -> dict[str, float]:
     series = run.series
     if series is None or not len(series):
         return rss_growths(pd.Series(dtype=float), run.profile_marks())
-    for job in (PROC_JOB, APISERVER_JOB):
-        sel = series[(series["job"] == job) & (series["metric"] == "process_resident_memory_bytes")]
+    rss_rows = series["metric"] == "process_resident_memory_bytes"
+    for job in (PROC_JOB, APISERVER_JOB) if "job" in series.columns else (None,):
+        sel = series[rss_rows & (series["job"] == job)] if job else series[rss_rows]
         if len(sel):
             rss = pd.Series(sel["value"].to_numpy(dtype=float), index=pd.to_datetime(sel["timestamp"], utc=True))
             return rss_growths(rss.groupby(level=0).sum(), run.profile_marks())
@@ -166,10 +167,10 @@ def fit_runs(
     except ValueError as err:
         raise UsageError(f"{err} (--features)") from None
     # The same runs' peak over settled RSS growth (they sample RSS every second): peak RSS growth.
-    growths = [(i.rss["peak"], i.rss["settled"]) for i in inputs if i.rss]
+    measured = [i for i in inputs if i.rss and i.rss["peak"] > 0 and i.rss["settled"] > 0]
     try:
-        model.peak = fit_peak_ratio(growths)
-        model.provenance["uses"]["peak_ratio"] = [i.path.name for i in inputs if i.rss]
+        model.peak = fit_peak_ratio([(i.rss["peak"], i.rss["settled"]) for i in measured])
+        model.provenance["uses"]["peak_ratio"] = [i.path.name for i in measured]
     except ValueError as err:
         log.warning(f"no peak RSS prediction: {err}")
     return model
