@@ -29,7 +29,7 @@ the 95 % interval, and the empirical coverage: over all rows, and over the held-
 (sets that informed no modelling decision, per the model's provenance.uses). --measure RUN_DIR prints
 a run's measured growths as a block for that file.
 
-Usage: python benchmarks/footprint.py --validation [--shipped] [-o json]
+Usage: python benchmarks/footprint.py --validation [--shipped] [--model FILE] [-o json]
        python benchmarks/footprint.py --measure RUN_DIR
        python benchmarks/footprint.py [--kube-version 1.37.1] [--crds 400] [--properties 150]
                                       [--versions 2] [--seed 7] [--steps 4] [--out DIR] [--shipped] [-o json]
@@ -245,14 +245,16 @@ def _set_source(entry: dict, tmp: Path) -> Path:
     return out
 
 
-def predicted_prefix(source: Path, kube_version: str, shipped: bool, crds: int | None) -> dict:
+def predicted_prefix(source: Path, kube_version: str, shipped: bool, crds: int | None, model_file=None) -> dict:
     """What `crdscale footprint SOURCE -o json` says (its keys), for the first ``crds`` CRDs of the source in
     the order a run installs them (a run stopped early, e.g. by its memory guard, measured a prefix)."""
     from crdscale.analysis.footprint import add_features, crd_features, predict
     from crdscale.crds.load import load_crds
-    from crdscale.footprint_models import choose_model
+    from crdscale.footprint_models import choose_model, read_model
 
-    chosen = choose_model(kube_version, shipped_only=shipped)
+    # --model FILE stands for its own version; the other versions keep the CLI's choice.
+    own = model_file is not None and read_model(model_file).kube_version.lstrip("v") == kube_version.lstrip("v")
+    chosen = choose_model(kube_version, path=model_file if own else None, shipped_only=shipped)
     measures = load_crds(source, measure=crd_features).measures
     features = add_features(measures[:crds] if crds else measures)
     rows = {
@@ -277,7 +279,9 @@ def validation(args) -> int:
     with tempfile.TemporaryDirectory(prefix="crdscale-footprint-validation-") as tmp:
         for m in data["measurement"]:
             entry = sets[m["set"]]
-            prediction = predicted_prefix(_set_source(entry, Path(tmp)), m["kube_version"], args.shipped, m.get("crds"))
+            prediction = predicted_prefix(
+                _set_source(entry, Path(tmp)), m["kube_version"], args.shipped, m.get("crds"), args.model
+            )
             held_out = any(
                 entry["held_out_as"] in str(v)
                 for v in prediction["model"]["provenance"].get("uses", {}).get("validation", [])
@@ -363,6 +367,7 @@ def main(argv=None) -> int:
     parser.add_argument("--kubectl", help="--speed: this kubectl (default: crdscale's)")
     parser.add_argument("--kubeconfig", help="--speed: also time kubectl apply --dry-run=client against this server")
     parser.add_argument("--validation", action="store_true", help="the committed measurements vs the models")
+    parser.add_argument("--model", help="--validation: this model file for its kube-apiserver version")
     parser.add_argument("--measure", type=Path, metavar="RUN_DIR", help="a run's growths, for footprint-measured.toml")
     args = parser.parse_args(argv)
     if args.validation:

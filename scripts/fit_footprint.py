@@ -93,6 +93,7 @@ def main(argv=None) -> int:
     parser.add_argument("--peak", action="store_true", help="fit the peak RSS ratio on the runs into the model")
     parser.add_argument("--record", action="append", metavar="ROLE=TEXT", help="add to the model's provenance.uses")
     parser.add_argument("--kube-version", help="--record: the shipped model of this version")
+    parser.add_argument("--out", help="write the fitted model here instead of over the shipped one")
     args = parser.parse_args(argv)
     try:
         if args.record:
@@ -117,7 +118,7 @@ def main(argv=None) -> int:
         )
     except CrdscaleError as err:
         sys.exit(f"fit_footprint: {err}")
-    print(write_model(model, shipped_path(model.kube_version)))
+    print(write_model(model, args.out or shipped_path(model.kube_version)))
     return 0
 
 
