@@ -21,7 +21,17 @@ need the server's discovery to map kinds, and spend ~30 s failing to reach a fak
 and best wall time, the median CPU time (user + system of the process and its children: the machine
 may be shared, and CPU time does not count waiting for it) and the load average before and after.
 
-Usage: python benchmarks/footprint.py [--kube-version 1.37.1] [--crds 400] [--properties 150]
+--validation compares the models with the measurements committed in benchmarks/footprint-measured.toml
+(each with the command and run that measured it; no server needed): every set is predicted now, with
+the model the CLI would use (--shipped: the shipped one), and the table gives predicted vs measured
+for served heap, settled and peak RSS growth, the relative error, whether the measurement is inside
+the 95 % interval, and the empirical coverage: over all rows, and over the held-out rows only
+(sets that informed no modelling decision, per the model's provenance.uses). --measure RUN_DIR prints
+a run's measured growths as a block for that file.
+
+Usage: python benchmarks/footprint.py --validation [--shipped] [--model FILE] [-o json]
+       python benchmarks/footprint.py --measure RUN_DIR
+       python benchmarks/footprint.py [--kube-version 1.37.1] [--crds 400] [--properties 150]
                                       [--versions 2] [--seed 7] [--steps 4] [--out DIR] [--shipped] [-o json]
        python benchmarks/footprint.py --speed [DIR] [--repeat 3] [--kubectl PATH] [--kubeconfig FILE] [-o json]
 """
@@ -41,15 +51,22 @@ import tempfile
 import time
 from pathlib import Path
 
-from crdscale.analysis.footprint import RSS, TOTAL, final_growth, training_rows
+from crdscale.analysis.footprint import RSS, RSS_PEAK, TOTAL, final_growth, training_rows
 from crdscale.cli.common import run_with_progress
 from crdscale.crds.generate import generate_crds, preset, write_crds
 from crdscale.paths import runs_dir
 from crdscale.scenario.calibrate import read_run_input, sweep_scenario
 from crdscale.scenario.config import build_scenario
 
-MEASURES = ((TOTAL, "served_heap_bytes", "served heap growth"), (RSS, "rss_bytes", "RSS growth"))
+MEASURES = (
+    (TOTAL, "served_heap_bytes", "served heap growth"),
+    (RSS, "rss_bytes", "RSS settled growth"),
+    (RSS_PEAK, "rss_peak_bytes", "RSS peak growth"),
+)
 REAL_CRDS = Path(__file__).resolve().parents[2] / "shared" / "data" / "crossplane-terrajet-2021-crds.tar.gz"
+MEASURED = Path(__file__).resolve().parent / "footprint-measured.toml"
+# A measured set's [set] key -> where its CRDs come from: the shared real set, or a generated one.
+SHARED_SET = "shared:crossplane-terrajet-2021"
 # kubectl needs a kubeconfig even with --local; nothing listens on port 1.
 NO_SERVER_KUBECONFIG = """\
 apiVersion: v1
@@ -148,10 +165,14 @@ def speed(args) -> int:
     return 0
 
 
-def predicted(crds_dir: Path, kube_version: str, shipped: bool) -> dict:
-    """`crdscale footprint CRDS -o json`, run as a user would (its warnings pass through to stderr)."""
+def predicted(crds_dir: Path, kube_version: str, shipped: bool, quiet: bool = False) -> dict:
+    """`crdscale footprint CRDS -o json`, run as a user would (its warnings pass through to stderr
+    unless ``quiet``: they are in the JSON too)."""
     cmd = [sys.executable, "-m", "crdscale", "footprint", str(crds_dir), "--kube-version", kube_version, "-o", "json"]
-    out = subprocess.run(cmd + (["--shipped"] if shipped else []), check=True, stdout=subprocess.PIPE, text=True)
+    cmd += ["--top", "0"] + (["--shipped"] if shipped else [])
+    out = subprocess.run(
+        cmd, check=True, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL if quiet else None, text=True
+    )
     return json.loads(out.stdout)
 
 
@@ -170,15 +191,138 @@ def measured(crds_dir: Path, kube_version: str, steps: int, out: Path) -> tuple[
         },
     )
     run_dir = Path(run_with_progress(scenario, out))
+    return run_dir, run_growth_by_target(run_dir)
+
+
+def run_growth_by_target(run_dir: Path) -> dict[str, float]:
+    """A run's growth at its last step by target (bytes): heap by cause and ``total`` from its last
+    profile, ``rss`` (settled) and ``rss_peak`` as crdscale.analysis.footprint.RSS_DEFINITIONS says."""
     run = read_run_input(run_dir)
     growth = final_growth(training_rows(run.points, {str(run.path): run.features}))
-    return run_dir, dict(zip(growth["target"], growth["added"]))
+    out = dict(zip(growth["target"], growth["added"]))
+    if run.rss:
+        out[RSS_PEAK] = run.rss["peak"]
+        out["rss_end"] = run.rss["end"]
+    return out
+
+
+def measure(run_dir: Path) -> int:
+    """Print a run's measured growths as a [[measurement]] block for benchmarks/footprint-measured.toml."""
+    run = read_run_input(run_dir)
+    growth = run_growth_by_target(run_dir)
+    installed = int(final_growth(training_rows(run.points, {str(run.path): run.features}))["installed"].max())
+    print("[[measurement]]")
+    print(f'run = "{run_dir.parent.name}/{run_dir.name}"')
+    print(f'kube_version = "{run.kube_version}"')
+    print(f"crds = {installed}  # installed at the last profile, of {run.features['crds']:.0f} in the set")
+    print(f'status = "{run.manifest.get("status")}"')
+    for key, target in (("heap_bytes", TOTAL), ("rss_settled_bytes", RSS), ("rss_peak_bytes", RSS_PEAK)):
+        if target in growth:
+            print(f"{key} = {growth[target]:.0f}")
+    if "rss_end" in growth:
+        print(f"rss_end_bytes = {growth['rss_end']:.0f}  # after the hold, if any")
+    return 0
+
+
+def _set_source(entry: dict, tmp: Path) -> Path:
+    """The CRDs a measured set names: the shared tarball (read as is) or a generated set, regenerated."""
+    if entry["set"] == SHARED_SET:
+        if not REAL_CRDS.is_file():
+            raise SystemExit(f"{REAL_CRDS}: the shared real CRD set is not there")
+        return REAL_CRDS
+    g = entry["generate"]
+    params = preset(
+        g.get("preset", "apigen"),
+        crd_count=g["count"],
+        group_count=g["groups"],
+        property_count=g["property_count"],
+        versions=g.get("versions", 1),
+        seed=g["seed"],
+    )
+    out = tmp / entry["set"].replace(":", "-")
+    if not out.exists():
+        write_crds(generate_crds(params), out)
+    return out
+
+
+def predicted_prefix(source: Path, kube_version: str, shipped: bool, crds: int | None, model_file=None) -> dict:
+    """What `crdscale footprint SOURCE -o json` says (its keys), for the first ``crds`` CRDs of the source in
+    the order a run installs them (a run stopped early, e.g. by its memory guard, measured a prefix)."""
+    from crdscale.analysis.footprint import add_features, crd_features, predict
+    from crdscale.crds.load import load_crds
+    from crdscale.footprint_models import choose_model, read_model
+
+    # --model FILE stands for its own version; the other versions keep the CLI's choice.
+    own = model_file is not None and read_model(model_file).kube_version.lstrip("v") == kube_version.lstrip("v")
+    chosen = choose_model(kube_version, path=model_file if own else None, shipped_only=shipped)
+    measures = load_crds(source, measure=crd_features).measures
+    features = add_features(measures[:crds] if crds else measures)
+    rows = {
+        r.target: {"value": r.value, "low": r.low, "high": r.high} for r in predict(chosen.model, features).itertuples()
+    }
+    return {
+        "features": features,
+        "served_heap_bytes": rows.get(TOTAL),
+        "rss_bytes": rows.get(RSS),
+        "rss_peak_bytes": rows.get(RSS_PEAK),
+        "model": {"origin": chosen.origin, "path": str(chosen.path), "provenance": chosen.model.provenance},
+    }
+
+
+def validation(args) -> int:
+    """Predicted vs measured for every committed measurement, and the intervals' empirical coverage."""
+    import tomllib
+
+    data = tomllib.loads(MEASURED.read_text())
+    sets = {s["set"]: s for s in data["set"]}
+    rows = []
+    with tempfile.TemporaryDirectory(prefix="crdscale-footprint-validation-") as tmp:
+        for m in data["measurement"]:
+            entry = sets[m["set"]]
+            prediction = predicted_prefix(
+                _set_source(entry, Path(tmp)), m["kube_version"], args.shipped, m.get("crds"), args.model
+            )
+            held_out = any(
+                entry["held_out_as"] in str(v)
+                for v in prediction["model"]["provenance"].get("uses", {}).get("validation", [])
+            )
+            growth = {TOTAL: m.get("heap_bytes"), RSS: m.get("rss_settled_bytes"), RSS_PEAK: m.get("rss_peak_bytes")}
+            for r in compare(prediction, growth):
+                if r["measured"] is not None:
+                    rows.append({"set": m["set"], "kube_version": m["kube_version"], "held_out": held_out, **r})
+    inside = [r for r in rows if r["inside_interval"] is not None]
+    held = [r for r in inside if r["held_out"]]
+    coverage = {
+        "all": {"inside": sum(r["inside_interval"] for r in inside), "rows": len(inside)},
+        "held_out": {"inside": sum(r["inside_interval"] for r in held), "rows": len(held)},
+    }
+    if args.output == "json":
+        print(json.dumps({"results": rows, "coverage": coverage}, indent=2))
+        return 0
+    print(
+        f"{'set':<44}{'version':>8}  {'quantity':<20}{'predicted':>12}  {'95% interval':<26}{'measured':>12}"
+        f"{'error':>8}  in"
+    )
+    for r in rows:
+        interval = "-" if r["low"] is None else f"[{mib(r['low'])}, {mib(r['high'])}]"
+        error = "?" if r["error"] is None else f"{100 * r['error']:+.1f}%"
+        inside_text = {True: "yes", False: "no", None: "-"}[r["inside_interval"]]
+        name = r["set"] + (" (held out)" if r["held_out"] else "")
+        print(
+            f"{name:<44}{r['kube_version']:>8}  {r['what']:<20}{mib(r['predicted']):>12}  {interval:<26}"
+            f"{mib(r['measured']):>12}{error:>8}  {inside_text}"
+        )
+    for key, label in (("all", "all rows"), ("held_out", "held-out rows")):
+        c = coverage[key]
+        share = f"{c['inside'] / c['rows']:.0%}" if c["rows"] else "-"
+        print(f"coverage of the 95% intervals, {label}: {c['inside']} of {c['rows']} inside ({share})")
+    return 0
 
 
 def compare(prediction: dict, growth: dict[str, float]) -> list[dict]:
     rows = []
     for target, key, label in MEASURES:
-        p, m = prediction[key], growth.get(target)
+        p, m = prediction.get(key) or {"value": None, "low": None, "high": None}, growth.get(target)
         inside = None if p["low"] is None or m is None else p["low"] <= m <= p["high"]
         rows.append(
             {
@@ -188,7 +332,7 @@ def compare(prediction: dict, growth: dict[str, float]) -> list[dict]:
                 "low": p["low"],
                 "high": p["high"],
                 "measured": m,
-                "error": None if not m else (p["value"] - m) / m,
+                "error": None if not m or p["value"] is None else (p["value"] - m) / m,
                 "inside_interval": inside,
             }
         )
@@ -222,7 +366,14 @@ def main(argv=None) -> int:
     parser.add_argument("--repeat", type=int, default=3, help="--speed: runs per command")
     parser.add_argument("--kubectl", help="--speed: this kubectl (default: crdscale's)")
     parser.add_argument("--kubeconfig", help="--speed: also time kubectl apply --dry-run=client against this server")
+    parser.add_argument("--validation", action="store_true", help="the committed measurements vs the models")
+    parser.add_argument("--model", help="--validation: this model file for its kube-apiserver version")
+    parser.add_argument("--measure", type=Path, metavar="RUN_DIR", help="a run's growths, for footprint-measured.toml")
     args = parser.parse_args(argv)
+    if args.validation:
+        return validation(args)
+    if args.measure:
+        return measure(args.measure)
     if args.speed is not False:
         return speed(args)
 

@@ -16,7 +16,22 @@ per served CRD version, since a misfit grows with the set. A
 runs' scatter (``len(runs) - len(features)`` degrees of freedom), so
 :func:`predict` gives prediction intervals for a new set; it is plain data
 (:meth:`FootprintModel.to_dict`) shipped per kube-apiserver version with its
-provenance (experiment, machine, date). Nothing here reads files.
+provenance (experiment, machine, date, and which runs were used for what). Nothing
+here reads files.
+
+Intervals are multiplicative: a prediction's mean and variance (the coefficients'
+covariance plus a new run's misfit) are those of a lognormal, whose quantiles are
+the interval, so no interval of a quantity that cannot be negative (a cause's heap,
+the total, RSS) reaches below zero, and a small cause's interval is skewed up rather
+than cut at zero. A cause the linear model puts at or below zero is reported as 0
+with ``[0, mean + t * sd]`` (bounded below, additive above). Differences between two
+sets (:func:`predict_difference`) can be negative and keep the additive interval.
+
+RSS is two quantities (:data:`RSS_DEFINITIONS`): settled growth (the fitted target,
+RSS at the last step's profile mark minus RSS at 0 CRDs) and peak growth (the highest
+RSS sample of the run minus the same baseline: what a memory limit must hold),
+predicted as settled growth times a lognormal peak-to-settled ratio measured on runs
+named in the model's provenance (:class:`PeakRatio`).
 """
 
 from __future__ import annotations
@@ -39,9 +54,24 @@ from crdscale.units import is_missing
 # (README, "Footprint"), so no shipped model uses it.
 FEATURES = ("crds", "served_versions", "properties", "properties_squared", "schema_bytes")
 DESCRIPTIVE = ("max_depth",)
-RSS = "rss"
+RSS = "rss"  # settled RSS growth: the target fitted on the runs' profile marks
+RSS_PEAK = "rss_peak"  # peak RSS growth: settled growth times the model's PeakRatio
+RSS_DEFINITIONS = {
+    RSS: (
+        "settled RSS growth: kube-apiserver's resident memory once the set is installed and served and the "
+        "server settled (RSS at the last step's heap profile, after its settle and the profile's GC), minus "
+        "its RSS at 0 CRDs"
+    ),
+    RSS_PEAK: (
+        "peak RSS growth: the highest RSS sampled (every second, /proc) while the set is installed and "
+        "served (up to its last heap profile), minus its RSS at 0 CRDs: what a memory limit must hold"
+    ),
+}
 # 2: fitted on runs, not steps, with the error scaling with served versions (1 took steps as independent).
-MODEL_FORMAT = 2
+# 3: lognormal (non-negative) intervals, the peak RSS ratio, provenance.uses; format 2 files are read
+# (they have no peak ratio: no peak RSS prediction).
+MODEL_FORMAT = 3
+READABLE_FORMATS = (2, 3)
 # What a run's misfit is proportional to: the prediction's spread grows with this feature.
 ERROR_SCALE = "served_versions"
 
@@ -169,16 +199,112 @@ class LinearModel:
     sigma2: float
     dof: int
 
-    def predict(self, x: Sequence[float], scale: float, confidence: float = 0.95) -> tuple[float, float, float]:
-        """Prediction and its prediction interval (a new run, not just the mean) for a set of
-        size ``scale`` (its :data:`ERROR_SCALE`)."""
+    def moments(self, x: Sequence[float], scale: float) -> tuple[float, float]:
+        """Mean and variance of a new run's value for a set with features ``x`` and size ``scale``
+        (its :data:`ERROR_SCALE`): the coefficients' uncertainty plus the runs' misfit; NaN
+        variance without degrees of freedom."""
         x = np.asarray(x, dtype=float)
         value = float(x @ np.asarray(self.coef))
         if self.dof <= 0 or math.isnan(self.sigma2):
-            return value, math.nan, math.nan
-        var = float(x @ np.asarray(self.cov) @ x) + self.sigma2 * scale**2
-        half = t_quantile(0.5 + confidence / 2, self.dof) * math.sqrt(max(var, 0.0))
-        return value, value - half, value + half
+            return value, math.nan
+        return value, max(float(x @ np.asarray(self.cov) @ x) + self.sigma2 * scale**2, 0.0)
+
+    def quantile(self, confidence: float) -> float:
+        """The two-sided t quantile of a ``confidence`` interval on this model's degrees of freedom."""
+        return t_quantile(0.5 + confidence / 2, self.dof) if self.dof > 0 else math.nan
+
+    def predict(self, x: Sequence[float], scale: float, confidence: float = 0.95) -> tuple[float, float, float]:
+        """Prediction and its non-negative prediction interval (a new run, not just the mean) for a
+        set of size ``scale``: :func:`lognormal_interval` of :meth:`moments`."""
+        mean, var = self.moments(x, scale)
+        return lognormal_interval(mean, var, self.quantile(confidence))
+
+
+def lognormal_interval(mean: float, var: float, q: float) -> tuple[float, float, float]:
+    """``(value, low, high)`` of a quantity that cannot be negative, with this ``mean`` and ``var``:
+    the interval of the lognormal with the same two moments, ``exp(mu +- q * s)`` (``q``: a
+    quantile such as t's), never below zero. A mean at or below zero (a linear model's cause that
+    is nothing at this size) gives value 0 and ``[0, max(0, mean + q * sd)]``. NaN bounds when
+    ``var`` or ``q`` is NaN."""
+    if math.isnan(var) or math.isnan(q):
+        return max(mean, 0.0), math.nan, math.nan
+    if mean <= 0:
+        return 0.0, 0.0, max(0.0, mean + q * math.sqrt(var))
+    s2 = math.log1p(var / mean**2)
+    mu = math.log(mean) - s2 / 2
+    return mean, math.exp(mu - q * math.sqrt(s2)), math.exp(mu + q * math.sqrt(s2))
+
+
+@dataclass
+class PeakRatio:
+    """Peak RSS growth over settled RSS growth (:data:`RSS_DEFINITIONS`), lognormal: ``log_mean`` and
+    ``log_var`` of ``log(peak / settled)`` over ``runs`` runs (``dof = runs - 1``)."""
+
+    log_mean: float
+    log_var: float
+    runs: int
+
+    @property
+    def dof(self) -> int:
+        return self.runs - 1
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"log_mean": self.log_mean, "log_var": self.log_var, "runs": self.runs}
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> PeakRatio:
+        return cls(float(data["log_mean"]), float(data["log_var"]), int(data["runs"]))
+
+
+def fit_peak_ratio(growths: Sequence[tuple[float, float]]) -> PeakRatio:
+    """The :class:`PeakRatio` of runs' ``(peak growth, settled growth)`` (bytes, both positive);
+    ValueError with fewer than two usable runs."""
+    logs = [math.log(p / s) for p, s in growths if p > 0 and s > 0]
+    if len(logs) < 2:
+        raise ValueError(f"a peak ratio needs at least two runs with RSS growth, got {len(logs)}")
+    return PeakRatio(float(np.mean(logs)), float(np.var(logs, ddof=1)), len(logs))
+
+
+def peak_interval(
+    settled: LinearModel, ratio: PeakRatio, x: Sequence[float], scale: float, confidence: float = 0.95
+) -> tuple[float, float, float]:
+    """Peak RSS growth: the settled prediction's lognormal times the ratio's (a new run's ratio:
+    its variance plus the mean's), the log-variances added; the t quantile on the fewer degrees
+    of freedom of the two."""
+    mean, var = settled.moments(x, scale)
+    if mean <= 0 or math.isnan(var) or ratio.dof <= 0:
+        return max(mean, 0.0) * math.exp(ratio.log_mean), math.nan, math.nan
+    s2 = math.log1p(var / mean**2) + ratio.log_var * (1 + 1 / ratio.runs)
+    mu = math.log(mean) - math.log1p(var / mean**2) / 2 + ratio.log_mean
+    q = t_quantile(0.5 + confidence / 2, min(settled.dof, ratio.dof))
+    return math.exp(mu + s2 / 2), math.exp(mu - q * math.sqrt(s2)), math.exp(mu + q * math.sqrt(s2))
+
+
+def rss_growths(rss: pd.Series, marks: pd.DataFrame) -> dict[str, float]:
+    """A run's RSS growth as :data:`RSS_DEFINITIONS` defines it, from its RSS samples (``rss``: bytes
+    indexed by UTC timestamp) and profile ``marks`` (``timestamp, crds, phase``):
+    ``{"baseline", "settled", "peak", "end"}`` in bytes (``baseline``: RSS at the 0-CRD mark;
+    ``end``: growth at the last sample, e.g. after a hold). The peak is taken up to the last mark: a run
+    stopped early (its memory guard) measured the set it had profiled, not the step it was in.
+    NaN where the run lacks the samples."""
+    nan = {"baseline": math.nan, "settled": math.nan, "peak": math.nan, "end": math.nan}
+    rss = rss.sort_index()
+    if not len(rss) or not len(marks):
+        return nan
+    times = pd.to_datetime(marks["timestamp"], utc=True)
+    zero, last = times[marks["crds"] == 0], times[marks["crds"] == marks["crds"].max()]
+    if not len(zero) or marks["crds"].max() <= 0:
+        return nan
+    before = rss[: zero.max()]
+    baseline = float(before.iloc[-1]) if len(before) else float(rss.iloc[0])
+    at_last = rss[: last.max()]
+    after = rss[zero.max() : last.max()]
+    return {
+        "baseline": baseline,
+        "settled": float(at_last.iloc[-1]) - baseline if len(at_last) else math.nan,
+        "peak": float(after.max()) - baseline if len(after) else math.nan,
+        "end": float(rss.iloc[-1]) - baseline,
+    }
 
 
 def fit_linear(x: np.ndarray, y: np.ndarray) -> LinearModel:
@@ -229,6 +355,7 @@ class FootprintModel:
     targets: dict[str, LinearModel]
     provenance: dict[str, Any] = field(default_factory=dict)
     ranges: dict[str, list[float]] = field(default_factory=dict)
+    peak: PeakRatio | None = None
 
     def to_dict(self) -> dict[str, Any]:
         """Plain data for JSON (NaN becomes None)."""
@@ -247,6 +374,7 @@ class FootprintModel:
             "error_scale": ERROR_SCALE,
             "provenance": self.provenance,
             "ranges": self.ranges,
+            "peak_ratio": self.peak.to_dict() if self.peak else None,
             "targets": {
                 t: {"coef": clean(m.coef), "cov": clean(m.cov), "sigma2": clean(m.sigma2), "dof": m.dof}
                 for t, m in self.targets.items()
@@ -256,7 +384,7 @@ class FootprintModel:
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> FootprintModel:
         """The model of :meth:`to_dict`; ValueError for another format (refit it)."""
-        if data.get("format") != MODEL_FORMAT:
+        if data.get("format") not in READABLE_FORMATS:
             raise ValueError(f"footprint model format {data.get('format')!r}, this crdscale reads {MODEL_FORMAT}")
 
         def num(v):
@@ -277,6 +405,7 @@ class FootprintModel:
             targets,
             dict(data.get("provenance") or {}),
             {k: list(v) for k, v in (data.get("ranges") or {}).items()},
+            PeakRatio.from_dict(data["peak_ratio"]) if data.get("peak_ratio") else None,
         )
 
 
@@ -328,12 +457,18 @@ def extrapolations(model: FootprintModel, features: Mapping[str, float]) -> list
 
 def predict(model: FootprintModel, features: Mapping[str, float], confidence: float = 0.95) -> pd.DataFrame:
     """What a CRD set with these :func:`footprint_features` adds: ``target, value, low, high``
-    (bytes, prediction interval at ``confidence``); causes by size, then ``total`` and ``rss``."""
+    (bytes, non-negative prediction interval at ``confidence``); causes by size, then ``total``,
+    ``rss`` (settled RSS growth) and ``rss_peak`` (peak RSS growth, when the model has a peak ratio)."""
     x = [float(features[f]) for f in model.features]
     scale = float(features[ERROR_SCALE])
     rows = [(t, *m.predict(x, scale, confidence)) for t, m in model.targets.items()]
-    out = pd.DataFrame(rows, columns=["target", "value", "low", "high"])
-    out["_last"] = out["target"].map({TOTAL: 1, RSS: 2}).fillna(0)
+    if model.peak is not None and RSS in model.targets:
+        rows.append((RSS_PEAK, *peak_interval(model.targets[RSS], model.peak, x, scale, confidence)))
+    return _ordered(pd.DataFrame(rows, columns=["target", "value", "low", "high"]))
+
+
+def _ordered(out: pd.DataFrame) -> pd.DataFrame:
+    out["_last"] = out["target"].map({TOTAL: 1, RSS: 2, RSS_PEAK: 3}).fillna(0)
     out = out.sort_values(["_last", "value"], ascending=[True, False], kind="stable").drop(columns="_last")
     return out.reset_index(drop=True)
 
@@ -377,14 +512,21 @@ def top_crds(
 
 
 def _interval_arrays(model: LinearModel, x: np.ndarray, scale: np.ndarray, confidence: float):
-    """Vectorised :meth:`LinearModel.predict` over rows of ``x``: value, low, high arrays."""
-    value = x @ np.asarray(model.coef, dtype=float)
+    """Vectorised :meth:`LinearModel.predict` (:func:`lognormal_interval`) over rows of ``x``:
+    value, low, high arrays."""
+    mean = x @ np.asarray(model.coef, dtype=float)
     if model.dof <= 0 or math.isnan(model.sigma2):
-        nan = np.full_like(value, math.nan)
-        return value, nan, nan
-    var = np.einsum("ij,jk,ik->i", x, np.asarray(model.cov, dtype=float), x) + model.sigma2 * scale**2
-    half = t_quantile(0.5 + confidence / 2, model.dof) * np.sqrt(np.maximum(var, 0.0))
-    return value, value - half, value + half
+        nan = np.full_like(mean, math.nan)
+        return np.maximum(mean, 0.0), nan, nan
+    var = np.maximum(np.einsum("ij,jk,ik->i", x, np.asarray(model.cov, dtype=float), x) + model.sigma2 * scale**2, 0)
+    q = model.quantile(confidence)
+    positive = mean > 0
+    safe = np.where(positive, mean, 1.0)
+    s = np.sqrt(np.log1p(var / safe**2))
+    mu = np.log(safe) - s**2 / 2
+    low = np.where(positive, np.exp(mu - q * s), 0.0)
+    high = np.where(positive, np.exp(mu + q * s), np.maximum(0.0, mean + q * np.sqrt(var)))
+    return np.maximum(mean, 0.0), low, high
 
 
 def budget_fit(
@@ -401,13 +543,21 @@ def budget_fit(
 
     ``{"budget", "baseline", "target", "crds", "fit": count whose predicted growth fits,
     "fit_at_high": count whose interval's upper bound fits (the safe answer), "whole_set": {"value",
-    "low", "high"}}``; counts from 0 to ``crds``."""
+    "low", "high"}}``; counts from 0 to ``crds``. ``target`` :data:`RSS_PEAK` (what a memory limit must
+    hold) needs a model with a peak ratio; ValueError otherwise."""
     room = float(budget) - float(baseline)
-    costs = crd_costs(model, per_crd, target)
+    peak = target == RSS_PEAK
+    if peak and model.peak is None:
+        raise ValueError("this model has no peak RSS ratio: budget against settled RSS (rss) or refit it")
+    costs = crd_costs(model, per_crd, RSS if peak else target)  # peak is settled times a constant: same order
     order = np.argsort(costs, kind="stable")
     x = np.cumsum(_matrix(per_crd, model.features)[order], axis=0)
     scale = np.cumsum(_matrix(per_crd, [ERROR_SCALE])[order, 0])
-    value, low, high = _interval_arrays(model.targets[target], x, scale, confidence)
+    if peak:
+        rows = [peak_interval(model.targets[RSS], model.peak, row, s, confidence) for row, s in zip(x, scale)]
+        value, low, high = (np.array([r[i] for r in rows], dtype=float) for i in range(3))
+    else:
+        value, low, high = _interval_arrays(model.targets[target], x, scale, confidence)
 
     def fitting(values: np.ndarray) -> int:
         # Cheapest first: stop at the first prefix that does not fit.
@@ -435,11 +585,57 @@ def predict_difference(
     The coefficients' uncertainty enters through the features' difference; the runs' misfit is
     taken as shared by the two sets per served version (two releases of one provider, made by one
     generator, stray from the model alike), so it scales with the difference in served versions.
-    For unrelated sets, compare two predictions instead."""
+    For unrelated sets, compare two predictions instead. A difference can be negative, so its
+    interval is additive (t times the standard deviation), not the lognormal of :func:`predict`;
+    peak RSS is not differenced (its ratio is not known to carry to a difference)."""
     dx = np.array([float(new[f]) - float(old[f]) for f in model.features])
     dscale = float(new[ERROR_SCALE]) - float(old[ERROR_SCALE])
-    rows = [(t, *m.predict(dx, dscale, confidence)) for t, m in model.targets.items()]
-    out = pd.DataFrame(rows, columns=["target", "value", "low", "high"])
-    out["_last"] = out["target"].map({TOTAL: 1, RSS: 2}).fillna(0)
-    out = out.sort_values(["_last", "value"], ascending=[True, False], kind="stable").drop(columns="_last")
-    return out.reset_index(drop=True)
+    rows = []
+    for target, m in model.targets.items():
+        mean, var = m.moments(dx, dscale)
+        half = m.quantile(confidence) * math.sqrt(var)
+        rows.append((target, mean, mean - half, mean + half))
+    return _ordered(pd.DataFrame(rows, columns=["target", "value", "low", "high"]))
+
+
+# Candidate forms of a cost that may grow faster than the set (old servers rebuild the whole aggregated
+# OpenAPI spec for every CRD): columns of the design at ``n`` CRDs installed of ``b`` schema bytes each.
+# All have the linear model's per-CRD and per-schema-byte terms; the others add one superlinear term.
+GROWTH_FORMS = {
+    "linear": lambda n, b: [n, n * b],
+    "crds_x_schema_bytes": lambda n, b: [n, n * b, n * n * b],
+    "quadratic": lambda n, b: [n, n * b, n * n],
+}
+
+
+def held_out_growth_errors(steps: pd.DataFrame, forms: Mapping[str, Any] = GROWTH_FORMS) -> pd.DataFrame:
+    """How well each growth form predicts a run's largest step it was not fitted on.
+
+    ``steps`` has ``run, installed, bytes_per_crd, added`` (one target, one kube-apiserver version).
+    For each run, each form is fitted (least squares through the origin, relative errors: rows
+    divided by ``installed``) on every other run's steps and this run's steps but its largest, then
+    predicts the largest: ``form, run, installed, predicted, measured, error`` (relative). The form
+    with the smallest held-out error is the one the data supports; forms that coincide on these runs
+    (one schema size makes ``crds_x_schema_bytes`` a multiple of ``quadratic``) tie."""
+    out = []
+    for run, group in steps.groupby("run", sort=False):
+        last = group.loc[group["installed"].idxmax()]
+        train = steps[(steps["run"] != run) | (steps["installed"] < last["installed"])]
+        for name, form in forms.items():
+            x = np.array([form(n, b) for n, b in zip(train["installed"], train["bytes_per_crd"], strict=True)], float)
+            y = train["added"].to_numpy(dtype=float)
+            n = train["installed"].to_numpy(dtype=float)
+            coef, *_ = np.linalg.lstsq(x / n[:, None], y / n, rcond=None)
+            predicted = float(np.asarray(form(last["installed"], last["bytes_per_crd"]), float) @ coef)
+            measured = float(last["added"])
+            out.append(
+                {
+                    "form": name,
+                    "run": run,
+                    "installed": int(last["installed"]),
+                    "predicted": predicted,
+                    "measured": measured,
+                    "error": (predicted - measured) / measured if measured else math.nan,
+                }
+            )
+    return pd.DataFrame(out, columns=["form", "run", "installed", "predicted", "measured", "error"])

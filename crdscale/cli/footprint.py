@@ -9,6 +9,7 @@ Examples:
   crdscale footprint crds/ --budget 8GiB --baseline 1.5GiB
   crdscale footprint provider-v1/ provider-v2/           # what an upgrade adds
   crdscale footprint crds/ -o json
+  crdscale footprint --explain --kube-version 1.24.0    # the model: definitions, intervals, which runs did what
   crdscale footprint --calibrate                    # refit the model on this machine (~8 min)
   crdscale footprint --calibrate --kube-version 1.24.0 --out /data/runs
 
@@ -26,21 +27,31 @@ Describes the CRD set (CRDs, served versions, schema properties and bytes,
 depth) and applies the linear model fitted on a sweep of generated CRD sets
 for that kube-apiserver version: heap added by cause (zap counters, watch
 caches, OpenAPI, schemas...), the total, and RSS, each with a 95% prediction
-interval. "heap" is the live heap after a GC; "RSS" is resident memory once
-the server settled after the set was installed and served, not the peak while
-installing (higher; not modelled yet): a memory limit must leave room for it.
-Each run of the sweep counts as one observation, so the interval reflects how
-far whole runs stray from the model; it is still a floor on the uncertainty for
-sets unlike the sweep's, and a cause whose interval reaches below zero is one
-the model cannot tell from nothing at this size. A set outside what the fit saw
-(CRD count, served versions per CRD, properties per served version) gets a
-warning on stderr.
+interval. "heap" is the live heap after a GC. RSS comes as two quantities:
+"RSS, settled growth" is resident memory once the set is installed and served
+and the server settled (at the last step's heap profile) minus RSS at 0 CRDs;
+"RSS, peak growth" is the highest RSS sampled (every second) while installing
+and serving, minus the same baseline: what a memory limit must hold. Peak is
+settled growth times a peak-to-settled ratio measured on the runs the model's
+provenance names. Intervals are lognormal with the fit's mean and variance
+(multiplicative), so none goes below zero; a cause the linear model puts at or
+below zero shows 0 with an interval from 0. Each run of the sweep counts as
+one observation, so the interval reflects how far whole runs stray from the
+model; it is still a floor on the uncertainty for sets unlike the sweep's. A
+set outside what the fit saw (CRD count, served versions per CRD, properties
+per served version) gets a warning on stderr.
+
+--explain prints the model instead of a prediction (no CRD_SOURCE): the
+definitions, how intervals are made, its coefficients, and its provenance:
+which runs were used for fitting, feature selection, the peak ratio, and
+which were held out for validation (a validation set informs no decision).
 
 Answers: the CRDs that cost most (--top N, default 10; the model is linear, so
 a CRD's share is its own features times the coefficients) and how many of them
 make half the predicted heap; --budget SIZE: how many of the set's CRDs fit in
 that much RSS beside --baseline SIZE (the server's RSS without them), cheapest
-first, by the prediction and by its interval's upper bound (the safe answer).
+first, by the prediction and by its interval's upper bound (the safe answer),
+against peak RSS growth (settled when the model has no peak ratio).
 Two sources OLD NEW: what going from OLD to NEW adds per cause, with an interval
 that takes the two sets as straying from the model alike per served version
 (two releases of one provider), and which CRDs were added, removed or changed.
@@ -59,13 +70,15 @@ stopped, partial runs kept, no model written.
 
 -o json gives {"kube_version", "source", "features", "skipped", "predictions":
 [{"target", "value", "low", "high"}], "served_heap_bytes": {...}, "rss_bytes":
-{...}, "top": {"target", "crds", "half", "costliest": [{"name", "bytes",
+{...} (settled growth), "rss_peak_bytes": {...} (peak growth, null without a
+peak ratio), "top": {"target", "crds", "half", "costliest": [{"name", "bytes",
 "share", "cumulative_share"}]}, "budget": {"budget", "baseline", "target", "crds",
 "fit", "fit_at_high", "whole_set"} or null, "warnings": [...], "definitions":
 {...}, "model": {"origin": "calibrated"|"shipped"|"file", "path", "features",
 "provenance", "ranges"}}; with OLD NEW, {"old", "new", "changes": {"added",
 "removed", "changed", "unchanged"}, "difference": [{"target", "value", "low",
-"high"}], ...}; with --calibrate, {"model_path", "experiment", "model": ...}.
+"high"}], ...}; with --calibrate, {"model_path", "experiment", "model": ...};
+with --explain, {"kube_version", "origin", "path", "definitions", "model": ...}.
 Sizes are bytes.
 """
 
@@ -85,13 +98,11 @@ log = logging.getLogger(__name__)
 
 DEFINITIONS = {
     "heap": "live Go heap after a GC, by cause (crdscale.analysis.attribution), once the set is installed and served",
-    "rss": (
-        "resident memory once the server settled after the set was installed and served; the peak while "
-        "installing is higher and not modelled yet: a memory limit must leave room for it"
-    ),
+    # The two RSS quantities: crdscale.analysis.footprint.RSS_DEFINITIONS (rss, rss_peak), added below.
     "interval": (
-        "95% prediction interval for one new run; one reaching below zero means the model cannot tell that "
-        "cause from nothing at this size"
+        "95% prediction interval for one new run: the lognormal with the fit's mean and variance "
+        "(multiplicative error), never below zero; a cause predicted at or below zero shows 0 with [0, upper]. "
+        "OLD NEW differences can be negative and have additive intervals"
     ),
 }
 # In the text table, causes under this share of the predicted heap are summed on one line.
@@ -155,10 +166,19 @@ class Command:
             metavar="F,F",
             help="--calibrate: features to fit (default: the shipped model's, else crds,served_versions,properties)",
         )
+        parser.add_argument(
+            "--explain",
+            action="store_true",
+            help="print the model (definitions, intervals, coefficients, which runs fitted and validated it)",
+        )
         parser.add_argument("-o", "--output", choices=("text", "json"), default="text", help="stdout format")
 
     @staticmethod
     def run(args: argparse.Namespace) -> int:
+        if args.explain:
+            if args.sources or args.calibrate or args.kubeconfig or args.context:
+                raise UsageError("--explain takes no CRD_SOURCE, cluster or --calibrate: it describes the model")
+            return _explain(args)
         if args.calibrate:
             if args.sources or args.shipped:
                 raise UsageError("--calibrate takes no CRD_SOURCE and no --shipped")
@@ -187,6 +207,78 @@ class Command:
         if len(args.sources) == 2:
             return _difference(args)
         return _predict(args)
+
+
+def _definitions() -> dict[str, str]:
+    from crdscale.analysis.footprint import RSS_DEFINITIONS
+
+    return {**DEFINITIONS, **RSS_DEFINITIONS}
+
+
+def _explain(args: argparse.Namespace) -> int:
+    from crdscale.footprint_models import choose_model
+
+    chosen = choose_model(args.kube_version, path=args.model, shipped_only=args.shipped)
+    model = chosen.model
+    if args.output == "json":
+        _print_json(
+            {
+                "kube_version": model.kube_version,
+                "origin": chosen.origin,
+                "path": str(chosen.path),
+                "definitions": _definitions(),
+                "model": model.to_dict(),
+            }
+        )
+        return 0
+    for line in explain_lines(chosen):
+        print(line)
+    return 0
+
+
+def explain_lines(chosen) -> list[str]:
+    """The text of --explain: what the model predicts, how, from which runs."""
+    import textwrap
+
+    from crdscale.analysis.footprint import ERROR_SCALE, RSS
+
+    model, prov = chosen.model, chosen.model.provenance
+    out = [f"Footprint model of kube-apiserver v{model.kube_version} ({chosen.origin}: {chosen.path})", "Definitions:"]
+    for name, text in _definitions().items():
+        out += textwrap.wrap(text, 100, initial_indent=f"  {name + ':':<10}", subsequent_indent=" " * 12)
+    out.append(
+        f"Model: per target, added bytes = {' + '.join(f'c*{f}' for f in model.features)} (least squares through "
+        f"the origin, one observation per run, misfit scaling with {ERROR_SCALE})."
+    )
+    ranges = ", ".join(f"{k} {v[0]:,.0f}-{v[1]:,.0f}" for k, v in model.ranges.items())
+    if ranges:
+        out.append(f"Fitted on: {ranges} (outside it a prediction warns that it extrapolates).")
+    for target in ("total", RSS):
+        if target in model.targets:
+            m = model.targets[target]
+            coefs = ", ".join(f"{f} {fmt_bytes(c)}" for f, c in zip(model.features, m.coef, strict=True))
+            out.append(f"  {target}: {coefs} per unit; {m.dof} degrees of freedom")
+    if model.peak is not None:
+        import math
+
+        out.append(
+            f"Peak RSS growth = settled growth x {math.exp(model.peak.log_mean):.3f} (geometric mean of "
+            f"{model.peak.runs} runs' peak/settled, log sd {math.sqrt(model.peak.log_var):.3f})."
+        )
+    else:
+        out.append("No peak ratio in this model: no peak RSS prediction (refit or calibrate to get one).")
+    out.append(
+        f"Provenance: {prov.get('experiment', '?')}; {prov.get('method', '?')}; {prov.get('machine', '?')}; "
+        f"{prov.get('date', '?')}"
+    )
+    uses = prov.get("uses") or {}
+    if not uses:
+        out.append("  (no record of which runs were used for what: a model from before crdscale kept one)")
+    for role, items in uses.items():
+        out.append(f"  {role}:")
+        for item in items:
+            out += textwrap.wrap(str(item), 100, initial_indent="    - ", subsequent_indent="      ")
+    return out
 
 
 def _size(flag: str, text: str | None) -> int | None:
@@ -271,7 +363,7 @@ def _extrapolations(model, features) -> list[str]:
 
 
 def _predict(args: argparse.Namespace) -> int:
-    from crdscale.analysis.footprint import RSS, TOTAL, budget_fit, predict, top_crds
+    from crdscale.analysis.footprint import RSS, RSS_PEAK, TOTAL, budget_fit, predict, top_crds
     from crdscale.footprint_models import choose_model
 
     chosen = choose_model(args.kube_version, path=args.model, shipped_only=args.shipped)
@@ -283,7 +375,11 @@ def _predict(args: argparse.Namespace) -> int:
     budget = None
     warnings = crd_set.warnings + _extrapolations(model, features)
     if args.budget_bytes is not None:
-        budget = budget_fit(model, crd_set.per_crd, args.budget_bytes, baseline=args.baseline_bytes)
+        # A memory limit must hold the peak; a model without a peak ratio can only say settled.
+        budget_target = RSS_PEAK if model.peak is not None else RSS
+        budget = budget_fit(
+            model, crd_set.per_crd, args.budget_bytes, baseline=args.baseline_bytes, target=budget_target
+        )
         budget = {
             k: (_clean(v) if not isinstance(v, dict) else {a: _clean(b) for a, b in v.items()})
             for k, v in budget.items()
@@ -303,10 +399,11 @@ def _predict(args: argparse.Namespace) -> int:
                 "predictions": [{"target": t, **v} for t, v in rows.items()],
                 "served_heap_bytes": rows.get(TOTAL),
                 "rss_bytes": rows.get(RSS),
+                "rss_peak_bytes": rows.get(RSS_PEAK),
                 "top": top,
                 "budget": budget,
                 "warnings": warnings,
-                "definitions": DEFINITIONS,
+                "definitions": _definitions(),
                 "model": _model_json(chosen),
             }
         )
@@ -361,7 +458,7 @@ def _difference(args: argparse.Namespace) -> int:
                 "difference": [{"target": t, **v} for t, v in rows.items()],
                 "largest": largest,
                 "warnings": warnings,
-                "definitions": DEFINITIONS,
+                "definitions": _definitions(),
                 "model": _model_json(chosen),
             }
         )
@@ -414,17 +511,17 @@ def _print_set(label: str, features: dict[str, float], skipped: dict[str, int]) 
 
 def _print_rows(rows: dict[str, dict[str, float | None]], *, signed: bool = False) -> None:
     """Total and RSS first, then causes by size; the small ones summed on one line (one screen)."""
-    from crdscale.analysis.footprint import RSS, TOTAL
+    from crdscale.analysis.footprint import RSS, RSS_PEAK, TOTAL
 
     def line(name: str, v: dict[str, float | None]) -> None:
         interval = "" if v["low"] is None else f"  [{fmt_bytes(v['low'])}, {fmt_bytes(v['high'])}]"
         print(f"  {name:<24} {fmt_bytes(v['value'], signed=signed):>12}{interval}")
 
     total = rows.get(TOTAL, {}).get("value") or 0.0
-    for target, name in ((TOTAL, "heap, total"), (RSS, "RSS, settled")):
+    for target, name in ((TOTAL, "heap, total"), (RSS_PEAK, "RSS, peak growth"), (RSS, "RSS, settled growth")):
         if target in rows:
             line(name, rows[target])
-    causes = [(t, v) for t, v in rows.items() if t not in (TOTAL, RSS)]
+    causes = [(t, v) for t, v in rows.items() if t not in (TOTAL, RSS, RSS_PEAK)]
     minor = [(t, v) for t, v in causes if abs(v["value"] or 0.0) < MINOR_SHARE * abs(total)]
     for target, v in causes:
         if (target, v) not in minor:
@@ -452,7 +549,8 @@ def _print_budget(budget: dict[str, Any]) -> None:
     whole = budget["whole_set"]
     safe = "" if budget["fit_at_high"] is None else f"; {budget['fit_at_high']:,} by the interval's upper bound"
     print(
-        f"Budget {fmt_bytes(budget['budget'])} of RSS beside a baseline of {fmt_bytes(budget['baseline'])}: "
+        f"Budget {fmt_bytes(budget['budget'])} of RSS ({'peak' if budget['target'] == 'rss_peak' else 'settled'} growth) "
+        f"beside a baseline of {fmt_bytes(budget['baseline'])}: "
         f"{budget['fit']:,} of {budget['crds']:,} CRDs fit, cheapest first, by the prediction{safe}.\n"
         f"  The whole set adds {fmt_bytes(whole['value'])} [{fmt_bytes(whole['low'])}, {fmt_bytes(whole['high'])}]."
     )

@@ -26,6 +26,8 @@ from crdscale.analysis.footprint import (
     FootprintModel,
     features_from_summary,
     fit_footprint,
+    fit_peak_ratio,
+    rss_growths,
     training_rows,
 )
 from crdscale.errors import UsageError
@@ -51,6 +53,7 @@ class RunInput:
     manifest: dict[str, Any]
     points: pd.DataFrame
     features: dict[str, float]
+    rss: dict[str, float] | None = None  # rss_growths: baseline, settled, peak, end
 
     @property
     def kube_version(self) -> str | None:
@@ -82,7 +85,28 @@ def read_run_input(path: str | Path) -> RunInput:
     summary = run.manifest.get("crds")
     if not summary:
         raise UsageError(f"{path}: no CRD set summary in its manifest: not a run of a scenario")
-    return RunInput(run.path, run.manifest, both.assign(run=str(run.path)), features_from_summary(summary))
+    return RunInput(
+        run.path, run.manifest, both.assign(run=str(run.path)), features_from_summary(summary), _rss_growth(run)
+    )
+
+
+def read_rss_growth(path: str | Path) -> dict[str, float]:
+    """The RSS growths of the run directory ``path`` (:func:`crdscale.analysis.footprint.rss_growths`:
+    baseline, settled, peak, end; bytes) from its /proc samples, else kube-apiserver's own metric."""
+    return _rss_growth(read_run(path))
+
+
+def _rss_growth(run) -> dict[str, float]:
+    series = run.series
+    if series is None or not len(series):
+        return rss_growths(pd.Series(dtype=float), run.profile_marks())
+    rss_rows = series["metric"] == "process_resident_memory_bytes"
+    for job in (PROC_JOB, APISERVER_JOB) if "job" in series.columns else (None,):
+        sel = series[rss_rows & (series["job"] == job)] if job else series[rss_rows]
+        if len(sel):
+            rss = pd.Series(sel["value"].to_numpy(dtype=float), index=pd.to_datetime(sel["timestamp"], utc=True))
+            return rss_growths(rss.groupby(level=0).sum(), run.profile_marks())
+    return rss_growths(pd.Series(dtype=float), run.profile_marks())
 
 
 def machine_line(manifest: Mapping[str, Any]) -> str:
@@ -107,6 +131,8 @@ def provenance(inputs: Sequence[RunInput], *, experiment: str, method: str) -> d
         "date": time.strftime("%Y-%m-%d", time.gmtime()),
         "kube_apiserver_sha256": binary.get("sha256"),
         "crd_sets": [(i.manifest.get("crds") or {}).get("sha256") for i in inputs],
+        # Which runs informed what; a validation set must appear under no other role.
+        "uses": {"fitting": [i.path.name for i in inputs]},
     }
 
 
@@ -135,11 +161,19 @@ def fit_runs(
     points = pd.concat([i.points for i in inputs], ignore_index=True)
     rows = training_rows(points, {str(i.path): i.features for i in inputs})
     try:
-        return fit_footprint(
+        model = fit_footprint(
             rows, features, kube_version=version, provenance=provenance(inputs, experiment=experiment, method=method)
         )
     except ValueError as err:
         raise UsageError(f"{err} (--features)") from None
+    # The same runs' peak over settled RSS growth (they sample RSS every second): peak RSS growth.
+    measured = [i for i in inputs if i.rss and i.rss["peak"] > 0 and i.rss["settled"] > 0]
+    try:
+        model.peak = fit_peak_ratio([(i.rss["peak"], i.rss["settled"]) for i in measured])
+        model.provenance["uses"]["peak_ratio"] = [i.path.name for i in measured]
+    except ValueError as err:
+        log.warning(f"no peak RSS prediction: {err}")
+    return model
 
 
 def sweep_scenario(

@@ -68,6 +68,12 @@ def test_calibrate_runs_the_sweep_fits_and_the_model_is_used(tmp_path, capsys):
     assert prov["runs"] == [r.name for r in runs] and str(experiment.path.resolve()) in prov["experiment"]
     assert prov["method"] == "crdscale footprint --calibrate --kube-version 1.37.1"
     assert prov["kube_apiserver_sha256"] == read_run(runs[0]).manifest["binaries"]["kube-apiserver"]["sha256"]
+    # Which runs did what ships with the model; the sweep's own RSS samples give its peak ratio (runs this
+    # short may lack the samples: then no ratio, and no record of one).
+    assert prov["uses"]["fitting"] == prov["runs"]
+    peak = result["model"]["peak_ratio"]
+    assert (peak is not None) == ("peak_ratio" in prov["uses"])
+    assert peak is None or (peak["runs"] == 2 and prov["uses"]["peak_ratio"] == prov["runs"])
     total = result["model"]["targets"]["total"]
     assert total["dof"] == 0 and all(math.isfinite(c) for c in total["coef"])  # 2 runs, 2 features: no interval
 
@@ -77,3 +83,6 @@ def test_calibrate_runs_the_sweep_fits_and_the_model_is_used(tmp_path, capsys):
     data = json.loads(capsys.readouterr().out)
     assert data["model"]["origin"] == "file" and data["model"]["provenance"] == prov
     assert math.isfinite(data["served_heap_bytes"]["value"]) and data["served_heap_bytes"]["low"] is None
+    # Peak RSS is predicted from settled RSS: both or neither (a run this short may lack a sample before 0 CRDs).
+    assert ("rss" in result["model"]["targets"]) == (data["rss_peak_bytes"] is not None)
+    assert "rss_peak" in data["definitions"]

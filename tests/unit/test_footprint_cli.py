@@ -181,7 +181,11 @@ def test_json_answers_top_crds_and_budget(tmp_path, capsys):
     total = next(p for p in data["predictions"] if p["target"] == "total")["value"]
     assert data["top"]["costliest"][0]["bytes"] == pytest.approx(shares[0] * total)
     assert data["budget"]["crds"] == 3 and 0 <= data["budget"]["fit_at_high"] <= data["budget"]["fit"] <= 3
-    assert "rss" in data["definitions"] and "peak" in data["definitions"]["rss"]
+    assert "settled" in data["definitions"]["rss"] and "peak" in data["definitions"]["rss_peak"]
+    # A memory limit must hold the peak: the budget is against peak growth, and every bound is >= 0.
+    assert data["budget"]["target"] == "rss_peak"
+    assert data["rss_peak_bytes"]["value"] > data["rss_bytes"]["value"] > 0
+    assert all(p["low"] >= 0 and p["low"] <= p["value"] <= p["high"] for p in data["predictions"])
     assert any("--baseline" in w for w in data["warnings"])
 
 

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import json
+import math
 from pathlib import Path
 
 import pandas as pd
@@ -70,6 +71,23 @@ def test_calibration_fits_runs_and_writes_the_model_with_its_provenance(tmp_path
     again = read_model(path)
     assert again.provenance == prov and again.targets["rss"].coef == pytest.approx([100_000, 375_000, 2_000])
     assert [p.name for p in path.parent.iterdir()] == ["v1.37.1.json"]  # written atomically, no temp file left
+
+
+def test_calibration_fits_the_peak_ratio_on_its_own_runs_and_records_their_uses():
+    from dataclasses import replace
+
+    ratios = (1.3, 1.4, 1.5, 1.35, 1.45, 1.4)
+    runs = [
+        replace(r, rss={"baseline": 3e8, "settled": 1e8, "peak": ratio * 1e8, "end": 1e8})
+        for r, ratio in zip(SWEEP, ratios, strict=True)
+    ]
+    model = fit_runs(runs, features=["crds", "served_versions", "properties"], experiment="e", method="m")
+    assert model.peak is not None and model.peak.runs == 6
+    assert math.exp(model.peak.log_mean) == pytest.approx(math.prod(ratios) ** (1 / 6))
+    uses = model.provenance["uses"]
+    assert uses["fitting"] == uses["peak_ratio"] == [r.path.name for r in runs]
+    # Runs without RSS samples: no peak ratio, and the model still fits.
+    assert fit_runs(SWEEP, features=["crds", "served_versions", "properties"], experiment="e", method="m").peak is None
 
 
 def test_calibration_refuses_what_it_cannot_fit():

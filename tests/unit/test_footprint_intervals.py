@@ -1,0 +1,226 @@
+"""The footprint's non-negative intervals, its two RSS quantities and the provenance it prints."""
+
+from __future__ import annotations
+
+import json
+import math
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from crdscale.analysis.footprint import (
+    RSS,
+    RSS_PEAK,
+    FootprintModel,
+    LinearModel,
+    PeakRatio,
+    budget_fit,
+    fit_linear,
+    fit_peak_ratio,
+    lognormal_interval,
+    peak_interval,
+    predict,
+    predict_difference,
+    rss_growths,
+)
+from crdscale.cli.main import main
+from crdscale.footprint_models import SHIPPED, ChosenModel, shipped_path, shipped_versions
+
+
+def run_cli(capsys, *argv):
+    code = main(list(argv))
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+@pytest.mark.parametrize(
+    "mean, var",
+    [(100.0, 1.0), (100.0, 1e6), (1.0, 1e8), (-5.0, 100.0), (-500.0, 1.0), (0.0, 4.0), (3e9, 9e18)],
+)
+def test_lognormal_interval_never_goes_below_zero(mean, var):
+    value, low, high = lognormal_interval(mean, var, 3.18)
+    assert 0 <= low <= value <= high
+    if mean > 0:
+        # The lognormal has the same mean: its interval is skewed up, not cut at zero.
+        assert value == mean and low > 0
+    else:
+        assert value == 0 and low == 0 and high == max(0.0, mean + 3.18 * math.sqrt(var))
+
+
+def test_small_relative_spread_matches_the_normal_interval():
+    value, low, high = lognormal_interval(1000.0, 10.0**2, 1.96)
+    assert low == pytest.approx(1000 - 19.6, rel=2e-3) and high == pytest.approx(1000 + 19.6, rel=2e-3)
+
+
+def _runs(rng, n, beta, sigma):
+    """``n`` runs of generated sets (CRDs, served versions, properties) whose added bytes stray from
+    the linear model by a multiplicative factor (lognormal, log sd ``sigma``, mean 1)."""
+    crds = rng.integers(40, 400, n).astype(float)
+    versions = crds * rng.integers(1, 4, n)
+    properties = versions * rng.choice([10, 100, 300], n)
+    x = np.column_stack([crds, versions, properties])
+    y = x @ beta * np.exp(rng.normal(-(sigma**2) / 2, sigma, n))
+    return x, y, versions
+
+
+def test_intervals_cover_new_runs_at_their_confidence_on_simulated_data():
+    """Fitted as crdscale fits (per served version), predicted for a new set: 95 % intervals hold
+    about 95 % of new runs, and never reach below zero even for a cause that is nearly nothing."""
+    rng = np.random.default_rng(3)
+    beta = np.array([600e3, 120e3, 4e3])
+    inside, trials = 0, 400
+    for _ in range(trials):
+        x, y, size = _runs(rng, 12, beta, 0.15)
+        model = fit_linear(x / size[:, None], y / size)
+        x_new, y_new, size_new = _runs(rng, 1, beta, 0.15)
+        value, low, high = model.predict(x_new[0], size_new[0])
+        assert low >= 0
+        inside += low <= y_new[0] <= high
+    assert 0.90 <= inside / trials <= 0.99
+
+
+def test_a_cause_near_zero_keeps_a_non_negative_interval():
+    rng = np.random.default_rng(5)
+    x, _, size = _runs(rng, 6, np.array([1.0, 1.0, 1.0]), 0.1)
+    y = rng.normal(0, 5e5, 6)  # a cause that is noise around nothing
+    model = fit_linear(x / size[:, None], y / size)
+    for row, s in zip(x, size, strict=True):
+        value, low, high = model.predict(row, s)
+        assert 0 <= low <= value <= high
+
+
+def _model(peak: PeakRatio | None = None) -> FootprintModel:
+    # RSS: 2 MiB per CRD, +-10 % per run; total heap 1 MiB per CRD; one cause that is about nothing.
+    def linear(coef, sd):
+        return LinearModel([coef], [[(0.02 * coef) ** 2]], (sd * coef) ** 2, 5)
+
+    targets = {"openapi": linear(2**20 * 0.8, 0.1), "metrics": LinearModel([-100.0], [[1e6]], 1e10, 5)}
+    targets |= {"total": linear(2**20, 0.1), RSS: linear(2 * 2**20, 0.1)}
+    return FootprintModel("1.37.1", ["crds"], targets, {"experiment": "test"}, {}, peak)
+
+
+def _features(crds):
+    from crdscale.analysis.footprint import DESCRIPTIVE, FEATURES
+
+    return dict.fromkeys(FEATURES + DESCRIPTIVE, 0.0) | {"crds": float(crds), "served_versions": float(crds)}
+
+
+def test_predict_gives_both_rss_quantities_all_non_negative():
+    peak = PeakRatio(math.log(1.4), 0.01, 5)
+    table = predict(_model(peak), _features(1000)).set_index("target")
+    assert list(table.index[-3:]) == ["total", RSS, RSS_PEAK]
+    assert (table["low"] >= 0).all() and (table["low"] <= table["value"]).all()
+    assert table.loc["metrics", "value"] == 0  # a negative linear prediction is nothing, not a negative size
+    settled, peak_row = table.loc[RSS], table.loc[RSS_PEAK]
+    assert peak_row["value"] == pytest.approx(1.4 * settled["value"], rel=0.01)
+    # The peak's interval carries the ratio's spread too: wider in log terms than the settled one.
+    assert math.log(peak_row["high"] / peak_row["low"]) > math.log(settled["high"] / settled["low"])
+
+
+def test_without_a_peak_ratio_there_is_no_peak_row():
+    assert RSS_PEAK not in set(predict(_model(), _features(10))["target"])
+
+
+def test_peak_ratio_is_fitted_in_logs_and_needs_two_runs():
+    ratio = fit_peak_ratio([(140.0, 100.0), (150.0, 100.0), (130.0, 100.0)])
+    assert math.exp(ratio.log_mean) == pytest.approx((1.4 * 1.5 * 1.3) ** (1 / 3))
+    assert ratio.runs == 3 and ratio.log_var > 0
+    with pytest.raises(ValueError, match="two runs"):
+        fit_peak_ratio([(140.0, 100.0), (50.0, -3.0)])
+    value, low, high = peak_interval(_model().targets[RSS], ratio, [100.0], 100.0)
+    assert 0 < low < value < high
+
+
+def test_budget_is_against_peak_growth_when_the_model_has_it():
+    per_crd = [_features(1)] * 100
+    model = _model(PeakRatio(math.log(1.5), 0.001, 5))
+    settled = budget_fit(model, per_crd, 150 * 2**20, target=RSS)
+    peak = budget_fit(model, per_crd, 150 * 2**20, target=RSS_PEAK)
+    assert settled["fit"] == 75 and peak["fit"] in (49, 50)  # 1.5 times, and the lognormal mean a little more
+    assert peak["fit_at_high"] < peak["fit"]
+    with pytest.raises(ValueError, match="no peak"):
+        budget_fit(_model(), per_crd, 2**30, target=RSS_PEAK)
+
+
+def test_a_difference_can_be_negative():
+    table = predict_difference(_model(), _features(100), _features(50)).set_index("target")
+    assert table.loc["total", "value"] < 0 and table.loc["total", "low"] < table.loc["total", "value"]
+
+
+def test_rss_growths_define_peak_and_settled():
+    t0 = pd.Timestamp("2026-01-01", tz="UTC")
+    seconds = [0, 1, 2, 3, 4, 5, 6, 7, 8]
+    values = [100, 100, 300, 250, 220, 500, 260, 255, 240]  # MiB: install spikes, settles
+    rss = pd.Series([v * 2.0**20 for v in values], index=[t0 + pd.Timedelta(seconds=s) for s in seconds])
+    marks = pd.DataFrame(
+        {"timestamp": [t0 + pd.Timedelta(seconds=1), t0 + pd.Timedelta(seconds=7)], "crds": [0, 10], "phase": None}
+    )
+    g = {k: v / 2**20 for k, v in rss_growths(rss, marks).items()}
+    assert g == {"baseline": 100, "settled": 155, "peak": 400, "end": 140}
+    assert all(math.isnan(v) for v in rss_growths(rss.iloc[:0], marks).values())
+
+
+def test_model_round_trip_keeps_the_peak_ratio_and_reads_format_2():
+    model = _model(PeakRatio(0.3, 0.02, 5))
+    data = json.loads(json.dumps(model.to_dict()))
+    assert data["format"] == 3 and FootprintModel.from_dict(data).peak == model.peak
+    data["format"], data["peak_ratio"] = 2, None
+    assert FootprintModel.from_dict(data).peak is None
+
+
+@pytest.mark.parametrize("version", shipped_versions())
+def test_shipped_models_record_what_each_run_was_used_for(version):
+    model = FootprintModel.from_dict(json.loads(shipped_path(version).read_text()))
+    uses = model.provenance["uses"]
+    assert uses["fitting"] and uses["peak_ratio"] and uses["validation"] and model.peak is not None
+    # The held-out set informs nothing else.
+    others = " ".join(str(item) for role, items in uses.items() if role != "validation" for item in items)
+    assert "terrajet" not in others
+
+
+def test_explain_prints_definitions_and_which_runs_did_what(capsys):
+    code, out, _ = run_cli(capsys, "footprint", "--explain", "--shipped", "--kube-version", "1.24.0")
+    assert code == 0
+    for text in ("rss_peak:", "settled RSS growth", "lognormal", "fitting:", "peak_ratio:", "validation:"):
+        assert text in out
+    code, out, _ = run_cli(capsys, "footprint", "--explain", "--shipped", "-o", "json")
+    data = json.loads(out)
+    assert data["model"]["provenance"]["uses"]["validation"] and "rss_peak" in data["definitions"]
+
+
+def test_explain_takes_no_crds(capsys, tmp_path):
+    code, _, err = run_cli(capsys, "footprint", "--explain", str(tmp_path))
+    assert code == 2 and "--explain takes no CRD_SOURCE" in err
+
+
+def test_explain_of_a_model_without_a_record_says_so():
+    from crdscale.cli.footprint import explain_lines
+
+    lines = explain_lines(ChosenModel(_model(), SHIPPED, shipped_path("1.37.1")))
+    assert any("no record of which runs" in line for line in lines)
+    assert any("no peak RSS prediction" in line for line in lines)
+
+
+def _steps(cost):
+    """Runs of 3 schema sizes, 4 steps up to 800 CRDs, adding ``cost(n, b)`` bytes (+-2 %, deterministic)."""
+    rows = []
+    for k, b in enumerate((2_000.0, 8_000.0, 30_000.0)):
+        for j, n in enumerate((200, 400, 600, 800)):
+            wobble = 1 + 0.02 * ((k + j) % 3 - 1)
+            rows.append({"run": f"b{b:.0f}", "installed": n, "bytes_per_crd": b, "added": cost(n, b) * wobble})
+    return pd.DataFrame(rows)
+
+
+def test_held_out_error_picks_the_growth_form_the_runs_follow():
+    from crdscale.analysis.footprint import held_out_growth_errors
+
+    def mae(steps):
+        return held_out_growth_errors(steps).groupby("form")["error"].agg(lambda e: e.abs().mean())
+
+    in_bytes = mae(_steps(lambda n, b: 3e5 * n + 3e-2 * n * n * b))
+    assert in_bytes.idxmin() == "crds_x_schema_bytes" and in_bytes["linear"] > 0.1
+    in_crds = mae(_steps(lambda n, b: 3e5 * n + 10 * n * b + 500 * n * n))
+    assert in_crds.idxmin() == "quadratic" and in_crds["linear"] > 0.1
+    linear = mae(_steps(lambda n, b: 3e5 * n + 10 * n * b))
+    assert linear["linear"] < 0.03
