@@ -89,4 +89,5 @@ if [ "${#args[@]}" -gt 0 ]; then args=(--kube-version default "${args[@]}"); fi
 for v in $EXTRA_KUBECTL_VERSIONS; do args+=(--kubectl-version "$v"); done
 # crdscale-client (client-go informers for serve=watch, discovery, cache memory): after
 # kube-apiserver, whose build already compiled the same client-go packages.
-"$VENV/bin/crdscale" binaries "${args[@]}" --client --prometheus >&2
+# versitygw: the real S3-compatible server of tests/integration/test_results_s3.py (~3 min cold).
+"$VENV/bin/crdscale" binaries "${args[@]}" --client --prometheus --versitygw >&2
