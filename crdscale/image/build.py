@@ -401,6 +401,11 @@ def crdscale_files(checkout: Path, python: str) -> dict[str, Path | bytes]:
     return files
 
 
+def crdscale_layer(checkout: Path, python: str) -> bytes:
+    """The top layer: :func:`crdscale_files`, the command executable, and the working directory."""
+    return oci.tar_layer(crdscale_files(checkout, python), modes={f"{VENV}/bin/crdscale": 0o755, WORKDIR: 0o755})
+
+
 # --- the image ------------------------------------------------------------------------------
 
 
@@ -469,7 +474,7 @@ def build_image(spec: ImageSpec, out: Path) -> BuiltImage:
                 ),
             )
         )
-    app = oci.tar_layer(crdscale_files(checkout, python), modes={WORKDIR: 0o755})
+    app = crdscale_layer(checkout, python)
     work = image_cache() / "layers"
     blobs.append(note("crdscale", oci.compress_layer(app, work / "crdscale-last.tar.gz"), False))
     content = content_digest([b.diff_id for b in blobs])
