@@ -20,6 +20,8 @@ say() { printf 'bootstrap: %s\n' "$*" >&2; }
 need_pkgs=()
 command -v prometheus >/dev/null 2>&1 || need_pkgs+=(prometheus)
 [ -x /usr/bin/etcd ] || need_pkgs+=(etcd-server)
+# `crdscale image build`: the image's Debian base (tests/integration/test_image.py).
+command -v debootstrap >/dev/null 2>&1 || need_pkgs+=(debootstrap)
 if [ "${#need_pkgs[@]}" -gt 0 ]; then
   if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
     say "installing Debian packages: ${need_pkgs[*]}"

@@ -75,6 +75,11 @@ class Command:
         )
         parser.add_argument("--prometheus", action="store_true", help="also check for prometheus")
         parser.add_argument(
+            "--registry",
+            action="store_true",
+            help="also build an OCI registry (distribution v3; tests of 'crdscale image build --push')",
+        )
+        parser.add_argument(
             "--versitygw",
             action="store_true",
             help="also build versitygw (an S3-compatible server over a directory: the results-store tests' bucket)",
@@ -107,6 +112,8 @@ class Command:
             found.append(("crdscale-client", binaries.crdscale_client(echo=stderr_echo)))
         if args.versitygw:
             found.append(("versitygw", binaries.versitygw(echo=stderr_echo)))
+        if args.registry:
+            found.append(("registry", binaries.registry(echo=stderr_echo)))
         if args.prometheus:
             try:
                 found.append(("prometheus", binaries.prometheus()))

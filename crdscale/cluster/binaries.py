@@ -541,3 +541,35 @@ def versitygw(version: str | None = None, *, echo=None) -> Binary:
             f"the Go module proxy does not serve {VERSITYGW_MODULE} {version}: {info['Error'].splitlines()[-1]}"
         )
     return Binary(gobuild.build(program, echo=echo), version, "built")
+
+
+# The OCI distribution registry (CNCF distribution), for testing `crdscale image build --push`
+# against a real registry. Not built by bootstrap: 15 min on the loaded 2-core machine.
+REGISTRY_MODULE = "github.com/distribution/distribution/v3"
+REGISTRY_PACKAGE = REGISTRY_MODULE + "/cmd/registry"
+DEFAULT_REGISTRY_VERSION = "v3.1.2"
+
+
+def registry_program(version: str = DEFAULT_REGISTRY_VERSION) -> gobuild.GoProgram:
+    return gobuild.GoProgram(
+        binary_name="registry",
+        out_dir=binaries_dir("registry", version),
+        go_directive="go 1.25.0",
+        requires={REGISTRY_MODULE: version},
+        main_go=VERSITYGW_TOOLS_GO.replace(VERSITYGW_PACKAGE, REGISTRY_PACKAGE),
+        build_package=REGISTRY_PACKAGE,
+        usual_duration="5-15 minutes on 2 cores",
+    )
+
+
+def cached_registry(version: str = DEFAULT_REGISTRY_VERSION) -> Path | None:
+    """The registry built earlier (``crdscale binaries --registry``), or ``None``."""
+    path = registry_program(version).binary
+    return path if path.is_file() and os.access(path, os.X_OK) else None
+
+
+def registry(version: str = DEFAULT_REGISTRY_VERSION, *, echo=None) -> Binary:
+    program = registry_program(version)
+    if cached_registry(version):
+        return Binary(program.binary, version, "cache")
+    return Binary(gobuild.build(program, echo=echo), version, "built")

@@ -153,6 +153,12 @@ class Registry:
             kwargs["headers"] = headers
             if resp.status_code == 401 and attempt == 0 and self._authenticate(resp):
                 continue
+            if resp.status_code == 401:
+                raise ClusterError(
+                    f"registry {self.target.registry} refused {'the' if self._credentials else 'anonymous'} "
+                    f"access to {self.target.repository} (HTTP 401); credentials come from "
+                    "$CRDSCALE_REGISTRY_USERNAME/_PASSWORD, $REGISTRY_AUTH_FILE or ~/.docker/config.json"
+                )
             if resp.status_code not in expect:
                 raise ClusterError(
                     f"registry {self.target.registry}: {method} {url.split('?')[0]}: HTTP {resp.status_code} "
