@@ -63,6 +63,10 @@ ROOTFS_SKIP = (
     "var/cache/debconf/templates.dat-old",
     "var/lib/dpkg/status-old",
     "var/lib/dpkg/diversions-old",
+    "etc/passwd-",
+    "etc/group-",
+    "etc/shadow-",
+    "etc/gshadow-",
     "var/log",
     "debootstrap",
     "etc/machine-id",
@@ -152,10 +156,30 @@ def check_build_tools() -> None:
 # --- layer 1: base -------------------------------------------------------------------------
 
 
+# Changed when what the base layer holds changes (ROOTFS_SKIP, the shadow file's dates...).
+BASE_LAYOUT = 2
+
+
 def base_key(suite: str = DEBIAN_SUITE, packages: Sequence[str] = DEBIAN_PACKAGES, mirror: str = DEBIAN_MIRROR) -> str:
-    return _sha256(json.dumps({"suite": suite, "packages": sorted(packages), "mirror": mirror, "skip": ROOTFS_SKIP}))[
-        :16
-    ]
+    """Names the rootfs by what went into debootstrap (the rootfs is kept per key)."""
+    return _sha256(json.dumps({"suite": suite, "packages": sorted(packages), "mirror": mirror}))[:16]
+
+
+def base_layer_key(key: str) -> str:
+    """Names the base layer: the rootfs and how it is turned into a layer."""
+    return _sha256(json.dumps({"rootfs": key, "skip": ROOTFS_SKIP, "layout": BASE_LAYOUT}))[:16]
+
+
+def _undated_shadow(text: str) -> bytes:
+    """/etc/shadow with the "last changed" field (days since 1970: the day debootstrap ran)
+    emptied, which means "no password ageing" for these locked system accounts."""
+    lines = []
+    for line in text.splitlines():
+        fields = line.split(":")
+        if len(fields) >= 3:
+            fields[2] = ""
+        lines.append(":".join(fields))
+    return ("\n".join(lines) + "\n").encode()
 
 
 def _run(cmd: Sequence[str], *, what: str, log_path: Path, env: Mapping[str, str] | None = None) -> None:
@@ -232,6 +256,9 @@ def _base_entries(root: Path):
     extra = oci.layer_entries({}, modes=ROOTFS_EMPTY_DIRS)
     machine_id = oci.layer_entries({"etc/machine-id": b"", "etc/hostname": b""})
     by_name = {e.name: e for e in [*entries, *extra, *machine_id]}
+    shadow = by_name.get("etc/shadow")
+    if shadow is not None and shadow.path is not None:
+        by_name["etc/shadow"] = oci._Entry("etc/shadow", shadow.kind, shadow.mode, data=_undated_shadow(shadow.path.read_text()))
     return [by_name[k] for k in sorted(by_name, key=lambda n: n.split("/"))]
 
 
@@ -277,6 +304,24 @@ def python_key(base: str, checkout: Path, extras: Sequence[str]) -> str:
     return _sha256(json.dumps({"base": base, "lock": _sha256(lock), "reqs": requirements(checkout, extras)}))[:16]
 
 
+# pip settings of this machine that the chroot's pip needs too (a private index, a proxy's CA).
+PIP_PASSED_ENVS = ("PIP_INDEX_URL", "PIP_EXTRA_INDEX_URL", "PIP_TRUSTED_HOST", "PIP_DEFAULT_TIMEOUT")
+
+
+def host_pip_cert() -> Path | None:
+    """The CA bundle this machine's pip verifies PyPI with, when one is configured
+    (``PIP_CERT``, ``[global] cert`` of /etc/pip.conf, ``REQUESTS_CA_BUNDLE``): behind a
+    TLS-intercepting proxy the rootfs' own CA certificates would refuse PyPI."""
+    import configparser
+
+    candidates = [os.environ.get("PIP_CERT")]
+    parser = configparser.ConfigParser()
+    parser.read(["/etc/pip.conf", Path.home() / ".config/pip/pip.conf", Path.home() / ".pip/pip.conf"])
+    candidates.append(parser.get("global", "cert", fallback=None))
+    candidates.append(os.environ.get("REQUESTS_CA_BUNDLE"))
+    return next((Path(c) for c in candidates if c and Path(c).is_file()), None)
+
+
 def _install_venv(root: Path, checkout: Path, extras: Sequence[str], log_path: Path) -> Path:
     """pip-install crdscale's requirements, pinned by the lock, into ``/opt/crdscale/venv`` in
     the rootfs ``root`` (chroot: the venv's paths and interpreter are the image's own)."""
@@ -293,7 +338,12 @@ def _install_venv(root: Path, checkout: Path, extras: Sequence[str], log_path: P
         "SOURCE_DATE_EPOCH": str(oci.source_date_epoch()),  # hash-checked .pyc, no file times inside
         "PIP_NO_CACHE_DIR": "1",
         "PIP_DISABLE_PIP_VERSION_CHECK": "1",
+        **{name: os.environ[name] for name in PIP_PASSED_ENVS if os.environ.get(name)},
     }
+    cert = host_pip_cert()
+    if cert:  # for this install only: the image keeps Debian's CA certificates
+        shutil.copy(cert, root / "tmp/pip-ca.crt")
+        env["PIP_CERT"] = "/tmp/pip-ca.crt"
     try:
         _run(
             ["chroot", str(root), "/usr/bin/python3", "-m", "venv", f"/{VENV}"],
@@ -320,7 +370,7 @@ def _install_venv(root: Path, checkout: Path, extras: Sequence[str], log_path: P
         )
     finally:
         (root / "etc/resolv.conf").unlink(missing_ok=True)
-        for name in ("requirements.lock", "requirements.txt"):
+        for name in ("requirements.lock", "requirements.txt", "pip-ca.crt"):
             (root / "tmp" / name).unlink(missing_ok=True)
         shutil.rmtree(root / "root/.cache", ignore_errors=True)
     return venv
@@ -452,7 +502,8 @@ def build_image(spec: ImageSpec, out: Path) -> BuiltImage:
         )
         return blob
 
-    blobs = [note("base", *_cached_layer(f"base-{key}", lambda tar: oci.write_layer(tar, _base_entries(root))))]
+    base_name = f"base-{base_layer_key(key)}"
+    blobs = [note("base", *_cached_layer(base_name, lambda tar: oci.write_layer(tar, _base_entries(root))))]
 
     pkey = python_key(key, checkout, spec.extras)
 

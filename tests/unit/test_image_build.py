@@ -131,3 +131,14 @@ def test_bad_flags_fail_before_building(argv, message, capsys):
     assert main(["image", "build", *argv]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and message in err[0]
+
+
+def test_shadow_loses_the_day_it_was_made(tmp_path):
+    root = tmp_path / "rootfs"
+    (root / "etc").mkdir(parents=True)
+    (root / "etc/shadow").write_text("root:*:20416:0:99999:7:::\ndaemon:*:20416:0:99999:7:::\n")
+    (root / "etc/shadow-").write_text("root:*:20400:0:99999:7:::\n")
+    (root / "etc/shadow").chmod(0o640)
+    entries = _names(build._base_entries(root))
+    assert entries["etc/shadow"].data == b"root:*::0:99999:7:::\ndaemon:*::0:99999:7:::\n"
+    assert entries["etc/shadow"].mode == 0o640 and "etc/shadow-" not in entries
