@@ -258,7 +258,9 @@ def _base_entries(root: Path):
     by_name = {e.name: e for e in [*entries, *extra, *machine_id]}
     shadow = by_name.get("etc/shadow")
     if shadow is not None and shadow.path is not None:
-        by_name["etc/shadow"] = oci._Entry("etc/shadow", shadow.kind, shadow.mode, data=_undated_shadow(shadow.path.read_text()))
+        by_name["etc/shadow"] = oci._Entry(
+            "etc/shadow", shadow.kind, shadow.mode, data=_undated_shadow(shadow.path.read_text())
+        )
     return [by_name[k] for k in sorted(by_name, key=lambda n: n.split("/"))]
 
 
@@ -490,6 +492,8 @@ def build_image(spec: ImageSpec, out: Path) -> BuiltImage:
     checkout = checkout_root()
     oci.split_ref(spec.ref)  # a bad name fails before anything is built
     check_build_tools()
+    # The Go binaries first: a version the module proxy refuses fails before debootstrap.
+    sets = binary_sets(spec)
     key = base_key()
     root = rootfs(key)
     python = python_version(root)
@@ -516,7 +520,7 @@ def build_image(spec: ImageSpec, out: Path) -> BuiltImage:
                 shutil.rmtree(root / IMAGE_HOME, ignore_errors=True)
 
     blobs.append(note("python", *_cached_layer(f"python-{pkey}", make_python)))
-    for name, files in binary_sets(spec):
+    for name, files in sets:
         blobs.append(
             note(
                 name,
@@ -525,9 +529,8 @@ def build_image(spec: ImageSpec, out: Path) -> BuiltImage:
                 ),
             )
         )
-    app = crdscale_layer(checkout, python)
-    work = image_cache() / "layers"
-    blobs.append(note("crdscale", oci.compress_layer(app, work / "crdscale-last.tar.gz"), False))
+    app = crdscale_layer(checkout, python)  # small: made every time, cached by content for concurrent builds
+    blobs.append(note("crdscale", *_cached_layer(f"crdscale-{_sha256(app)[:16]}", lambda tar: tar.write_bytes(app))))
     content = content_digest([b.diff_id for b in blobs])
     digest = oci.write_oci_archive(out, [b.path for b in blobs], config=image_config(spec, content), ref=spec.ref)
     return BuiltImage(out, digest, oci.normalize_ref(spec.ref), content, report, time.monotonic() - started)
@@ -546,5 +549,5 @@ def load_into_containerd(archive: Path, *, address: str, namespace: str = "k8s.i
     )
     if proc.returncode != 0:
         raise BinaryError(
-            f"ctr images import into {address} failed: {(proc.stderr or proc.stdout).strip().splitlines()[-1:]}"
+            f"ctr images import into {address} failed: {((proc.stderr or proc.stdout).strip().splitlines() or ['?'])[-1]}"
         )

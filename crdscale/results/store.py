@@ -32,7 +32,8 @@ class ResultStore(Protocol):
         """Copy every file under ``local_dir`` to ``prefix/<relative path>``."""
 
     def get_tree(self, prefix: str, local_dir: Path) -> None:
-        """Copy every file under ``prefix/`` into ``local_dir/<relative path>``."""
+        """Copy every file under ``prefix/`` into ``local_dir/<relative path>``; :class:`StoreError`
+        when there is none."""
 
     def list_prefixes(self, prefix: str) -> list[str]:
         """The immediate children of ``prefix`` that hold files, as prefixes relative to the
