@@ -18,6 +18,7 @@ Usage: python benchmarks/install.py [--crds 500] [--groups 50] [--properties 100
 from __future__ import annotations
 
 import argparse
+import logging
 import os
 import statistics
 import subprocess
@@ -82,8 +83,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--concurrency", type=int, default=16)
     parser.add_argument("--repeat", type=int, default=1, help="runs per contender (medians are reported)")
     args = parser.parse_args(argv)
+    logging.basicConfig(format="%(message)s")  # crdscale's build and start-up lines on stderr
+    logging.getLogger("crdscale").setLevel(logging.INFO)
 
-    kubectl = binaries.kubectl(echo=lambda m: print(m, file=sys.stderr)).path
+    kubectl = binaries.kubectl().path
     print(f"kubectl: {kubectl}")
     with tempfile.TemporaryDirectory(prefix="crdscale-bench-") as tmp:
         work = Path(tmp)

@@ -30,6 +30,7 @@ Usage: python benchmarks/overhead.py [--crds 300] [--steps 3] [--window 40] [--p
 from __future__ import annotations
 
 import argparse
+import logging
 import statistics
 import sys
 import tempfile
@@ -64,9 +65,7 @@ def scenario_run(
         "steps.hold_seconds": hold,
         "name": "overhead",
     }
-    runner = ScenarioRunner(
-        load_scenario(None, overrides=overrides), runs_parent=out, echo=lambda m: print(m, file=sys.stderr)
-    )
+    runner = ScenarioRunner(load_scenario(None, overrides=overrides), runs_parent=out)
     started = time.monotonic()
     path = runner.execute().path
     run = read_run(path)
@@ -195,6 +194,8 @@ def main(argv: list[str] | None = None) -> int:
         "server is where a fixed interval costs most",
     )
     args = ap.parse_args(argv)
+    logging.basicConfig(format="%(message)s")  # crdscale's build and start-up lines on stderr
+    logging.getLogger("crdscale").setLevel(logging.INFO)
 
     with tempfile.TemporaryDirectory(prefix="crdscale-overhead-") as out:
         run = scenario_run(

@@ -31,18 +31,17 @@ run_dir = "../data/reference-run"
 import matplotlib.pyplot as plt
 from IPython.display import Markdown
 
-from crdscale.report import figures, plots
-from crdscale.report import series as S
+from crdscale.report import figures, plots, series
 from crdscale.report.findings import provenance, provenance_markdown
 from crdscale.rundir import read_run
 
 data = read_run(run_dir)
 start = data.start
-memory = S.memory_frame(data.series, start)
-activity = S.activity_frame(data.series, start)
-phases = S.phase_intervals(data.events, start)
-steps = S.crd_count_steps(data.events, start)
-marks = S.at_marks(memory, data.profile_marks())
+memory = series.memory_frame(data.series, start)
+activity = series.activity_frame(data.series, start)
+phases = series.phase_intervals(data.events, start)
+steps = series.crd_count_steps(data.events, start)
+marks = series.at_marks(memory, data.profile_marks())
 go_version = data.manifest.get("versions", {}).get("kube-apiserver-go")
 apiserver_env = data.manifest.get("scenario", {}).get("target", {}).get("env", {})
 
@@ -72,7 +71,7 @@ figures.memory_over_time_figure(memory, phases, steps)
 # First, last and peak value of each series (MiB):
 
 # %%
-S.memory_summary(memory).set_index("series").round(1)
+series.memory_summary(memory).set_index("series").round(1)
 
 # %% [markdown]
 # ## The same against the number of CRDs
@@ -86,7 +85,7 @@ S.memory_summary(memory).set_index("series").round(1)
 figures.memory_vs_crds_figure(marks)
 
 # %%
-S.marks_table(marks)
+series.marks_table(marks)
 
 # %% [markdown]
 # ## RSS beyond heap and stacks
@@ -104,7 +103,7 @@ S.marks_table(marks)
 # pages the kernel has not taken back.
 
 # %%
-Markdown(S.release_advice(go_version, apiserver_env))
+Markdown(series.release_advice(go_version, apiserver_env))
 
 # %%
 fig, ax = plt.subplots(figsize=(11, 4.5), layout="constrained")

@@ -7,21 +7,19 @@ kill a control plane start their own instead.
 
 from __future__ import annotations
 
-import sys
+import logging
 
 import pytest
 
 from crdscale.cluster.local import LocalControlPlane
 
 
-def _echo(msg: str) -> None:
-    print(f"[control plane] {msg}", file=sys.stderr, flush=True)
-
-
 @pytest.fixture(scope="session")
 def local_cluster():
     """A running :class:`LocalControlPlane` at the pinned default version (``.kubeconfig``, ``.connect()``)."""
-    with LocalControlPlane(name=None, echo=_echo) as cp:
+    # Its start-up lines (binaries found or built, ready) are logged at INFO; pytest shows them on failure.
+    logging.getLogger("crdscale").setLevel(logging.INFO)
+    with LocalControlPlane(name=None) as cp:
         yield cp
 
 

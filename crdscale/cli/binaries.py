@@ -1,9 +1,13 @@
 from __future__ import annotations
 
+import logging
+
 from crdscale.cluster import binaries
-from crdscale.cluster.gobuild import go_version, stderr_echo
+from crdscale.cluster.gobuild import go_version
 from crdscale.cluster.kubesource import check_tree, describe_build
 from crdscale.errors import BinaryError, UsageError
+
+log = logging.getLogger(__name__)
 
 
 class Command:
@@ -96,29 +100,29 @@ class Command:
         trees = [check_tree(tree) for tree in args.kube_source]  # a bad path fails before any build
         kcm = binaries.KUBE_CONTROLLER_MANAGER
         for version in versions:
-            found.append(("kube-apiserver", binaries.kube_apiserver(version, echo=stderr_echo)))
+            found.append(("kube-apiserver", binaries.kube_apiserver(version)))
             if args.controller_manager:
-                found.append((kcm, binaries.kube_controller_manager(version, echo=stderr_echo)))
+                found.append((kcm, binaries.kube_controller_manager(version)))
         for tree in trees:
-            found.append(("kube-apiserver", binaries.kube_apiserver(versions[0], source=tree, echo=stderr_echo)))
+            found.append(("kube-apiserver", binaries.kube_apiserver(versions[0], source=tree)))
             if args.controller_manager:
-                found.append((kcm, binaries.kube_controller_manager(versions[0], source=tree, echo=stderr_echo)))
-        found.append(("etcd", binaries.etcd(args.etcd, echo=stderr_echo)))
+                found.append((kcm, binaries.kube_controller_manager(versions[0], source=tree)))
+        found.append(("etcd", binaries.etcd(args.etcd)))
         if args.kubectl:
-            found.append(("kubectl", binaries.kubectl(echo=stderr_echo)))
+            found.append(("kubectl", binaries.kubectl()))
         for version in args.kubectl_version or []:
-            found.append(("kubectl", binaries.kubectl(version, echo=stderr_echo)))
+            found.append(("kubectl", binaries.kubectl(version)))
         if args.client:
-            found.append(("crdscale-client", binaries.crdscale_client(echo=stderr_echo)))
+            found.append(("crdscale-client", binaries.crdscale_client()))
         if args.versitygw:
-            found.append(("versitygw", binaries.versitygw(echo=stderr_echo)))
+            found.append(("versitygw", binaries.versitygw()))
         if args.registry:
-            found.append(("registry", binaries.registry(echo=stderr_echo)))
+            found.append(("registry", binaries.registry()))
         if args.prometheus:
             try:
                 found.append(("prometheus", binaries.prometheus()))
             except BinaryError as err:
-                stderr_echo(f"warning: {err}")
+                log.warning(err)
         print(f"go          {go_version()}")
         for name, b in found:
             print(f"{name:<23} {b.version:<10} {b.source:<18} {b.path}")

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import logging
 import os
 import sys
 from pathlib import Path, PurePath
@@ -15,6 +16,8 @@ if TYPE_CHECKING:
     import pandas as pd
 
     from crdscale.cluster.kubeconfig import KubeconfigFiles
+
+log = logging.getLogger(__name__)
 
 
 def resolve_kubeconfig(explicit: str | None) -> KubeconfigFiles:
@@ -37,14 +40,18 @@ def resolve_kubeconfig(explicit: str | None) -> KubeconfigFiles:
     raise UsageError("no cluster: pass --kubeconfig, start one with 'crdscale up', or set $KUBECONFIG")
 
 
-KUBECONFIG_HELP = (
-    "kubeconfig file, or FILE:FILE:... merged as kubectl merges $KUBECONFIG "
-    "(default: the newest local instance, then $KUBECONFIG, then ~/.kube/config)"
-)
+# What a command does without --kubeconfig: find a cluster (resolve_kubeconfig).
+FIND_CLUSTER = "the newest local instance, then $KUBECONFIG, then ~/.kube/config"
 
 
-def add_cluster_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--kubeconfig", metavar="PATH", help=KUBECONFIG_HELP)
+def add_cluster_arguments(parser: argparse.ArgumentParser, *, default: str = FIND_CLUSTER) -> None:
+    """``--kubeconfig`` and ``--context``, the one definition every command uses; ``default`` says
+    what the command does without ``--kubeconfig`` (most find a cluster with :func:`resolve_kubeconfig`)."""
+    parser.add_argument(
+        "--kubeconfig",
+        metavar="PATH",
+        help=f"kubeconfig file, or FILE:FILE:... merged as kubectl merges $KUBECONFIG (default: {default})",
+    )
     parser.add_argument("--context", help="kubeconfig context (default: its current context)")
 
 
@@ -178,12 +185,11 @@ class BarProgress:
 def run_with_progress(scenario, parent, run_name: str | None = None) -> Path:
     """Run one scenario with progress bars on stderr; returns its run directory (``run_name``
     names it, e.g. an experiment's cell)."""
-    from crdscale.cluster.gobuild import stderr_echo
     from crdscale.scenario.runner import ScenarioRunner  # pandas & co: only when running
 
     progress = BarProgress()
-    runner = ScenarioRunner(scenario, runs_parent=parent, progress=progress, echo=stderr_echo, run_name=run_name)
-    stderr_echo(f"run {runner.run_id}: {scenario.description or scenario.name}")
+    runner = ScenarioRunner(scenario, runs_parent=parent, progress=progress, run_name=run_name)
+    log.info(f"run {runner.run_id}: {scenario.description or scenario.name}")
     try:
         run = runner.execute()
     finally:

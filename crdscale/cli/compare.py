@@ -31,7 +31,9 @@ from __future__ import annotations
 
 import argparse
 import json
-import sys
+import logging
+
+log = logging.getLogger(__name__)
 
 
 class Command:
@@ -59,34 +61,27 @@ class Command:
     def run(args: argparse.Namespace) -> int:
         from crdscale.analysis.compare import compare_runs
         from crdscale.errors import UsageError
-        from crdscale.report import compare as R
+        from crdscale.report.compare import comparison_json, comparison_markdown, render_comparison
         from crdscale.rundir.layout import FINDINGS_JSON
 
         if len(args.runs) < 2:
             raise UsageError("compare needs two or more run directories")
 
-        def echo(message: str) -> None:
-            print(f"crdscale: {message}", file=sys.stderr)
-
         if args.out:
-            result = R.render_comparison(
-                args.runs, args.out, labels=args.label or None, notebooks_dir=args.notebooks, echo=echo
-            )
+            result = render_comparison(args.runs, args.out, labels=args.label or None, notebooks_dir=args.notebooks)
             comparison = None
             text = result.findings_md.read_text()
         else:
             comparison = compare_runs(args.runs, args.label or None)
-            text = R.comparison_markdown(comparison)
+            text = comparison_markdown(comparison)
         if args.output == "json":
-            data = (
-                json.loads((result.out_dir / FINDINGS_JSON).read_text()) if args.out else R.comparison_json(comparison)
-            )
+            data = json.loads((result.out_dir / FINDINGS_JSON).read_text()) if args.out else comparison_json(comparison)
             print(json.dumps(data, indent=2, default=str))
         else:
             print(text, end="")
         if args.out:
             for failure in result.failures:
-                echo(f"notebook failed at {failure.describe()}")
+                log.info(f"notebook failed at {failure.describe()}")
             print(result.html_nocode)
             return 0 if result.ok else 1
         return 0

@@ -1,7 +1,10 @@
 from __future__ import annotations
 
-from crdscale.cluster.gobuild import stderr_echo
+import logging
+
 from crdscale.errors import UsageError
+
+log = logging.getLogger(__name__)
 
 
 class Command:
@@ -10,21 +13,48 @@ class Command:
     Only the processes an instance recorded are stopped (PIDs checked against
     their start time). With no NAME, stops the only instance, or asks you to pick.
 
+    Given the directory of a cluster experiment ('crdscale run --cluster'),
+    deletes its Jobs with their pods, its ConfigMaps and its ServiceAccount
+    instead: only objects carrying the experiment's labels (the namespace stays).
+
     Examples:
       crdscale down                 # the only running instance
       crdscale down k1-37-1-ab12
       crdscale down --all           # every instance, including stale ones
+      crdscale down runs/20261124T040000Z-gogc   # a cluster experiment's Job
     """
 
     @staticmethod
     def add_arguments(parser):
-        parser.add_argument("names", nargs="*", metavar="NAME", help="instance name(s), see 'crdscale status'")
+        parser.add_argument(
+            "names",
+            nargs="*",
+            metavar="NAME",
+            help="instance name(s), see 'crdscale status', or EXPERIMENT directories",
+        )
         parser.add_argument("--all", action="store_true", help="stop every recorded instance")
+        parser.add_argument("--kubeconfig", metavar="PATH", help="EXPERIMENT: instead of the one it recorded")
+        parser.add_argument("--context", help="EXPERIMENT: instead of the one it recorded")
 
     @staticmethod
     def run(args) -> int:
         from crdscale.cluster.local import list_instances, stop_instance
+        from crdscale.rundir.layout import is_experiment_directory
 
+        experiments = [n for n in args.names if "/" in n or is_experiment_directory(n)]
+        if experiments:
+            from crdscale.cli.cluster import down
+            from crdscale.scenario.clusterjob import is_cluster_experiment
+            from crdscale.scenario.experiment import Experiment
+
+            if len(experiments) != len(args.names) or args.all:
+                raise UsageError("name either local instances or experiment directories, not both")
+            for path in experiments:
+                experiment = Experiment.open(path)
+                if not is_cluster_experiment(experiment):
+                    raise UsageError(f"{path}: ran on this machine; it has no Job to delete")
+                down(experiment, args)
+            return 0
         instances = list_instances()
         if args.all:
             names = [i.name for i in instances]
@@ -33,11 +63,11 @@ class Command:
         elif len(instances) == 1:
             names = [instances[0].name]
         elif not instances:
-            stderr_echo("no local instances")
+            log.info("no local instances")
             return 0
         else:
             raise UsageError("several instances exist; name one or use --all: " + ", ".join(i.name for i in instances))
         for name in names:
             stop_instance(name)
-            stderr_echo(f"stopped {name}")
+            log.info(f"stopped {name}")
         return 0

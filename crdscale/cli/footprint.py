@@ -73,12 +73,15 @@ from __future__ import annotations
 
 import argparse
 import json
+import logging
 import math
 from dataclasses import dataclass
 from typing import Any
 
 from crdscale.cli.common import add_cluster_arguments
 from crdscale.errors import UsageError
+
+log = logging.getLogger(__name__)
 
 DEFINITIONS = {
     "heap": "live Go heap after a GC, by cause (crdscale.analysis.attribution), once the set is installed and served",
@@ -395,10 +398,8 @@ def _print_json(data: dict[str, Any]) -> None:
 
 
 def _warn(warnings: list[str]) -> None:
-    from crdscale.cluster.gobuild import stderr_echo
-
     for warning in warnings:
-        stderr_echo(f"warning: {warning}")
+        log.warning(warning)
 
 
 def _fmt(value: float | None, *, signed: bool = False) -> str:
@@ -466,13 +467,12 @@ def _print_budget(budget: dict[str, Any]) -> None:
 
 def _calibrate(args: argparse.Namespace) -> int:
     from crdscale.cli.common import run_with_progress
-    from crdscale.cluster.gobuild import stderr_echo
     from crdscale.footprint_models import calibrated_path, write_model
     from crdscale.paths import runs_dir
     from crdscale.scenario.calibrate import calibrate
 
     features = [f.strip() for f in args.features.split(",") if f.strip()] if args.features else None
-    stderr_echo(
+    log.info(
         f"calibrating the footprint model of kube-apiserver v{args.kube_version.lstrip('v')}: "
         f"one run per cell of the sweep, then a fit"
     )
@@ -482,7 +482,7 @@ def _calibrate(args: argparse.Namespace) -> int:
         sweep=args.sweep,
         features=features,
         run_cell=run_with_progress,
-        message=stderr_echo,
+        message=log.info,
     )
     path = write_model(result.model, args.model or calibrated_path(args.kube_version))
     if args.output == "json":
@@ -494,7 +494,7 @@ def _calibrate(args: argparse.Namespace) -> int:
         )
         return 0
     prov = result.model.provenance
-    stderr_echo(
+    log.info(
         f"fitted {' + '.join(result.model.features)} on {len(prov['runs'])} runs "
         f"({prov['machine']}); 'crdscale footprint' now uses it for v{result.model.kube_version}"
         if not args.model

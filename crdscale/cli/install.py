@@ -20,10 +20,7 @@ import time
 from pathlib import Path
 
 from crdscale.cli.common import add_cluster_arguments, resolve_kubeconfig
-from crdscale.cluster.clients import connect
-from crdscale.crds.install import ERROR_MODES, EXISTING_MODES, Installer, split_steps
-from crdscale.crds.load import load_crds, require_crds
-from crdscale.crds.serve import DEFAULT_MAX_WATCHES, SERVE_MODES, ResourceServer
+from crdscale.crds.options import DEFAULT_MAX_WATCHES, ERROR_MODES, EXISTING_MODES, SERVE_MODES
 from crdscale.errors import CRDError, UsageError
 from crdscale.ownership import new_run_id
 from crdscale.paths import runs_dir
@@ -114,6 +111,11 @@ class Command:
 
     @staticmethod
     def run(args: argparse.Namespace) -> int:
+        # The HTTP client and the CRD machinery only when installing: `crdscale install --help` stays fast.
+        from crdscale.cluster.clients import connect
+        from crdscale.crds.install import Installer, split_steps
+        from crdscale.crds.load import load_crds, require_crds
+        from crdscale.crds.serve import ResourceServer
         from crdscale.rundir import RunWriter
         from crdscale.rundir.layout import CRD_RECORDS
 
@@ -183,7 +185,6 @@ class Command:
             progress=bars,
             clients=args.serve_clients,
             record_process=run.record_process,
-            echo=lambda m: print(f"crdscale: {m}", file=sys.stderr, flush=True),
         )
         started = time.monotonic()
         installed = 0

@@ -21,10 +21,12 @@ and its kernels.
 from __future__ import annotations
 
 import argparse
+import logging
 import os
 import signal
-import sys
 from pathlib import Path
+
+log = logging.getLogger(__name__)
 
 
 class Command:
@@ -56,22 +58,17 @@ class Command:
         from crdscale.report.lab import LabServer, bind_notebooks, install_lab_settings
         from crdscale.report.render import default_notebooks_dir
 
-        def echo(message: str) -> None:
-            print(f"crdscale: {message}", file=sys.stderr, flush=True)
-
         notebooks_dir = (Path(args.notebooks) if args.notebooks else default_notebooks_dir()).resolve()
         if args.run_dirs:
             bound = [
                 b
                 for run_dir in args.run_dirs
-                for b in bind_notebooks(
-                    run_dir, notebooks_dir, execute=not args.no_execute, timeout=args.timeout, echo=echo
-                )
+                for b in bind_notebooks(run_dir, notebooks_dir, execute=not args.no_execute, timeout=args.timeout)
             ]
             paths = [b.path for b in bound]
             for b in bound:
                 if not b.created:
-                    echo(f"kept your copy {b.path}")
+                    log.info(f"kept your copy {b.path}")
             root = Path(os.path.commonpath([Path(r).resolve() for r in args.run_dirs]))
         else:
             root = notebooks_dir.resolve()
@@ -79,8 +76,8 @@ class Command:
         try:
             install_lab_settings()
         except OSError as err:
-            echo(
-                f"warning: could not install the JupyterLab settings ({err}); open .py notebooks with "
+            log.warning(
+                f"could not install the JupyterLab settings ({err}); open .py notebooks with "
                 "right click > Open With > Notebook"
             )
 
@@ -93,14 +90,14 @@ class Command:
         try:
             server.start()
             for path in paths[1:]:
-                echo(f"also: {server.url(path)}")
-            echo("JupyterLab is running; Ctrl-C stops it")
+                log.info(f"also: {server.url(path)}")
+            log.info("JupyterLab is running; Ctrl-C stops it")
             print(server.url(paths[0]) if paths else server.url(), flush=True)
             code = server.wait()
-            echo(f"JupyterLab exited with code {code}")
+            log.info(f"JupyterLab exited with code {code}")
             return 1 if code else 0
         except KeyboardInterrupt:
-            echo("stopping JupyterLab")
+            log.info("stopping JupyterLab")
             return 0
         finally:
             server.stop()

@@ -39,6 +39,7 @@ SUBCOMMANDS = {
     "lab": "lab",
     "probe": "probe",
     "recover": "recover",
+    "cell": "cell",
 }
 
 # The optional extras of pyproject.toml by the modules they bring, and the commands that need
@@ -110,6 +111,12 @@ def build_parser(load: Collection[str] | None = None) -> argparse.ArgumentParser
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     parser.add_argument("--version", action="version", version=f"crdscale {__version__}")
+    # dest differs from the subcommands' own --quiet: a subparser's default would overwrite it.
+    noise = parser.add_mutually_exclusive_group()
+    noise.add_argument(
+        "-q", "--quiet", dest="log_quiet", action="store_true", help="print warnings and errors only (no progress)"
+    )
+    noise.add_argument("-v", "--verbose", dest="log_verbose", action="store_true", help="also print debug lines")
     subparsers = parser.add_subparsers(dest="command", metavar="COMMAND")
     for name, module_name in SUBCOMMANDS.items():
         command = None
@@ -145,22 +152,41 @@ def require_extras(command: str) -> None:
                 )
 
 
-class _StderrHandler(logging.StreamHandler):
-    """Library progress (``logging`` under ``crdscale``) on the current ``sys.stderr``; warnings say so."""
-
-    stream = property(lambda self: sys.stderr, lambda self, _value: None)
+class _StderrHandler(logging.Handler):
+    """The library's ``logging`` under ``crdscale`` as the CLI prints its own lines: ``crdscale: MESSAGE``
+    on the current ``sys.stderr`` (``crdscale: warning: MESSAGE`` from WARNING up), written above a
+    progress bar when one is drawn so the bar is not torn."""
 
     def format(self, record: logging.LogRecord) -> str:
         message = record.getMessage()
-        return f"crdscale: warning: {message}" if record.levelno >= logging.WARNING else message
+        return f"crdscale: warning: {message}" if record.levelno >= logging.WARNING else f"crdscale: {message}"
+
+    def emit(self, record: logging.LogRecord) -> None:
+        try:
+            line = self.format(record)
+            tqdm = sys.modules.get("tqdm")  # imported only by commands that draw bars
+            if tqdm is not None:
+                tqdm.tqdm.write(line, file=sys.stderr)
+            else:
+                sys.stderr.write(line + "\n")
+            sys.stderr.flush()
+        except Exception:
+            self.handleError(record)
 
 
-def log_to_stderr() -> None:
-    """Attach the CLI's handler to the ``crdscale`` logger once (notebooks never call this, so stay quiet)."""
+def log_to_stderr(level: int = logging.INFO) -> None:
+    """Attach the CLI's handler to the ``crdscale`` logger once, at ``level`` (notebooks and library
+    users never call this: the package's ``NullHandler`` keeps them quiet)."""
     logger = logging.getLogger("crdscale")
-    logger.setLevel(logging.INFO)
+    logger.setLevel(level)
     if not any(isinstance(h, _StderrHandler) for h in logger.handlers):
         logger.addHandler(_StderrHandler())
+
+
+def _log_level(args: argparse.Namespace) -> int:
+    if args.log_verbose:
+        return logging.DEBUG
+    return logging.WARNING if args.log_quiet else logging.INFO
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -174,7 +200,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         parser.print_help()
         return 2
     keep_freed_memory()  # numpy's temporaries of a few MB are reused, not faulted in again
-    log_to_stderr()
+    log_to_stderr(_log_level(args))
     try:
         require_extras(args.command)
         return int(args._command.run(args) or 0)

@@ -77,7 +77,7 @@ class Command:
 
         config = configs.from_args(configs.CONFIGS[args.probe], args)  # bad values fail before anything starts
 
-        def body(run: ProbeRun, echo):
+        def body(run: ProbeRun):
             result = run_probe(args.probe, run.cluster, run.writer, config, run_id=run.run_id)
             shown = {**result.tables, **result.derived}
             for section in result.sections:
@@ -131,22 +131,21 @@ class ProbeRun:
 
 
 def _run(name: str, args, parameters: dict, body) -> int:
-    """Run one probe's ``body(run, echo) -> (exit code, manifest extras, {table name: DataFrame})``
+    """Run one probe's ``body(run) -> (exit code, manifest extras, {table name: DataFrame})``
     in its run directory; with ``-o json`` the tables go to stdout as one JSON document and the
     human tables to stderr (nowhere with --quiet). Progress is the library's logging (see cli.main),
     silenced below warnings by --quiet."""
     run = ProbeRun(name, args, parameters)
-    logging.getLogger("crdscale").setLevel(logging.WARNING if args.quiet else logging.INFO)
-    echo = None if args.quiet else lambda msg: print(msg, file=sys.stderr, flush=True)
-    if echo:
-        echo(f"probe {name}: {run.cluster.server} ({run.server_version}) -> {run.dir}")
+    if args.quiet:  # as `crdscale -q probe ...`
+        logging.getLogger("crdscale").setLevel(logging.WARNING)
+    logging.getLogger(__name__).info(f"probe {name}: {run.cluster.server} ({run.server_version}) -> {run.dir}")
     as_json = args.output == "json"
     human = contextlib.nullcontext()
     if as_json:
         human = contextlib.redirect_stdout(io.StringIO() if args.quiet else sys.stderr)
     try:
         with human:
-            code, extra, tables = body(run, echo)
+            code, extra, tables = body(run)
     except BaseException as err:
         run.finish("interrupted" if isinstance(err, KeyboardInterrupt) else "failed", str(err) or type(err).__name__)
         raise

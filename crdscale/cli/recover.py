@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import json
 
-from crdscale.cluster.gobuild import stderr_echo
 from crdscale.errors import UsageError
 
 
@@ -48,7 +47,7 @@ class Command:
             )
         if status == "running" and not args.force:
             raise UsageError(f"{args.run_dir}: its runner is still running")
-        done = recover_run(args.run_dir, echo=None if args.output == "json" else stderr_echo)
+        done = recover_run(args.run_dir)
         if args.output == "json":
             print(json.dumps(done, indent=2))
         else:

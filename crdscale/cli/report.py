@@ -18,7 +18,10 @@ fresh Jupyter kernel, then writes into OUT (default RUN_DIR/report/):
 
 Given an experiment directory (a [matrix] scenario's, see 'crdscale run'),
 compares its completed cells instead, as 'crdscale compare CELL_RUNS...
---out EXPERIMENT_DIR/report' does.
+--out EXPERIMENT_DIR/report' does. A cluster experiment ('run --cluster')
+first gathers the cells' run directories from its results store into the
+experiment directory (--results URL reads them elsewhere, e.g. where a
+pvc:// claim is mounted: file:///mnt/claim).
 
 A run that did not complete (failed, interrupted, abandoned) and profiles the
 fits leave out are stated, with why, on stderr, on the report's first screen
@@ -33,7 +36,9 @@ path of the HTML report is printed last on stdout.
 from __future__ import annotations
 
 import argparse
-import sys
+import logging
+
+log = logging.getLogger(__name__)
 
 
 class Command:
@@ -51,6 +56,9 @@ class Command:
             help="directory of the jupytext notebooks (default: notebooks/ of this checkout)",
         )
         parser.add_argument(
+            "--results", metavar="URL", help="cluster experiment: gather from this store instead of the recorded one"
+        )
+        parser.add_argument(
             "--timeout",
             type=int,
             default=600,
@@ -61,10 +69,6 @@ class Command:
     @staticmethod
     def run(args: argparse.Namespace) -> int:
         from crdscale.report.render import render_report
-
-        def echo(message: str) -> None:
-            print(f"crdscale: {message}", file=sys.stderr)
-
         from crdscale.rundir.layout import is_experiment_directory
         from crdscale.scenario.experiment import Experiment
 
@@ -73,6 +77,11 @@ class Command:
             from crdscale.report.compare import render_comparison
 
             experiment = Experiment.open(args.run_dir)
+            from crdscale.scenario.clusterjob import gather, is_cluster_experiment
+
+            if is_cluster_experiment(experiment):
+                gathered = gather(experiment, args.results)
+                echo(f"gathered {len(gathered)} of {len(experiment.cells)} cells from the results store")
             cells = experiment.completed_runs()
             if len(cells) < 2:
                 raise UsageError(
@@ -85,15 +94,12 @@ class Command:
                 labels=[n for n, _p in cells],
                 notebooks_dir=args.notebooks,
                 timeout=args.timeout,
-                echo=echo,
             )
         else:
-            result = render_report(
-                args.run_dir, args.out, notebooks_dir=args.notebooks, timeout=args.timeout, echo=echo
-            )
+            result = render_report(args.run_dir, args.out, notebooks_dir=args.notebooks, timeout=args.timeout)
         print(f"findings: {result.findings_md}")
         print(f"with code: {result.html}")
         for failure in result.failures:
-            print(f"crdscale: notebook failed at {failure.describe()}", file=sys.stderr)
+            log.info(f"notebook failed at {failure.describe()}")
         print(result.html_nocode)
         return 0 if result.ok else 1

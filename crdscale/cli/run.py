@@ -1,10 +1,12 @@
 from __future__ import annotations
 
+import logging
 import os
 
-from crdscale.cli.common import add_output_argument, print_json, run_with_progress
-from crdscale.cluster.gobuild import stderr_echo
+from crdscale.cli.common import add_cluster_arguments, add_output_argument, print_json, run_with_progress
 from crdscale.scenario.config import default_text, load_scenario
+
+log = logging.getLogger(__name__)
 
 
 class Command:
@@ -50,6 +52,18 @@ class Command:
     Scenario keys: target.prometheus_bearer_token_file, prometheus_username,
     prometheus_password_file, prometheus_ca_file, prometheus_insecure_skip_tls_verify.
 
+    A matrix on your cluster: --cluster submits the cells as one Kubernetes
+    Indexed Job (index = cell x repeat; --kubeconfig/--context name the cluster,
+    never a local instance) running --image, each pod a cell on its own control
+    plane, Guaranteed QoS sized from the footprint prediction (--memory, --cpus),
+    one pod per node with --one-per-node, retried per index; each cell's run
+    directory goes to --results (s3://BUCKET/PREFIX, pvc://CLAIM, file:///PATH).
+    It follows the Job (Ctrl-C stops following; the Job goes on); then
+    'crdscale status EXPERIMENT', 'crdscale run --resume EXPERIMENT' (a new Job
+    over the cells not succeeded), 'crdscale down EXPERIMENT', 'crdscale report
+    EXPERIMENT' (gathers the cells first). --print-manifests shows the objects
+    and the Role the submitting user needs, creating nothing.
+
     Examples:
       crdscale run
       crdscale run my-scenario.toml --out /data/runs
@@ -61,19 +75,19 @@ class Command:
       crdscale run --set steps.count=3 --set crds.count=60 --set crds.groups=6
       crdscale run scenarios/gogc.toml                # a [matrix] experiment
       crdscale run --resume runs/20261123T091500Z-gogc
+      crdscale run scenarios/gogc.toml --cluster --image registry.example/crdscale:0.1.0 --results s3://bucket/crdscale --parallelism 4
+      crdscale run scenarios/gogc.toml --cluster --image REF --results pvc://results --print-manifests
     """
 
     @staticmethod
     def add_arguments(parser):
         parser.add_argument("scenario", nargs="?", metavar="SCENARIO.toml", help="scenario file (default: built-in)")
         parser.add_argument("--out", metavar="DIR", help="parent directory for the run directory (default: ./runs)")
-        parser.add_argument(
-            "--kubeconfig",
-            metavar="PATH",
-            help="run against this cluster instead of a local control plane (never touches objects it "
-            "did not create); FILE:FILE:... is merged as kubectl merges $KUBECONFIG",
+        add_cluster_arguments(
+            parser,
+            default="a local control plane the run starts; with it, the run uses that cluster and never "
+            "touches objects it did not create",
         )
-        parser.add_argument("--context", help="kubeconfig context")
         prom = parser.add_argument_group("an existing Prometheus (credentials from files, never on the command line)")
         prom.add_argument("--prometheus-url", metavar="URL", help="an existing Prometheus scraping the target")
         prom.add_argument(
@@ -115,34 +129,48 @@ class Command:
         parser.add_argument(
             "--resume",
             metavar="EXPERIMENT_DIR",
-            help="finish an interrupted experiment: skip completed cells, redo the interrupted one",
+            help="finish an interrupted experiment: skip completed cells, redo the interrupted one "
+            "(a cluster experiment: a new Job over the cells not succeeded)",
         )
+        from crdscale.cli import cluster
+
+        cluster.add_arguments(parser)
 
     @staticmethod
     def run(args) -> int:
         if args.print_default:
             print(default_text(), end="")
             return 0
+        from crdscale.cli import cluster
         from crdscale.errors import UsageError
 
         if args.output == "json" and not args.check:
             raise UsageError("-o json goes with --check (a run prints its run directory)")
+        cluster.check_flags(args)
         if args.resume:
+            from crdscale.scenario.clusterjob import is_cluster_experiment
             from crdscale.scenario.experiment import Experiment
 
             if args.scenario or args.set:
                 raise UsageError("--resume takes the scenario from the experiment directory; drop SCENARIO and --set")
             experiment = Experiment.open(args.resume)
+            if is_cluster_experiment(experiment):
+                return cluster.resume(args, experiment)
+            if args.cluster or cluster.cluster_flags_given(args):
+                flag = "--cluster" if args.cluster else cluster.cluster_flags_given(args)[0]
+                raise UsageError(f"{args.resume} ran on this machine; --resume reruns it here (drop {flag})")
             cells = [(c.cell, c.scenario) for c in experiment.cells if c.status != "completed"]
             reports = _check(experiment.scenario, cells)
             if args.check:
                 return _print_check(str(experiment.path), reports, args)
             return _run_experiment(experiment, args)
+        if args.cluster:
+            cluster.check_submission(args, resume=False)
         overrides = _parse_sets(args.set)
-        if args.kubeconfig:
+        if args.kubeconfig and not args.cluster:
             overrides.update({"target.kind": "kubeconfig", "target.kubeconfig": args.kubeconfig})
-            if args.context:
-                overrides["target.context"] = args.context
+        if args.context:
+            overrides["target.context"] = args.context
         if args.prometheus_url:
             overrides["target.prometheus_url"] = args.prometheus_url
         for flag in PROMETHEUS_FLAGS:
@@ -152,17 +180,21 @@ class Command:
                 is_file = flag.endswith("_file")
                 overrides[f"target.{flag}"] = os.path.abspath(os.path.expanduser(value)) if is_file else value
         scenario = load_scenario(args.scenario, overrides=overrides)
+        if args.context and scenario.is_local:
+            raise UsageError("--context names a context of --kubeconfig; this run starts its own control plane")
         # Before a run directory exists or a binary is resolved: a bad cell fails in seconds, not after a build.
         reports = _check(scenario)
         if args.check:
             return _print_check(scenario.source_path or "default scenario", reports, args)
+        if args.cluster:
+            return cluster.submit(args, scenario)
         if scenario.matrix:
             from crdscale.paths import runs_dir
             from crdscale.scenario.experiment import Experiment
 
             return _run_experiment(Experiment.create(args.out or runs_dir(), scenario), args)
         run = run_with_progress(scenario, args.out)
-        stderr_echo(f"completed; explore with: crdscale analyze {run}")
+        log.info(f"completed; explore with: crdscale analyze {run}")
         print(run)
         return 0
 
@@ -184,7 +216,7 @@ def _check(scenario, cells=None):
     reports = check_cells(scenario, cells)
     for report in reports:
         for warning in report.warnings:
-            stderr_echo(f"warning: cell {report.cell}: {warning}" if scenario.matrix else f"warning: {warning}")
+            log.warning(f"cell {report.cell}: {warning}" if scenario.matrix else warning)
     return reports
 
 
@@ -215,9 +247,9 @@ def _print_check(what: str, reports, args) -> int:
 
 
 def _run_experiment(experiment, args) -> int:
-    stderr_echo(f"experiment {experiment.path}: {len(experiment.cells)} cells")
-    experiment.run(run_with_progress, message=stderr_echo)
-    stderr_echo(f"completed; compare the cells with: crdscale report {experiment.path}")
+    log.info(f"experiment {experiment.path}: {len(experiment.cells)} cells")
+    experiment.run(run_with_progress, message=log.info)
+    log.info(f"completed; compare the cells with: crdscale report {experiment.path}")
     print(experiment.path)
     return 0
 

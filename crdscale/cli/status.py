@@ -16,10 +16,20 @@ class Command:
     -o json prints {"instances": [{name, status, server, kubeconfig, versions,
     created_at, processes_alive}, ...], "runs": [{path, status, reason}, ...]},
     newest first (empty lists when none).
+
+    Given EXPERIMENT (the directory of 'crdscale run --cluster'), shows each index
+    of its Jobs instead: pending (and why: not scheduled, pulling the image),
+    running (with the last step its log shows), succeeded, or failed with the
+    pod's last log lines; -o json: {"experiment", "namespace", "indexes": [...]}.
     """
 
     @staticmethod
     def add_arguments(parser):
+        parser.add_argument(
+            "experiment", nargs="?", metavar="EXPERIMENT", help="a cluster experiment directory ('run --cluster')"
+        )
+        parser.add_argument("--kubeconfig", metavar="PATH", help="with EXPERIMENT: instead of the one it recorded")
+        parser.add_argument("--context", help="with EXPERIMENT: instead of the one it recorded")
         parser.add_argument(
             "--kubeconfig-only", action="store_true", help="print only the newest ready instance's kubeconfig path"
         )
@@ -27,6 +37,8 @@ class Command:
 
     @staticmethod
     def run(args) -> int:
+        if args.experiment:
+            return _experiment_status(args)
         from crdscale.cluster.local import list_instances
 
         instances = list_instances()
@@ -69,6 +81,19 @@ class Command:
             print("  ".join(v.ljust(w) for v, w in zip(r, widths)).rstrip())
         _print_runs(unfinished)
         return 0
+
+
+def _experiment_status(args) -> int:
+    from crdscale.cli.cluster import print_status
+    from crdscale.scenario.clusterjob import is_cluster_experiment
+    from crdscale.scenario.experiment import Experiment
+
+    experiment = Experiment.open(args.experiment)
+    if not is_cluster_experiment(experiment):
+        from crdscale.errors import UsageError
+
+        raise UsageError(f"{args.experiment} ran on this machine; its cells are in its experiment.json")
+    return print_status(experiment, args)
 
 
 def _unfinished_runs() -> list:

@@ -34,8 +34,7 @@ import json
 import sys
 from pathlib import Path
 
-from crdscale.analysis.pprof.graph import GRANULARITIES
-from crdscale.analysis.pprof.views import PPROF_NODE_FRACTION
+from crdscale.analysis.pprof.options import GRANULARITIES, PPROF_NODE_FRACTION
 from crdscale.cli.common import check_output_file, write_output_text, write_table
 from crdscale.errors import UsageError
 

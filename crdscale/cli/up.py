@@ -1,9 +1,11 @@
 from __future__ import annotations
 
+import logging
 import sys
 
-from crdscale.cluster.gobuild import stderr_echo
 from crdscale.cluster.versions import DEFAULT_CONTROLLERS
+
+log = logging.getLogger(__name__)
 
 
 class Command:
@@ -102,10 +104,9 @@ class Command:
             controller_manager=args.controller_manager,
             controller_manager_controllers=[c.strip() for c in args.controllers.split(",") if c.strip()],
             ready_timeout_s=args.timeout,
-            echo=stderr_echo,
             keep_state=True,
         ).start()
-        stderr_echo(f"instance {cp.name}: stop it with 'crdscale down {cp.name}'")
+        log.info(f"instance {cp.name}: stop it with 'crdscale down {cp.name}'")
         print(cp.kubeconfig)
         sys.stdout.flush()
         return 0

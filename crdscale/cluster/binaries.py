@@ -281,7 +281,7 @@ def _staging_version_or_none(version: str) -> str | None:
         return None
 
 
-def kube_apiserver_from_source(tree: str | os.PathLike, *, base_version: str | None = None, echo=None) -> Binary:
+def kube_apiserver_from_source(tree: str | os.PathLike, *, base_version: str | None = None) -> Binary:
     """kube-apiserver built from the Kubernetes source tree ``tree``, cached by what went in
     (commit and uncommitted diff, or the files of a tree without git; see
     :mod:`crdscale.cluster.kubesource`). ``base_version`` (default: the pinned one) is the
@@ -292,7 +292,7 @@ def kube_apiserver_from_source(tree: str | os.PathLike, *, base_version: str | N
     if program.binary.is_file() and os.access(program.binary, os.X_OK):
         return Binary(program.binary, source.version, "cache", source.facts())
     write_json_atomic(program.out_dir / "source.json", source.facts())  # the cache directory explains itself
-    path = gobuild.build(program, echo=echo)
+    path = gobuild.build(program)
     # Edited while Go compiled it: the binary may hold either state, so it must not be cached as this one.
     if kubesource.read_source(tree, fallback_version=fallback) != source:
         path.unlink(missing_ok=True)
@@ -303,7 +303,7 @@ def kube_apiserver_from_source(tree: str | os.PathLike, *, base_version: str | N
 
 
 def kube_apiserver(
-    version: str | None = None, *, binary: str | None = None, source: str | os.PathLike | None = None, echo=None
+    version: str | None = None, *, binary: str | None = None, source: str | os.PathLike | None = None
 ) -> Binary:
     """Resolve kube-apiserver: explicit ``binary``, a build from the source tree ``source``,
     env, envtest assets, cache, or a fresh build of a released version.
@@ -317,7 +317,7 @@ def kube_apiserver(
     if binary:
         return _explicit(binary, "flag", version or "unknown")
     if source:
-        return kube_apiserver_from_source(source, base_version=version, echo=echo)
+        return kube_apiserver_from_source(source, base_version=version)
     if os.environ.get(KUBE_APISERVER_ENV):
         return _explicit(os.environ[KUBE_APISERVER_ENV], f"${KUBE_APISERVER_ENV}", version or "unknown")
     if version is None and os.environ.get("KUBEBUILDER_ASSETS"):
@@ -329,7 +329,7 @@ def kube_apiserver(
     if cached:
         return Binary(cached, version, "cache")
     info = _download_kubernetes_module(version)
-    path = gobuild.build(kube_apiserver_program(version, module_info=info), echo=echo)
+    path = gobuild.build(kube_apiserver_program(version, module_info=info))
     return Binary(path, version, "built")
 
 
@@ -339,9 +339,7 @@ def cached_kube_apiserver(version: str) -> Path | None:
     return cached if cached.is_file() and os.access(cached, os.X_OK) else None
 
 
-def kube_controller_manager(
-    version: str | None = None, *, source: str | os.PathLike | None = None, echo=None
-) -> Binary:
+def kube_controller_manager(version: str | None = None, *, source: str | os.PathLike | None = None) -> Binary:
     """Resolve kube-controller-manager: ``$CRDSCALE_KUBE_CONTROLLER_MANAGER``, else built from
     the same modules as kube-apiserver ``version`` (or the source tree ``source``) into the
     same cache directory. When kube-apiserver is already there only kube-controller-manager
@@ -362,7 +360,7 @@ def kube_controller_manager(
         program = kube_apiserver_program(kcm_version, module_info=_download_kubernetes_module(kcm_version))
         found, built_from = "cache", None
     if program.missing([KUBE_CONTROLLER_MANAGER]):
-        gobuild.build(program, echo=echo, names=[KUBE_CONTROLLER_MANAGER])
+        gobuild.build(program, names=[KUBE_CONTROLLER_MANAGER])
         found = "built"
     return Binary(program.binary_path(KUBE_CONTROLLER_MANAGER), kcm_version, found, built_from)
 
@@ -383,7 +381,7 @@ def system_etcd() -> str | None:
     return shutil.which("etcd") or ("/usr/bin/etcd" if os.access("/usr/bin/etcd", os.X_OK) else None)
 
 
-def etcd(spec: str | None = None, *, echo=None) -> Binary:
+def etcd(spec: str | None = None) -> Binary:
     """Resolve etcd from ``spec``: ``None`` (default version), ``"system"`` (etcd on PATH,
     e.g. Debian's ``etcd-server`` 3.4), a version such as ``3.6.16``, or a path."""
     spec = spec or os.environ.get(ETCD_ENV) or DEFAULT_ETCD_VERSION
@@ -406,7 +404,7 @@ def etcd(spec: str | None = None, *, echo=None) -> Binary:
         raise BinaryError(
             f"the Go module proxy does not serve {ETCD_MODULE} {version}: {info['Error'].splitlines()[-1]}"
         )
-    return Binary(gobuild.build(program, echo=echo), version, "built")
+    return Binary(gobuild.build(program), version, "built")
 
 
 def _etcd_reported_version(path: Path) -> str:
@@ -465,7 +463,7 @@ def kubectl_program(version: str, *, gomod_text: str = "") -> gobuild.GoProgram:
     )
 
 
-def kubectl(version: str | None = None, *, echo=None) -> Binary:
+def kubectl(version: str | None = None) -> Binary:
     """A real kubectl: on PATH if it is a genuine build (only when no ``version`` is asked for),
     else built from Go modules (``k8s.io/kubectl`` at the staging version matching ``version``)
     and cached per version."""
@@ -489,17 +487,17 @@ def kubectl(version: str | None = None, *, echo=None) -> Binary:
     if info.get("Error"):
         raise BinaryError(f"the Go module proxy does not serve k8s.io/kubectl {zero}: {info['Error'].splitlines()[-1]}")
     program = kubectl_program(version, gomod_text=Path(info["GoMod"]).read_text())
-    return Binary(gobuild.build(program, echo=echo), version, "built")
+    return Binary(gobuild.build(program), version, "built")
 
 
-def crdscale_client(*, echo=None) -> Binary:
+def crdscale_client() -> Binary:
     """crdscale-client (:mod:`crdscale.cluster.goclient`): client-go informers, discovery and
     cache-memory modes, built from Go modules and cached per client-go version and source."""
     from crdscale.cluster import goclient
 
     program = goclient.program()
     source = "cache" if program.binary.is_file() else "built"
-    return Binary(goclient.binary(echo=echo), program.out_dir.name, source)
+    return Binary(goclient.binary(), program.out_dir.name, source)
 
 
 # versitygw: an S3 gateway over a local directory (its posix backend), the real S3-compatible
@@ -528,7 +526,7 @@ def versitygw_program(version: str = DEFAULT_VERSITYGW_VERSION) -> gobuild.GoPro
     )
 
 
-def versitygw(version: str | None = None, *, echo=None) -> Binary:
+def versitygw(version: str | None = None) -> Binary:
     """versitygw (an S3-compatible gateway; tests serve a directory as a bucket store with it),
     built from Go modules and cached per version."""
     version = normalize_version(version or DEFAULT_VERSITYGW_VERSION)
@@ -540,7 +538,7 @@ def versitygw(version: str | None = None, *, echo=None) -> Binary:
         raise BinaryError(
             f"the Go module proxy does not serve {VERSITYGW_MODULE} {version}: {info['Error'].splitlines()[-1]}"
         )
-    return Binary(gobuild.build(program, echo=echo), version, "built")
+    return Binary(gobuild.build(program), version, "built")
 
 
 # The OCI distribution registry (CNCF distribution), for testing `crdscale image build --push`
@@ -568,8 +566,8 @@ def cached_registry(version: str = DEFAULT_REGISTRY_VERSION) -> Path | None:
     return path if path.is_file() and os.access(path, os.X_OK) else None
 
 
-def registry(version: str = DEFAULT_REGISTRY_VERSION, *, echo=None) -> Binary:
+def registry(version: str = DEFAULT_REGISTRY_VERSION) -> Binary:
     program = registry_program(version)
     if cached_registry(version):
         return Binary(program.binary, version, "cache")
-    return Binary(gobuild.build(program, echo=echo), version, "built")
+    return Binary(gobuild.build(program), version, "built")

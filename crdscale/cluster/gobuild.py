@@ -17,10 +17,10 @@ from __future__ import annotations
 
 import fcntl
 import json
+import logging
 import os
 import shutil
 import subprocess
-import sys
 import threading
 import time
 from collections.abc import Sequence
@@ -31,6 +31,8 @@ from pathlib import Path
 from crdscale.errors import BinaryError
 from crdscale.fsutil import write_atomic, write_json_atomic
 from crdscale.timeutil import utc_iso
+
+log = logging.getLogger(__name__)
 
 
 @dataclass
@@ -156,15 +158,14 @@ def _log_tail(path: Path, lines: int = 15) -> str:
         return ""
 
 
-def build(program: GoProgram, *, echo=None, names: Sequence[str] | None = None) -> Path:
+def build(program: GoProgram, *, names: Sequence[str] | None = None) -> Path:
     """Build the binaries ``names`` of ``program`` (default: all of them) that its cache
     directory lacks, in one ``go build``; return the primary binary's path (which exists
     only if it was among ``names`` or built before).
 
-    ``echo`` is a callable for progress lines (``None`` = quiet). On failure raises
-    :class:`BinaryError` naming the failing step and the log file.
+    Progress lines (what is built, a heartbeat every minute) go to this module's logger at INFO.
+    On failure raises :class:`BinaryError` naming the failing step and the log file.
     """
-    say = echo or (lambda _msg: None)
     with _build_lock(program.out_dir):
         missing = program.missing(names)
         if not missing:
@@ -183,7 +184,9 @@ def build(program: GoProgram, *, echo=None, names: Sequence[str] | None = None) 
             usually = program.more_durations[missing[0]]  # beside binaries already built: Go's cache has most
         else:
             usually = program.usual_duration
-        say(f"building {what} from {program.origin} in {program.out_dir} (usually {usually}); log: {program.log_path}")
+        log.info(
+            f"building {what} from {program.origin} in {program.out_dir} (usually {usually}); log: {program.log_path}"
+        )
         env = dict(os.environ, GOFLAGS="-mod=mod", GOTOOLCHAIN="local")
         started = time.monotonic()
         # Built into a side directory and moved in when all succeeded: a binary in the cache
@@ -203,13 +206,13 @@ def build(program: GoProgram, *, echo=None, names: Sequence[str] | None = None) 
             ),
         ]
         # Appended to: the log of the binaries built earlier into this directory stays.
-        with open(program.log_path, "a") as log:
-            log.write(f"# {utc_iso()}: building {what}\n")
+        with open(program.log_path, "a") as output:
+            output.write(f"# {utc_iso()}: building {what}\n")
             for step, cmd in steps:
-                say(f"  {step} ...")
-                log.write(f"$ {' '.join(cmd)}\n")
-                log.flush()
-                rc = _run_with_heartbeat(cmd, cwd=src, env=env, log=log, say=say, started=started, step=step)
+                log.info(f"  {step} ...")
+                output.write(f"$ {' '.join(cmd)}\n")
+                output.flush()
+                rc = _run_with_heartbeat(cmd, cwd=src, env=env, output=output, started=started, step=step)
                 if rc != 0:
                     raise BinaryError(
                         f"building {what}: step '{step}' failed (exit {rc}); see {program.log_path}",
@@ -226,18 +229,18 @@ def build(program: GoProgram, *, echo=None, names: Sequence[str] | None = None) 
             write_json_atomic(
                 program.out_dir / json_name, {"binary": str(program.binary_path(name)), "built_with": missing, **facts}
             )
-        say(f"built {what} in {program.out_dir} in {elapsed / 60:.1f} min")
+        log.info(f"built {what} in {program.out_dir} in {elapsed / 60:.1f} min")
         return program.binary
 
 
-def _run_with_heartbeat(cmd, *, cwd, env, log, say, started, step, every_s: float = 60.0) -> int:
-    """Run ``cmd`` with output to ``log``; print an elapsed-time line every ``every_s`` seconds."""
-    proc = subprocess.Popen(cmd, cwd=cwd, env=env, stdout=log, stderr=subprocess.STDOUT)
+def _run_with_heartbeat(cmd, *, cwd, env, output, started, step, every_s: float = 60.0) -> int:
+    """Run ``cmd`` with its output to the file ``output``; log an elapsed-time line every ``every_s`` seconds."""
+    proc = subprocess.Popen(cmd, cwd=cwd, env=env, stdout=output, stderr=subprocess.STDOUT)
     done = threading.Event()
 
     def heartbeat():
         while not done.wait(every_s):
-            say(f"  {step}: still running, {(time.monotonic() - started) / 60:.1f} min elapsed")
+            log.info(f"  {step}: still running, {(time.monotonic() - started) / 60:.1f} min elapsed")
 
     thread = threading.Thread(target=heartbeat, daemon=True)
     thread.start()
@@ -299,7 +302,3 @@ def module_info(path: str, version: str, *, timeout_s: float) -> dict:
     if not refused:
         answer["Unreachable"] = True
     return answer
-
-
-def stderr_echo(msg: str) -> None:
-    print(f"crdscale: {msg}", file=sys.stderr, flush=True)

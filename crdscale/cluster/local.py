@@ -18,6 +18,7 @@ recycled PID is never killed).
 
 from __future__ import annotations
 
+import logging
 import os
 import secrets
 import shutil
@@ -40,6 +41,8 @@ from crdscale.fsutil import read_json, write_atomic, write_json_atomic
 from crdscale.paths import instances_dir
 from crdscale.proc import start_ticks
 from crdscale.timeutil import utc_iso
+
+log = logging.getLogger(__name__)
 
 INSTANCE_FILE = "instance.json"
 LOOPBACK = "127.0.0.1"
@@ -156,7 +159,6 @@ class LocalControlPlane:
             default :data:`DEFAULT_CONTROLLERS`.
         controller_manager_flags: extra ``--flag=value`` arguments for it.
         ready_timeout_s: how long to wait for ``/readyz``.
-        echo: callable for progress lines (``None`` = quiet, as in notebooks).
         keep_state: keep the instance directory (logs, etcd data) after stop.
 
     Example::
@@ -180,7 +182,6 @@ class LocalControlPlane:
         controller_manager_controllers: Sequence[str] = DEFAULT_CONTROLLERS,
         controller_manager_flags: Sequence[str] = (),
         ready_timeout_s: float = 180.0,
-        echo=None,
         keep_state: bool = False,
     ):
         self.requested_version = version
@@ -195,7 +196,6 @@ class LocalControlPlane:
         if controller_manager and not self.controller_manager_controllers:
             raise UsageError("kube-controller-manager needs at least one controller ('*' for its default set)")
         self.ready_timeout_s = ready_timeout_s
-        self.echo = echo or (lambda _msg: None)
         self.keep_state = keep_state
         label = "src" if self.kube_source else (version or DEFAULT_KUBE_VERSION).lstrip("v").replace(".", "-")
         self.name = name or f"k{label}-{secrets.token_hex(2)}"
@@ -283,15 +283,15 @@ class LocalControlPlane:
                 f"instance {self.name!r} already exists ({self.state_dir}); pick another name or run 'crdscale down {self.name}'"
             )
         apiserver = binaries.kube_apiserver(
-            self.requested_version, binary=self.apiserver_binary, source=self.kube_source, echo=self.echo
+            self.requested_version, binary=self.apiserver_binary, source=self.kube_source
         )
         kcm = None
         if self.controller_manager:
             # The same release as kube-apiserver: from the same source tree (whose base release is
             # the one asked for), else the version found (an explicit binary's may be unknown).
             same = self.requested_version if self.kube_source or apiserver.version == "unknown" else apiserver.version
-            kcm = binaries.kube_controller_manager(same, source=self.kube_source, echo=self.echo)
-        etcd = binaries.etcd(self.etcd_spec, echo=self.echo)
+            kcm = binaries.kube_controller_manager(same, source=self.kube_source)
+        etcd = binaries.etcd(self.etcd_spec)
         self.state_dir.mkdir(parents=True)
         (self.state_dir / "logs").mkdir()
         api_port, etcd_client, etcd_peer, kcm_port = free_ports(4)
@@ -339,17 +339,17 @@ class LocalControlPlane:
             self.stop()
             raise
         with_kcm = f", kube-controller-manager {self.versions[CONTROLLER_MANAGER]}" if kcm is not None else ""
-        self.echo(
+        log.info(
             f"control plane {self.name} ready: kube-apiserver {reported} at {self.server}, etcd {etcd.version}{with_kcm}"
         )
         return self
 
     def _spawn(self, name: str, argv: list[str], env: Mapping[str, str] | None = None) -> ProcessRecord:
         log_path = self.state_dir / "logs" / f"{name}.log"
-        with open(log_path, "ab") as log:
+        with open(log_path, "ab") as output:
             proc = subprocess.Popen(
                 argv,
-                stdout=log,
+                stdout=output,
                 stderr=subprocess.STDOUT,
                 stdin=subprocess.DEVNULL,
                 cwd=self.state_dir,
@@ -519,7 +519,7 @@ class LocalControlPlane:
         except BaseException:
             second.stop()
             raise
-        self.echo(f"{name} ready at {server} (on {self.name}'s etcd, extra flags: {' '.join(flags)})")
+        log.info(f"{name} ready at {server} (on {self.name}'s etcd, extra flags: {' '.join(flags)})")
         return second
 
     def _wait(self, record: ProcessRecord, url: str, ok, *, timeout_s: float, session=None) -> None:

@@ -34,6 +34,7 @@ import requests
 
 from crdscale.cluster.clients import ApiError, Cluster, Watch, status_message
 from crdscale.cluster.retry import DEFAULT_RETRY, RETRY_STATUSES, RetryPolicy, send_with_retry
+from crdscale.crds.options import ERROR_MODES, EXISTING_MODES
 from crdscale.errors import ClusterError, CRDError, UsageError
 from crdscale.ownership import is_owned, owned_selector, ownership_labels
 
@@ -42,8 +43,6 @@ if TYPE_CHECKING:  # the rundir package imports pandas; `crdscale install --help
 
 CRD_PATH = "/apis/apiextensions.k8s.io/v1/customresourcedefinitions"
 FIELD_MANAGER = "crdscale"
-EXISTING_MODES = ("skip", "update", "fail")
-ERROR_MODES = ("continue", "stop")
 # GET + PUT rounds when an update races another writer (409 on the PUT).
 _CONFLICT_ATTEMPTS = 5
 _SERVER_METADATA = (

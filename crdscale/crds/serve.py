@@ -34,9 +34,9 @@ from __future__ import annotations
 
 import asyncio
 import json
+import logging
 import ssl
 import statistics
-import sys
 import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
@@ -48,13 +48,14 @@ from urllib.parse import urlencode, urlsplit
 from crdscale.cluster.clients import Cluster, status_message
 from crdscale.cluster.retry import RetryPolicy, send_with_retry
 from crdscale.crds.install import ResourceRef, resource_ref
+from crdscale.crds.options import DEFAULT_MAX_WATCHES, SERVE_MODES
 from crdscale.errors import BinaryError, ClusterError, UsageError
 
 if TYPE_CHECKING:  # the rundir package imports pandas; `crdscale install --help` should not
     from crdscale.rundir.events import EventLog
 
-SERVE_MODES = ("list", "watch", "none")
-DEFAULT_MAX_WATCHES = 5000
+log = logging.getLogger(__name__)
+
 # The server ends each watch after this long; the keeper re-opens it, as client-go does.
 WATCH_TIMEOUT_S = 300
 # 404 right after Established: the handler is still being set up; 429: APF; 5xx: busy.
@@ -259,7 +260,6 @@ class ResourceServer:
         client_qps, client_burst: each client's rate limiter (controller-runtime's defaults).
         go_client: ``watch`` mode: ``True`` (crdscale-client, falling back to the Python
             watcher with a warning when it cannot be built) or ``False`` (the Python watcher).
-        echo: progress lines while crdscale-client is built (optional).
         record_process: ``record_process(name, pid)`` for each crdscale-client process, so that a
             run that dies can have them stopped (:meth:`crdscale.rundir.RunWriter.record_process`).
     """
@@ -279,7 +279,6 @@ class ResourceServer:
         client_qps: float = 20.0,
         client_burst: int = 30,
         go_client: bool = True,
-        echo: Callable[[str], None] | None = None,
         record_process: Callable[[str, int], None] | None = None,
     ):
         if mode not in SERVE_MODES:
@@ -298,7 +297,7 @@ class ResourceServer:
         self._watches = None
         self._watched: set[str] = set()
         if mode == "watch" and go_client:
-            self._informers = _start_informers(cluster, clients, client_qps, client_burst, events, run_id, echo)
+            self._informers = _start_informers(cluster, clients, client_qps, client_burst, events, run_id)
             for pid in self._informers.pids if self._informers is not None and record_process else ():
                 record_process("crdscale-client", pid)
         if mode == "watch" and self._informers is None:
@@ -432,21 +431,17 @@ def _start_informers(
     burst: int,
     events: EventLog | None,
     run_id: str | None,
-    echo: Callable[[str], None] | None,
 ):
     """crdscale-client informer processes, or ``None`` (with a warning) when they cannot be built."""
     from crdscale.cluster import goclient
 
     try:
-        informers = goclient.InformerClients(
-            cluster.kubeconfig, cluster.context, clients=clients, qps=qps, burst=burst, echo=echo
-        )
+        informers = goclient.InformerClients(cluster.kubeconfig, cluster.context, clients=clients, qps=qps, burst=burst)
     except BinaryError as err:
-        print(
-            f"crdscale: warning: serve=watch falls back to the Python watcher (one HTTP/1.1 connection per "
-            f"watch, unlike client-go): crdscale-client unavailable: {err}",
-            file=sys.stderr,
-            flush=True,
+        log.warning(
+            "serve=watch falls back to the Python watcher (one HTTP/1.1 connection per "
+            "watch, unlike client-go): crdscale-client unavailable: %s",
+            err,
         )
         if events is not None:
             events.emit("serve.client", run_id=run_id, client="python-watcher", reason=str(err))

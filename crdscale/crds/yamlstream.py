@@ -22,7 +22,7 @@ from collections.abc import Iterator
 from typing import Any
 
 import yaml
-from yaml import events as ev
+from yaml import events
 
 # Every node of a JSON document takes at least one byte (a scalar one character, a
 # collection its brackets), so a document whose aliases add more nodes than the bytes
@@ -112,7 +112,7 @@ def _load_events(text: str | bytes) -> Iterator[Any]:
             if event is None:
                 return
             kind = event.__class__
-            if kind is ev.ScalarEvent:
+            if kind is events.ScalarEvent:
                 nodes += 1
                 tag = event.tag
                 if tag is None or tag == "!":
@@ -121,8 +121,8 @@ def _load_events(text: str | bytes) -> Iterator[Any]:
                     value = _scalar(tag, event.value)
                 if event.anchor is not None:
                     anchors[event.anchor] = (value, 1)
-            elif kind is ev.MappingStartEvent or kind is ev.SequenceStartEvent:
-                mapping = kind is ev.MappingStartEvent
+            elif kind is events.MappingStartEvent or kind is events.SequenceStartEvent:
+                mapping = kind is events.MappingStartEvent
                 if event.tag not in (None, "!", _MAP if mapping else _SEQ):
                     raise _Fallback
                 nodes += 1
@@ -135,14 +135,14 @@ def _load_events(text: str | bytes) -> Iterator[Any]:
                     # Visible to aliases inside it (a recursive structure), as PyYAML allows.
                     anchors[anchor] = (current, 0)
                 continue
-            elif kind is ev.MappingEndEvent or kind is ev.SequenceEndEvent:
+            elif kind is events.MappingEndEvent or kind is events.SequenceEndEvent:
                 value = current
                 if merges:
                     value = _merged(value, merges)
                 if anchor is not None:
                     anchors[anchor] = (value, nodes - start + 1)
                 current, key, merges, start, anchor = stack.pop()
-            elif kind is ev.AliasEvent:
+            elif kind is events.AliasEvent:
                 try:
                     value, size = anchors[event.anchor]
                 except KeyError:
@@ -156,10 +156,10 @@ def _load_events(text: str | bytes) -> Iterator[Any]:
                         f"its aliases expand it by more than {MAX_ALIAS_NODES:,} nodes (a YAML alias bomb?): "
                         f"more than the 1.5 MiB etcd accepts in one request"
                     )
-            elif kind is ev.DocumentStartEvent:
+            elif kind is events.DocumentStartEvent:
                 anchors, nodes, added, root = {}, 0, 0, None
                 continue
-            elif kind is ev.DocumentEndEvent:
+            elif kind is events.DocumentEndEvent:
                 yield root
                 continue
             else:

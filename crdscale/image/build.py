@@ -395,8 +395,8 @@ def binary_sets(spec: ImageSpec) -> list[tuple[str, dict[str, Path]]]:
     then one with etcd, crdscale-client and kubectl. Builds what the cache lacks."""
     sets = []
     for version in spec.kube_versions:
-        apiserver = binaries.kube_apiserver(version, echo=_echo)
-        kcm = binaries.kube_controller_manager(version, echo=_echo)
+        apiserver = binaries.kube_apiserver(version)
+        kcm = binaries.kube_controller_manager(version)
         sets.append(
             (
                 f"kube-{apiserver.version}",
@@ -407,20 +407,16 @@ def binary_sets(spec: ImageSpec) -> list[tuple[str, dict[str, Path]]]:
             )
         )
     tools: dict[str, Path] = {}
-    etcd = binaries.etcd(spec.etcd_version, echo=_echo)
+    etcd = binaries.etcd(spec.etcd_version)
     tools[_image_path(etcd.path, "etcd", etcd.version)] = etcd.path
     if spec.client:
-        client = binaries.crdscale_client(echo=_echo)
+        client = binaries.crdscale_client()
         tools[_image_path(client.path, "crdscale-client", client.version)] = client.path
     for version in spec.kubectl_versions:
-        kubectl = binaries.kubectl(version, echo=_echo)
+        kubectl = binaries.kubectl(version)
         tools[_image_path(kubectl.path, "kubectl", kubectl.version)] = kubectl.path
     sets.append(("tools", tools))
     return sets
-
-
-def _echo(message: str) -> None:
-    log.info("%s", message)
 
 
 def _files_key(files: Mapping[str, Path]) -> str:

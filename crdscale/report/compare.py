@@ -16,8 +16,9 @@ on the runs and writes, through the same pipeline as
 
 from __future__ import annotations
 
+import logging
 import math
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 
 import pandas as pd
@@ -32,6 +33,8 @@ from crdscale.analysis.compare import (
 from crdscale.analysis.percrd import TOTAL
 from crdscale.errors import UsageError
 from crdscale.report.findings import fmt_bytes, fmt_interval, provenance, warnings_markdown
+
+log = logging.getLogger(__name__)
 
 COMPARE_NOTEBOOK = "compare"
 
@@ -248,7 +251,6 @@ def render_comparison(
     labels: Sequence[str] | None = None,
     notebooks_dir: str | Path | None = None,
     timeout: int | None = None,
-    echo: Callable[[str], None] | None = None,
 ):
     """Findings, figures and HTML comparing runs (see the module docstring).
 
@@ -258,14 +260,13 @@ def render_comparison(
     from crdscale.fsutil import check_output_dir
     from crdscale.report.render import CELL_TIMEOUT_S, default_notebooks_dir, write_report
 
-    echo = echo or (lambda _m: None)
     out = check_output_dir(Path(out_dir).resolve())
     notebooks_dir = (Path(notebooks_dir) if notebooks_dir else default_notebooks_dir()).resolve()
     notebook = notebooks_dir / f"{COMPARE_NOTEBOOK}.py"
     if not notebook.is_file():
         raise UsageError(f"notebook {notebook} not found (use --notebooks DIR: the notebooks/ of a crdscale checkout)")
     run_dirs = [str(Path(p).resolve()) for p in run_dirs]
-    echo("comparing " + ", ".join(run_dirs))
+    log.info("comparing " + ", ".join(run_dirs))
     # Computed before the kernel starts: what is wrong with the runs is said before minutes of notebook.
     comparison = compare_runs(run_dirs, labels)
     return write_report(
@@ -273,7 +274,6 @@ def render_comparison(
         [(notebook, {"run_dirs": run_dirs, "labels": comparison.labels})],
         lambda: comparison_content(comparison),
         timeout=timeout or CELL_TIMEOUT_S,
-        echo=echo,
     )
 
 

@@ -103,12 +103,12 @@ def standard_figures(data, analysis) -> list[FigureSpec]:
     :class:`crdscale.analysis.percrd.RunAnalysis`. Figures whose input is
     missing (no metrics series) are left out.
     """
-    from crdscale.report import series as S
+    from crdscale.report import series
 
     start = data.start
-    memory = S.memory_frame(data.series, start)
-    phases = S.phase_intervals(data.events, start)
-    steps = S.crd_count_steps(data.events, start)
+    memory = series.memory_frame(data.series, start)
+    phases = series.phase_intervals(data.events, start)
+    steps = series.crd_count_steps(data.events, start)
     out = []
     if len(memory):
         out.append(
@@ -125,7 +125,7 @@ def standard_figures(data, analysis) -> list[FigureSpec]:
                 memory_over_time_figure(memory, phases, steps),
             )
         )
-        marks = S.at_marks(memory, data.profile_marks())
+        marks = series.at_marks(memory, data.profile_marks())
         if len(marks):
             out.append(FigureSpec("memory-vs-crds", "Memory against CRDs installed", memory_vs_crds_figure(marks)))
     out.append(

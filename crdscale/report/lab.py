@@ -12,6 +12,7 @@ opening. A copy that exists is never written again, so the user's edits stay.
 from __future__ import annotations
 
 import json
+import logging
 import os
 import secrets
 import shutil
@@ -20,7 +21,6 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import quote
@@ -37,6 +37,8 @@ from crdscale.report.render import (
     unfinished_cell,
 )
 from crdscale.rundir import layout, read_run
+
+log = logging.getLogger(__name__)
 
 # JupyterLab settings defaults shipped with crdscale; JupyterLab reads every
 # <app dir>/settings/overrides.d/*.json. Makes "Jupytext Notebook" the default viewer of
@@ -65,7 +67,6 @@ def bind_notebooks(
     *,
     execute: bool = True,
     timeout: int = CELL_TIMEOUT_S,
-    echo: Callable[[str], None] | None = None,
 ) -> list[BoundNotebook]:
     """The run's own copies of the notebooks that apply to it (see :func:`notebook_plan`), creating
     those missing: ``run_dir`` set as a papermill parameter, executed unless ``execute`` is False.
@@ -73,9 +74,8 @@ def bind_notebooks(
     A copy is written under a temporary name and linked into place only if no file took
     the name meanwhile: an existing copy is never overwritten, a half-executed one never
     left under the real name. A notebook that fails keeps its output up to the failing
-    cell, in ``failure``.
+    cell, in ``failure``. What is executed or written, and what failed, is logged at INFO.
     """
-    echo = echo or (lambda _m: None)
     # Absolute: the copy runs in RUN_DIR/notebooks/, where a relative run_dir names nothing.
     run = read_run(Path(run_dir).resolve())
     run_dir = run.path
@@ -88,7 +88,7 @@ def bind_notebooks(
             continue
         out.mkdir(parents=True, exist_ok=True)
         partial = out / f".{source.stem}.{os.getpid()}.partial.ipynb"
-        echo(f"{'executing' if execute else 'writing'} {path}")
+        log.info(f"{'executing' if execute else 'writing'} {path}")
         try:
             nb, stopped = execute_notebook(
                 source, partial, {"run_dir": str(run_dir)}, cwd=out, timeout=timeout, prepare_only=not execute
@@ -107,7 +107,7 @@ def bind_notebooks(
         finally:
             partial.unlink(missing_ok=True)
         if failure:
-            echo(f"notebook failed: {failure.describe()} (the copy keeps the output before it)")
+            log.info(f"notebook failed: {failure.describe()} (the copy keeps the output before it)")
         bound.append(BoundNotebook(source, path, created=True, failure=failure))
     return bound
 

@@ -28,6 +28,7 @@ from __future__ import annotations
 import base64
 import copy
 import json
+import logging
 import math
 import os
 from collections.abc import Callable, Sequence
@@ -38,6 +39,8 @@ from pathlib import Path
 import crdscale
 from crdscale.errors import UsageError
 from crdscale.rundir import Run, layout, read_run
+
+log = logging.getLogger(__name__)
 
 # The notebooks every report runs, in order; probe notebooks join when the run has their tables.
 CORE_NOTEBOOKS = ("memory", "attribution")
@@ -312,7 +315,6 @@ def write_report(
     content: Callable[[], ReportContent],
     *,
     timeout: int = CELL_TIMEOUT_S,
-    echo: Callable[[str], None] | None = None,
 ) -> ReportResult:
     """The one report pipeline, for a run (:func:`render_report`) and for a comparison
     (:func:`crdscale.report.compare.render_comparison`): into the directory ``out``, execute each
@@ -331,7 +333,6 @@ def write_report(
     # IPython is imported above, before the kernel threads start: they import it (jupyter_client's
     # kernelspec), and matplotlib saving a figure meanwhile reads sys.modules["IPython"], which would be
     # half-initialised then (AttributeError: 'IPython' has no attribute 'version_info').
-    echo = echo or (lambda _m: None)
     # The notebooks run in their own kernels while this process analyses and draws the figures:
     # each waits on its kernel, so on two cores the report takes about as long as its slowest part.
     workers = max(1, min(len(notebooks), os.cpu_count() or 1))
@@ -341,15 +342,15 @@ def write_report(
         pool.submit(execute_notebook, path, target, params, cwd=path.parent, timeout=timeout)
         for (path, params), (_path, target) in zip(notebooks, running)
     ]
-    echo(f"executing {', '.join(p.name for p, _t in running)} in {workers} kernel(s) at once")
+    log.info(f"executing {', '.join(p.name for p, _t in running)} in {workers} kernel(s) at once")
     try:
-        return _write(out, content(), running, futures, echo)
+        return _write(out, content(), running, futures)
     finally:
         # On an error here, the kernels still finish their notebooks (and save them) before we return.
         pool.shutdown(wait=True, cancel_futures=True)
 
 
-def _write(out: Path, content: ReportContent, running, futures, echo) -> ReportResult:
+def _write(out: Path, content: ReportContent, running, futures) -> ReportResult:
     """Figures, findings and HTML of ``content`` while ``futures`` (one per notebook of ``running``) execute."""
     import matplotlib.pyplot as plt
 
@@ -381,7 +382,7 @@ def _write(out: Path, content: ReportContent, running, futures, echo) -> ReportR
             failure = unfinished_cell(nb, str(path), stopped, source_text)
         if failure:
             failures.append(failure)
-            echo(f"notebook failed: {failure.describe()}")
+            log.info(f"notebook failed: {failure.describe()}")
 
     report = combine(executed, content.first_cells(pngs))
     export_html(report, html, title=content.title, with_code=True)
@@ -395,7 +396,6 @@ def render_report(
     *,
     notebooks_dir: str | Path | None = None,
     timeout: int = CELL_TIMEOUT_S,
-    echo: Callable[[str], None] | None = None,
 ) -> ReportResult:
     """Findings, figures and HTML for one run directory (see the module docstring).
 
@@ -405,7 +405,6 @@ def render_report(
     """
     from crdscale.fsutil import check_output_dir
 
-    echo = echo or (lambda _m: None)
     data = read_run(Path(run_dir).resolve())
     run_dir = data.path
     out = check_output_dir(Path(out_dir).resolve() if out_dir else data.path / layout.REPORT)
@@ -419,25 +418,22 @@ def render_report(
     return write_report(
         out,
         [(path, {"run_dir": str(run_dir)}) for path in plan],
-        lambda: run_report_content(data, echo),
+        lambda: run_report_content(data),
         timeout=timeout,
-        echo=echo,
     )
 
 
-def run_report_content(data: Run, echo: Callable[[str], None] | None = None) -> ReportContent:
+def run_report_content(data: Run) -> ReportContent:
     """What the report on one run says besides its notebooks: the analysis, its findings and figures."""
-    from crdscale.report import figures
-    from crdscale.report import series as S
+    from crdscale.report import figures, series
     from crdscale.report.findings import compute_findings, findings_markdown
 
-    echo = echo or (lambda _m: None)
     run_dir = data.path
-    echo(f"analysing {run_dir}")
+    log.info(f"analysing {run_dir}")
     analysis = data.analysis()
     for warning in analysis.warnings:  # also on the report's first screen and in findings.md
-        echo(f"warning: {warning}")
-    findings = compute_findings(data.manifest, analysis, S.memory_frame(data.series, data.start))
+        log.warning(warning)
+    findings = compute_findings(data.manifest, analysis, series.memory_frame(data.series, data.start))
     scenario = (data.manifest.get("scenario") or {}).get("name") or run_dir.name
     title = f"crdscale report: {scenario} ({run_dir.name})"
     return ReportContent(

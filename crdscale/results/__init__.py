@@ -1,2 +1,1 @@
-"""Where the run directories of an experiment's cells end up: a results store by URL
-(:func:`crdscale.results.store.open_store`)."""
+"""Durable storage for the run directories of cells run away from this machine (see :mod:`.store`)."""

@@ -9,7 +9,9 @@ history or a run directory:
   else the profile ``AWS_PROFILE`` (default ``default``) of ``AWS_SHARED_CREDENTIALS_FILE``
   (default ``~/.aws/credentials``), else, in a pod, a web-identity token
   (``AWS_WEB_IDENTITY_TOKEN_FILE``: EKS IRSA) or container credentials
-  (``AWS_CONTAINER_CREDENTIALS_FULL_URI``/``..._RELATIVE_URI``: EKS Pod Identity, ECS);
+  (``AWS_CONTAINER_CREDENTIALS_FULL_URI``/``..._RELATIVE_URI``: EKS Pod Identity, ECS), else
+  the node's instance role from the EC2 metadata service (only in a pod, where
+  ``KUBERNETES_SERVICE_HOST`` is set; on your machine it is not asked);
 - endpoint: ``AWS_ENDPOINT_URL_S3``, else ``AWS_ENDPOINT_URL``, else AWS
   (``https://s3.amazonaws.com``); ``http://`` endpoints for local S3-compatible servers;
 - region: ``AWS_REGION`` / ``AWS_DEFAULT_REGION`` (else asked from the bucket);
@@ -26,7 +28,7 @@ from pathlib import Path, PurePosixPath
 from urllib.parse import urlsplit
 
 from crdscale.errors import UsageError
-from crdscale.results.store import StoreError, join_key, register_scheme
+from crdscale.results.store import ResultStore, _clean_prefix
 
 log = logging.getLogger(__name__)
 
@@ -62,7 +64,8 @@ class S3Location:
         return cls(bucket, parts.path.strip("/"))
 
     def key(self, *parts: str) -> str:
-        return join_key(self.prefix, *parts)
+        """The object key of ``parts`` under the URL's prefix (single slashes, none leading or trailing)."""
+        return "/".join(p.strip("/") for p in (self.prefix, *parts) if p.strip("/"))
 
 
 @dataclass(frozen=True)
@@ -89,7 +92,8 @@ def credential_provider(env: Mapping[str, str] | None = None):
 
     env = os.environ if env is None else env
     providers = [EnvAWSProvider(), AWSConfigProvider()]
-    if any(env.get(e) for e in POD_IDENTITY_ENVS):
+    # In a pod also the node's instance role (EC2 metadata); elsewhere that would only time out.
+    if any(env.get(e) for e in (*POD_IDENTITY_ENVS, "KUBERNETES_SERVICE_HOST")):
         providers.append(IamAwsProvider())
     return ChainedProvider(providers)
 
@@ -102,8 +106,10 @@ def _import_minio():
     return minio
 
 
-class S3Store:
-    """A :class:`~crdscale.results.store.ResultStore` in an S3 bucket.
+class S3Store(ResultStore):
+    """A :class:`~crdscale.results.store.ResultStore` in an S3 bucket. Failures (no credentials,
+    no bucket, refused, unreachable) are one-line :class:`UsageError` naming the URL, as for
+    every store.
 
     ``client`` (a ``minio.Minio``) is for tests; by default one is made from the environment.
     """
@@ -122,8 +128,8 @@ class S3Store:
         provider = credential_provider()
         try:
             provider.retrieve()  # no credentials at all: say so now, not at the first upload
-        except ValueError:
-            raise StoreError(
+        except Exception:  # ValueError from the files and environment; network errors from the metadata service
+            raise UsageError(
                 "no S3 credentials: set AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY, or a profile in "
                 "~/.aws/credentials (AWS_SHARED_CREDENTIALS_FILE, AWS_PROFILE)"
             ) from None
@@ -142,7 +148,7 @@ class S3Store:
         )
 
     def _call(self, what: str, fn, *args, **kwargs):
-        """One request, its failure turned into a one-line :class:`StoreError`."""
+        """One request, its failure turned into a one-line :class:`UsageError`."""
         from minio.error import MinioException
 
         try:
@@ -150,14 +156,14 @@ class S3Store:
         except MinioException as err:
             code = getattr(err, "code", "") or type(err).__name__
             message = getattr(err, "message", "") or str(err)
-            raise StoreError(f"{self.url}: {what}: {code}: {message}") from None
+            raise UsageError(f"{self.url}: {what}: {code}: {message}") from None
         except (OSError, ValueError) as err:  # refused connection, DNS, TLS (urllib3's are OSErrors)
-            raise StoreError(f"{self.url}: {what}: {err}") from None
+            raise UsageError(f"{self.url}: {what}: {err}") from None
         except Exception as err:
             import urllib3
 
             if isinstance(err, urllib3.exceptions.HTTPError):
-                raise StoreError(f"{self.url}: {what}: {err}") from None
+                raise UsageError(f"{self.url}: {what}: {err}") from None
             raise
 
     def put_tree(self, local_dir: Path, prefix: str) -> None:
@@ -166,18 +172,19 @@ class S3Store:
         local_dir = Path(local_dir)
         if not local_dir.is_dir():
             raise UsageError(f"{local_dir} is not a directory")
+        clean = str(_clean_prefix(prefix)) if prefix.strip("/") else ""
         files = sorted(p for p in local_dir.rglob("*") if p.is_file())
         total = 0
         for path in files:
             rel = path.relative_to(local_dir).as_posix()
-            key = self.location.key(prefix, rel)
+            key = self.location.key(clean, rel)
             self._call(f"uploading {rel}", self._client.fput_object, self.location.bucket, key, str(path))
             total += path.stat().st_size
         log.info("uploaded %d files (%.1f MiB) to %s", len(files), total / 2**20, self._describe(prefix))
 
     def get_tree(self, prefix: str, local_dir: Path) -> None:
         """Download every object under ``<url prefix>/prefix/`` into ``local_dir``."""
-        base = self.location.key(prefix)
+        base = self.location.key(str(_clean_prefix(prefix)) if prefix.strip("/") else "")
         base = base + "/" if base else ""
         objects = self._call(
             f"listing {base or '/'}",
@@ -191,7 +198,7 @@ class S3Store:
                 continue
             parts = PurePosixPath(rel).parts
             if ".." in parts or rel.startswith("/"):  # a key must not write outside local_dir
-                raise StoreError(f"{self.url}: refusing object {obj.object_name!r}: it leaves the directory")
+                raise UsageError(f"{self.url}: refusing object {obj.object_name!r}: it leaves the directory")
             dest = local_dir.joinpath(*parts)
             dest.parent.mkdir(parents=True, exist_ok=True)
             partial = dest.with_name(dest.name + ".partial")
@@ -201,21 +208,17 @@ class S3Store:
             os.replace(partial, dest)
             count += 1
         if count == 0:
-            raise StoreError(f"nothing under {self._describe(prefix)}")
+            raise UsageError(f"nothing under {self._describe(prefix)}")
         log.info("downloaded %d files from %s to %s", count, self._describe(prefix), local_dir)
 
     def list_prefixes(self, prefix: str) -> list[str]:
-        base = self.location.key(prefix)
+        base = self.location.key(str(_clean_prefix(prefix)) if prefix.strip("/") else "")
         base = base + "/" if base else ""
         found = self._call(
             f"listing {base or '/'}",
             lambda: list(self._client.list_objects(self.location.bucket, prefix=base, recursive=False)),
         )
-        strip = len(self.location.prefix) + 1 if self.location.prefix else 0
-        return sorted(o.object_name.rstrip("/")[strip:] for o in found if o.is_dir)
+        return sorted(o.object_name[len(base) :].rstrip("/") for o in found if o.is_dir)
 
     def _describe(self, prefix: str) -> str:
         return f"s3://{self.location.bucket}/{self.location.key(prefix)}"
-
-
-register_scheme("s3", S3Store)

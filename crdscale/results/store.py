@@ -1,68 +1,132 @@
-"""Results stores: where cells' run directories go, named by a URL.
+"""Where a cell run in a pod leaves its run directory: a results store named by a URL.
 
-A store holds trees of files under prefixes (``EXPERIMENT/CELL/...``). Each URL scheme has one
-factory, registered with :func:`register_scheme`; the built-in ones live in their own modules,
-imported only when their scheme is used, so a missing optional library (``minio`` for ``s3://``)
-matters only to those who ask for that store.
+A store holds trees of files under ``/``-separated prefixes. A cluster
+experiment (``crdscale run --cluster``) puts each cell's run directory at
+``<experiment id>/<cell name>/<run directory name>/`` (:func:`cell_prefix`);
+``crdscale report EXPERIMENT`` gets them back into the experiment directory.
+
+Schemes live in :data:`SCHEMES` (scheme -> ``"module:Class"``, imported only
+when a URL of that scheme is opened, so a scheme's client library is needed
+only by its users). ``file:///path`` is built in: a directory, e.g. a
+PersistentVolumeClaim mounted in the pod (``--results pvc://CLAIM`` mounts the
+claim at :data:`PVC_MOUNT` and the pod uses ``file://`` + that path).
 """
 
 from __future__ import annotations
 
 import importlib
-from collections.abc import Callable
-from pathlib import Path
-from typing import Protocol
+import logging
+import shutil
+from pathlib import Path, PurePosixPath
 from urllib.parse import urlsplit
 
-from crdscale.errors import CrdscaleError, UsageError
+from crdscale.errors import UsageError
+
+log = logging.getLogger(__name__)
+
+# scheme -> "module:Class" of its ResultStore; the class is built with the URL.
+SCHEMES: dict[str, str] = {
+    "file": "crdscale.results.store:FileStore",
+    "s3": "crdscale.results.s3:S3Store",  # pip install 'crdscale[s3]'
+}
+
+# `--results pvc://CLAIM`: not a store the submitting machine opens, but a claim the pods mount here.
+PVC_SCHEME = "pvc"
+PVC_MOUNT = "/var/lib/crdscale/results"
 
 
-class StoreError(CrdscaleError):
-    """A results store refused a request or could not be reached (credentials, bucket, network)."""
+class ResultStore:
+    """Trees of files under ``/``-separated prefixes (no leading ``/``; a prefix names a "directory").
 
-    exit_code = 4
-
-
-class ResultStore(Protocol):
-    """A tree of files under prefixes ("directories" separated by ``/``)."""
+    Subclasses implement the three methods; each raises :class:`UsageError` (one line) when the
+    store cannot be reached or refuses, naming the URL.
+    """
 
     url: str
 
     def put_tree(self, local_dir: Path, prefix: str) -> None:
-        """Copy every file under ``local_dir`` to ``prefix/<relative path>``."""
+        """Copy every file under ``local_dir`` to ``prefix/<its relative path>`` (overwriting)."""
+        raise NotImplementedError
 
     def get_tree(self, prefix: str, local_dir: Path) -> None:
-        """Copy every file under ``prefix/`` into ``local_dir/<relative path>``; :class:`StoreError`
-        when there is none."""
+        """Copy every file under ``prefix/`` into ``local_dir`` (created), keeping relative paths."""
+        raise NotImplementedError
 
     def list_prefixes(self, prefix: str) -> list[str]:
-        """The immediate children of ``prefix`` that hold files, as prefixes relative to the
-        store's root without a trailing ``/`` (``"exp/cell-000"``), sorted; ``""`` = the root."""
+        """The names of the immediate children of ``prefix`` that hold files (as S3's
+        ``Delimiter="/"`` common prefixes, without the parent or the trailing ``/``), sorted;
+        empty when there are none."""
+        raise NotImplementedError
 
 
-StoreFactory = Callable[[str], ResultStore]
-_FACTORIES: dict[str, StoreFactory] = {}
-# Schemes whose module registers its factory when imported (kept lazy: their libraries are optional).
-_BUILTIN_MODULES = {"s3": "crdscale.results.s3"}
+def _clean_prefix(prefix: str) -> PurePosixPath:
+    """A relative prefix with no ``..`` (a cell name never has one; a store must not be escaped)."""
+    path = PurePosixPath(prefix.strip("/"))
+    if path.is_absolute() or ".." in path.parts:
+        raise UsageError(f"results prefix {prefix!r}: must be relative, without '..'")
+    return path
 
 
-def register_scheme(scheme: str, factory: StoreFactory) -> None:
-    """Make ``open_store`` hand URLs ``scheme://...`` to ``factory(url)``."""
-    _FACTORIES[scheme.lower()] = factory
+class FileStore(ResultStore):
+    """``file:///path``: a directory (on a mounted volume in a pod)."""
+
+    def __init__(self, url: str):
+        parts = urlsplit(url)
+        if parts.netloc not in ("", "localhost") or not parts.path.startswith("/"):
+            raise UsageError(f"results {url}: a file URL is file:///absolute/path")
+        self.url = url
+        self.root = Path(parts.path)
+
+    def _path(self, prefix: str) -> Path:
+        return self.root / _clean_prefix(prefix)
+
+    def put_tree(self, local_dir: Path, prefix: str) -> None:
+        target = self._path(prefix)
+        try:
+            target.mkdir(parents=True, exist_ok=True)
+            shutil.copytree(local_dir, target, dirs_exist_ok=True, symlinks=True)
+        except OSError as err:
+            raise UsageError(f"results {self.url}: cannot write {target}: {err.strerror or err}") from None
+        log.info("results: %s -> %s", local_dir, target)
+
+    def get_tree(self, prefix: str, local_dir: Path) -> None:
+        source = self._path(prefix)
+        if not source.is_dir():
+            raise UsageError(f"results {self.url}: nothing under {prefix}")
+        try:
+            shutil.copytree(source, local_dir, dirs_exist_ok=True, symlinks=True)
+        except OSError as err:
+            raise UsageError(f"results {self.url}: cannot read {source}: {err.strerror or err}") from None
+
+    def list_prefixes(self, prefix: str) -> list[str]:
+        folder = self._path(prefix)
+        if not folder.is_dir():
+            return []
+        return sorted(p.name for p in folder.iterdir() if p.is_dir() and any(q.is_file() for q in p.rglob("*")))
+
+
+def scheme_of(url: str) -> str:
+    """The scheme of a results URL; UsageError (one line) when it has none or crdscale knows no store for it."""
+    scheme = urlsplit(url).scheme
+    known = sorted([*SCHEMES, PVC_SCHEME])
+    if not scheme or scheme not in known:
+        raise UsageError(f"--results {url}: unknown scheme {scheme or '(none)'!r}; known: {', '.join(known)}")
+    return scheme
 
 
 def open_store(url: str) -> ResultStore:
-    """The store named by ``url`` (e.g. ``s3://bucket/prefix``). Raises :class:`UsageError` for
-    a URL no registered scheme serves."""
-    scheme = urlsplit(url).scheme.lower()
-    if scheme not in _FACTORIES and scheme in _BUILTIN_MODULES:
-        importlib.import_module(_BUILTIN_MODULES[scheme])
-    if scheme not in _FACTORIES:
-        known = ", ".join(f"{s}://" for s in sorted(set(_FACTORIES) | set(_BUILTIN_MODULES)))
-        raise UsageError(f"no results store for {url!r}; known: {known}")
-    return _FACTORIES[scheme](url)
+    """The :class:`ResultStore` of ``url`` (``file:///path``, or a registered scheme such as ``s3://``)."""
+    scheme = scheme_of(url)
+    if scheme == PVC_SCHEME:
+        raise UsageError(
+            f"results {url}: a claim is mounted by the pods; read it where it is mounted "
+            f"(crdscale report EXPERIMENT --results file:///MOUNTED/PATH)"
+        )
+    module_name, _, class_name = SCHEMES[scheme].partition(":")
+    return getattr(importlib.import_module(module_name), class_name)(url)
 
 
-def join_key(*parts: str) -> str:
-    """Prefixes and relative paths joined with single slashes, without leading or trailing ones."""
-    return "/".join(p.strip("/") for p in parts if p.strip("/"))
+def cell_prefix(experiment_id: str, cell_name: str, run_name: str | None = None) -> str:
+    """Where a cell's run directories go: ``<experiment id>/<cell name>[/<run directory name>]``."""
+    parts = [experiment_id, cell_name] + ([run_name] if run_name else [])
+    return "/".join(parts)

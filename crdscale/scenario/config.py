@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from crdscale.cluster.kubesource import check_tree
+from crdscale.crds.options import SERVE_MODES
 from crdscale.errors import UsageError
 
 try:
@@ -21,7 +22,6 @@ except ModuleNotFoundError:  # Python 3.10
     import tomli as tomllib  # type: ignore[no-redef]
 
 PROFILE_KINDS = ("heap", "allocs", "goroutine", "cpu")
-SERVE_MODES = ("none", "list", "watch")
 METRIC_SOURCES = ("auto", "prometheus", "direct")
 TARGET_KINDS = ("local", "kubeconfig")
 

@@ -17,7 +17,7 @@ one stays, listed among the cell's attempts).
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -70,6 +70,23 @@ def _check_cells(scenario: Scenario, cells: list[CellState]) -> None:
     check_cells(scenario, [(state.cell, state.scenario) for state in cells])
 
 
+def new_manifest(scenario: Scenario) -> dict[str, Any]:
+    """The ``experiment.json`` of a new experiment of ``scenario``, before its cells are recorded."""
+    return {
+        "kind": "experiment",
+        "crdscale_version": __version__,
+        "name": scenario.name,
+        "status": "running",
+        "started_at": _utc_iso(),
+        "ended_at": None,
+        "scenario_file": scenario.source_path,
+        # Enough to rebuild every cell on --resume, even if the file changed since.
+        "scenario": {**scenario.user, "matrix": scenario.matrix},
+        "overrides": scenario.overrides,
+        "cells": [],
+    }
+
+
 class Experiment:
     """An experiment directory. Create with :meth:`create`, reopen with :meth:`open`."""
 
@@ -80,32 +97,21 @@ class Experiment:
         self.manifest = manifest
 
     @classmethod
-    def create(cls, parent: str | Path, scenario: Scenario) -> Experiment:
-        """A new experiment directory for ``scenario`` (which must have a matrix) under ``parent``."""
+    def create(cls, parent: str | Path, scenario: Scenario, *, check: bool = True) -> Experiment:
+        """A new experiment directory for ``scenario`` (which must have a matrix) under ``parent``
+        (``check=False``: the caller has checked its cells already)."""
         if not scenario.matrix:
             raise UsageError("an experiment needs a scenario with a [matrix] table")
         cells = [CellState(c, s) for c, s in expand(scenario)]
-        _check_cells(scenario, cells)  # before the directory exists: a bad path leaves nothing behind
+        if check:
+            _check_cells(scenario, cells)  # before the directory exists: a bad path leaves nothing behind
         base = Path(parent) / f"{time.strftime('%Y%m%dT%H%M%SZ', time.gmtime())}-{scenario.name}"
         path, n = base, 1
         while path.exists():
             n += 1
             path = base.with_name(f"{base.name}-{n}")
         path.mkdir(parents=True)
-        manifest = {
-            "kind": "experiment",
-            "crdscale_version": __version__,
-            "name": scenario.name,
-            "status": "running",
-            "started_at": _utc_iso(),
-            "ended_at": None,
-            "scenario_file": scenario.source_path,
-            # Enough to rebuild every cell on --resume, even if the file changed since.
-            "scenario": {**scenario.user, "matrix": scenario.matrix},
-            "overrides": scenario.overrides,
-            "cells": [],
-        }
-        experiment = cls(path, scenario, cells, manifest)
+        experiment = cls(path, scenario, cells, new_manifest(scenario))
         experiment.save()
         return experiment
 
@@ -153,7 +159,11 @@ class Experiment:
         return [(c.cell.name, self.path / c.run_dir) for c in self.cells if c.status == "completed" and c.run_dir]
 
     def run(
-        self, run_cell: Callable[[Scenario, Path, str], Path], *, message: Callable[[str], None] | None = None
+        self,
+        run_cell: Callable[[Scenario, Path, str], Path],
+        *,
+        message: Callable[[str], None] | None = None,
+        only: Collection[str] | None = None,
     ) -> list[Path]:
         """Run every cell not completed yet, one after another.
 
@@ -161,10 +171,11 @@ class Experiment:
         returns its run directory (raising :class:`CrdscaleError` when the run
         failed or was interrupted; the run directory it created is found by its
         manifest). Progress and an ETA over the whole matrix go to ``message``.
-        Returns the run directories of the completed cells.
+        Returns the run directories of the completed cells. ``only``: run just the cells of
+        these names (a pod of a cluster experiment runs one, :mod:`crdscale.scenario.clusterjob`).
         """
         message = message or (lambda _m: None)
-        todo = [c for c in self.cells if c.status != "completed"]
+        todo = [c for c in self.cells if c.status != "completed" and (only is None or c.cell.name in only)]
         _check_cells(self.scenario, todo)
         done_seconds = [c.seconds for c in self.cells if c.status == "completed" and c.seconds]
         skipped = len(self.cells) - len(todo)
@@ -205,6 +216,7 @@ class Experiment:
                 f"cell {position}/{len(self.cells)} {state.cell.name}: completed in "
                 f"{format_duration(state.seconds)}" + (f"; {left} left, ETA {format_duration(eta)}" if left else "")
             )
-        self.manifest.update(status="completed", ended_at=_utc_iso())
+        if all(c.status == "completed" for c in self.cells):
+            self.manifest.update(status="completed", ended_at=_utc_iso())
         self.save()
         return [p for _n, p in self.completed_runs()]

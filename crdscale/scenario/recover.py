@@ -11,7 +11,7 @@ control plane's logs if its instance is still there, and records the run as
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import logging
 from datetime import datetime, timezone
 
 import pandas as pd
@@ -20,6 +20,8 @@ from crdscale.cluster.local import ProcessRecord, terminate_process
 from crdscale.collect import metrics
 from crdscale.paths import instances_dir
 from crdscale.rundir import RunWriter, layout, read_run
+
+log = logging.getLogger(__name__)
 
 
 def stop_recorded_processes(manifest: dict) -> list[str]:
@@ -55,15 +57,15 @@ def export_from_prometheus_tsdb(run, interval_s: float) -> pd.DataFrame:
         prom.stop()
 
 
-def recover_run(path, *, echo: Callable[[str], None] | None = None) -> dict:
-    """Export what an abandoned run collected and mark it ``abandoned``; returns what was done."""
-    echo = echo or (lambda _m: None)
+def recover_run(path) -> dict:
+    """Export what an abandoned run collected and mark it ``abandoned``; returns what was done
+    (each process stopped is also logged at INFO)."""
     run = read_run(path)
     writer = RunWriter.open(run.path)
     done: dict = {"run": str(run.path), "status_before": run.status}
     done["stopped"] = stop_recorded_processes(run.manifest)
     for name in done["stopped"]:
-        echo(f"stopped {name}")
+        log.info(f"stopped {name}")
     interval = float((run.manifest.get("metrics") or {}).get("scrape_interval_s") or 1.0)
     series, source = None, None
     if (run.path / layout.SERIES).is_file():
@@ -93,8 +95,8 @@ def recover_run(path, *, echo: Callable[[str], None] | None = None) -> dict:
     done["series_rows"] = int(len(series)) if series is not None else None
     instance = instances_dir() / f"run-{run.manifest.get('run_id')}" / "logs"
     if instance.is_dir():  # the control plane may still be up (crdscale down stops it)
-        for log in instance.glob("*.log"):
-            writer.copy_log(log)
+        for log_file in instance.glob("*.log"):
+            writer.copy_log(log_file)
     if run.status in ("running", "abandoned"):
         reason = "the runner died before the run ended; data up to then recovered by crdscale recover"
         writer.finish("abandoned", reason)

@@ -200,7 +200,6 @@ class ScenarioRunner:
         scenario: the validated scenario.
         runs_parent: where the run directory goes (default ``./runs``).
         progress: a :class:`Progress` (the CLI's draws bars; default silent).
-        echo: callable for log lines (binary builds, control-plane start).
         run_name: names the run directory ``<UTC timestamp>-<run_name>`` (default: the
             scenario's name; an experiment passes the cell's).
     """
@@ -211,12 +210,10 @@ class ScenarioRunner:
         *,
         runs_parent: str | Path | None = None,
         progress: Progress | None = None,
-        echo: Callable[[str], None] | None = None,
         run_name: str | None = None,
     ):
         self.scenario = scenario
         self.progress = progress or Progress()
-        self.echo = echo or (lambda _m: None)
         self.run_id = new_run_id()
         self.run = RunWriter.create(runs_parent or runs_dir(), run_name or scenario.name)
         self.events: EventLog | None = None
@@ -326,7 +323,6 @@ class ScenarioRunner:
             events=self.events,
             run_id=self.run_id,
             clients=sc.steps.get("serve_clients", 1),
-            echo=self.progress.message,
             record_process=self.run.record_process,
         )
         stack.callback(server.close)
@@ -391,7 +387,6 @@ class ScenarioRunner:
                 controller_manager=t.get("controller_manager", True),
                 controller_manager_controllers=t.get("controller_manager_controllers", DEFAULT_CONTROLLERS),
                 name=f"run-{self.run_id}",
-                echo=self.echo,
                 keep_state=True,
             )
             self.events.emit("target.start", target="local")

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from crdscale.errors import UsageError
-from crdscale.results.store import StoreError, open_store
+from crdscale.results.store import open_store
 from crdscale.results.versitygw import LocalS3
 from crdscale.rundir.reader import read_run
 
@@ -53,9 +53,11 @@ def test_run_directories_round_trip(s3_env, tmp_path):
     store.put_tree(REFERENCE_RUN / "profiles", "exp-2/cell-000")
 
     assert store.list_prefixes("") == ["exp-1", "exp-2"]
-    assert store.list_prefixes("exp-1") == ["exp-1/cell-000", "exp-1/cell-001"]
-    assert store.list_prefixes("exp-1/") == ["exp-1/cell-000", "exp-1/cell-001"]
+    assert store.list_prefixes("exp-1") == ["cell-000", "cell-001"]
+    assert store.list_prefixes("exp-1/") == ["cell-000", "cell-001"]
     assert store.list_prefixes("exp-9") == []
+    with pytest.raises(UsageError, match="without '..'"):
+        store.list_prefixes("../other")
 
     out = tmp_path / "gathered" / "cell-001"
     store.get_tree("exp-1/cell-001", out)
@@ -80,12 +82,12 @@ def test_a_second_put_replaces_files(s3_env, tmp_path):
 
 
 def test_errors_are_one_line(s3_env, tmp_path, monkeypatch):
-    with pytest.raises(StoreError, match="NoSuchBucket"):
+    with pytest.raises(UsageError, match="NoSuchBucket"):
         open_store("s3://no-such-bucket/x").put_tree(REFERENCE_RUN, "e")
-    with pytest.raises(StoreError, match="nothing under s3://again2/missing"):
+    with pytest.raises(UsageError, match="nothing under s3://again2/missing"):
         open_store(s3_env.make_bucket("again2")).get_tree("missing", tmp_path / "out")
     monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "wrong")
-    with pytest.raises(StoreError, match="SignatureDoesNotMatch|InvalidAccessKeyId|AccessDenied"):
+    with pytest.raises(UsageError, match="SignatureDoesNotMatch|InvalidAccessKeyId|AccessDenied"):
         open_store("s3://again2").list_prefixes("")
     with pytest.raises(UsageError, match="do not go in the URL"):
         open_store("s3://key:secret@bucket/x")

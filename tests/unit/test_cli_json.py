@@ -116,7 +116,7 @@ def test_probe_json_is_the_only_stdout(monkeypatch, capsys, quiet):
     monkeypatch.setattr(probe_cli, "ProbeRun", _FakeRun)
     table = pd.DataFrame({"kind": ["rv0", "exact"], "bytes": [1000, np.nan], "served_from": ["cache", "etcd"]})
 
-    def body(run, echo):
+    def body(run):
         probe_cli._print(table, ["kind", "bytes", "served_from"])  # the human table
         return 1, {"served_from": {"rv0": "cache"}}, {"lists": table}
 
@@ -137,7 +137,7 @@ def test_probe_json_is_the_only_stdout(monkeypatch, capsys, quiet):
 def test_probe_table_output_unchanged(monkeypatch, capsys):
     monkeypatch.setattr(probe_cli, "ProbeRun", _FakeRun)
 
-    def body(run, echo):
+    def body(run):
         print("the table")
         return 0, {}, {"t": pd.DataFrame()}
 

@@ -22,15 +22,6 @@ ROOT = Path(__file__).resolve().parents[2]
 HEAVY = ("pandas", "numpy", "matplotlib", "scipy", "requests", "pyarrow")
 HELP_CPU_SECONDS = 0.4
 
-# What a subcommand's parser still imports because a constant it shows in --help lives in a module that
-# imports it: `install` takes SERVE_MODES/ERROR_MODES from crdscale.crds.serve/install, which use requests
-# at module level (0.25 CPU-s in all, within the budget).
-STILL_IMPORTED = {"install": {"requests"}}
-# `top` takes GRANULARITIES / PPROF_NODE_FRACTION from crdscale.analysis.pprof.graph / .views (pandas, numpy):
-# fixing it means those constants in a module that imports neither (the pprof package's __init__ imports
-# them all); strict, so the day it is fixed this mark must go.
-STILL_SLOW = {"top"}
-
 PROBE = """
 import json, sys
 from crdscale.cli.main import main
@@ -67,20 +58,18 @@ def test_top_level_help_imports_no_subcommand():
     assert cpu <= HELP_CPU_SECONDS, f"crdscale --help used {cpu:.2f} CPU-s"
 
 
-@pytest.mark.parametrize(
-    "command",
-    [
-        pytest.param(c, marks=pytest.mark.xfail(strict=True, reason="its parser needs a pandas-importing module"))
-        if c in STILL_SLOW
-        else c
-        for c in SUBCOMMANDS
-    ],
-)
+@pytest.mark.parametrize("command", list(SUBCOMMANDS))
 def test_subcommand_help_is_fast(command):
     heavy, cpu = _help([command])
-    unexpected = set(heavy) - STILL_IMPORTED.get(command, set())
-    assert not unexpected, f"crdscale {command} --help imports {sorted(unexpected)}"
+    assert not heavy, f"crdscale {command} --help imports {heavy}"
     assert cpu <= HELP_CPU_SECONDS, f"crdscale {command} --help used {cpu:.2f} CPU-s"
+
+
+@pytest.mark.parametrize("probe", ["discovery", "list", "apf", "clientmem"])
+def test_probe_help_is_fast(probe):
+    heavy, cpu = _help(["probe", probe])
+    assert not heavy, f"crdscale probe {probe} --help imports {heavy}"
+    assert cpu <= HELP_CPU_SECONDS, f"crdscale probe {probe} --help used {cpu:.2f} CPU-s"
 
 
 def test_top_level_help_lists_every_subcommand_with_its_summary():

@@ -2,6 +2,7 @@
 layout (one module, one go build, only the missing binaries), credentials, command line,
 scrape jobs and scenario keys."""
 
+import logging
 import os
 import shutil
 
@@ -51,26 +52,27 @@ def test_single_program_keeps_its_layout(tmp_path):
 
 
 @pytest.mark.skipif(not shutil.which("go"), reason="needs Go")
-def test_one_go_build_for_both_then_only_the_missing_one(tmp_path):
+def test_one_go_build_for_both_then_only_the_missing_one(tmp_path, caplog):
+    caplog.set_level(logging.INFO, logger="crdscale.cluster.gobuild")
     program = two_mains(tmp_path / "out")
     assert program.missing() == ["first", "second"]
-    lines = []
-    gobuild.build(program, echo=lines.append)
+    gobuild.build(program)
+    lines = caplog.messages
     assert program.missing() == []
     assert sum("go build ..." in line for line in lines) == 1
     assert "building first and second" in lines[0]
     first_mtime = program.binary.stat().st_mtime_ns
     program.binary_path("second").unlink()
-    lines.clear()
-    gobuild.build(program, echo=lines.append, names=["second"])
-    assert "building second from" in lines[0]
+    caplog.clear()
+    gobuild.build(program, names=["second"])
+    assert "building second from" in caplog.messages[0]
     assert program.binary.stat().st_mtime_ns == first_mtime  # the other binary was left alone
     assert os.access(program.binary_path("second"), os.X_OK)
     assert (program.out_dir / "build-second.json").is_file()
     assert not (program.out_dir / ".partial").exists()
-    lines.clear()
-    gobuild.build(program, echo=lines.append)
-    assert lines == []  # nothing missing: no build at all
+    caplog.clear()
+    gobuild.build(program)
+    assert caplog.messages == []  # nothing missing: no build at all
 
 
 def test_controller_manager_credentials(tmp_path):

@@ -85,7 +85,9 @@ def test_legacy_discovery_counts_and_throttles(fake_cluster):
     assert s["errors"] == 0
     # The bucket refills during the sequential /api + /apis preamble: preamble_s * qps tokens, preamble_s less wait.
     assert s["predicted_delay_s"] == pytest.approx(0.6 - s["preamble_s"], abs=0.01)
-    assert s["max_limiter_wait_s"] == pytest.approx(s["predicted_delay_s"], abs=0.05)
+    # The prediction counts only the preamble's refill; on a loaded machine the burst's own
+    # requests take time too and refill more, so the observed wait can only be shorter.
+    assert 0.0 < s["max_limiter_wait_s"] <= s["predicted_delay_s"] + 0.05
     assert s["max_wait_s"] == pytest.approx(0.6, abs=0.2)
     refilled = math.ceil(s["preamble_s"] * 20)  # tokens back during the preamble on a slow machine
     assert 18 - 6 - refilled <= (run.requests["limiter_wait_s"] > 0).sum() <= 18 - 6

@@ -8,7 +8,7 @@ import pandas as pd
 import pytest
 
 from crdscale.analysis.percrd import unattributed_share
-from crdscale.report import series as S
+from crdscale.report import series
 from crdscale.report.findings import (
     compute_findings,
     findings_markdown,
@@ -26,7 +26,7 @@ REFERENCE = Path(__file__).resolve().parents[2] / "data" / "reference-run"
 @pytest.fixture(scope="module")
 def reference():
     data = read_run(REFERENCE)
-    return data, data.analysis(), S.memory_frame(data.series, data.start)
+    return data, data.analysis(), series.memory_frame(data.series, data.start)
 
 
 def test_numbers_equal_the_analysis(reference):

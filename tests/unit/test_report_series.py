@@ -10,7 +10,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from crdscale.report import series as S
+from crdscale.report import series
 from crdscale.report.flame import icicle_layout, short_name, stack_causes
 from crdscale.rundir import events_frame, read_run
 
@@ -43,11 +43,11 @@ EVENTS = _events(
 
 
 def test_run_start_is_when_metrics_started():
-    assert S.run_start(EVENTS) == T0 + pd.Timedelta(seconds=2)
+    assert series.run_start(EVENTS) == T0 + pd.Timedelta(seconds=2)
 
 
 def test_phase_intervals_close_on_established_settle_seconds_and_crash():
-    phases = S.phase_intervals(EVENTS)
+    phases = series.phase_intervals(EVENTS)
     got = [(r.phase, r.step, round(r.start_s, 3), round(r.end_s, 3)) for r in phases.itertuples()]
     assert got == [
         ("settle", 0, 1.0, 6.0),
@@ -59,16 +59,16 @@ def test_phase_intervals_close_on_established_settle_seconds_and_crash():
 
 
 def test_crd_count_steps_jumps_when_a_step_is_created_and_reaches_the_end():
-    steps = S.crd_count_steps(EVENTS)
+    steps = series.crd_count_steps(EVENTS)
     assert steps["crds"].tolist() == [0, 40, 40]
     assert steps["elapsed_s"].tolist() == [0.0, 10.0, 28.0]
-    at = S.crds_at(pd.Series([T0 + pd.Timedelta(seconds=s) for s in (5, 12, 13, 29)]), steps)
+    at = series.crds_at(pd.Series([T0 + pd.Timedelta(seconds=s) for s in (5, 12, 13, 29)]), steps)
     assert at.tolist() == [0, 40, 40, 40]
 
 
 def test_counter_rate_handles_resets_like_promql():
     idx = pd.DatetimeIndex([T0 + pd.Timedelta(seconds=s) for s in (0, 1, 2, 4)])
-    rate = S.counter_rate(pd.Series([10.0, 12.0, 1.0, 5.0], index=idx))
+    rate = series.counter_rate(pd.Series([10.0, 12.0, 1.0, 5.0], index=idx))
     assert np.isnan(rate.iloc[0])
     assert rate.iloc[1:].tolist() == [2.0, 1.0, 2.0]  # reset: 1.0 counted from zero
 
@@ -84,7 +84,7 @@ def _tidy(values: dict[str, list[float]], job="kube-apiserver"):
 
 
 def test_memory_frame_derives_gap_and_retained_idle():
-    series = _tidy(
+    tidy = _tidy(
         {
             "process_resident_memory_bytes": [500, 600],
             "go_memstats_heap_inuse_bytes": [200, 250],
@@ -94,8 +94,8 @@ def test_memory_frame_derives_gap_and_retained_idle():
         }
     )
     # etcd's RSS must not leak into kube-apiserver's frame
-    series = pd.concat([series, _tidy({"process_resident_memory_bytes": [9e9, 9e9]}, job="etcd")])
-    mem = S.memory_frame(series, T0)
+    tidy = pd.concat([tidy, _tidy({"process_resident_memory_bytes": [9e9, 9e9]}, job="etcd")])
+    mem = series.memory_frame(tidy, T0)
     assert mem["rss"].tolist() == [500, 600]
     assert mem["heap_plus_stack"].tolist() == [210, 270]
     assert mem["rss_minus_heap_stack"].tolist() == [290, 330]
@@ -104,21 +104,21 @@ def test_memory_frame_derives_gap_and_retained_idle():
 
 
 def test_activity_frame_rates_and_gauges():
-    series = _tidy(
+    tidy = _tidy(
         {
             "process_cpu_seconds_total": [0, 0.5, 1.5],
             "go_goroutines": [10, 20, 30],
             "go_gc_duration_seconds_count": [1, 1, 3],
         }
     )
-    act = S.activity_frame(series, T0)
+    act = series.activity_frame(tidy, T0)
     assert act["cpu_cores"].tolist()[1:] == [0.5, 1.0]
     assert act["gc_per_s"].tolist()[1:] == [0.0, 2.0]
     assert act["goroutines"].tolist() == [10, 20, 30]
 
 
 def test_at_marks_takes_last_sample_at_or_before_each_mark():
-    table = S.memory_frame(_tidy({"process_resident_memory_bytes": [1, 2, 3, 4]}), T0)
+    table = series.memory_frame(_tidy({"process_resident_memory_bytes": [1, 2, 3, 4]}), T0)
     marks = pd.DataFrame(
         {
             "timestamp": [T0 + pd.Timedelta(seconds=s) for s in (-1, 0.5, 3, 2)],
@@ -126,7 +126,7 @@ def test_at_marks_takes_last_sample_at_or_before_each_mark():
             "phase": ["served", "served", "served", "installed"],
         }
     )
-    got = S.at_marks(table, marks)
+    got = series.at_marks(table, marks)
     assert got[["crds", "phase", "rss"]].values.tolist() == [[0, "served", 1], [40, "installed", 3], [80, "served", 4]]
 
 
@@ -142,13 +142,13 @@ def test_at_marks_takes_last_sample_at_or_before_each_mark():
     ],
 )
 def test_release_advice_names_the_madvise_the_runtime_uses(go, env, lazy):
-    text = S.release_advice(go, env)
+    text = series.release_advice(go, env)
     assert go in text
     assert ("releases memory with `MADV_FREE`" in text) == lazy
 
 
 def test_release_advice_unknown_version():
-    assert "unknown" in S.release_advice(None)
+    assert "unknown" in series.release_advice(None)
 
 
 @pytest.mark.parametrize(
@@ -189,13 +189,13 @@ def test_stack_causes_uses_the_attribution_rules():
 
 def test_reference_run_phases_and_steps_match_its_events():
     data = read_run(REFERENCE)
-    steps = S.crd_count_steps(data.events, data.start)
+    steps = series.crd_count_steps(data.events, data.start)
     manifest = json.loads((REFERENCE / "manifest.json").read_text())
     assert steps["crds"].iloc[-1] == manifest["crds"]["count"]
-    phases = S.phase_intervals(data.events, data.start)
+    phases = series.phase_intervals(data.events, data.start)
     assert set(phases["phase"]) == {"install", "serve", "settle"}
     assert (phases["end_s"] >= phases["start_s"]).all()
-    mem = S.memory_frame(data.series, data.start)
+    mem = series.memory_frame(data.series, data.start)
     assert {"rss", "heap_alloc", "gc_goal", "idle_retained", "rss_minus_heap_stack"} <= set(mem)
 
 
@@ -208,5 +208,5 @@ def test_hold_after_the_last_step_is_a_phase():
             {"ts": "2026-11-23T10:00:35Z", "kind": "hold.end", "seconds": 30, "crds": 10},
         ]
     )
-    hold = S.phase_intervals(events).set_index("phase").loc["hold"]
+    hold = series.phase_intervals(events).set_index("phase").loc["hold"]
     assert hold["start_s"] == 5 and hold["end_s"] == 35

@@ -23,9 +23,8 @@ import numpy as np
 import pandas as pd
 
 from crdscale.analysis.pprof.decode import Profile, expand_stacks, function_arrays, location_function_rows
+from crdscale.analysis.pprof.options import GRANULARITIES
 from crdscale.errors import UsageError
-
-GRANULARITIES = ("functions", "filefunctions", "files", "lines", "addresses")
 
 # The columns of pprof's NodeInfo: two frames are the same node when all are equal.
 NODE_KEY = ["node_name", "address", "file", "start_line", "lineno", "column", "objfile"]

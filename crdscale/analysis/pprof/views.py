@@ -22,14 +22,10 @@ import pandas as pd
 
 from crdscale.analysis.pprof.decode import Profile
 from crdscale.analysis.pprof.graph import Part, build_graph, edges, flat_cum, mean_values, sort_nodes
+from crdscale.analysis.pprof.options import PPROF_EDGE_FRACTION
 from crdscale.analysis.pprof.select import WARNING_NAMES, Filters, compile_regex, filter_notes, select
 from crdscale.analysis.pprof.text import output_unit
 from crdscale.errors import UsageError
-
-# pprof's default edge fraction: edges lighter than this share of the total are
-# dropped before the "(inline)" marks are decided, so we need it to match them.
-PPROF_EDGE_FRACTION = 0.001
-PPROF_NODE_FRACTION = 0.005
 
 TOP_COLUMNS = ["name", "flat", "flat_pct", "sum_pct", "cum", "cum_pct", "inline"]
 

@@ -27,7 +27,7 @@ import os
 import subprocess
 import threading
 import time
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from importlib import resources
 from pathlib import Path
@@ -70,7 +70,7 @@ def program(client_go: str = CLIENT_GO_VERSION) -> gobuild.GoProgram:
     )
 
 
-def binary(*, echo: Callable[[str], None] | None = None) -> Path:
+def binary() -> Path:
     """Path of crdscale-client, built first if needed (minutes, once per source version).
 
     Raises :class:`BinaryError` when Go is missing or the build fails.
@@ -78,7 +78,7 @@ def binary(*, echo: Callable[[str], None] | None = None) -> Path:
     prog = program()
     if prog.binary.is_file() and os.access(prog.binary, os.X_OK):
         return prog.binary
-    return gobuild.build(prog, echo=echo)
+    return gobuild.build(prog)
 
 
 def parse_line(line: str) -> dict | None:
@@ -117,13 +117,12 @@ def run_once(
     *,
     timeout_s: float = 600.0,
     env: dict | None = None,
-    echo: Callable[[str], None] | None = None,
 ) -> list[dict]:
     """Run crdscale-client ``mode`` to completion; returns its events.
 
     Raises :class:`ClusterError` when it exits non-zero (with its ``error`` event's message).
     """
-    path = binary(echo=echo)
+    path = binary()
     proc = subprocess.run(
         [str(path), mode, *args], capture_output=True, text=True, timeout=timeout_s, env={**os.environ, **(env or {})}
     )
@@ -181,11 +180,10 @@ class InformerClients:
         qps: float = 20.0,
         burst: int = 30,
         mem_interval_s: float = 10.0,
-        echo: Callable[[str], None] | None = None,
     ):
         if clients < 1:
             raise ValueError("clients must be >= 1")
-        path = binary(echo=echo)
+        path = binary()
         self._lock = threading.Lock()
         self._changed = threading.Condition(self._lock)
         self._group_owner: dict[str, int] = {}

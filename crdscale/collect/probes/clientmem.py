@@ -189,7 +189,6 @@ def measure_cache(
                 "cachemem",
                 args,
                 timeout_s=timeout_s,
-                echo=log.info,
                 env={**env, WATCH_LIST_ENV: INITIAL_SYNC[initial_sync]},
             )
             event = next((e for e in events if e["event"] == "cachemem"), None)

@@ -257,7 +257,7 @@ def client_go_discovery(
     with tempfile.TemporaryDirectory(prefix="crdscale-discovery-cache-") as cache_dir:
         if cache == "disk":
             args.append(f"--cache-dir={cache_dir}")
-        events = goclient.run_once("discovery", args, timeout_s=timeout_s, echo=log.info, env=env)
+        events = goclient.run_once("discovery", args, timeout_s=timeout_s, env=env)
     # The disk cache's client always prefers aggregated discovery when the server serves it.
     kind = "legacy" if legacy and cache == "memory" else "aggregated"
     return discovery_from_events(
@@ -270,7 +270,7 @@ def _discoverer() -> Callable:
     from crdscale.cluster import goclient
 
     try:
-        goclient.binary(echo=log.info)
+        goclient.binary()
     except BinaryError as err:
         log.warning("discovery measured with the Python imitation of client-go (crdscale-client unavailable: %s)", err)
         return legacy_discovery
@@ -440,7 +440,7 @@ def kubectl_rows(
 
     rows = []
     for version in versions:
-        kubectl = binaries.kubectl(version, echo=log.info)
+        kubectl = binaries.kubectl(version)
         limit = kubectl_limit(kubectl.version)
         for verb in KUBECTL_COMMANDS:
             kc = kubectl_discovery(kubeconfig, context=context, kubectl=str(kubectl.path), verb=verb)

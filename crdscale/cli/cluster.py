@@ -1,0 +1,393 @@
+"""`crdscale run --cluster`, `--resume` of a cluster experiment, and the cluster side of
+`status`, `down` and `report` (not a subcommand: the glue those commands share).
+
+The work is in :mod:`crdscale.scenario.clusterjob` (cluster I/O) and
+:mod:`crdscale.scenario.fanout` (the manifests); this module checks flags,
+prints, and turns Ctrl-C while following into "the Job goes on".
+"""
+
+from __future__ import annotations
+
+import argparse
+import copy
+import sys
+
+from crdscale.cluster.gobuild import stderr_echo
+from crdscale.errors import CrdscaleError, UsageError
+
+# Flags that only mean something with --cluster (dest -> how it is spelled).
+CLUSTER_ONLY = {
+    "namespace": "--namespace",
+    "image": "--image",
+    "results": "--results",
+    "print_manifests": "--print-manifests",
+    "one_per_node": "--one-per-node",
+    "detach": "--detach",
+}
+DEFAULT_NAMESPACE = "crdscale"
+DEFAULT_CPUS = 2
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    group = parser.add_argument_group(
+        "a matrix as a Kubernetes Indexed Job on your cluster (one pod per cell; see docs: A matrix on a cluster)"
+    )
+    group.add_argument(
+        "--cluster",
+        action="store_true",
+        help="submit the cells as one Indexed Job to the cluster of --kubeconfig/--context instead of running them here",
+    )
+    group.add_argument("--namespace", help=f"namespace of the Job (default {DEFAULT_NAMESPACE}; created when missing)")
+    group.add_argument("--image", metavar="REF", help="crdscale image the pods run (see 'crdscale image build')")
+    group.add_argument(
+        "--parallelism", type=int, metavar="N", help="cells running at once (default 1; a resume keeps the last value)"
+    )
+    group.add_argument(
+        "--cpus", type=int, metavar="N", help=f"whole CPUs per pod, requested = limit (default {DEFAULT_CPUS})"
+    )
+    group.add_argument(
+        "--memory",
+        metavar="SIZE",
+        help="memory per pod, requested = limit (default: the largest cell's predicted peak + 25 %%), e.g. 8GiB",
+    )
+    group.add_argument(
+        "--results",
+        metavar="URL",
+        help="where each cell's run directory goes: s3://BUCKET/PREFIX (credentials from the usual "
+        "environment/files), pvc://CLAIM (mounted in the pods) or file:///PATH (a path in the pods)",
+    )
+    group.add_argument(
+        "--print-manifests",
+        action="store_true",
+        help="print the manifests (and the Role the submitting user needs) as YAML and exit",
+    )
+    group.add_argument("--one-per-node", action="store_true", help="at most one cell per node (pod anti-affinity)")
+    group.add_argument("--detach", action="store_true", help="submit and exit without following the Job")
+
+
+def cluster_flags_given(args: argparse.Namespace) -> list[str]:
+    """The cluster-only flags on the command line, as spelled."""
+    given = [flag for dest, flag in CLUSTER_ONLY.items() if getattr(args, dest, None)]
+    return given + [
+        f
+        for d, f in (("parallelism", "--parallelism"), ("cpus", "--cpus"), ("memory", "--memory"))
+        if getattr(args, d) is not None
+    ]
+
+
+def check_flags(args: argparse.Namespace) -> None:
+    """One-line UsageError for cluster flags without --cluster, before anything else (a --resume
+    takes them when its experiment turns out to be a cluster one)."""
+    given = cluster_flags_given(args)
+    if given and not args.cluster and not args.resume:
+        raise UsageError(f"{given[0]} goes with --cluster")
+
+
+def check_submission(args: argparse.Namespace, *, resume: bool) -> None:
+    from crdscale.results.store import scheme_of
+    from crdscale.scenario.fanout import check_namespace
+
+    if not resume and not args.image:
+        raise UsageError("--cluster needs --image REF: the crdscale image the pods run ('crdscale image build')")
+    if not resume and not args.results:
+        raise UsageError(
+            "--cluster needs --results URL (s3://BUCKET/PREFIX, pvc://CLAIM or file:///PATH): "
+            "a pod's run directory is gone when the pod is"
+        )
+    if args.results:
+        scheme_of(args.results)
+    if args.namespace:
+        check_namespace(args.namespace)
+    if args.parallelism is not None and args.parallelism < 1:
+        raise UsageError(f"--parallelism {args.parallelism}: at least 1")
+    if args.cpus is not None and args.cpus < 1:
+        raise UsageError(f"--cpus {args.cpus}: a whole number of cores, at least 1")
+    if args.memory is not None:
+        _memory(args)
+
+
+def _memory(args: argparse.Namespace) -> int | None:
+    """--memory in bytes (None when not given); UsageError for a size that is not one."""
+    from crdscale.units import parse_bytes
+
+    if args.memory is None:
+        return None
+    try:
+        value = parse_bytes(args.memory)
+    except ValueError as err:
+        raise UsageError(f"--memory: {err}") from None
+    if value < 256 * 2**20:
+        raise UsageError(f"--memory {args.memory}: at least 256MiB (a control plane and crdscale run in the pod)")
+    return int(value)
+
+
+def _resources(args: argparse.Namespace, peaks: dict[str, float], cpus: int):
+    """The pods' resources: the prediction (:func:`fanout.pod_resources`), or --memory as given."""
+    from crdscale.scenario import fanout
+
+    resources = fanout.pod_resources([p.value for p in peaks.values()], cpus)
+    memory = _memory(args)
+    return resources if memory is None else fanout.Resources(memory, resources.cpus)
+
+
+def _peak_line(peaks) -> str:
+    top = max(peaks.values(), key=lambda p: p.value)
+    return (
+        f"largest predicted peak {top.value / 2**30:.2f} GiB, 95 % interval up to {top.high / 2**30:.2f} GiB; "
+        f"--memory sets it"
+    )
+
+
+def _plan(experiment_id, run_id, manifest, cells, resources, args, *, attempt=0, table=None):
+    from crdscale.scenario.fanout import JobPlan
+
+    table = table or {}
+    return JobPlan(
+        experiment_id=experiment_id,
+        run_id=run_id,
+        namespace=args.namespace or table.get("namespace") or DEFAULT_NAMESPACE,
+        image=args.image or table["image"],
+        cells=cells,
+        experiment=manifest,
+        results=args.results or table["results"],
+        resources=resources,
+        parallelism=args.parallelism or table.get("parallelism") or 1,
+        attempt=attempt,
+        one_per_node=bool(args.one_per_node or table.get("one_per_node")),
+    )
+
+
+def _cluster_table(plan, args, cluster, peaks) -> dict:
+    return {
+        "experiment_id": plan.experiment_id,
+        # Absolute: status and down may run from another directory.
+        "kubeconfig": cluster.kubeconfig.child_env()["KUBECONFIG"] if cluster is not None else args.kubeconfig,
+        "context": args.context,
+        "server": cluster.server if cluster is not None else None,
+        "namespace": plan.namespace,
+        "image": plan.image,
+        "results": plan.results,
+        "parallelism": plan.parallelism,
+        "one_per_node": plan.one_per_node,
+        "cpus": plan.resources.cpus,
+        # What the pods' memory was sized from (clusterjob.predict_peak_bytes), per cell.
+        "predicted_peak_bytes": {cell: {"value": int(p.value), "high": int(p.high)} for cell, p in peaks.items()},
+        "jobs": [],
+    }
+
+
+def _user_kubeconfig(explicit: str | None):
+    """--kubeconfig, else $KUBECONFIG, else ~/.kube/config: the user's cluster. Unlike other commands,
+    never a local instance of 'crdscale up': it has no node to run pods on."""
+    import os
+    from pathlib import Path
+
+    from crdscale.cluster.kubeconfig import KubeconfigFiles
+
+    if explicit:
+        return KubeconfigFiles.parse(explicit)
+    env = os.environ.get("KUBECONFIG", "")
+    if any(env.split(os.pathsep)):
+        return KubeconfigFiles.from_list(env.split(os.pathsep))
+    default = Path.home() / ".kube" / "config"
+    if default.is_file():
+        return KubeconfigFiles.parse(default)
+    raise UsageError("--cluster: which cluster? pass --kubeconfig (or set $KUBECONFIG)")
+
+
+def print_manifests(plan) -> None:
+    from crdscale.scenario import fanout
+
+    plan = copy.copy(plan)
+    plan.create_namespace = True
+    print(
+        "# crdscale run --cluster: what it creates (the Namespace only when missing). The pods need no RBAC:\n"
+        "# each starts its own etcd + kube-apiserver inside the pod (no service account token is mounted)."
+    )
+    print(fanout.to_yaml(fanout.manifests(plan)), end="")
+    print(
+        "---\n# The Role the *submitting user* needs in the namespace (not created by crdscale;\n"
+        "# creating a missing namespace also needs 'create namespaces' cluster-wide)."
+    )
+    print(fanout.to_yaml([fanout.submitter_role(plan)]), end="")
+
+
+def submit(args: argparse.Namespace, scenario) -> int:
+    """`crdscale run SCENARIO --cluster ...` once the flags (:func:`check_submission`) and the
+    scenario's cells are checked: predict resources, dry-run, create, follow."""
+    from crdscale.cluster.clients import connect
+    from crdscale.ownership import new_run_id
+    from crdscale.paths import runs_dir
+    from crdscale.scenario import clusterjob, fanout
+    from crdscale.scenario.experiment import Experiment, new_manifest
+    from crdscale.scenario.matrix import expand
+
+    if not scenario.matrix:
+        raise UsageError("--cluster runs the cells of a [matrix] scenario; this one has no [matrix] table")
+    cells = expand(scenario)  # checked already (run's _check), as for a local run
+    clusterjob.check_cells_for_pods(cells)
+    run_id = new_run_id()
+    experiment_id = fanout.experiment_id(scenario.name, run_id)
+    peaks = clusterjob.cell_peaks(cells)
+    resources = _resources(args, peaks, args.cpus or DEFAULT_CPUS)
+    manifest = new_manifest(scenario)
+    plan = _plan(experiment_id, run_id, manifest, [c.name for c, _s in cells], resources, args)
+    if args.print_manifests:
+        manifest[clusterjob.CLUSTER_KEY] = _cluster_table(plan, args, None, peaks)
+        print_manifests(plan)
+        return 0
+    cluster = connect(_user_kubeconfig(args.kubeconfig), args.context)
+    try:
+        cluster.server_version()
+        manifest[clusterjob.CLUSTER_KEY] = _cluster_table(plan, args, cluster, peaks)
+        plan.create_namespace = not clusterjob.namespace_exists(cluster, plan.namespace)
+        if not plan.create_namespace:
+            # The server validates every object (admission, quota, RBAC) before anything exists.
+            clusterjob.create(cluster, plan, dry_run=True)
+        experiment = Experiment.create(args.out or runs_dir(), scenario, check=False)
+        experiment.manifest[clusterjob.CLUSTER_KEY] = manifest[clusterjob.CLUSTER_KEY]
+        experiment.save()
+        plan.experiment = dict(experiment.manifest)
+        _create(cluster, experiment, plan)
+        stderr_echo(
+            f"experiment {experiment.path}: job {plan.namespace}/{plan.job_name}, {len(plan.cells)} cells, "
+            f"parallelism {plan.parallelism}, each pod {resources.cpus} CPUs and "
+            f"{resources.memory_bytes / 2**30:.2f} GiB (requests = limits; {_peak_line(peaks)})"
+        )
+        return _follow_or_detach(cluster, experiment, args)
+    finally:
+        cluster.close()
+
+
+def resume(args: argparse.Namespace, experiment) -> int:
+    """`crdscale run --resume EXPERIMENT` of a cluster experiment: a new Job over the cells not succeeded."""
+    from crdscale.ownership import new_run_id
+    from crdscale.scenario import clusterjob
+
+    check_submission(args, resume=True)
+    table = experiment.manifest[clusterjob.CLUSTER_KEY]
+    if args.namespace and args.namespace != table["namespace"]:
+        raise UsageError(f"--namespace: experiment {experiment.path.name} runs in {table['namespace']}")
+    cluster = clusterjob.connect_experiment(experiment, args.kubeconfig, args.context)
+    try:
+        active = clusterjob.active_jobs(cluster, experiment)
+        if active:
+            raise UsageError(
+                f"job {active[0]} of this experiment is still running; wait for it (crdscale status "
+                f"{experiment.path}) or stop it (crdscale down {experiment.path})"
+            )
+        states = clusterjob.index_states(cluster, experiment)
+        missing = clusterjob.missing_cells(experiment, states)
+        if not missing:
+            stderr_echo(f"experiment {experiment.path.name}: every cell succeeded; nothing to resume")
+            print(experiment.path)
+            return 0
+        peaks = clusterjob.cell_peaks([(c.cell, c.scenario) for c in experiment.cells if c.cell.name in missing])
+        resources = _resources(args, peaks, args.cpus or table.get("cpus") or DEFAULT_CPUS)
+        plan = _plan(
+            table["experiment_id"],
+            new_run_id(),
+            dict(experiment.manifest),
+            missing,
+            resources,
+            args,
+            attempt=len(table.get("jobs", [])),
+            table=table,
+        )
+        if args.print_manifests:
+            print_manifests(plan)
+            return 0
+        table.update(image=plan.image, results=plan.results, parallelism=plan.parallelism)
+        clusterjob.create(cluster, plan, dry_run=True)
+        _create(cluster, experiment, plan)
+        stderr_echo(f"experiment {experiment.path.name}: job {plan.job_name} reruns {len(missing)} cells")
+        return _follow_or_detach(cluster, experiment, args)
+    finally:
+        cluster.close()
+
+
+def _create(cluster, experiment, plan) -> None:
+    """Create the plan's objects and record the Job; when one is refused, delete this submission's others."""
+    from crdscale.scenario import clusterjob
+
+    try:
+        clusterjob.create(cluster, plan)
+    except CrdscaleError:
+        clusterjob.delete_submission(cluster, plan)
+        raise
+    clusterjob.record_job(experiment, plan)
+
+
+def _follow_or_detach(cluster, experiment, args) -> int:
+    from crdscale.scenario import clusterjob
+
+    hint = (
+        f"follow it with: crdscale status {experiment.path}; stop it with: crdscale down {experiment.path}; "
+        f"when done: crdscale report {experiment.path}"
+    )
+    if args.detach:
+        stderr_echo(f"submitted; {hint}")
+        print(experiment.path)
+        return 0
+    try:
+        states = clusterjob.follow(cluster, experiment)
+    except KeyboardInterrupt:
+        stderr_echo(f"stopped following; the Job goes on. {hint}")
+        print(experiment.path)
+        return 0
+    cells = clusterjob.cell_states(states)
+    failed = [c for c, st in cells.items() if st.state != clusterjob.SUCCEEDED]
+    print(experiment.path)
+    if failed:
+        raise CrdscaleError(
+            f"{len(failed)} of {len(cells)} cells failed ({', '.join(failed[:3])}{', ...' if len(failed) > 3 else ''}); "
+            f"their last log lines: crdscale status {experiment.path}; rerun them: crdscale run --resume {experiment.path}"
+        )
+    stderr_echo(f"every cell succeeded; gather and compare them with: crdscale report {experiment.path}")
+    return 0
+
+
+def print_status(experiment, args) -> int:
+    """`crdscale status EXPERIMENT`: every index of every Job, failed ones with their last log lines."""
+    from crdscale.cli.common import print_json
+    from crdscale.scenario import clusterjob
+
+    table = experiment.manifest[clusterjob.CLUSTER_KEY]
+    cluster = clusterjob.connect_experiment(experiment, args.kubeconfig, args.context)
+    try:
+        states = clusterjob.index_states(cluster, experiment, logs=True)
+    finally:
+        cluster.close()
+    if args.output == "json":
+        print_json({"experiment": str(experiment.path), "namespace": table["namespace"], "indexes": states})
+        return 0
+    print(f"experiment {experiment.path} on {table.get('server')} namespace {table['namespace']}")
+    print(clusterjob.summary_line(states, int(table.get("parallelism", 1))))
+    rows = [("JOB", "INDEX", "CELL", "STATE", "DETAIL")]
+    rows += [(s.job, str(s.index), s.cell, s.state, s.detail) for s in states]
+    widths = [max(len(r[c]) for r in rows) for c in range(4)]
+    for r in rows:
+        print("  ".join(v.ljust(w) for v, w in zip(r[:4], widths)) + "  " + r[4])
+    for s in states:
+        if s.state == clusterjob.FAILED and s.log_tail:
+            print(f"{s.job} index {s.index} ({s.cell}), last lines of pod {s.pod}:")
+            for line in s.log_tail:
+                print(f"  {line}")
+    sys.stdout.flush()
+    return 0
+
+
+def down(experiment, args) -> None:
+    """`crdscale down EXPERIMENT`: delete its Jobs, pods, ConfigMaps and ServiceAccount (by its labels)."""
+    from crdscale.scenario import clusterjob
+
+    cluster = clusterjob.connect_experiment(
+        experiment, getattr(args, "kubeconfig", None), getattr(args, "context", None)
+    )
+    try:
+        counts = clusterjob.delete_experiment(cluster, experiment)
+    finally:
+        cluster.close()
+    deleted = ", ".join(f"{n} {kind}{'s' if n != 1 else ''}" for kind, n in counts.items()) or "nothing left"
+    table = experiment.manifest[clusterjob.CLUSTER_KEY]
+    stderr_echo(f"experiment {experiment.path.name}: deleted {deleted} in namespace {table['namespace']}")

@@ -1,0 +1,296 @@
+"""A matrix as one Kubernetes Indexed Job: the manifests, from an experiment, with no I/O.
+
+Each completion index of the Job is one cell (× repeat) of the experiment.
+A pod runs ``crdscale cell`` with the experiment's own ``experiment.json``
+(scenario, ``--set`` overrides, matrix) shipped in a ConfigMap, so it runs
+exactly the cell ``crdscale run`` would run locally: it starts its own etcd,
+kube-apiserver and kube-controller-manager as plain processes inside the pod
+and needs **no RBAC on the cluster** (its service account token is not even
+mounted). The ConfigMap's ``indexes.json`` maps index -> cell name: a first
+Job lists every cell, a ``--resume`` Job only the cells still missing, so
+``completions`` counts just those. (The Job API cannot skip indexes of a
+Job, and an index's meaning must not change under a running Job: a new Job
+with its own list is the one way to rerun a subset.)
+
+Resources are one pair for the whole Job (the pod template is shared): the
+largest cell's predicted peak plus margin, requests equal to limits and
+whole CPUs, so the pod is Guaranteed QoS and its CPUs are not shared
+(with the static CPU manager, exclusive). Labels: :mod:`crdscale.ownership`'s
+on every object plus :data:`EXPERIMENT_LABEL`, which ``crdscale down``
+selects on.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+from dataclasses import dataclass, field
+from typing import Any
+
+from crdscale.errors import UsageError
+from crdscale.ownership import MANAGED_BY_LABEL, MANAGED_BY_VALUE, ownership_labels
+from crdscale.results.store import PVC_MOUNT, PVC_SCHEME
+
+EXPERIMENT_LABEL = "crdscale.io/experiment"
+CONTAINER = "cell"
+SPEC_MOUNT = "/etc/crdscale/experiment"  # the ConfigMap: experiment.json, indexes.json
+RUNS_MOUNT = "/var/lib/crdscale/runs"  # an emptyDir: the cell's run directory until it is stored
+EXPERIMENT_KEY = "experiment.json"
+INDEXES_KEY = "indexes.json"
+# Retries of one index before it counts as failed (the others go on: backoffLimitPerIndex).
+DEFAULT_RETRIES = 2
+# Exit codes no retry can change: a bad scenario (2) or a binary the image lacks (3), see crdscale.errors.
+FAIL_INDEX_EXIT_CODES = (2, 3)
+# A cell stops its processes on SIGTERM and records its status; give it time before SIGKILL.
+TERMINATION_GRACE_SECONDS = 60
+MEMORY_ROUNDING = 256 * 2**20
+_DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
+
+
+def check_namespace(name: str) -> str:
+    """``name`` if it is a valid namespace name (an RFC 1123 label), else UsageError (one line)."""
+    if len(name) > 63 or not _DNS_LABEL.match(name):
+        raise UsageError(
+            f"--namespace {name!r}: not a namespace name (lowercase letters, digits and '-', at most 63, "
+            f"starting and ending with a letter or digit)"
+        )
+    return name
+
+
+def experiment_id(name: str, run_id: str) -> str:
+    """The experiment's label value and results prefix: its scenario name made label-safe
+    (at most 20 characters) and ``run_id`` (:func:`crdscale.ownership.new_run_id`)."""
+    base = re.sub(r"[^a-z0-9-]+", "-", name.lower()).strip("-")[:20].strip("-") or "experiment"
+    return f"{base}-{run_id}"
+
+
+@dataclass(frozen=True)
+class Resources:
+    """What each pod of the Job gets: ``memory_bytes`` and whole ``cpus``, requested and limited alike."""
+
+    memory_bytes: int
+    cpus: int
+
+    def quantities(self) -> dict[str, str]:
+        return {"cpu": str(self.cpus), "memory": f"{self.memory_bytes // 2**20}Mi"}
+
+
+def pod_resources(peak_bytes: list[float], cpus: int, *, margin: float = 0.25) -> Resources:
+    """The Job's :class:`Resources`: the largest of the cells' predicted peaks (bytes) plus
+    ``margin`` (a share), rounded up to 256 MiB; ``cpus`` whole cores (at least one)."""
+    if not peak_bytes:
+        raise ValueError("no cells")
+    if int(cpus) != cpus or cpus < 1:
+        raise UsageError(f"--cpus {cpus}: a whole number of cores, at least 1 (Guaranteed QoS needs whole CPUs)")
+    memory = max(peak_bytes) * (1 + margin)
+    return Resources(int(math.ceil(memory / MEMORY_ROUNDING) * MEMORY_ROUNDING), int(cpus))
+
+
+@dataclass
+class JobPlan:
+    """One submission of an experiment's cells (all of them, or the ones a resume reruns).
+
+    Attributes:
+        experiment_id: see :func:`experiment_id`; labels every object, prefixes the results.
+        run_id: this submission's id (:data:`crdscale.ownership.RUN_ID_LABEL`).
+        attempt: 0 for the first Job, 1, 2, ... for each ``--resume``.
+        cells: cell names by completion index.
+        experiment: the ``experiment.json`` the pods run from.
+        results: the results URL as given (``s3://...``, ``file:///...``, ``pvc://CLAIM``).
+    """
+
+    experiment_id: str
+    run_id: str
+    namespace: str
+    image: str
+    cells: list[str]
+    experiment: dict[str, Any]
+    results: str
+    resources: Resources
+    parallelism: int = 1
+    attempt: int = 0
+    one_per_node: bool = False
+    retries: int = DEFAULT_RETRIES
+    create_namespace: bool = False
+    extra_labels: dict[str, str] = field(default_factory=dict)
+
+    @property
+    def job_name(self) -> str:
+        return f"crdscale-{self.experiment_id}" + (f"-r{self.attempt}" if self.attempt else "")
+
+    @property
+    def configmap_name(self) -> str:
+        return self.job_name
+
+    @property
+    def service_account_name(self) -> str:
+        return f"crdscale-{self.experiment_id}"
+
+    def labels(self) -> dict[str, str]:
+        return {**ownership_labels(self.run_id), EXPERIMENT_LABEL: self.experiment_id, **self.extra_labels}
+
+    def results_in_pod(self) -> str:
+        """The URL the pods write to: a claim is mounted at :data:`PVC_MOUNT` and written as a directory."""
+        if self.results.startswith(f"{PVC_SCHEME}://"):
+            return f"file://{PVC_MOUNT}"
+        return self.results
+
+
+def experiment_selector(experiment: str) -> str:
+    """Label selector of every object of one experiment (all its submissions)."""
+    return f"{MANAGED_BY_LABEL}={MANAGED_BY_VALUE},{EXPERIMENT_LABEL}={experiment}"
+
+
+def _metadata(plan: JobPlan, name: str, *, namespaced: bool = True) -> dict[str, Any]:
+    meta: dict[str, Any] = {"name": name, "labels": plan.labels()}
+    if namespaced:
+        meta["namespace"] = plan.namespace
+    return meta
+
+
+def namespace_manifest(plan: JobPlan) -> dict[str, Any]:
+    return {"apiVersion": "v1", "kind": "Namespace", "metadata": _metadata(plan, plan.namespace, namespaced=False)}
+
+
+def service_account_manifest(plan: JobPlan) -> dict[str, Any]:
+    # The pods talk to no API server but their own: no token in them.
+    return {
+        "apiVersion": "v1",
+        "kind": "ServiceAccount",
+        "metadata": _metadata(plan, plan.service_account_name),
+        "automountServiceAccountToken": False,
+    }
+
+
+def configmap_manifest(plan: JobPlan) -> dict[str, Any]:
+    return {
+        "apiVersion": "v1",
+        "kind": "ConfigMap",
+        "metadata": _metadata(plan, plan.configmap_name),
+        "data": {
+            EXPERIMENT_KEY: json.dumps(plan.experiment, sort_keys=True),
+            INDEXES_KEY: json.dumps(plan.cells),
+        },
+    }
+
+
+def job_manifest(plan: JobPlan) -> dict[str, Any]:
+    """The ``batch/v1`` Indexed Job: ``completions`` = cells of the plan, ``backoffLimitPerIndex``
+    retries per cell, no retry for exits a retry cannot change, node disruptions not counted."""
+    if not plan.cells:
+        raise ValueError("a Job needs at least one cell")
+    quantities = plan.resources.quantities()
+    volumes: list[dict[str, Any]] = [
+        {"name": "experiment", "configMap": {"name": plan.configmap_name}},
+        {"name": "runs", "emptyDir": {}},
+    ]
+    mounts: list[dict[str, Any]] = [
+        {"name": "experiment", "mountPath": SPEC_MOUNT, "readOnly": True},
+        {"name": "runs", "mountPath": RUNS_MOUNT},
+    ]
+    if plan.results.startswith(f"{PVC_SCHEME}://"):
+        claim = plan.results[len(PVC_SCHEME) + 3 :].strip("/")
+        volumes.append({"name": "results", "persistentVolumeClaim": {"claimName": claim}})
+        mounts.append({"name": "results", "mountPath": PVC_MOUNT})
+    pod_spec: dict[str, Any] = {
+        "serviceAccountName": plan.service_account_name,
+        "automountServiceAccountToken": False,
+        "enableServiceLinks": False,
+        "restartPolicy": "Never",
+        "terminationGracePeriodSeconds": TERMINATION_GRACE_SECONDS,
+        "containers": [
+            {
+                "name": CONTAINER,
+                "image": plan.image,
+                # The index comes from $JOB_COMPLETION_INDEX, which the Job controller sets.
+                "command": ["crdscale", "cell", SPEC_MOUNT, "--results", plan.results_in_pod(), "--out", RUNS_MOUNT],
+                "resources": {"requests": dict(quantities), "limits": dict(quantities)},
+                "volumeMounts": mounts,
+            }
+        ],
+        "volumes": volumes,
+    }
+    if plan.one_per_node:
+        pod_spec["affinity"] = {
+            "podAntiAffinity": {
+                "requiredDuringSchedulingIgnoredDuringExecution": [
+                    {
+                        "labelSelector": {"matchLabels": {EXPERIMENT_LABEL: plan.experiment_id}},
+                        "topologyKey": "kubernetes.io/hostname",
+                    }
+                ]
+            }
+        }
+    return {
+        "apiVersion": "batch/v1",
+        "kind": "Job",
+        "metadata": _metadata(plan, plan.job_name),
+        "spec": {
+            "completionMode": "Indexed",
+            "completions": len(plan.cells),
+            "parallelism": max(1, min(plan.parallelism, len(plan.cells))),
+            "backoffLimitPerIndex": plan.retries,
+            "podFailurePolicy": {
+                "rules": [
+                    {
+                        "action": "FailIndex",
+                        "onExitCodes": {
+                            "containerName": CONTAINER,
+                            "operator": "In",
+                            "values": list(FAIL_INDEX_EXIT_CODES),
+                        },
+                    },
+                    # A drained or preempted node is not the cell's fault: not counted against its retries.
+                    {"action": "Ignore", "onPodConditions": [{"type": "DisruptionTarget"}]},
+                ]
+            },
+            "template": {"metadata": {"labels": plan.labels()}, "spec": pod_spec},
+        },
+    }
+
+
+def submitter_role(plan: JobPlan) -> dict[str, Any]:
+    """The Role the *submitting user* needs in the namespace (printed, never created): create the
+    ConfigMap, ServiceAccount and Job, follow them and their pods' logs, delete them. Creating the
+    namespace itself needs ``create namespaces`` cluster-wide (a ClusterRole), only when it is missing."""
+    return {
+        "apiVersion": "rbac.authorization.k8s.io/v1",
+        "kind": "Role",
+        "metadata": {"name": "crdscale-submitter", "namespace": plan.namespace},
+        "rules": [
+            {"apiGroups": ["batch"], "resources": ["jobs"], "verbs": ["create", "get", "list", "watch", "delete"]},
+            {
+                "apiGroups": [""],
+                "resources": ["configmaps", "serviceaccounts"],
+                "verbs": ["create", "get", "list", "delete"],
+            },
+            {"apiGroups": [""], "resources": ["pods", "pods/log"], "verbs": ["get", "list", "watch"]},
+        ],
+    }
+
+
+def manifests(plan: JobPlan) -> list[dict[str, Any]]:
+    """What a submission creates, in creation order (the Job last: its pods need the rest)."""
+    out = [namespace_manifest(plan)] if plan.create_namespace else []
+    # A resume's too: shared by the experiment's Jobs, but `crdscale down` may have deleted it since.
+    return [*out, service_account_manifest(plan), configmap_manifest(plan), job_manifest(plan)]
+
+
+def parse_indexes(text: str | None) -> set[int]:
+    """A Job status' ``completedIndexes``/``failedIndexes`` (``"0,2-4"``) as a set of indexes."""
+    out: set[int] = set()
+    for part in (text or "").split(","):
+        part = part.strip()
+        if not part:
+            continue
+        low, _, high = part.partition("-")
+        out.update(range(int(low), int(high or low) + 1))
+    return out
+
+
+def to_yaml(documents: list[dict[str, Any]]) -> str:
+    """``documents`` as one YAML stream (``---`` between them), keys in the order written."""
+    import yaml
+
+    return "---\n".join(yaml.safe_dump(d, sort_keys=False) for d in documents)
