@@ -65,6 +65,7 @@ def _no_credentials(monkeypatch, tmp_path):
     for name in ("AWS_WEB_IDENTITY_TOKEN_FILE", "AWS_CONTAINER_CREDENTIALS_FULL_URI"):
         monkeypatch.delenv(name, raising=False)
     monkeypatch.delenv("AWS_CONTAINER_CREDENTIALS_RELATIVE_URI", raising=False)
+    monkeypatch.delenv("KUBERNETES_SERVICE_HOST", raising=False)  # in a pod the metadata service would be asked
     monkeypatch.setenv("AWS_SHARED_CREDENTIALS_FILE", str(tmp_path / "credentials"))
     monkeypatch.setenv("AWS_ENDPOINT_URL_S3", "http://127.0.0.1:9")
 
@@ -101,3 +102,17 @@ def test_versitygw_is_built_from_its_modules_own_main(tmp_path, monkeypatch):
     # The generated file only keeps the requirement through `go mod tidy`; it is never compiled.
     assert program.source_files()["main.go"].startswith("//go:build tools\n")
     assert "\tgithub.com/versity/versitygw v1.8.0\n" in program.go_mod()
+
+
+def test_the_metadata_service_is_asked_only_in_a_pod():
+    pytest.importorskip("minio")
+    from minio.credentials import IamAwsProvider
+
+    from crdscale.results.s3 import credential_provider
+
+    def kinds(env):
+        return [type(p).__name__ for p in credential_provider(env)._providers]
+
+    assert IamAwsProvider.__name__ not in kinds({})
+    assert kinds({"KUBERNETES_SERVICE_HOST": "10.0.0.1"})[-1] == IamAwsProvider.__name__
+    assert kinds({"AWS_WEB_IDENTITY_TOKEN_FILE": "/var/run/token"})[-1] == IamAwsProvider.__name__
