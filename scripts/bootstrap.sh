@@ -20,6 +20,8 @@ say() { printf 'bootstrap: %s\n' "$*" >&2; }
 need_pkgs=()
 command -v prometheus >/dev/null 2>&1 || need_pkgs+=(prometheus)
 [ -x /usr/bin/etcd ] || need_pkgs+=(etcd-server)
+# `crdscale image build`: the image's Debian base (tests/integration/test_image.py).
+command -v debootstrap >/dev/null 2>&1 || need_pkgs+=(debootstrap)
 if [ "${#need_pkgs[@]}" -gt 0 ]; then
   if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
     say "installing Debian packages: ${need_pkgs[*]}"
@@ -89,4 +91,5 @@ if [ "${#args[@]}" -gt 0 ]; then args=(--kube-version default "${args[@]}"); fi
 for v in $EXTRA_KUBECTL_VERSIONS; do args+=(--kubectl-version "$v"); done
 # crdscale-client (client-go informers for serve=watch, discovery, cache memory): after
 # kube-apiserver, whose build already compiled the same client-go packages.
-"$VENV/bin/crdscale" binaries "${args[@]}" --client --prometheus >&2
+# versitygw: the real S3-compatible server of tests/integration/test_results_s3.py (~3 min cold).
+"$VENV/bin/crdscale" binaries "${args[@]}" --client --prometheus --versitygw >&2

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Regenerate requirements.lock, the exact Python environment CI tests and scripts/bootstrap.sh
-# installs: every package of crdscale and its extras dev, report, lab and docs, for CPython 3.11 on
+# installs: every package of crdscale and its extras dev, report, lab, docs and s3, for CPython 3.11 on
 # Linux x86_64, resolved within the ranges of pyproject.toml.
 #
 # Versions already in the lock are kept: a version moves only when asked, on purpose.
@@ -24,7 +24,7 @@ if [ ! -x "$tools/bin/uv" ]; then
 fi
 
 "$tools/bin/uv" pip compile pyproject.toml \
-  --extra dev --extra report --extra lab --extra docs \
+  --extra dev --extra report --extra lab --extra docs --extra s3 \
   --python-version "$LOCK_PYTHON" --python-platform "$LOCK_PLATFORM" \
   --quiet \
   --custom-compile-command "scripts/lock.sh" \

@@ -39,6 +39,7 @@ class Command:
       crdscale binaries --kube-source ~/src/kubernetes   # your checkout, as it is now
       crdscale binaries --kubectl             # also a real kubectl (benchmarks)
       crdscale binaries --kubectl-version 1.23.3 --client   # kubectl v1.23.3 and crdscale-client
+      crdscale binaries --versitygw           # the local S3 server of the results-store tests
     """
 
     @staticmethod
@@ -77,6 +78,16 @@ class Command:
             help="also build crdscale-client (client-go informers, discovery, cache memory)",
         )
         parser.add_argument("--prometheus", action="store_true", help="also check for prometheus")
+        parser.add_argument(
+            "--registry",
+            action="store_true",
+            help="also build an OCI registry (distribution v3; tests of 'crdscale image build --push')",
+        )
+        parser.add_argument(
+            "--versitygw",
+            action="store_true",
+            help="also build versitygw (an S3-compatible server over a directory: the results-store tests' bucket)",
+        )
 
     @staticmethod
     def run(args) -> int:
@@ -103,6 +114,10 @@ class Command:
             found.append(("kubectl", binaries.kubectl(version)))
         if args.client:
             found.append(("crdscale-client", binaries.crdscale_client()))
+        if args.versitygw:
+            found.append(("versitygw", binaries.versitygw()))
+        if args.registry:
+            found.append(("registry", binaries.registry()))
         if args.prometheus:
             try:
                 found.append(("prometheus", binaries.prometheus()))

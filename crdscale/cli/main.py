@@ -26,6 +26,7 @@ SUBCOMMANDS = {
     "down": "down",
     "status": "status",
     "binaries": "binaries",
+    "image": "image",
     "generate": "generate",
     "install": "install",
     "clean": "clean",

@@ -23,6 +23,7 @@ from crdscale.cluster import gobuild, kubesource
 from crdscale.cluster.versions import (
     DEFAULT_ETCD_VERSION,
     DEFAULT_KUBE_VERSION,
+    DEFAULT_VERSITYGW_VERSION,
     KNOWN_SERVED_KUBE_VERSIONS,
     nearest_version,
     normalize_version,
@@ -497,3 +498,76 @@ def crdscale_client() -> Binary:
     program = goclient.program()
     source = "cache" if program.binary.is_file() else "built"
     return Binary(goclient.binary(), program.out_dir.name, source)
+
+
+# versitygw: an S3 gateway over a local directory (its posix backend), the real S3-compatible
+# server the results-store tests talk to. Its main package is the module's own cmd/versitygw,
+# which cannot be imported: the throwaway module only names it in a tools file and builds it.
+VERSITYGW_MODULE = "github.com/versity/versitygw"
+VERSITYGW_PACKAGE = VERSITYGW_MODULE + "/cmd/versitygw"
+VERSITYGW_TOOLS_GO = f"""\
+//go:build tools
+
+package tools
+
+import _ "{VERSITYGW_PACKAGE}"
+"""
+
+
+def versitygw_program(version: str = DEFAULT_VERSITYGW_VERSION) -> gobuild.GoProgram:
+    return gobuild.GoProgram(
+        binary_name="versitygw",
+        out_dir=binaries_dir("versitygw", version),
+        go_directive="go 1.25.0",  # versitygw v1.8.0's own go line
+        requires={VERSITYGW_MODULE: version},
+        main_go=VERSITYGW_TOOLS_GO,
+        build_package=VERSITYGW_PACKAGE,
+        usual_duration="3-4 minutes on 2 cores",
+    )
+
+
+def versitygw(version: str | None = None) -> Binary:
+    """versitygw (an S3-compatible gateway; tests serve a directory as a bucket store with it),
+    built from Go modules and cached per version."""
+    version = normalize_version(version or DEFAULT_VERSITYGW_VERSION)
+    program = versitygw_program(version)
+    if program.binary.is_file() and os.access(program.binary, os.X_OK):
+        return Binary(program.binary, version, "cache")
+    info = gobuild.module_download(VERSITYGW_MODULE, version)
+    if info.get("Error"):
+        raise BinaryError(
+            f"the Go module proxy does not serve {VERSITYGW_MODULE} {version}: {info['Error'].splitlines()[-1]}"
+        )
+    return Binary(gobuild.build(program), version, "built")
+
+
+# The OCI distribution registry (CNCF distribution), for testing `crdscale image build --push`
+# against a real registry. Not built by bootstrap: 15 min on the loaded 2-core machine.
+REGISTRY_MODULE = "github.com/distribution/distribution/v3"
+REGISTRY_PACKAGE = REGISTRY_MODULE + "/cmd/registry"
+DEFAULT_REGISTRY_VERSION = "v3.1.2"
+
+
+def registry_program(version: str = DEFAULT_REGISTRY_VERSION) -> gobuild.GoProgram:
+    return gobuild.GoProgram(
+        binary_name="registry",
+        out_dir=binaries_dir("registry", version),
+        go_directive="go 1.25.0",
+        requires={REGISTRY_MODULE: version},
+        main_go=VERSITYGW_TOOLS_GO.replace(VERSITYGW_PACKAGE, REGISTRY_PACKAGE),
+        build_package=REGISTRY_PACKAGE,
+        usual_duration="5-15 minutes on 2 cores",
+    )
+
+
+def cached_registry(version: str = DEFAULT_REGISTRY_VERSION) -> Path | None:
+    """The registry built earlier (``crdscale binaries --registry``), or ``None``."""
+    path = registry_program(version).binary
+    return path if path.is_file() and os.access(path, os.X_OK) else None
+
+
+def registry(version: str = DEFAULT_REGISTRY_VERSION) -> Binary:
+    program = registry_program(version)
+    if cached_registry(version):
+        return Binary(program.binary, version, "cache")
+    return Binary(gobuild.build(program), version, "built")

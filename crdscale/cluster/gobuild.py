@@ -52,6 +52,9 @@ class GoProgram:
         more_mains: further binaries from the same module, name -> ``main.go`` source; with
             any, every program's source is ``cmd/<name>/main.go``.
         more_durations: name -> usual duration of building that binary alone after the others.
+        build_package: for a program whose ``main`` package lives in a required module (a
+            ``cmd/...`` that cannot be imported), its import path: ``main_go`` is then only a
+            ``//go:build tools`` file importing it, so ``go mod tidy`` keeps the requirement.
     """
 
     binary_name: str
@@ -65,6 +68,7 @@ class GoProgram:
     origin: str = "Go modules"
     more_mains: dict[str, str] = field(default_factory=dict)
     more_durations: dict[str, str] = field(default_factory=dict)
+    build_package: str = ""
 
     @property
     def binary(self) -> Path:
@@ -93,7 +97,9 @@ class GoProgram:
 
     def package(self, name: str) -> str:
         """The ``go build`` argument for binary ``name``."""
-        return "." if not self.more_mains else f"./cmd/{name}"
+        if self.more_mains:
+            return f"./cmd/{name}"
+        return self.build_package or "."
 
     @property
     def log_path(self) -> Path:
@@ -191,7 +197,7 @@ def build(program: GoProgram, *, names: Sequence[str] | None = None) -> Path:
         if program.more_mains:
             target, packages = str(partial) + os.sep, [program.package(n) for n in missing]
         else:
-            target, packages = str(partial / program.binary_name), ["."]
+            target, packages = str(partial / program.binary_name), [program.package(program.binary_name)]
         steps = [
             ("go mod tidy", [go_binary(), "mod", "tidy"]),
             (

@@ -14,6 +14,8 @@ DEFAULT_KUBE_VERSION = "v1.37.1"
 # consistent LISTs from its watch cache, as in production clusters. Debian's
 # etcd 3.4 (`--etcd system`) lacks them and LISTs then go to etcd.
 DEFAULT_ETCD_VERSION = "v3.6.16"
+# The S3-compatible server of the results-store tests (the only version the Go module proxy served, 2026-11).
+DEFAULT_VERSITYGW_VERSION = "v1.8.0"
 
 # k8s.io/kubernetes versions whose module zip the Go module proxy served here
 # (checked 2026-11). Used only to suggest an alternative when one is refused.

@@ -27,6 +27,7 @@ log = logging.getLogger(__name__)
 # scheme -> "module:Class" of its ResultStore; the class is built with the URL.
 SCHEMES: dict[str, str] = {
     "file": "crdscale.results.store:FileStore",
+    "s3": "crdscale.results.s3:S3Store",  # pip install 'crdscale[s3]'
 }
 
 # `--results pvc://CLAIM`: not a store the submitting machine opens, but a claim the pods mount here.

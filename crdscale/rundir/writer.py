@@ -91,6 +91,19 @@ def package_versions(names: tuple[str, ...] = PROVENANCE_PACKAGES) -> dict[str, 
     return versions
 
 
+# Set in crdscale's image (crdscale.image.build): what the run ran in. The content digest is in
+# the image's config; the manifest digest cannot be (the config is part of what it hashes), so the
+# pod that runs a cell gets it, with the reference, in its environment.
+IMAGE_ENVS = {"content": "CRDSCALE_IMAGE_CONTENT", "digest": "CRDSCALE_IMAGE_DIGEST", "ref": "CRDSCALE_IMAGE_REF"}
+
+
+def image_facts(env: Mapping[str, str] | None = None) -> dict[str, str] | None:
+    """``{"digest", "content", "ref"}`` of the crdscale image the run is in (those set), or ``None`` outside one."""
+    env = os.environ if env is None else env
+    facts = {key: env[name] for key, name in IMAGE_ENVS.items() if env.get(name)}
+    return facts or None
+
+
 def binary_facts(paths: Mapping[str, str | Path | None]) -> dict[str, dict[str, Any]]:
     """``{name: {path, sha256, bytes}}`` for each binary that exists (provenance of a run)."""
     facts = {}
@@ -187,6 +200,7 @@ class RunWriter:
             "ended_at": None,
             **fields,
             "machine": machine_facts(),
+            **({"image": image} if (image := image_facts()) else {}),
             "versions": {"crdscale": __version__},
             "packages": package_versions(),
             "runner": {"pid": os.getpid(), "start_ticks": start_ticks(os.getpid()), "argv": sys.argv[:]},

@@ -75,7 +75,7 @@ def _requirements(extras: list[str]) -> list[Requirement]:
 
 def test_the_lock_satisfies_pyproject():
     """requirements.lock (what bootstrap installs) has every requirement of crdscale and its extras
-    dev, report and lab, in pyproject's ranges, for Python 3.11: run scripts/lock.sh after editing them."""
+    dev, report, lab and s3, in pyproject's ranges, for Python 3.11: run scripts/lock.sh after editing them."""
     pins = _locked()
     environment = {
         "python_version": "3.11",
@@ -86,7 +86,7 @@ def test_the_lock_satisfies_pyproject():
         "implementation_name": "cpython",
         "extra": "",
     }
-    for req in _requirements(["dev", "report", "lab"]):
+    for req in _requirements(["dev", "report", "lab", "s3"]):
         if req.marker and not req.marker.evaluate(environment):
             continue
         name = canonicalize_name(req.name)

@@ -1,0 +1,104 @@
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from crdscale.errors import UsageError
+
+
+class Command:
+    """Build crdscale's OCI image (crdscale, its locked Python environment, the Go binaries).
+
+    The image is what each pod of `crdscale run --cluster` runs: this checkout of
+    crdscale in a venv of requirements.lock on a minimal Debian (debootstrap, no
+    container registry), with kube-apiserver and kube-controller-manager of each
+    --kube-version, etcd, crdscale-client and the kubectl versions asked, from
+    crdscale's cache (built first when missing). No Docker daemon: crdscale writes
+    the OCI layout itself, reproducibly (same inputs, same digest; mtimes are
+    $SOURCE_DATE_EPOCH or 0). Layers are cached: a rebuild after changing only
+    crdscale redoes only crdscale's layer. Needs root (debootstrap, chroot).
+
+    The digest printed is the image's identity; pass it to the cluster
+    (`--image REF@DIGEST`) and each run records it in its manifest.
+
+    --load imports the archive into a containerd (the kubelet's k8s.io namespace);
+    --push REF uploads it to a registry over the distribution API, with
+    credentials from $CRDSCALE_REGISTRY_USERNAME/_PASSWORD, $REGISTRY_AUTH_FILE
+    or ~/.docker/config.json (never from the command line).
+
+    Examples:
+      crdscale image build                               # default kube-apiserver, ./crdscale-image.tar
+      crdscale image build --kube-version 1.37.1 --kube-version 1.24.0 --load
+      crdscale image build --push ghcr.io/me/crdscale:0.1.0
+    """
+
+    @staticmethod
+    def add_arguments(parser):
+        parser.add_argument("action", choices=["build"], help="what to do (build)")
+        parser.add_argument(
+            "--kube-version",
+            metavar="X.Y.Z",
+            action="append",
+            help="kube-apiserver/kube-controller-manager version(s) to include (repeatable; default: the pinned one)",
+        )
+        parser.add_argument(
+            "--kubectl-version", metavar="X.Y.Z", action="append", default=[], help="kubectl version(s) to include"
+        )
+        parser.add_argument("--etcd", metavar="VERSION", help="etcd version (default: the pinned one)")
+        parser.add_argument("--no-client", dest="client", action="store_false", help="leave crdscale-client out")
+        parser.add_argument(
+            "--extra",
+            action="append",
+            metavar="NAME",
+            help="crdscale extras to install (repeatable; default: s3)",
+        )
+        parser.add_argument("--out", metavar="FILE", default="crdscale-image.tar", help="the OCI archive to write")
+        parser.add_argument("--tag", metavar="REF", help="the image's name in the archive (default: crdscale:VERSION)")
+        parser.add_argument("--load", action="store_true", help="import the image into containerd (ctr images import)")
+        parser.add_argument(
+            "--containerd-address",
+            metavar="SOCK",
+            default="/run/containerd/containerd.sock",
+            help="containerd's socket for --load",
+        )
+        parser.add_argument("--push", metavar="REF", help="push to this registry reference (distribution API)")
+
+    @staticmethod
+    def run(args) -> int:
+        from crdscale import __version__
+        from crdscale.cluster.versions import DEFAULT_KUBE_VERSION, normalize_version
+        from crdscale.image import build, oci
+
+        if args.containerd_address != "/run/containerd/containerd.sock" and not args.load:
+            raise UsageError("--containerd-address goes with --load")
+        ref = args.push or args.tag or f"crdscale:{__version__}"
+        oci.split_ref(ref)
+        if args.load and not os.path.exists(args.containerd_address):
+            raise UsageError(f"--load: no containerd socket at {args.containerd_address} (--containerd-address)")
+        kube = tuple(dict.fromkeys(normalize_version(v) for v in (args.kube_version or [DEFAULT_KUBE_VERSION])))
+        kubectl = tuple(dict.fromkeys(normalize_version(v) for v in args.kubectl_version))
+        spec = build.ImageSpec(
+            kube_versions=kube,
+            kubectl_versions=kubectl,
+            etcd_version=args.etcd,
+            client=args.client,
+            extras=tuple(args.extra or build.DEFAULT_EXTRAS),
+            ref=ref,
+        )
+        build.requirements(build.checkout_root(), spec.extras)  # an unknown extra fails now
+        built = build.build_image(spec, Path(args.out))
+        if args.load:
+            build.load_into_containerd(built.path, address=args.containerd_address)
+        if args.push:
+            from crdscale.image.push import push_archive
+
+            push_archive(built.path, args.push)
+        print(f"image    {built.ref}")
+        print(f"digest   {built.digest}")
+        print(f"content  {built.content}")
+        print(f"archive  {built.path} ({built.path.stat().st_size / 2**20:.0f} MiB, {built.seconds:.0f} s)")
+        if args.load:
+            print(f"loaded   into {args.containerd_address} (namespace k8s.io)")
+        if args.push:
+            print(f"pushed   {oci.normalize_ref(args.push)}@{built.digest}")
+        return 0
