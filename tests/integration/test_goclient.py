@@ -14,7 +14,7 @@ from crdscale.collect.probes import clientmem, discovery
 from crdscale.collect.probes.fixtures import ProbeFixtures, sweep_crds
 from crdscale.collect.probes.listcost import ListProbeConfig, populate
 from crdscale.crds.serve import ResourceServer
-from crdscale.models import tokenbucket as tb
+from crdscale.models import tokenbucket
 from crdscale.ownership import new_run_id
 
 pytestmark = pytest.mark.integration
@@ -66,14 +66,14 @@ def test_informers_cost_about_one_fd_per_crd_and_all_sync(cluster, crds):
 
 
 def test_client_go_discovery_waits_as_the_token_bucket_predicts(cluster, crds):
-    limit = tb.PRESETS["legacy"]  # (100, 5)
+    limit = tokenbucket.PRESETS["legacy"]  # (100, 5)
     run = discovery.client_go_discovery(cluster, limit)
     s = run.summary
     assert s["group_versions"] >= MIN_GROUP_VERSIONS - 5
     assert s["errors"] == 0 and s["requests"] == s["group_versions"] + 2
     predicted = s["predicted_delay_s"]
     assert predicted > 8.0
-    assert tb.relative_error(s["max_limiter_wait_s"], predicted) <= 0.15, (s["max_limiter_wait_s"], predicted)
+    assert tokenbucket.relative_error(s["max_limiter_wait_s"], predicted) <= 0.15, (s["max_limiter_wait_s"], predicted)
 
 
 def test_pinned_kubectl_discovery_is_measured(cluster, crds):

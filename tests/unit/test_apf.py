@@ -272,7 +272,7 @@ def test_the_probe_waits_for_the_refresh_that_counts_its_objects(monkeypatch):
 
     # The server's refreshes: the CRD's creation (0 objects), then one after all 300.
     scrapes = iter([_samples(0, 0), _samples(0, 0), _samples(300, 600_000)])
-    monkeypatch.setattr(apfseats.m, "scrape", lambda cluster, names=None: next(scrapes))
+    monkeypatch.setattr(apfseats.requestcost, "scrape", lambda cluster, names=None: next(scrapes))
     monkeypatch.setattr(apfseats, "stored_counts", lambda cluster, targets: {"things.g.example.io": 300})
     now, sleep, clock = _fake_clock()
     target = ListTarget("things", "g.example.io")
@@ -287,7 +287,7 @@ def test_stale_statistics_after_the_bounded_wait_are_labelled_not_compared(monke
     from crdscale.collect.probes import apfseats
     from crdscale.collect.probes.requests import ListTarget
 
-    monkeypatch.setattr(apfseats.m, "scrape", lambda cluster, names=None: _samples(0, 0))
+    monkeypatch.setattr(apfseats.requestcost, "scrape", lambda cluster, names=None: _samples(0, 0))
     monkeypatch.setattr(apfseats, "stored_counts", lambda cluster, targets: {"things.g.example.io": 300})
     now, sleep, clock = _fake_clock()
     with caplog.at_level("WARNING", logger="crdscale.collect.probes.apfseats"):
@@ -370,10 +370,12 @@ def test_seats_are_observed_beside_the_controller_managers_own_requests(monkeypa
 
     monkeypatch.setattr(apfseats, "fresh_session", lambda cluster, pool_size=2: Session())
     monkeypatch.setattr(apfseats, "timed_get", lambda *a, **k: Response())
-    monkeypatch.setattr(apfseats.m, "scrape", lambda cluster, names=None: None)
-    monkeypatch.setattr(apfseats.m, "histogram_delta_by", delta_by)
+    monkeypatch.setattr(apfseats.requestcost, "scrape", lambda cluster, names=None: None)
+    monkeypatch.setattr(apfseats.requestcost, "histogram_delta_by", delta_by)
     monkeypatch.setattr(
-        apfseats.m, "object_stats", lambda samples, group, resource: {"object_count": 300, "total_size_bytes": 6e5}
+        apfseats.requestcost,
+        "object_stats",
+        lambda samples, group, resource: {"object_count": 300, "total_size_bytes": 6e5},
     )
     lists = pd.DataFrame(
         [{"resource": "things.g.example.io", "kind": "rv0", "path": "/apis/g.example.io/v1/things",

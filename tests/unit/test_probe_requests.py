@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from crdscale.collect.probes import requestcost as m
+from crdscale.collect.probes import requestcost
 from crdscale.collect.probes.fixtures import (
     PROBE_INSTANCE_LABEL,
     crd_manifest,
@@ -179,9 +179,9 @@ apiserver_flowcontrol_work_estimated_seats_count{flow_schema="global-default",pr
 
 def test_parse_and_total():
     samples = samples_by_name(METRICS_TEXT)
-    assert m.total(samples, "apiserver_cache_list_total") == 10
-    assert m.resource_total(samples, m.CACHE_LIST_COUNTERS, "", "secrets") == 7
-    assert m.memory_bytes(samples)["rss_bytes"] == 1.234e8
+    assert requestcost.total(samples, "apiserver_cache_list_total") == 10
+    assert requestcost.resource_total(samples, requestcost.CACHE_LIST_COUNTERS, "", "secrets") == 7
+    assert requestcost.memory_bytes(samples)["rss_bytes"] == 1.234e8
 
 
 def test_parse_only_wanted_names():
@@ -228,13 +228,13 @@ def _bump(text: str, **changes: float) -> str:
 def test_classify_served_from(changes, expected):
     before = samples_by_name(METRICS_TEXT)
     after = samples_by_name(_bump(METRICS_TEXT, **{k + "{": v for k, v in changes.items()}))
-    assert m.classify_served_from(before, after, "", "secrets", requests=3).place == expected
+    assert requestcost.classify_served_from(before, after, "", "secrets", requests=3).place == expected
 
 
 def test_classify_with_older_resource_prefix_labels():
     before = samples_by_name('apiserver_cache_list_total{index="",resource_prefix="/secrets"} 1\n')
     after = samples_by_name('apiserver_cache_list_total{index="",resource_prefix="/secrets"} 2\n')
-    assert m.classify_served_from(before, after, "", "secrets").place == "cache"
+    assert requestcost.classify_served_from(before, after, "", "secrets").place == "cache"
 
 
 def test_histogram_delta_by():
@@ -244,9 +244,9 @@ def test_histogram_delta_by():
             'global-default"} 3', 'global-default"} 4'
         )
     )
-    assert m.histogram_delta_by(before, after, "apiserver_flowcontrol_work_estimated_seats", "priority_level") == {
-        "global-default": {"count": 1.0, "sum": 10.0}
-    }
+    assert requestcost.histogram_delta_by(
+        before, after, "apiserver_flowcontrol_work_estimated_seats", "priority_level"
+    ) == {"global-default": {"count": 1.0, "sum": 10.0}}
 
 
 def test_probe_table_names():
@@ -272,7 +272,7 @@ etcd_requests_total{group="",operation="getCurrentResourceVersion",resource="con
 
 
 def test_classify_with_storage_label_scheme_consistent_read_from_cache():
-    served = m.classify_served_from(
+    served = requestcost.classify_served_from(
         samples_by_name(V137_BEFORE), samples_by_name(V137_AFTER_CONSISTENT), "", "configmaps"
     )
     assert served.place == "cache"
@@ -282,7 +282,7 @@ def test_classify_with_storage_label_scheme_consistent_read_from_cache():
 
 def test_classify_with_storage_label_scheme_etcd():
     after = V137_BEFORE + 'apiserver_storage_list_total{group="",index="",resource="configmaps",storage="etcd"} 1\n'
-    served = m.classify_served_from(samples_by_name(V137_BEFORE), samples_by_name(after), "", "configmaps")
+    served = requestcost.classify_served_from(samples_by_name(V137_BEFORE), samples_by_name(after), "", "configmaps")
     assert served.place == "etcd"
 
 
@@ -294,7 +294,7 @@ def test_classify_counts_objects_read_and_returned_by_storage():
         'apiserver_storage_list_fetched_objects_total{group="",index="",resource="configmaps",storage="etcd"} 200\n'
         'apiserver_storage_list_returned_objects_total{group="",resource="configmaps",storage="etcd"} 20\n'
     )
-    served = m.classify_served_from(samples_by_name(before), samples_by_name(after), "", "configmaps")
+    served = requestcost.classify_served_from(samples_by_name(before), samples_by_name(after), "", "configmaps")
     assert (served.place, served.fetched_objects, served.returned_objects) == ("etcd", 200, 20)
 
 
@@ -306,21 +306,21 @@ def _costs(cpu: float, alloc: float, rss: float = 1e8) -> str:
 
 
 def test_request_cost_from_proc_subtracts_the_idle_cpu_rate_and_the_scrapes_allocations():
-    idle = m.CostReadings(
+    idle = requestcost.CostReadings(
         samples_by_name(_costs(10, 1e9)),
         samples_by_name(_costs(10.2, 1.002e9)),
         1.0,
         proc_before=(5.0, 1e8),
         proc_after=(5.01, 1e8),
     )  # 10 ms/s in the background; scrapes allocate 2 MB
-    window = m.CostReadings(
+    window = requestcost.CostReadings(
         samples_by_name(_costs(11, 2e9)),
         samples_by_name(_costs(12, 2.032e9)),
         2.0,
         proc_before=(6.0, 1e8),
         proc_after=(6.32, 1.5e8),
     )
-    cost = m.request_cost(window, 3, idle)
+    cost = requestcost.request_cost(window, 3, idle)
     assert cost.source == "proc"
     assert cost.cpu_s == pytest.approx((0.32 - 0.02) / 3)  # /proc, not /metrics (1 s would include the scrapes)
     assert cost.alloc_bytes == pytest.approx((32e6 - 2e6) / 3)
@@ -328,12 +328,12 @@ def test_request_cost_from_proc_subtracts_the_idle_cpu_rate_and_the_scrapes_allo
 
 
 def test_request_cost_from_metrics_alone_subtracts_the_idle_window_whole():
-    idle = m.CostReadings(samples_by_name(_costs(10, 1e9)), samples_by_name(_costs(10.03, 1.002e9)), 1.0)
-    window = m.CostReadings(samples_by_name(_costs(11, 2e9)), samples_by_name(_costs(11.33, 2.032e9)), 2.0)
-    cost = m.request_cost(window, 3, idle)
+    idle = requestcost.CostReadings(samples_by_name(_costs(10, 1e9)), samples_by_name(_costs(10.03, 1.002e9)), 1.0)
+    window = requestcost.CostReadings(samples_by_name(_costs(11, 2e9)), samples_by_name(_costs(11.33, 2.032e9)), 2.0)
+    cost = requestcost.request_cost(window, 3, idle)
     assert cost.source == "metrics"
     assert cost.cpu_s == pytest.approx(0.1)
-    assert m.request_cost(window, 3).cpu_s == pytest.approx(0.11)
+    assert requestcost.request_cost(window, 3).cpu_s == pytest.approx(0.11)
 
 
 def test_kubectl_get_lines_in_both_log_formats():

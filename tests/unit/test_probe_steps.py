@@ -5,7 +5,7 @@ import math
 import pytest
 
 from crdscale.collect.probes import discovery, listcost
-from crdscale.models import tokenbucket as tb
+from crdscale.models import tokenbucket
 
 
 def _summary(wall_s, delay_s=0.0):
@@ -24,17 +24,17 @@ def _summary(wall_s, delay_s=0.0):
 
 
 def test_a_sweep_row_measures_the_delay_against_the_unthrottled_baseline():
-    limit = tb.RateLimit("client-go", burst=100, qps=5)
+    limit = tokenbucket.RateLimit("client-go", burst=100, qps=5)
     row = discovery._sweep_row(368, 0, limit, _summary(wall_s=40.0, delay_s=30.0), 10.0, 0.01)
     assert row["measured_delay_s"] == pytest.approx(30.0) and row["unthrottled_wall_s"] == 10.0
-    assert row["predicted_extra_wall_s"] == tb.predicted_extra_wall(0.1, 30.0, 0.01, 10.0)
-    assert row["relative_error"] == tb.relative_error(30.0, row["predicted_extra_wall_s"])
+    assert row["predicted_extra_wall_s"] == tokenbucket.predicted_extra_wall(0.1, 30.0, 0.01, 10.0)
+    assert row["relative_error"] == tokenbucket.relative_error(30.0, row["predicted_extra_wall_s"])
     assert row["model_relative_error"] == pytest.approx(0.0)
     assert list(row)[:3] == ["group_versions", "repeat", "mode"]
 
 
 def test_the_unthrottled_row_is_its_own_baseline():
-    row = discovery._sweep_row(192, 1, tb.PRESETS["disabled"], _summary(wall_s=2.0), 2.0, 0.01)
+    row = discovery._sweep_row(192, 1, tokenbucket.PRESETS["disabled"], _summary(wall_s=2.0), 2.0, 0.01)
     assert row["measured_delay_s"] == 0.0 and row["predicted_extra_wall_s"] == 0.0
     assert math.isnan(row["relative_error"])  # below the noise floor: not held to the tolerance
 

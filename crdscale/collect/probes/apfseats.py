@@ -30,8 +30,7 @@ from crdscale.errors import ClusterError
 from crdscale.models import apf
 from crdscale.units import is_missing
 
-from . import ProbeResult, Section, write_tables
-from . import requestcost as m
+from . import ProbeResult, Section, requestcost, write_tables
 from ._http import check, fresh_session, timed_get
 from .configs import STATS_WAIT_S, ApfConfig
 from .fixtures import ProbeFixtures, probe_labels
@@ -128,10 +127,10 @@ def stored_counts(cluster, targets: list[ListTarget]) -> dict[str, int]:
 def estimator_stats(cluster, stored: Mapping[str, int]) -> pd.DataFrame:
     """The server's object count and size estimate per resource in ``stored``, with ``stored_objects``
     and ``stats_current`` (:func:`stats_current`)."""
-    samples = m.scrape(cluster, names=m.OBJECT_COUNT_METRICS + m.SIZE_ESTIMATE_METRICS)
+    samples = requestcost.scrape(cluster, names=requestcost.OBJECT_COUNT_METRICS + requestcost.SIZE_ESTIMATE_METRICS)
     rows = []
     for group_resource, count in stored.items():
-        stats = m.object_stats(samples, *_split(group_resource))
+        stats = requestcost.object_stats(samples, *_split(group_resource))
         current = stats_current(stats["object_count"], stats["total_size_bytes"], count)
         rows.append({"resource": group_resource, **stats, "stored_objects": count, "stats_current": current})
     return pd.DataFrame(rows)
@@ -230,11 +229,14 @@ def observe_seats(
             # probe user is not in system:masters). Accept a scrape pair in which exactly one
             # non-exempt request was estimated, and retry a few times otherwise.
             for _attempt in range(ATTEMPTS):
-                before = m.scrape(cluster, names=(SEATS_HISTOGRAM, *m.OBJECT_COUNT_METRICS, *m.SIZE_ESTIMATE_METRICS))
+                before = requestcost.scrape(
+                    cluster,
+                    names=(SEATS_HISTOGRAM, *requestcost.OBJECT_COUNT_METRICS, *requestcost.SIZE_ESTIMATE_METRICS),
+                )
                 result = timed_get(
                     probe_session, cluster.url(request.path), params=request.params, headers={"Accept": request.accept}
                 )
-                after = m.scrape(cluster, names=(SEATS_HISTOGRAM,))
+                after = requestcost.scrape(cluster, names=(SEATS_HISTOGRAM,))
                 status = result.status
                 if status == 403:
                     raise ClusterError(
@@ -242,7 +244,7 @@ def observe_seats(
                     )
                 moved = {
                     k: d
-                    for k, d in m.histogram_delta_by(before, after, SEATS_HISTOGRAM, "priority_level").items()
+                    for k, d in requestcost.histogram_delta_by(before, after, SEATS_HISTOGRAM, "priority_level").items()
                     if k != "exempt"
                 }
                 # kube-controller-manager's controllers (service-account credentials, workload-high)
@@ -253,13 +255,13 @@ def observe_seats(
                 if len(moved) == 1 and next(iter(moved.values()))["count"] == 1:
                     level, d = next(iter(moved.items()))
                     seats = d["sum"]
-                    by_schema = m.histogram_delta_by(before, after, SEATS_HISTOGRAM, "flow_schema")
+                    by_schema = requestcost.histogram_delta_by(before, after, SEATS_HISTOGRAM, "flow_schema")
                     schema = (
                         PROBE_LEVEL  # the suggested FlowSchema of that name leads to the level of that name
                         if level == PROBE_LEVEL and by_schema.get(PROBE_LEVEL, {}).get("count") == 1
                         else next((k for k, d in by_schema.items() if d["count"] == 1 and k != "exempt"), "")
                     )
-                    estimator = m.object_stats(before, group, resource)
+                    estimator = requestcost.object_stats(before, group, resource)
                     counted = estimator["object_count"]
                     current = stats_current(counted, estimator["total_size_bytes"], stored_now)
                     break
@@ -326,7 +328,7 @@ def level_limits_from(nominal: Samples, plcs: list[dict]) -> pd.DataFrame:
 
 def level_limits(cluster) -> pd.DataFrame:
     """:func:`level_limits_from` read from the server: its ``/metrics`` gauge and its PriorityLevelConfigurations."""
-    nominal = m.scrape(cluster, names=(NOMINAL_LIMIT,))
+    nominal = requestcost.scrape(cluster, names=(NOMINAL_LIMIT,))
     plcs = check(cluster.get(PLC_PATH, timeout=30), "list PriorityLevelConfigurations").json().get("items", [])
     return level_limits_from(nominal, plcs)
 

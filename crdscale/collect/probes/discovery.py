@@ -36,7 +36,7 @@ from pathlib import Path
 import pandas as pd
 
 from crdscale.errors import BinaryError, ClusterError, UsageError
-from crdscale.models import tokenbucket as tb
+from crdscale.models import tokenbucket
 
 from ._http import fresh_session, timed_get
 from .requests import (
@@ -83,7 +83,7 @@ def count_group_versions(cluster) -> int:
 
 def legacy_discovery(
     cluster,
-    limit: tb.RateLimit,
+    limit: tokenbucket.RateLimit,
     *,
     max_parallel: int = MAX_PARALLEL,
     timeout_s: float = 120.0,
@@ -96,7 +96,7 @@ def legacy_discovery(
     rows_lock = threading.Lock()
     session = fresh_session(cluster, pool_size=min(max_parallel, 1024))
     # The bucket starts full at t0, as a new client-go client's does, so the model's clock and the probe's agree.
-    limiter = tb.Limiter(limit.burst, limit.qps)
+    limiter = tokenbucket.Limiter(limit.burst, limit.qps)
     t0 = time.monotonic()
 
     def fetch(path: str, phase: str, issued: float) -> tuple[dict, bytes]:
@@ -154,12 +154,14 @@ def legacy_discovery(
         "max_limiter_wait_s": float(table["limiter_wait_s"].max()),
         "bytes": int(table["bytes"].sum()),
         "errors": int((table["status"] != 200).sum()),
-        "predicted_delay_s": tb.predicted_discovery_delay(len(paths), limit, preamble_duration_s=preamble_s),
+        "predicted_delay_s": tokenbucket.predicted_discovery_delay(len(paths), limit, preamble_duration_s=preamble_s),
     }
     return LegacyDiscovery(table, summary)
 
 
-def discovery_from_events(events: list[dict], limit: tb.RateLimit, *, mode: str = "client-go") -> LegacyDiscovery:
+def discovery_from_events(
+    events: list[dict], limit: tokenbucket.RateLimit, *, mode: str = "client-go"
+) -> LegacyDiscovery:
     """A :class:`LegacyDiscovery` from crdscale-client ``discovery`` events (``request``, ``wait``, ``summary``).
 
     client-go does not say which request a limiter wait belonged to; each request
@@ -224,14 +226,14 @@ def discovery_from_events(events: list[dict], limit: tb.RateLimit, *, mode: str 
         "max_limiter_wait_s": max(wait_values, default=0.0),
         "bytes": int(table["bytes"].sum()),
         "errors": int((table["status"] != 200).sum()) + int(bool(summary_event.get("error"))),
-        "predicted_delay_s": tb.predicted_discovery_delay(gv, limit, preamble_duration_s=preamble_s),
+        "predicted_delay_s": tokenbucket.predicted_discovery_delay(gv, limit, preamble_duration_s=preamble_s),
     }
     return LegacyDiscovery(table, summary)
 
 
 def client_go_discovery(
     cluster,
-    limit: tb.RateLimit,
+    limit: tokenbucket.RateLimit,
     *,
     legacy: bool = True,
     cache: str = "memory",
@@ -406,7 +408,7 @@ KUBECTL_DISCOVERY = (
 )
 
 
-def kubectl_limit(version: str) -> tb.RateLimit | None:
+def kubectl_limit(version: str) -> tokenbucket.RateLimit | None:
     """The discovery rate limit of kubectl ``version`` (``v1.23.3``), ``None`` for aggregated discovery."""
     m = re.match(r"v?(\d+)\.(\d+)\.(\d+)", version)
     if not m:
@@ -416,7 +418,7 @@ def kubectl_limit(version: str) -> tb.RateLimit | None:
     for first, name in KUBECTL_DISCOVERY:
         if key >= first:
             preset = name
-    return tb.PRESETS[preset] if preset else None
+    return tokenbucket.PRESETS[preset] if preset else None
 
 
 KUBECTL_COMMANDS = (("get", "pods"), ("api-resources",))
@@ -444,7 +446,7 @@ def kubectl_rows(
         limit = kubectl_limit(kubectl.version)
         for verb in KUBECTL_COMMANDS:
             kc = kubectl_discovery(kubeconfig, context=context, kubectl=str(kubectl.path), verb=verb)
-            predicted = tb.predicted_discovery_delay(group_versions, limit) if limit else 0.0
+            predicted = tokenbucket.predicted_discovery_delay(group_versions, limit) if limit else 0.0
             rows.append(
                 {
                     "group_versions": group_versions,
@@ -474,7 +476,7 @@ def kubectl_rows(
 
 def probe(
     cluster,
-    limits: Iterable[tb.RateLimit],
+    limits: Iterable[tokenbucket.RateLimit],
     *,
     kubeconfig: str | Path | None = None,
     with_kubectl: bool = True,
@@ -512,8 +514,8 @@ def sweep(
     cluster,
     *,
     run_id: str,
-    targets: Iterable[int] = tb.SWEEP_GROUP_VERSIONS,
-    limits: Iterable[tb.RateLimit] = tuple(tb.PRESETS[n] for n in tb.SWEEP_PRESETS),
+    targets: Iterable[int] = tokenbucket.SWEEP_GROUP_VERSIONS,
+    limits: Iterable[tokenbucket.RateLimit] = tuple(tokenbucket.PRESETS[n] for n in tokenbucket.SWEEP_PRESETS),
     repeats: int = 1,
     keep: bool = False,
     with_kubectl: bool = True,
@@ -543,7 +545,7 @@ def sweep(
     discover = _discoverer()
     kubectl_versions = list(kubectl_versions)
     limits = list(limits)
-    disabled = tb.PRESETS["disabled"]
+    disabled = tokenbucket.PRESETS["disabled"]
     if not any(not limit.enabled for limit in limits):
         limits = [disabled, *limits]
     # The unthrottled run goes first so every other limit has its baseline.
@@ -599,13 +601,15 @@ _SWEEP_SUMMARY_KEYS = (
 )
 
 
-def _sweep_row(gv: int, repeat: int, limit: tb.RateLimit, s: dict, baseline: float | None, solo_latency: float) -> dict:
+def _sweep_row(
+    gv: int, repeat: int, limit: tokenbucket.RateLimit, s: dict, baseline: float | None, solo_latency: float
+) -> dict:
     """One limit's row of the sweep: its discovery summary ``s``, the delay measured against the
     unthrottled ``baseline`` wall time, and the model's predictions with their relative errors."""
     against_baseline = baseline is not None and limit.enabled
     measured = s["wall_s"] - baseline if against_baseline else 0.0
     predicted_extra = (
-        tb.predicted_extra_wall(s["preamble_s"], s["predicted_delay_s"], solo_latency, baseline)
+        tokenbucket.predicted_extra_wall(s["preamble_s"], s["predicted_delay_s"], solo_latency, baseline)
         if against_baseline
         else 0.0
     )
@@ -621,11 +625,13 @@ def _sweep_row(gv: int, repeat: int, limit: tb.RateLimit, s: dict, baseline: flo
     }
     # Held to the tolerance: end-to-end extra time vs its prediction, when above the noise floor.
     row["relative_error"] = (
-        tb.relative_error(measured, predicted_extra) if predicted_extra >= tb.MIN_CHECKED_DELAY_S else float("nan")
+        tokenbucket.relative_error(measured, predicted_extra)
+        if predicted_extra >= tokenbucket.MIN_CHECKED_DELAY_S
+        else float("nan")
     )
-    row["model_relative_error"] = tb.relative_error(measured, row["predicted_delay_s"])
+    row["model_relative_error"] = tokenbucket.relative_error(measured, row["predicted_delay_s"])
     # The client's own last wait on its limiter against the model's: no network in between.
-    row["wait_relative_error"] = tb.relative_error(s["max_limiter_wait_s"], row["predicted_delay_s"])
+    row["wait_relative_error"] = tokenbucket.relative_error(s["max_limiter_wait_s"], row["predicted_delay_s"])
     log.info(
         f"  {gv} GVs {limit.label():>10}: wall {s['wall_s']:6.2f} s, "
         f"delay measured {measured:6.2f} s, predicted {row['predicted_delay_s']:6.2f} s"
@@ -669,9 +675,9 @@ def agreement(sweep_table: pd.DataFrame, *, tolerance: float = 0.15) -> pd.DataF
     return predicted
 
 
-def validate_limits(names: Iterable[str]) -> list[tb.RateLimit]:
+def validate_limits(names: Iterable[str]) -> list[tokenbucket.RateLimit]:
     try:
-        return [tb.parse_rate_limit(n) for n in names]
+        return [tokenbucket.parse_rate_limit(n) for n in names]
     except ValueError as err:
         raise UsageError(str(err)) from err
 

@@ -33,8 +33,7 @@ from crdscale.errors import ClusterError, UsageError
 from crdscale.proc import rss_bytes, thread_cpu_seconds
 from crdscale.units import is_missing
 
-from . import ProbeResult, Section, write_tables
-from . import requestcost as m
+from . import ProbeResult, Section, requestcost, write_tables
 from ._http import fresh_session, is_loopback, timed_get
 from .configs import ListObjects, ListProbeConfig
 from .fixtures import (
@@ -284,22 +283,22 @@ def _etcd_cpu(server: ApiServer) -> float | None:
 class _Window:
     """Readings around some requests (or none): the server's and its etcd's."""
 
-    readings: m.CostReadings
+    readings: requestcost.CostReadings
     etcd_cpu_s: float | None
 
 
 def _measure_window(server: ApiServer, work: Callable[[], object]) -> tuple[_Window, object]:
     """Scrape, read /proc, run ``work``, read /proc, scrape: /proc brackets only the work."""
-    names = m.LIST_METRIC_NAMES + m.COST_METRIC_NAMES
-    before = m.scrape(server.cluster, names=names)
+    names = requestcost.LIST_METRIC_NAMES + requestcost.COST_METRIC_NAMES
+    before = requestcost.scrape(server.cluster, names=names)
     proc_before, etcd_before = _proc(server.pid), _etcd_cpu(server)
     start = time.monotonic()
     result = work()
     seconds = time.monotonic() - start
     proc_after, etcd_after = _proc(server.pid), _etcd_cpu(server)
-    after = m.scrape(server.cluster, names=names)
+    after = requestcost.scrape(server.cluster, names=names)
     etcd_cpu = etcd_after - etcd_before if etcd_before is not None and etcd_after is not None else None
-    return _Window(m.CostReadings(before, after, seconds, proc_before, proc_after), etcd_cpu), result
+    return _Window(requestcost.CostReadings(before, after, seconds, proc_before, proc_after), etcd_cpu), result
 
 
 def _etcd_cpu_per_request(window: _Window, idle: _Window | None, requests: int) -> float:
@@ -380,8 +379,8 @@ class _TimedList:
 
     results: list[ListResult]
     repeats: int
-    served: m.ServedFrom
-    cost: m.RequestCost
+    served: requestcost.ServedFrom
+    cost: requestcost.RequestCost
     etcd_cpu_s: float
     metrics_read: bool
 
@@ -398,17 +397,17 @@ def _time_list(
 
     if idle is None:
         nan = float("nan")
-        served = m.ServedFrom("unknown", 0, 0, 0, 0, 0, 0, "none", "metrics not read")
-        return _TimedList(run(), repeats, served, m.RequestCost(nan, nan, nan, nan, "none"), nan, False)
+        served = requestcost.ServedFrom("unknown", 0, 0, 0, 0, 0, 0, "none", "metrics not read")
+        return _TimedList(run(), repeats, served, requestcost.RequestCost(nan, nan, nan, nan, "none"), nan, False)
     window, results = _measure_window(server, run)
-    served = m.classify_served_from(
+    served = requestcost.classify_served_from(
         window.readings.before,
         window.readings.after,
         target.group,
         target.resource,
         requests=repeats * results[0].pages,
     )
-    cost = m.request_cost(window.readings, repeats, idle.readings)
+    cost = requestcost.request_cost(window.readings, repeats, idle.readings)
     return _TimedList(results, repeats, served, cost, _etcd_cpu_per_request(window, idle, repeats), True)
 
 
@@ -466,7 +465,7 @@ def _cpu_seconds(cluster, pid: int | None) -> tuple[float, str]:
     cpu = thread_cpu_seconds(pid) if pid is not None else None
     if cpu is not None:
         return cpu, "proc"
-    series = m.scrape(cluster, names=(m.CPU_SECONDS,)).get(m.CPU_SECONDS)
+    series = requestcost.scrape(cluster, names=(requestcost.CPU_SECONDS,)).get(requestcost.CPU_SECONDS)
     return (series[0][1] if series else float("nan")), "metrics"
 
 
@@ -539,7 +538,9 @@ class _MemorySampler:
         self._thread = threading.Thread(target=self._loop, daemon=True)
 
     def sample(self) -> dict[str, float]:
-        sample = m.memory_bytes(m.scrape(self.cluster, names=m.MEMORY_METRIC_NAMES, timeout=10))
+        sample = requestcost.memory_bytes(
+            requestcost.scrape(self.cluster, names=requestcost.MEMORY_METRIC_NAMES, timeout=10)
+        )
         rss = rss_bytes(self.pid) if self.pid is not None else None
         if rss is not None:
             sample["rss_bytes"] = float(rss)
@@ -640,10 +641,10 @@ def _memory_columns(before: dict[str, float], samples: list[dict[str, float]]) -
 
 def server_object_stats(cluster, populated: Populated) -> pd.DataFrame:
     """The server's own object count and average size estimate per populated resource (NaN where not exposed)."""
-    samples = m.scrape(cluster, names=m.OBJECT_COUNT_METRICS + m.SIZE_ESTIMATE_METRICS)
+    samples = requestcost.scrape(cluster, names=requestcost.OBJECT_COUNT_METRICS + requestcost.SIZE_ESTIMATE_METRICS)
     rows = []
     for target in populated.targets:
-        stats = m.object_stats(samples, target.group, target.resource)
+        stats = requestcost.object_stats(samples, target.group, target.resource)
         rows.append({"resource": target.group_resource, **stats})
     return pd.DataFrame(rows)
 
