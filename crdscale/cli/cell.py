@@ -69,7 +69,7 @@ class Command:
         log.info(f"experiment {experiment_id}: index {index} is cell {cell}")
         before = {p.name for p in folder.iterdir()}
         try:
-            experiment.run(run_with_progress, message=log.info, only={cell})
+            experiment.run(run_with_progress, only={cell})
         finally:
             # Failed or interrupted runs too: their logs say why, and a retry leaves its own directory.
             for run_dir in sorted(p for p in folder.iterdir() if p.is_dir() and p.name not in before):

@@ -573,7 +573,6 @@ def _calibrate(args: argparse.Namespace) -> int:
         sweep=args.sweep,
         features=features,
         run_cell=run_with_progress,
-        message=log.info,
     )
     path = write_model(result.model, args.model or calibrated_path(args.kube_version))
     if args.output == "json":

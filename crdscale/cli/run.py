@@ -248,7 +248,7 @@ def _print_check(what: str, reports, args) -> int:
 
 def _run_experiment(experiment, args) -> int:
     log.info(f"experiment {experiment.path}: {len(experiment.cells)} cells")
-    experiment.run(run_with_progress, message=log.info)
+    experiment.run(run_with_progress)
     log.info(f"completed; compare the cells with: crdscale report {experiment.path}")
     print(experiment.path)
     return 0

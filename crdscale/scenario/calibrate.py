@@ -212,18 +212,17 @@ def calibrate(
     sweep: str | Path | None = None,
     features: Sequence[str] | None = None,
     run_cell: Callable[[Scenario, Path, str], Path] = run_quietly,
-    message: Callable[[str], None] | None = None,
 ) -> Calibration:
     """Run the sweep on a local kube-apiserver ``kube_version`` (an experiment directory under
     ``runs_parent``) and fit a model on its cells. Writes no model file: the caller decides
-    where it goes. ``run_cell`` runs one cell (the CLI's draws progress bars); ``message``
-    gets the experiment's progress lines with an ETA. Raises what the runs raise (Ctrl-C:
+    where it goes. ``run_cell`` runs one cell (the CLI's draws progress bars); the experiment
+    logs its progress lines with an ETA. Raises what the runs raise (Ctrl-C:
     :class:`crdscale.errors.RunInterrupted`)."""
     from crdscale.scenario.experiment import Experiment
 
     scenario = sweep_scenario(kube_version, sweep)
     experiment = Experiment.create(runs_parent, scenario)
-    run_dirs = experiment.run(run_cell, message=message)
+    run_dirs = experiment.run(run_cell)
     model = fit_runs(
         [read_run_input(p) for p in run_dirs],
         features=features,

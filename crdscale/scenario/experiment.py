@@ -16,6 +16,7 @@ one stays, listed among the cell's attempts).
 
 from __future__ import annotations
 
+import logging
 import time
 from collections.abc import Callable, Collection
 from dataclasses import dataclass
@@ -28,6 +29,8 @@ from crdscale.rundir import layout, read_experiment_manifest, write_experiment_m
 from crdscale.scenario.config import Scenario, build_scenario
 from crdscale.scenario.matrix import Cell, expand
 from crdscale.units import fmt_duration
+
+log = logging.getLogger(__name__)
 
 
 def _utc_iso() -> str:
@@ -153,7 +156,6 @@ class Experiment:
         self,
         run_cell: Callable[[Scenario, Path, str], Path],
         *,
-        message: Callable[[str], None] | None = None,
         only: Collection[str] | None = None,
     ) -> list[Path]:
         """Run every cell not completed yet, one after another.
@@ -161,22 +163,21 @@ class Experiment:
         ``run_cell(scenario, experiment_dir, cell_name)`` runs one cell and
         returns its run directory (raising :class:`CrdscaleError` when the run
         failed or was interrupted; the run directory it created is found by its
-        manifest). Progress and an ETA over the whole matrix go to ``message``.
+        manifest). Progress and an ETA over the whole matrix are logged (INFO).
         Returns the run directories of the completed cells. ``only``: run just the cells of
         these names (a pod of a cluster experiment runs one, :mod:`crdscale.scenario.clusterjob`).
         """
-        message = message or (lambda _m: None)
         todo = [c for c in self.cells if c.status != "completed" and (only is None or c.cell.name in only)]
         _check_cells(self.scenario, todo)
         done_seconds = [c.seconds for c in self.cells if c.status == "completed" and c.seconds]
         skipped = len(self.cells) - len(todo)
         if skipped:
-            message(f"experiment {self.path.name}: {skipped} of {len(self.cells)} cells already completed, skipped")
+            log.info(f"experiment {self.path.name}: {skipped} of {len(self.cells)} cells already completed, skipped")
         self.manifest.update(status="running", ended_at=None)
         for index, state in enumerate(todo):
             position = self.cells.index(state) + 1
             eta = eta_seconds(done_seconds, len(todo) - index)
-            message(
+            log.info(
                 f"cell {position}/{len(self.cells)} {state.cell.name}: starting"
                 + (f" (ETA for the matrix: {fmt_duration(eta)})" if eta is not None else "")
             )
@@ -203,7 +204,7 @@ class Experiment:
             self.save()
             left = len(todo) - index - 1
             eta = eta_seconds(done_seconds, left)
-            message(
+            log.info(
                 f"cell {position}/{len(self.cells)} {state.cell.name}: completed in "
                 f"{fmt_duration(state.seconds)}" + (f"; {left} left, ETA {fmt_duration(eta)}" if left else "")
             )

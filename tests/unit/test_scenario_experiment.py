@@ -42,14 +42,14 @@ class FakeRunner:
         return run
 
 
-def test_cells_run_in_order_and_resume_redoes_the_interrupted_one(tmp_path):
+def test_cells_run_in_order_and_resume_redoes_the_interrupted_one(tmp_path, caplog):
+    caplog.set_level("INFO", logger="crdscale")
     scenario = parse_scenario(GOGC)
     experiment = Experiment.create(tmp_path, scenario)
     assert layout.is_experiment_directory(experiment.path) and (experiment.path / layout.EXPERIMENT_MANIFEST).is_file()
-    messages = []
     first = FakeRunner(interrupt={"GOGC=50"})
     with pytest.raises(RunInterrupted):
-        experiment.run(first, message=messages.append)
+        experiment.run(first)
     assert first.calls == ["GOGC=100", "GOGC=50"]
     again = Experiment.open(experiment.path)
     assert [c.status for c in again.cells] == ["completed", "interrupted", "pending"]
@@ -57,13 +57,14 @@ def test_cells_run_in_order_and_resume_redoes_the_interrupted_one(tmp_path):
     assert again.cells[1].attempts == ["2026-02-GOGC=50"]
 
     second = FakeRunner()
-    runs = again.run(second, message=messages.append)
+    runs = again.run(second)
     assert second.calls == ["GOGC=50", "GOGC=25"]  # the completed cell is skipped
     assert [p.name for p in runs] == ["2026-01-GOGC=100", "2026-01-GOGC=50", "2026-02-GOGC=25"]
     done = Experiment.open(experiment.path)
     assert done.manifest["status"] == "completed"
     assert done.cells[1].attempts == ["2026-02-GOGC=50", "2026-01-GOGC=50"]  # the partial run stays listed
     assert [n for n, _p in done.completed_runs()] == ["GOGC=100", "GOGC=50", "GOGC=25"]
+    messages = [record.getMessage() for record in caplog.records]
     assert any("1 of 3 cells already completed" in m for m in messages)
     assert any("ETA" in m for m in messages)
 
