@@ -180,21 +180,12 @@ def _cluster_table(plan, args, cluster, peaks) -> dict:
 
 def _user_kubeconfig(explicit: str | None):
     """--kubeconfig, else $KUBECONFIG, else ~/.kube/config: the user's cluster. Unlike other commands,
-    never a local instance of 'crdscale up': it has no node to run pods on."""
-    import os
-    from pathlib import Path
+    never a local instance of 'crdscale up' found by itself: it may have no node to run pods on."""
+    from crdscale.cli.common import resolve_kubeconfig
 
-    from crdscale.cluster.kubeconfig import KubeconfigFiles
-
-    if explicit:
-        return KubeconfigFiles.parse(explicit)
-    env = os.environ.get("KUBECONFIG", "")
-    if any(env.split(os.pathsep)):
-        return KubeconfigFiles.from_list(env.split(os.pathsep))
-    default = Path.home() / ".kube" / "config"
-    if default.is_file():
-        return KubeconfigFiles.parse(default)
-    raise UsageError("--cluster: which cluster? pass --kubeconfig (or set $KUBECONFIG)")
+    return resolve_kubeconfig(
+        explicit, local_instance=False, missing="--cluster: which cluster? pass --kubeconfig (or set $KUBECONFIG)"
+    )
 
 
 def print_manifests(plan) -> None:

@@ -20,15 +20,21 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 
-def resolve_kubeconfig(explicit: str | None) -> KubeconfigFiles:
-    """``--kubeconfig`` (one file, or ``a:b`` merged), else the newest ready local instance,
-    else every file of ``$KUBECONFIG`` merged as kubectl merges them, else ``~/.kube/config``."""
+def resolve_kubeconfig(
+    explicit: str | None,
+    *,
+    local_instance: bool = True,
+    missing: str = "no cluster: pass --kubeconfig, start one with 'crdscale up', or set $KUBECONFIG",
+) -> KubeconfigFiles:
+    """``--kubeconfig`` (one file, or ``a:b`` merged), else the newest ready local instance (unless
+    ``local_instance`` is false), else every file of ``$KUBECONFIG`` merged as kubectl merges them,
+    else ``~/.kube/config``; else a UsageError saying ``missing``."""
     from crdscale.cluster.kubeconfig import KubeconfigFiles
     from crdscale.cluster.local import default_kubeconfig
 
     if explicit:
         return KubeconfigFiles.parse(explicit)
-    local = default_kubeconfig()
+    local = default_kubeconfig() if local_instance else None
     if local:
         return KubeconfigFiles.parse(Path(local))
     env = os.environ.get("KUBECONFIG", "")
@@ -37,7 +43,7 @@ def resolve_kubeconfig(explicit: str | None) -> KubeconfigFiles:
     default = Path.home() / ".kube" / "config"
     if default.is_file():
         return KubeconfigFiles.parse(default)
-    raise UsageError("no cluster: pass --kubeconfig, start one with 'crdscale up', or set $KUBECONFIG")
+    raise UsageError(missing)
 
 
 # What a command does without --kubeconfig: find a cluster (resolve_kubeconfig).
