@@ -396,14 +396,17 @@ def etcd(spec: str | None = None) -> Binary:
         b = _explicit(spec, "flag")
         return Binary(b.path, _etcd_reported_version(b.path), b.source)
     version = normalize_version(spec)
-    program = etcd_program(version)
-    if program.binary.is_file():
+    return _cached_or_built(etcd_program(version), ETCD_MODULE, version)
+
+
+def _cached_or_built(program: gobuild.GoProgram, module: str, version: str) -> Binary:
+    """``program``'s cached binary, else built from ``module`` at ``version`` once the Go module
+    proxy has said it serves it (a one-line error instead of a failed build several minutes in)."""
+    if program.binary.is_file() and os.access(program.binary, os.X_OK):
         return Binary(program.binary, version, "cache")
-    info = gobuild.module_download(ETCD_MODULE, version)
+    info = gobuild.module_download(module, version)
     if info.get("Error"):
-        raise BinaryError(
-            f"the Go module proxy does not serve {ETCD_MODULE} {version}: {info['Error'].splitlines()[-1]}"
-        )
+        raise BinaryError(f"the Go module proxy does not serve {module} {version}: {info['Error'].splitlines()[-1]}")
     return Binary(gobuild.build(program), version, "built")
 
 
@@ -530,15 +533,7 @@ def versitygw(version: str | None = None) -> Binary:
     """versitygw (an S3-compatible gateway; tests serve a directory as a bucket store with it),
     built from Go modules and cached per version."""
     version = normalize_version(version or DEFAULT_VERSITYGW_VERSION)
-    program = versitygw_program(version)
-    if program.binary.is_file() and os.access(program.binary, os.X_OK):
-        return Binary(program.binary, version, "cache")
-    info = gobuild.module_download(VERSITYGW_MODULE, version)
-    if info.get("Error"):
-        raise BinaryError(
-            f"the Go module proxy does not serve {VERSITYGW_MODULE} {version}: {info['Error'].splitlines()[-1]}"
-        )
-    return Binary(gobuild.build(program), version, "built")
+    return _cached_or_built(versitygw_program(version), VERSITYGW_MODULE, version)
 
 
 # The OCI distribution registry (CNCF distribution), for testing `crdscale image build --push`
