@@ -24,6 +24,7 @@ from crdscale.errors import CrdscaleError, UsageError
 SUBCOMMANDS = {
     "up": "up",
     "down": "down",
+    "images": "images",
     "status": "status",
     "binaries": "binaries",
     "generate": "generate",
