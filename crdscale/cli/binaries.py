@@ -35,6 +35,7 @@ class Command:
       crdscale binaries --kube-source ~/src/kubernetes   # your checkout, as it is now
       crdscale binaries --kubectl             # also a real kubectl (benchmarks)
       crdscale binaries --kubectl-version 1.23.3 --client   # kubectl v1.23.3 and crdscale-client
+      crdscale binaries --node                # also kubelet and kube-scheduler ('crdscale up --node')
     """
 
     @staticmethod
@@ -73,6 +74,12 @@ class Command:
             help="also build crdscale-client (client-go informers, discovery, cache memory)",
         )
         parser.add_argument("--prometheus", action="store_true", help="also check for prometheus")
+        parser.add_argument(
+            "--node",
+            action="store_true",
+            help="also the kubelet and kube-scheduler of a test node ('crdscale up --node'), built by the same "
+            "go build as kube-apiserver and kube-controller-manager of the first --kube-version",
+        )
 
     @staticmethod
     def run(args) -> int:
@@ -84,6 +91,8 @@ class Command:
             )
         trees = [check_tree(tree) for tree in args.kube_source]  # a bad path fails before any build
         kcm = binaries.KUBE_CONTROLLER_MANAGER
+        if args.node:  # first: one go build makes whatever of the four is missing
+            found += sorted(binaries.node_binaries(versions[0], echo=stderr_echo).items())
         for version in versions:
             found.append(("kube-apiserver", binaries.kube_apiserver(version, echo=stderr_echo)))
             if args.controller_manager:

@@ -345,7 +345,7 @@ def kube_apiserver_from_source(tree: str | os.PathLike, *, base_version: str | N
     if program.binary.is_file() and os.access(program.binary, os.X_OK):
         return Binary(program.binary, source.version, "cache", source.facts())
     write_json_atomic(program.out_dir / "source.json", source.facts())  # the cache directory explains itself
-    path = gobuild.build(program, echo=echo)
+    path = gobuild.build(program, echo=echo, names=[n for n in program.mains if n not in NODE_PROGRAMS])
     # Edited while Go compiled it: the binary may hold either state, so it must not be cached as this one.
     if kubesource.read_source(tree, fallback_version=fallback) != source:
         path.unlink(missing_ok=True)

@@ -50,6 +50,7 @@ log = logging.getLogger(__name__)
 
 STATE_KEY = "node"
 CGROUP_ROOT = Path("/sys/fs/cgroup")
+PROC_SYS = Path("/proc/sys")
 # The hierarchy whose cgroup.procs lists every process of the node (shims and pods included).
 TRACKING_CONTROLLER = "pids"
 CNI_BIN_DIR = Path("/usr/lib/cni")
@@ -283,7 +284,7 @@ def read_sysctls(names=KUBELET_SYSCTLS) -> dict[str, str]:
     found = {}
     for name in names:
         try:
-            found[name] = (Path("/proc/sys") / name).read_text().strip()
+            found[name] = (PROC_SYS / name).read_text().strip()
         except OSError:
             continue
     return found
@@ -295,7 +296,7 @@ def restore_sysctls(before: dict[str, str]) -> dict[str, tuple[str, str]]:
     for name, value in before.items():
         now = read_sysctls([name]).get(name)
         if now is not None and now != value:
-            (Path("/proc/sys") / name).write_text(value)
+            (PROC_SYS / name).write_text(value)
             restored[name] = (value, now)
     return restored
 
