@@ -718,7 +718,7 @@ def stop(cp: LocalControlPlane) -> list[str]:
         if _run(["umount", target], check=False).returncode != 0:
             if _run(["umount", "-l", target], check=False).returncode != 0:
                 problems.append(f"could not unmount {target}")
-    problems += _clean_host_paths(Path(state["dir"]), state.get("host_paths_before", {}))
+    problems += _clean_host_paths(Path(state["dir"]), state.get("host_paths_before", {}), state["containerd_socket"])
     bridge = state["bridge"]
     if Path(f"/sys/class/net/{bridge}").exists():
         for link in Path(f"/sys/class/net/{bridge}/brif").glob("*"):
@@ -739,9 +739,28 @@ def stop(cp: LocalControlPlane) -> list[str]:
     return problems
 
 
-def _clean_host_paths(node_dir: Path, existed: dict[str, bool]) -> list[str]:
-    """Remove what the node left outside its directory (see :data:`HOST_PATHS`)."""
+def _task_ids(node_dir: Path) -> list[str]:
+    """The ids of the sandboxes and containers containerd ran (its task directories)."""
+    tasks = node_dir / "containerd" / "state" / "io.containerd.runtime.v2.task" / "k8s.io"
+    return sorted(p.name for p in tasks.iterdir()) if tasks.is_dir() else []
+
+
+def shim_socket(containerd_socket: str, task_id: str) -> Path:
+    """Where containerd 1.6 puts the shim socket of a task (runtime/v2/shim SocketAddress:
+    ``/run/containerd/s/sha256(address/namespace/id)``, whatever its configured state dir)."""
+    digest = hashlib.sha256(f"{containerd_socket}/k8s.io/{task_id}".encode()).hexdigest()
+    return Path("/run/containerd/s") / digest
+
+
+def _clean_host_paths(node_dir: Path, existed: dict[str, bool], containerd_socket: str) -> list[str]:
+    """Remove what the node left outside its directory (see :data:`HOST_PATHS`): links to its
+    pods' logs, the shims' sockets and libcni's cached results of its tasks (a killed shim or an
+    unplugged sandbox leaves them), and the directories the node created."""
     problems = []
+    for task_id in _task_ids(node_dir):
+        shim_socket(containerd_socket, task_id).unlink(missing_ok=True)
+        for cached in Path("/var/lib/cni/results").glob(f"*-{task_id}-*"):
+            cached.unlink(missing_ok=True)
     prefix = str(node_dir.resolve()) + "/"
     logs = Path("/var/log/containers")
     for link in logs.glob("*.log") if logs.is_dir() else ():

@@ -9,8 +9,11 @@ installs them); skipped otherwise."""
 from __future__ import annotations
 
 import ipaddress
+import json
 import os
+import signal
 import subprocess
+import sys
 import time
 from pathlib import Path
 
@@ -20,6 +23,9 @@ from crdscale.cli.main import main
 from crdscale.cluster import node
 from crdscale.cluster.local import LocalControlPlane
 from crdscale.image.oci import ImageConfig, tar_layer, write_oci_archive
+from crdscale.paths import instances_dir
+
+REPO = Path(__file__).resolve().parents[2]
 
 IMAGE = "crdscale.local/hello:v1"
 # Prints its first argument and the Job's completion index, then sleeps its second (seconds).
@@ -215,10 +221,52 @@ def test_down_leaves_the_host_as_it_was(node_cluster):
     cp, before = node_cluster
     state_dir = cp.state_dir
     node_dir = str(state_dir / "node")
+    # A container still running: down must stop it (and its shim, sandbox, mounts) too.
+    cluster = cp.connect()
+    body = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "sleeper"}, "spec": pod_spec(["zzz", "600"])}
+    assert cluster.post("/api/v1/namespaces/default/pods", body).status_code == 201
+    wait_for(
+        lambda: cluster.get_json("/api/v1/namespaces/default/pods/sleeper")["status"].get("phase") == "Running",
+        60,
+        "the sleeper pod to run",
+    )
     assert node_processes(state_dir), "the node's processes were not found while it runs"
     assert node.cgroup_pids(cp.state["node"]["cgroup"])
     assert main(["down", cp.name]) == 0
     assert node_processes(state_dir) == []
     assert not any(node_dir in line for line in Path("/proc/self/mountinfo").read_text().splitlines())
     assert not state_dir.exists()
+    assert host_snapshot() == before
+
+
+def test_down_after_kill_9_of_up_during_the_node_start_undoes_it():
+    """`crdscale up --node` killed right after starting the kubelet (bridge, cgroups, containerd,
+    kernel settings possibly changed, Node not yet Ready): `down` still undoes all of it."""
+    before = host_snapshot()
+    name = f"nodekill-{os.getpid()}"
+    state_file = instances_dir() / name / "instance.json"
+    up = subprocess.Popen(
+        [sys.executable, "-m", "crdscale", "up", "--node", "--name", name],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        cwd=REPO,
+    )
+    try:
+        wait_for(
+            lambda: (
+                "kubelet" in {p["name"] for p in json.loads(state_file.read_text()).get("processes", [])}
+                if state_file.is_file()
+                else False
+            ),
+            180,
+            "the kubelet to be recorded",
+            every_s=0.05,
+        )
+    finally:
+        up.send_signal(signal.SIGKILL)
+        up.wait()
+    cp = LocalControlPlane.attach(name)
+    assert cp.process("kubelet").alive() and cp.process("containerd").alive()
+    assert main(["down", name]) == 0
+    assert node_processes(cp.state_dir) == []
     assert host_snapshot() == before
