@@ -293,7 +293,7 @@ class LocalControlPlane:
         if self.node:
             from crdscale.cluster import node
 
-            node.check_host()
+            node.check_host(self.requested_version)
         apiserver = binaries.kube_apiserver(
             self.requested_version, binary=self.apiserver_binary, source=self.kube_source, echo=self.echo
         )

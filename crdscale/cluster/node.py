@@ -77,6 +77,9 @@ KUBELET_SYSCTLS = (
 HOST_PATHS = ("/var/log/containers", "/var/lib/kubelet", "/var/lib/cni", "/run/containerd")
 DEBIAN_PACKAGES = "containerd runc containernetworking-plugins"
 NODE_READY_TIMEOUT_S = 180.0
+# failCgroupV1 (needed on this cgroup v1 host from kubelet 1.35 on) exists in KubeletConfiguration
+# from 1.31; tested with 1.37.1.
+MIN_KUBELET_MINOR = 31
 APISERVER_KUBELET_CLIENT = "crdscale-apiserver-kubelet-client"
 SCHEDULER_USER = "system:kube-scheduler"
 
@@ -109,8 +112,16 @@ def host_tools() -> HostTools:
     return HostTools(**found)
 
 
-def check_host() -> None:
-    """Refuse early what cannot work: not root, no cgroup v1 hierarchies, missing programs."""
+def check_host(version: str | None = None) -> None:
+    """Refuse early what cannot work: a kubelet ``version`` (the control plane's) not supported
+    here, not root, no cgroup v1 hierarchies, missing programs, another node running."""
+    if version is not None:
+        minor = int(normalize_version(version).lstrip("v").split(".")[1])
+        if minor < MIN_KUBELET_MINOR:
+            raise UsageError(
+                f"a test node runs the kubelet of the control plane's version; {version} is older than "
+                f"v1.{MIN_KUBELET_MINOR} (its KubeletConfiguration lacks failCgroupV1, needed on this cgroup v1 host)"
+            )
     if os.geteuid() != 0:
         raise UsageError("a test node runs containerd and kubelet, which need root")
     if not (CGROUP_ROOT / TRACKING_CONTROLLER / "cgroup.procs").is_file():
@@ -118,10 +129,11 @@ def check_host() -> None:
     host_tools()
     from crdscale.cluster.local import list_instances
 
-    running = [i.name for i in list_instances() if i.status in ("ready", "starting") and i.has_node]
+    # Stale ones too: their bridge, mounts and processes are there until 'crdscale down'.
+    running = [i.name for i in list_instances() if i.status != "stopped" and i.has_node]
     if running:
         # The kubelet's device-plugin socket and /var/log/containers are fixed paths: one node at a time.
-        raise UsageError(f"instance {running[0]} already runs a node; stop it first ('crdscale down {running[0]}')")
+        raise UsageError(f"instance {running[0]} already has a node; stop it first ('crdscale down {running[0]}')")
 
 
 # ---------------------------------------------------------------- images built here
@@ -644,6 +656,15 @@ def _wait_for(ok, record, what: str, timeout_s: float) -> None:
     raise ClusterError(
         f"no {what} after {timeout_s:.0f} s (last lines of {record.name}'s log follow)", details=_log_tail(record.log)
     )
+
+
+def host_address(state: dict) -> str:
+    """The host's address as the node's pods see it (the bridge's ``.1``): where a server on the
+    host (an object store, say) listens for them. ``state`` is the instance's recorded state."""
+    node = state.get(STATE_KEY)
+    if not node:
+        raise UsageError(f"instance {state.get('name')!r} runs no node (start one with 'crdscale up --node')")
+    return node["address"]
 
 
 def node_ready(node: dict) -> bool:

@@ -139,3 +139,16 @@ def test_oci_archive_is_an_image_layout_named_for_containerd(tmp_path):
     config = json.loads(blobs["blobs/sha256/" + manifest["config"]["digest"].split(":")[1]])
     assert config["config"]["Entrypoint"] == ["/pause"]
     assert config["rootfs"]["diff_ids"] == [manifest["layers"][0]["digest"]]
+
+
+def test_a_node_needs_a_kubelet_with_failcgroupv1():
+    with pytest.raises(node.UsageError, match="older than v1.31"):
+        node.check_host("1.24.0")
+
+
+def test_images_load_refuses_a_missing_archive_in_one_line(tmp_path, capsys):
+    from crdscale.cli.main import main
+
+    assert main(["images", "load", str(tmp_path / "nope.tar")]) != 0
+    err = capsys.readouterr().err
+    assert "no image archive at" in err and "Traceback" not in err
