@@ -13,7 +13,9 @@ after ``kill -9`` of the process that started it:
 - mounts under the instance directory (containerd's root, state and network namespaces,
   the kubelet's volumes);
 - the kernel settings the kubelet changes (``kernel.panic``, ``kernel.panic_on_oops``,
-  ``vm.overcommit_memory``, ...): their values before it started are restored on stop.
+  ``vm.overcommit_memory``, ...): the kubelet runs in its own mount namespace where they are
+  files of the node (:func:`kernel_settings_shield`), so the host's never change; their values
+  are recorded anyway and written back on stop should anything have changed them.
 
 Why each setting is there is said where it is set; docs/how-to/local-control-plane.md
 ("A test node on this machine") says it for users.
@@ -27,6 +29,7 @@ import ipaddress
 import json
 import logging
 import os
+import shlex
 import shutil
 import signal
 import subprocess
@@ -59,8 +62,9 @@ CNI_NETWORK = "crdscale"
 BRIDGE_SUPERNET = ipaddress.ip_network("10.213.0.0/16")
 # The kubelet sets these (pkg/kubelet/cm/container_manager_linux.go setupKernelTunables) unless
 # protectKernelDefaults, which instead refuses to start when they differ from its wishes (here
-# kernel.panic is 1, not 10). So they are read before and written back on stop; ip_forward too,
-# should a CNI plugin turn it on.
+# kernel.panic is 1, not 10). So it sees files of the node in their place (kernel_settings_shield),
+# and they are read before and written back on stop as a safety net; ip_forward too, should a CNI
+# plugin turn it on.
 KUBELET_SYSCTLS = (
     "kernel/panic",
     "kernel/panic_on_oops",
@@ -480,8 +484,8 @@ def kubelet_configuration(layout: NodeLayout, creds: pki.Credentials, *, address
         },
         "imageGCHighThresholdPercent": 100,
         "imageGCLowThresholdPercent": 99,
-        # Protecting the kernel defaults would refuse to start (kernel.panic is not 10 here);
-        # the settings it changes are restored on stop (restore_sysctls).
+        # Protecting the kernel defaults would refuse to start (kernel.panic is not 10 here); the
+        # settings it changes are files of the node in its mount namespace (kernel_settings_shield).
         "protectKernelDefaults": False,
         # No KUBE-FIREWALL / KUBE-IPTABLES-HINT chains in the host's iptables.
         "makeIPTablesUtilChains": False,
@@ -616,6 +620,7 @@ def start(cp: LocalControlPlane, *, version: str | None = None) -> None:
     kubelet = cp._spawn(
         "kubelet",
         [
+            *kernel_settings_shield(layout, state["sysctls_before"]),
             str(found[binaries.KUBELET].path),
             f"--config={layout.kubelet_config}",
             f"--kubeconfig={layout.kubelet_kubeconfig}",
@@ -639,6 +644,29 @@ def start(cp: LocalControlPlane, *, version: str | None = None) -> None:
     state["status"] = "ready"
     cp._save()
     log.info("node %s ready (bridge %s, %s; kubelet %s)", layout.name, layout.bridge, subnet, node_version)
+
+
+def kernel_settings_shield(layout: NodeLayout, before: dict[str, str]) -> list[str]:
+    """A command prefix that runs the kubelet in its own mount namespace where the kernel settings
+    it changes (:data:`KUBELET_SYSCTLS`) are files of the node holding the host's values: it
+    reads and writes those, the host's stay as they are.
+
+    The kubelet's root directory is first made a shared bind mount of itself, so the volumes the
+    kubelet mounts there in its namespace (service-account tokens, emptyDirs) propagate to the
+    host's, where containerd bind-mounts them into containers. ``/proc`` is private here, so the
+    files mounted over ``/proc/sys`` stay in the kubelet's namespace."""
+    shield = layout.dir / "sysctl"
+    script = ["set -e"]
+    for name, value in before.items():
+        if name == "net/ipv4/ip_forward":  # not the kubelet's; a CNI plugin would act in the host's namespace
+            continue
+        write_atomic(shield / name, value + "\n")
+        script.append(f"mount --bind {shlex.quote(str(shield / name))} {shlex.quote(str(PROC_SYS / name))}")
+    root = str(layout.kubelet_dir)
+    _run(["mount", "--bind", root, root])
+    _run(["mount", "--make-shared", root])
+    script.append('exec "$@"')
+    return ["unshare", "--mount", "--propagation", "unchanged", "--", "sh", "-c", "; ".join(script), "kubelet"]
 
 
 def _wait_for(ok, record, what: str, timeout_s: float) -> None:

@@ -231,6 +231,10 @@ def test_down_leaves_the_host_as_it_was(node_cluster):
         "the sleeper pod to run",
     )
     assert node_processes(state_dir), "the node's processes were not found while it runs"
+    # The kubelet changed its own copies of the kernel settings, never the host's.
+    assert node.read_sysctls() == before["sysctls"]
+    shield = state_dir / "node" / "sysctl" / "kernel" / "panic"
+    assert shield.read_text().strip() == "10"  # what the kubelet wants, written where it sees /proc/sys
     assert node.cgroup_pids(cp.state["node"]["cgroup"])
     assert main(["down", cp.name]) == 0
     assert node_processes(state_dir) == []
