@@ -34,7 +34,7 @@ import yaml
 
 from crdscale.cluster import binaries, pki
 from crdscale.cluster.clients import Cluster, Credentials, RequestsTransport, connect
-from crdscale.cluster.versions import DEFAULT_CONTROLLERS, DEFAULT_KUBE_VERSION
+from crdscale.cluster.versions import DEFAULT_CONTROLLERS, DEFAULT_KUBE_VERSION, normalize_version
 from crdscale.errors import ClusterError, UsageError
 from crdscale.fsutil import read_json, write_atomic, write_json_atomic
 from crdscale.paths import instances_dir
@@ -290,10 +290,14 @@ class LocalControlPlane:
             raise UsageError(
                 f"instance {self.name!r} already exists ({self.state_dir}); pick another name or run 'crdscale down {self.name}'"
             )
+        node_binaries = None
         if self.node:
             from crdscale.cluster import node
 
-            node.check_host(self.requested_version)
+            # The kubelet is the control plane's release (a source tree's base release).
+            node_version = normalize_version(self.requested_version or DEFAULT_KUBE_VERSION)
+            node.check_host(node_version)
+            node_binaries = node.prepare(node_version, echo=self.echo)
         apiserver = binaries.kube_apiserver(
             self.requested_version, binary=self.apiserver_binary, source=self.kube_source, echo=self.echo
         )
@@ -346,8 +350,8 @@ class LocalControlPlane:
             self.state["versions"]["kube-apiserver"] = reported
             if kcm is not None:
                 self._start_controller_manager(kcm.path, creds)
-            if self.node:
-                node.start(self)
+            if node_binaries is not None:
+                node.start(self, node_binaries)
             self.state["status"] = "ready"
             self._save()
         except BaseException:

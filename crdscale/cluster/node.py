@@ -537,15 +537,34 @@ def apiserver_flags(creds: pki.Credentials) -> list[str]:
     ]
 
 
-def start(cp: LocalControlPlane, *, version: str | None = None) -> None:
+@dataclass(frozen=True)
+class NodeBinaries:
+    """What a node runs, found or built before any server starts (:func:`prepare`)."""
+
+    tools: HostTools
+    kubelet: binaries.Binary
+    scheduler: binaries.Binary
+    pause_archive: Path
+    pause_ref: str
+
+
+def prepare(version: str, *, echo=None) -> NodeBinaries:
+    """Find or build the kubelet and kube-scheduler ``version`` and the pause image (minutes the
+    first time, in the kube-apiserver cache directory), and check the Debian programs."""
+    tools = host_tools()
+    found = binaries.node_binaries(version, echo=echo)
+    archive, ref = pause_image(version)
+    return NodeBinaries(tools, found[binaries.KUBELET], found[binaries.KUBE_SCHEDULER], archive, ref)
+
+
+def start(cp: LocalControlPlane, prepared: NodeBinaries) -> None:
     """Start the node of the running instance ``cp`` (after its kube-controller-manager): bridge,
-    containerd with the pause image, kube-scheduler, kubelet; return when the Node is Ready."""
+    containerd with the pause image, kube-scheduler, kubelet; return when the Node is Ready and
+    the default service account exists (pods are refused before)."""
     from crdscale.cluster.local import free_ports
 
-    tools = host_tools()
-    node_version = normalize_version(version or cp.versions.get("kube-apiserver", "v1.37.1"))
-    found = binaries.node_binaries(node_version, echo=cp.echo)
-    pause_archive, pause_ref = pause_image(node_version)
+    tools, pause_archive, pause_ref = prepared.tools, prepared.pause_archive, prepared.pause_ref
+    found = {binaries.KUBELET: prepared.kubelet, binaries.KUBE_SCHEDULER: prepared.scheduler}
     layout = NodeLayout(cp.state_dir, cp.name)
     subnet = free_subnet()
     address = str(next(subnet.hosts()))
@@ -643,7 +662,7 @@ def start(cp: LocalControlPlane, *, version: str | None = None) -> None:
     )
     state["status"] = "ready"
     cp._save()
-    log.info("node %s ready (bridge %s, %s; kubelet %s)", layout.name, layout.bridge, subnet, node_version)
+    log.info("node %s ready (bridge %s, %s; kubelet %s)", layout.name, layout.bridge, subnet, prepared.kubelet.version)
 
 
 def kernel_settings_shield(layout: NodeLayout, before: dict[str, str]) -> list[str]:
