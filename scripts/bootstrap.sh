@@ -48,6 +48,29 @@ if ! command -v chromium >/dev/null 2>&1; then
 fi
 # --- end 1b --------------------------------------------------------------------
 
+# --- 1c. A test node (tests/integration/test_node_cluster.py, `crdscale up --node`) ----
+# containerd 1.6 and runc run the pods, the CNI plugins give them the node's bridge; gcc
+# compiles the pause binary. Without them (or without root) the node test is skipped.
+node_pkgs=()
+command -v containerd >/dev/null 2>&1 || node_pkgs+=(containerd)
+command -v runc >/dev/null 2>&1 || [ -x /usr/sbin/runc ] || node_pkgs+=(runc)
+[ -x /usr/lib/cni/bridge ] || node_pkgs+=(containernetworking-plugins)
+command -v gcc >/dev/null 2>&1 || node_pkgs+=(gcc libc6-dev)
+NODE=""
+if [ "$(id -u)" = 0 ]; then
+  NODE=--node
+  if [ "${#node_pkgs[@]}" -gt 0 ]; then
+    say "installing Debian packages for a test node: ${node_pkgs[*]}"
+    export DEBIAN_FRONTEND=noninteractive
+    apt-get update -qq >/dev/null
+    apt-get install -y -qq --no-install-recommends "${node_pkgs[@]}" >/dev/null \
+      || { say "warning: could not install ${node_pkgs[*]}; the test node's test will be skipped"; NODE=""; }
+  fi
+else
+  say "not root: no test node (its integration test will be skipped)"
+fi
+# --- end 1c --------------------------------------------------------------------
+
 if ! command -v go >/dev/null 2>&1; then
   say "error: Go is required to build kube-apiserver and etcd from Go modules (install Go >= 1.22)"
   exit 3
@@ -92,4 +115,5 @@ for v in $EXTRA_KUBECTL_VERSIONS; do args+=(--kubectl-version "$v"); done
 # crdscale-client (client-go informers for serve=watch, discovery, cache memory): after
 # kube-apiserver, whose build already compiled the same client-go packages.
 # versitygw: the real S3-compatible server of tests/integration/test_results_s3.py (~3 min cold).
-"$VENV/bin/crdscale" binaries "${args[@]}" --client --prometheus --versitygw >&2
+# --node: the kubelet and kube-scheduler join the default version's go build (1-2 min more each).
+"$VENV/bin/crdscale" binaries "${args[@]}" $NODE --client --prometheus --versitygw >&2

@@ -40,6 +40,7 @@ class Command:
       crdscale binaries --kubectl             # also a real kubectl (benchmarks)
       crdscale binaries --kubectl-version 1.23.3 --client   # kubectl v1.23.3 and crdscale-client
       crdscale binaries --versitygw           # the local S3 server of the results-store tests
+      crdscale binaries --node                # also kubelet and kube-scheduler ('crdscale up --node')
     """
 
     @staticmethod
@@ -88,6 +89,12 @@ class Command:
             action="store_true",
             help="also build versitygw (an S3-compatible server over a directory: the results-store tests' bucket)",
         )
+        parser.add_argument(
+            "--node",
+            action="store_true",
+            help="also the kubelet and kube-scheduler of a test node ('crdscale up --node'), built by the same "
+            "go build as kube-apiserver and kube-controller-manager of the first --kube-version",
+        )
 
     @staticmethod
     def run(args) -> int:
@@ -99,6 +106,8 @@ class Command:
             )
         trees = [check_tree(tree) for tree in args.kube_source]  # a bad path fails before any build
         kcm = binaries.KUBE_CONTROLLER_MANAGER
+        if args.node:  # first: one go build makes whatever of the four is missing
+            found += sorted(binaries.node_binaries(versions[0]).items())
         for version in versions:
             found.append(("kube-apiserver", binaries.kube_apiserver(version)))
             if args.controller_manager:

@@ -26,15 +26,27 @@ class Command:
     credentials from $CRDSCALE_REGISTRY_USERNAME/_PASSWORD, $REGISTRY_AUTH_FILE
     or ~/.docker/config.json (never from the command line).
 
+    'crdscale image load FILE...' imports archives into the test node of a local
+    instance ('crdscale up --node'; its containerd is its own, so no registry is
+    needed): pods then use the image by its name with imagePullPolicy: Never.
+
     Examples:
       crdscale image build                               # default kube-apiserver, ./crdscale-image.tar
+      crdscale image load crdscale-image.tar             # into the node of 'crdscale up --node'
+      crdscale image load --instance k1-37-1-ab12 a.tar b.tar
       crdscale image build --kube-version 1.37.1 --kube-version 1.24.0 --load
       crdscale image build --push ghcr.io/me/crdscale:0.1.0
     """
 
     @staticmethod
     def add_arguments(parser):
-        parser.add_argument("action", choices=["build"], help="what to do (build)")
+        parser.add_argument(
+            "action", choices=["build", "load"], help="build: write the image; load: import archives into a test node"
+        )
+        parser.add_argument("archives", nargs="*", metavar="FILE", help="load: OCI image archives (tar)")
+        parser.add_argument(
+            "--instance", metavar="NAME", help="load: the instance whose node gets them (default: the only one)"
+        )
         parser.add_argument(
             "--kube-version",
             metavar="X.Y.Z",
@@ -65,6 +77,10 @@ class Command:
 
     @staticmethod
     def run(args) -> int:
+        if args.action == "load":
+            return _load_into_node(args.archives, args.instance)
+        if args.archives or args.instance:
+            raise UsageError("FILE and --instance go with 'image load'")
         from crdscale import __version__
         from crdscale.cluster.versions import DEFAULT_KUBE_VERSION, normalize_version
         from crdscale.image import build, oci
@@ -102,3 +118,30 @@ class Command:
         if args.push:
             print(f"pushed   {oci.normalize_ref(args.push)}@{built.digest}")
         return 0
+
+
+def _load_into_node(archives: list[str], instance: str | None) -> int:
+    """Import ``archives`` into the containerd of a local instance's test node."""
+    import logging
+
+    from crdscale.cluster import node
+    from crdscale.cluster.local import LocalControlPlane, list_instances
+
+    if not archives:
+        raise UsageError("image load: which archives? (FILE...)")
+    missing = [a for a in archives if not Path(a).is_file()]
+    if missing:
+        raise UsageError(f"no image archive at {missing[0]}")
+    if instance is None:
+        with_node = [i.name for i in list_instances() if i.status == "ready" and i.has_node]
+        if len(with_node) != 1:
+            raise UsageError(
+                "no running instance has a node; start one with 'crdscale up --node'"
+                if not with_node
+                else "several instances have a node; pick one with --instance: " + ", ".join(with_node)
+            )
+        instance = with_node[0]
+    state = LocalControlPlane.attach(instance).state
+    for archive in archives:
+        logging.getLogger(__name__).info(node.import_image(state, Path(archive)))
+    return 0

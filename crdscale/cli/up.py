@@ -29,6 +29,7 @@ class Command:
       crdscale up --apiserver-flag=--v=2 --env GOGC=50
       crdscale up --no-controller-manager    # etcd + kube-apiserver only
       crdscale up --controllers '*,-podgc,-garbagecollector'   # also without the garbage collector
+      crdscale up --node       # plus a node (containerd, kubelet, kube-scheduler): pods run here
     """
 
     @staticmethod
@@ -78,6 +79,12 @@ class Command:
             "set but the pod garbage collector, which deletes Pods bound to the Nodes no kubelet registers)",
         )
         parser.add_argument(
+            "--node",
+            action="store_true",
+            help="also run a test node on this machine: Debian's containerd and runc, a CNI bridge, a kubelet "
+            "and kube-scheduler built like kube-apiserver (needs root; see docs: 'A test node on this machine')",
+        )
+        parser.add_argument(
             "--timeout", type=float, default=180.0, metavar="SECONDS", help="wait this long for /readyz (default 180)"
         )
 
@@ -105,6 +112,7 @@ class Command:
             controller_manager_controllers=[c.strip() for c in args.controllers.split(",") if c.strip()],
             ready_timeout_s=args.timeout,
             keep_state=True,
+            node=args.node,
         ).start()
         log.info(f"instance {cp.name}: stop it with 'crdscale down {cp.name}'")
         print(cp.kubeconfig)

@@ -36,6 +36,9 @@ from crdscale.paths import binaries_dir
 KUBE_APISERVER_ENV = "CRDSCALE_KUBE_APISERVER"
 KUBE_CONTROLLER_MANAGER_ENV = "CRDSCALE_KUBE_CONTROLLER_MANAGER"
 KUBE_CONTROLLER_MANAGER = "kube-controller-manager"
+KUBELET_ENV = "CRDSCALE_KUBELET"
+KUBELET = "kubelet"
+KUBE_SCHEDULER = "kube-scheduler"
 ETCD_ENV = "CRDSCALE_ETCD"
 # The Go module etcd is built from (its major version is in the path: only v3.x.y exists).
 ETCD_MODULE = "go.etcd.io/etcd/server/v3"
@@ -76,11 +79,62 @@ func main() {
 }
 """
 
+# As upstream's cmd/kubelet (v1.37): the blank imports register the JSON log format and
+# client-go's metrics, as in the released kubelet.
+KUBELET_MAIN = """\
+package main
+
+import (
+	"context"
+	"os"
+
+	"k8s.io/component-base/cli"
+	_ "k8s.io/component-base/logs/json/register"
+	_ "k8s.io/component-base/metrics/prometheus/clientgo"
+	_ "k8s.io/component-base/metrics/prometheus/version"
+	"k8s.io/kubernetes/cmd/kubelet/app"
+)
+
+func main() {
+	os.Exit(cli.Run(app.NewKubeletCommand(context.Background())))
+}
+"""
+
+# As upstream's cmd/kube-scheduler (v1.37). A test node's pods need a scheduler to reach it.
+KUBE_SCHEDULER_MAIN = """\
+package main
+
+import (
+	"os"
+
+	"k8s.io/component-base/cli"
+	_ "k8s.io/component-base/logs/json/register"
+	_ "k8s.io/component-base/metrics/prometheus/clientgo"
+	_ "k8s.io/component-base/metrics/prometheus/version"
+	"k8s.io/kubernetes/cmd/kube-scheduler/app"
+)
+
+func main() {
+	os.Exit(cli.Run(app.NewSchedulerCommand()))
+}
+"""
+
 # The programs built from k8s.io/kubernetes' module beside kube-apiserver, in the same
-# cache directory (one go build; a kubelet would join them here).
-KUBERNETES_MORE_MAINS = {KUBE_CONTROLLER_MANAGER: KUBE_CONTROLLER_MANAGER_MAIN}
+# cache directory (one go build). A binary joins the cache directory without touching
+# the ones already there: only the missing ones are built.
+KUBERNETES_MORE_MAINS = {
+    KUBE_CONTROLLER_MANAGER: KUBE_CONTROLLER_MANAGER_MAIN,
+    KUBELET: KUBELET_MAIN,
+    KUBE_SCHEDULER: KUBE_SCHEDULER_MAIN,
+}
+# Built only for a test node (crdscale.cluster.node), never for a cell's control plane.
+NODE_PROGRAMS = (KUBELET, KUBE_SCHEDULER)
 # Measured here (2 cores, warm Go build cache, kube-apiserver of the same version built).
-KUBERNETES_MORE_DURATIONS = {KUBE_CONTROLLER_MANAGER: "3-5 minutes on 2 cores beside a built kube-apiserver"}
+KUBERNETES_MORE_DURATIONS = {
+    KUBE_CONTROLLER_MANAGER: "3-5 minutes on 2 cores beside a built kube-apiserver",
+    KUBELET: "1-2 minutes on 2 cores beside a built kube-apiserver and kube-controller-manager",
+    KUBE_SCHEDULER: "1-2 minutes on 2 cores beside a built kube-apiserver and kube-controller-manager",
+}
 
 ETCD_MAIN = """\
 package main
@@ -292,7 +346,7 @@ def kube_apiserver_from_source(tree: str | os.PathLike, *, base_version: str | N
     if program.binary.is_file() and os.access(program.binary, os.X_OK):
         return Binary(program.binary, source.version, "cache", source.facts())
     write_json_atomic(program.out_dir / "source.json", source.facts())  # the cache directory explains itself
-    path = gobuild.build(program)
+    path = gobuild.build(program, names=[n for n in program.mains if n not in NODE_PROGRAMS])
     # Edited while Go compiled it: the binary may hold either state, so it must not be cached as this one.
     if kubesource.read_source(tree, fallback_version=fallback) != source:
         path.unlink(missing_ok=True)
@@ -329,7 +383,9 @@ def kube_apiserver(
     if cached:
         return Binary(cached, version, "cache")
     info = _download_kubernetes_module(version)
-    path = gobuild.build(kube_apiserver_program(version, module_info=info))
+    program = kube_apiserver_program(version, module_info=info)
+    # The kubelet only when a test node asks for it (kubelet()): cells never run one.
+    path = gobuild.build(program, names=[n for n in program.mains if n not in NODE_PROGRAMS])
     return Binary(path, version, "built")
 
 
@@ -363,6 +419,28 @@ def kube_controller_manager(version: str | None = None, *, source: str | os.Path
         gobuild.build(program, names=[KUBE_CONTROLLER_MANAGER])
         found = "built"
     return Binary(program.binary_path(KUBE_CONTROLLER_MANAGER), kcm_version, found, built_from)
+
+
+def node_binaries(version: str | None = None) -> dict[str, Binary]:
+    """The kubelet and kube-scheduler of a test node (:mod:`crdscale.cluster.node`), name ->
+    :class:`Binary`: ``$CRDSCALE_KUBELET`` for the kubelet, else built from the same modules as
+    kube-apiserver ``version`` into the same cache directory -- by one ``go build`` with
+    whatever else of that directory is missing, so the binaries already there stay as they are."""
+    node_version = normalize_version(version or DEFAULT_KUBE_VERSION)
+    found: dict[str, Binary] = {}
+    if os.environ.get(KUBELET_ENV):
+        found[KUBELET] = _explicit(os.environ[KUBELET_ENV], f"${KUBELET_ENV}", node_version)
+    out_dir = binaries_dir("kube-apiserver", node_version)
+    for name in NODE_PROGRAMS:
+        if name not in found and os.access(out_dir / name, os.X_OK) and (out_dir / name).is_file():
+            found[name] = Binary(out_dir / name, node_version, "cache")
+    if len(found) < len(NODE_PROGRAMS):
+        program = kube_apiserver_program(node_version, module_info=_download_kubernetes_module(node_version))
+        # With kube-apiserver missing too, one go build makes them all (shared packages compile once).
+        gobuild.build(program, names=program.missing())
+        for name in NODE_PROGRAMS:
+            found.setdefault(name, Binary(program.binary_path(name), node_version, "built"))
+    return found
 
 
 def etcd_program(version: str) -> gobuild.GoProgram:

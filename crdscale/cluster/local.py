@@ -35,7 +35,7 @@ import yaml
 
 from crdscale.cluster import binaries, pki
 from crdscale.cluster.clients import Cluster, Credentials, RequestsTransport, connect
-from crdscale.cluster.versions import DEFAULT_CONTROLLERS, DEFAULT_KUBE_VERSION
+from crdscale.cluster.versions import DEFAULT_CONTROLLERS, DEFAULT_KUBE_VERSION, normalize_version
 from crdscale.errors import ClusterError, UsageError
 from crdscale.fsutil import read_json, write_atomic, write_json_atomic
 from crdscale.paths import instances_dir
@@ -160,6 +160,8 @@ class LocalControlPlane:
         controller_manager_flags: extra ``--flag=value`` arguments for it.
         ready_timeout_s: how long to wait for ``/readyz``.
         keep_state: keep the instance directory (logs, etcd data) after stop.
+        node: also run a node here (containerd, kubelet, kube-scheduler; see
+            :mod:`crdscale.cluster.node`), so pods run; needs root and Debian's containerd.
 
     Example::
 
@@ -183,6 +185,7 @@ class LocalControlPlane:
         controller_manager_flags: Sequence[str] = (),
         ready_timeout_s: float = 180.0,
         keep_state: bool = False,
+        node: bool = False,
     ):
         self.requested_version = version
         self.etcd_spec = etcd
@@ -197,6 +200,11 @@ class LocalControlPlane:
             raise UsageError("kube-controller-manager needs at least one controller ('*' for its default set)")
         self.ready_timeout_s = ready_timeout_s
         self.keep_state = keep_state
+        self.node = node
+        if node and not controller_manager:
+            raise UsageError(
+                "a node needs kube-controller-manager (service-account tokens, Job and ReplicaSet controllers)"
+            )
         label = "src" if self.kube_source else (version or DEFAULT_KUBE_VERSION).lstrip("v").replace(".", "-")
         self.name = name or f"k{label}-{secrets.token_hex(2)}"
         self.state_dir = instances_dir() / self.name
@@ -282,6 +290,14 @@ class LocalControlPlane:
             raise UsageError(
                 f"instance {self.name!r} already exists ({self.state_dir}); pick another name or run 'crdscale down {self.name}'"
             )
+        node_binaries = None
+        if self.node:
+            from crdscale.cluster import node
+
+            # The kubelet is the control plane's release (a source tree's base release).
+            node_version = normalize_version(self.requested_version or DEFAULT_KUBE_VERSION)
+            node.check_host(node_version)
+            node_binaries = node.prepare(node_version)
         apiserver = binaries.kube_apiserver(
             self.requested_version, binary=self.apiserver_binary, source=self.kube_source
         )
@@ -324,6 +340,9 @@ class LocalControlPlane:
         self._save()
         try:
             creds = pki.create_credentials(self.state_dir / "pki")
+            if self.node:
+                self.apiserver_flags += node.apiserver_flags(creds)
+                self.state["apiserver_flags"] = self.apiserver_flags
             self._write_kubeconfig(creds)
             self._start_etcd(etcd.path)
             self._start_apiserver(apiserver.path, creds)
@@ -331,6 +350,8 @@ class LocalControlPlane:
             self.state["versions"]["kube-apiserver"] = reported
             if kcm is not None:
                 self._start_controller_manager(kcm.path, creds)
+            if node_binaries is not None:
+                node.start(self, node_binaries)
             self.state["status"] = "ready"
             self._save()
         except BaseException:
@@ -421,7 +442,8 @@ class LocalControlPlane:
             f"--tls-private-key-file={creds.serving_key}",
             f"--client-ca-file={creds.ca_cert}",
             f"--token-auth-file={creds.token_file}",
-            "--authorization-mode=RBAC",
+            # A list flag: given twice it is refused, so a caller's (a node's Node,RBAC) replaces it.
+            *(() if any(f.startswith("--authorization-mode") for f in flags) else ("--authorization-mode=RBAC",)),
             "--service-account-issuer=https://kubernetes.default.svc.cluster.local",
             f"--service-account-key-file={creds.sa_public_key}",
             f"--service-account-signing-key-file={creds.sa_private_key}",
@@ -608,6 +630,10 @@ class LocalControlPlane:
         if self._cluster is not None:
             self._cluster.close()
             self._cluster = None
+        if self.state.get("node"):  # before the API server: the kubelet's pods go first
+            from crdscale.cluster import node
+
+            node.stop(self)
         # Clients of kube-apiserver first, then kube-apiservers: stopping etcd under one makes it
         # log errors for seconds, and the controller-manager would retry its watches meanwhile.
         for record in sorted(self.processes, key=_stop_order):
@@ -693,6 +719,7 @@ class InstanceInfo:
     versions: dict
     created_at: str
     processes_alive: dict
+    has_node: bool = False  # runs a test node (crdscale.cluster.node)
 
 
 def list_instances() -> list[InstanceInfo]:
@@ -721,6 +748,7 @@ def list_instances() -> list[InstanceInfo]:
                 state.get("versions", {}),
                 state.get("created_at", ""),
                 alive,
+                bool(state.get("node")),
             )
         )
     return sorted(found, key=lambda i: i.created_at, reverse=True)

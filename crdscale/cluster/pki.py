@@ -190,3 +190,38 @@ def create_credentials(pki_dir: Path, *, valid_days: int = 30) -> Credentials:
     write_atomic(creds.token_file, f'{token},{ADMIN_USER},{ADMIN_USER},"system:masters"\n', mode=0o600)
     write_atomic(creds.admin_token_file, token, mode=0o600)
     return creds
+
+
+def issue_client_certificate(
+    creds: Credentials,
+    common_name: str,
+    organizations: tuple[str, ...],
+    cert_path: Path,
+    key_path: Path,
+    *,
+    valid_days: int = 30,
+) -> None:
+    """Sign a client certificate for user ``common_name`` in groups ``organizations`` with the
+    instance's CA (as kubeadm does for a node's kubelet and for kube-apiserver's kubelet client),
+    written to ``cert_path`` and ``key_path`` (0600)."""
+    ca_cert = x509.load_pem_x509_certificate(creds.ca_cert.read_bytes())
+    ca_key = serialization.load_pem_private_key(creds.ca_key.read_bytes(), password=None)
+    key = ec.generate_private_key(ec.SECP256R1())
+    now = dt.datetime.now(dt.timezone.utc)
+    subject = [x509.NameAttribute(NameOID.ORGANIZATION_NAME, org) for org in organizations]
+    subject.append(x509.NameAttribute(NameOID.COMMON_NAME, common_name))
+    cert = (
+        x509.CertificateBuilder()
+        .subject_name(x509.Name(subject))
+        .issuer_name(ca_cert.subject)
+        .public_key(key.public_key())
+        .serial_number(x509.random_serial_number())
+        .not_valid_before(now - dt.timedelta(minutes=5))
+        .not_valid_after(now + dt.timedelta(days=valid_days))
+        .add_extension(x509.BasicConstraints(ca=False, path_length=None), critical=True)
+        .add_extension(x509.ExtendedKeyUsage([x509.oid.ExtendedKeyUsageOID.CLIENT_AUTH]), critical=False)
+        .add_extension(x509.AuthorityKeyIdentifier.from_issuer_public_key(ca_key.public_key()), critical=False)
+        .sign(ca_key, hashes.SHA256())
+    )
+    write_atomic(cert_path, cert.public_bytes(serialization.Encoding.PEM))
+    write_atomic(key_path, _pem_key(key), mode=0o600)

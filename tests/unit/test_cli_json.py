@@ -64,6 +64,7 @@ def test_status_json(monkeypatch, capsys):
                 "versions": {"kube-apiserver": "v1.37.1", "etcd": "v3.6.16"},
                 "created_at": "2026-11-22T03:15:00Z",
                 "processes_alive": {"etcd": True, "kube-apiserver": True},
+                "has_node": False,
             }
         ],
         "runs": [],

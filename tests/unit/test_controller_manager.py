@@ -36,13 +36,14 @@ def test_kubernetes_module_builds_both_binaries_side_by_side(tmp_path):
         "module k8s.io/kubernetes\n\ngo 1.26.0\n\nreplace (\n\tk8s.io/api => ./staging/src/k8s.io/api\n)\n"
     )
     program = binaries.kube_apiserver_program("v1.37.1", module_info={"GoMod": str(gomod)})
-    assert list(program.mains) == ["kube-apiserver", CONTROLLER_MANAGER]
-    assert set(program.source_files()) == {"cmd/kube-apiserver/main.go", "cmd/kube-controller-manager/main.go"}
+    # kubelet and kube-scheduler are built only for a test node (binaries.node_binaries).
+    assert list(program.mains) == ["kube-apiserver", CONTROLLER_MANAGER, "kubelet", "kube-scheduler"]
+    assert set(program.source_files()) == {f"cmd/{name}/main.go" for name in program.mains}
     assert "app.NewControllerManagerCommand()" in program.mains[CONTROLLER_MANAGER]
     assert program.binary_path(CONTROLLER_MANAGER).parent == program.binary.parent
     assert program.package(CONTROLLER_MANAGER) == "./cmd/kube-controller-manager"
     with pytest.raises(KeyError):
-        program.binary_path("kubelet")
+        program.binary_path("kube-proxy")
 
 
 def test_single_program_keeps_its_layout(tmp_path):
