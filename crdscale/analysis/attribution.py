@@ -174,6 +174,28 @@ RULES: tuple[Rule, ...] = (
 )
 
 
+# What objects bring, read before RULES by the per-object view (crdscale.analysis.perobject):
+# the objects a watch cache holds are decoded by the cacher's reflector, which RULES charges
+# to "watch-cache" whole; these rows say what the objects themselves are. Kept apart from
+# RULES so per-CRD numbers stay comparable with runs analysed before them.
+OBJECT_RULES: tuple[Rule, ...] = (
+    Rule(
+        "unstructured",
+        r"^k8s\.io/apimachinery/pkg/apis/meta/v1/unstructured",
+        "any",
+        "custom resources decoded into Unstructured (map[string]interface{}): a map entry and an "
+        "interface value per field, which the watch cache holds (#124680, #142062)",
+    ),
+    Rule(
+        "typed-objects",
+        r"^k8s\.io/api/",
+        "any",
+        "built-in objects (ConfigMaps, Secrets) decoded from protobuf into their Go structs",
+    ),
+    *RULES,
+)
+
+
 def rules_table(rules: Sequence[Rule] = RULES) -> pd.DataFrame:
     """The rule table as a DataFrame: ``order, cause, decides, pattern, why``."""
     return pd.DataFrame(
