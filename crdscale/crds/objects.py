@@ -131,7 +131,10 @@ def _schema_value(schema: Mapping[str, Any], chars: int, salt: int, room: list[i
     kind = schema.get("type")
     if kind == "object" or "properties" in schema:
         out = {}
-        for i, (name, sub) in enumerate(sorted((schema.get("properties") or {}).items())):
+        required = set(schema.get("required") or ())
+        # Required properties first, so a small object still validates.
+        ordered = sorted((schema.get("properties") or {}).items(), key=lambda kv: (kv[0] not in required, kv[0]))
+        for i, (name, sub) in enumerate(ordered):
             if depth == 0 and name in ("apiVersion", "kind", "metadata", "status"):
                 continue
             if room[0] <= 0:
@@ -150,6 +153,17 @@ def _schema_value(schema: Mapping[str, Any], chars: int, salt: int, room: list[i
     if schema.get("format") == "date-time":
         return "2026-01-01T00:00:00Z"
     return filler(chars, salt)
+
+
+def _required_value(schema: Mapping[str, Any]) -> Any:
+    """The least value ``schema`` accepts: its required properties only, each at its least."""
+    if "enum" in schema and schema["enum"]:
+        return schema["enum"][0]
+    kind = schema.get("type")
+    if kind == "object" or "properties" in schema:
+        props = schema.get("properties") or {}
+        return {name: _required_value(props.get(name) or {}) for name in schema.get("required") or () if name in props}
+    return _schema_value(schema, 1, 0, [0]) if kind != "array" else []
 
 
 def _schema_properties(schema: Mapping[str, Any]) -> int:
@@ -253,9 +267,14 @@ def custom_resource(
     else:
         payload = _PAYLOADS[shape]
         fields = _fields_for(size)
+        # What the CRD's schema requires (a provider CRD's spec.forProvider), at its least.
+        required = {
+            k: v for k, v in _required_value(storage_schema(crd)).items() if k not in ("apiVersion", "kind", "metadata")
+        }
+        required.pop(PAYLOAD_FIELD, None)
 
         def build(chars: int) -> dict:
-            return {**copy.deepcopy(head), PAYLOAD_FIELD: payload(fields, chars, salt)}
+            return {**copy.deepcopy(head), **copy.deepcopy(required), PAYLOAD_FIELD: payload(fields, chars, salt)}
 
     return _fit(build, size, f"{shape} {crd['spec']['names']['kind']}")
 
