@@ -91,12 +91,50 @@ def fit_per_object(points: pd.DataFrame, steps: pd.DataFrame, confidence: float 
         )
         rows.append((kind, metric, cause, e.value, e.low, e.high, e.se, e.dof, len(group), int(group["objects"].sum())))
     out = pd.DataFrame(rows, columns=PER_OBJECT_COLUMNS[:-1])
+    # Series have no total: their share is left undefined.
     totals = out[out["cause"] == TOTAL].set_index(["kind", "metric"])["per_object"]
     denominator = totals.reindex(pd.MultiIndex.from_frame(out[["kind", "metric"]])).to_numpy()
     out["share"] = np.where(denominator != 0, out["per_object"] / denominator, np.nan)
     out["_total"] = out["cause"] == TOTAL
     out = out.sort_values(["kind", "metric", "_total", "per_object"], ascending=[True, True, True, False])
     return out.drop(columns="_total").reset_index(drop=True)
+
+
+# Series read at each object step's profile, fitted per object like the heap: (job, metric) -> label.
+# kube-controller-manager's heap holds the garbage collector's and quota controller's metadata
+# informers (every object's metadata), etcd's database holds every object once more.
+SERIES_PER_OBJECT = {
+    ("kube-apiserver-proc", "process_resident_memory_bytes"): "kube-apiserver RSS",
+    ("kube-apiserver", "go_memstats_heap_inuse_bytes"): "kube-apiserver heap in use (metrics)",
+    ("kube-controller-manager", "go_memstats_heap_inuse_bytes"): "kube-controller-manager heap in use",
+    ("kube-controller-manager-proc", "process_resident_memory_bytes"): "kube-controller-manager RSS",
+    ("etcd", "etcd_mvcc_db_total_size_in_use_in_bytes"): "etcd database in use",
+    ("etcd", "process_resident_memory_bytes"): "etcd RSS",
+}
+SERIES_METRIC = "series"
+
+
+def series_step_points(series: pd.DataFrame | None, marks: pd.DataFrame) -> pd.DataFrame:
+    """Each series of :data:`SERIES_PER_OBJECT` at each step's mark (``marks``: ``step, timestamp``):
+    ``step, metric, cause, value`` with ``metric`` = :data:`SERIES_METRIC` and ``cause`` the series'
+    label, so :func:`fit_per_object` fits them as it fits the heap (last sample at or before a mark,
+    summed over labels)."""
+    from crdscale.analysis.percrd import series_points
+
+    columns = ["step", "metric", "cause", "value"]
+    if series is None or not len(series) or marks.empty:
+        return pd.DataFrame(columns=columns)
+    at = pd.DataFrame({"timestamp": marks["timestamp"], "crds": marks["step"], "phase": "served"})
+    frames = []
+    for (job, name), label in SERIES_PER_OBJECT.items():
+        points = series_points(series, at, job=job, metrics={name: label})
+        if len(points):
+            frames.append(
+                pd.DataFrame(
+                    {"step": points["crds"], "metric": SERIES_METRIC, "cause": label, "value": points["value"]}
+                )
+            )
+    return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame(columns=columns)
 
 
 def size_estimate_per_object(series: pd.DataFrame | None, marks: pd.DataFrame, resources: dict[str, list[str]]) -> dict:

@@ -187,6 +187,13 @@ def render_per_object(analysis, metric: str = "bytes", confidence: float = 0.95)
             ci = f"[{_fmt(r.per_object_low, metric)}, {_fmt(r.per_object_high, metric)}]"
             share = "" if math.isnan(r.share) else f"{100 * r.share:6.1f}%"
             lines.append(f"{r.cause:<18} {_fmt(r.per_object, metric):>14} {ci:>29} {share:>7}")
+    series = per_object[per_object["metric"] == "series"]
+    if len(series):
+        lines.append("")
+        lines.append(f"From the series at the same steps (bytes per object; {level}; RSS is noisy: freed heap stays):")
+        for r in series.sort_values(["kind", "cause"]).itertuples(index=False):
+            ci = f"[{_fmt(r.per_object_low, 'bytes')}, {_fmt(r.per_object_high, 'bytes')}]"
+            lines.append(f"{r.kind:<16} {r.cause:<38} {_fmt(r.per_object, 'bytes'):>12} {ci:>29}")
     amp = analysis.amplification
     if amp is not None and len(amp):
         lines.append("")

@@ -433,6 +433,21 @@ def per_object_numbers(analysis, *, top_causes: int = TOP_CAUSES) -> list[tuple]
                         f"heap per object / {a['serialized_source']}",
                     )
                 )
+        series = per_object[(per_object["metric"] == "series") & (per_object["kind"] == kind)].set_index("cause")
+        for name in ("kube-controller-manager heap in use", "etcd database in use"):
+            if name in series.index:
+                r = series.loc[name]
+                rows.append(
+                    (
+                        f"object_series:{kind}:{name}",
+                        f"{name[0].upper() + name[1:]} per {label}",
+                        float(r["per_object"]),
+                        float(r["per_object_low"]),
+                        float(r["per_object_high"]),
+                        "bytes/object",
+                        "metrics series at the same steps, interval from their increments",
+                    )
+                )
         causes = fits[~fits["cause"].isin([TOTAL, OTHER])].sort_values("per_object", ascending=False, kind="stable")
         for r in causes.head(top_causes).itertuples(index=False):
             rows.append(

@@ -366,15 +366,21 @@ class Run:
             PER_OBJECT_COLUMNS,
             amplification,
             fit_per_object,
+            series_step_points,
             size_estimate_per_object,
         )
 
         steps = self.object_steps
         if steps.empty:
             return pd.DataFrame(columns=PER_OBJECT_COLUMNS), pd.DataFrame(columns=AMPLIFICATION_COLUMNS)
-        fits = fit_per_object(self.object_points(), steps, confidence)
         heap = self.heap_profiles()
         ends = heap[heap["phase"].isna() | (heap["phase"] == "")][["step", "timestamp"]]
+        points = self.object_points()
+        # The memory series at the same marks (kube-controller-manager's informers, etcd), fitted alike.
+        series = series_step_points(self.series, ends)
+        if len(series):
+            points = pd.concat([points, series.assign(phase="served")], ignore_index=True)
+        fits = fit_per_object(points, steps, confidence)
         marks = ends.merge(steps, on="step", how="left").fillna({"kind": "", "objects_in_step": 0})
         info = self.manifest.get("objects") or {}
         estimate = size_estimate_per_object(self.series, marks, info.get("resources") or {})
