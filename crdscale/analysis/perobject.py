@@ -10,10 +10,11 @@ over the objects it added (``ΣΔy / ΣΔx``), its interval Student's t from the
 spread of its increments.
 
 The **amplification ratio** is the heap an object holds over its serialized
-size: the size the server itself reports (``apiserver_resource_size_estimate_bytes``,
-the growth of the kind's series over the objects added), the size of one object
-read back (``stored_bytes``: the server's fields and ``managedFields`` included)
-and the bytes crdscale sent (``sent_bytes``), side by side so each checks the others.
+size: the size of one object read back as JSON (``stored_bytes``: the server's fields and
+``managedFields`` included; the ratio's denominator), beside the size the server
+itself reports (``apiserver_resource_size_estimate_bytes`` over the objects: protobuf
+for built-ins; none for custom resources in v1.37.1) and the bytes crdscale sent
+(``sent_bytes``), so each checks the others.
 
 Pure: DataFrames in, DataFrames out (a run directory is read by
 :meth:`crdscale.rundir.Run.analysis`).
@@ -137,18 +138,21 @@ def series_step_points(series: pd.DataFrame | None, marks: pd.DataFrame) -> pd.D
     return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame(columns=columns)
 
 
-def size_estimate_per_object(series: pd.DataFrame | None, marks: pd.DataFrame, resources: dict[str, list[str]]) -> dict:
-    """The server's own serialized size per object of each kind: the growth of
-    ``apiserver_resource_size_estimate_bytes`` over the kind's object steps, per object added.
+def size_estimate_per_object(
+    series: pd.DataFrame | None, objects: dict[str, int], resources: dict[str, list[str]]
+) -> dict:
+    """The server's own serialized size per object of each kind: the last recorded value of
+    ``apiserver_resource_size_estimate_bytes`` summed over the kind's resources, over the kind's
+    objects (``objects``: kind -> count at the end).
 
-    ``marks`` has ``step, timestamp, kind, objects_in_step`` (one row per object step, its
-    profile's time); ``resources`` maps a kind to the ``resource`` label values of its series
-    (``configmaps``; ``<plural>`` of each CRD). Each step's growth is the series' last value at
-    its mark minus the one at the previous step's mark. Returns ``{kind: bytes per object}``
-    for kinds whose series the run recorded.
+    ``resources`` maps a kind to the ``resource`` label values of its series (``configmaps``;
+    the plural of each CRD). The last value, not the growth between steps: the estimate is
+    refreshed on its own schedule and lags a step's writes. Kinds whose series is missing, 0
+    (v1.37.1 keeps none for custom resources) or -1 (a fetching error) are left out; other
+    objects of a built-in kind (a namespace's kube-root-ca.crt) count too, a few in thousands.
     """
     out: dict[str, float] = {}
-    if series is None or len(series) == 0 or marks.empty:
+    if series is None or len(series) == 0:
         return out
     data = series[series["metric"] == SIZE_ESTIMATE_METRIC]
     if "job" in data.columns:
@@ -157,25 +161,15 @@ def size_estimate_per_object(series: pd.DataFrame | None, marks: pd.DataFrame, r
         return out
     labels = data["labels"].map(_labels)
     ts = pd.to_datetime(data["timestamp"], utc=True)
-    times = pd.to_datetime(marks["timestamp"], utc=True)
     for kind, names in resources.items():
         sel = labels.map(lambda lab, names=names: lab.get("resource") in names)
-        if not sel.any():
+        count = objects.get(kind, 0)
+        if not sel.any() or count <= 0:
             continue
-        # Summed over the kind's resources at each scrape.
         one = pd.Series(data.loc[sel, "value"].to_numpy(), index=ts[sel]).groupby(level=0).sum().sort_index()
-        grown, added = 0.0, 0
-        ordered = marks.assign(timestamp=times).sort_values("step")
-        previous = None
-        for r in ordered.itertuples(index=False):
-            at = one[: r.timestamp]
-            value = float(at.iloc[-1]) if len(at) else None
-            if r.kind == kind and previous is not None and value is not None:
-                grown += value - previous
-                added += int(r.objects_in_step)
-            previous = value
-        if added > 0 and grown > 0:
-            out[kind] = grown / added
+        last = float(one.iloc[-1])
+        if last > 0:
+            out[kind] = last / count
     return out
 
 
@@ -207,9 +201,11 @@ def amplification(
     """Heap per object over its serialized size, per kind (:data:`AMPLIFICATION_COLUMNS`).
 
     ``per_object`` is :func:`fit_per_object`'s; ``sizes`` maps a kind to ``sent_bytes`` and
-    ``stored_bytes`` (one object read back); ``server_estimate`` the server's own bytes per object
-    (:func:`size_estimate_per_object`). The ratio divides by the server's estimate when there
-    is one (``serialized_source`` says which), else by the stored size, else by the bytes sent.
+    ``stored_bytes`` (one object read back as JSON: the server's fields and managedFields
+    included); ``server_estimate`` the server's own bytes per object as stored
+    (:func:`size_estimate_per_object`: protobuf for built-ins, so smaller). The ratio divides by
+    the stored JSON size, the same measure for every kind and #142062's (``serialized_source``
+    says which was used), else by the server's estimate, else by the bytes sent.
     """
     rows = []
     server_estimate = server_estimate or {}
@@ -218,7 +214,7 @@ def amplification(
         size = sizes.get(r.kind, {})
         sent, stored = size.get("sent_bytes"), size.get("stored_bytes")
         estimate = server_estimate.get(r.kind)
-        for source, value in (("server estimate", estimate), ("stored object", stored), ("sent", sent)):
+        for source, value in (("stored JSON", stored), ("server estimate", estimate), ("sent", sent)):
             if value:
                 serialized, serialized_source = float(value), source
                 break

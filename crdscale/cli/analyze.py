@@ -203,6 +203,11 @@ def render_per_object(analysis, metric: str = "bytes", confidence: float = 0.95)
                 f"{r.kind:<18} {r.amplification:6.1f}x [{r.amplification_low:.1f}, {r.amplification_high:.1f}]  "
                 f"heap {_fmt(r.heap_per_object, 'bytes')} / {_fmt(r.serialized_bytes, 'bytes')} ({r.serialized_source}); "
                 f"sent {_fmt(r.sent_bytes, 'bytes')}, stored {_fmt(r.stored_bytes, 'bytes')}"
+                + (
+                    f", server estimate {_fmt(r.server_estimate_bytes, 'bytes')}"
+                    if r.server_estimate_bytes == r.server_estimate_bytes and r.server_estimate_bytes is not None
+                    else ""
+                )
             )
     return lines
 

@@ -381,9 +381,9 @@ class Run:
         if len(series):
             points = pd.concat([points, series.assign(phase="served")], ignore_index=True)
         fits = fit_per_object(points, steps, confidence)
-        marks = ends.merge(steps, on="step", how="left").fillna({"kind": "", "objects_in_step": 0})
         info = self.manifest.get("objects") or {}
-        estimate = size_estimate_per_object(self.series, marks, info.get("resources") or {})
+        counts = steps.groupby("kind")["objects_in_step"].sum().to_dict()
+        estimate = size_estimate_per_object(self.series, counts, info.get("resources") or {})
         return fits, amplification(fits, info.get("kinds") or {}, estimate)
 
     @property

@@ -56,44 +56,37 @@ def test_a_step_without_its_neighbour_is_left_out():
     assert one["per_object"] == pytest.approx(1000) and math.isnan(one["per_object_low"])
 
 
-def test_amplification_prefers_the_server_estimate():
+def test_amplification_divides_by_the_stored_json():
     per_object = pd.DataFrame(
         [("customresources", "bytes", "total", 8000.0, 7000.0, 9000.0, 1.0, 1.0, 2, 2000, 1.0)],
         columns=perobject.PER_OBJECT_COLUMNS,
     )
     sizes = {"customresources": {"sent_bytes": 1024, "stored_bytes": 1600}}
     amp = perobject.amplification(per_object, sizes, {"customresources": 1500.0}).iloc[0]
-    assert amp["serialized_source"] == "server estimate" and amp["amplification"] == pytest.approx(8000 / 1500)
-    assert amp["amplification_low"] == pytest.approx(7000 / 1500)
-    amp = perobject.amplification(per_object, sizes).iloc[0]
-    assert amp["serialized_source"] == "stored object" and amp["amplification"] == pytest.approx(5.0)
+    assert amp["serialized_source"] == "stored JSON" and amp["amplification"] == pytest.approx(5.0)
+    assert amp["amplification_low"] == pytest.approx(7000 / 1600) and amp["server_estimate_bytes"] == 1500.0
+    amp = perobject.amplification(per_object, {"customresources": {"sent_bytes": 1024}}, {"customresources": 1500.0})
+    assert amp.iloc[0]["serialized_source"] == "server estimate"
 
 
-def test_size_estimate_per_object_from_the_series_growth():
+def test_size_estimate_per_object_from_the_last_value():
     t = pd.Timestamp("2026-11-24T04:00:00Z")
     series = pd.DataFrame(
         [
             (t + pd.Timedelta(seconds=s), "kube-apiserver", "apiserver_resource_size_estimate_bytes", lab, v)
             for s, lab, v in [
                 (5, '{resource="configmaps"}', 10_000),
-                (15, '{resource="configmaps"}', 10_000),
-                (25, '{resource="configmaps"}', 1_510_000),
+                (25, '{resource="configmaps"}', 1_500_000),
                 (5, '{resource="widgets"}', 0),
-                (15, '{resource="widgets"}', 2_000_000),
-                (25, '{resource="widgets"}', 2_000_000),
+                (25, '{resource="widgets"}', 0),  # v1.37.1 keeps no estimate for custom resources
+                (5, '{resource="gadgets"}', 3_000_000),
             ]
         ],
         columns=["timestamp", "job", "metric", "labels", "value"],
     )
-    marks = pd.DataFrame(
-        [
-            (1, t + pd.Timedelta(seconds=10), "", 0),
-            (2, t + pd.Timedelta(seconds=20), "customresources", 1000),
-            (3, t + pd.Timedelta(seconds=30), "configmaps", 1000),
-        ],
-        columns=["step", "timestamp", "kind", "objects_in_step"],
-    )
     got = perobject.size_estimate_per_object(
-        series, marks, {"customresources": ["widgets"], "configmaps": ["configmaps"]}
+        series,
+        {"customresources": 1000, "configmaps": 1000, "gadgets": 1000},
+        {"customresources": ["widgets"], "configmaps": ["configmaps"], "gadgets": ["gadgets"]},
     )
-    assert got == {"customresources": pytest.approx(2000.0), "configmaps": pytest.approx(1500.0)}
+    assert got == {"configmaps": pytest.approx(1500.0), "gadgets": pytest.approx(3000.0)}
