@@ -203,10 +203,12 @@ OBJECT_RULES: tuple[Rule, ...] = (
     ),
     Rule(
         "unstructured",
-        r"^k8s\.io/apimachinery/pkg/apis/meta/v1/unstructured|^sigs\.k8s\.io/json",
+        r"^k8s\.io/apimachinery/pkg/apis/meta/v1/unstructured|^sigs\.k8s\.io/json"
+        r"|^k8s\.io/apimachinery/pkg/runtime/serializer/cbor|^github\.com/fxamacker/cbor",
         "any",
-        "custom resources decoded into Unstructured (map[string]interface{}): a map entry and an "
-        "interface value per field, which the watch cache holds (#124680, #142062)",
+        "custom resources decoded (from JSON, or CBOR with CBORServingAndStorage) into Unstructured "
+        "(map[string]interface{}): a map entry and an interface value per field, which the watch cache "
+        "holds (#124680, #142062)",
     ),
     Rule(
         "typed-objects",

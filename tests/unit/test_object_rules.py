@@ -1,9 +1,10 @@
 """The per-object attribution rules on stacks recorded from a real run.
 
-tests/data/objects/ holds two heap profiles of kube-apiserver v1.37.1 from
+tests/data/objects/ holds heap profiles of kube-apiserver v1.37.1 from
 `crdscale run scenarios/objects.toml` (2 CRDs; then 4,000 flat custom resources
-and 4,000 ConfigMaps of 1 KiB), trimmed to the samples that stand for 256 KiB
-or more in use (crdscale.analysis.pprof.testing.encode_profile).
+and 4,000 ConfigMaps of 1 KiB) and, ``-cbor``, from the CBORServingAndStorage
+cell of `scenarios/objects-cbor.toml`, trimmed to the samples that stand for
+256 KiB or more in use (crdscale.analysis.pprof.testing.encode_profile).
 """
 
 from pathlib import Path
@@ -111,6 +112,24 @@ def test_recorded_stacks_hold_these_frames(after):
     for frames, _ in RECORDED:
         for frame in frames:
             assert frame in names, frame
+
+
+CBOR = [
+    "github.com/fxamacker/cbor/v2.(*decoder).parseMapToMap",
+    "github.com/fxamacker/cbor/v2.(*decMode).Unmarshal",
+    "k8s.io/apimachinery/pkg/runtime/serializer/cbor.(*serializer).unmarshal",
+    "k8s.io/apiserver/pkg/storage/etcd3.decodeObj",
+]
+
+
+def test_cbor_decoded_custom_resources_are_unstructured():
+    from crdscale.analysis.pprof.decode import function_arrays
+
+    cbor = parse_profile((DATA / "heap-crds2-cr4000-cm4000-cbor.pb.gz").read_bytes())
+    names = set(map(str, function_arrays(cbor)["name"]))
+    assert set(CBOR) <= names
+    assert classify_stack(CBOR, OBJECT_RULES) == "unstructured"
+    assert classify_stack(CBOR, RULES) == "watch-cache"  # RULES charges the whole decode to the cache
 
 
 def test_objects_grow_the_object_causes(before, after):
