@@ -88,6 +88,12 @@ EVENT_KINDS: dict[str, EventKind] = {
             ("run_id", "crds_in_step", *_STEP_COUNTS, *_STEP_SUMMARY, *_OBJECT_STEP, "objects", "object_bytes"),
             "a step ended; crds = CRDs installed so far; objects (object_bytes) = objects (JSON bytes) per kind so far",
         ),
+        EventKind(
+            "objects.cached",
+            ("step", "object_kind", "seconds"),
+            (),
+            "the watch cache serves every object the step wrote (waited `seconds` after the writes)",
+        ),
         EventKind("install.start", ("step", "crds_in_step"), ("run_id",), "create requests of a step begin"),
         EventKind(
             "install.end",

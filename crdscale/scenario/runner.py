@@ -437,6 +437,9 @@ class ScenarioRunner:
             t0 = time.monotonic()
             writer.write(targets[kind], per_target, progress=self.progress.advance)
             write_s = time.monotonic() - t0
+            # The profile must see this step's objects in the watch cache, not the next step's.
+            waited = writer.wait_cached(targets[kind])
+            self.events.emit("objects.cached", step=index, object_kind=kind, seconds=round(waited, 3))
             if kind not in stored:
                 sent = o["bytes"]
                 stored[kind] = {"sent_bytes": sent, "stored_bytes": writer.stored_bytes(targets[kind][0])}
