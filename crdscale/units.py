@@ -63,13 +63,15 @@ def fmt_number(value: float | None, *, missing: str = MISSING) -> str:
 
 
 def fmt_value(value: float | None, unit: str, *, missing: str = MISSING) -> str:
-    """A number in its unit, for tables: ``bytes`` and ``bytes/CRD`` scaled (:func:`fmt_bytes`),
-    ``share`` in percent, ``CRDs`` and ``steps`` as whole numbers, anything else to three
-    significant digits followed by its unit."""
+    """A number in its unit, for tables: ``bytes``, ``bytes/CRD`` and ``bytes/object`` scaled
+    (:func:`fmt_bytes`), ratios (``x``) with a ×, ``share`` in percent, ``CRDs`` and ``steps`` as
+    whole numbers, anything else to three significant digits followed by its unit."""
     if is_missing(value):
         return missing
-    if unit in ("bytes", "bytes/CRD"):
-        return fmt_bytes(value) + ("/CRD" if unit == "bytes/CRD" else "")
+    if unit in ("bytes", "bytes/CRD", "bytes/object"):
+        return fmt_bytes(value) + {"bytes": "", "bytes/CRD": "/CRD", "bytes/object": "/object"}[unit]
+    if unit == "x":
+        return f"{value:,.1f}×"
     if unit == "share":
         return f"{100 * value:.1f}%"
     if unit in ("CRDs", "steps"):

@@ -253,7 +253,7 @@ def render_run_directory() -> str:
 
 
 def render_attribution_rules() -> str:
-    from crdscale.analysis.attribution import OTHER, RULES
+    from crdscale.analysis.attribution import OBJECT_RULES, OTHER, RULES
 
     out = [HEADER.format(source="crdscale/analysis/attribution.py RULES"), "# Attribution rules\n"]
     out.append(
@@ -263,6 +263,18 @@ def render_attribution_rules() -> str:
     )
     out.append("| # | cause | decides | pattern (searched in function names) | why |\n|---|---|---|---|---|")
     for i, rule in enumerate(RULES, 1):
+        out.append(f"| {i} | `{rule.name}` | {rule.decides} | `{_cell(rule.pattern)}` | {_cell(rule.why)} |")
+    out.append("")
+    extra = [r for r in OBJECT_RULES if r not in RULES]
+    out.append("## What objects bring\n")
+    out.append(
+        'The per-object view of a run that grew objects (`steps.grow = "objects"`) reads these rows '
+        "first, then the table above (`crdscale.analysis.attribution.OBJECT_RULES`): they say what the "
+        "objects a watch cache holds are made of, which the table above charges to `watch-cache` whole "
+        "(see [what an object costs](../explanation/objects.md)).\n"
+    )
+    out.append("| # | cause | decides | pattern (searched in function names) | why |\n|---|---|---|---|---|")
+    for i, rule in enumerate(extra, 1):
         out.append(f"| {i} | `{rule.name}` | {rule.decides} | `{_cell(rule.pattern)}` | {_cell(rule.why)} |")
     out.append("")
     return "\n".join(out)

@@ -377,6 +377,11 @@ class Comparison:
     process_jobs: dict[str, str | None] = field(default_factory=dict)
     replicates: dict[str, str] = field(default_factory=dict)
     repeat_spread: pd.DataFrame = field(default_factory=pd.DataFrame)
+    # Runs that grew objects: each run's per-object fits and amplification (crdscale.analysis.perobject),
+    # and the differences of heap per object from the reference run (Welch); empty otherwise.
+    per_object: pd.DataFrame = field(default_factory=pd.DataFrame)
+    amplification: pd.DataFrame = field(default_factory=pd.DataFrame)
+    per_object_joint: pd.DataFrame = field(default_factory=pd.DataFrame)
 
     @property
     def compared(self) -> list[str]:
@@ -452,10 +457,16 @@ def compare_runs(
         raise UsageError("give one distinct label per run")
 
     points, spoints, ends, establish, per_crd, last_served = {}, {}, {}, {}, {}, {}
+    per_object, amplification = {}, {}
     notes = []  # what each run's numbers leave out or cannot vouch for
     for label, run in zip(labels, runs):
         found = run.heap_profile_set()  # profiles that cannot be fitted are set aside, and said
         heap, profiles = found.rows, found.decoded
+        if len(run.object_steps):
+            # Object steps add objects, not CRDs: they are the per-object view's, not the per-CRD fits'.
+            per_object[label], amplification[label] = run.per_object(confidence)
+            heap = heap[~heap["step"].isin(run.object_steps["step"])].reset_index(drop=True)
+            found = type(found)(heap, profiles, found.skipped)
         notes += [f"{label}: {w}" for w in run.warnings] + [
             f"{label}: left out of the fits: {s}" for s in found.skipped
         ]
@@ -517,7 +528,42 @@ def compare_runs(
         process_jobs={label: process_source(run.series) for label, run in zip(labels, runs)},
         replicates=replicates,
         repeat_spread=replicate_spread(stack_runs(per_crd), replicates, confidence) if replicates else pd.DataFrame(),
+        per_object=stack_runs(per_object) if per_object else pd.DataFrame(),
+        amplification=stack_runs(amplification) if amplification else pd.DataFrame(),
+        per_object_joint=per_object_differences(stack_runs(per_object), labels[0], confidence)
+        if len(per_object) > 1
+        else pd.DataFrame(),
     )
+
+
+PER_OBJECT_JOINT_COLUMNS = [
+    "run", "reference", "kind", "cause", "per_object_reference", "per_object",
+    "difference", "difference_low", "difference_high", "relative",
+]  # fmt: skip
+
+
+def per_object_differences(per_object: pd.DataFrame, reference: str, confidence: float = 0.95) -> pd.DataFrame:
+    """Heap bytes per object of each kind and cause, each run minus ``reference``, with the
+    difference's interval from both runs' own variances (Welch: :func:`~crdscale.analysis.intervals.difference`).
+    ``per_object`` is stacked :func:`~crdscale.analysis.perobject.fit_per_object` tables (a ``run`` column)."""
+    rows = []
+    if per_object.empty or reference not in set(per_object["run"]):
+        return pd.DataFrame(columns=PER_OBJECT_JOINT_COLUMNS)
+    data = per_object[per_object["metric"] == "bytes"]
+    ref = data[data["run"] == reference].set_index(["kind", "cause"])
+
+    def estimate(r) -> Estimate:
+        return Estimate(r["per_object"], r["per_object_se"], r["dof"], r["per_object_low"], r["per_object_high"])
+
+    for r in data[data["run"] != reference].to_dict("records"):
+        key = (r["kind"], r["cause"])
+        if key not in ref.index:
+            continue
+        b = ref.loc[key]
+        d = difference(estimate(r), estimate(b), confidence)
+        relative = d.value / b["per_object"] if b["per_object"] else math.nan
+        rows.append((r["run"], reference, *key, b["per_object"], r["per_object"], d.value, d.low, d.high, relative))
+    return pd.DataFrame(rows, columns=PER_OBJECT_JOINT_COLUMNS)
 
 
 # --------------------------------------------------------------------------

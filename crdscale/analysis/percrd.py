@@ -532,6 +532,10 @@ class RunAnalysis:
     notes: list[str] = field(default_factory=list)  # other problems of the run's files (a reader's)
     # Process figures over the run (``metric, first, last, peak, samples, source``: see analysis.process).
     process: pd.DataFrame = field(default_factory=pd.DataFrame)
+    # A run that grew objects: bytes per object by cause and kind, and the amplification ratio
+    # (crdscale.analysis.perobject); empty otherwise.
+    per_object: pd.DataFrame = field(default_factory=pd.DataFrame)
+    amplification: pd.DataFrame = field(default_factory=pd.DataFrame)
 
     @property
     def phases(self) -> list[str]:

@@ -18,9 +18,15 @@ schemas differ in size, also fits bytes per schema property by cause.
 
 -o json prints one document instead of the tables: {"metric", "confidence",
 "runs": [{"run_dir", "status", "reason", "heap_profiles", "skipped_profiles",
-"warnings", "phases", "fits", "install_serve", "series_fits",
-"unattributed_share", "written"}], "per_property"}, each table a list of
-records (bytes and objects per CRD, null where undefined).
+"warnings", "phases", "fits", "install_serve", "series_fits", "per_object",
+"amplification", "unattributed_share", "written"}], "per_property"}, each
+table a list of records (bytes and objects per CRD, null where undefined).
+
+A run that grew objects (steps.grow = "objects") adds the per-object view:
+heap per object of each kind (custom resources, ConfigMaps, Secrets) by
+cause, with intervals from the increments of the steps that added that
+kind, and the amplification ratio (heap per object over its serialized
+size, the server's apiserver_resource_size_estimate_bytes when recorded).
 
 CRD counts and phases come from the run's events.jsonl (a profile's file name
 is only a label: a name that disagrees with its event is an error). A profile
@@ -94,6 +100,9 @@ class Command:
                     written.append(write_table(analysis.series_fits, out / "series_percrd.csv"))
                 if len(analysis.install_serve):
                     written.append(write_table(analysis.install_serve, out / "install_serve.csv"))
+                if len(analysis.per_object):
+                    written.append(write_table(analysis.per_object, out / "perobject.csv"))
+                    written.append(write_table(analysis.amplification, out / "amplification.csv"))
                 if table:
                     print("wrote " + ", ".join(str(p) for p in written))
             if table:
@@ -140,6 +149,8 @@ def _json_run(analysis, metric: str, shares: dict, written: list) -> dict:
         "fits": analysis.fits,
         "install_serve": analysis.install_serve,
         "series_fits": analysis.series_fits,
+        "per_object": analysis.per_object if len(analysis.per_object) else None,
+        "amplification": analysis.amplification if len(analysis.amplification) else None,
         "unattributed_share": shares,
         "written": written,
     }
@@ -147,6 +158,49 @@ def _json_run(analysis, metric: str, shares: dict, written: list) -> dict:
 
 def _r2(value: float) -> str:
     return "   n/a" if is_missing(value) else f"{value:6.3f}"
+
+
+def render_per_object(analysis, metric: str = "bytes", confidence: float = 0.95) -> list[str]:
+    """The per-object view of a run that grew objects (no lines otherwise): heap per object of
+    each kind by cause, then the amplification ratio."""
+    per_object = analysis.per_object
+    if per_object is None or not len(per_object):
+        return []
+    level = f"{100 * confidence:g}% CI"
+    lines = []
+    for kind, fits in per_object[per_object["metric"] == metric].groupby("kind", sort=True):
+        lines.append("")
+        lines.append(
+            f"Heap in use per object of {kind} ({metric}; {int(fits['objects'].iloc[0]):,} objects added in "
+            f"{int(fits['increments'].iloc[0])} steps; {level}):"
+        )
+        for r in fits.itertuples(index=False):
+            ci = f"[{fmt_per_crd(r.per_object_low, metric)}, {fmt_per_crd(r.per_object_high, metric)}]"
+            share = "" if is_missing(r.share) else f"{100 * r.share:6.1f}%"
+            lines.append(f"{r.cause:<18} {fmt_per_crd(r.per_object, metric):>14} {ci:>29} {share:>7}")
+    series = per_object[per_object["metric"] == "series"]
+    if len(series):
+        lines.append("")
+        lines.append(f"From the series at the same steps (bytes per object; {level}; RSS is noisy: freed heap stays):")
+        for r in series.sort_values(["kind", "cause"]).itertuples(index=False):
+            ci = f"[{fmt_per_crd(r.per_object_low, 'bytes')}, {fmt_per_crd(r.per_object_high, 'bytes')}]"
+            lines.append(f"{r.kind:<16} {r.cause:<38} {fmt_per_crd(r.per_object, 'bytes'):>12} {ci:>29}")
+    amp = analysis.amplification
+    if amp is not None and len(amp):
+        lines.append("")
+        lines.append(f"Amplification (heap per object / serialized size; {level}):")
+        for r in amp.itertuples(index=False):
+            lines.append(
+                f"{r.kind:<18} {r.amplification:6.1f}x [{r.amplification_low:.1f}, {r.amplification_high:.1f}]  "
+                f"heap {fmt_per_crd(r.heap_per_object, 'bytes')} / {fmt_per_crd(r.serialized_bytes, 'bytes')} ({r.serialized_source}); "
+                f"sent {fmt_per_crd(r.sent_bytes, 'bytes')}, stored {fmt_per_crd(r.stored_bytes, 'bytes')}"
+                + (
+                    f", server estimate {fmt_per_crd(r.server_estimate_bytes, 'bytes')}"
+                    if not is_missing(r.server_estimate_bytes)
+                    else ""
+                )
+            )
+    return lines
 
 
 def render(analysis, metric: str = "bytes", confidence: float = 0.95) -> str:
@@ -187,6 +241,7 @@ def render(analysis, metric: str = "bytes", confidence: float = 0.95) -> str:
                 f"{r.cause:<18} {fmt_per_crd(r.per_installed, metric):>14} {ci_i:>29} "
                 f"{fmt_per_crd(r.per_served, metric):>14} {ci_s:>29}"
             )
+    lines += render_per_object(analysis, metric, confidence)
     if len(analysis.series_fits):
         lines.append("")
         points = analysis.series_points

@@ -171,9 +171,9 @@ class BarProgress:
     def message(self, text: str) -> None:
         self._tqdm.write(f"crdscale: {text}", file=sys.stderr)
 
-    def step_started(self, step: int, steps: int, crds: int) -> None:
+    def step_started(self, step: int, steps: int, crds: int, unit: str = "CRD") -> None:
         self.bar = self._tqdm(
-            total=crds, desc=f"step {step}/{steps}", unit="CRD", file=sys.stderr, leave=False, dynamic_ncols=True
+            total=crds, desc=f"step {step}/{steps}", unit=unit, file=sys.stderr, leave=False, dynamic_ncols=True
         )
 
     def advance(self, n: int = 1) -> None:

@@ -76,6 +76,12 @@ SERIES: tuple[Series, ...] = (
     Series("apiserver_request_duration_seconds_sum", by=("verb",)),
     Series("apiserver_storage_objects", by=("resource",), why="objects per resource in etcd (<= 1.30 name)"),
     Series("apiserver_resource_objects", by=("resource",), why="objects per resource (>= 1.31 name)"),
+    Series(
+        "apiserver_resource_size_estimate_bytes",
+        by=("resource",),
+        why="summed serialized size of a resource's stored objects, the server's own estimate (>= 1.34)",
+    ),
+    Series("apiserver_storage_size_bytes", why="etcd's database file as kube-apiserver sees it"),
     Series("apiserver_registered_watchers", by=("kind",), why="open watches per kind"),
     Series("apiserver_longrunning_requests", by=("verb",), why="in-flight WATCHes and other long requests"),
     Series("etcd_request_duration_seconds_count", by=("operation",), why="kube-apiserver -> etcd requests"),
@@ -87,6 +93,7 @@ SERIES: tuple[Series, ...] = (
     Series("process_resident_memory_bytes", job="etcd", why="etcd RSS"),
     Series("process_cpu_seconds_total", job="etcd"),
     Series("etcd_mvcc_db_total_size_in_bytes", job="etcd", why="etcd database size"),
+    Series("etcd_mvcc_db_total_size_in_use_in_bytes", job="etcd", why="etcd database size in use (after compaction)"),
     Series("go_goroutines", job="etcd"),
     # What each scrape cost: a scrape slower than the interval leaves a gap in every series above.
     Series("scrape_duration_seconds", why="how long scraping kube-apiserver's /metrics took"),

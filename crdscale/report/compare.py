@@ -108,7 +108,31 @@ def headline(comparison: Comparison) -> str:
             )
         if parts:
             sentences.append("; ".join(parts) + ".")
+    sentences += per_object_headline(comparison)
     return " ".join(sentences) or "No per-CRD difference could be fitted."
+
+
+def per_object_headline(comparison: Comparison) -> list[str]:
+    """Sentences for runs that grew objects: heap per object of each kind against the reference's,
+    and the amplification of each run (none when no run grew objects)."""
+    joint = comparison.per_object_joint
+    out = []
+    if joint is not None and len(joint):
+        for (run, kind), rows in joint[joint["cause"] == TOTAL].groupby(["run", "kind"], sort=False):
+            t = rows.iloc[0]
+            out.append(
+                f"{run}: {_signed(t['difference'])} heap per {kind[:-1] if kind.endswith('s') else kind} than "
+                f"{t['reference']} (95% CI {fmt_interval(t['difference_low'], t['difference_high'], 'bytes')}; "
+                f"{fmt_bytes(t['per_object'])} vs {fmt_bytes(t['per_object_reference'])})."
+            )
+    amp = comparison.amplification
+    if amp is not None and len(amp):
+        out.append(
+            "Amplification (heap per object / serialized size): "
+            + "; ".join(f"{r.run} {r.kind} {r.amplification:.1f}×" for r in amp.itertuples(index=False))
+            + "."
+        )
+    return out
 
 
 def _short_source(job) -> str:
@@ -155,6 +179,23 @@ def comparison_markdown(
         _markdown_table(differences_table(comparison)),
         "",
     ]
+    if len(comparison.per_object_joint):
+        table = comparison.per_object_joint[["run", "kind", "cause", "per_object_reference", "per_object"]].assign(
+            difference_ci=[
+                fmt_interval(lo, hi, "bytes")
+                for lo, hi in zip(
+                    comparison.per_object_joint["difference_low"], comparison.per_object_joint["difference_high"]
+                )
+            ]
+        )
+        for column in ("per_object_reference", "per_object"):
+            table[column] = table[column].map(fmt_bytes)
+        parts += [
+            "## Heap per object by cause, difference from " + comparison.reference,
+            "",
+            _markdown_table(table),
+            "",
+        ]
     if len(comparison.repeat_spread):
         parts += [
             "## Repeats: how much runs of one configuration differ",
@@ -225,6 +266,9 @@ def comparison_json(comparison: Comparison) -> dict:
         "joint": records(comparison.joint),
         "series": records(series_table(comparison)),
         "per_crd": records(comparison.per_crd),
+        "per_object": records(comparison.per_object),
+        "amplification": records(comparison.amplification),
+        "per_object_joint": records(comparison.per_object_joint),
     }
 
 

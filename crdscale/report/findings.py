@@ -213,7 +213,7 @@ def key_numbers(
     95% interval ``low``/``high`` are the analysis functions' own numbers
     (bytes, bytes per CRD, CRDs, or a share 0-1); ``key`` is stable for code.
     """
-    rows: list[tuple] = []
+    rows: list[tuple] = per_object_numbers(analysis, top_causes=top_causes)
     nan = math.nan
     points, fits, sfits, spoints = analysis.points, analysis.fits, analysis.series_fits, analysis.series_points
     max_crds = int(points["crds"].max()) if len(points) else 0
@@ -341,6 +341,156 @@ def key_numbers(
     return pd.DataFrame(rows, columns=NUMBER_COLUMNS)
 
 
+# How the per-object view names its kinds in sentences.
+KIND_LABELS = {"customresources": "custom resource", "configmaps": "ConfigMap", "secrets": "Secret"}
+
+
+def per_object_numbers(analysis, *, top_causes: int = TOP_CAUSES) -> list[tuple]:
+    """Rows of :data:`NUMBER_COLUMNS` for a run that grew objects (none otherwise): per kind, the
+    heap per object with its interval, the bytes sent per object, the amplification ratio and the
+    largest causes; custom resources over each control kind."""
+    from crdscale.analysis.perobject import ratio_between
+
+    per_object = getattr(analysis, "per_object", None)
+    if per_object is None or not len(per_object):
+        return []
+    amp = getattr(analysis, "amplification", pd.DataFrame())
+    amp = amp.set_index("kind") if len(amp) else amp
+    nan, rows = math.nan, []
+    bytes_ = per_object[per_object["metric"] == "bytes"]
+    for kind in sorted(bytes_["kind"].unique(), key=lambda k: (k != "customresources", k)):
+        fits = bytes_[bytes_["kind"] == kind]
+        label = KIND_LABELS.get(kind, kind)
+        total = fits[fits["cause"] == TOTAL].iloc[0]
+        source = f"growth over {int(total['increments'])} steps adding {int(total['objects']):,} {kind}"
+        rows.append(
+            (
+                f"heap_per_object:{kind}",
+                f"Heap in use per {label}",
+                float(total["per_object"]),
+                float(total["per_object_low"]),
+                float(total["per_object_high"]),
+                "bytes/object",
+                source + ", interval from their increments",
+            )
+        )
+        if kind in getattr(amp, "index", ()):
+            a = amp.loc[kind]
+            if a["sent_bytes"]:
+                rows.append(
+                    (
+                        f"object_bytes:{kind}",
+                        f"JSON bytes per {label} as sent",
+                        float(a["sent_bytes"]),
+                        nan,
+                        nan,
+                        "bytes",
+                        "objects.bytes",
+                    )
+                )
+            if not math.isnan(a["serialized_bytes"]):
+                rows.append(
+                    (
+                        f"serialized_bytes:{kind}",
+                        f"Serialized size per {label} as stored",
+                        float(a["serialized_bytes"]),
+                        nan,
+                        nan,
+                        "bytes",
+                        str(a["serialized_source"]),
+                    )
+                )
+                rows.append(
+                    (
+                        f"amplification:{kind}",
+                        f"Amplification: heap per {label} / its serialized size",
+                        float(a["amplification"]),
+                        float(a["amplification_low"]),
+                        float(a["amplification_high"]),
+                        "x",
+                        f"heap per object / {a['serialized_source']}",
+                    )
+                )
+        series = per_object[(per_object["metric"] == "series") & (per_object["kind"] == kind)].set_index("cause")
+        for name in ("kube-controller-manager heap in use", "etcd database in use"):
+            if name in series.index:
+                r = series.loc[name]
+                rows.append(
+                    (
+                        f"object_series:{kind}:{name}",
+                        f"{name[0].upper() + name[1:]} per {label}",
+                        float(r["per_object"]),
+                        float(r["per_object_low"]),
+                        float(r["per_object_high"]),
+                        "bytes/object",
+                        "metrics series at the same steps, interval from their increments",
+                    )
+                )
+        causes = fits[~fits["cause"].isin([TOTAL, OTHER])].sort_values("per_object", ascending=False, kind="stable")
+        for r in causes.head(top_causes).itertuples(index=False):
+            rows.append(
+                (
+                    f"object_cause:{kind}:{r.cause}",
+                    f"per {label}: {r.cause} ({100 * r.share:.0f}%)",
+                    float(r.per_object),
+                    float(r.per_object_low),
+                    float(r.per_object_high),
+                    "bytes/object",
+                    "heap profiles by cause (OBJECT_RULES)",
+                )
+            )
+    kinds = list(bytes_["kind"].unique())
+    if "customresources" in kinds:
+        for other in [k for k in kinds if k != "customresources"]:
+            ratio = ratio_between(per_object, "customresources", other)
+            if not math.isnan(ratio):
+                rows.append(
+                    (
+                        f"ratio:customresources/{other}",
+                        f"Heap per custom resource / per {KIND_LABELS.get(other, other)} of the same bytes",
+                        ratio,
+                        nan,
+                        nan,
+                        "x",
+                        "heap per object, totals",
+                    )
+                )
+    return rows
+
+
+def object_headline(numbers: pd.DataFrame) -> str | None:
+    """The headline of a run that grew objects: what each kind's object holds, by cause, and the
+    amplification, custom resources against the control kinds (``None`` without per-object rows)."""
+    by = numbers.set_index("key")
+    kinds = [k.split(":", 1)[1] for k in numbers["key"] if k.startswith("heap_per_object:")]
+    if not kinds:
+        return None
+    parts = []
+    for kind in sorted(kinds, key=lambda k: k != "customresources"):
+        r = by.loc[f"heap_per_object:{kind}"]
+        label = KIND_LABELS.get(kind, kind)
+        sent = by.loc[f"object_bytes:{kind}", "value"] if f"object_bytes:{kind}" in by.index else None
+        text = f"a {label}" + (f" of {fmt_bytes(sent)}" if sent else "") + f" holds {fmt_bytes(r['value'])} of heap"
+        ci = fmt_interval(r["low"], r["high"], "bytes")
+        extras = [f"95% CI {ci}"] if ci else []
+        if f"amplification:{kind}" in by.index:
+            a = by.loc[f"amplification:{kind}"]
+            extras.append(f"{a['value']:.1f}× its {fmt_bytes(by.loc[f'serialized_bytes:{kind}', 'value'])} serialized")
+        causes = numbers[numbers["key"].str.startswith(f"object_cause:{kind}:")].head(3)
+        if len(causes):
+            extras.append(
+                "mostly "
+                + ", ".join(f"{k.rsplit(':', 1)[1]} {fmt_bytes(v)}" for k, v in zip(causes["key"], causes["value"]))
+            )
+        parts.append(text + (f" ({'; '.join(extras)})" if extras else ""))
+    sentence = "; ".join(parts)
+    ratios = numbers[numbers["key"].str.startswith("ratio:")]
+    for key, value in zip(ratios["key"], ratios["value"]):
+        other = key.split("/", 1)[1]
+        sentence += f"; a custom resource costs {value:.1f}× a {KIND_LABELS.get(other, other)}"
+    return sentence[0].upper() + sentence[1:] + "."
+
+
 def compute_findings(manifest: dict, analysis, memory: pd.DataFrame | None = None, **options) -> Findings:
     """:func:`provenance` and :func:`key_numbers` together, with the analysis' warnings (a run
     that did not complete, profiles left out)."""
@@ -400,6 +550,9 @@ def headline(numbers: pd.DataFrame) -> str:
     def get(key):
         return by.loc[key] if key in by.index else None
 
+    objects = object_headline(numbers)
+    if objects is not None:
+        return objects
     crds, per_crd, rss0, rss1 = get("crds"), get("heap_per_crd"), get("rss_bytes_baseline"), get("rss_bytes_final")
     parts = []
     if crds is not None and rss0 is not None and rss1 is not None:
@@ -455,6 +608,14 @@ def findings_markdown(
         "(`crdscale.analysis.attribution.RULES`). The heap profiles are taken right after a forced GC "
         "(`gc=1`) and count live objects only; the `heap_inuse` metric is sampled at any moment and also "
         "holds garbage not yet collected and partly empty spans, so its per-CRD slope is larger."
+        + (
+            " Bytes per object are the growth over the steps that added objects of that kind, per object "
+            "added, with intervals from those steps' increments; their causes come from "
+            "`crdscale.analysis.attribution.OBJECT_RULES`; the amplification divides them by the object's "
+            "serialized size (the server's `apiserver_resource_size_estimate_bytes` when recorded)."
+            if findings.numbers["key"].str.startswith("heap_per_object:").any()
+            else ""
+        )
         + (f" Full report: {report_html}." if report_html else "")
     )
     return "\n".join(parts) + "\n"

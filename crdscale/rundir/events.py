@@ -39,6 +39,9 @@ class EventKind:
 
 _STEP_COUNTS = ("created", "updated", "skipped", "rejected", "failed", "established", "timed_out")
 _STEP_SUMMARY = ("steps", "rss_bytes", "heap_inuse_bytes", "open_fds", "goroutines", "elapsed_s")
+# Object steps (steps.grow = "objects"): the kind a step added, how many, and the objects and
+# their JSON bytes per kind so far (crdscale.analysis.perobject's x).
+_OBJECT_STEP = ("grow", "object_kind", "objects_in_step")
 _SERVE_RESULT = (
     "mode",
     "resources",
@@ -78,12 +81,18 @@ EVENT_KINDS: dict[str, EventKind] = {
         EventKind("settle.start", ("label", "seconds"), (), "the runner waits `seconds` before profiling"),
         EventKind("hold.start", ("seconds",), ("crds",), "after the last step the run keeps serving `seconds`"),
         EventKind("hold.end", ("seconds",), ("crds",), "the hold after the last step ended"),
-        EventKind("step.start", ("step", "crds_before", "crds_in_step"), ("run_id",), "a step begins"),
+        EventKind("step.start", ("step", "crds_before", "crds_in_step"), ("run_id", *_OBJECT_STEP), "a step begins"),
         EventKind(
             "step.end",
             ("step", "crds", "install_s", "serve_s"),
-            ("run_id", "crds_in_step", *_STEP_COUNTS, *_STEP_SUMMARY),
-            "a step ended; crds = CRDs installed so far",
+            ("run_id", "crds_in_step", *_STEP_COUNTS, *_STEP_SUMMARY, *_OBJECT_STEP, "objects", "object_bytes"),
+            "a step ended; crds = CRDs installed so far; objects (object_bytes) = objects (JSON bytes) per kind so far",
+        ),
+        EventKind(
+            "objects.cached",
+            ("step", "object_kind", "seconds"),
+            (),
+            "the watch cache serves every object the step wrote (waited `seconds` after the writes)",
         ),
         EventKind("install.start", ("step", "crds_in_step"), ("run_id",), "create requests of a step begin"),
         EventKind(

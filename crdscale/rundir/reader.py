@@ -321,6 +321,71 @@ class Run:
             rules if rules is not None else RULES,
         )
 
+    @cached_property
+    def object_steps(self) -> pd.DataFrame:
+        """The steps that added objects (``steps.grow = "objects"``): ``step, kind, objects_in_step,
+        objects`` (the kind's objects so far), ``object_bytes`` (their JSON bytes as sent), from
+        the ``step.end`` events; empty for a run that grew CRDs."""
+        columns = ["step", "kind", "objects_in_step", "objects", "object_bytes"]
+        events = self.events
+        if not len(events) or "object_kind" not in events.columns:
+            return pd.DataFrame(columns=columns)
+        ends = events[(events["kind"] == "step.end") & (events["grow"] == "objects")]
+        rows = [
+            (
+                int(e["step"]),
+                e["object_kind"],
+                int(e["objects_in_step"]),
+                int((e.get("objects") or {}).get(e["object_kind"], 0)),
+                int((e.get("object_bytes") or {}).get(e["object_kind"], 0)),
+            )
+            for e in ends.to_dict("records")
+        ]
+        return pd.DataFrame(rows, columns=columns)
+
+    def object_points(self, rules: Sequence | None = None, profiles: HeapProfiles | None = None) -> pd.DataFrame:
+        """Heap in use by cause at each end-of-step heap profile, keyed by ``step`` (the per-object
+        view's points: ``step, phase, cause, metric, value, sampling_var``), attributed with
+        :data:`crdscale.analysis.attribution.OBJECT_RULES` unless ``rules`` are given."""
+        from crdscale.analysis.attribution import OBJECT_RULES
+        from crdscale.analysis.percrd import profile_points
+
+        found = profiles if profiles is not None else self.heap_profile_set()
+        rows = found.rows[found.rows["phase"].isna() | (found.rows["phase"] == "")]
+        points = profile_points(
+            ((int(r.step), None, found.decoded[r.file]) for r in rows.itertuples(index=False)),
+            rules if rules is not None else OBJECT_RULES,
+        )
+        return points.rename(columns={"crds": "step"})
+
+    def per_object(self, confidence: float = 0.95) -> tuple[pd.DataFrame, pd.DataFrame]:
+        """``(per_object, amplification)`` of a run that grew objects (empty frames otherwise):
+        see :mod:`crdscale.analysis.perobject`."""
+        from crdscale.analysis.perobject import (
+            AMPLIFICATION_COLUMNS,
+            PER_OBJECT_COLUMNS,
+            amplification,
+            fit_per_object,
+            series_step_points,
+            size_estimate_per_object,
+        )
+
+        steps = self.object_steps
+        if steps.empty:
+            return pd.DataFrame(columns=PER_OBJECT_COLUMNS), pd.DataFrame(columns=AMPLIFICATION_COLUMNS)
+        heap = self.heap_profiles()
+        ends = heap[heap["phase"].isna() | (heap["phase"] == "")][["step", "timestamp"]]
+        points = self.object_points()
+        # The memory series at the same marks (kube-controller-manager's informers, etcd), fitted alike.
+        series = series_step_points(self.series, ends)
+        if len(series):
+            points = pd.concat([points, series.assign(phase="served")], ignore_index=True)
+        fits = fit_per_object(points, steps, confidence)
+        info = self.manifest.get("objects") or {}
+        counts = steps.groupby("kind")["objects_in_step"].sum().to_dict()
+        estimate = size_estimate_per_object(self.series, counts, info.get("resources") or {})
+        return fits, amplification(fits, info.get("kinds") or {}, estimate)
+
     @property
     def warnings(self) -> list[str]:
         """What a reader of this run's numbers must be told: a run that did not complete (with its
@@ -357,6 +422,14 @@ class Run:
         if key not in cache:
             found = self.heap_profile_set()
             heap = found.rows
+            if len(self.object_steps):
+                # Object steps add objects, not CRDs: the per-CRD fits end where the CRDs were installed.
+                found = HeapProfiles(
+                    heap[~heap["step"].isin(self.object_steps["step"])].reset_index(drop=True),
+                    found.decoded,
+                    found.skipped,
+                )
+                heap = found.rows
             if heap["crds"].nunique() < 2:
                 left_out = f" ({len(found.skipped)} left out: {found.skipped[0]})" if found.skipped else ""
                 raise UsageError(
@@ -375,6 +448,8 @@ class Run:
                 reason=self.manifest.get("reason"),
                 notes=self.file_warnings,
             )
+            if len(self.object_steps):
+                result.per_object, result.amplification = self.per_object(confidence)
             cache[key] = result
         return cache[key]
 

@@ -124,6 +124,42 @@ def _check_crds(scenario: Scenario, where: str, report: CellReport) -> None:
     report.checks.append(("crds", f"{len(files)} file(s) under {crds['source']}"))
 
 
+def _check_objects(scenario: Scenario, where: str, report: CellReport) -> None:
+    """``steps.grow = "objects"``: one object of the first generated CRD and of each control kind
+    is built (a shape that cannot reach the size is an error now), and the total is checked
+    against the local etcd's quota."""
+    if not scenario.grows_objects:
+        return
+    from crdscale.crds import objects as gen
+    from crdscale.crds.generate import SET_LIMIT_BYTES, iter_crds
+    from crdscale.errors import UsageError
+    from crdscale.units import fmt_bytes
+
+    o = scenario.objects
+    crds = scenario.crds.get("count", 0) if scenario.crds["source"] == "generate" else None
+    try:
+        if crds is not None:
+            crd = next(iter_crds(scenario.generator_params()))
+            if o.get("shape", "flat") != "schema":
+                crd = gen.with_payload_field(crd)
+            gen.custom_resource(crd, "check", namespace=None, labels={}, size=o["bytes"], shape=o.get("shape", "flat"))
+        for kind in o.get("control", []):
+            gen.control_object(kind, "check", namespace="check", labels={}, size=o["bytes"])
+    except UsageError as err:
+        raise UsageError(f"{where}: [objects]: {err}") from None
+    kinds = 1 + len(o.get("control", []))
+    total = o["count"] * (crds or 0) * o["bytes"] * kinds
+    if scenario.is_local and total > SET_LIMIT_BYTES:
+        raise UsageError(
+            f"{where}: [objects]: {fmt_bytes(total)} of objects exceed the local etcd's {fmt_bytes(SET_LIMIT_BYTES)} quota"
+        )
+    per = f"{o['count']} per CRD" + (f" ({o['count'] * crds:,} in all)" if crds else "")
+    control = f" + the same in {', '.join(o['control'])}" if o.get("control") else ""
+    report.checks.append(
+        ("objects", f"{per} of {o['bytes']} bytes, {o.get('shape', 'flat')}{control}, {fmt_bytes(total)} sent")
+    )
+
+
 def _check_probes(scenario: Scenario, where: str, report: CellReport) -> None:
     names = scenario.probes.get("each_step", [])
     if not names:
@@ -146,6 +182,7 @@ def check_cell(scenario: Scenario, where: str, *, name: str = "base", answers=No
     check_inputs(scenario, where)
     _check_target(scenario, where, report, answers if answers is not None else {})
     _check_crds(scenario, where, report)
+    _check_objects(scenario, where, report)
     _check_probes(scenario, where, report)
     if scenario.target.get("prometheus_url"):
         report.checks.append(("prometheus", f"{scenario.target['prometheus_url']} (credential files present)"))

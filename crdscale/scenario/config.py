@@ -24,6 +24,7 @@ except ModuleNotFoundError:  # Python 3.10
 PROFILE_KINDS = ("heap", "allocs", "goroutine", "cpu")
 METRIC_SOURCES = ("auto", "prometheus", "direct")
 TARGET_KINDS = ("local", "kubeconfig")
+GROW_MODES = ("crds", "objects")
 
 
 @dataclass(frozen=True)
@@ -121,6 +122,12 @@ KEYS: tuple[Key, ...] = (
     Key("steps.concurrency", int, 8, "CRD creations in flight"),
     Key("steps.qps", (int, float), 0, "client-side limit on CRD creations per second; 0: none"),
     Key("steps.on_rejected", str, None, '"stop" (default) or "continue" past CRDs the server rejects'),
+    Key(
+        "steps.grow",
+        str,
+        "crds",
+        '"crds" (steps install CRDs) or "objects" (all CRDs first, then steps add [objects], one kind per step)',
+    ),
     # [profiles]
     Key("profiles.kinds", list, ["heap"], "profiles after every step: any of heap, allocs, goroutine, cpu"),
     Key("profiles.cpu_seconds", int, 10, "length of a cpu profile"),
@@ -146,6 +153,29 @@ KEYS: tuple[Key, ...] = (
         (int, float),
         5,
         "longer still while scrapes cost more than this share of its CPU; 0: never",
+    ),
+    # [objects]: what steps add when steps.grow = "objects"
+    Key("objects.count", int, 0, 'custom resources per CRD, added over steps.count steps (steps.grow = "objects")'),
+    Key("objects.bytes", int, 1024, "JSON bytes of each object as sent (within 1 %); at most 1.5 MiB, etcd's limit"),
+    Key(
+        "objects.shape",
+        str,
+        "flat",
+        '"flat" (strings), "nested" (maps of maps), "list" (a list of small maps), "schema" (the CRD\'s own schema)',
+    ),
+    Key(
+        "objects.managed_fields",
+        bool,
+        True,
+        "the server records managedFields; false: created with managedFields [{}], which records none",
+    ),
+    Key("objects.apply", str, "create", '"create" (POST) or "server-side-apply" (PATCH, field manager crdscale)'),
+    Key("objects.concurrency", int, 16, "object writes in flight"),
+    Key(
+        "objects.control",
+        list,
+        [],
+        'built-in kinds of the same count and bytes, in their own namespace: "configmaps", "secrets"',
     ),
     # [probes]
     Key("probes.each_step", list, [], 'probes run after every step, e.g. ["discovery"]'),
@@ -188,6 +218,7 @@ class Scenario:
     profiles: dict[str, Any]
     metrics: dict[str, Any]
     probes: dict[str, Any]
+    objects: dict[str, Any] = field(default_factory=dict)
     raw: dict[str, Any] = field(repr=False, default_factory=dict)
     source_path: str | None = None
     # The [matrix] table flattened to ``dotted.key -> values`` (``repeat`` -> N); empty for one run.
@@ -215,7 +246,36 @@ class Scenario:
             where = f"a local kube-apiserver v{self.target['kube_version'].lstrip('v')} (etcd {self.target.get('etcd') or 'default'})"
         else:
             where = f"the cluster of {self.target['kubeconfig']}"
+        if self.grows_objects:
+            o = self.objects
+            control = f" and the same in {' and '.join(o.get('control', []))}" if o.get("control") else ""
+            return (
+                f"{what} installed, then {o['count']} {o.get('shape', 'flat')} custom resources of "
+                f"{o.get('bytes', 1024)} bytes per CRD{control} added in {st['count']} steps each, {serve}, on {where}"
+            )
         return f"{what} installed in {steps}, {serve}, on {where}"
+
+    @property
+    def grows_objects(self) -> bool:
+        """Steps add objects (``steps.grow = "objects"``), not CRDs."""
+        return self.steps.get("grow", "crds") == "objects"
+
+    def object_steps(self) -> list[tuple[str, int]]:
+        """What each object step adds: ``(kind, per_crd)`` for ``steps.grow = "objects"`` (else empty).
+
+        ``kind`` is ``customresources`` (``per_crd`` objects of every CRD) or a control kind
+        (``per_crd`` × CRDs objects in its own namespace). Rounds interleave the kinds, so drift
+        over the run (GC timing, caches warming) falls on every kind alike, and each step
+        adds one kind only: its increment belongs to that kind.
+        """
+        if not self.grows_objects:
+            return []
+        from crdscale.crds.objects import CUSTOM_RESOURCES
+
+        count, rounds = self.objects["count"], self.steps["count"]
+        base, extra = divmod(count, rounds)
+        kinds = [CUSTOM_RESOURCES, *self.objects.get("control", [])]
+        return [(kind, base + (1 if r < extra else 0)) for r in range(rounds) for kind in kinds]
 
     def generator_params(self):
         """The :class:`~crdscale.crds.generate.GeneratorParams` for ``[crds] source = "generate"``."""
@@ -473,6 +533,7 @@ def build_scenario(
     _positive(steps["establish_timeout_seconds"], "steps.establish_timeout_seconds", where)
     _positive(steps["concurrency"], "steps.concurrency", where)
     _positive(steps["qps"], "steps.qps", where, zero_ok=True)
+    _check_objects(data.get("objects", {}), steps, where)
     for kind in profiles["kinds"]:
         _choice(kind, PROFILE_KINDS, "profiles.kinds", where)
     _positive(profiles["cpu_seconds"], "profiles.cpu_seconds", where)
@@ -492,6 +553,7 @@ def build_scenario(
         profiles=profiles,
         metrics=metrics,
         probes=data.get("probes", {}),
+        objects=data.get("objects", {}),
         raw=data,
         matrix=matrix,
         user=user,
@@ -508,6 +570,40 @@ def build_scenario(
         except TypeError as err:  # an unexpected generator field
             raise UsageError(f"{where}: [crds]: {err}") from err
     return scenario
+
+
+def _check_objects(objects: dict, steps: dict, where: str) -> None:
+    """The [objects] section and steps.grow, before anything slow starts."""
+    from crdscale.crds.objects import APPLY_MODES, CONTROL_KINDS, SHAPES, check_size
+
+    _choice(steps.get("grow", "crds"), GROW_MODES, "steps.grow", where)
+    _positive(objects.get("count", 0), "objects.count", where, zero_ok=True)
+    try:
+        check_size(objects.get("bytes", 1024))
+    except UsageError as err:
+        raise UsageError(f"{where}: {err}") from err
+    _choice(objects.get("shape", "flat"), SHAPES, "objects.shape", where)
+    _choice(objects.get("apply", "create"), APPLY_MODES, "objects.apply", where)
+    _positive(objects.get("concurrency", 16), "objects.concurrency", where)
+    for kind in objects.get("control", []):
+        _choice(kind, CONTROL_KINDS, "objects.control", where)
+    if len(set(objects.get("control", []))) != len(objects.get("control", [])):
+        raise UsageError(f"{where}: 'objects.control' names a kind twice: {objects['control']!r}")
+    if objects.get("apply") == "server-side-apply" and objects.get("managed_fields") is False:
+        raise UsageError(
+            f"{where}: 'objects.managed_fields' = false needs 'objects.apply' = \"create\" "
+            "(server-side apply always records managedFields)"
+        )
+    growing = steps.get("grow", "crds") == "objects"
+    if growing and not objects.get("count"):
+        raise UsageError(f"{where}: steps.grow = \"objects\" needs 'objects.count' > 0")
+    if objects.get("count") and not growing:
+        raise UsageError(f"{where}: 'objects.count' is set: add steps.grow = \"objects\" (steps then add objects)")
+    if growing and objects.get("count", 0) < steps["count"]:
+        raise UsageError(
+            f"{where}: 'objects.count' ({objects['count']}) is fewer than steps.count ({steps['count']}): "
+            "every step must add objects"
+        )
 
 
 def read_scenario_text(path: Path) -> str:

@@ -58,6 +58,8 @@ class StepSummary:
     install_s: float
     serve_s: float
     elapsed_s: float
+    # Objects per kind after the step (steps.grow = "objects"); None for a CRD step.
+    objects: dict[str, int] | None = None
 
     def line(self) -> str:
         def mib(v):
@@ -66,8 +68,11 @@ class StepSummary:
         def num(v):
             return fmt_count(v, missing="?")
 
+        objects = (
+            " + " + ", ".join(f"{n:,} {kind}" for kind, n in self.objects.items()) if self.objects is not None else ""
+        )
         return (
-            f"step {self.step}/{self.steps}: {self.crds} CRDs | RSS {mib(self.rss_bytes)} | heap in use "
+            f"step {self.step}/{self.steps}: {self.crds} CRDs{objects} | RSS {mib(self.rss_bytes)} | heap in use "
             f"{mib(self.heap_inuse_bytes)} | open fds {num(self.open_fds)} | goroutines {num(self.goroutines)} | "
             f"install {self.install_s:.1f} s, serve {self.serve_s:.1f} s | elapsed {self.elapsed_s:.0f} s"
         )
@@ -78,7 +83,7 @@ class Progress:
 
     def message(self, text: str) -> None: ...
 
-    def step_started(self, step: int, steps: int, crds: int) -> None: ...
+    def step_started(self, step: int, steps: int, crds: int, unit: str = "CRD") -> None: ...
 
     def advance(self, n: int = 1) -> None: ...
 
@@ -189,6 +194,11 @@ def _load_crd_set(scenario: Scenario) -> tuple[list[dict], dict]:
         loaded = load_crds(scenario.crds["source"])
         crds = list(loaded.crds)
         origin = {"source": scenario.crds["source"], "skipped_documents": getattr(loaded, "skipped", None)}
+    if scenario.grows_objects and scenario.objects.get("shape", "flat") != "schema":
+        from crdscale.crds.objects import with_payload_field
+
+        # The flat, nested and list shapes need a field that keeps unknown fields (else pruned).
+        crds = [with_payload_field(crd) for crd in crds]
     summary = crd_summary.summarize(crds)
     return crds, {**origin, "summary": summary.to_dict() if hasattr(summary, "to_dict") else asdict(summary)}
 
@@ -327,14 +337,16 @@ class ScenarioRunner:
         )
         stack.callback(server.close)
 
-        sizes = sc.step_sizes(len(crds))
+        # Growing objects: every CRD in one step, then the object steps (see Scenario.object_steps).
+        sizes = [len(crds)] if sc.grows_objects and crds else sc.step_sizes(len(crds))
+        total_steps = len(sizes) + len(sc.object_steps())
         self.progress.message(f"run directory: {self.run.path}")
         self._settle("baseline")
         self._take_profiles(step=0, crds=0)
         installed = 0
         for index, size in enumerate(sizes, start=1):
             step_crds = crds[installed : installed + size]
-            self.progress.step_started(index, len(sizes), size)
+            self.progress.step_started(index, total_steps, size)
             self.events.emit("step.start", step=index, crds_before=installed, crds_in_step=size, run_id=self.run_id)
             cpu_capture = self._start_cpu_profile(step=index, crds=installed + size)
             t0 = time.monotonic()
@@ -359,7 +371,7 @@ class ScenarioRunner:
             current = _current_metrics(self.cluster)
             summary = StepSummary(
                 step=index,
-                steps=len(sizes),
+                steps=total_steps,
                 crds=installed,
                 rss_bytes=current.get("process_resident_memory_bytes"),
                 heap_inuse_bytes=current.get("go_memstats_heap_inuse_bytes"),
@@ -371,7 +383,90 @@ class ScenarioRunner:
             )
             self.events.emit("step.end", run_id=self.run_id, **result.counts(), **asdict(summary))
             self.progress.step_finished(summary)
+        if sc.grows_objects:
+            self._grow_objects(crds, first_step=len(sizes) + 1, total_steps=total_steps)
         self._hold(installed)
+
+    def _grow_objects(self, crds: list[dict], *, first_step: int, total_steps: int) -> None:
+        """The object steps of ``steps.grow = "objects"``: each adds one kind's objects, then
+        settles and profiles as a CRD step does. ``step.end`` records the objects per kind so
+        far and their JSON bytes as sent (``objects``, ``object_bytes``): the x of the
+        per-object fits (crdscale.analysis.perobject)."""
+        from crdscale.crds.objects import CUSTOM_RESOURCES
+        from crdscale.crds.populate import ObjectWriter, control_target, custom_resource_target, namespace_name
+
+        sc, o = self.scenario, self.scenario.objects
+        writer = ObjectWriter(
+            self.cluster,
+            run_id=self.run_id,
+            size=o["bytes"],
+            shape=o.get("shape", "flat"),
+            managed_fields=o.get("managed_fields", True),
+            apply=o.get("apply", "create"),
+            concurrency=o.get("concurrency", 16),
+        )
+        cr_namespace = namespace_name(self.run_id, "objects")
+        if any(c["spec"].get("scope", "Cluster") == "Namespaced" for c in crds):
+            writer.ensure_namespace(cr_namespace)
+        targets = {CUSTOM_RESOURCES: [custom_resource_target(c, cr_namespace) for c in crds]}
+        for kind in o.get("control", []):
+            targets[kind] = [control_target(kind, writer.ensure_namespace(namespace_name(self.run_id, kind)))]
+        stored: dict[str, dict] = {}
+        # The resource label values of each kind's series (apiserver_resource_size_estimate_bytes).
+        resources = {kind: sorted({t.path.rsplit("/", 1)[1] for t in ts}) for kind, ts in targets.items()}
+        for offset, (kind, per_crd) in enumerate(sc.object_steps()):
+            index = first_step + offset
+            # A control kind gets as many objects as all CRDs together: the same count x bytes.
+            per_target = per_crd if kind == CUSTOM_RESOURCES else per_crd * len(crds)
+            adding = per_target * len(targets[kind])
+            self.progress.step_started(index, total_steps, adding, unit="object")
+            self.events.emit(
+                "step.start",
+                step=index,
+                crds_before=len(crds),
+                crds_in_step=0,
+                grow="objects",
+                object_kind=kind,
+                objects_in_step=adding,
+                run_id=self.run_id,
+            )
+            t0 = time.monotonic()
+            writer.write(targets[kind], per_target, progress=self.progress.advance)
+            write_s = time.monotonic() - t0
+            # The profile must see this step's objects in the watch cache, not the next step's.
+            waited = writer.wait_cached(targets[kind])
+            self.events.emit("objects.cached", step=index, object_kind=kind, seconds=round(waited, 3))
+            if kind not in stored:
+                sent = o["bytes"]
+                stored[kind] = {"sent_bytes": sent, "stored_bytes": writer.stored_bytes(targets[kind][0])}
+                self.run.update_manifest(objects={**o, "kinds": stored, "resources": resources})
+            self._settle(f"step {index}")
+            self._take_profiles(step=index, crds=len(crds))
+            self._run_probes(index)
+            current = _current_metrics(self.cluster)
+            summary = StepSummary(
+                step=index,
+                steps=total_steps,
+                crds=len(crds),
+                rss_bytes=current.get("process_resident_memory_bytes"),
+                heap_inuse_bytes=current.get("go_memstats_heap_inuse_bytes"),
+                open_fds=current.get("process_open_fds"),
+                goroutines=current.get("go_goroutines"),
+                install_s=write_s,
+                serve_s=0.0,
+                elapsed_s=time.monotonic() - self.started,
+                objects=dict(writer.counts.objects),
+            )
+            self.events.emit(
+                "step.end",
+                run_id=self.run_id,
+                grow="objects",
+                object_kind=kind,
+                objects_in_step=adding,
+                object_bytes=dict(writer.counts.bytes),
+                **asdict(summary),
+            )
+            self.progress.step_finished(summary)
 
     def _start_target(self, stack: ExitStack) -> None:
         sc, versions = self.scenario, {"crdscale": self.run.manifest()["versions"]["crdscale"]}

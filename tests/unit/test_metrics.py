@@ -134,6 +134,7 @@ def test_exposed_families_name_every_recorded_series_family_for_a_name_filter():
             "process_resident_memory_bytes",
             "process_cpu_seconds_total",
             "etcd_mvcc_db_total_size_in_bytes",
+            "etcd_mvcc_db_total_size_in_use_in_bytes",
             "go_goroutines",
         }
     )

@@ -81,3 +81,48 @@ def test_every_key_is_declared_once_and_default_toml_agrees():
     for section, key, type_name, _default, help_text in rows:
         assert type_name and help_text and "\n" not in help_text and len(help_text) <= 110, (section, key)
     assert ("target", "kube_version", "a string", "1.37.1") == rows[3][:4]
+
+
+OBJECTS_OK = '[steps]\ngrow = "objects"\ncount = 2\n[objects]\ncount = 10\ncontrol = ["configmaps", "secrets"]\n'
+
+
+def test_objects_section_plans_one_kind_per_step():
+    from crdscale.scenario.config import parse_scenario
+
+    scenario = parse_scenario(OBJECTS_OK)
+    assert scenario.grows_objects
+    assert scenario.object_steps() == [
+        ("customresources", 5),
+        ("configmaps", 5),
+        ("secrets", 5),
+        ("customresources", 5),
+        ("configmaps", 5),
+        ("secrets", 5),
+    ]
+    assert "10 flat custom resources of 1024 bytes per CRD" in scenario.description
+    assert parse_scenario(None).object_steps() == []
+
+
+@pytest.mark.parametrize(
+    "text, message",
+    [
+        ('[steps]\ngrow = "objects"\n[objects]\ncount = 10\nbytes = 2000000\n', "request limit"),
+        ("[objects]\ncount = 10\n", 'steps.grow = "objects"'),
+        ('[steps]\ngrow = "objects"\n', "'objects.count' > 0"),
+        ('[steps]\ngrow = "pods"\n', "'steps.grow' must be one of"),
+        ('[steps]\ngrow = "objects"\n[objects]\ncount = 10\nshape = "round"\n', "'objects.shape'"),
+        ('[steps]\ngrow = "objects"\n[objects]\ncount = 10\ncontrol = ["pods"]\n', "'objects.control'"),
+        ('[steps]\ngrow = "objects"\n[objects]\ncount = 10\ncontrol = ["secrets", "secrets"]\n', "twice"),
+        ('[steps]\ngrow = "objects"\ncount = 5\n[objects]\ncount = 3\n', "fewer than steps.count"),
+        (
+            '[steps]\ngrow = "objects"\n[objects]\ncount = 10\napply = "server-side-apply"\nmanaged_fields = false\n',
+            "always records managedFields",
+        ),
+    ],
+)
+def test_objects_section_errors_are_one_line(text, message):
+    from crdscale.scenario.config import parse_scenario
+
+    with pytest.raises(UsageError, match=message) as err:
+        parse_scenario(text)
+    assert "\n" not in str(err.value)

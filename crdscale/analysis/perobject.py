@@ -1,0 +1,248 @@
+"""Cost per object: heap by cause against the objects a run added, and the amplification ratio.
+
+A run with ``steps.grow = "objects"`` installs its CRDs, then adds objects one
+kind per step (custom resources, ConfigMaps, Secrets: see
+:meth:`crdscale.scenario.config.Scenario.object_steps`). Each step's increment
+(its profile minus the one before) therefore belongs to one kind, and the
+error model of :mod:`crdscale.analysis.intervals` applies as it does to CRDs,
+with objects of that kind as the x: the estimate is the kind's summed growth
+over the objects it added (``ΣΔy / ΣΔx``), its interval Student's t from the
+spread of its increments.
+
+The **amplification ratio** is the heap an object holds over its serialized
+size: the size of one object read back as JSON (``stored_bytes``: the server's fields and
+``managedFields`` included; the ratio's denominator), beside the size the server
+itself reports (``apiserver_resource_size_estimate_bytes`` over the objects: protobuf
+for built-ins; none for custom resources in v1.37.1) and the bytes crdscale sent
+(``sent_bytes``), so each checks the others.
+
+Pure: DataFrames in, DataFrames out (a run directory is read by
+:meth:`crdscale.rundir.Run.analysis`).
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pandas as pd
+
+from crdscale.analysis.intervals import GO_HEAP_SAMPLING_RATE, increments_estimate
+
+TOTAL = "total"
+# The server's own estimate of what a resource's objects take in etcd (summed serialized sizes).
+SIZE_ESTIMATE_METRIC = "apiserver_resource_size_estimate_bytes"
+
+PER_OBJECT_COLUMNS = [
+    "kind", "metric", "cause", "per_object", "per_object_low", "per_object_high", "per_object_se", "dof",
+    "increments", "objects", "share",
+]  # fmt: skip
+AMPLIFICATION_COLUMNS = [
+    "kind", "objects", "heap_per_object", "heap_per_object_low", "heap_per_object_high",
+    "sent_bytes", "stored_bytes", "server_estimate_bytes", "serialized_bytes", "serialized_source",
+    "amplification", "amplification_low", "amplification_high",
+]  # fmt: skip
+
+
+def object_increments(points: pd.DataFrame, steps: pd.DataFrame) -> pd.DataFrame:
+    """Each object step's increment per ``metric, cause``: ``kind, step, objects, delta``.
+
+    ``points`` has ``step, metric, cause, value`` (heap by cause at each step's profile);
+    ``steps`` has ``step, kind, objects_in_step`` for the object steps. A step's increment is
+    its profile minus the previous step's; a step whose own or previous profile is missing
+    is left out (its growth cannot be told apart from its neighbour's).
+    """
+    columns = ["kind", "step", "objects", "metric", "cause", "delta"]
+    if points.empty or steps.empty:
+        return pd.DataFrame(columns=columns)
+    wide = points.pivot_table(index="step", columns=["metric", "cause"], values="value", aggfunc="mean")
+    rows = []
+    for r in steps.itertuples(index=False):
+        if r.step not in wide.index or (r.step - 1) not in wide.index or r.objects_in_step <= 0:
+            continue
+        delta = wide.loc[r.step] - wide.loc[r.step - 1]
+        for (metric, cause), value in delta.items():
+            if not math.isnan(value):
+                rows.append((r.kind, int(r.step), int(r.objects_in_step), metric, cause, float(value)))
+    return pd.DataFrame(rows, columns=columns)
+
+
+def fit_per_object(points: pd.DataFrame, steps: pd.DataFrame, confidence: float = 0.95) -> pd.DataFrame:
+    """Bytes (and heap objects) per object of each kind, by cause, with intervals.
+
+    From :func:`object_increments`: per ``kind, metric, cause`` the summed growth over the
+    objects added, with a t interval from the increments' spread (NaN with one increment; for
+    bytes, when no heap sample came or went, the bounds no sample allows). ``share``: the
+    cause's fraction of the kind's total. Returns :data:`PER_OBJECT_COLUMNS`, biggest causes
+    first and ``total`` last per kind and metric.
+    """
+    increments = object_increments(points, steps)
+    if increments.empty:
+        return pd.DataFrame(columns=PER_OBJECT_COLUMNS)
+    first_step = int(steps["step"].min()) - 1
+    before = points[points["step"] == first_step].set_index(["metric", "cause"])["value"]
+    rows = []
+    for (kind, metric, cause), group in increments.groupby(["kind", "metric", "cause"], sort=False):
+        e = increments_estimate(
+            group["objects"],
+            group["delta"],
+            confidence,
+            resolution=float(GO_HEAP_SAMPLING_RATE) if metric == "bytes" else 0.0,
+            first=float(before.get((metric, cause), 0.0)),
+        )
+        rows.append((kind, metric, cause, e.value, e.low, e.high, e.se, e.dof, len(group), int(group["objects"].sum())))
+    out = pd.DataFrame(rows, columns=PER_OBJECT_COLUMNS[:-1])
+    # Series have no total: their share is left undefined.
+    totals = out[out["cause"] == TOTAL].set_index(["kind", "metric"])["per_object"]
+    denominator = totals.reindex(pd.MultiIndex.from_frame(out[["kind", "metric"]])).to_numpy()
+    out["share"] = np.where(denominator != 0, out["per_object"] / denominator, np.nan)
+    out["_total"] = out["cause"] == TOTAL
+    out = out.sort_values(["kind", "metric", "_total", "per_object"], ascending=[True, True, True, False])
+    return out.drop(columns="_total").reset_index(drop=True)
+
+
+# Series read at each object step's profile, fitted per object like the heap: (job, metric) -> label.
+# kube-controller-manager's heap holds the garbage collector's and quota controller's metadata
+# informers (every object's metadata), etcd's database holds every object once more.
+SERIES_PER_OBJECT = {
+    ("kube-apiserver-proc", "process_resident_memory_bytes"): "kube-apiserver RSS",
+    ("kube-apiserver", "go_memstats_heap_inuse_bytes"): "kube-apiserver heap in use (metrics)",
+    ("kube-controller-manager", "go_memstats_heap_inuse_bytes"): "kube-controller-manager heap in use",
+    ("kube-controller-manager-proc", "process_resident_memory_bytes"): "kube-controller-manager RSS",
+    ("etcd", "etcd_mvcc_db_total_size_in_use_in_bytes"): "etcd database in use",
+    ("etcd", "process_resident_memory_bytes"): "etcd RSS",
+}
+SERIES_METRIC = "series"
+
+
+def series_step_points(series: pd.DataFrame | None, marks: pd.DataFrame) -> pd.DataFrame:
+    """Each series of :data:`SERIES_PER_OBJECT` at each step's mark (``marks``: ``step, timestamp``):
+    ``step, metric, cause, value`` with ``metric`` = :data:`SERIES_METRIC` and ``cause`` the series'
+    label, so :func:`fit_per_object` fits them as it fits the heap (last sample at or before a mark,
+    summed over labels)."""
+    from crdscale.analysis.percrd import series_points
+
+    columns = ["step", "metric", "cause", "value"]
+    if series is None or not len(series) or marks.empty:
+        return pd.DataFrame(columns=columns)
+    at = pd.DataFrame({"timestamp": marks["timestamp"], "crds": marks["step"], "phase": "served"})
+    frames = []
+    for (job, name), label in SERIES_PER_OBJECT.items():
+        points = series_points(series, at, job=job, metrics={name: label})
+        if len(points):
+            frames.append(
+                pd.DataFrame(
+                    {"step": points["crds"], "metric": SERIES_METRIC, "cause": label, "value": points["value"]}
+                )
+            )
+    return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame(columns=columns)
+
+
+def size_estimate_per_object(
+    series: pd.DataFrame | None, objects: dict[str, int], resources: dict[str, list[str]]
+) -> dict:
+    """The server's own serialized size per object of each kind: the last recorded value of
+    ``apiserver_resource_size_estimate_bytes`` summed over the kind's resources, over the kind's
+    objects (``objects``: kind -> count at the end).
+
+    ``resources`` maps a kind to the ``resource`` label values of its series (``configmaps``;
+    the plural of each CRD). The last value, not the growth between steps: the estimate is
+    refreshed on its own schedule and lags a step's writes. Kinds whose series is missing, 0
+    (v1.37.1 keeps none for custom resources) or -1 (a fetching error) are left out; other
+    objects of a built-in kind (a namespace's kube-root-ca.crt) count too, a few in thousands.
+    """
+    out: dict[str, float] = {}
+    if series is None or len(series) == 0:
+        return out
+    data = series[series["metric"] == SIZE_ESTIMATE_METRIC]
+    if "job" in data.columns:
+        data = data[data["job"] == "kube-apiserver"]
+    if data.empty:
+        return out
+    labels = data["labels"].map(_labels)
+    ts = pd.to_datetime(data["timestamp"], utc=True)
+    for kind, names in resources.items():
+        sel = labels.map(lambda lab, names=names: lab.get("resource") in names)
+        count = objects.get(kind, 0)
+        if not sel.any() or count <= 0:
+            continue
+        one = pd.Series(data.loc[sel, "value"].to_numpy(), index=ts[sel]).groupby(level=0).sum().sort_index()
+        last = float(one.iloc[-1])
+        if last > 0:
+            out[kind] = last / count
+    return out
+
+
+def _labels(text) -> dict[str, str]:
+    """``{a="b",c="d"}`` or a dict -> dict."""
+    if isinstance(text, dict):
+        return text
+    if not isinstance(text, str):
+        return {}
+    import json
+
+    try:
+        value = json.loads(text)
+        if isinstance(value, dict):
+            return value
+    except ValueError:
+        pass
+    out = {}
+    for part in text.strip("{}").split(","):
+        key, _, value = part.partition("=")
+        if key:
+            out[key.strip()] = value.strip().strip('"')
+    return out
+
+
+def amplification(
+    per_object: pd.DataFrame, sizes: dict[str, dict], server_estimate: dict[str, float] | None = None
+) -> pd.DataFrame:
+    """Heap per object over its serialized size, per kind (:data:`AMPLIFICATION_COLUMNS`).
+
+    ``per_object`` is :func:`fit_per_object`'s; ``sizes`` maps a kind to ``sent_bytes`` and
+    ``stored_bytes`` (one object read back as JSON: the server's fields and managedFields
+    included); ``server_estimate`` the server's own bytes per object as stored
+    (:func:`size_estimate_per_object`: protobuf for built-ins, so smaller). The ratio divides by
+    the stored JSON size, the same measure for every kind and #142062's (``serialized_source``
+    says which was used), else by the server's estimate, else by the bytes sent.
+    """
+    rows = []
+    server_estimate = server_estimate or {}
+    totals = per_object[(per_object["cause"] == TOTAL) & (per_object["metric"] == "bytes")]
+    for r in totals.itertuples(index=False):
+        size = sizes.get(r.kind, {})
+        sent, stored = size.get("sent_bytes"), size.get("stored_bytes")
+        estimate = server_estimate.get(r.kind)
+        for source, value in (("stored JSON", stored), ("server estimate", estimate), ("sent", sent)):
+            if value:
+                serialized, serialized_source = float(value), source
+                break
+        else:
+            serialized, serialized_source = math.nan, None
+        rows.append(
+            (
+                r.kind,
+                r.objects,
+                r.per_object,
+                r.per_object_low,
+                r.per_object_high,
+                sent,
+                stored,
+                estimate,
+                serialized,
+                serialized_source,
+                r.per_object / serialized,
+                r.per_object_low / serialized,
+                r.per_object_high / serialized,
+            )
+        )
+    return pd.DataFrame(rows, columns=AMPLIFICATION_COLUMNS)
+
+
+def ratio_between(per_object: pd.DataFrame, kind: str, other: str) -> float:
+    """How many times the heap one ``kind`` object holds is another ``other`` object's (total bytes)."""
+    totals = per_object[(per_object["cause"] == TOTAL) & (per_object["metric"] == "bytes")].set_index("kind")
+    if kind not in totals.index or other not in totals.index or totals.loc[other, "per_object"] <= 0:
+        return math.nan
+    return float(totals.loc[kind, "per_object"] / totals.loc[other, "per_object"])

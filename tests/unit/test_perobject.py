@@ -1,0 +1,92 @@
+"""The per-object estimator: increments of the steps that added one kind, over the objects they added."""
+
+import math
+
+import pandas as pd
+import pytest
+
+from crdscale.analysis import perobject
+
+
+def _points(values: dict[int, dict[str, float]]) -> pd.DataFrame:
+    rows = []
+    for step, causes in values.items():
+        for cause, value in causes.items():
+            rows.append((step, "served", cause, "bytes", value))
+        rows.append((step, "served", "total", "bytes", sum(causes.values())))
+    return pd.DataFrame(rows, columns=["step", "phase", "cause", "metric", "value"])
+
+
+STEPS = pd.DataFrame(
+    [(2, "customresources", 1000), (3, "configmaps", 1000), (4, "customresources", 1000), (5, "configmaps", 1000)],
+    columns=["step", "kind", "objects_in_step"],
+)
+
+
+def test_each_kind_from_its_own_increments():
+    # custom resources add 10 kB each to the watch cache, ConfigMaps 2 kB; step 4 a little less.
+    points = _points(
+        {
+            1: {"watch-cache": 1e6, "other": 5e5},
+            2: {"watch-cache": 1e6 + 10e6, "other": 5e5},
+            3: {"watch-cache": 1e6 + 12e6, "other": 5e5},
+            4: {"watch-cache": 1e6 + 21e6, "other": 5e5 + 1e6},
+            5: {"watch-cache": 1e6 + 23e6, "other": 5e5 + 1e6},
+        }
+    )
+    fits = perobject.fit_per_object(points, STEPS)
+    cr = fits[(fits["kind"] == "customresources")].set_index("cause")
+    cm = fits[(fits["kind"] == "configmaps")].set_index("cause")
+    assert cr.loc["watch-cache", "per_object"] == pytest.approx(9500)  # (10e6 + 9e6) / 2000
+    assert cr.loc["total", "per_object"] == pytest.approx(10000)
+    assert cr.loc["total", "increments"] == 2 and cr.loc["total", "objects"] == 2000
+    assert cr.loc["watch-cache", "per_object_low"] < 9500 < cr.loc["watch-cache", "per_object_high"]
+    assert cm.loc["watch-cache", "per_object"] == pytest.approx(2000)
+    assert cm.loc["other", "per_object"] == 0
+    assert fits.groupby("kind")["cause"].last().eq("total").all()  # total last
+    assert perobject.ratio_between(fits, "customresources", "configmaps") == pytest.approx(5.0)
+
+
+def test_a_step_without_its_neighbour_is_left_out():
+    points = _points({1: {"a": 0.0}, 2: {"a": 1e6}, 4: {"a": 3e6}})
+    inc = perobject.object_increments(points, STEPS)
+    assert set(inc["step"]) == {2}
+    fits = perobject.fit_per_object(points, STEPS)
+    one = fits[(fits["kind"] == "customresources") & (fits["cause"] == "total")].iloc[0]
+    assert one["per_object"] == pytest.approx(1000) and math.isnan(one["per_object_low"])
+
+
+def test_amplification_divides_by_the_stored_json():
+    per_object = pd.DataFrame(
+        [("customresources", "bytes", "total", 8000.0, 7000.0, 9000.0, 1.0, 1.0, 2, 2000, 1.0)],
+        columns=perobject.PER_OBJECT_COLUMNS,
+    )
+    sizes = {"customresources": {"sent_bytes": 1024, "stored_bytes": 1600}}
+    amp = perobject.amplification(per_object, sizes, {"customresources": 1500.0}).iloc[0]
+    assert amp["serialized_source"] == "stored JSON" and amp["amplification"] == pytest.approx(5.0)
+    assert amp["amplification_low"] == pytest.approx(7000 / 1600) and amp["server_estimate_bytes"] == 1500.0
+    amp = perobject.amplification(per_object, {"customresources": {"sent_bytes": 1024}}, {"customresources": 1500.0})
+    assert amp.iloc[0]["serialized_source"] == "server estimate"
+
+
+def test_size_estimate_per_object_from_the_last_value():
+    t = pd.Timestamp("2026-11-24T04:00:00Z")
+    series = pd.DataFrame(
+        [
+            (t + pd.Timedelta(seconds=s), "kube-apiserver", "apiserver_resource_size_estimate_bytes", lab, v)
+            for s, lab, v in [
+                (5, '{resource="configmaps"}', 10_000),
+                (25, '{resource="configmaps"}', 1_500_000),
+                (5, '{resource="widgets"}', 0),
+                (25, '{resource="widgets"}', 0),  # v1.37.1 keeps no estimate for custom resources
+                (5, '{resource="gadgets"}', 3_000_000),
+            ]
+        ],
+        columns=["timestamp", "job", "metric", "labels", "value"],
+    )
+    got = perobject.size_estimate_per_object(
+        series,
+        {"customresources": 1000, "configmaps": 1000, "gadgets": 1000},
+        {"customresources": ["widgets"], "configmaps": ["configmaps"], "gadgets": ["gadgets"]},
+    )
+    assert got == {"configmaps": pytest.approx(1500.0), "gadgets": pytest.approx(3000.0)}
