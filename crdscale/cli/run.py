@@ -127,6 +127,12 @@ class Command:
         add_output_argument(parser)
         parser.add_argument("--print-default", action="store_true", help="print the default scenario and exit")
         parser.add_argument(
+            "--report",
+            action="store_true",
+            help="when the run (or every cell of a matrix) completes, write its report as 'crdscale report' "
+            "does: findings.md and HTML under <run>/report/ (a matrix: the comparison of its cells)",
+        )
+        parser.add_argument(
             "--resume",
             metavar="EXPERIMENT_DIR",
             help="finish an interrupted experiment: skip completed cells, redo the interrupted one "
@@ -196,7 +202,7 @@ class Command:
         run = run_with_progress(scenario, args.out)
         log.info(f"completed; explore with: crdscale analyze {run}")
         print(run)
-        return 0
+        return _report(run) if args.report else 0
 
 
 # --prometheus-* flags that set the scenario key of the same name (target.prometheus_*).
@@ -251,7 +257,18 @@ def _run_experiment(experiment, args) -> int:
     experiment.run(run_with_progress)
     log.info(f"completed; compare the cells with: crdscale report {experiment.path}")
     print(experiment.path)
-    return 0
+    return _report(experiment.path) if getattr(args, "report", False) else 0
+
+
+def _report(path) -> int:
+    """``crdscale report PATH`` with its defaults: one report pipeline, whoever asks."""
+    import argparse
+
+    from crdscale.cli import report
+
+    parser = argparse.ArgumentParser(prog="crdscale report")
+    report.Command.add_arguments(parser)
+    return report.Command.run(parser.parse_args([str(path)]))
 
 
 def _parse_sets(items: list[str]) -> dict:

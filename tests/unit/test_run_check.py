@@ -279,3 +279,16 @@ def test_check_with_resume_checks_the_cells_left(proxy, tmp_path, capsys):
     assert main(["run", "--check", "--resume", str(experiment.path)]) == 0
     out = capsys.readouterr().out
     assert "1 cell checked" in out and "cell GOGC=50:" in out and "GOGC=100" not in out
+
+
+def test_run_report_renders_the_completed_run_through_crdscale_report(monkeypatch, tmp_path, capsys):
+    from crdscale.cli import report
+    from crdscale.cli import run as run_cli
+
+    monkeypatch.setattr(run_cli, "_check", lambda scenario, cells=None: [])
+    monkeypatch.setattr(run_cli, "run_with_progress", lambda scenario, out: tmp_path / "the-run")
+    seen = []
+    monkeypatch.setattr(report.Command, "run", staticmethod(lambda args: seen.append(args) or 0))
+    assert main(["run", "--report", "--set", "steps.count=1"]) == 0
+    (args,) = seen
+    assert args.run_dir == str(tmp_path / "the-run") and args.out is None
