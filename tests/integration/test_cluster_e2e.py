@@ -188,6 +188,7 @@ def test_matrix_on_the_node_with_a_killed_pod_and_results_in_s3(node_cluster, tm
         phases = sorted((p["metadata"]["labels"][clusterjob.INDEX_LABEL], p["status"]["phase"]) for p in pods())
         assert phases == [("0", "Failed"), ("0", "Succeeded"), ("1", "Succeeded"), ("2", "Succeeded")]
 
+        capsys.readouterr()  # what the test printed so far
         assert main(["status", str(experiment), "-o", "json"]) == 0
         states = json.loads(capsys.readouterr().out)["indexes"]
         assert [(s["cell"], s["state"]) for s in states] == [
