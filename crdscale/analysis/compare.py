@@ -171,6 +171,14 @@ def per_crd_differences(
     return pd.DataFrame(rows, columns=JOINT_COLUMNS)
 
 
+def _joint(points: pd.DataFrame, reference, by: list[str], confidence: float, replicates) -> pd.DataFrame:
+    """:func:`per_crd_differences` of a comparison, empty when the reference has no points of this kind
+    (a run too short for a sample or a profile of its served phase): nothing to compare against, not an error."""
+    if not len(points) or reference not in {(replicates or {}).get(r, r) for r in points["run"]}:
+        return pd.DataFrame(columns=JOINT_COLUMNS)
+    return per_crd_differences(points, reference=reference, by=by, confidence=confidence, replicates=replicates)
+
+
 def _combine(estimates: list[Estimate], confidence: float) -> Estimate:
     """A configuration's estimate: its one run's, or the mean of its repeats with their spread."""
     if len(estimates) == 1:
@@ -514,14 +522,10 @@ def compare_runs(
         warnings=warnings,
         points=stacked,
         per_crd=stack_runs(per_crd),
-        joint=per_crd_differences(stacked, reference=reference, confidence=confidence, replicates=replicates),
+        joint=_joint(stacked, reference, ["metric", "cause"], confidence, replicates),
         series_points=sstacked,
         series_fits=stack_runs({label: fit_series_per_crd(p, confidence) for label, p in spoints.items() if len(p)}),
-        series_joint=per_crd_differences(
-            sstacked, reference=reference, by=["metric"], confidence=confidence, replicates=replicates
-        )
-        if len(sstacked)
-        else pd.DataFrame(columns=JOINT_COLUMNS),
+        series_joint=_joint(sstacked, reference, ["metric"], confidence, replicates),
         end=stack_runs(ends),
         establish=stack_runs(establish),
         profile_diff=pd.concat(diffs, ignore_index=True) if diffs else pd.DataFrame(),

@@ -22,6 +22,7 @@ CLUSTER_ONLY = {
     "namespace": "--namespace",
     "image": "--image",
     "results": "--results",
+    "results_secret": "--results-secret",
     "print_manifests": "--print-manifests",
     "one_per_node": "--one-per-node",
     "detach": "--detach",
@@ -57,6 +58,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         metavar="URL",
         help="where each cell's run directory goes: s3://BUCKET/PREFIX (credentials from the usual "
         "environment/files), pvc://CLAIM (mounted in the pods) or file:///PATH (a path in the pods)",
+    )
+    group.add_argument(
+        "--results-secret",
+        metavar="NAME",
+        help="a Secret in the Job's namespace whose keys become the pods' environment: the S3 store's "
+        "AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY (and AWS_ENDPOINT_URL_S3, AWS_REGION for an "
+        "S3-compatible server); referenced by name, never copied into the manifests",
     )
     group.add_argument(
         "--print-manifests",
@@ -100,6 +108,10 @@ def check_submission(args: argparse.Namespace, *, resume: bool) -> None:
         scheme_of(args.results)
     if args.namespace:
         check_namespace(args.namespace)
+    if args.results_secret:
+        from crdscale.scenario.fanout import check_secret_name
+
+        check_secret_name(args.results_secret)
     if args.parallelism is not None and args.parallelism < 1:
         raise UsageError(f"--parallelism {args.parallelism}: at least 1")
     if args.cpus is not None and args.cpus < 1:
@@ -156,6 +168,7 @@ def _plan(experiment_id, run_id, manifest, cells, resources, args, *, attempt=0,
         parallelism=args.parallelism or table.get("parallelism") or 1,
         attempt=attempt,
         one_per_node=bool(args.one_per_node or table.get("one_per_node")),
+        results_secret=args.results_secret or table.get("results_secret"),
     )
 
 
@@ -169,6 +182,7 @@ def _cluster_table(plan, args, cluster, peaks) -> dict:
         "namespace": plan.namespace,
         "image": plan.image,
         "results": plan.results,
+        "results_secret": plan.results_secret,
         "parallelism": plan.parallelism,
         "one_per_node": plan.one_per_node,
         "cpus": plan.resources.cpus,
@@ -234,6 +248,8 @@ def submit(args: argparse.Namespace, scenario) -> int:
         cluster.server_version()
         manifest[clusterjob.CLUSTER_KEY] = _cluster_table(plan, args, cluster, peaks)
         plan.create_namespace = not clusterjob.namespace_exists(cluster, plan.namespace)
+        if plan.results_secret:
+            clusterjob.check_secret(cluster, plan.namespace, plan.results_secret)
         if not plan.create_namespace:
             # The server validates every object (admission, quota, RBAC) before anything exists.
             clusterjob.create(cluster, plan, dry_run=True)
@@ -290,7 +306,11 @@ def resume(args: argparse.Namespace, experiment) -> int:
         if args.print_manifests:
             print_manifests(plan)
             return 0
-        table.update(image=plan.image, results=plan.results, parallelism=plan.parallelism)
+        table.update(
+            image=plan.image, results=plan.results, results_secret=plan.results_secret, parallelism=plan.parallelism
+        )
+        if plan.results_secret:
+            clusterjob.check_secret(cluster, plan.namespace, plan.results_secret)
         clusterjob.create(cluster, plan, dry_run=True)
         _create(cluster, experiment, plan)
         log.info(f"experiment {experiment.path.name}: job {plan.job_name} reruns {len(missing)} cells")

@@ -38,17 +38,26 @@ def _has_xattrs(directory: Path) -> bool:
 
 
 class LocalS3:
-    """versitygw on ``127.0.0.1:<free port>`` over ``root`` (default: a temporary directory),
+    """versitygw on ``127.0.0.1:<free port>`` (or ``host``) over ``root`` (default: a temporary directory),
     with a random root key pair. Use as a context manager, or ``start()``/``stop()``.
 
     Buckets are made with :meth:`make_bucket` (a directory under ``root``)."""
 
-    def __init__(self, root: Path | None = None, *, binary: Path | None = None, region: str = "us-east-1"):
+    def __init__(
+        self,
+        root: Path | None = None,
+        *,
+        binary: Path | None = None,
+        region: str = "us-east-1",
+        host: str = LOOPBACK,
+    ):
         self.binary = Path(binary) if binary else binaries.versitygw().path
         self._own_root = root is None
         self.root = Path(root) if root else Path(tempfile.mkdtemp(prefix="crdscale-s3-"))
         self.data = self.root / "buckets"
         self.region = region
+        # LOOPBACK, or an address other machines' clients reach (a test node's pods: its bridge's host address).
+        self.host = host
         self.access_key = "crdscale" + secrets.token_hex(6)
         self.secret_key = secrets.token_urlsafe(30)
         (self.port,) = free_ports(1)
@@ -56,7 +65,7 @@ class LocalS3:
 
     @property
     def endpoint(self) -> str:
-        return f"http://{LOOPBACK}:{self.port}"
+        return f"http://{self.host}:{self.port}"
 
     def client_env(self) -> dict[str, str]:
         """Environment variables that point an S3 client at this server."""
@@ -78,14 +87,14 @@ class LocalS3:
         if not _has_xattrs(self.data):  # e.g. some overlay or tmpfs mounts: metadata beside the data
             (self.root / "meta").mkdir(exist_ok=True)
             posix += ["--sidecar", str(self.root / "meta")]
-        cmd = [str(self.binary), "--port", f"{LOOPBACK}:{self.port}", "--region", self.region, "--quiet", *posix]
+        cmd = [str(self.binary), "--port", f"{self.host}:{self.port}", "--region", self.region, "--quiet", *posix]
         cmd.append(str(self.data))
         env = dict(os.environ, ROOT_ACCESS_KEY_ID=self.access_key, ROOT_SECRET_ACCESS_KEY=self.secret_key)
         log_path = self.root / "versitygw.log"
         with open(log_path, "ab") as out:  # the keys travel in the environment, not on the command line
             self.proc = subprocess.Popen(cmd, env=env, stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
         deadline = time.monotonic() + timeout_s
-        while not port_open(self.port):
+        while not port_open(self.port, self.host):
             if self.proc.poll() is not None or time.monotonic() > deadline:
                 tail = log_path.read_text(errors="replace")[-2000:]
                 self.stop()

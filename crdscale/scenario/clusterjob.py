@@ -157,6 +157,20 @@ def namespace_exists(cluster: Cluster, namespace: str) -> bool:
     return True
 
 
+def check_secret(cluster: Cluster, namespace: str, name: str) -> None:
+    """UsageError (one line) when the Secret the pods take their store's credentials from is missing:
+    its pods would wait forever (CreateContainerConfigError). A 403 cannot tell: assume it is there."""
+    resp = cluster.get(f"/api/v1/namespaces/{namespace}/secrets/{name}")
+    if resp.status_code == 404:
+        raise UsageError(
+            f"--results-secret {name}: no such Secret in namespace {namespace}; create it with the store's "
+            f"credentials, e.g. kubectl -n {namespace} create secret generic {name} "
+            f"--from-literal=AWS_ACCESS_KEY_ID=... --from-literal=AWS_SECRET_ACCESS_KEY=..."
+        )
+    if resp.status_code not in (200, 403):
+        raise ApiError(f"GET secret {name}", resp)
+
+
 def create(cluster: Cluster, plan: fanout.JobPlan, *, dry_run: bool = False) -> None:
     """Create the plan's objects in order; ``dry_run``: the server validates them (``?dryRun=All``) and keeps nothing."""
     for manifest in fanout.manifests(plan):

@@ -113,6 +113,7 @@ class JobPlan:
     one_per_node: bool = False
     retries: int = DEFAULT_RETRIES
     create_namespace: bool = False
+    results_secret: str | None = None
     extra_labels: dict[str, str] = field(default_factory=dict)
 
     @property
@@ -135,6 +136,39 @@ class JobPlan:
         if self.results.startswith(f"{PVC_SCHEME}://"):
             return f"file://{PVC_MOUNT}"
         return self.results
+
+
+def registry_host(ref: str) -> str | None:
+    """The registry host a reference names (``ghcr.io`` of ``ghcr.io/me/crdscale:1``), or ``None`` for a
+    bare name (``crdscale:1``), which only a runtime's local image store can have (``crdscale image load``)."""
+    first, _, rest = ref.partition("/")
+    if rest and ("." in first or ":" in first or first == "localhost"):
+        return first
+    return None
+
+
+def image_pull_policy(ref: str) -> str | None:
+    """``IfNotPresent`` for a reference without a registry host: a kubelet would otherwise pull a
+    ``:latest`` (or untagged) one from Docker Hub instead of using the image loaded into its node.
+    ``None`` (the Kubernetes default) for a registry's reference."""
+    return None if registry_host(ref) else "IfNotPresent"
+
+
+def image_env(ref: str) -> list[dict[str, str]]:
+    """The environment telling a cell which image it runs in (:data:`crdscale.rundir.writer.IMAGE_ENVS`):
+    the reference as given and, for ``NAME@sha256:...``, the digest, so each run's manifest records it."""
+    env = [{"name": "CRDSCALE_IMAGE_REF", "value": ref}]
+    _name, at, digest = ref.partition("@")
+    if at and digest.startswith("sha256:"):
+        env.append({"name": "CRDSCALE_IMAGE_DIGEST", "value": digest})
+    return env
+
+
+def check_secret_name(name: str) -> str:
+    """``name`` if it is a valid Secret name (an RFC 1123 subdomain), else UsageError (one line)."""
+    if len(name) > 253 or not all(_DNS_LABEL.match(part) for part in name.split(".")):
+        raise UsageError(f"--results-secret {name!r}: not a Secret name (lowercase letters, digits, '-' and '.')")
+    return name
 
 
 def experiment_selector(experiment: str) -> str:
@@ -193,22 +227,29 @@ def job_manifest(plan: JobPlan) -> dict[str, Any]:
         claim = plan.results[len(PVC_SCHEME) + 3 :].strip("/")
         volumes.append({"name": "results", "persistentVolumeClaim": {"claimName": claim}})
         mounts.append({"name": "results", "mountPath": PVC_MOUNT})
+    container: dict[str, Any] = {
+        "name": CONTAINER,
+        "image": plan.image,
+        # The index comes from $JOB_COMPLETION_INDEX, which the Job controller sets.
+        "command": ["crdscale", "cell", SPEC_MOUNT, "--results", plan.results_in_pod(), "--out", RUNS_MOUNT],
+        "env": image_env(plan.image),
+        "resources": {"requests": dict(quantities), "limits": dict(quantities)},
+        "volumeMounts": mounts,
+    }
+    policy = image_pull_policy(plan.image)
+    if policy:
+        container["imagePullPolicy"] = policy
+    if plan.results_secret:
+        # The store's credentials (and endpoint: AWS_ENDPOINT_URL_S3) as the user put them in a Secret:
+        # referenced by name, never copied into a manifest.
+        container["envFrom"] = [{"secretRef": {"name": plan.results_secret}}]
     pod_spec: dict[str, Any] = {
         "serviceAccountName": plan.service_account_name,
         "automountServiceAccountToken": False,
         "enableServiceLinks": False,
         "restartPolicy": "Never",
         "terminationGracePeriodSeconds": TERMINATION_GRACE_SECONDS,
-        "containers": [
-            {
-                "name": CONTAINER,
-                "image": plan.image,
-                # The index comes from $JOB_COMPLETION_INDEX, which the Job controller sets.
-                "command": ["crdscale", "cell", SPEC_MOUNT, "--results", plan.results_in_pod(), "--out", RUNS_MOUNT],
-                "resources": {"requests": dict(quantities), "limits": dict(quantities)},
-                "volumeMounts": mounts,
-            }
-        ],
+        "containers": [container],
         "volumes": volumes,
     }
     if plan.one_per_node:
@@ -266,7 +307,13 @@ def submitter_role(plan: JobPlan) -> dict[str, Any]:
                 "verbs": ["create", "get", "list", "delete"],
             },
             {"apiGroups": [""], "resources": ["pods", "pods/log"], "verbs": ["get", "list", "watch"]},
-        ],
+        ]
+        # Whether the Secret the pods read exists (checked before submitting); never its data's use here.
+        + (
+            [{"apiGroups": [""], "resources": ["secrets"], "resourceNames": [plan.results_secret], "verbs": ["get"]}]
+            if plan.results_secret
+            else []
+        ),
     }
 
 

@@ -216,3 +216,16 @@ def test_compare_runs_takes_runs_read_by_rundir_or_their_directories():
     assert set(from_runs.process_jobs) == set(from_runs.labels)
     with pytest.raises(UsageError, match="two or more"):
         compare_runs(read_runs(dirs[:1]))
+
+
+def test_a_reference_without_points_of_a_kind_compares_nothing_of_that_kind():
+    """A cell too short for a /proc sample of its served phase (a tiny cell of a matrix on a cluster):
+    its comparison with longer cells has no series rows, rather than failing."""
+    from crdscale.analysis.compare import JOINT_COLUMNS, _joint
+
+    points = pd.DataFrame(
+        {"run": ["b"] * 3, "crds": [0, 10, 20], "phase": ["baseline", "served", "served"], "value": [1.0, 2.0, 3.0]}
+    ).assign(metric="rss_bytes")
+    out = _joint(points, "a", ["metric"], 0.95, {})
+    assert out.empty and list(out.columns) == JOINT_COLUMNS
+    assert _joint(points.iloc[0:0], "a", ["metric"], 0.95, {}).empty

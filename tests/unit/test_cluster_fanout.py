@@ -198,6 +198,8 @@ def scenario_file(tmp_path) -> Path:
         (["--cluster", "--image", "x", "--results", "pvc://c", "--parallelism", "0"], "--parallelism 0"),
         (["--cluster", "--image", "x", "--results", "pvc://c", "--memory", "lots"], "--memory:"),
         (["--memory", "8GiB"], "--memory goes with --cluster"),
+        (["--results-secret", "s3"], "--results-secret goes with --cluster"),
+        (["--cluster", "--image", "x", "--results", "s3://b", "--results-secret", "Bad_Name"], "not a Secret name"),
         (["--cluster", "--image", "x", "--results", "pvc://c", "--set", f'crds.source="{CRDS}"'], "crds.source"),
     ],
 )
@@ -348,3 +350,70 @@ def test_follow_logs_progress_until_the_job_finishes(tmp_path, caplog):
         states = clusterjob.follow(_StubCluster(status, [], {}), experiment, interval_s=0)
     assert [s.state for s in states] == ["succeeded", "succeeded"]
     assert "cells: 0 pending, 0 running, 2 succeeded, 0 failed" in caplog.text
+
+
+@pytest.mark.parametrize(
+    "ref, host, policy",
+    [
+        ("crdscale:0.4", None, "IfNotPresent"),
+        ("crdscale", None, "IfNotPresent"),
+        ("me/crdscale:latest", None, "IfNotPresent"),
+        ("registry.example/crdscale@sha256:0123", "registry.example", None),
+        ("localhost:5000/crdscale:1", "localhost:5000", None),
+        ("localhost/crdscale:1", "localhost", None),
+    ],
+)
+def test_a_loaded_image_is_used_where_it_is(ref, host, policy):
+    """A reference without a registry can only be an image loaded into the node: never pulled from Docker Hub."""
+    assert fanout.registry_host(ref) == host
+    assert fanout.image_pull_policy(ref) == policy
+    container = fanout.job_manifest(plan(image=ref))["spec"]["template"]["spec"]["containers"][0]
+    assert container.get("imagePullPolicy") == policy
+
+
+def test_the_image_reaches_the_run_manifest_by_digest():
+    from crdscale.rundir.writer import IMAGE_ENVS, image_facts
+
+    container = fanout.job_manifest(plan())["spec"]["template"]["spec"]["containers"][0]
+    env = {e["name"]: e["value"] for e in container["env"]}
+    assert image_facts(env) == {"ref": "registry.example/crdscale@sha256:0123", "digest": "sha256:0123"}
+    tagged = fanout.job_manifest(plan(image="crdscale:1"))["spec"]["template"]["spec"]["containers"][0]
+    assert {e["name"] for e in tagged["env"]} == {IMAGE_ENVS["ref"]}
+
+
+def test_results_credentials_come_from_a_secret_by_name():
+    container = fanout.job_manifest(plan(results_secret="s3-creds"))["spec"]["template"]["spec"]["containers"][0]
+    assert container["envFrom"] == [{"secretRef": {"name": "s3-creds"}}]
+    assert "envFrom" not in fanout.job_manifest(plan())["spec"]["template"]["spec"]["containers"][0]
+    rules = fanout.submitter_role(plan(results_secret="s3-creds"))["rules"]
+    assert {"apiGroups": [""], "resources": ["secrets"], "resourceNames": ["s3-creds"], "verbs": ["get"]} in rules
+    assert not any("secrets" in r["resources"] for r in fanout.submitter_role(plan())["rules"])
+
+
+@pytest.mark.parametrize(
+    "status, raises",
+    [(200, None), (403, None), (404, "no such Secret in namespace ns; create it")],
+)
+def test_a_missing_results_secret_fails_before_submitting(status, raises):
+    class Cluster:
+        def get(self, path, **_kw):
+            assert path == "/api/v1/namespaces/ns/secrets/creds"
+            return _Response(status, {})
+
+    if raises:
+        with pytest.raises(UsageError, match=raises):
+            clusterjob.check_secret(Cluster(), "ns", "creds")
+    else:
+        clusterjob.check_secret(Cluster(), "ns", "creds")
+
+
+def test_print_manifests_reference_the_secret(scenario_file, capsys, monkeypatch):
+    import yaml
+
+    monkeypatch.setenv("KUBECONFIG", "/nonexistent")
+    args = ["run", str(scenario_file), "--cluster", "--image", "crdscale:1", "--results", "s3://b/p"]
+    assert main([*args, "--results-secret", "s3-creds", "--print-manifests"]) == 0
+    docs = [d for d in yaml.safe_load_all(capsys.readouterr().out) if d]
+    container = docs[3]["spec"]["template"]["spec"]["containers"][0]
+    assert container["envFrom"] == [{"secretRef": {"name": "s3-creds"}}]
+    assert container["imagePullPolicy"] == "IfNotPresent"

@@ -3,6 +3,8 @@ tests/integration/test_results_s3.py talks to a real one)."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from crdscale.errors import UsageError
@@ -116,3 +118,18 @@ def test_the_metadata_service_is_asked_only_in_a_pod():
     assert IamAwsProvider.__name__ not in kinds({})
     assert kinds({"KUBERNETES_SERVICE_HOST": "10.0.0.1"})[-1] == IamAwsProvider.__name__
     assert kinds({"AWS_WEB_IDENTITY_TOKEN_FILE": "/var/run/token"})[-1] == IamAwsProvider.__name__
+
+
+def test_local_s3_listens_where_it_is_told():
+    """A test node's pods reach the host only at its bridge address: the server listens and is addressed there."""
+    from crdscale.results.versitygw import LocalS3
+
+    s3 = LocalS3(binary=Path("/nonexistent/versitygw"), host="10.213.1.1")
+    try:
+        assert s3.endpoint == f"http://10.213.1.1:{s3.port}"
+        assert s3.client_env()["AWS_ENDPOINT_URL_S3"] == s3.endpoint
+    finally:
+        s3.stop()
+    local = LocalS3(binary=Path("/nonexistent/versitygw"))
+    local.stop()  # removes its temporary root
+    assert local.endpoint.startswith("http://127.0.0.1:")
