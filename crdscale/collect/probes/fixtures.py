@@ -367,6 +367,23 @@ class ProbeFixtures:
             failed = [f for f in pool.map(delete, names) if f]
         if failed:
             raise ClusterError(f"{len(failed)} of {len(names)} CRDs not deleted (e.g. {failed[0]})")
+        self._wait_crds_gone(selector, timeout_s=max(60.0, 0.5 * len(names)))
+
+    def _wait_crds_gone(self, selector: str, *, timeout_s: float) -> None:
+        """Wait until the deleted CRDs are gone, not just Terminating: the server removes a CRD only
+        after its finalizer has deleted every stored object, and until then it still serves the
+        group-version, which the next measurement would count (seen: a discovery sweep started
+        beside 60 Terminating CRDs of the test before and found 67 group-versions where it made 82)."""
+        deadline = time.monotonic() + timeout_s
+        while True:
+            left = self.cluster.get_json(
+                CRD_PATH, params={"labelSelector": selector}, headers={"Accept": METADATA_ONLY_ACCEPT}
+            ).get("items")
+            if not left:
+                return
+            if time.monotonic() > deadline:
+                raise ClusterError(f"{len(left)} CRDs still terminating after {timeout_s:.0f} s")
+            time.sleep(0.5)
 
     def _delete_namespace(self, name: str) -> None:
         cluster = self.cluster
