@@ -23,7 +23,7 @@ from typing import Any
 import requests
 
 from crdscale.cluster.retry import RetryPolicy, send_with_retry
-from crdscale.crds import objects as gen
+from crdscale.crds import objects
 from crdscale.errors import ClusterError
 from crdscale.ownership import ownership_labels
 
@@ -57,13 +57,13 @@ class Target:
 def custom_resource_target(crd: Mapping[str, Any], namespace: str) -> Target:
     spec = crd["spec"]
     namespaced = spec.get("scope", "Cluster") == "Namespaced"
-    prefix = f"/apis/{gen.api_version(crd)}"
+    prefix = f"/apis/{objects.api_version(crd)}"
     path = (
         f"{prefix}/namespaces/{namespace}/{spec['names']['plural']}"
         if namespaced
         else f"{prefix}/{spec['names']['plural']}"
     )
-    return Target(gen.CUSTOM_RESOURCES, path, namespace if namespaced else None, crd)
+    return Target(objects.CUSTOM_RESOURCES, path, namespace if namespaced else None, crd)
 
 
 def control_target(kind: str, namespace: str) -> Target:
@@ -138,7 +138,7 @@ class ObjectWriter:
         for i in range(start, start + count):
             name = f"obj-{i:06d}"
             if target.crd is not None:
-                body = gen.custom_resource(
+                body = objects.custom_resource(
                     target.crd,
                     name,
                     namespace=target.namespace,
@@ -148,10 +148,10 @@ class ObjectWriter:
                     salt=i,
                 )
             else:
-                body = gen.control_object(
+                body = objects.control_object(
                     target.kind, name, namespace=target.namespace, labels=self.labels, size=self.size, salt=i
                 )
-            out.append(body if self.managed_fields else gen.without_managed_fields(body))
+            out.append(body if self.managed_fields else objects.without_managed_fields(body))
         return out
 
     def write(
@@ -176,7 +176,7 @@ class ObjectWriter:
         name = body["metadata"]["name"]
         if self.apply == "server-side-apply":
             url = self.cluster.url(f"{target.path}/{name}")
-            params = {"fieldManager": gen.FIELD_MANAGER, "force": "true"}
+            params = {"fieldManager": objects.FIELD_MANAGER, "force": "true"}
             data = json.dumps(body, separators=(",", ":"))
 
             def request():
@@ -189,7 +189,7 @@ class ObjectWriter:
             url = self.cluster.url(target.path)
 
             def request():
-                return session.post(url, params={"fieldManager": gen.FIELD_MANAGER}, json=body, timeout=60)
+                return session.post(url, params={"fieldManager": objects.FIELD_MANAGER}, json=body, timeout=60)
 
             ok = (200, 201, 409)
 
@@ -242,4 +242,4 @@ class ObjectWriter:
         resp = self.cluster.get(f"{target.path}/obj-000000", timeout=30)
         if resp.status_code != 200:
             return None
-        return gen.json_bytes(resp.json())
+        return objects.json_bytes(resp.json())
