@@ -4,6 +4,7 @@ and what a process costs (CPU, memory, fds) without asking it."""
 from __future__ import annotations
 
 import os
+import subprocess
 from pathlib import Path
 
 
@@ -102,3 +103,16 @@ def available_memory_bytes(meminfo: str | None = None) -> int | None:
         if line.startswith("MemAvailable:"):
             return int(line.split()[1]) * 1024
     return None
+
+
+def stop_child(proc: subprocess.Popen, grace_s: float = 10.0) -> None:
+    """Stop a child we started: SIGTERM, then SIGKILL if it outlives ``grace_s``; always reaped
+    (no zombie left). A process that already exited is only reaped."""
+    if proc.poll() is None:
+        proc.terminate()
+        try:
+            proc.wait(grace_s)
+            return
+        except subprocess.TimeoutExpired:
+            proc.kill()
+    proc.wait()

@@ -21,6 +21,7 @@ from pathlib import Path
 from crdscale.cluster import binaries
 from crdscale.cluster.local import LOOPBACK, free_ports, port_open
 from crdscale.errors import ClusterError
+from crdscale.proc import stop_child
 
 log = logging.getLogger(__name__)
 
@@ -104,13 +105,8 @@ class LocalS3:
         return self
 
     def stop(self) -> None:
-        if self.proc is not None and self.proc.poll() is None:
-            self.proc.terminate()
-            try:
-                self.proc.wait(10)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait()
+        if self.proc is not None:
+            stop_child(self.proc)
         self.proc = None
         if self._own_root:
             shutil.rmtree(self.root, ignore_errors=True)

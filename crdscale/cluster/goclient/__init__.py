@@ -39,6 +39,7 @@ from crdscale.cluster import gobuild
 from crdscale.cluster.kubeconfig import KubeconfigFiles
 from crdscale.errors import ClusterError
 from crdscale.paths import binaries_dir
+from crdscale.proc import stop_child
 
 BINARY_NAME = "crdscale-client"
 # client-go's go.mod says "go 1.26.0"; the module proxy serves v0.37.1 (kube 1.37.1, our default server).
@@ -312,12 +313,7 @@ class InformerClients:
             try:
                 entry.proc.wait(max(0.1, deadline - time.monotonic()))
             except subprocess.TimeoutExpired:
-                entry.proc.terminate()
-                try:
-                    entry.proc.wait(3)
-                except subprocess.TimeoutExpired:
-                    entry.proc.kill()
-                    entry.proc.wait()
+                stop_child(entry.proc, grace_s=3)
             if entry.reader is not None:
                 entry.reader.join(timeout=2)  # the last lines (the "stopped" event) are still being read
         with self._lock:
