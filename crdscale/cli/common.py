@@ -26,8 +26,8 @@ def resolve_kubeconfig(
     local_instance: bool = True,
     missing: str = "no cluster: pass --kubeconfig, start one with 'crdscale up', or set $KUBECONFIG",
 ) -> KubeconfigFiles:
-    """``--kubeconfig`` (one file, or ``a:b`` merged), else the newest ready local instance (unless
-    ``local_instance`` is false), else every file of ``$KUBECONFIG`` merged as kubectl merges them,
+    """``--kubeconfig`` (one file, or ``a:b`` merged), else the one ready local instance (unless
+    ``local_instance`` is false; several are refused), else every file of ``$KUBECONFIG`` merged as kubectl merges them,
     else ``~/.kube/config``; else a UsageError saying ``missing``."""
     from crdscale.cluster.kubeconfig import KubeconfigFiles
     from crdscale.cluster.local import default_kubeconfig
@@ -47,7 +47,7 @@ def resolve_kubeconfig(
 
 
 # What a command does without --kubeconfig: find a cluster (resolve_kubeconfig).
-FIND_CLUSTER = "the newest local instance, then $KUBECONFIG, then ~/.kube/config"
+FIND_CLUSTER = "the local instance (if exactly one is up), then $KUBECONFIG, then ~/.kube/config"
 
 
 def add_cluster_arguments(parser: argparse.ArgumentParser, *, default: str = FIND_CLUSTER) -> None:

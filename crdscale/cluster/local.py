@@ -763,10 +763,21 @@ def instance_serving(server: str) -> LocalControlPlane | None:
 
 
 def default_kubeconfig() -> Path | None:
-    """The kubeconfig of the newest ready local instance, or ``None``."""
-    for info in list_instances():
-        if info.status == "ready":
-            return Path(info.kubeconfig)
+    """The kubeconfig of the one ready local instance, or ``None`` when none is ready.
+
+    With several ready, which one the user meant is a guess, and a probe of the wrong control plane
+    is a wrong number that looks right: refused, naming them.
+    """
+    ready = [info for info in list_instances() if info.status == "ready"]
+    if len(ready) > 1:
+        names = ", ".join(info.name for info in ready)
+        raise UsageError(
+            f"{len(ready)} local instances are up ({names}): pass --kubeconfig to say which "
+            f"(e.g. --kubeconfig {ready[0].kubeconfig}), or stop the others with 'crdscale down NAME'"
+        )
+    if ready:
+        log.info("using local instance %s (%s); --kubeconfig chooses another cluster", ready[0].name, ready[0].server)
+        return Path(ready[0].kubeconfig)
     return None
 
 

@@ -241,3 +241,39 @@ def test_the_cli_merges_every_file_of_KUBECONFIG(tmp_path, monkeypatch):
     assert files.paths == (first, second) and not files.explicit
     assert read_credentials(files)[0] == "https://a"
     assert files.child_env() == {"KUBECONFIG": f"{first}{os.pathsep}{second}"}
+
+
+def _instances(monkeypatch, tmp_path, names_ready):
+    from crdscale.cluster import local
+
+    infos = [
+        local.InstanceInfo(
+            name=name,
+            status="ready" if ready else "stopped",
+            server=f"https://127.0.0.1:{6443 + i}",
+            kubeconfig=str(_write(tmp_path / f"{name}.kubeconfig", clusters=[("c", {"server": f"https://{name}"})])),
+            versions={},
+            created_at="",
+            processes_alive={},
+        )
+        for i, (name, ready) in enumerate(names_ready)
+    ]
+    monkeypatch.setattr(local, "list_instances", lambda: infos)
+    return infos
+
+
+def test_the_one_ready_local_instance_wins_and_a_stopped_one_is_not_counted(tmp_path, monkeypatch):
+    infos = _instances(monkeypatch, tmp_path, [("old", False), ("mine", True)])
+    assert resolve_kubeconfig(None).paths == (Path(infos[1].kubeconfig),)
+
+
+def test_several_ready_local_instances_are_refused_not_guessed(tmp_path, monkeypatch):
+    import pytest
+
+    from crdscale.errors import UsageError
+
+    _instances(monkeypatch, tmp_path, [("a", True), ("b", True)])
+    with pytest.raises(UsageError, match=r"2 local instances are up \(a, b\): pass --kubeconfig"):
+        resolve_kubeconfig(None)
+    explicit = _write(tmp_path / "explicit", clusters=[("c", {"server": "https://x"})])
+    assert resolve_kubeconfig(str(explicit)).paths == (explicit,)  # --kubeconfig settles it
