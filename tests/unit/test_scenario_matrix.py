@@ -71,7 +71,10 @@ def test_set_on_every_axis_is_one_plain_run_and_repeat_survives():
 
 @pytest.mark.parametrize(
     "axis, key",
-    [('"target.env" = [{ GOGC = "100" }, { GOGC = "50" }]', "target.env.GOGC"), ('"target.env.GOGC" = ["100"]', "target.env")],
+    [
+        ('"target.env" = [{ GOGC = "100" }, { GOGC = "50" }]', "target.env.GOGC"),
+        ('"target.env.GOGC" = ["100"]', "target.env"),
+    ],
 )
 def test_set_inside_or_around_an_axis_is_refused(axis, key):
     with pytest.raises(UsageError, match=r"overlaps the matrix axis"):
