@@ -44,14 +44,21 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
-import pandas as pd
 
-from crdscale.analysis.percrd import TOTAL, phase_points, t_quantile
+from crdscale.analysis.intervals import t_quantile
 from crdscale.schema import measure_schema
 from crdscale.units import is_missing
+
+if TYPE_CHECKING:
+    import pandas as pd
+
+# pandas is imported where a function returns or reads DataFrames, not here: a prediction
+# (`crdscale footprint`) needs none, and importing it (with pyarrow) is ~0.4 s of the ~3 s a
+# provider's prediction takes. The same name as crdscale.analysis.percrd.TOTAL, which imports pandas.
+TOTAL = "total"
 
 # Features a model may use, in the order they are reported; max_depth describes, it does not add up.
 # properties_squared (the sum over served versions of their property count squared) is there for
@@ -145,6 +152,10 @@ def training_rows(
     minus the run's value at 0 CRDs; a step's features are the set's scaled
     by the share of CRDs installed (runs install uniform slices of a set).
     """
+    import pandas as pd
+
+    from crdscale.analysis.percrd import phase_points
+
     rows = []
     for run, data in points.groupby("run", sort=False):
         feats = features[run]
@@ -171,6 +182,8 @@ def training_rows(
 def run_growth(rows: pd.DataFrame) -> pd.DataFrame:
     """One row per run and target of :func:`training_rows`: ``run, target, added`` (bytes the whole
     set adds, fitted through the run's steps and the origin) and the whole set's features."""
+    import pandas as pd
+
     out = []
     for (run, target), group in rows.groupby(["run", "target"], sort=False):
         share = group["share"].to_numpy(dtype=float)
@@ -340,6 +353,8 @@ def rss_growths(rss: pd.Series, marks: pd.DataFrame) -> dict[str, float]:
     ``end``: growth at the last sample, e.g. after a hold). The peak is taken up to the last mark: a run
     stopped early (its memory guard) measured the set it had profiled, not the step it was in.
     NaN where the run lacks the samples."""
+    import pandas as pd
+
     nan = {"baseline": math.nan, "settled": math.nan, "peak": math.nan, "end": math.nan}
     rss = rss.sort_index()
     if not len(rss) or not len(marks):
@@ -477,6 +492,8 @@ def fit_footprint(
     (e.g. served versions per CRD never varied: drop ``served_versions`` or ``crds`` then).
     With no more runs than features the coefficients have no interval (NaN).
     """
+    import pandas as pd
+
     features = list(features)
     unknown = [f for f in features if f not in FEATURES]
     if unknown:
@@ -513,16 +530,27 @@ def extrapolations(model: FootprintModel, features: Mapping[str, float]) -> list
     return out
 
 
-def predict(model: FootprintModel, features: Mapping[str, float], confidence: float = 0.95) -> pd.DataFrame:
-    """What a CRD set with these :func:`footprint_features` adds: ``target, value, low, high``
-    (bytes, non-negative prediction interval at ``confidence``); causes by size, then ``total``,
-    ``rss`` (settled RSS growth) and ``rss_peak`` (peak RSS growth, when the model has a peak excess or ratio)."""
+def prediction_rows(
+    model: FootprintModel, features: Mapping[str, float], confidence: float = 0.95
+) -> list[tuple[str, float, float, float]]:
+    """:func:`predict` as ``(target, value, low, high)`` tuples in its order, without pandas (what the CLI
+    prints)."""
     x = [float(features[f]) for f in model.features]
     scale = float(features[ERROR_SCALE])
     rows = [(t, *m.predict(x, scale, confidence)) for t, m in model.targets.items()]
     if model.peak is not None and RSS in model.targets:
         rows.append((RSS_PEAK, *peak_interval(model.targets[RSS], model.peak, x, scale, confidence)))
-    return _ordered(pd.DataFrame(rows, columns=["target", "value", "low", "high"]))
+    last = {TOTAL: 1, RSS: 2, RSS_PEAK: 3}
+    return sorted(rows, key=lambda r: (last.get(r[0], 0), -r[1]))
+
+
+def predict(model: FootprintModel, features: Mapping[str, float], confidence: float = 0.95) -> pd.DataFrame:
+    """What a CRD set with these :func:`footprint_features` adds: ``target, value, low, high``
+    (bytes, non-negative prediction interval at ``confidence``); causes by size, then ``total``,
+    ``rss`` (settled RSS growth) and ``rss_peak`` (peak RSS growth, when the model has a peak excess or ratio)."""
+    import pandas as pd
+
+    return pd.DataFrame(prediction_rows(model, features, confidence), columns=["target", "value", "low", "high"])
 
 
 def _ordered(out: pd.DataFrame) -> pd.DataFrame:
@@ -654,6 +682,8 @@ def predict_difference(
         mean, var = m.moments(dx, dscale)
         half = m.quantile(confidence) * math.sqrt(var)
         rows.append((target, mean, mean - half, mean + half))
+    import pandas as pd
+
     return _ordered(pd.DataFrame(rows, columns=["target", "value", "low", "high"]))
 
 
@@ -676,6 +706,8 @@ def held_out_growth_errors(steps: pd.DataFrame, forms: Mapping[str, Any] = GROWT
     predicts the largest: ``form, run, installed, predicted, measured, error`` (relative). The form
     with the smallest held-out error is the one the data supports; forms that coincide on these runs
     (one schema size makes ``crds_x_schema_bytes`` a multiple of ``quadratic``) tie."""
+    import pandas as pd
+
     out = []
     for run, group in steps.groupby("run", sort=False):
         last = group.loc[group["installed"].idxmax()]

@@ -339,10 +339,10 @@ def _clean(v):
     return None if is_missing(v) else v
 
 
-def _rows(table) -> dict[str, dict[str, float | None]]:
+def _rows(rows) -> dict[str, dict[str, float | None]]:
+    """``(target, value, low, high)`` rows (or a DataFrame's itertuples) by target."""
     return {
-        r.target: {"value": _clean(r.value), "low": _clean(r.low), "high": _clean(r.high)}
-        for r in table.itertuples(index=False)
+        target: {"value": _clean(value), "low": _clean(low), "high": _clean(high)} for target, value, low, high in rows
     }
 
 
@@ -368,14 +368,14 @@ def _extrapolations(model, features) -> list[str]:
 
 
 def _predict(args: argparse.Namespace) -> int:
-    from crdscale.analysis.footprint import RSS, RSS_PEAK, TOTAL, budget_fit, predict, top_crds
+    from crdscale.analysis.footprint import RSS, RSS_PEAK, TOTAL, budget_fit, prediction_rows, top_crds
     from crdscale.footprint_models import choose_model
 
     chosen = choose_model(args.kube_version, path=args.model, shipped_only=args.shipped)
     model = chosen.model
     crd_set = _read_set(args, args.sources[0] if args.sources else None)
     features = crd_set.features()
-    rows = _rows(predict(model, features))
+    rows = _rows(prediction_rows(model, features))
     top = top_crds(model, crd_set.names, crd_set.per_crd, count=args.top)
     budget = None
     warnings = crd_set.warnings + _extrapolations(model, features)
@@ -432,7 +432,7 @@ def _difference(args: argparse.Namespace) -> int:
     model = chosen.model
     old, new = (_read_set(args, s) for s in args.sources)
     old_f, new_f = old.features(), new.features()
-    rows = _rows(predict_difference(model, old_f, new_f))
+    rows = _rows(predict_difference(model, old_f, new_f).itertuples(index=False))
     before = dict(zip(old.names, old.per_crd, strict=True))
     after = dict(zip(new.names, new.per_crd, strict=True))
     changes = {
