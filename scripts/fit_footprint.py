@@ -4,13 +4,13 @@ Usage:
   crdscale run crdscale/footprint_models/sweep.toml --out /tmp/fp --set 'target.kube_version="1.37.1"'
   python scripts/fit_footprint.py /tmp/fp/<experiment> [--features crds,served_versions,properties]
   python scripts/fit_footprint.py --validate RUN_DIR [--model FILE]   # predicted vs measured, a run not fitted on
-  python scripts/fit_footprint.py --peak RUN_OR_EXPERIMENT... [--model FILE]   # the peak RSS ratio, from these runs
+  python scripts/fit_footprint.py --peak RUN_OR_EXPERIMENT... [--model FILE]   # the peak RSS excess, from these runs
   python scripts/fit_footprint.py --record 'validation=RUN: what it validates' --kube-version V [--model FILE]
 
---peak measures peak / settled RSS growth on each run (crdscale.analysis.footprint.rss_growths) and
-writes its lognormal ratio into the model of the runs' version, recording the runs under
-provenance.uses.peak_ratio. --record ROLE=TEXT adds TEXT to provenance.uses.ROLE (fitting,
-feature_selection, peak_ratio, validation): the record, shipped with the model and printed by
+--peak measures peak minus settled RSS growth on each run (crdscale.analysis.footprint.rss_growths)
+and writes its lognormal excess into the model of the runs' version, recording the runs under
+provenance.uses.peak_excess. --record ROLE=TEXT adds TEXT to provenance.uses.ROLE (fitting,
+feature_selection, peak_excess, validation): the record, shipped with the model and printed by
 'crdscale footprint --explain', of which runs informed what, so a validation set is known to be
 held out.
 
@@ -26,7 +26,7 @@ import argparse
 import sys
 from pathlib import Path
 
-from crdscale.analysis.footprint import RSS, TOTAL, final_growth, fit_peak_ratio, predict, training_rows
+from crdscale.analysis.footprint import RSS, TOTAL, final_growth, fit_peak_excess, predict, training_rows
 from crdscale.errors import CrdscaleError, UsageError
 from crdscale.footprint_models import choose_model, read_model, shipped_path, write_model
 from crdscale.scenario.calibrate import fit_runs, read_rss_growth, read_run_input, run_dirs_of
@@ -48,7 +48,8 @@ def validate(paths, model_file=None) -> None:
 
 
 def add_peak(paths, model_file=None) -> Path:
-    """Fit the peak RSS ratio on these runs and write it into the model of their version."""
+    """Fit the peak RSS excess (peak minus settled growth) on these runs and write it into the model of
+    their version."""
     runs = run_dirs_of(paths)
     versions = {read_run_input(p).kube_version for p in runs}
     if len(versions) != 1:
@@ -61,11 +62,12 @@ def add_peak(paths, model_file=None) -> Path:
         print(f"{run}: peak {g['peak'] / 2**20:,.1f} MiB, settled {g['settled'] / 2**20:,.1f} MiB")
         growths.append((g["peak"], g["settled"]))
     try:
-        model.peak = fit_peak_ratio(growths)
+        model.peak = fit_peak_excess(growths)
     except ValueError as err:
         raise UsageError(str(err)) from None
     uses = model.provenance.setdefault("uses", {})
-    uses["peak_ratio"] = [f"{p.parent.name}/{p.name}" for p in runs]
+    uses.pop("peak_ratio", None)
+    uses["peak_excess"] = [f"{p.parent.name}/{p.name}" for p in runs]
     return write_model(model, target)
 
 

@@ -30,8 +30,13 @@ sets (:func:`predict_difference`) can be negative and keep the additive interval
 RSS is two quantities (:data:`RSS_DEFINITIONS`): settled growth (the fitted target,
 RSS at the last step's profile mark minus RSS at 0 CRDs) and peak growth (the highest
 RSS sample of the run minus the same baseline: what a memory limit must hold),
-predicted as settled growth times a lognormal peak-to-settled ratio measured on runs
-named in the model's provenance (:class:`PeakRatio`).
+predicted as settled growth plus a lognormal excess, peak minus settled, measured on
+runs named in the model's provenance (:class:`PeakExcess`). The excess is a burst
+above the final footprint (an install's transient allocations before the runtime
+returns them), not a share of it: on five 160-CRD runs per version it was 100-330 MiB
+(peak/settled 1.1-1.6), on an 800-CRD provider-like run 47 MiB (1.01), so a ratio taken
+from small runs overpredicts provider-scale peaks by ~40 %. Models of format 3 before
+it carry a ratio (:class:`PeakRatio`), still read and used.
 """
 
 from __future__ import annotations
@@ -39,14 +44,21 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
-import pandas as pd
 
-from crdscale.analysis.percrd import TOTAL, phase_points, t_quantile
+from crdscale.analysis.intervals import t_quantile
 from crdscale.schema import measure_schema
 from crdscale.units import is_missing
+
+if TYPE_CHECKING:
+    import pandas as pd
+
+# pandas is imported where a function returns or reads DataFrames, not here: a prediction
+# (`crdscale footprint`) needs none, and importing it (with pyarrow) is ~0.4 s of the ~3 s a
+# provider's prediction takes. The same name as crdscale.analysis.percrd.TOTAL, which imports pandas.
+TOTAL = "total"
 
 # Features a model may use, in the order they are reported; max_depth describes, it does not add up.
 # properties_squared (the sum over served versions of their property count squared) is there for
@@ -55,7 +67,7 @@ from crdscale.units import is_missing
 FEATURES = ("crds", "served_versions", "properties", "properties_squared", "schema_bytes")
 DESCRIPTIVE = ("max_depth",)
 RSS = "rss"  # settled RSS growth: the target fitted on the runs' profile marks
-RSS_PEAK = "rss_peak"  # peak RSS growth: settled growth times the model's PeakRatio
+RSS_PEAK = "rss_peak"  # peak RSS growth: settled growth plus the model's PeakExcess (or times its PeakRatio)
 RSS_DEFINITIONS = {
     RSS: (
         "settled RSS growth: kube-apiserver's resident memory once the set is installed and served and the "
@@ -140,6 +152,10 @@ def training_rows(
     minus the run's value at 0 CRDs; a step's features are the set's scaled
     by the share of CRDs installed (runs install uniform slices of a set).
     """
+    import pandas as pd
+
+    from crdscale.analysis.percrd import phase_points
+
     rows = []
     for run, data in points.groupby("run", sort=False):
         feats = features[run]
@@ -166,6 +182,8 @@ def training_rows(
 def run_growth(rows: pd.DataFrame) -> pd.DataFrame:
     """One row per run and target of :func:`training_rows`: ``run, target, added`` (bytes the whole
     set adds, fitted through the run's steps and the origin) and the whole set's features."""
+    import pandas as pd
+
     out = []
     for (run, target), group in rows.groupby(["run", "target"], sort=False):
         share = group["share"].to_numpy(dtype=float)
@@ -256,6 +274,45 @@ class PeakRatio:
         return cls(float(data["log_mean"]), float(data["log_var"]), int(data["runs"]))
 
 
+@dataclass
+class PeakExcess:
+    """Peak RSS growth minus settled RSS growth (:data:`RSS_DEFINITIONS`), bytes, lognormal:
+    ``log_mean`` and ``log_var`` of ``log(peak - settled)`` over ``runs`` runs (``dof = runs - 1``)."""
+
+    log_mean: float
+    log_var: float
+    runs: int
+
+    @property
+    def dof(self) -> int:
+        return self.runs - 1
+
+    def moments(self) -> tuple[float, float]:
+        """Mean and variance of a new run's excess (bytes): the lognormal's, its log-variance
+        widened by the uncertainty of the mean (``1 + 1/runs``)."""
+        s2 = self.log_var * (1 + 1 / self.runs)
+        mean = math.exp(self.log_mean + s2 / 2)
+        return mean, mean**2 * math.expm1(s2)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"log_mean": self.log_mean, "log_var": self.log_var, "runs": self.runs}
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> PeakExcess:
+        return cls(float(data["log_mean"]), float(data["log_var"]), int(data["runs"]))
+
+
+def fit_peak_excess(growths: Sequence[tuple[float, float]]) -> PeakExcess:
+    """The :class:`PeakExcess` of runs' ``(peak growth, settled growth)`` (bytes); a run whose peak is
+    its settled growth (the RSS still rising at its last mark) counts as 1 MiB of excess, the
+    resolution of RSS samples against a heap sampled every 512 KiB. ValueError with fewer than two
+    runs with RSS growth."""
+    logs = [math.log(max(p - s, 2**20)) for p, s in growths if p > 0 and s > 0]
+    if len(logs) < 2:
+        raise ValueError(f"a peak excess needs at least two runs with RSS growth, got {len(logs)}")
+    return PeakExcess(float(np.mean(logs)), float(np.var(logs, ddof=1)), len(logs))
+
+
 def fit_peak_ratio(growths: Sequence[tuple[float, float]]) -> PeakRatio:
     """The :class:`PeakRatio` of runs' ``(peak growth, settled growth)`` (bytes, both positive);
     ValueError with fewer than two usable runs."""
@@ -266,17 +323,26 @@ def fit_peak_ratio(growths: Sequence[tuple[float, float]]) -> PeakRatio:
 
 
 def peak_interval(
-    settled: LinearModel, ratio: PeakRatio, x: Sequence[float], scale: float, confidence: float = 0.95
+    settled: LinearModel, peak: PeakRatio | PeakExcess, x: Sequence[float], scale: float, confidence: float = 0.95
 ) -> tuple[float, float, float]:
-    """Peak RSS growth: the settled prediction's lognormal times the ratio's (a new run's ratio:
-    its variance plus the mean's), the log-variances added; the t quantile on the fewer degrees
-    of freedom of the two."""
+    """Peak RSS growth. With a :class:`PeakExcess`: settled growth plus the excess, their means and
+    variances added (independent), the interval the lognormal of those two moments
+    (:func:`lognormal_interval`); nothing when nothing is installed. With a :class:`PeakRatio`: the
+    settled prediction's lognormal times the ratio's (a new run's ratio: its variance plus the
+    mean's), the log-variances added. The t quantile on the fewer degrees of freedom of the two."""
     mean, var = settled.moments(x, scale)
-    if mean <= 0 or math.isnan(var) or ratio.dof <= 0:
-        return max(mean, 0.0) * math.exp(ratio.log_mean), math.nan, math.nan
-    s2 = math.log1p(var / mean**2) + ratio.log_var * (1 + 1 / ratio.runs)
-    mu = math.log(mean) - math.log1p(var / mean**2) / 2 + ratio.log_mean
-    q = t_quantile(0.5 + confidence / 2, min(settled.dof, ratio.dof))
+    dof = min(settled.dof, peak.dof)
+    if isinstance(peak, PeakExcess):
+        if not any(x):
+            return 0.0, 0.0, 0.0
+        excess_mean, excess_var = peak.moments()
+        q = t_quantile(0.5 + confidence / 2, dof) if dof > 0 else math.nan
+        return lognormal_interval(max(mean, 0.0) + excess_mean, var + excess_var, q)
+    if mean <= 0 or math.isnan(var) or peak.dof <= 0:
+        return max(mean, 0.0) * math.exp(peak.log_mean), math.nan, math.nan
+    s2 = math.log1p(var / mean**2) + peak.log_var * (1 + 1 / peak.runs)
+    mu = math.log(mean) - math.log1p(var / mean**2) / 2 + peak.log_mean
+    q = t_quantile(0.5 + confidence / 2, dof)
     return math.exp(mu + s2 / 2), math.exp(mu - q * math.sqrt(s2)), math.exp(mu + q * math.sqrt(s2))
 
 
@@ -287,6 +353,8 @@ def rss_growths(rss: pd.Series, marks: pd.DataFrame) -> dict[str, float]:
     ``end``: growth at the last sample, e.g. after a hold). The peak is taken up to the last mark: a run
     stopped early (its memory guard) measured the set it had profiled, not the step it was in.
     NaN where the run lacks the samples."""
+    import pandas as pd
+
     nan = {"baseline": math.nan, "settled": math.nan, "peak": math.nan, "end": math.nan}
     rss = rss.sort_index()
     if not len(rss) or not len(marks):
@@ -355,7 +423,7 @@ class FootprintModel:
     targets: dict[str, LinearModel]
     provenance: dict[str, Any] = field(default_factory=dict)
     ranges: dict[str, list[float]] = field(default_factory=dict)
-    peak: PeakRatio | None = None
+    peak: PeakRatio | PeakExcess | None = None
 
     def to_dict(self) -> dict[str, Any]:
         """Plain data for JSON (NaN becomes None)."""
@@ -374,7 +442,8 @@ class FootprintModel:
             "error_scale": ERROR_SCALE,
             "provenance": self.provenance,
             "ranges": self.ranges,
-            "peak_ratio": self.peak.to_dict() if self.peak else None,
+            "peak_ratio": self.peak.to_dict() if isinstance(self.peak, PeakRatio) else None,
+            **({"peak_excess": self.peak.to_dict()} if isinstance(self.peak, PeakExcess) else {}),
             "targets": {
                 t: {"coef": clean(m.coef), "cov": clean(m.cov), "sigma2": clean(m.sigma2), "dof": m.dof}
                 for t, m in self.targets.items()
@@ -405,7 +474,11 @@ class FootprintModel:
             targets,
             dict(data.get("provenance") or {}),
             {k: list(v) for k, v in (data.get("ranges") or {}).items()},
-            PeakRatio.from_dict(data["peak_ratio"]) if data.get("peak_ratio") else None,
+            PeakExcess.from_dict(data["peak_excess"])
+            if data.get("peak_excess")
+            else PeakRatio.from_dict(data["peak_ratio"])
+            if data.get("peak_ratio")
+            else None,
         )
 
 
@@ -419,6 +492,8 @@ def fit_footprint(
     (e.g. served versions per CRD never varied: drop ``served_versions`` or ``crds`` then).
     With no more runs than features the coefficients have no interval (NaN).
     """
+    import pandas as pd
+
     features = list(features)
     unknown = [f for f in features if f not in FEATURES]
     if unknown:
@@ -455,16 +530,27 @@ def extrapolations(model: FootprintModel, features: Mapping[str, float]) -> list
     return out
 
 
-def predict(model: FootprintModel, features: Mapping[str, float], confidence: float = 0.95) -> pd.DataFrame:
-    """What a CRD set with these :func:`footprint_features` adds: ``target, value, low, high``
-    (bytes, non-negative prediction interval at ``confidence``); causes by size, then ``total``,
-    ``rss`` (settled RSS growth) and ``rss_peak`` (peak RSS growth, when the model has a peak ratio)."""
+def prediction_rows(
+    model: FootprintModel, features: Mapping[str, float], confidence: float = 0.95
+) -> list[tuple[str, float, float, float]]:
+    """:func:`predict` as ``(target, value, low, high)`` tuples in its order, without pandas (what the CLI
+    prints)."""
     x = [float(features[f]) for f in model.features]
     scale = float(features[ERROR_SCALE])
     rows = [(t, *m.predict(x, scale, confidence)) for t, m in model.targets.items()]
     if model.peak is not None and RSS in model.targets:
         rows.append((RSS_PEAK, *peak_interval(model.targets[RSS], model.peak, x, scale, confidence)))
-    return _ordered(pd.DataFrame(rows, columns=["target", "value", "low", "high"]))
+    last = {TOTAL: 1, RSS: 2, RSS_PEAK: 3}
+    return sorted(rows, key=lambda r: (last.get(r[0], 0), -r[1]))
+
+
+def predict(model: FootprintModel, features: Mapping[str, float], confidence: float = 0.95) -> pd.DataFrame:
+    """What a CRD set with these :func:`footprint_features` adds: ``target, value, low, high``
+    (bytes, non-negative prediction interval at ``confidence``); causes by size, then ``total``,
+    ``rss`` (settled RSS growth) and ``rss_peak`` (peak RSS growth, when the model has a peak excess or ratio)."""
+    import pandas as pd
+
+    return pd.DataFrame(prediction_rows(model, features, confidence), columns=["target", "value", "low", "high"])
 
 
 def _ordered(out: pd.DataFrame) -> pd.DataFrame:
@@ -544,12 +630,13 @@ def budget_fit(
     ``{"budget", "baseline", "target", "crds", "fit": count whose predicted growth fits,
     "fit_at_high": count whose interval's upper bound fits (the safe answer), "whole_set": {"value",
     "low", "high"}}``; counts from 0 to ``crds``. ``target`` :data:`RSS_PEAK` (what a memory limit must
-    hold) needs a model with a peak ratio; ValueError otherwise."""
+    hold) needs a model with a peak excess or ratio; ValueError otherwise."""
     room = float(budget) - float(baseline)
     peak = target == RSS_PEAK
     if peak and model.peak is None:
-        raise ValueError("this model has no peak RSS ratio: budget against settled RSS (rss) or refit it")
-    costs = crd_costs(model, per_crd, RSS if peak else target)  # peak is settled times a constant: same order
+        raise ValueError("this model has no peak RSS excess or ratio: budget against settled RSS (rss) or refit it")
+    # Peak is settled plus (or times) a constant: the same order.
+    costs = crd_costs(model, per_crd, RSS if peak else target)
     order = np.argsort(costs, kind="stable")
     x = np.cumsum(_matrix(per_crd, model.features)[order], axis=0)
     scale = np.cumsum(_matrix(per_crd, [ERROR_SCALE])[order, 0])
@@ -595,6 +682,8 @@ def predict_difference(
         mean, var = m.moments(dx, dscale)
         half = m.quantile(confidence) * math.sqrt(var)
         rows.append((target, mean, mean - half, mean + half))
+    import pandas as pd
+
     return _ordered(pd.DataFrame(rows, columns=["target", "value", "low", "high"]))
 
 
@@ -617,6 +706,8 @@ def held_out_growth_errors(steps: pd.DataFrame, forms: Mapping[str, Any] = GROWT
     predicts the largest: ``form, run, installed, predicted, measured, error`` (relative). The form
     with the smallest held-out error is the one the data supports; forms that coincide on these runs
     (one schema size makes ``crds_x_schema_bytes`` a multiple of ``quadratic``) tie."""
+    import pandas as pd
+
     out = []
     for run, group in steps.groupby("run", sort=False):
         last = group.loc[group["installed"].idxmax()]

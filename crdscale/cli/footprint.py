@@ -32,8 +32,9 @@ interval. "heap" is the live heap after a GC. RSS comes as two quantities:
 and the server settled (at the last step's heap profile) minus RSS at 0 CRDs;
 "RSS, peak growth" is the highest RSS sampled (every second) while installing
 and serving, minus the same baseline: what a memory limit must hold. Peak is
-settled growth times a peak-to-settled ratio measured on the runs the model's
-provenance names. Intervals are lognormal with the fit's mean and variance
+settled growth plus a peak excess (peak minus settled growth, an install's
+transient burst, about the same for 160 and 1,800 CRDs) measured on the runs
+the model's provenance names. Intervals are lognormal with the fit's mean and variance
 (multiplicative), so none goes below zero; a cause the linear model puts at or
 below zero shows 0 with an interval from 0. Each run of the sweep counts as
 one observation, so the interval reflects how far whole runs stray from the
@@ -43,7 +44,7 @@ per served version) gets a warning on stderr.
 
 --explain prints the model instead of a prediction (no CRD_SOURCE): the
 definitions, how intervals are made, its coefficients, and its provenance:
-which runs were used for fitting, feature selection, the peak ratio, and
+which runs were used for fitting, feature selection, the peak excess, and
 which were held out for validation (a validation set informs no decision).
 
 Answers: the CRDs that cost most (--top N, default 10; the model is linear, so
@@ -51,7 +52,7 @@ a CRD's share is its own features times the coefficients) and how many of them
 make half the predicted heap; --budget SIZE: how many of the set's CRDs fit in
 that much RSS beside --baseline SIZE (the server's RSS without them), cheapest
 first, by the prediction and by its interval's upper bound (the safe answer),
-against peak RSS growth (settled when the model has no peak ratio).
+against peak RSS growth (settled when the model has no peak excess).
 Two sources OLD NEW: what going from OLD to NEW adds per cause, with an interval
 that takes the two sets as straying from the model alike per served version
 (two releases of one provider), and which CRDs were added, removed or changed.
@@ -71,7 +72,7 @@ stopped, partial runs kept, no model written.
 -o json gives {"kube_version", "source", "features", "skipped", "predictions":
 [{"target", "value", "low", "high"}], "served_heap_bytes": {...}, "rss_bytes":
 {...} (settled growth), "rss_peak_bytes": {...} (peak growth, null without a
-peak ratio), "top": {"target", "crds", "half", "costliest": [{"name", "bytes",
+peak excess), "top": {"target", "crds", "half", "costliest": [{"name", "bytes",
 "share", "cumulative_share"}]}, "budget": {"budget", "baseline", "target", "crds",
 "fit", "fit_at_high", "whole_set"} or null, "warnings": [...], "definitions":
 {...}, "model": {"origin": "calibrated"|"shipped"|"file", "path", "features",
@@ -238,9 +239,10 @@ def _explain(args: argparse.Namespace) -> int:
 
 def explain_lines(chosen) -> list[str]:
     """The text of --explain: what the model predicts, how, from which runs."""
+    import math
     import textwrap
 
-    from crdscale.analysis.footprint import ERROR_SCALE, RSS
+    from crdscale.analysis.footprint import ERROR_SCALE, RSS, PeakExcess
 
     model, prov = chosen.model, chosen.model.provenance
     out = [f"Footprint model of kube-apiserver v{model.kube_version} ({chosen.origin}: {chosen.path})", "Definitions:"]
@@ -258,15 +260,18 @@ def explain_lines(chosen) -> list[str]:
             m = model.targets[target]
             coefs = ", ".join(f"{f} {fmt_bytes(c)}" for f, c in zip(model.features, m.coef, strict=True))
             out.append(f"  {target}: {coefs} per unit; {m.dof} degrees of freedom")
-    if model.peak is not None:
-        import math
-
+    if isinstance(model.peak, PeakExcess):
+        out.append(
+            f"Peak RSS growth = settled growth + {fmt_bytes(math.exp(model.peak.log_mean))} (geometric mean of "
+            f"{model.peak.runs} runs' peak minus settled growth, log sd {math.sqrt(model.peak.log_var):.3f})."
+        )
+    elif model.peak is not None:
         out.append(
             f"Peak RSS growth = settled growth x {math.exp(model.peak.log_mean):.3f} (geometric mean of "
             f"{model.peak.runs} runs' peak/settled, log sd {math.sqrt(model.peak.log_var):.3f})."
         )
     else:
-        out.append("No peak ratio in this model: no peak RSS prediction (refit or calibrate to get one).")
+        out.append("No peak excess in this model: no peak RSS prediction (refit or calibrate to get one).")
     out.append(
         f"Provenance: {prov.get('experiment', '?')}; {prov.get('method', '?')}; {prov.get('machine', '?')}; "
         f"{prov.get('date', '?')}"
@@ -334,10 +339,10 @@ def _clean(v):
     return None if is_missing(v) else v
 
 
-def _rows(table) -> dict[str, dict[str, float | None]]:
+def _rows(rows) -> dict[str, dict[str, float | None]]:
+    """``(target, value, low, high)`` rows (or a DataFrame's itertuples) by target."""
     return {
-        r.target: {"value": _clean(r.value), "low": _clean(r.low), "high": _clean(r.high)}
-        for r in table.itertuples(index=False)
+        target: {"value": _clean(value), "low": _clean(low), "high": _clean(high)} for target, value, low, high in rows
     }
 
 
@@ -363,19 +368,19 @@ def _extrapolations(model, features) -> list[str]:
 
 
 def _predict(args: argparse.Namespace) -> int:
-    from crdscale.analysis.footprint import RSS, RSS_PEAK, TOTAL, budget_fit, predict, top_crds
+    from crdscale.analysis.footprint import RSS, RSS_PEAK, TOTAL, budget_fit, prediction_rows, top_crds
     from crdscale.footprint_models import choose_model
 
     chosen = choose_model(args.kube_version, path=args.model, shipped_only=args.shipped)
     model = chosen.model
     crd_set = _read_set(args, args.sources[0] if args.sources else None)
     features = crd_set.features()
-    rows = _rows(predict(model, features))
+    rows = _rows(prediction_rows(model, features))
     top = top_crds(model, crd_set.names, crd_set.per_crd, count=args.top)
     budget = None
     warnings = crd_set.warnings + _extrapolations(model, features)
     if args.budget_bytes is not None:
-        # A memory limit must hold the peak; a model without a peak ratio can only say settled.
+        # A memory limit must hold the peak; a model without a peak excess can only say settled.
         budget_target = RSS_PEAK if model.peak is not None else RSS
         budget = budget_fit(
             model, crd_set.per_crd, args.budget_bytes, baseline=args.baseline_bytes, target=budget_target
@@ -427,7 +432,7 @@ def _difference(args: argparse.Namespace) -> int:
     model = chosen.model
     old, new = (_read_set(args, s) for s in args.sources)
     old_f, new_f = old.features(), new.features()
-    rows = _rows(predict_difference(model, old_f, new_f))
+    rows = _rows(predict_difference(model, old_f, new_f).itertuples(index=False))
     before = dict(zip(old.names, old.per_crd, strict=True))
     after = dict(zip(new.names, new.per_crd, strict=True))
     changes = {

@@ -31,6 +31,8 @@ class Command:
     next to experiment.json, with an ETA over the whole matrix. After Ctrl-C,
     'crdscale run --resume EXPERIMENT_DIR' skips the completed cells and redoes
     the interrupted one; 'crdscale report EXPERIMENT_DIR' compares the cells.
+    --set on a matrix axis runs that one value instead of the axis's list (the
+    log says so); a matrix left without axes is one ordinary run.
 
     Before anything starts, every cell is checked: the kube-apiserver and etcd
     versions crdscale can build (a cached binary always passes; otherwise the Go
@@ -116,7 +118,8 @@ class Command:
             metavar="SECTION.KEY=VALUE",
             help="override one scenario key; the value is read as TOML and typed by the key "
             '(steps.count=3, steps.serve=list, target.kube_version=1.30 stays "1.30", target.env.GOGC=50 is "50", '
-            "profiles.kinds=heap,cpu)",
+            "profiles.kinds=heap,cpu); on a key that is a [matrix] axis it replaces the axis by that one value "
+            "(--set target.kube_version=1.37.1 runs one version of a two-version scenario)",
         )
         parser.add_argument(
             "--check",
@@ -186,6 +189,11 @@ class Command:
                 is_file = flag.endswith("_file")
                 overrides[f"target.{flag}"] = os.path.abspath(os.path.expanduser(value)) if is_file else value
         scenario = load_scenario(args.scenario, overrides=overrides)
+        for axis, values in scenario.replaced_axes.items():
+            log.info(
+                f"--set {axis}={scenario.overrides[axis]!r} replaces the matrix axis {axis} = {values!r}"
+                + ("" if scenario.matrix else ": one run, not an experiment")
+            )
         if args.context and scenario.is_local:
             raise UsageError("--context names a context of --kubeconfig; this run starts its own control plane")
         # Before a run directory exists or a binary is resolved: a bad cell fails in seconds, not after a build.

@@ -26,7 +26,7 @@ from crdscale.analysis.footprint import (
     FootprintModel,
     features_from_summary,
     fit_footprint,
-    fit_peak_ratio,
+    fit_peak_excess,
     rss_growths,
     training_rows,
 )
@@ -166,11 +166,11 @@ def fit_runs(
         )
     except ValueError as err:
         raise UsageError(f"{err} (--features)") from None
-    # The same runs' peak over settled RSS growth (they sample RSS every second): peak RSS growth.
+    # The same runs' peak minus settled RSS growth (they sample RSS every second): peak RSS growth.
     measured = [i for i in inputs if i.rss and i.rss["peak"] > 0 and i.rss["settled"] > 0]
     try:
-        model.peak = fit_peak_ratio([(i.rss["peak"], i.rss["settled"]) for i in measured])
-        model.provenance["uses"]["peak_ratio"] = [i.path.name for i in measured]
+        model.peak = fit_peak_excess([(i.rss["peak"], i.rss["settled"]) for i in measured])
+        model.provenance["uses"]["peak_excess"] = [i.path.name for i in measured]
     except ValueError as err:
         log.warning(f"no peak RSS prediction: {err}")
     return model

@@ -226,6 +226,8 @@ class Scenario:
     # What the file said (without [matrix]) and the --set overrides, so matrix cells can be rebuilt from them.
     user: dict[str, Any] = field(repr=False, default_factory=dict)
     overrides: dict[str, Any] = field(repr=False, default_factory=dict)
+    # Matrix axes an override replaced by its one value: ``dotted.key -> the file's values`` (see _pin_axes).
+    replaced_axes: dict[str, list] = field(default_factory=dict)
 
     @property
     def is_local(self) -> bool:
@@ -450,6 +452,32 @@ def _check_matrix(matrix: Any, where: str) -> dict[str, Any]:
     return flat
 
 
+def _pin_axes(matrix: dict[str, Any], overrides: dict, where: str) -> tuple[dict[str, Any], dict[str, list]]:
+    """The matrix without the axes an override names, and those axes' values in the file.
+
+    ``--set target.kube_version=1.37.1`` on a file whose matrix varies ``target.kube_version`` runs
+    that one value: a user who names a key's value on the command line means it (one version of a
+    two-version scenario, with no copy of the file). The other axes still vary; a matrix left with no
+    axis (and no repeat) is one plain run. An override inside an axis's table (``target.env.GOGC``
+    when ``target.env`` is an axis), or an axis inside an overridden table, would be silently lost to
+    the cell's value or lose the axis, so it is refused.
+    """
+    replaced = {}
+    for key in overrides:
+        for axis in matrix:
+            if axis == key and axis != "repeat":
+                replaced[axis] = matrix[axis]
+            elif axis != "repeat" and (key.startswith(axis + ".") or axis.startswith(key + ".")):
+                raise UsageError(
+                    f"{where}: --set {key} overlaps the matrix axis '{axis}': set the axis's whole key "
+                    f"(--set {axis}=...) to run one value of it"
+                )
+    kept = {axis: values for axis, values in matrix.items() if axis not in replaced}
+    if set(kept) == {"repeat"} and int(kept["repeat"]) == 1:
+        kept = {}
+    return kept, replaced
+
+
 def parse_scenario(
     text: str | None = None, *, where: str = "scenario", overrides: dict | None = None, base_dir: Path | None = None
 ) -> Scenario:
@@ -487,6 +515,7 @@ def build_scenario(
             for k, v in user["target"].items()
         }
     matrix = _check_matrix(user.pop(MATRIX), where) if MATRIX in user else {}
+    matrix, replaced_axes = _pin_axes(matrix, overrides or {}, where)
     _check_types(user, where)
     data = _merge(defaults, user)
     for key, value in (overrides or {}).items():
@@ -558,6 +587,7 @@ def build_scenario(
         matrix=matrix,
         user=user,
         overrides=dict(overrides or {}),
+        replaced_axes=replaced_axes,
     )
     if not scenario.description:
         scenario.description = scenario.summary()

@@ -71,9 +71,9 @@ def test_calibrate_runs_the_sweep_fits_and_the_model_is_used(tmp_path, capsys):
     # Which runs did what ships with the model; the sweep's own RSS samples give its peak ratio (runs this
     # short may lack the samples: then no ratio, and no record of one).
     assert prov["uses"]["fitting"] == prov["runs"]
-    peak = result["model"]["peak_ratio"]
-    assert (peak is not None) == ("peak_ratio" in prov["uses"])
-    assert peak is None or (peak["runs"] == 2 and prov["uses"]["peak_ratio"] == prov["runs"])
+    peak = result["model"].get("peak_excess")
+    assert (peak is not None) == ("peak_excess" in prov["uses"])
+    assert peak is None or (peak["runs"] == 2 and prov["uses"]["peak_excess"] == prov["runs"])
     total = result["model"]["targets"]["total"]
     assert total["dof"] == 0 and all(math.isfinite(c) for c in total["coef"])  # 2 runs, 2 features: no interval
 

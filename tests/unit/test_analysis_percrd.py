@@ -75,6 +75,17 @@ HAND_WRITTEN_T = {
 }
 
 
+def test_t_quantile_table_is_scipys():
+    from scipy.special import stdtrit
+
+    from crdscale.analysis.intervals import _T975
+
+    for dof in range(1, len(_T975) + 1):
+        assert t_quantile(0.975, dof) == float(stdtrit(dof, 0.975))
+        assert t_quantile(0.025, float(dof)) == -float(stdtrit(dof, 0.975))
+    assert t_quantile(0.975, 31) == pytest.approx(float(stdtrit(31, 0.975)), rel=1e-12)  # past it: scipy
+
+
 @pytest.mark.parametrize(("p", "dof"), sorted(HAND_WRITTEN_T))
 def test_t_quantile_equals_the_former_hand_written_numerics(p, dof):
     assert t_quantile(p, dof) == pytest.approx(HAND_WRITTEN_T[(p, dof)], rel=1e-9)

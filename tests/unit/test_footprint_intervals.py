@@ -14,9 +14,11 @@ from crdscale.analysis.footprint import (
     RSS_PEAK,
     FootprintModel,
     LinearModel,
+    PeakExcess,
     PeakRatio,
     budget_fit,
     fit_linear,
+    fit_peak_excess,
     fit_peak_ratio,
     lognormal_interval,
     peak_interval,
@@ -90,7 +92,7 @@ def test_a_cause_near_zero_keeps_a_non_negative_interval():
         assert 0 <= low <= value <= high
 
 
-def _model(peak: PeakRatio | None = None) -> FootprintModel:
+def _model(peak: PeakRatio | PeakExcess | None = None) -> FootprintModel:
     # RSS: 2 MiB per CRD, +-10 % per run; total heap 1 MiB per CRD; one cause that is about nothing.
     def linear(coef, sd):
         return LinearModel([coef], [[(0.02 * coef) ** 2]], (sd * coef) ** 2, 5)
@@ -118,6 +120,31 @@ def test_predict_gives_both_rss_quantities_all_non_negative():
     assert math.log(peak_row["high"] / peak_row["low"]) > math.log(settled["high"] / settled["low"])
 
 
+def test_peak_is_settled_plus_the_excess_with_both_spreads():
+    excess = PeakExcess(math.log(100 * 2**20), 0.04, 7)
+    table = predict(_model(excess), _features(1000)).set_index("target")
+    settled, peak_row = table.loc[RSS], table.loc[RSS_PEAK]
+    mean, _ = excess.moments()
+    assert mean == pytest.approx(100 * 2**20 * math.exp(0.02 * (1 + 1 / 7)))
+    assert peak_row["value"] == pytest.approx(settled["value"] + mean)
+    assert 0 < peak_row["low"] < peak_row["value"] < peak_row["high"]
+    # A small set: the excess is most of the peak (not a share of a small settled growth).
+    small = predict(_model(excess), _features(10)).set_index("target")
+    assert small.loc[RSS_PEAK, "value"] > 5 * small.loc[RSS, "value"]
+    # Nothing installed, nothing added.
+    assert peak_interval(_model().targets[RSS], excess, [0.0], 0.0) == (0.0, 0.0, 0.0)
+
+
+def test_peak_excess_is_fitted_in_logs_with_a_floor_and_needs_two_runs():
+    mib = 2**20
+    excess = fit_peak_excess([(140 * mib, 100 * mib), (1100 * mib, 1000 * mib), (3000 * mib, 3000 * mib)])
+    # A peak equal to the settled growth (RSS still rising at the last mark) counts as 1 MiB.
+    assert math.exp(excess.log_mean) == pytest.approx((40 * 100 * 1) ** (1 / 3) * mib)
+    assert excess.runs == 3 and excess.log_var > 0
+    with pytest.raises(ValueError, match="two runs"):
+        fit_peak_excess([(140.0, 100.0), (50.0, -3.0)])
+
+
 def test_without_a_peak_ratio_there_is_no_peak_row():
     assert RSS_PEAK not in set(predict(_model(), _features(10))["target"])
 
@@ -141,6 +168,9 @@ def test_budget_is_against_peak_growth_when_the_model_has_it():
     assert peak["fit_at_high"] < peak["fit"]
     with pytest.raises(ValueError, match="no peak"):
         budget_fit(_model(), per_crd, 2**30, target=RSS_PEAK)
+    # With an excess: 50 MiB off the top, then 2 MiB per CRD (the lognormal mean a little more).
+    excess = budget_fit(_model(PeakExcess(math.log(50 * 2**20), 0.001, 5)), per_crd, 150 * 2**20, target=RSS_PEAK)
+    assert excess["fit"] in (49, 50) and excess["fit_at_high"] < excess["fit"]
 
 
 def test_a_difference_can_be_negative():
@@ -161,10 +191,14 @@ def test_rss_growths_define_peak_and_settled():
     assert all(math.isnan(v) for v in rss_growths(rss.iloc[:0], marks).values())
 
 
-def test_model_round_trip_keeps_the_peak_ratio_and_reads_format_2():
+def test_model_round_trip_keeps_the_peak_excess_or_ratio_and_reads_format_2():
+    model = _model(PeakExcess(19.0, 0.5, 7))
+    data = json.loads(json.dumps(model.to_dict()))
+    assert data["peak_excess"] == {"log_mean": 19.0, "log_var": 0.5, "runs": 7} and data["peak_ratio"] is None
+    assert FootprintModel.from_dict(data).peak == model.peak
     model = _model(PeakRatio(0.3, 0.02, 5))
     data = json.loads(json.dumps(model.to_dict()))
-    assert data["format"] == 3 and FootprintModel.from_dict(data).peak == model.peak
+    assert data["format"] == 3 and FootprintModel.from_dict(data).peak == model.peak and "peak_excess" not in data
     data["format"], data["peak_ratio"] = 2, None
     assert FootprintModel.from_dict(data).peak is None
 
@@ -173,7 +207,7 @@ def test_model_round_trip_keeps_the_peak_ratio_and_reads_format_2():
 def test_shipped_models_record_what_each_run_was_used_for(version):
     model = FootprintModel.from_dict(json.loads(shipped_path(version).read_text()))
     uses = model.provenance["uses"]
-    assert uses["fitting"] and uses["peak_ratio"] and uses["validation"] and model.peak is not None
+    assert uses["fitting"] and uses["peak_excess"] and uses["validation"] and isinstance(model.peak, PeakExcess)
     # The held-out set informs nothing else.
     others = " ".join(str(item) for role, items in uses.items() if role != "validation" for item in items)
     assert "terrajet" not in others
@@ -182,7 +216,7 @@ def test_shipped_models_record_what_each_run_was_used_for(version):
 def test_explain_prints_definitions_and_which_runs_did_what(capsys):
     code, out, _ = run_cli(capsys, "footprint", "--explain", "--shipped", "--kube-version", "1.24.0")
     assert code == 0
-    for text in ("rss_peak:", "settled RSS growth", "lognormal", "fitting:", "peak_ratio:", "validation:"):
+    for text in ("rss_peak:", "settled RSS growth", "lognormal", "fitting:", "peak_excess:", "validation:"):
         assert text in out
     code, out, _ = run_cli(capsys, "footprint", "--explain", "--shipped", "-o", "json")
     data = json.loads(out)

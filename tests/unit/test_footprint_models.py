@@ -73,7 +73,7 @@ def test_calibration_fits_runs_and_writes_the_model_with_its_provenance(tmp_path
     assert [p.name for p in path.parent.iterdir()] == ["v1.37.1.json"]  # written atomically, no temp file left
 
 
-def test_calibration_fits_the_peak_ratio_on_its_own_runs_and_records_their_uses():
+def test_calibration_fits_the_peak_excess_on_its_own_runs_and_records_their_uses():
     from dataclasses import replace
 
     ratios = (1.3, 1.4, 1.5, 1.35, 1.45, 1.4)
@@ -83,10 +83,11 @@ def test_calibration_fits_the_peak_ratio_on_its_own_runs_and_records_their_uses(
     ]
     model = fit_runs(runs, features=["crds", "served_versions", "properties"], experiment="e", method="m")
     assert model.peak is not None and model.peak.runs == 6
-    assert math.exp(model.peak.log_mean) == pytest.approx(math.prod(ratios) ** (1 / 6))
+    excesses = [(ratio - 1) * 1e8 for ratio in ratios]
+    assert math.exp(model.peak.log_mean) == pytest.approx(math.prod(excesses) ** (1 / 6))
     uses = model.provenance["uses"]
-    assert uses["fitting"] == uses["peak_ratio"] == [r.path.name for r in runs]
-    # Runs without RSS samples: no peak ratio, and the model still fits.
+    assert uses["fitting"] == uses["peak_excess"] == [r.path.name for r in runs]
+    # Runs without RSS samples: no peak excess, and the model still fits.
     assert fit_runs(SWEEP, features=["crds", "served_versions", "properties"], experiment="e", method="m").peak is None
 
 

@@ -151,6 +151,20 @@ def test_check_prints_what_it_checked_per_cell(proxy, tmp_path, capsys):
     assert not (tmp_path / "runs").exists()
 
 
+def test_set_on_a_matrix_axis_checks_and_runs_that_one_value(proxy, tmp_path, capsys, caplog):
+    path = tmp_path / "two.toml"
+    path.write_text('name = "two"\n[matrix]\n"target.kube_version" = ["1.24.0", "1.37.1"]\n')
+    caplog.set_level("INFO", logger="crdscale.cli.run")
+    argv = ["run", "--check", str(path), "--set", "target.kube_version=1.37.1", "-o", "json"]
+    assert main(argv) == 0
+    doc = json.loads(capsys.readouterr().out)
+    assert [c["cell"] for c in doc["cells"]] == ["base"]
+    assert "kube-apiserver v1.37.1" in {c["what"] for c in doc["cells"][0]["checks"]}
+    assert ("k8s.io/kubernetes", "v1.24.0") not in proxy
+    assert "replaces the matrix axis target.kube_version = ['1.24.0', '1.37.1']: one run" in caplog.text
+    assert not (tmp_path / "runs").exists()
+
+
 def test_cached_binaries_pass_without_asking_the_proxy(proxy, tmp_path, capsys):
     cache = Path(os.environ["CRDSCALE_CACHE"])
     for rel in ("kube-apiserver/v1.30.0/kube-apiserver", "etcd/v3.6.16/etcd"):

@@ -50,9 +50,35 @@ def test_unquoted_dotted_keys_repeat_and_set_overrides():
     assert cells[-1][1].crds["versions"] == 2
 
 
-def test_a_cell_value_wins_over_set_for_its_axis():
+def test_set_on_an_axis_replaces_the_axis_by_its_one_value():
     s = parse_scenario(ZAP, overrides={"target.kube_version": "1.30.0"})
-    assert [sc.target["kube_version"] for _, sc in expand(s)][::2] == ["1.24.0", "1.37.1"]
+    assert s.matrix == {"target.env.GOGC": ["100", "50"]}
+    assert s.replaced_axes == {"target.kube_version": ["1.24.0", "1.37.1"]}
+    cells = expand(s)
+    assert [c.name for c, _ in cells] == ["GOGC=100", "GOGC=50"]
+    assert {sc.target["kube_version"] for _, sc in cells} == {"1.30.0"}
+
+
+def test_set_on_every_axis_is_one_plain_run_and_repeat_survives():
+    text = '[matrix]\n"target.kube_version" = ["1.24.0", "1.37.1"]\n'
+    s = parse_scenario(text, overrides={"target.kube_version": "1.37.1"})
+    assert s.matrix == {} and s.target["kube_version"] == "1.37.1"
+    assert [c.name for c, _ in expand(s)] == ["base"]
+    s = parse_scenario(text + "repeat = 2\n", overrides={"target.kube_version": "1.37.1"})
+    assert s.matrix == {"repeat": 2}
+    assert [c.name for c, _ in expand(s)] == ["base,repeat=1", "base,repeat=2"]
+
+
+@pytest.mark.parametrize(
+    "axis, key",
+    [
+        ('"target.env" = [{ GOGC = "100" }, { GOGC = "50" }]', "target.env.GOGC"),
+        ('"target.env.GOGC" = ["100"]', "target.env"),
+    ],
+)
+def test_set_inside_or_around_an_axis_is_refused(axis, key):
+    with pytest.raises(UsageError, match=r"overlaps the matrix axis"):
+        parse_scenario(f"[matrix]\n{axis}\n", overrides={key: {"GOGC": "1"} if key == "target.env" else "1"})
 
 
 def test_invalid_cells_are_refused_before_running():
