@@ -351,7 +351,7 @@ def per_object_numbers(analysis, *, top_causes: int = TOP_CAUSES) -> list[tuple]
     """Rows of :data:`NUMBER_COLUMNS` for a run that grew objects (none otherwise): per kind, the
     heap per object with its interval, the bytes sent per object, the amplification ratio and the
     largest causes; custom resources over each control kind."""
-    from crdscale.analysis.perobject import ratio_between
+    from crdscale.analysis.perobject import TRANSIENT_CAUSES, ratio_between
 
     per_object = getattr(analysis, "per_object", None)
     if per_object is None or not len(per_object):
@@ -428,7 +428,10 @@ def per_object_numbers(analysis, *, top_causes: int = TOP_CAUSES) -> list[tuple]
                         "metrics series at the same steps, interval from their increments",
                     )
                 )
-        causes = fits[~fits["cause"].isin([TOTAL, OTHER])].sort_values("per_object", ascending=False, kind="stable")
+        # A transient caught in flight (a consistency check's LIST) is no object's cause.
+        causes = fits[~fits["cause"].isin([TOTAL, OTHER, *TRANSIENT_CAUSES])].sort_values(
+            "per_object", ascending=False, kind="stable"
+        )
         for r in causes.head(top_causes).itertuples(index=False):
             rows.append(
                 (

@@ -148,3 +148,21 @@ def test_cost_moved_puts_heap_beside_each_list():
     moved = table[table["run"] == "no cache"]
     assert list(moved["list"]) == ["consistent", "rv0"] and (moved["heap_per_object"] == 500.0).all()
     assert moved["etcd_cpu_s"].tolist() == pytest.approx([0.03, 0.03])
+
+
+def test_a_consistency_check_in_flight_is_no_objects_cost():
+    # Step 3 (ConfigMaps) caught the watch cache's consistency check LISTing the custom resources:
+    # 9 MB of decoded copies, gone by step 4.
+    points = _points(
+        {
+            1: {"unstructured": 0.0, "consistency-check": 0.0},
+            2: {"unstructured": 10e6, "consistency-check": 0.0},
+            3: {"unstructured": 10e6, "consistency-check": 9e6},
+            4: {"unstructured": 20e6, "consistency-check": 0.0},
+            5: {"unstructured": 20e6, "consistency-check": 0.0},
+        }
+    )
+    fits = perobject.fit_per_object(points, STEPS).set_index(["kind", "cause"])
+    assert fits.loc[("configmaps", "total"), "per_object"] == pytest.approx(0.0)
+    assert fits.loc[("customresources", "total"), "per_object"] == pytest.approx(10000)
+    assert fits.loc[("configmaps", "consistency-check"), "per_object"] == pytest.approx(4500)  # shown, apart
