@@ -31,7 +31,13 @@ from crdscale.analysis.compare import (
 )
 from crdscale.analysis.percrd import TOTAL
 from crdscale.errors import UsageError
-from crdscale.report.findings import OBJECT_LISTS_NOTE, object_lists_table, provenance, warnings_markdown
+from crdscale.report.findings import (
+    KIND_LABELS,
+    OBJECT_LISTS_NOTE,
+    object_lists_table,
+    provenance,
+    warnings_markdown,
+)
 from crdscale.units import fmt_bytes, fmt_interval, fmt_value, is_missing
 
 log = logging.getLogger(__name__)
@@ -162,8 +168,9 @@ def list_headline(comparison: Comparison) -> list[str]:
                 f"{b['served_from']}, etcd CPU {_ms(r.etcd_cpu_s)} vs {_ms(b['etcd_cpu_s'])} per LIST"
             )
         if parts:
-            label = kind[:-1] if kind.endswith("s") else kind
-            out.append(f"{run}, LISTs of the {label}s against {ref_label}: " + "; ".join(parts) + ".")
+            out.append(
+                f"{run}, LISTs of the {KIND_LABELS.get(kind, kind)}s against {ref_label}: " + "; ".join(parts) + "."
+            )
     return out
 
 

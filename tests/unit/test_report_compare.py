@@ -169,7 +169,7 @@ def test_list_headline_and_table_say_where_the_lists_went():
     )
     comparison = SimpleNamespace(cost_moved=moved, object_lists=moved, reference="none", first_run=lambda name: name)
     (sentence,) = list_headline(comparison)  # the ConfigMaps, untouched, are not news
-    assert sentence.startswith("watch-cache=0, LISTs of the customresources against none")
+    assert sentence.startswith("watch-cache=0, LISTs of the custom resources against none")
     assert "150.0 ms from etcd vs 20.0 ms from cache" in sentence and "etcd CPU 30.0 ms vs 0.5 ms" in sentence
     table = object_lists_table(moved)
     assert list(table.columns[:5]) == ["run", "kind", "heap per object", "95% CI", "LIST"]
