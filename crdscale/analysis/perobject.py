@@ -283,7 +283,7 @@ LIST_COST_COLUMNS = [
 def list_costs(lists: pd.DataFrame) -> pd.DataFrame:
     """What one LIST of each kind's objects cost, per LIST kind (:data:`LIST_COST_COLUMNS`).
 
-    ``lists`` holds the rows of :func:`crdscale.collect.probes.listcost.measure_targets`: one per
+    ``lists`` holds the rows of the LIST probe's ``measure_targets`` (the run's objects): one per
     resource and LIST kind, ``object_kind`` naming the kind of object. A kind spread over several
     resources (a custom resource per CRD) is LISTed resource by resource: its row is the mean over
     them of each LIST's latency (median ``p50``, ``p95``; ``max`` the largest) and of the CPU
