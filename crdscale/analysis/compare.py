@@ -35,6 +35,7 @@ import pandas as pd
 
 from crdscale.analysis.intervals import Estimate, difference, growth_fit, replicate_mean
 from crdscale.analysis.percrd import TOTAL, fit_per_crd, fit_series_per_crd, heap_resolution, phase_points
+from crdscale.analysis.perobject import cost_moved
 from crdscale.analysis.pprof import diff
 from crdscale.analysis.process import end_values, points_by_source, process_source
 from crdscale.errors import UsageError
@@ -390,6 +391,10 @@ class Comparison:
     per_object: pd.DataFrame = field(default_factory=pd.DataFrame)
     amplification: pd.DataFrame = field(default_factory=pd.DataFrame)
     per_object_joint: pd.DataFrame = field(default_factory=pd.DataFrame)
+    # What a LIST of each kind's objects cost in each run (perobject.list_costs), and beside the heap
+    # per object (perobject.cost_moved): where a watch cache turned off moves an object's cost.
+    object_lists: pd.DataFrame = field(default_factory=pd.DataFrame)
+    cost_moved: pd.DataFrame = field(default_factory=pd.DataFrame)
 
     @property
     def compared(self) -> list[str]:
@@ -465,7 +470,7 @@ def compare_runs(
         raise UsageError("give one distinct label per run")
 
     points, spoints, ends, establish, per_crd, last_served = {}, {}, {}, {}, {}, {}
-    per_object, amplification = {}, {}
+    per_object, amplification, object_lists = {}, {}, {}
     notes = []  # what each run's numbers leave out or cannot vouch for
     for label, run in zip(labels, runs):
         found = run.heap_profile_set()  # profiles that cannot be fitted are set aside, and said
@@ -473,6 +478,7 @@ def compare_runs(
         if len(run.object_steps):
             # Object steps add objects, not CRDs: they are the per-object view's, not the per-CRD fits'.
             per_object[label], amplification[label] = run.per_object(confidence)
+            object_lists[label] = run.object_lists()
             heap = heap[~heap["step"].isin(run.object_steps["step"])].reset_index(drop=True)
             found = type(found)(heap, profiles, found.skipped)
         notes += [f"{label}: {w}" for w in run.warnings] + [
@@ -537,6 +543,8 @@ def compare_runs(
         per_object_joint=per_object_differences(stack_runs(per_object), labels[0], confidence)
         if len(per_object) > 1
         else pd.DataFrame(),
+        object_lists=stack_runs(object_lists),
+        cost_moved=cost_moved(stack_runs(per_object), stack_runs(object_lists)) if per_object else pd.DataFrame(),
     )
 
 

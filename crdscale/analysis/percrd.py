@@ -536,6 +536,8 @@ class RunAnalysis:
     # (crdscale.analysis.perobject); empty otherwise.
     per_object: pd.DataFrame = field(default_factory=pd.DataFrame)
     amplification: pd.DataFrame = field(default_factory=pd.DataFrame)
+    # What a LIST of each kind's objects cost once all were in (objects.list_repeats; perobject.list_costs).
+    object_lists: pd.DataFrame = field(default_factory=pd.DataFrame)
 
     @property
     def phases(self) -> list[str]:

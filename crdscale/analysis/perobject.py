@@ -44,6 +44,28 @@ AMPLIFICATION_COLUMNS = [
 ]  # fmt: skip
 
 
+# Causes a profile may catch in flight that belong to no object: left out of each profile's total
+# before the fits (still fitted and shown on their own). The watch cache's consistency checker
+# (crdscale.analysis.attribution.OBJECT_RULES) holds a decoded page of up to 10,000 objects while it
+# LISTs a resource from etcd: caught by a ConfigMap step's profile, it charged 95 MiB of custom
+# resources to the ConfigMaps (scenarios/objects-124680.toml) and took them back at the next step.
+TRANSIENT_CAUSES = ("consistency-check",)
+
+
+def without_transients(points: pd.DataFrame) -> pd.DataFrame:
+    """``points`` with each profile's ``total`` less its :data:`TRANSIENT_CAUSES` (same columns)."""
+    if points.empty or not points["cause"].isin(TRANSIENT_CAUSES).any():
+        return points
+    transient = points[points["cause"].isin(TRANSIENT_CAUSES)].groupby(["step", "metric"])["value"].sum()
+    out = points.copy()
+    is_total = out["cause"] == TOTAL
+    keys = pd.MultiIndex.from_frame(out.loc[is_total, ["step", "metric"]])
+    out.loc[is_total, "value"] = (
+        out.loc[is_total, "value"].to_numpy() - transient.reindex(keys, fill_value=0).to_numpy()
+    )
+    return out
+
+
 def object_increments(points: pd.DataFrame, steps: pd.DataFrame) -> pd.DataFrame:
     """Each object step's increment per ``metric, cause``: ``kind, step, objects, delta``.
 
@@ -73,9 +95,11 @@ def fit_per_object(points: pd.DataFrame, steps: pd.DataFrame, confidence: float 
     From :func:`object_increments`: per ``kind, metric, cause`` the summed growth over the
     objects added, with a t interval from the increments' spread (NaN with one increment; for
     bytes, when no heap sample came or went, the bounds no sample allows). ``share``: the
-    cause's fraction of the kind's total. Returns :data:`PER_OBJECT_COLUMNS`, biggest causes
-    first and ``total`` last per kind and metric.
+    cause's fraction of the kind's total. The total leaves out :data:`TRANSIENT_CAUSES` (a
+    consistency check in flight is no object's cost). Returns :data:`PER_OBJECT_COLUMNS`, biggest
+    causes first and ``total`` last per kind and metric.
     """
+    points = without_transients(points)
     increments = object_increments(points, steps)
     if increments.empty:
         return pd.DataFrame(columns=PER_OBJECT_COLUMNS)
@@ -246,3 +270,86 @@ def ratio_between(per_object: pd.DataFrame, kind: str, other: str) -> float:
     if kind not in totals.index or other not in totals.index or totals.loc[other, "per_object"] <= 0:
         return math.nan
     return float(totals.loc[kind, "per_object"] / totals.loc[other, "per_object"])
+
+
+# --- what a LIST of the objects costs (objects.list_repeats) ----------------------------------
+
+LIST_COST_COLUMNS = [
+    "kind", "list", "resources", "items", "bytes", "latency_p50_s", "latency_p95_s", "latency_max_s",
+    "apiserver_cpu_s", "etcd_cpu_s", "served_from", "repeats",
+]  # fmt: skip
+
+
+def list_costs(lists: pd.DataFrame) -> pd.DataFrame:
+    """What one LIST of each kind's objects cost, per LIST kind (:data:`LIST_COST_COLUMNS`).
+
+    ``lists`` holds the rows of the LIST probe's ``measure_targets`` (the run's objects): one per
+    resource and LIST kind, ``object_kind`` naming the kind of object. A kind spread over several
+    resources (a custom resource per CRD) is LISTed resource by resource: its row is the mean over
+    them of each LIST's latency (median ``p50``, ``p95``; ``max`` the largest) and of the CPU
+    seconds kube-apiserver and etcd spent per LIST, net of an idle window; ``items`` and ``bytes``
+    per LIST, also means. ``served_from`` is where the server's counters say each was served
+    (``cache``, ``etcd``; several joined by ``/`` when the resources differ).
+    """
+    if lists is None or lists.empty or "object_kind" not in lists.columns:
+        return pd.DataFrame(columns=LIST_COST_COLUMNS)
+    rows = []
+    for (kind, request), group in lists.groupby(["object_kind", "kind"], sort=False):
+        places = "/".join(dict.fromkeys(str(p) for p in group["served_from"]))
+        p95 = group["latency_p95_s"] if "latency_p95_s" in group else group["latency_max_s"]
+        rows.append(
+            (
+                kind,
+                request,
+                int(group["resource"].nunique()),
+                float(group["items"].mean()),
+                float(group["bytes"].mean()),
+                float(group["latency_s"].mean()),
+                float(p95.mean()),
+                float(group["latency_max_s"].max()),
+                float(group["cpu_s"].mean()),
+                float(group["etcd_cpu_s"].mean()),
+                places,
+                int(group["repeats"].min()),
+            )
+        )
+    return pd.DataFrame(rows, columns=LIST_COST_COLUMNS)
+
+
+CELL_COLUMNS = [
+    "run", "kind", "heap_per_object", "heap_per_object_low", "heap_per_object_high", "list", "served_from",
+    "latency_p50_s", "latency_p95_s", "latency_max_s", "apiserver_cpu_s", "etcd_cpu_s",
+]  # fmt: skip
+
+
+def cost_moved(per_object: pd.DataFrame, costs: pd.DataFrame) -> pd.DataFrame:
+    """Runs side by side (a ``run`` column in both): each kind's heap per object beside what a LIST
+    of its objects cost, one row per run, kind and LIST kind (:data:`CELL_COLUMNS`). Where a
+    resource's watch cache is off its heap per object falls and its LISTs' latency and etcd CPU
+    rise: the table says how much of each. ``per_object`` is stacked :func:`fit_per_object`
+    tables, ``costs`` stacked :func:`list_costs` tables; a run without LISTs gets one row per kind
+    with the LIST columns empty."""
+    if per_object is None or per_object.empty:
+        return pd.DataFrame(columns=CELL_COLUMNS)
+    totals = per_object[(per_object["cause"] == TOTAL) & (per_object["metric"] == "bytes")]
+    costs = costs if costs is not None and len(costs) else pd.DataFrame(columns=["run", *LIST_COST_COLUMNS])
+    rows = []
+    for t in totals.itertuples(index=False):
+        heap = (t.run, t.kind, t.per_object, t.per_object_low, t.per_object_high)
+        mine = costs[(costs["run"] == t.run) & (costs["kind"] == t.kind)]
+        if mine.empty:
+            rows.append((*heap, None, None, *([math.nan] * 5)))
+        for c in mine.itertuples(index=False):
+            rows.append(
+                (
+                    *heap,
+                    c.list,
+                    c.served_from,
+                    c.latency_p50_s,
+                    c.latency_p95_s,
+                    c.latency_max_s,
+                    c.apiserver_cpu_s,
+                    c.etcd_cpu_s,
+                )
+            )
+    return pd.DataFrame(rows, columns=CELL_COLUMNS)

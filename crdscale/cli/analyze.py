@@ -103,6 +103,8 @@ class Command:
                 if len(analysis.per_object):
                     written.append(write_table(analysis.per_object, out / "perobject.csv"))
                     written.append(write_table(analysis.amplification, out / "amplification.csv"))
+                if len(analysis.object_lists):
+                    written.append(write_table(analysis.object_lists, out / "object_lists.csv"))
                 if table:
                     print("wrote " + ", ".join(str(p) for p in written))
             if table:
@@ -151,6 +153,7 @@ def _json_run(analysis, metric: str, shares: dict, written: list) -> dict:
         "series_fits": analysis.series_fits,
         "per_object": analysis.per_object if len(analysis.per_object) else None,
         "amplification": analysis.amplification if len(analysis.amplification) else None,
+        "object_lists": analysis.object_lists if len(analysis.object_lists) else None,
         "unattributed_share": shares,
         "written": written,
     }
@@ -200,6 +203,26 @@ def render_per_object(analysis, metric: str = "bytes", confidence: float = 0.95)
                     else ""
                 )
             )
+    lines += render_object_lists(analysis.object_lists)
+    return lines
+
+
+def render_object_lists(costs) -> list[str]:
+    """What one LIST of each kind's objects cost (``perobject.list_costs``), as text lines."""
+    if costs is None or not len(costs):
+        return []
+    lines = [
+        "",
+        f"LISTs of the objects (per LIST, {int(costs['repeats'].min())} repeats; CPU net of an idle window):",
+        f"{'kind':<16} {'LIST':<18} {'from':<6} {'items':>7} {'p50 ms':>8} {'p95 ms':>8} {'max ms':>8} "
+        f"{'apiserver CPU ms':>16} {'etcd CPU ms':>11}",
+    ]
+    for r in costs.itertuples(index=False):
+        lines.append(
+            f"{r.kind:<16} {r.list:<18} {r.served_from:<6} {r.items:7.0f} {1000 * r.latency_p50_s:8.1f} "
+            f"{1000 * r.latency_p95_s:8.1f} {1000 * r.latency_max_s:8.1f} {1000 * r.apiserver_cpu_s:16.1f} "
+            f"{1000 * r.etcd_cpu_s:11.1f}"
+        )
     return lines
 
 

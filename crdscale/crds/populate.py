@@ -53,6 +53,16 @@ class Target:
     def label(self) -> str:
         return self.crd["metadata"]["name"] if self.crd is not None else self.kind
 
+    def list_target(self):
+        """The :class:`~crdscale.collect.probes.requests.ListTarget` whose cluster-wide LIST holds
+        these objects (its resource, group and version; its namespace for namespaced LISTs)."""
+        from crdscale.collect.probes.requests import ListTarget
+
+        if self.crd is None:
+            return ListTarget(self.kind, "", "v1", self.namespace)
+        group, version = objects.api_version(self.crd).split("/", 1)
+        return ListTarget(self.crd["spec"]["names"]["plural"], group, version, self.namespace)
+
 
 def custom_resource_target(crd: Mapping[str, Any], namespace: str) -> Target:
     spec = crd["spec"]
@@ -129,6 +139,10 @@ class ObjectWriter:
             raise ClusterError(f"create namespace {name} -> HTTP {resp.status_code}: {resp.text.strip()[:300]}")
         self._namespaces.add(name)
         return name
+
+    def written(self, target: Target) -> int:
+        """How many objects of ``target`` were written so far."""
+        return self._next.get(target.path, 0)
 
     def bodies(self, target: Target, count: int) -> list[dict[str, Any]]:
         """The next ``count`` objects of ``target`` (names continue where the last call stopped)."""

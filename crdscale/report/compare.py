@@ -31,7 +31,13 @@ from crdscale.analysis.compare import (
 )
 from crdscale.analysis.percrd import TOTAL
 from crdscale.errors import UsageError
-from crdscale.report.findings import provenance, warnings_markdown
+from crdscale.report.findings import (
+    KIND_LABELS,
+    OBJECT_LISTS_NOTE,
+    object_lists_table,
+    provenance,
+    warnings_markdown,
+)
 from crdscale.units import fmt_bytes, fmt_interval, fmt_value, is_missing
 
 log = logging.getLogger(__name__)
@@ -125,6 +131,7 @@ def per_object_headline(comparison: Comparison) -> list[str]:
                 f"{t['reference']} (95% CI {fmt_interval(t['difference_low'], t['difference_high'], 'bytes')}; "
                 f"{fmt_bytes(t['per_object'])} vs {fmt_bytes(t['per_object_reference'])})."
             )
+    out += list_headline(comparison)
     amp = comparison.amplification
     if amp is not None and len(amp):
         out.append(
@@ -133,6 +140,42 @@ def per_object_headline(comparison: Comparison) -> list[str]:
             + "."
         )
     return out
+
+
+# The LISTs a comparison's headline names, in this order, when the runs timed them.
+HEADLINE_LISTS = ("consistent", "rv0")
+
+
+def list_headline(comparison: Comparison) -> list[str]:
+    """Per run and kind whose LISTs moved: the consistent and ``resourceVersion=0`` LISTs of its objects
+    against the reference run's (latency p50, where served, etcd CPU per LIST); none without LISTs."""
+    moved = comparison.cost_moved
+    if moved is None or not len(moved) or not len(comparison.object_lists):
+        return []
+    ref_label = comparison.first_run(comparison.reference)
+    ref = moved[moved["run"] == ref_label].set_index(["kind", "list"])
+    out = []
+    for (run, kind), rows in moved[moved["run"] != ref_label].groupby(["run", "kind"], sort=False):
+        parts = []
+        for r in rows[rows["list"].isin(HEADLINE_LISTS)].itertuples(index=False):
+            if (kind, r.list) not in ref.index:
+                continue
+            b = ref.loc[(kind, r.list)]
+            if r.served_from == b["served_from"] and kind != "customresources":
+                continue  # a control kind its flags did not touch
+            parts.append(
+                f"{r.list} LIST p50 {_ms(r.latency_p50_s)} from {r.served_from} vs {_ms(b['latency_p50_s'])} from "
+                f"{b['served_from']}, etcd CPU {_ms(r.etcd_cpu_s)} vs {_ms(b['etcd_cpu_s'])} per LIST"
+            )
+        if parts:
+            out.append(
+                f"{run}, LISTs of the {KIND_LABELS.get(kind, kind)}s against {ref_label}: " + "; ".join(parts) + "."
+            )
+    return out
+
+
+def _ms(seconds) -> str:
+    return "?" if is_missing(seconds) else f"{1000 * seconds:,.1f} ms"
 
 
 def _short_source(job) -> str:
@@ -194,6 +237,18 @@ def comparison_markdown(
             "## Heap per object by cause, difference from " + comparison.reference,
             "",
             _markdown_table(table),
+            "",
+        ]
+    moved = object_lists_table(comparison.cost_moved) if len(comparison.object_lists) else pd.DataFrame()
+    if len(moved):
+        parts += [
+            "## Heap per object and what a LIST of the objects costs, each run",
+            "",
+            "Where a resource's watch cache is off (`--watch-cache-sizes=<resource>#0`) its objects leave the heap "
+            "and its LISTs go to etcd: heap per object from the object steps (as above), the LISTs timed after "
+            "the last step. " + OBJECT_LISTS_NOTE,
+            "",
+            _markdown_table(moved),
             "",
         ]
     if len(comparison.repeat_spread):
@@ -269,6 +324,8 @@ def comparison_json(comparison: Comparison) -> dict:
         "per_object": records(comparison.per_object),
         "amplification": records(comparison.amplification),
         "per_object_joint": records(comparison.per_object_joint),
+        "object_lists": records(comparison.object_lists),
+        "cost_moved": records(comparison.cost_moved),
     }
 
 

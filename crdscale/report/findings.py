@@ -35,6 +35,8 @@ class Findings:
     provenance: dict[str, str]
     numbers: pd.DataFrame
     warnings: list[str] = field(default_factory=list)  # said first, before any number
+    # What a LIST of each kind's objects cost (perobject.list_costs), when the run timed them.
+    object_lists: pd.DataFrame = field(default_factory=pd.DataFrame)
 
 
 # --------------------------------------------------------------------------
@@ -349,7 +351,7 @@ def per_object_numbers(analysis, *, top_causes: int = TOP_CAUSES) -> list[tuple]
     """Rows of :data:`NUMBER_COLUMNS` for a run that grew objects (none otherwise): per kind, the
     heap per object with its interval, the bytes sent per object, the amplification ratio and the
     largest causes; custom resources over each control kind."""
-    from crdscale.analysis.perobject import ratio_between
+    from crdscale.analysis.perobject import TRANSIENT_CAUSES, ratio_between
 
     per_object = getattr(analysis, "per_object", None)
     if per_object is None or not len(per_object):
@@ -426,7 +428,10 @@ def per_object_numbers(analysis, *, top_causes: int = TOP_CAUSES) -> list[tuple]
                         "metrics series at the same steps, interval from their increments",
                     )
                 )
-        causes = fits[~fits["cause"].isin([TOTAL, OTHER])].sort_values("per_object", ascending=False, kind="stable")
+        # A transient caught in flight (a consistency check's LIST) is no object's cause.
+        causes = fits[~fits["cause"].isin([TOTAL, OTHER, *TRANSIENT_CAUSES])].sort_values(
+            "per_object", ascending=False, kind="stable"
+        )
         for r in causes.head(top_causes).itertuples(index=False):
             rows.append(
                 (
@@ -456,6 +461,45 @@ def per_object_numbers(analysis, *, top_causes: int = TOP_CAUSES) -> list[tuple]
                     )
                 )
     return rows
+
+
+def object_lists_table(costs: pd.DataFrame) -> pd.DataFrame:
+    """What a LIST of each kind's objects cost (:func:`crdscale.analysis.perobject.list_costs`, or
+    :func:`~crdscale.analysis.perobject.cost_moved`'s rows with ``run`` and the heap per object) as a
+    readable table: latencies and CPU per LIST in ms."""
+    if costs is None or not len(costs):
+        return pd.DataFrame()
+
+    def ms(values) -> list[str]:
+        return ["" if is_missing(v) else f"{1000 * v:,.1f}" for v in values]
+
+    out = pd.DataFrame()
+    if "run" in costs.columns:
+        out["run"] = costs["run"]
+    out["kind"] = costs["kind"]
+    if "heap_per_object" in costs.columns:
+        out["heap per object"] = [fmt_bytes(v) for v in costs["heap_per_object"]]
+        out["95% CI"] = [
+            fmt_interval(lo, hi, "bytes") for lo, hi in zip(costs["heap_per_object_low"], costs["heap_per_object_high"])
+        ]
+    out["LIST"] = costs["list"].fillna("")
+    out["served from"] = costs["served_from"].fillna("")
+    if "items" in costs.columns:
+        out["items"] = [f"{v:,.0f}" for v in costs["items"]]
+    out["p50 ms"] = ms(costs["latency_p50_s"])
+    out["p95 ms"] = ms(costs["latency_p95_s"])
+    out["max ms"] = ms(costs["latency_max_s"])
+    out["kube-apiserver CPU ms"] = ms(costs["apiserver_cpu_s"])
+    out["etcd CPU ms"] = ms(costs["etcd_cpu_s"])
+    return out
+
+
+OBJECT_LISTS_NOTE = (
+    "Each LIST of one resource's objects (a kind spread over several CRDs: the mean over them), timed after the last "
+    "object step: latency p50/p95/max over the repeats (whole LIST, every page), CPU seconds of kube-apiserver and "
+    "of etcd per LIST from `/proc`, net of an idle window; `served from` is what the server's own storage counters "
+    "say (watch cache or etcd). `consistent` leaves resourceVersion unset, `rv0` sets it to 0, `paged` adds limit=500."
+)
 
 
 def object_headline(numbers: pd.DataFrame) -> str | None:
@@ -493,11 +537,13 @@ def object_headline(numbers: pd.DataFrame) -> str | None:
 
 def compute_findings(manifest: dict, analysis, memory: pd.DataFrame | None = None, **options) -> Findings:
     """:func:`provenance` and :func:`key_numbers` together, with the analysis' warnings (a run
-    that did not complete, profiles left out)."""
+    that did not complete, profiles left out) and the LISTs of its objects when it timed them."""
+    lists = getattr(analysis, "object_lists", None)
     return Findings(
         provenance(manifest, _process_job(analysis)),
         key_numbers(analysis, memory, **options),
         list(getattr(analysis, "warnings", [])),
+        lists if lists is not None else pd.DataFrame(),
     )
 
 
@@ -527,6 +573,14 @@ def numbers_markdown(numbers: pd.DataFrame) -> str:
             f"| {_md_escape(r.finding)} | {fmt_value(r.value, r.unit)} | "
             f"{fmt_interval(r.low, r.high, r.unit)} | {_md_escape(r.source)} |"
         )
+    return "\n".join(lines)
+
+
+def frame_markdown(frame: pd.DataFrame) -> str:
+    """A table of strings as Markdown (``|`` in cells escaped)."""
+    lines = ["| " + " | ".join(map(_md_escape, frame.columns)) + " |", "|" + "---|" * len(frame.columns)]
+    for row in frame.itertuples(index=False):
+        lines.append("| " + " | ".join("" if is_missing(v) else _md_escape(v) for v in row) + " |")
     return "\n".join(lines)
 
 
@@ -595,6 +649,9 @@ def findings_markdown(
         numbers_markdown(findings.numbers),
         "",
     ]
+    lists = object_lists_table(findings.object_lists)
+    if len(lists):
+        parts += ["## LISTs of the objects", "", OBJECT_LISTS_NOTE, "", frame_markdown(lists), ""]
     if figures:
         parts += ["## Figures", ""]
         for caption, png in figures:

@@ -94,6 +94,13 @@ EVENT_KINDS: dict[str, EventKind] = {
             (),
             "the watch cache serves every object the step wrote (waited `seconds` after the writes)",
         ),
+        EventKind(
+            "objects.lists.start",
+            ("step", "kinds", "repeats"),
+            (),
+            "after the last object step, LISTs of every kind's objects are timed (objects.list_repeats)",
+        ),
+        EventKind("objects.lists.end", ("step", "rows"), (), "the LISTs were timed: `rows` rows in probes/"),
         EventKind("install.start", ("step", "crds_in_step"), ("run_id",), "create requests of a step begin"),
         EventKind(
             "install.end",

@@ -119,6 +119,11 @@ def parse_profile_filename(name: str) -> ProfileName | None:
     return ProfileName(m["kind"], int(m["step"]), int(m["crds"]), m["phase"])
 
 
+# The LISTs a run that grew objects times after its last object step (objects.list_repeats):
+# probes/objects-lists-stepNN.parquet, rows of crdscale.collect.probes.listcost.measure_targets.
+OBJECT_LISTS = ("objects", "lists")
+
+
 def probe_stem(name: str, table: str | None = None) -> str:
     """``list`` for a probe's main table, ``list-load`` for its side table ``load``."""
     return f"{name}-{table}" if table else name

@@ -386,6 +386,13 @@ class Run:
         estimate = size_estimate_per_object(self.series, counts, info.get("resources") or {})
         return fits, amplification(fits, info.get("kinds") or {}, estimate)
 
+    def object_lists(self) -> pd.DataFrame:
+        """What a LIST of each kind's objects cost at the end of a run that grew objects with
+        ``objects.list_repeats`` (:func:`crdscale.analysis.perobject.list_costs`; empty otherwise)."""
+        from crdscale.analysis.perobject import list_costs
+
+        return list_costs(self.probe_table(*layout.OBJECT_LISTS))
+
     @property
     def warnings(self) -> list[str]:
         """What a reader of this run's numbers must be told: a run that did not complete (with its
@@ -450,6 +457,7 @@ class Run:
             )
             if len(self.object_steps):
                 result.per_object, result.amplification = self.per_object(confidence)
+                result.object_lists = self.object_lists()
             cache[key] = result
         return cache[key]
 

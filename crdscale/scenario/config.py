@@ -25,6 +25,11 @@ PROFILE_KINDS = ("heap", "allocs", "goroutine", "cpu")
 METRIC_SOURCES = ("auto", "prometheus", "direct")
 TARGET_KINDS = ("local", "kubeconfig")
 GROW_MODES = ("crds", "objects")
+# The LIST kinds of crdscale.collect.probes.requests that apply to a run's objects as they are
+# (the others need the LIST probe's own objects: its bucket label, a field, an old revision).
+OBJECT_LIST_KINDS = (
+    "consistent", "rv0", "paged", "paged-rv0", "metadata-only", "metadata-only-rv0", "exact", "not-older-than",
+)  # fmt: skip
 
 
 @dataclass(frozen=True)
@@ -176,6 +181,18 @@ KEYS: tuple[Key, ...] = (
         list,
         [],
         'built-in kinds of the same count and bytes, in their own namespace: "configmaps", "secrets"',
+    ),
+    Key(
+        "objects.list_repeats",
+        int,
+        0,
+        "> 0: after the last object step, time each list_kinds LIST of every kind this often; 0: not measured",
+    ),
+    Key(
+        "objects.list_kinds",
+        list,
+        ["consistent", "rv0", "paged", "paged-rv0"],
+        "LISTs timed: consistent, rv0, paged, paged-rv0, metadata-only, metadata-only-rv0, exact, not-older-than",
     ),
     # [probes]
     Key("probes.each_step", list, [], 'probes run after every step, e.g. ["discovery"]'),
@@ -624,6 +641,9 @@ def _check_objects(objects: dict, steps: dict, where: str) -> None:
             f"{where}: 'objects.managed_fields' = false needs 'objects.apply' = \"create\" "
             "(server-side apply always records managedFields)"
         )
+    _positive(objects.get("list_repeats", 0), "objects.list_repeats", where, zero_ok=True)
+    for kind in objects.get("list_kinds", []):
+        _choice(kind, OBJECT_LIST_KINDS, "objects.list_kinds", where)
     growing = steps.get("grow", "crds") == "objects"
     if growing and not objects.get("count"):
         raise UsageError(f"{where}: steps.grow = \"objects\" needs 'objects.count' > 0")

@@ -78,6 +78,10 @@ class StepSummary:
         )
 
 
+# Seconds with no request before the object LISTs: the background their CPU is net of.
+OBJECT_LISTS_IDLE_S = 5.0
+
+
 class Progress:
     """Callbacks the runner makes; the CLI renders them (progress bars), libraries stay quiet."""
 
@@ -467,6 +471,34 @@ class ScenarioRunner:
                 **asdict(summary),
             )
             self.progress.step_finished(summary)
+        if o.get("list_repeats", 0) > 0:
+            self._time_object_lists(targets, writer, step=first_step + len(sc.object_steps()) - 1)
+
+    def _time_object_lists(self, targets: dict, writer, *, step: int) -> None:
+        """Time LISTs of every kind's objects once all are in, after the last profile (a LIST's
+        garbage stays out of the heap fits): with a resource's watch cache off
+        (``--watch-cache-sizes=<resource>#0``) its LISTs go to etcd, and this is where that cost shows.
+        Written as ``probes/objects-lists-stepNN.parquet`` (:data:`crdscale.rundir.layout.OBJECT_LISTS`)."""
+        from crdscale.collect.probes.listcost import measure_targets
+
+        o = self.scenario.objects
+        lists = {kind: [t.list_target() for t in ts] for kind, ts in targets.items()}
+        counts = {t.list_target().group_resource: writer.written(t) for ts in targets.values() for t in ts}
+        self.progress.message(f"timing LISTs of the objects ({', '.join(o['list_kinds'])}, {o['list_repeats']} each)")
+        self.events.emit("objects.lists.start", step=step, kinds=list(o["list_kinds"]), repeats=o["list_repeats"])
+        table = measure_targets(
+            self.cluster,
+            lists,
+            counts,
+            repeats=int(o["list_repeats"]),
+            kinds=o["list_kinds"],
+            # etcd's own background (compaction, leases, the controller-manager's watches) is what the
+            # per-LIST CPU is net of: a longer idle window estimates it better than the probe's 1 s.
+            idle_window_s=OBJECT_LISTS_IDLE_S,
+        )
+        name, table_name = layout.OBJECT_LISTS
+        self.run.write_probe_table(name, step, table, table_name)
+        self.events.emit("objects.lists.end", step=step, rows=int(len(table)))
 
     def _start_target(self, stack: ExitStack) -> None:
         sc, versions = self.scenario, {"crdscale": self.run.manifest()["versions"]["crdscale"]}

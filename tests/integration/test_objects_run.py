@@ -1,6 +1,7 @@
 """A small objects run on the real local control plane (steps.grow = "objects"): 2 CRDs x 500
 custom resources and 500 ConfigMaps complete, and `crdscale analyze -o json` holds bytes per
-object by cause and the amplification ratio for both kinds."""
+object by cause, the amplification ratio for both kinds, and what a LIST of each kind's objects
+cost (objects.list_repeats), with where the server served it from."""
 
 from __future__ import annotations
 
@@ -26,6 +27,8 @@ count = 250
 bytes = 1024
 control = ["configmaps"]
 concurrency = 16
+list_repeats = 2
+list_kinds = ["consistent", "rv0"]
 [profiles]
 installed_phase = false
 [metrics]
@@ -64,3 +67,10 @@ def test_small_objects_run_has_per_object_bytes_by_cause_and_amplification(tmp_p
     assert set(amplification) == {"customresources", "configmaps"}
     for r in amplification.values():
         assert r["serialized_bytes"] > 1024 and r["amplification"] is not None
+    # Timed after the last step: both kinds, both LISTs, every object in each; v1.37.1 serves a
+    # consistent LIST from its watch cache too (ConsistentListFromCache), and etcd's CPU is read.
+    lists = {(r["kind"], r["list"]): r for r in result["object_lists"]}
+    assert set(lists) == {(k, q) for k in ("customresources", "configmaps") for q in ("consistent", "rv0")}
+    assert lists[("customresources", "rv0")]["items"] == 250 and lists[("configmaps", "rv0")]["items"] >= 500
+    for r in lists.values():
+        assert r["served_from"] == "cache" and r["latency_p50_s"] > 0 and r["etcd_cpu_s"] is not None

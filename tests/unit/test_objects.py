@@ -95,3 +95,14 @@ def test_without_managed_fields():
     obj = objects.config_map("a", namespace="n", labels={}, size=1024)
     assert objects.without_managed_fields(obj)["metadata"]["managedFields"] == [{}]
     assert "managedFields" not in obj["metadata"]
+
+
+def test_a_target_lists_its_objects_cluster_wide(crd):
+    from crdscale.crds.populate import control_target, custom_resource_target
+
+    target = custom_resource_target(crd, "crdscale-objects-x").list_target()
+    group, version = objects.api_version(crd).split("/")
+    assert (target.group, target.version, target.resource) == (group, version, crd["spec"]["names"]["plural"])
+    assert target.collection_path() == f"/apis/{group}/{version}/{crd['spec']['names']['plural']}"
+    cm = control_target("configmaps", "crdscale-configmaps-x").list_target()
+    assert cm.group_resource == "configmaps" and cm.collection_path("ns") == "/api/v1/namespaces/ns/configmaps"

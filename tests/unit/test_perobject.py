@@ -90,3 +90,79 @@ def test_size_estimate_per_object_from_the_last_value():
         {"customresources": ["widgets"], "configmaps": ["configmaps"], "gadgets": ["gadgets"]},
     )
     assert got == {"configmaps": pytest.approx(1500.0), "gadgets": pytest.approx(3000.0)}
+
+
+def _list_rows(kind, resource, place, rows):
+    # measure_targets' columns the per-kind summary reads: (LIST kind, p50, p95, max, apiserver CPU, etcd CPU)
+    return [
+        {
+            "object_kind": kind,
+            "resource": resource,
+            "kind": request,
+            "items": 2000,
+            "bytes": 3.2e6,
+            "latency_s": p50,
+            "latency_p95_s": p95,
+            "latency_max_s": top,
+            "cpu_s": cpu,
+            "etcd_cpu_s": etcd,
+            "served_from": place,
+            "repeats": 10,
+        }
+        for request, p50, p95, top, cpu, etcd in rows
+    ]
+
+
+def test_list_costs_mean_over_a_kinds_resources():
+    lists = pd.DataFrame(
+        _list_rows("customresources", "a.example", "etcd", [("consistent", 0.10, 0.12, 0.2, 0.05, 0.02)])
+        + _list_rows("customresources", "b.example", "etcd", [("consistent", 0.20, 0.22, 0.3, 0.07, 0.04)])
+        + _list_rows("configmaps", "configmaps", "cache", [("consistent", 0.03, 0.04, 0.05, 0.02, 0.0)])
+    )
+    costs = perobject.list_costs(lists).set_index("kind")
+    cr = costs.loc["customresources"]
+    assert cr["resources"] == 2 and cr["list"] == "consistent" and cr["served_from"] == "etcd"
+    assert cr["latency_p50_s"] == pytest.approx(0.15) and cr["latency_max_s"] == pytest.approx(0.3)
+    assert cr["etcd_cpu_s"] == pytest.approx(0.03) and cr["apiserver_cpu_s"] == pytest.approx(0.06)
+    assert costs.loc["configmaps", "served_from"] == "cache"
+    assert perobject.list_costs(pd.DataFrame()).empty
+
+
+def test_cost_moved_puts_heap_beside_each_list():
+    def fit(run, kind, value):
+        return (run, kind, "bytes", "total", value, value - 1000, value + 1000, 1.0, 3.0, 4, 4000, 1.0)
+
+    per_object = pd.DataFrame(
+        [fit("cache", "customresources", 9000.0), fit("no cache", "customresources", 500.0)],
+        columns=["run", *perobject.PER_OBJECT_COLUMNS],
+    )
+    lists = pd.DataFrame(
+        _list_rows("customresources", "a.example", "etcd", [("consistent", 0.2, 0.3, 0.4, 0.05, 0.03)])
+        + _list_rows("customresources", "a.example", "etcd", [("rv0", 0.2, 0.3, 0.4, 0.05, 0.03)])
+    )
+    costs = perobject.list_costs(lists).assign(run="no cache")
+    table = perobject.cost_moved(per_object, costs)
+    assert list(table.columns) == perobject.CELL_COLUMNS
+    # The run without LISTs keeps its heap row; the other has one row per LIST kind.
+    assert table[table["run"] == "cache"]["list"].isna().all()
+    moved = table[table["run"] == "no cache"]
+    assert list(moved["list"]) == ["consistent", "rv0"] and (moved["heap_per_object"] == 500.0).all()
+    assert moved["etcd_cpu_s"].tolist() == pytest.approx([0.03, 0.03])
+
+
+def test_a_consistency_check_in_flight_is_no_objects_cost():
+    # Step 3 (ConfigMaps) caught the watch cache's consistency check LISTing the custom resources:
+    # 9 MB of decoded copies, gone by step 4.
+    points = _points(
+        {
+            1: {"unstructured": 0.0, "consistency-check": 0.0},
+            2: {"unstructured": 10e6, "consistency-check": 0.0},
+            3: {"unstructured": 10e6, "consistency-check": 9e6},
+            4: {"unstructured": 20e6, "consistency-check": 0.0},
+            5: {"unstructured": 20e6, "consistency-check": 0.0},
+        }
+    )
+    fits = perobject.fit_per_object(points, STEPS).set_index(["kind", "cause"])
+    assert fits.loc[("configmaps", "total"), "per_object"] == pytest.approx(0.0)
+    assert fits.loc[("customresources", "total"), "per_object"] == pytest.approx(10000)
+    assert fits.loc[("configmaps", "consistency-check"), "per_object"] == pytest.approx(4500)  # shown, apart

@@ -144,3 +144,33 @@ def test_repeated_cells_are_compared_as_configurations(tmp_path):
     assert set(spread["configuration"]) == {"v=new", "v=old"} and (spread["repeats"] == 2).all()
     md = comparison_markdown(comparison)
     assert "## Repeats" in md and "v=old holds" in md
+
+
+def test_list_headline_and_table_say_where_the_lists_went():
+    from types import SimpleNamespace
+
+    import pandas as pd
+
+    from crdscale.analysis.perobject import CELL_COLUMNS
+    from crdscale.report.compare import list_headline
+    from crdscale.report.findings import object_lists_table
+
+    def row(run, kind, heap, request, place, p50, etcd):
+        return (run, kind, heap, heap - 500, heap + 500, request, place, p50, p50 * 1.2, p50 * 1.5, 0.01, etcd)
+
+    moved = pd.DataFrame(
+        [
+            row("none", "customresources", 9000.0, "consistent", "cache", 0.020, 0.0005),
+            row("none", "configmaps", 3000.0, "consistent", "cache", 0.020, 0.0004),
+            row("watch-cache=0", "customresources", 400.0, "consistent", "etcd", 0.150, 0.030),
+            row("watch-cache=0", "configmaps", 3100.0, "consistent", "cache", 0.021, 0.0004),
+        ],
+        columns=CELL_COLUMNS,
+    )
+    comparison = SimpleNamespace(cost_moved=moved, object_lists=moved, reference="none", first_run=lambda name: name)
+    (sentence,) = list_headline(comparison)  # the ConfigMaps, untouched, are not news
+    assert sentence.startswith("watch-cache=0, LISTs of the custom resources against none")
+    assert "150.0 ms from etcd vs 20.0 ms from cache" in sentence and "etcd CPU 30.0 ms vs 0.5 ms" in sentence
+    table = object_lists_table(moved)
+    assert list(table.columns[:5]) == ["run", "kind", "heap per object", "95% CI", "LIST"]
+    assert table["etcd CPU ms"].tolist() == ["0.5", "0.4", "30.0", "0.4"]

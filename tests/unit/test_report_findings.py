@@ -159,3 +159,20 @@ def test_provenance_states_what_the_scrapes_cost_the_server():
         "= 2.6% of its own work (their wall time x 1.3, which counts waiting "
         "for a CPU on a busy machine)"
     )
+
+
+def test_findings_of_a_run_that_timed_its_object_lists(reference):
+    import dataclasses
+
+    from crdscale.analysis.perobject import LIST_COST_COLUMNS
+
+    data, analysis, memory = reference
+    costs = pd.DataFrame(
+        [("customresources", "consistent", 2, 2000.0, 3.2e6, 0.15, 0.2, 0.3, 0.05, 0.03, "etcd", 10)],
+        columns=LIST_COST_COLUMNS,
+    )
+    findings = dataclasses.replace(compute_findings(data.manifest, analysis, memory), object_lists=costs)
+    text = findings_markdown(findings)
+    assert "## LISTs of the objects" in text
+    assert "| customresources | consistent | etcd | 2,000 | 150.0 | 200.0 | 300.0 | 50.0 | 30.0 |" in text
+    assert "## LISTs of the objects" not in findings_markdown(compute_findings(data.manifest, analysis, memory))

@@ -114,6 +114,8 @@ def test_objects_section_plans_one_kind_per_step():
         ('[steps]\ngrow = "objects"\n[objects]\ncount = 10\ncontrol = ["pods"]\n', "'objects.control'"),
         ('[steps]\ngrow = "objects"\n[objects]\ncount = 10\ncontrol = ["secrets", "secrets"]\n', "twice"),
         ('[steps]\ngrow = "objects"\ncount = 5\n[objects]\ncount = 3\n', "fewer than steps.count"),
+        ('[steps]\ngrow = "objects"\n[objects]\ncount = 10\nlist_repeats = -1\n', "'objects.list_repeats'"),
+        ('[steps]\ngrow = "objects"\n[objects]\ncount = 10\nlist_kinds = ["table"]\n', "'objects.list_kinds'"),
         (
             '[steps]\ngrow = "objects"\n[objects]\ncount = 10\napply = "server-side-apply"\nmanaged_fields = false\n',
             "always records managedFields",

@@ -23,7 +23,7 @@ import logging
 import statistics
 import threading
 import time
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 
@@ -319,6 +319,7 @@ def measure_lists(
     page_size: int = 500,
     kinds: Iterable[str] = LIST_KINDS,
     read_metrics: bool = True,
+    idle_window_s: float = IDLE_WINDOW_S,
 ) -> pd.DataFrame:
     """Time each LIST kind on each populated resource, on each of ``servers`` in turn
     (default: ``cluster`` alone), so that both servers see the same request one after the other.
@@ -326,7 +327,7 @@ def measure_lists(
     Returns one row per (resource, kind, apiserver): ``resource``, ``kind``,
     ``apiserver`` (the server's label), ``description``, ``path``, ``params`` (JSON),
     ``accept``, ``status``, ``items``, ``pages``, ``bytes`` (per execution, all pages),
-    ``latency_s`` (median over repeats), ``latency_min_s``, ``latency_max_s``,
+    ``latency_s`` (median over repeats), ``latency_p95_s``, ``latency_min_s``, ``latency_max_s``,
     ``first_page_latency_s``, ``served_from`` (``cache``/``etcd``/``unknown``),
     ``served_from_evidence``, ``fetched_objects`` and ``returned_objects`` (per
     execution, from the server's storage counters), ``cpu_s`` and ``alloc_bytes`` (the
@@ -334,7 +335,8 @@ def measure_lists(
     window), ``etcd_cpu_s`` (per execution, local etcd only), ``rss_growth_bytes`` and
     ``heap_inuse_growth_bytes`` (across the repeats), ``cost_source``,
     ``expected_from_cache`` (what the APF estimator assumes), ``stored_objects``.
-    Without ``read_metrics`` the place and costs are unknown (NaN).
+    Without ``read_metrics`` the place and costs are unknown (NaN). The idle window
+    (``idle_window_s`` with no request) is the background the costs are net of.
     """
     kinds = tuple(kinds)
     servers = list(servers) if servers else [ApiServer(DEFAULT_APISERVER, cluster)]
@@ -353,7 +355,7 @@ def measure_lists(
                 kinds=kinds,
             )
             idle = (
-                {s.label: _measure_window(s, lambda: time.sleep(IDLE_WINDOW_S))[0] for s in servers}
+                {s.label: _measure_window(s, lambda: time.sleep(idle_window_s))[0] for s in servers}
                 if read_metrics
                 else {}
             )
@@ -433,6 +435,7 @@ def _list_row(
         "pages": results[0].pages,
         "bytes": results[-1].bytes,
         "latency_s": statistics.median(latencies),
+        "latency_p95_s": float(pd.Series(latencies).quantile(0.95)),
         "latency_min_s": min(latencies),
         "latency_max_s": max(latencies),
         "first_page_latency_s": statistics.median(r.first_page_latency_s for r in results),
@@ -454,6 +457,46 @@ def _list_row(
         "data_bytes_per_object": populated.data_bytes.get(target.group_resource, 0),
         "repeats": repeats,
     }
+
+
+def measure_targets(
+    cluster,
+    targets: Mapping[str, Sequence[ListTarget]],
+    counts: Mapping[str, int],
+    *,
+    repeats: int,
+    page_size: int = 500,
+    kinds: Iterable[str] = ("consistent", "rv0", "paged", "paged-rv0"),
+    idle_window_s: float = IDLE_WINDOW_S,
+) -> pd.DataFrame:
+    """Time LISTs of objects something else created (the object steps of a run), as
+    :func:`measure_lists` times the probe's own: ``targets`` maps a kind of object
+    (``customresources``, ``configmaps``) to its resources, ``counts`` a resource
+    (:attr:`ListTarget.group_resource`) to its objects.
+
+    On a crdscale local instance the server's CPU comes from ``/proc`` and so does its
+    etcd's: ``etcd_cpu_s`` per LIST is where a resource without a watch cache moves its
+    cost. Returns :func:`measure_lists`' rows plus ``object_kind``.
+    """
+    kinds = tuple(kinds)
+    frames = []
+    with apiservers(cluster, compare_etcd=False) as found:
+        for kind, resources in targets.items():
+            populated = Populated(
+                targets=list(resources), counts={t.group_resource: counts.get(t.group_resource, 0) for t in resources}
+            )
+            log.info(f"timing {', '.join(kinds)} LISTs of {kind} ({repeats} each)")
+            frame = measure_lists(
+                cluster,
+                populated,
+                servers=found.servers,
+                repeats=repeats,
+                page_size=page_size,
+                kinds=kinds,
+                idle_window_s=idle_window_s,
+            )
+            frames.append(frame.assign(object_kind=kind))
+    return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()
 
 
 # --- concurrent load ------------------------------------------------------------
