@@ -126,6 +126,12 @@ EVENT_KINDS: dict[str, EventKind] = {
             ("phase", "bytes"),
             "a profile was saved; phase None = end of step",
         ),
+        EventKind(
+            "openapi_v2.fetch",
+            ("step", "crds", "format", "bytes", "seconds"),
+            ("run_id",),
+            "/openapi/v2 was fetched (profiles.openapi_v2); the next profile has phase openapiv2",
+        ),
         EventKind("profile.error", ("profile", "step", "error"), (), "a profile could not be taken"),
         EventKind("probe.start", ("probe", "step"), (), "a probe began"),
         EventKind("probe.end", ("probe", "step"), ("status", "error"), "a probe ended"),

@@ -43,6 +43,9 @@ from crdscale.rundir import EventLog, RunWriter, layout
 from crdscale.scenario.config import Scenario
 from crdscale.units import fmt_bytes, fmt_count
 
+# The profile phase taken after a GET of /openapi/v2 (profiles.openapi_v2).
+OPENAPI_V2_PHASE = "openapiv2"
+
 
 @dataclass
 class StepSummary:
@@ -343,6 +346,7 @@ class ScenarioRunner:
         self.progress.message(f"run directory: {self.run.path}")
         self._settle("baseline")
         self._take_profiles(step=0, crds=0)
+        self._openapi_v2_phase(step=0, crds=0)
         installed = 0
         for index, size in enumerate(sizes, start=1):
             step_crds = crds[installed : installed + size]
@@ -367,6 +371,7 @@ class ScenarioRunner:
                 cpu_capture.join()
             self._settle(f"step {index}")
             self._take_profiles(step=index, crds=installed)
+            self._openapi_v2_phase(step=index, crds=installed)
             self._run_probes(index)
             current = _current_metrics(self.cluster)
             summary = StepSummary(
@@ -655,6 +660,23 @@ class ScenarioRunner:
         for kind in self.scenario.profiles["kinds"]:
             if kind != "cpu":
                 self._save_profile(kind, fetch_profile(self.cluster, kind), step=step, crds=crds, phase=phase)
+
+    def _openapi_v2_phase(self, *, step: int, crds: int) -> None:
+        """With ``profiles.openapi_v2``: GET /openapi/v2 as a client does, settle, profile again
+        (phase ``openapiv2``). The server keeps what it built to answer until the next request after a
+        CRD change (crdscale.collect.openapi), so the next step's end profile still holds this one's
+        spec: the v2 cost per CRD is this phase's growth, and each step's increment is its profile
+        minus the step's end profile (see crdscale.analysis.openapiv2)."""
+        fmt = self.scenario.profiles.get("openapi_v2", "none")
+        if fmt == "none":
+            return
+        from crdscale.collect.openapi import fetch_openapi_v2
+
+        fetched = fetch_openapi_v2(self.cluster, fmt)
+        self.events.emit("openapi_v2.fetch", step=step, crds=crds, format=fmt, bytes=fetched.bytes,
+                         seconds=round(fetched.seconds, 3), run_id=self.run_id)  # fmt: skip
+        self._settle(f"step {step} openapi v2")
+        self._take_profiles(step=step, crds=crds, phase=OPENAPI_V2_PHASE)
 
     def _save_profile(self, kind: str, data: bytes, *, step: int, crds: int, phase: str | None) -> None:
         self.run.write_profile(kind, step, crds, phase, data)
