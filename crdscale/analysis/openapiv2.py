@@ -4,7 +4,7 @@ A run with ``profiles.openapi_v2`` takes, at 0 CRDs and at the end of every step
 the step's profile (phase ``served``), GETs /openapi/v2, and profiles again
 (phase ``openapiv2``). kube-apiserver keeps what it built to answer (the merged
 spec on lazily aggregating servers, its serialized JSON and protobuf bytes on
-older ones: :mod:`crdscale.collect.openapi`) until the next GET after a CRD
+older ones; see the collector that fetches it) until the next GET after a CRD
 change replaces it. So a step's served profile still holds the previous step's
 spec, and its openapiv2 profile holds this step's:
 
