@@ -67,7 +67,9 @@ def installed_shares(paths) -> dict[str, tuple[dict[str, float], list[str]]]:
         split = run.analysis().install_serve
         split = split[(split["metric"] == "bytes") & (split["cause"] != TOTAL)]
         if not len(split):
-            raise UsageError(f"{path}: no installed profiles (profiles.installed_phase) to split installing from serving")
+            raise UsageError(
+                f"{path}: no installed profiles (profiles.installed_phase) to split installing from serving"
+            )
         version = _version(run)
         runs[version].append(run.path.name)
         for r in split.itertuples(index=False):

@@ -15,8 +15,7 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass
 
-from crdscale.cluster.clients import Cluster
-from crdscale.errors import ClusterError
+from crdscale.cluster.clients import ApiError, Cluster
 
 OPENAPI_V2_PATH = "/openapi/v2"
 # format -> Accept header. protobuf is what kubectl and client-go ask for; json what a browser or curl gets.
@@ -37,11 +36,12 @@ class SpecFetch:
 
 def fetch_openapi_v2(cluster: Cluster, fmt: str = "protobuf", *, timeout_s: float = 600.0) -> SpecFetch:
     """GET ``/openapi/v2`` in ``fmt`` (a key of :data:`OPENAPI_V2_FORMATS`) and read the whole body,
-    as a client does; :class:`ClusterError` when the server does not answer 200."""
+    as a client does; :class:`ApiError` when the server answers anything but 200 (ClusterError when it
+    does not answer)."""
     if fmt not in OPENAPI_V2_FORMATS:
         raise ValueError(f"unknown OpenAPI v2 format {fmt!r}; expected one of {sorted(OPENAPI_V2_FORMATS)}")
     started = time.monotonic()
     resp = cluster.get(OPENAPI_V2_PATH, headers={"Accept": OPENAPI_V2_FORMATS[fmt]}, timeout=timeout_s)
     if resp.status_code != 200:
-        raise ClusterError(f"GET {OPENAPI_V2_PATH} -> HTTP {resp.status_code}: {resp.text.strip()[:160]}")
+        raise ApiError(f"GET {OPENAPI_V2_PATH}", resp)
     return SpecFetch(fmt, len(resp.content), time.monotonic() - started)

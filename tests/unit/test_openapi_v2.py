@@ -111,6 +111,9 @@ class _Response:
     def __init__(self, status: int, body: bytes):
         self.status_code, self.content, self.text = status, body, body.decode()
 
+    def json(self):
+        raise ValueError("not JSON")
+
 
 class _Cluster:
     def __init__(self, status: int = 200):
@@ -134,3 +137,16 @@ def test_fetch_asks_for_protobuf_as_kubectl_does():
         fetch_openapi_v2(_Cluster(403))
     with pytest.raises(ValueError):
         fetch_openapi_v2(cluster, "yaml")
+
+
+def test_a_failed_get_makes_the_next_pair_span_two_steps():
+    pts = _points()
+    # step 2's GET failed (a 504): no openapiv2 profile at 200 CRDs; step 3's served profile then holds step 1's spec
+    pts = pts[~((pts["crds"] == 200) & (pts["phase"] == "openapiv2"))]
+    held = pts["crds"] == 300
+    pts.loc[held & (pts["phase"] == "served") & (pts["cause"].isin(["openapi", TOTAL])), "value"] -= SPEC_PER_CRD * 100
+    diffs = step_differences(pts)
+    total = diffs[(diffs["metric"] == "bytes") & (diffs["cause"] == TOTAL)].set_index("crds")
+    assert list(total.index) == [0, 100, 300] and total.loc[300, "added"] == 200
+    table = openapi_v2_per_crd(pts).set_index(["metric", "cause"])
+    assert table.loc[("bytes", TOTAL), "per_crd"] == pytest.approx(SPEC_PER_CRD)
