@@ -66,9 +66,16 @@ inputs="$(
     xargs -n1 dirname | sort -u |
     sed -E "s#^kubernetes@v${version}#k8s.io/kubernetes#; s#^\./([a-z-]+)@${staging}#k8s.io/\1#" | paste -sd,
 )"
+# openapi-gen skips, without a word, a package whose module has no go.sum entry: record them all first.
+go list -mod=mod -e ${inputs//,/ } > /dev/null
 ./openapi-gen --input-dirs "$inputs" \
   --output-package k8s.io/kubernetes/pkg/generated/openapi -O zz_generated.openapi \
   --go-header-file "$tree/hack/boilerplate/boilerplate.generatego.txt" \
   --output-base out --report-filename out/violations.report
 cp out/k8s.io/kubernetes/pkg/generated/openapi/zz_generated.openapi.go "$tree/pkg/generated/openapi/"
-echo "$tree: v${version} with pkg/generated/openapi/zz_generated.openapi.go"
+definitions="$(grep -c '": *schema_' "$tree/pkg/generated/openapi/zz_generated.openapi.go" || true)"
+if (( definitions < 1000 )); then
+  echo "$tree: only $definitions OpenAPI definitions generated; expected thousands" >&2
+  exit 1
+fi
+echo "$tree: v${version} with pkg/generated/openapi/zz_generated.openapi.go ($definitions definitions)"
