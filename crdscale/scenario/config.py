@@ -13,7 +13,6 @@ from pathlib import Path
 from typing import Any
 
 from crdscale.cluster.kubesource import check_tree
-from crdscale.collect.openapi import OPENAPI_V2_FORMATS
 from crdscale.crds.options import SERVE_MODES
 from crdscale.errors import UsageError
 
@@ -544,6 +543,8 @@ def build_scenario(
     for kind in profiles["kinds"]:
         _choice(kind, PROFILE_KINDS, "profiles.kinds", where)
     _positive(profiles["cpu_seconds"], "profiles.cpu_seconds", where)
+    from crdscale.collect.openapi import OPENAPI_V2_FORMATS  # here: it imports requests, `--help` must not
+
     _choice(profiles.get("openapi_v2", "none"), ("none", *OPENAPI_V2_FORMATS), "profiles.openapi_v2", where)
     _choice(metrics["source"], METRIC_SOURCES, "metrics.source", where)
     _positive(metrics["scrape_interval_seconds"], "metrics.scrape_interval_seconds", where)
