@@ -25,9 +25,11 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 from collections import defaultdict
 from datetime import date
+from pathlib import Path
 
 import numpy as np
 
@@ -105,7 +107,7 @@ def openapi_v2_terms(paths) -> dict[str, tuple[object, list[str]]]:
         observations[version].append((per_crd, float(total["per_crd"]), float(total["per_crd_se"])))
         dofs[version].append(int(total["dof"]))
         lines[version].append(
-            f"{run.path.parent.name}/{run.path.name}: {total['per_crd'] / 1024:,.1f} KiB per CRD "
+            f"{run.path.parent.name}/{run.path.name}{'' if run.status == 'completed' else f' ({run.status})'}: {total['per_crd'] / 1024:,.1f} KiB per CRD "
             f"[{total['per_crd_low'] / 1024:,.1f}, {total['per_crd_high'] / 1024:,.1f}] at "
             f"{per_crd['served_versions']:g} served versions and {per_crd['properties']:,.0f} properties per CRD"
         )
@@ -132,6 +134,7 @@ def main(argv=None) -> int:
             if version not in watch:
                 raise UsageError(f"no kube-controller-manager delta for v{version}: pass --watch {version}=V,LOW,HIGH")
             share, share_runs = shares[version]
+            where = os.path.commonpath([str(Path(p).resolve()) for p in args.openapi_v2])
             model, v2_lines = v2[version]
             terms = StateTerms(
                 version,
@@ -148,7 +151,7 @@ def main(argv=None) -> int:
                             f"(kube-controller-manager off)"
                         ],
                         "state_watched": [WATCH_SOURCE],
-                        "state_openapi_v2": [f"{', '.join(args.openapi_v2)} (scenarios/openapi-v2.toml):", *v2_lines],
+                        "state_openapi_v2": [f"cells of scenarios/openapi-v2.toml under {where}:", *v2_lines],
                     },
                 },
             )
