@@ -39,6 +39,9 @@ from crdscale.analysis.pprof.decode import Profile
 from crdscale.errors import UsageError
 
 TOTAL = "total"
+# Profile phases in the order a step takes them: installed (Established, not yet served), served (the
+# step's end) and openapiv2 (after a client fetched /openapi/v2, scenario key profiles.openapi_v2).
+PHASES = ("installed", "served", "openapiv2")
 METRICS = {"inuse_space": "bytes", "inuse_objects": "objects"}
 SERIES_METRICS = {
     "process_resident_memory_bytes": "rss_bytes",
@@ -198,11 +201,13 @@ def status_warning(status: str | None, reason: str | None = None) -> str | None:
 
 
 def phase_points(points: pd.DataFrame, phase: str) -> pd.DataFrame:
-    """The points of one phase, plus the baseline (0 CRDs) whatever phase it was taken in."""
+    """The points of one phase, plus the baseline (0 CRDs): the phase's own when the run took one
+    (the openapiv2 phase: after a GET of /openapi/v2 at 0 CRDs), else whatever phase it was taken in."""
     base = points[points["crds"] == 0]
     ours = points[(points["phase"] == phase) & (points["crds"] != 0)]
     if len(base):
-        base = base[base["phase"] == base["phase"].iloc[0]].assign(phase=phase)
+        own = base["phase"] == phase
+        base = base[own if own.any() else base["phase"] == base["phase"].iloc[0]].assign(phase=phase)
     return pd.concat([base, ours], ignore_index=True)
 
 
@@ -256,7 +261,7 @@ def fit_per_crd(points: pd.DataFrame, confidence: float = 0.95) -> tuple[pd.Data
       around the line through the first and last profile.
     """
     fits, resid = [], []
-    for phase in [p for p in ("installed", "served") if p in set(points["phase"])]:
+    for phase in [p for p in PHASES if p in set(points["phase"])]:
         data = phase_points(points, phase)
         if data["crds"].nunique() < 2:
             continue
@@ -294,6 +299,8 @@ def served_counts(points: pd.DataFrame) -> pd.DataFrame:
     ``installed`` profile at N CRDs still includes the CRDs of earlier steps,
     already served. Returns ``crds, phase, installed, served`` per distinct point.
     """
+    # The openapiv2 phase is a state after serving, not a step of installing.
+    points = points[points["phase"].isin(["installed", "served"])]
     marks = points[["crds", "phase"]].drop_duplicates().sort_values(["crds", "phase"])
     served_levels = sorted(set(marks.loc[marks["phase"] == "served", "crds"]) | {0})
     rows = []
@@ -447,7 +454,7 @@ def fit_series_per_crd(points: pd.DataFrame, confidence: float = 0.95) -> pd.Dat
     (bytes per CRD; base in bytes), from the increments between marks as for heap profiles
     (memory a step added stays, so the series' errors carry over too)."""
     rows = []
-    for phase in [p for p in ("installed", "served") if p in set(points["phase"])]:
+    for phase in [p for p in PHASES if p in set(points["phase"])]:
         data = phase_points(points, phase)
         for metric, group in data.groupby("metric", sort=False):
             if group["crds"].nunique() < 2:
@@ -538,6 +545,9 @@ class RunAnalysis:
     amplification: pd.DataFrame = field(default_factory=pd.DataFrame)
     # What a LIST of each kind's objects cost once all were in (objects.list_repeats; perobject.list_costs).
     object_lists: pd.DataFrame = field(default_factory=pd.DataFrame)
+    # A run that fetched /openapi/v2 after its profiles (profiles.openapi_v2): the v2 spec's cost per CRD
+    # by cause (crdscale.analysis.openapiv2); empty otherwise.
+    openapi_v2: pd.DataFrame = field(default_factory=pd.DataFrame)
 
     @property
     def phases(self) -> list[str]:
@@ -582,6 +592,7 @@ def analyze(
         left_out = f" ({len(skipped)} left out: {skipped[0]})" if skipped else ""
         raise UsageError(f"{run_dir or 'run'}: needs heap profiles at two or more CRD counts{left_out}")
     fits, residuals = fit_per_crd(points, confidence)
+    from crdscale.analysis.openapiv2 import openapi_v2_per_crd
     from crdscale.analysis.process import PROCESS_METRICS, end_values, points_by_source
 
     # RSS (and every process figure) from the most complete record the run holds: see analysis.process.
@@ -607,4 +618,5 @@ def analyze(
         reason=reason if reason is not None else manifest.get("reason"),
         notes=list(notes),
         process=end_values(series, {m: m for m in PROCESS_METRICS}),
+        openapi_v2=openapi_v2_per_crd(points, confidence),
     )

@@ -19,7 +19,7 @@ schemas differ in size, also fits bytes per schema property by cause.
 -o json prints one document instead of the tables: {"metric", "confidence",
 "runs": [{"run_dir", "status", "reason", "heap_profiles", "skipped_profiles",
 "warnings", "phases", "fits", "install_serve", "series_fits", "per_object",
-"amplification", "unattributed_share", "written"}], "per_property"}, each
+"amplification", "openapi_v2", "unattributed_share", "written"}], "per_property"}, each
 table a list of records (bytes and objects per CRD, null where undefined).
 
 A run that grew objects (steps.grow = "objects") adds the per-object view:
@@ -27,6 +27,12 @@ heap per object of each kind (custom resources, ConfigMaps, Secrets) by
 cause, with intervals from the increments of the steps that added that
 kind, and the amplification ratio (heap per object over its serialized
 size, the server's apiserver_resource_size_estimate_bytes when recorded).
+
+A run that fetched /openapi/v2 after its profiles (profiles.openapi_v2) has
+a third phase, openapiv2 (served, and a client fetched the v2 spec), and
+adds what that GET holds per CRD: each step's openapiv2 profile minus its
+served profile over the CRDs the step added (the server keeps the previous
+step's spec until the next GET replaces it), interval from the steps' spread.
 
 CRD counts and phases come from the run's events.jsonl (a profile's file name
 is only a label: a name that disagrees with its event is an error). A profile
@@ -100,6 +106,8 @@ class Command:
                     written.append(write_table(analysis.series_fits, out / "series_percrd.csv"))
                 if len(analysis.install_serve):
                     written.append(write_table(analysis.install_serve, out / "install_serve.csv"))
+                if len(analysis.openapi_v2):
+                    written.append(write_table(analysis.openapi_v2, out / "openapi_v2.csv"))
                 if len(analysis.per_object):
                     written.append(write_table(analysis.per_object, out / "perobject.csv"))
                     written.append(write_table(analysis.amplification, out / "amplification.csv"))
@@ -154,6 +162,7 @@ def _json_run(analysis, metric: str, shares: dict, written: list) -> dict:
         "per_object": analysis.per_object if len(analysis.per_object) else None,
         "amplification": analysis.amplification if len(analysis.amplification) else None,
         "object_lists": analysis.object_lists if len(analysis.object_lists) else None,
+        "openapi_v2": analysis.openapi_v2 if len(analysis.openapi_v2) else None,
         "unattributed_share": shares,
         "written": written,
     }
@@ -226,6 +235,27 @@ def render_object_lists(costs) -> list[str]:
     return lines
 
 
+def render_openapi_v2(analysis, metric: str = "bytes", confidence: float = 0.95) -> list[str]:
+    """What a client's GET of /openapi/v2 added per CRD (a run with profiles.openapi_v2; no lines otherwise)."""
+    table = analysis.openapi_v2
+    if table is None or not len(table) or not len(table[table["metric"] == metric]):
+        return []
+    level = f"{100 * confidence:g}% CI"
+    table = table[table["metric"] == metric]
+    lines = [
+        "",
+        f"After a GET of /openapi/v2, per CRD ({metric}; each step's openapiv2 profile minus its served profile, "
+        f"over the CRDs it added; {int(table['steps'].iloc[0])} steps; {level}):",
+        f"{'cause':<18} {'per CRD':>14} {level:>29} {'at 0 CRDs':>14}",
+    ]
+    for r in table.itertuples(index=False):
+        ci = f"[{fmt_per_crd(r.per_crd_low, metric)}, {fmt_per_crd(r.per_crd_high, metric)}]"
+        lines.append(
+            f"{r.cause:<18} {fmt_per_crd(r.per_crd, metric):>14} {ci:>29} {fmt_per_crd(r.at_baseline, metric):>14}"
+        )
+    return lines
+
+
 def render(analysis, metric: str = "bytes", confidence: float = 0.95) -> str:
     """The per-CRD table as text: one block per phase, causes by cost, total last."""
     from crdscale.analysis.process import source_label
@@ -265,6 +295,7 @@ def render(analysis, metric: str = "bytes", confidence: float = 0.95) -> str:
                 f"{fmt_per_crd(r.per_served, metric):>14} {ci_s:>29}"
             )
     lines += render_per_object(analysis, metric, confidence)
+    lines += render_openapi_v2(analysis, metric, confidence)
     if len(analysis.series_fits):
         lines.append("")
         points = analysis.series_points

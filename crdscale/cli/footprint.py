@@ -42,6 +42,26 @@ model; it is still a floor on the uncertainty for sets unlike the sweep's. A
 set outside what the fit saw (CRD count, served versions per CRD, properties
 per served version) gets a warning on stderr.
 
+--state says what the cluster does with the CRDs (default served):
+  installed   Established, nothing watches them (no kube-controller-manager:
+              envtest, a bare kube-apiserver): OpenAPI, the CRD objects;
+  watched     installed, and kube-controller-manager's garbage collector and
+              quota controller watch each CRD (every real cluster, before a
+              provider runs): each resource gets its storage; at most served;
+  served      installed, and a provider's informers LIST and watch every
+              served version (what the model is fitted on);
+  openapi-v2  served, and a client (kubectl apply/explain, Helm) fetched
+              /openapi/v2, whose spec the server then keeps.
+The other states follow from the served prediction with terms measured per
+version (crdscale/footprint_models/states-v<version>.json, their runs in the
+provenance): installed keeps each cause's share measured once installed;
+watched adds kube-controller-manager's per-CRD delta; openapi-v2 adds the
+fetched spec (per served version and per property, scenarios/openapi-v2.toml).
+Their totals' bounds add the served bounds (scaled) and the term's: wider
+than a joint interval. RSS moves with the heap (scaled by the state's total
+over the served one): not fitted per state. --budget and OLD NEW are for the
+served state; --top ranks CRDs by their served cost.
+
 --explain prints the model instead of a prediction (no CRD_SOURCE): the
 definitions, how intervals are made, its coefficients, and its provenance:
 which runs were used for fitting, feature selection, the peak excess, and
@@ -69,14 +89,15 @@ cell after another with progress and an ETA, as an experiment directory under
 (or to --model FILE). Ctrl-C stops it like 'crdscale run' does: processes
 stopped, partial runs kept, no model written.
 
--o json gives {"kube_version", "source", "features", "skipped", "predictions":
+-o json gives {"kube_version", "source", "state", "state_definition",
+"features", "skipped", "predictions":
 [{"target", "value", "low", "high"}], "served_heap_bytes": {...}, "rss_bytes":
 {...} (settled growth), "rss_peak_bytes": {...} (peak growth, null without a
 peak excess), "top": {"target", "crds", "half", "costliest": [{"name", "bytes",
 "share", "cumulative_share"}]}, "budget": {"budget", "baseline", "target", "crds",
 "fit", "fit_at_high", "whole_set"} or null, "warnings": [...], "definitions":
 {...}, "model": {"origin": "calibrated"|"shipped"|"file", "path", "features",
-"provenance", "ranges"}}; with OLD NEW, {"old", "new", "changes": {"added",
+"provenance", "ranges", "states"}}; with OLD NEW, {"old", "new", "changes": {"added",
 "removed", "changed", "unchanged"}, "difference": [{"target", "value", "low",
 "high"}], ...}; with --calibrate, {"model_path", "experiment", "model": ...};
 with --explain, {"kube_version", "origin", "path", "definitions", "model": ...}.
@@ -148,6 +169,12 @@ class Command:
             metavar="SIZE",
             help="--budget: the server's RSS without these CRDs (default 0: the budget is for growth alone)",
         )
+        parser.add_argument(
+            "--state",
+            choices=("installed", "watched", "served", "openapi-v2"),
+            default="served",
+            help="what the cluster does with the CRDs (default served; each defined below and in -o json)",
+        )
         add_cluster_arguments(parser)
         parser.add_argument(
             "--calibrate",
@@ -205,15 +232,20 @@ class Command:
         args.baseline_bytes = _size("--baseline", args.baseline) or 0
         if args.budget_bytes is not None and args.budget_bytes <= args.baseline_bytes:
             raise UsageError("--budget must be larger than --baseline")
+        if args.state != "served" and (args.budget or len(args.sources) == 2):
+            raise UsageError(
+                f"--state {args.state} goes with one CRD set and no --budget (budgets and upgrades are "
+                f"predicted for the served state)"
+            )
         if len(args.sources) == 2:
             return _difference(args)
         return _predict(args)
 
 
 def _definitions() -> dict[str, str]:
-    from crdscale.analysis.footprint import RSS_DEFINITIONS
+    from crdscale.analysis.footprint import RSS_DEFINITIONS, STATE_DEFINITIONS
 
-    return {**DEFINITIONS, **RSS_DEFINITIONS}
+    return {**DEFINITIONS, **RSS_DEFINITIONS, **{f"state {k}": v for k, v in STATE_DEFINITIONS.items()}}
 
 
 def _explain(args: argparse.Namespace) -> int:
@@ -244,7 +276,7 @@ def explain_lines(chosen) -> list[str]:
 
     from crdscale.analysis.footprint import ERROR_SCALE, RSS, PeakExcess
 
-    model, prov = chosen.model, chosen.model.provenance
+    model, prov = chosen.model, _provenance(chosen)
     out = [f"Footprint model of kube-apiserver v{model.kube_version} ({chosen.origin}: {chosen.path})", "Definitions:"]
     for name, text in _definitions().items():
         out += textwrap.wrap(text, 100, initial_indent=f"  {name + ':':<10}", subsequent_indent=" " * 12)
@@ -272,6 +304,7 @@ def explain_lines(chosen) -> list[str]:
         )
     else:
         out.append("No peak excess in this model: no peak RSS prediction (refit or calibrate to get one).")
+    out += _state_lines(chosen)
     out.append(
         f"Provenance: {prov.get('experiment', '?')}; {prov.get('method', '?')}; {prov.get('machine', '?')}; "
         f"{prov.get('date', '?')}"
@@ -284,6 +317,24 @@ def explain_lines(chosen) -> list[str]:
         for item in items:
             out += textwrap.wrap(str(item), 100, initial_indent="    - ", subsequent_indent="      ")
     return out
+
+
+def _state_lines(chosen) -> list[str]:
+    """--explain: how each state besides served follows from the served prediction, with its terms."""
+    terms = chosen.states
+    if terms is None:
+        return ["States: served only (no state terms for this version)."]
+    shares = ", ".join(f"{c} {v:.0%}" for c, v in sorted(terms.installed_shares.items(), key=lambda kv: -kv[1]))
+    value, low, high = terms.watch_per_crd
+    v2 = ", ".join(f"{f} {fmt_bytes(c)}" for f, c in zip(terms.openapi_v2_features, terms.openapi_v2.coef, strict=True))
+    return [
+        "States (--state), from the served prediction:",
+        f"  installed: each cause times its share already there once installed ({shares}; other causes 0)",
+        f"  watched: installed + {fmt_bytes(value)} [{fmt_bytes(low)}, {fmt_bytes(high)}] per CRD "
+        f"(kube-controller-manager's watches), at most served",
+        f"  openapi-v2: served + the fetched /openapi/v2 spec: {v2} per unit "
+        f"({terms.openapi_v2.dof} degrees of freedom)",
+    ]
 
 
 def _size(flag: str, text: str | None) -> int | None:
@@ -346,15 +397,30 @@ def _rows(rows) -> dict[str, dict[str, float | None]]:
     }
 
 
+def _provenance(chosen) -> dict[str, Any]:
+    """The model's provenance, its ``uses`` joined by the state terms' (which runs gave each state's term)."""
+    prov = dict(chosen.model.provenance)
+    if chosen.states is not None:
+        prov["uses"] = {**(prov.get("uses") or {}), **(chosen.states.provenance.get("uses") or {})}
+    return prov
+
+
 def _model_json(chosen) -> dict[str, Any]:
     model = chosen.model
     return {
         "origin": chosen.origin,
         "path": str(chosen.path),
         "features": model.features,
-        "provenance": model.provenance,
+        "provenance": _provenance(chosen),
         "ranges": model.ranges,
+        "states": sorted(_available_states(chosen)),
     }
+
+
+def _available_states(chosen) -> set[str]:
+    from crdscale.analysis.footprint import SERVED, STATES
+
+    return set(STATES) if chosen.states is not None else {SERVED}
 
 
 def _extrapolations(model, features) -> list[str]:
@@ -368,14 +434,34 @@ def _extrapolations(model, features) -> list[str]:
 
 
 def _predict(args: argparse.Namespace) -> int:
-    from crdscale.analysis.footprint import RSS, RSS_PEAK, TOTAL, budget_fit, prediction_rows, top_crds
+    from crdscale.analysis.footprint import (
+        RSS,
+        RSS_PEAK,
+        SERVED,
+        STATE_DEFINITIONS,
+        TOTAL,
+        budget_fit,
+        predict_state,
+        prediction_rows,
+        top_crds,
+    )
     from crdscale.footprint_models import choose_model
 
     chosen = choose_model(args.kube_version, path=args.model, shipped_only=args.shipped)
     model = chosen.model
+    if args.state not in _available_states(chosen):
+        raise UsageError(
+            f"no state terms for kube-apiserver v{model.kube_version}: --state {args.state} needs "
+            f"crdscale/footprint_models/states-v{model.kube_version}.json (scripts/fit_footprint_states.py); "
+            f"'served' works without"
+        )
     crd_set = _read_set(args, args.sources[0] if args.sources else None)
     features = crd_set.features()
-    rows = _rows(prediction_rows(model, features))
+    # The served state without pandas (what most calls ask; pandas alone costs ~0.4 CPU-s to import).
+    if args.state == SERVED:
+        rows = _rows(prediction_rows(model, features))
+    else:
+        rows = _rows(predict_state(model, chosen.states, features, args.state).itertuples(index=False))
     top = top_crds(model, crd_set.names, crd_set.per_crd, count=args.top)
     budget = None
     warnings = crd_set.warnings + _extrapolations(model, features)
@@ -399,6 +485,8 @@ def _predict(args: argparse.Namespace) -> int:
             {
                 "kube_version": model.kube_version,
                 "source": crd_set.label,
+                "state": args.state,
+                "state_definition": STATE_DEFINITIONS[args.state],
                 "features": features,
                 "skipped": crd_set.skipped,
                 "predictions": [{"target": t, **v} for t, v in rows.items()],
@@ -414,7 +502,10 @@ def _predict(args: argparse.Namespace) -> int:
         )
     else:
         _print_set(crd_set.label, features, crd_set.skipped)
-        print(f"Predicted on kube-apiserver v{model.kube_version} once installed and served (95% prediction interval):")
+        print(
+            f"Predicted on kube-apiserver v{model.kube_version}, {args.state}: {STATE_DEFINITIONS[args.state]} "
+            f"(95% prediction interval):"
+        )
         _print_rows(rows)
         _print_top(top)
         if budget is not None:

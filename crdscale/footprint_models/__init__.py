@@ -27,7 +27,7 @@ from crdscale.fsutil import write_atomic
 from crdscale.paths import calibrated_models_dir
 
 if TYPE_CHECKING:
-    from crdscale.analysis.footprint import FootprintModel
+    from crdscale.analysis.footprint import FootprintModel, StateTerms
 
 SHIPPED, CALIBRATED, FILE = "shipped", "calibrated", "file"
 SWEEP = "sweep.toml"
@@ -51,6 +51,27 @@ def shipped_path(version: str) -> Path:
 def calibrated_path(version: str) -> Path:
     """Where ``crdscale footprint --calibrate`` keeps the model of ``version`` on this machine."""
     return calibrated_models_dir() / _file_name(version)
+
+
+def states_path(version: str) -> Path:
+    """Where the state terms of ``version`` live (``states-v<version>.json`` beside the shipped models,
+    written by ``scripts/fit_footprint_states.py``): how installed, watched and openapi-v2 follow from
+    a served prediction. They are differences measured per version, so they apply to a shipped,
+    calibrated or named model of that version alike."""
+    return Path(str(resources.files(__name__).joinpath(f"states-{_file_name(version)}")))
+
+
+def read_states(version: str) -> StateTerms | None:
+    """The state terms of ``version``, or None when none were measured for it."""
+    from crdscale.analysis.footprint import StateTerms
+
+    path = states_path(version)
+    if not path.is_file():
+        return None
+    try:
+        return StateTerms.from_dict(json.loads(path.read_text()))
+    except (ValueError, KeyError, TypeError) as err:
+        raise UsageError(f"{path}: not state terms this crdscale reads ({err})") from None
 
 
 def sweep_path() -> Path:
@@ -86,6 +107,8 @@ class ChosenModel:
     model: FootprintModel
     origin: str
     path: Path
+    # How the states besides served follow from its prediction (None: only served can be predicted).
+    states: StateTerms | None = None
 
     def describe(self) -> str:
         """One line: which model, from where, fitted on what, on which machine, when."""
@@ -112,10 +135,10 @@ def choose_model(version: str, *, path: str | Path | None = None, shipped_only: 
         model = read_model(path)
         if model.kube_version.lstrip("v") != version:
             raise UsageError(f"{path} is a model of kube-apiserver v{model.kube_version}, not v{version}")
-        return ChosenModel(model, FILE, Path(path))
+        return ChosenModel(model, FILE, Path(path), read_states(version))
     calibrated = calibrated_path(version)
     if not shipped_only and calibrated.is_file():
-        return ChosenModel(read_model(calibrated), CALIBRATED, calibrated)
+        return ChosenModel(read_model(calibrated), CALIBRATED, calibrated, read_states(version))
     shipped = shipped_path(version)
     if not shipped.is_file():
         known = ", ".join(shipped_versions()) or "none"
@@ -123,4 +146,4 @@ def choose_model(version: str, *, path: str | Path | None = None, shipped_only: 
             f"no footprint coefficients for kube-apiserver v{version} (shipped: {known}); "
             f"fit them on this machine with 'crdscale footprint --calibrate --kube-version {version}'"
         )
-    return ChosenModel(read_model(shipped), SHIPPED, shipped)
+    return ChosenModel(read_model(shipped), SHIPPED, shipped, read_states(version))

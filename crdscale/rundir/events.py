@@ -133,6 +133,18 @@ EVENT_KINDS: dict[str, EventKind] = {
             ("phase", "bytes"),
             "a profile was saved; phase None = end of step",
         ),
+        EventKind(
+            "openapi_v2.fetch",
+            ("step", "crds", "format", "bytes", "seconds"),
+            ("run_id",),
+            "/openapi/v2 was fetched (profiles.openapi_v2); the next profile has phase openapiv2",
+        ),
+        EventKind(
+            "openapi_v2.error",
+            ("step", "crds", "error"),
+            ("run_id",),
+            "GET /openapi/v2 failed (e.g. 504 after the server's request timeout): no openapiv2 profile this step",
+        ),
         EventKind("profile.error", ("profile", "step", "error"), (), "a profile could not be taken"),
         EventKind("probe.start", ("probe", "step"), (), "a probe began"),
         EventKind("probe.end", ("probe", "step"), ("status", "error"), "a probe ended"),

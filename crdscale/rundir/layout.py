@@ -66,9 +66,11 @@ NOTEBOOKS = "notebooks"  # `crdscale lab`: the run's own executed copies of the 
 SUBDIRECTORIES = (PROFILES, METRICS, "crds", PROBES)
 
 PROFILE_KINDS = ("heap", "allocs", "cpu", "goroutine")
-PHASES = ("installed", "served")
+PHASES = ("installed", "served", "openapiv2")
 
-_PROFILE_RE = re.compile(r"^(?P<kind>[a-z]+)-step(?P<step>\d+)-crds(?P<crds>\d+)(?:-(?P<phase>[a-z]+))?\.pb\.gz$")
+_PROFILE_RE = re.compile(
+    r"^(?P<kind>[a-z]+)-step(?P<step>\d+)-crds(?P<crds>\d+)(?:-(?P<phase>[a-z][a-z0-9]*))?\.pb\.gz$"
+)
 _PROBE_RE = re.compile(r"^(?P<stem>.+)-step(?P<step>\d+)\.parquet$")
 
 RUN_README = f"""\
@@ -79,7 +81,7 @@ RUN_README = f"""\
 | `{MANIFEST}` | scenario, versions (kube-apiserver, etcd, Go, Prometheus, crdscale, Python packages), binary sha256, machine, start/end, `status` and `reason` | any JSON viewer |
 | `{EVENTS}` | append-only log of steps and phases with UTC timestamps | `crdscale.rundir.read_run(DIR).events` |
 | `{CRD_SUMMARY}` | the CRD set: count, groups, schema sizes, sha256 | |
-| `{PROFILES}/heap-stepNN-crdsNNNN[-installed].pb.gz` | Go heap profiles (gc=1) after step NN with NNNN CRDs; `-installed` = Established but not yet served | `crdscale top FILE`, `go tool pprof FILE` |
+| `{PROFILES}/heap-stepNN-crdsNNNN[-installed].pb.gz` | Go heap profiles (gc=1) after step NN with NNNN CRDs; `-installed` = Established but not yet served; `-openapiv2` = after a GET of /openapi/v2 | `crdscale top FILE`, `go tool pprof FILE` |
 | `{PROFILES}/cpu-stepNN-crdsNNNN-install.pb.gz` | CPU profile sampled while step NN installed | same |
 | `{SERIES}` (`.csv`) | tidy time series: timestamp (UTC), job, metric, labels, value | `crdscale.rundir.read_run(DIR).series`, pandas |
 | `{PROBES}/` | per-step probe tables, when the scenario ran probes | `read_run(DIR).probe_table(NAME)` |

@@ -137,6 +137,12 @@ KEYS: tuple[Key, ...] = (
     Key("profiles.kinds", list, ["heap"], "profiles after every step: any of heap, allocs, goroutine, cpu"),
     Key("profiles.cpu_seconds", int, 10, "length of a cpu profile"),
     Key("profiles.installed_phase", bool, True, "also profile after a step's CRDs are Established, before serving"),
+    Key(
+        "profiles.openapi_v2",
+        str,
+        "none",
+        '"protobuf" (as kubectl) or "json": after each step\'s profile, GET /openapi/v2 and profile again',
+    ),
     # [metrics]
     Key(
         "metrics.source",
@@ -583,6 +589,9 @@ def build_scenario(
     for kind in profiles["kinds"]:
         _choice(kind, PROFILE_KINDS, "profiles.kinds", where)
     _positive(profiles["cpu_seconds"], "profiles.cpu_seconds", where)
+    from crdscale.collect.openapi import OPENAPI_V2_FORMATS  # here: it imports requests, `--help` must not
+
+    _choice(profiles.get("openapi_v2", "none"), ("none", *OPENAPI_V2_FORMATS), "profiles.openapi_v2", where)
     _choice(metrics["source"], METRIC_SOURCES, "metrics.source", where)
     _positive(metrics["scrape_interval_seconds"], "metrics.scrape_interval_seconds", where)
     _positive(metrics["apiserver_metrics_interval_seconds"], "metrics.apiserver_metrics_interval_seconds", where)

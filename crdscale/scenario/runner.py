@@ -22,7 +22,7 @@ from pathlib import Path
 import pandas as pd
 
 from crdscale.analysis.harness import harness_cost
-from crdscale.cluster.clients import Cluster, connect
+from crdscale.cluster.clients import ApiError, Cluster, connect
 from crdscale.cluster.gobuild import go_version
 from crdscale.cluster.local import DEFAULT_CONTROLLERS, LocalControlPlane
 from crdscale.collect import metrics as metric_defs
@@ -42,6 +42,9 @@ from crdscale.proc import available_memory_bytes
 from crdscale.rundir import EventLog, RunWriter, layout
 from crdscale.scenario.config import Scenario
 from crdscale.units import fmt_bytes, fmt_count
+
+# The profile phase taken after a GET of /openapi/v2 (profiles.openapi_v2).
+OPENAPI_V2_PHASE = "openapiv2"
 
 
 @dataclass
@@ -347,6 +350,7 @@ class ScenarioRunner:
         self.progress.message(f"run directory: {self.run.path}")
         self._settle("baseline")
         self._take_profiles(step=0, crds=0)
+        self._openapi_v2_phase(step=0, crds=0)
         installed = 0
         for index, size in enumerate(sizes, start=1):
             step_crds = crds[installed : installed + size]
@@ -371,6 +375,7 @@ class ScenarioRunner:
                 cpu_capture.join()
             self._settle(f"step {index}")
             self._take_profiles(step=index, crds=installed)
+            self._openapi_v2_phase(step=index, crds=installed)
             self._run_probes(index)
             current = _current_metrics(self.cluster)
             summary = StepSummary(
@@ -687,6 +692,30 @@ class ScenarioRunner:
         for kind in self.scenario.profiles["kinds"]:
             if kind != "cpu":
                 self._save_profile(kind, fetch_profile(self.cluster, kind), step=step, crds=crds, phase=phase)
+
+    def _openapi_v2_phase(self, *, step: int, crds: int) -> None:
+        """With ``profiles.openapi_v2``: GET /openapi/v2 as a client does, settle, profile again
+        (phase ``openapiv2``). The server keeps what it built to answer until the next request after a
+        CRD change (crdscale.collect.openapi), so the next step's end profile still holds this one's
+        spec: the v2 cost per CRD is this phase's growth, and each step's increment is its profile
+        minus the step's end profile (see crdscale.analysis.openapiv2)."""
+        fmt = self.scenario.profiles.get("openapi_v2", "none")
+        if fmt == "none":
+            return
+        from crdscale.collect.openapi import fetch_openapi_v2
+
+        try:
+            fetched = fetch_openapi_v2(self.cluster, fmt)
+        except ApiError as err:
+            # What a client would get too (v1.24.0 answered 504 after 60 s with 120 large CRDs): recorded, and
+            # the step has no openapiv2 profile; the next pair then spans two steps (analysis.openapiv2).
+            self.events.emit("openapi_v2.error", step=step, crds=crds, error=str(err), run_id=self.run_id)
+            self.progress.message(f"step {step}: GET /openapi/v2 failed ({err}); no openapiv2 profile")
+            return
+        self.events.emit("openapi_v2.fetch", step=step, crds=crds, format=fmt, bytes=fetched.bytes,
+                         seconds=round(fetched.seconds, 3), run_id=self.run_id)  # fmt: skip
+        self._settle(f"step {step} openapi v2")
+        self._take_profiles(step=step, crds=crds, phase=OPENAPI_V2_PHASE)
 
     def _save_profile(self, kind: str, data: bytes, *, step: int, crds: int, phase: str | None) -> None:
         self.run.write_profile(kind, step, crds, phase, data)

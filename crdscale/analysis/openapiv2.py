@@ -1,0 +1,80 @@
+"""What a client's GET of /openapi/v2 adds per CRD, from a run that profiled before and after it.
+
+A run with ``profiles.openapi_v2`` takes, at 0 CRDs and at the end of every step,
+the step's profile (phase ``served``), GETs /openapi/v2, and profiles again
+(phase ``openapiv2``). kube-apiserver keeps what it built to answer (the merged
+spec on lazily aggregating servers, its serialized JSON and protobuf bytes on
+older ones; see the collector that fetches it) until the next GET after a CRD
+change replaces it. So a step's served profile still holds the previous step's
+spec, and its openapiv2 profile holds this step's:
+
+    openapiv2_k - served_k = S(n_k) - S(n_{k-1})
+
+with ``S(n)`` what the fetched spec holds at ``n`` CRDs. Each step's difference
+over the CRDs it added is one estimate of the v2 spec's cost per CRD; their
+spread gives the interval, as the step increments of any other per-CRD cost do
+(:func:`crdscale.analysis.intervals.growth_fit` on the cumulated differences).
+At 0 CRDs the difference is ``S(0)``, the built-in APIs' spec: reported, not
+counted per CRD. The openapiv2 phase's own growth per CRD (in the run's fits)
+is the state "served, and a client fetched /openapi/v2" per CRD, whatever
+the server keeps.
+
+Nothing here reads files.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pandas as pd
+
+from crdscale.analysis.intervals import growth_fit
+from crdscale.analysis.percrd import TOTAL, heap_resolution
+
+OPENAPI_V2_PHASE = "openapiv2"
+COLUMNS = [
+    "metric", "cause", "per_crd", "per_crd_low", "per_crd_high", "per_crd_se", "dof", "steps", "at_baseline",
+]  # fmt: skip
+
+
+def step_differences(points: pd.DataFrame) -> pd.DataFrame:
+    """Per metric, cause and CRD count: ``metric, cause, crds, added, difference`` where ``difference``
+    is the openapiv2 profile minus the served profile at that count and ``added`` the CRDs since the
+    previous count (0 at the baseline). Counts without both profiles are left out; empty when the run
+    took no openapiv2 profiles."""
+    served = points[points["phase"].isin(["served"]) | points["phase"].isna()]
+    after = points[points["phase"] == OPENAPI_V2_PHASE]
+    if not len(after):
+        return pd.DataFrame(columns=["metric", "cause", "crds", "added", "difference"])
+    keys = ["metric", "cause", "crds"]
+    both = after[[*keys, "value"]].merge(served[[*keys, "value"]], on=keys, suffixes=("_after", "_served"))
+    both["difference"] = both["value_after"] - both["value_served"]
+    counts = np.sort(both["crds"].unique())
+    previous = dict(zip(counts[1:], counts[:-1], strict=True)) | {counts[0]: counts[0]}
+    both["added"] = both["crds"] - both["crds"].map(previous)
+    return both[["metric", "cause", "crds", "added", "difference"]].sort_values(keys, kind="stable")
+
+
+def openapi_v2_per_crd(points: pd.DataFrame, confidence: float = 0.95) -> pd.DataFrame:
+    """The v2 spec's cost per CRD by cause (and ``total``), from :func:`step_differences`:
+    ``metric, cause, per_crd`` (bytes or objects per CRD, summed differences over CRDs added),
+    its interval ``per_crd_low/high`` from the steps' spread (NaN with one step), ``per_crd_se``,
+    ``dof``, ``steps`` and ``at_baseline`` (the difference at 0 CRDs: the built-in APIs' spec, NaN
+    without a baseline pair). Total first, then causes by size; empty without openapiv2 profiles."""
+    diffs = step_differences(points)
+    rows = []
+    for (metric, cause), group in diffs.groupby(["metric", "cause"], sort=False):
+        base = group.loc[group["crds"] == 0, "difference"]
+        steps = group[group["added"] > 0]
+        if not len(steps):
+            continue
+        x = np.concatenate([[0.0], np.cumsum(steps["added"].to_numpy(dtype=float))])
+        y = np.concatenate([[0.0], np.cumsum(steps["difference"].to_numpy(dtype=float))])
+        e = growth_fit(x, y, confidence, resolution=heap_resolution(metric, points)).estimate
+        at_baseline = float(base.iloc[0]) if len(base) else math.nan
+        rows.append((metric, cause, e.value, e.low, e.high, e.se, e.dof, len(steps), at_baseline))
+    out = pd.DataFrame(rows, columns=COLUMNS)
+    out["_total"] = out["cause"] != TOTAL
+    out = out.sort_values(["metric", "_total", "per_crd"], ascending=[True, True, False], kind="stable")
+    return out.drop(columns="_total").reset_index(drop=True)
