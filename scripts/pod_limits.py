@@ -326,7 +326,28 @@ def run_cell(s: Setup, scenario: Path, label: str, out: Path, *, cpus: float, me
     runs = experiment.completed_runs()
     if runs:
         facts["run"] = run_facts(Path(runs[0][1]))
+        first = facts["run"].pop("first_step_epoch", None)
+        if first is not None:
+            facts["pod_at_0_crds"] = pod_at(out / f"pod-samples-{label}.csv", first)
     return facts
+
+
+def pod_at(samples_csv: Path, epoch: float) -> dict | None:
+    """The pod's last sample before ``epoch`` (the first step's start: control plane up, 0 CRDs), in GiB."""
+    import pandas as pd
+
+    samples = pd.read_csv(samples_csv)
+    before = samples[samples["t"] <= epoch]
+    if before.empty:
+        return None
+    row = before.iloc[-1]
+    parts = {p: round(float(row[p]) / GIB, 3) for p in sorted(set(PARTS.values())) if p in row}
+    return {
+        "usage_gib": round(float(row["usage"]) / GIB, 3),
+        "anon_gib": round(float(row["rss"]) / GIB, 3),
+        "process_sum_gib": round(sum(parts.values()), 3),
+        "parts_gib": parts,
+    }
 
 
 def pod_facts(p: PodPeaks) -> dict:
@@ -350,6 +371,8 @@ def pod_facts(p: PodPeaks) -> dict:
 
 def run_facts(path: Path) -> dict:
     """The cell's own numbers, from its run directory: times, CPU, heap per CRD, harness share."""
+    import pandas as pd
+
     from crdscale.rundir import read_run
 
     run = read_run(path)
@@ -358,14 +381,24 @@ def run_facts(path: Path) -> dict:
     established = [e for e in events if e.get("kind") == "established"]
     series = run.series
     crds = steps[-1]["crds"] if steps else 0
+    starts = [e["ts"] for e in events if e.get("kind") == "step.start"]
 
     def peak(job: str, metric: str = "process_resident_memory_bytes") -> float | None:
         rows = series[(series["job"] == job) & (series["metric"] == metric)]
         return float(rows["value"].max()) if len(rows) else None
 
     cpu = series[(series["job"] == "kube-apiserver-proc") & (series["metric"] == "process_cpu_seconds_total")]
+    first = pd.Timestamp(starts[0]) if starts else None
+    apiserver_rss = series[
+        (series["job"] == "kube-apiserver-proc") & (series["metric"] == "process_resident_memory_bytes")
+    ]
+    at_0 = (
+        apiserver_rss[apiserver_rss["timestamp"] <= first]["value"] if first is not None else apiserver_rss["value"][:0]
+    )
     facts = {
         "run": path.name,
+        "first_step_epoch": first.timestamp() if first is not None else None,
+        "apiserver_rss_at_0_gib": round(float(at_0.iloc[-1]) / GIB, 3) if len(at_0) else None,
         "crds": crds,
         "install_s": round(sum(e["install_s"] for e in steps), 1),
         "established_s": round(sum(e.get("duration_s", 0) for e in established), 1),
@@ -385,8 +418,6 @@ def run_facts(path: Path) -> dict:
     crdscale("analyze", str(path))
     percrd = path / "analysis" / "percrd.csv"
     if percrd.is_file():
-        import pandas as pd
-
         table = pd.read_csv(percrd)
         heap = table[table["metric"] == "bytes"]
         facts["heap_per_crd_kb"] = {
