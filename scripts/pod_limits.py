@@ -13,14 +13,18 @@ on every limit alike: install and Established time, informers' sync (``serve_s``
 time, kube-apiserver CPU seconds per CRD, the harness's CPU share, heap per CRD, and the pod
 cgroup's throttled time.
 
-Needs what `crdscale up --node` and `crdscale image build` need (root, containerd, runc, CNI plugins,
-debootstrap) and versitygw. Uses the node of ``--instance`` (or starts one and stops it at the end),
-builds and loads the image, serves results from versitygw on the node bridge's host address. Prints
-one JSON document (docs/results/cluster.toml's pod-limit rows) and writes it to OUT/pod-limits-MODE.json,
-with each pod's 1 s samples in OUT/pod-samples-*.csv.
+``--where node`` (default) needs what `crdscale up --node` and `crdscale image build` need (root,
+containerd, runc, CNI plugins, debootstrap) and versitygw: it uses the node of ``--instance`` (or starts
+one and stops it at the end), builds and loads the image, serves results from versitygw on the node
+bridge's host address. ``--where local`` runs each cell here with `crdscale run` (no Prometheus, as in
+the image) inside a cgroup limited as the kubelet limits a pod (``memory.limit_in_bytes``, a CFS quota
+of CPUs x 100 ms): the same accounting, no node needed. Prints one JSON document (docs/results/
+cluster.toml's pod-limit rows) and writes it to OUT/pod-limits-WHERE-MODE-HHMMSS.json, with each
+cell's 1 s samples in OUT/pod-samples-*.csv.
 
     sudo PYTHONPATH=$PWD python scripts/pod_limits.py memory --instance NAME --out DIR   # heavy: under a lock
     sudo PYTHONPATH=$PWD python scripts/pod_limits.py cpu --instance NAME --out DIR [--cpus 0.5 1 2] [--repeat 2]
+    sudo PYTHONPATH=$PWD python scripts/pod_limits.py cpu --where local --out DIR
 """
 
 from __future__ import annotations
@@ -76,7 +80,7 @@ kube_version = "1.37.1"
 [crds]
 source = "generate"
 preset = "provider"
-count = 300
+count = 200
 groups = 10
 property_count = 40
 versions = 1
@@ -178,7 +182,10 @@ class PodSampler(threading.Thread):
         )
 
     def pod_dirs(self) -> dict[str, str]:
-        """uid -> the pod's cgroup path below the hierarchy root (Guaranteed pods sit in kubepods itself)."""
+        """uid -> the pod's cgroup path below the hierarchy root (Guaranteed pods sit in kubepods itself);
+        for a local cell (:class:`LocalCell`) its own cgroup."""
+        if self.root.startswith(LOCAL_CGROUP_PREFIX):
+            return {self.root.rsplit("/", 1)[-1]: self.root}
         base = self.cgroups / "memory" / self.root / "kubepods"
         found = {}
         for pattern in ("pod*", "*/pod*"):
@@ -350,6 +357,85 @@ def pod_at(samples_csv: Path, epoch: float) -> dict | None:
     }
 
 
+LOCAL_CGROUP_PREFIX = "crdscale-limits-"
+CFS_PERIOD_US = 100_000  # the kubelet's cpuCFSQuotaPeriod default
+
+
+class LocalCell:
+    """A cgroup of this machine limited as the kubelet limits a pod (memory.limit_in_bytes, a CFS
+    quota of ``cpus`` x the 100 ms period), for a cell run here by ``crdscale run`` inside it: the
+    same accounting as a pod's cgroup (page cache included), without a node."""
+
+    HIERARCHIES = ("memory", "cpu,cpuacct", "pids")
+
+    def __init__(self, label: str, *, cpus: float, memory_bytes: int):
+        from crdscale.cluster.node import CGROUP_ROOT
+
+        self.rel = f"{LOCAL_CGROUP_PREFIX}{os.getpid()}/{label}"
+        self.dirs = [CGROUP_ROOT / h / self.rel for h in self.HIERARCHIES]
+        for d in self.dirs:
+            d.mkdir(parents=True, exist_ok=True)
+        mem, cpu, _ = self.dirs
+        (mem / "memory.limit_in_bytes").write_text(str(memory_bytes))
+        (cpu / "cpu.cfs_period_us").write_text(str(CFS_PERIOD_US))
+        (cpu / "cpu.cfs_quota_us").write_text(str(int(cpus * CFS_PERIOD_US)))
+
+    def join(self) -> None:
+        """Move the calling process into the cgroup (a preexec_fn: the child joins before exec)."""
+        for d in self.dirs:
+            (d / "cgroup.procs").write_text(str(os.getpid()))
+
+    def remove(self) -> None:
+        for d in self.dirs:
+            for path in (d, d.parent):
+                try:
+                    path.rmdir()
+                except OSError:
+                    pass
+
+
+def run_local_cell(scenario: Path, label: str, out: Path, *, cpus: float, memory: str) -> dict:
+    """One ``crdscale run`` of ``scenario`` here, in a :class:`LocalCell`, sampled throughout; its facts."""
+    from crdscale.scenario import fanout
+    from crdscale.scenario.clusterjob import predict_peak_bytes
+    from crdscale.scenario.config import load_scenario
+    from crdscale.units import parse_bytes
+
+    predicted = predict_peak_bytes(load_scenario(scenario))
+    cell = LocalCell(label, cpus=cpus, memory_bytes=parse_bytes(memory))
+    sampler = PodSampler(cell.rel, out / f"pod-samples-{label}.csv")
+    sampler.start()
+    started = time.monotonic()
+    # No Prometheus, as in a pod (the image has none): the cell scrapes directly.
+    argv = [sys.executable, "-m", "crdscale", "run", str(scenario), "--set", 'metrics.source="direct"']
+    proc = subprocess.run([*argv, "--out", str(out / label)], capture_output=True, text=True, preexec_fn=cell.join)
+    seconds = time.monotonic() - started
+    time.sleep(2)
+    sampler.stop()
+    cell.remove()
+    if proc.returncode != 0:
+        print(proc.stderr[-3000:], file=sys.stderr)
+    facts: dict = {
+        "label": label,
+        "where": "local cgroup (the kubelet's limits: memory.limit_in_bytes, CFS quota)",
+        "cpus": cpus,
+        "memory_limit": memory,
+        "default_request_gib": round(fanout.pod_resources([predicted.value], 1).memory_bytes / GIB, 2),
+        "wall_seconds": round(seconds, 1),
+        "exit": proc.returncode,
+        "predicted_gib": round(predicted.value / GIB, 2),
+        "predicted_high_gib": round(predicted.high / GIB, 2),
+        "pods": [pod_facts(p) for p in sampler.pods.values() if p.samples],
+    }
+    run_dir = Path(proc.stdout.strip().splitlines()[-1]) if proc.stdout.strip() else None
+    if run_dir is not None and run_dir.is_dir():
+        facts["run"] = run_facts(run_dir)
+        first = facts["run"].pop("first_step_epoch", None)
+        if first is not None:
+            facts["pod_at_0_crds"] = pod_at(out / f"pod-samples-{label}.csv", first)
+    return facts
+
+
 def pod_facts(p: PodPeaks) -> dict:
     return {
         "uid": p.uid,
@@ -434,22 +520,35 @@ def main() -> int:
     parser.add_argument("--counts", type=int, nargs="+", default=sorted(LARGE_CELLS), help="memory: CRD counts")
     parser.add_argument("--cpus", type=float, nargs="+", default=[0.5, 1, 2], help="cpu: the limits compared")
     parser.add_argument("--repeat", type=int, default=2, help="cpu: runs per limit (interleaved)")
+    parser.add_argument(
+        "--where",
+        choices=["node", "local"],
+        default="node",
+        help="node: pods of run --cluster on the test node; local: crdscale run here in a cgroup with the same limits",
+    )
     args = parser.parse_args()
     out = args.out.resolve()
     out.mkdir(parents=True, exist_ok=True)
     result: dict = {"mode": args.mode, "started": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), "cells": []}
     load = os.getloadavg()
     result["load_before"] = [round(x, 2) for x in load]
-    s = setup(args.instance, out)
+    local = args.where == "local"
+    s = None if local else setup(args.instance, out)
+
+    def cell(scenario: Path, label: str, cpus: float, memory: str) -> dict:
+        if local:
+            return run_local_cell(scenario, label, out, cpus=cpus, memory=memory)
+        return run_cell(s, scenario, label, out, cpus=cpus, memory=memory)
+
     try:
         if args.mode == "memory":
             for count in args.counts:
                 groups, steps, memory = LARGE_CELLS[count]
                 scenario = out / f"pod-memory-{count}.toml"
                 scenario.write_text(LARGE.format(count=count, groups=groups, steps=steps))
-                cell = run_cell(s, scenario, f"memory-{count}", out, cpus=2, memory=memory)
-                result["cells"].append(cell)
-                print(json.dumps(cell), file=sys.stderr)
+                facts = cell(scenario, f"{args.where}-memory-{count}", 2, memory)
+                result["cells"].append(facts)
+                print(json.dumps(facts), file=sys.stderr)
         else:
             scenario = out / "pod-cpu.toml"
             scenario.write_text(SMALL)
@@ -457,15 +556,16 @@ def main() -> int:
             for r in range(args.repeat):
                 order += args.cpus if r % 2 == 0 else list(reversed(args.cpus))
             for i, cpus in enumerate(order):
-                cell = run_cell(s, scenario, f"cpu-{cpus:g}-{i}", out, cpus=cpus, memory="4GiB")
-                result["cells"].append(cell)
-                print(json.dumps(cell), file=sys.stderr)
+                facts = cell(scenario, f"{args.where}-cpu-{cpus:g}-{i}", cpus, "4GiB")
+                result["cells"].append(facts)
+                print(json.dumps(facts), file=sys.stderr)
     finally:
-        teardown(s)
+        if s is not None:
+            teardown(s)
     result["load_after"] = [round(x, 2) for x in os.getloadavg()]
     result["ended"] = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
     text = json.dumps(result, indent=2)
-    (out / f"pod-limits-{args.mode}.json").write_text(text)
+    (out / f"pod-limits-{args.where}-{args.mode}-{time.strftime('%H%M%S')}.json").write_text(text)
     print(text)
     return 0
 
