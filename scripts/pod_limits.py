@@ -141,6 +141,15 @@ def _rss(pid: str) -> tuple[str, int] | None:
     return comm.strip(), 0
 
 
+def hierarchy(root: Path, controller: str) -> Path:
+    """The cgroup v1 hierarchy holding ``controller``: its own mount, or a co-mount such as
+    ``cpu,cpuacct`` (only a directory with ``cgroup.procs`` is one: the tmpfs above takes any mkdir)."""
+    for path in [root / controller, *sorted(root.glob(f"*{controller}*"))]:
+        if (path / "cgroup.procs").is_file() and controller in path.name.split(","):
+            return path
+    raise SystemExit(f"no cgroup v1 hierarchy with {controller} under {root}")
+
+
 @dataclass
 class PodPeaks:
     """What one pod's cgroup and processes reached (bytes; CPU in seconds)."""
@@ -209,13 +218,10 @@ class PodSampler(threading.Thread):
             if rss > peaks.peak_rss:
                 peaks.peak_rss, peaks.cache_at_peak_rss = rss, cache
             peaks.peak_cache = max(peaks.peak_cache, cache)
-            cpu = self.cgroups / "cpu,cpuacct" / rel
-            if not cpu.is_dir():
-                cpu = self.cgroups / "cpuacct" / rel
-            usage_ns = _read(cpu / "cpuacct.usage")
+            usage_ns = _read(hierarchy(self.cgroups, "cpuacct") / rel / "cpuacct.usage")
             if usage_ns:
                 peaks.cpu_seconds = int(usage_ns) / 1e9
-            cpu_stat = _stat(cpu / "cpu.stat")
+            cpu_stat = _stat(hierarchy(self.cgroups, "cpu") / rel / "cpu.stat")
             peaks.throttled_seconds = cpu_stat.get("throttled_time", 0) / 1e9
             peaks.throttled_periods = cpu_stat.get("nr_throttled", 0)
             parts: dict[str, int] = {}
@@ -366,16 +372,17 @@ class LocalCell:
     quota of ``cpus`` x the 100 ms period), for a cell run here by ``crdscale run`` inside it: the
     same accounting as a pod's cgroup (page cache included), without a node."""
 
-    HIERARCHIES = ("memory", "cpu,cpuacct", "pids")
+    CONTROLLERS = ("memory", "cpu", "cpuacct", "pids")
 
     def __init__(self, label: str, *, cpus: float, memory_bytes: int):
         from crdscale.cluster.node import CGROUP_ROOT
 
         self.rel = f"{LOCAL_CGROUP_PREFIX}{os.getpid()}/{label}"
-        self.dirs = [CGROUP_ROOT / h / self.rel for h in self.HIERARCHIES]
+        roots = {c: hierarchy(CGROUP_ROOT, c) for c in self.CONTROLLERS}
+        self.dirs = [r / self.rel for r in dict.fromkeys(roots.values())]  # a co-mount once
         for d in self.dirs:
             d.mkdir(parents=True, exist_ok=True)
-        mem, cpu, _ = self.dirs
+        mem, cpu = roots["memory"] / self.rel, roots["cpu"] / self.rel
         (mem / "memory.limit_in_bytes").write_text(str(memory_bytes))
         (cpu / "cpu.cfs_period_us").write_text(str(CFS_PERIOD_US))
         (cpu / "cpu.cfs_quota_us").write_text(str(int(cpus * CFS_PERIOD_US)))
@@ -505,9 +512,12 @@ def run_facts(path: Path) -> dict:
     percrd = path / "analysis" / "percrd.csv"
     if percrd.is_file():
         table = pd.read_csv(percrd)
-        heap = table[table["metric"] == "bytes"]
+        from crdscale.analysis.percrd import TOTAL
+
+        heap = table[(table["metric"] == "bytes") & (table["cause"] == TOTAL)]
         facts["heap_per_crd_kb"] = {
-            phase: round(float(rows["per_crd"].sum()) / 1e3, 1) for phase, rows in heap.groupby("phase")
+            row.phase: [round(row.per_crd / 1e3, 1), round(row.per_crd_low / 1e3, 1), round(row.per_crd_high / 1e3, 1)]
+            for row in heap.itertuples()
         }
     return facts
 
