@@ -505,9 +505,15 @@ def run_facts(path: Path) -> dict:
     }
     if crds and facts["apiserver_cpu_s"] is not None:
         facts["apiserver_cpu_s_per_crd"] = round(facts["apiserver_cpu_s"] / crds, 3)
-    if run.has_probe_table("discovery", "summary"):
-        disc = run.probe_table("discovery", "summary")
-        facts["discovery_wall_s"] = [round(float(v), 3) for v in disc["wall_s"]]
+    if run.has_probe_table("discovery"):
+        # A cold client's discovery after each step, median over the steps (ms): client-go with its
+        # default limiter, and the two-request aggregated discovery.
+        disc = run.probe_table("discovery").dropna(subset=["wall_s"])
+        client_go = disc[(disc["mode"] == "client-go") & (disc["limit"] != "disabled")]
+        facts["discovery_ms"] = {
+            "client-go": round(float(client_go["wall_s"].median()) * 1e3, 1),
+            "aggregated": round(float(disc[disc["mode"] == "aggregated"]["wall_s"].median()) * 1e3, 1),
+        }
     crdscale("analyze", str(path))
     percrd = path / "analysis" / "percrd.csv"
     if percrd.is_file():
