@@ -363,7 +363,7 @@ def pod_at(samples_csv: Path, epoch: float) -> dict | None:
     }
 
 
-LOCAL_CGROUP_PREFIX = "crdscale-limits-"
+LOCAL_CGROUP_PREFIX = "pod-limits-"
 CFS_PERIOD_US = 100_000  # the kubelet's cpuCFSQuotaPeriod default
 
 

@@ -166,7 +166,9 @@ def other_nodes() -> list[str]:
     found = []
     pids_root = CGROUP_ROOT / TRACKING_CONTROLLER
     for cgroup in sorted(pids_root.glob(_NODE_CGROUP_PREFIX + "*")) if pids_root.is_dir() else ():
-        pids = cgroup_pids("/" + cgroup.name)
+        # A node's own processes are in its "node" child, its pods under "kubepods" (start(), the
+        # kubelet's cgroupRoot); other crdscale-* cgroups are not nodes.
+        pids = [p for child in ("node", "kubepods") for p in cgroup_pids(f"/{cgroup.name}/{child}")]
         if pids:
             found.append(f"cgroup /{cgroup.name} holds {len(pids)} processes")
     for link in sorted(NET_CLASS.iterdir()) if NET_CLASS.is_dir() else ():

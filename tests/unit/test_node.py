@@ -180,6 +180,9 @@ def test_another_caches_node_is_seen_by_its_cgroup_and_bridge(bare_host):
     cgroup.mkdir(parents=True)
     (cgroup / "cgroup.procs").write_text("4242\n4243\n")
     (bare_host / "cgroup" / node.TRACKING_CONTROLLER / "crdscale-left-empty").mkdir()  # no processes: not a node
+    other = bare_host / "cgroup" / node.TRACKING_CONTROLLER / "crdscale-limits-7" / "cell"
+    other.mkdir(parents=True)
+    (other / "cgroup.procs").write_text("77\n")  # a crdscale-* cgroup without a node's node/kubepods children
     (bare_host / "net" / node.NodeLayout(Path("/x"), "cold-ci").bridge).mkdir()
     (bare_host / "net" / "crdscale0").mkdir()  # not a node's bridge name
     found = node.other_nodes()
