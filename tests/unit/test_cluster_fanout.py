@@ -432,3 +432,18 @@ def test_print_manifests_reference_the_secret(scenario_file, capsys, monkeypatch
     container = docs[3]["spec"]["template"]["spec"]["containers"][0]
     assert container["envFrom"] == [{"secretRef": {"name": "s3-creds"}}]
     assert container["imagePullPolicy"] == "IfNotPresent"
+
+
+@pytest.mark.parametrize(("count", "groups", "measured_gib"), [(2000, 40, 8.17), (5000, 100, 20.0)])
+def test_default_requests_hold_the_measured_pod_peaks(count, groups, measured_gib):
+    """scripts/pod_limits.py measured these cgroup peaks (docs/results/cluster.toml) for
+    benchmarks/scale-5000.toml's CRDs; the request run --cluster derives must hold them."""
+    from crdscale.scenario.clusterjob import predict_peak_bytes
+    from crdscale.scenario.config import load_scenario
+
+    scenario = load_scenario(
+        Path(__file__).resolve().parents[2] / "benchmarks" / "scale-5000.toml",
+        overrides={"crds.count": count, "crds.groups": groups},
+    )
+    request = fanout.pod_resources([predict_peak_bytes(scenario).value], 2).memory_bytes
+    assert request >= measured_gib * 2**30
