@@ -46,7 +46,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--parallelism", type=int, metavar="N", help="cells running at once (default 1; a resume keeps the last value)"
     )
     group.add_argument(
-        "--cpus", type=int, metavar="N", help=f"whole CPUs per pod, requested = limit (default {DEFAULT_CPUS})"
+        "--cpus",
+        type=float,
+        metavar="N",
+        help=f"CPUs per pod, requested = limit (default {DEFAULT_CPUS}; whole CPUs are exclusive under the static CPU "
+        f"manager, a fraction such as 0.5 is a CFS quota that slows the cell's time-based numbers)",
     )
     group.add_argument(
         "--memory",
@@ -114,8 +118,10 @@ def check_submission(args: argparse.Namespace, *, resume: bool) -> None:
         check_secret_name(args.results_secret)
     if args.parallelism is not None and args.parallelism < 1:
         raise UsageError(f"--parallelism {args.parallelism}: at least 1")
-    if args.cpus is not None and args.cpus < 1:
-        raise UsageError(f"--cpus {args.cpus}: a whole number of cores, at least 1")
+    if args.cpus is not None:
+        from crdscale.scenario.fanout import check_cpus
+
+        check_cpus(args.cpus)
     if args.memory is not None:
         _memory(args)
 
@@ -260,7 +266,7 @@ def submit(args: argparse.Namespace, scenario) -> int:
         _create(cluster, experiment, plan)
         log.info(
             f"experiment {experiment.path}: job {plan.namespace}/{plan.job_name}, {len(plan.cells)} cells, "
-            f"parallelism {plan.parallelism}, each pod {resources.cpus} CPUs and "
+            f"parallelism {plan.parallelism}, each pod {resources.cpus:g} CPUs and "
             f"{resources.memory_bytes / 2**30:.2f} GiB (requests = limits; {_peak_line(peaks)})"
         )
         return _follow_or_detach(cluster, experiment, args)

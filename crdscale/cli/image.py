@@ -21,14 +21,15 @@ class Command:
     The digest printed is the image's identity; pass it to the cluster
     (`--image REF@DIGEST`) and each run records it in its manifest.
 
-    --load imports the archive into a containerd (the kubelet's k8s.io namespace);
+    --load imports the archive into a containerd (the kubelet's k8s.io namespace),
+    by tag and by digest (NAME@sha256:..., so `--image REF@DIGEST` finds it);
     --push REF uploads it to a registry over the distribution API, with
     credentials from $CRDSCALE_REGISTRY_USERNAME/_PASSWORD, $REGISTRY_AUTH_FILE
     or ~/.docker/config.json (never from the command line).
 
     'crdscale image load FILE...' imports archives into the test node of a local
     instance ('crdscale up --node'; its containerd is its own, so no registry is
-    needed): pods then use the image by its name with imagePullPolicy: Never.
+    needed): pods then use the image by its name or by its digest (REF@DIGEST).
 
     Examples:
       crdscale image build                               # default kube-apiserver, ./crdscale-image.tar
@@ -66,7 +67,11 @@ class Command:
         )
         parser.add_argument("--out", metavar="FILE", default="crdscale-image.tar", help="the OCI archive to write")
         parser.add_argument("--tag", metavar="REF", help="the image's name in the archive (default: crdscale:VERSION)")
-        parser.add_argument("--load", action="store_true", help="import the image into containerd (ctr images import)")
+        parser.add_argument(
+            "--load",
+            action="store_true",
+            help="import the image into containerd (ctr images import), by tag and by digest",
+        )
         parser.add_argument(
             "--containerd-address",
             metavar="SOCK",
@@ -104,7 +109,9 @@ class Command:
         build.requirements(build.checkout_root(), spec.extras)  # an unknown extra fails now
         built = build.build_image(spec, Path(args.out))
         if args.load:
-            build.load_into_containerd(built.path, address=args.containerd_address)
+            from crdscale.image.containerd import import_archive
+
+            import_archive(built.path, address=args.containerd_address)
         if args.push:
             from crdscale.image.push import push_archive
 

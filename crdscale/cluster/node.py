@@ -29,9 +29,11 @@ import ipaddress
 import json
 import logging
 import os
+import re
 import shlex
 import shutil
 import signal
+import socket
 import subprocess
 import time
 from dataclasses import dataclass
@@ -79,6 +81,13 @@ KUBELET_SYSCTLS = (
 # containerd: shim sockets under /run/containerd/s; libcni: results cache). stop() removes what
 # the node put there, and the directories themselves when they did not exist before.
 HOST_PATHS = ("/var/log/containers", "/var/lib/kubelet", "/var/lib/cni", "/run/containerd")
+# The socket every kubelet serves device plugins on, whatever its --root-dir (pkg/kubelet/apis/
+# deviceplugin: DevicePluginPath): a second kubelet on the host's paths would take it over.
+KUBELET_DEVICE_PLUGIN_SOCKET = Path("/var/lib/kubelet/device-plugins/kubelet.sock")
+NET_CLASS = Path("/sys/class/net")
+# A node's bridge (NodeLayout.bridge) and cgroup (NodeLayout.cgroup), whichever cache started it.
+_NODE_BRIDGE = re.compile(r"crdscale[0-9a-f]{6}")
+_NODE_CGROUP_PREFIX = "crdscale-"
 DEBIAN_PACKAGES = "containerd runc containernetworking-plugins"
 NODE_READY_TIMEOUT_S = 180.0
 # failCgroupV1 (needed on this cgroup v1 host from kubelet 1.35 on) exists in KubeletConfiguration
@@ -118,7 +127,8 @@ def host_tools() -> HostTools:
 
 def check_host(version: str | None = None) -> None:
     """Refuse early what cannot work: a kubelet ``version`` (the control plane's) not supported
-    here, not root, no cgroup v1 hierarchies, missing programs, another node running."""
+    here, not root, no cgroup v1 hierarchies, missing programs, another node running: one of this
+    cache's instances, or one the host shows (:func:`other_nodes`)."""
     if version is not None:
         minor = int(normalize_version(version).lstrip("v").split(".")[1])
         if minor < MIN_KUBELET_MINOR:
@@ -138,6 +148,72 @@ def check_host(version: str | None = None) -> None:
     if running:
         # The kubelet's device-plugin socket and /var/log/containers are fixed paths: one node at a time.
         raise UsageError(f"instance {running[0]} already has a node; stop it first ('crdscale down {running[0]}')")
+    others = other_nodes()
+    if others:
+        raise UsageError(
+            f"another node runs on this host ({'; '.join(others)}): one at a time (the kubelet's device-plugin "
+            f"socket and /var/log/containers are fixed paths); stop it ('crdscale down' with the CRDSCALE_CACHE "
+            f"that started it) first"
+        )
+
+
+def other_nodes() -> list[str]:
+    """What on the host says a node runs here, seen from the host rather than from this cache's
+    instances (a node started with another ``CRDSCALE_CACHE``, by a test run, or a real kubelet):
+    a crdscale cgroup holding processes, a crdscale node bridge, a kubelet answering on the
+    device-plugin socket, a kubelet process in this mount namespace (a containerised one, kind's,
+    has its own paths). One line per finding; ``[]`` when the host is free."""
+    found = []
+    pids_root = CGROUP_ROOT / TRACKING_CONTROLLER
+    for cgroup in sorted(pids_root.glob(_NODE_CGROUP_PREFIX + "*")) if pids_root.is_dir() else ():
+        # A node's own processes are in its "node" child, its pods under "kubepods" (start(), the
+        # kubelet's cgroupRoot); other crdscale-* cgroups are not nodes.
+        pids = [p for child in ("node", "kubepods") for p in cgroup_pids(f"/{cgroup.name}/{child}")]
+        if pids:
+            found.append(f"cgroup /{cgroup.name} holds {len(pids)} processes")
+    for link in sorted(NET_CLASS.iterdir()) if NET_CLASS.is_dir() else ():
+        if _NODE_BRIDGE.fullmatch(link.name):
+            found.append(f"bridge {link.name}")
+    if _socket_answers(KUBELET_DEVICE_PLUGIN_SOCKET):
+        found.append(f"a kubelet serves {KUBELET_DEVICE_PLUGIN_SOCKET}")
+    found += [f"kubelet pid {pid}" for pid in _host_kubelets()]
+    return found
+
+
+def _socket_answers(path: Path) -> bool:
+    """Whether a server accepts connections on the unix socket ``path`` (a stale file does not)."""
+    if not path.is_socket():
+        return False
+    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as sock:
+        sock.settimeout(1.0)
+        try:
+            sock.connect(str(path))
+        except OSError:
+            return False
+    return True
+
+
+def _host_kubelets(proc: Path = Path("/proc")) -> list[int]:
+    """Processes named ``kubelet`` that share this process's mount namespace and are in no node
+    cgroup of crdscale's (those are counted by their cgroup; crdscale's kubelets have their own
+    mount namespace anyway)."""
+    try:
+        ours = os.readlink(proc / "self" / "ns" / "mnt")
+    except OSError:
+        return []
+    pids = []
+    for entry in proc.iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            if (entry / "comm").read_text().strip() != "kubelet" or os.readlink(entry / "ns" / "mnt") != ours:
+                continue
+            cgroups = (entry / "cgroup").read_text()
+        except OSError:
+            continue
+        if f":/{_NODE_CGROUP_PREFIX}" not in cgroups:
+            pids.append(int(entry.name))
+    return sorted(pids)
 
 
 # ---------------------------------------------------------------- images built here
@@ -732,26 +808,16 @@ def wait_node_ready(cp: LocalControlPlane, name: str, kubelet, *, timeout_s: flo
 
 def import_image(state: dict, archive: Path) -> str:
     """Import the OCI (or docker) archive ``archive`` into the node's containerd (namespace
-    ``k8s.io``, the one the kubelet's pods use); returns ctr's output (the names imported)."""
+    ``k8s.io``, the one the kubelet's pods use) by name and by digest, so pods find it as
+    ``NAME:TAG`` and as ``NAME@sha256:...``; returns ctr's output (the names imported)."""
+    from crdscale.image.containerd import import_archive
+
     node = state.get(STATE_KEY)
     if not node:
         raise UsageError(f"instance {state.get('name')!r} runs no node (start one with 'crdscale up --node')")
     if not Path(archive).is_file():
         raise UsageError(f"no image archive at {archive}")
-    proc = _run(
-        [
-            str(host_tools().ctr),
-            "--address",
-            node["containerd_socket"],
-            "-n",
-            "k8s.io",
-            "images",
-            "import",
-            str(archive),
-        ],
-        timeout=600,
-    )
-    return proc.stdout.strip()
+    return import_archive(Path(archive), address=node["containerd_socket"], ctr=str(host_tools().ctr))
 
 
 def stop(cp: LocalControlPlane) -> list[str]:

@@ -530,20 +530,3 @@ def build_image(spec: ImageSpec, out: Path) -> BuiltImage:
     content = content_digest([b.diff_id for b in blobs])
     digest = oci.write_oci_archive(out, [b.path for b in blobs], config=image_config(spec, content), ref=spec.ref)
     return BuiltImage(out, digest, oci.normalize_ref(spec.ref), content, report, time.monotonic() - started)
-
-
-def load_into_containerd(archive: Path, *, address: str, namespace: str = "k8s.io") -> None:
-    """``ctr images import`` of the archive into the containerd at ``address`` (the kubelet's
-    namespace ``k8s.io`` by default), so pods use it without a registry."""
-    ctr = shutil.which("ctr")
-    if not ctr:
-        raise BinaryError("--load needs containerd's ctr (apt-get install containerd)")
-    proc = subprocess.run(
-        [ctr, "--address", address, "-n", namespace, "images", "import", str(archive)],
-        capture_output=True,
-        text=True,
-    )
-    if proc.returncode != 0:
-        raise BinaryError(
-            f"ctr images import into {address} failed: {((proc.stderr or proc.stdout).strip().splitlines() or ['?'])[-1]}"
-        )

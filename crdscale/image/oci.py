@@ -479,3 +479,29 @@ def read_oci_archive(path: Path) -> OciArchive:
         manifest = read(f"blobs/sha256/{digest[7:]}")
         config = read(f"blobs/sha256/{manifest['config']['digest'][7:]}")
     return OciArchive(Path(path), index, digest, manifest, config)
+
+
+def archive_images(path: Path) -> list[tuple[str, str]]:
+    """``(name, manifest digest)`` of each image the archive's ``index.json`` names in full
+    (``docker.io/library/crdscale:0.1``, as ``ctr images import`` names it); ``[]`` for an archive
+    without ``index.json`` (an older ``docker save``) or whose images carry only a tag."""
+    try:
+        with tarfile.open(path) as tar:
+            member = tar.extractfile("index.json")
+            index = json.loads(member.read()) if member else {}
+    except KeyError:
+        return []
+    found = []
+    for manifest in index.get("manifests", []):
+        annotations = manifest.get("annotations") or {}
+        name = annotations.get(ANNOTATION_CONTAINERD_NAME) or annotations.get(ANNOTATION_REF_NAME) or ""
+        if "/" in name and manifest.get("digest", "").startswith("sha256:"):
+            found.append((name, manifest["digest"]))
+    return found
+
+
+def repository(name: str) -> str:
+    """``name`` without its tag or digest: ``registry.example:5000/a/b:1`` -> ``registry.example:5000/a/b``."""
+    name = name.split("@", 1)[0]
+    head, _, last = name.rpartition("/")
+    return f"{head}/{last.split(':', 1)[0]}" if head else last.split(":", 1)[0]

@@ -34,9 +34,12 @@ log = logging.getLogger(__name__)
 CLUSTER_KEY = "cluster"  # experiment.json's table of a cluster experiment
 INDEX_LABEL = "batch.kubernetes.io/job-completion-index"
 JOB_NAME_LABEL = "batch.kubernetes.io/job-name"
-# Pod memory besides what the CRD set adds: kube-apiserver at 0 CRDs, etcd, kube-controller-manager,
-# crdscale's Python (pandas) and its informer clients. An estimate to replace with a measured pod peak.
-POD_BASE_BYTES = 1.5 * 2**30
+# Pod memory besides kube-apiserver's growth and crdscale's copy of the set: kube-apiserver at 0 CRDs,
+# etcd, kube-controller-manager, crdscale's Python and its informer clients, which grow with the set too.
+# Measured by scripts/pod_limits.py (docs/results/cluster.toml, provider-like CRDs, v1.37.1): 0.73 GiB of
+# RSS at 0 CRDs, 1.66 GiB at 2,000 and 2.37 GiB at 5,000 CRDs; base and slope are rounded up from those.
+POD_BASE_BYTES = 0.75 * 2**30
+POD_BYTES_PER_CRD = 0.5 * 2**20
 # What one step line of a cell's log says (crdscale.scenario.runner's StepSummary.line).
 _STEP_LINE = re.compile(r"step (\d+)/(\d+): ([\d,]+) CRDs")
 
@@ -83,8 +86,10 @@ PREDICTION_SAMPLE = 200
 
 
 def predict_peak_bytes(scenario) -> Peak:
-    """A cell's predicted peak memory in its pod: :data:`POD_BASE_BYTES`, plus the footprint model's
-    RSS prediction for its CRD set, plus crdscale's own copy of the set."""
+    """A cell's predicted peak memory in its pod: :data:`POD_BASE_BYTES` and :data:`POD_BYTES_PER_CRD`
+    for the rest of the pod, plus the footprint model's RSS prediction for its CRD set (settled growth:
+    kube-apiserver's measured peak growth was 18 % and 28 % above it at 2,000 and 5,000 CRDs, which the
+    requests' 25 % margin on the whole pod covers), plus crdscale's own copy of the set."""
     import itertools
 
     from crdscale.analysis.footprint import FEATURES, RSS, add_features, crd_features, predict
@@ -104,7 +109,7 @@ def predict_peak_bytes(scenario) -> Peak:
         # No model of this version: the newest one is the best guess (the margin covers the rest).
         chosen = choose_model(shipped_versions()[-1])
     row = predict(chosen.model, features).set_index("target").loc[RSS]
-    base = POD_BASE_BYTES + estimate_set(params).memory_bytes
+    base = POD_BASE_BYTES + POD_BYTES_PER_CRD * params.crd_count + estimate_set(params).memory_bytes
     value = base + max(float(row["value"]), 0.0)
     high = base + max(float(row["high"]), 0.0) if not math.isnan(row["high"]) else value
     return Peak(value, high)

@@ -13,9 +13,10 @@ Job, and an index's meaning must not change under a running Job: a new Job
 with its own list is the one way to rerun a subset.)
 
 Resources are one pair for the whole Job (the pod template is shared): the
-largest cell's predicted peak plus margin, requests equal to limits and
-whole CPUs, so the pod is Guaranteed QoS and its CPUs are not shared
-(with the static CPU manager, exclusive). Labels: :mod:`crdscale.ownership`'s
+largest cell's predicted peak plus margin, requests equal to limits, so the
+pod is Guaranteed QoS; whole CPUs by default, which the static CPU manager
+makes exclusive (a fraction such as 0.5 is a CFS quota: the cell is throttled,
+and its time-based numbers with it). Labels: :mod:`crdscale.ownership`'s
 on every object plus :data:`EXPERIMENT_LABEL`, which ``crdscale down``
 selects on.
 """
@@ -67,24 +68,41 @@ def experiment_id(name: str, run_id: str) -> str:
 
 @dataclass(frozen=True)
 class Resources:
-    """What each pod of the Job gets: ``memory_bytes`` and whole ``cpus``, requested and limited alike."""
+    """What each pod of the Job gets: ``memory_bytes`` and ``cpus`` (whole by default; tenths
+    allowed), requested and limited alike."""
 
     memory_bytes: int
-    cpus: int
+    cpus: float
 
     def quantities(self) -> dict[str, str]:
-        return {"cpu": str(self.cpus), "memory": f"{self.memory_bytes // 2**20}Mi"}
+        cpu = str(int(self.cpus)) if self.cpus == int(self.cpus) else f"{round(self.cpus * 1000)}m"
+        return {"cpu": cpu, "memory": f"{self.memory_bytes // 2**20}Mi"}
 
 
-def pod_resources(peak_bytes: list[float], cpus: int, *, margin: float = 0.25) -> Resources:
+# The least CPU a pod may get: below it a cell's control plane starts too slowly to be worth measuring.
+MIN_CPUS = 0.5
+
+
+def check_cpus(cpus: float) -> float:
+    """``cpus`` if a pod can have it (at least :data:`MIN_CPUS`, in tenths), else UsageError (one line)."""
+    if cpus < MIN_CPUS or abs(cpus * 10 - round(cpus * 10)) > 1e-9:
+        raise UsageError(
+            f"--cpus {cpus:g}: at least {MIN_CPUS:g}, in tenths (whole CPUs are exclusive under the static CPU "
+            f"manager; a fraction is a CFS quota)"
+        )
+    return round(cpus, 1)
+
+
+def pod_resources(peak_bytes: list[float], cpus: float, *, margin: float = 0.25) -> Resources:
     """The Job's :class:`Resources`: the largest of the cells' predicted peaks (bytes) plus
-    ``margin`` (a share), rounded up to 256 MiB; ``cpus`` whole cores (at least one)."""
+    ``margin`` (a share), rounded up to 256 MiB; ``cpus`` as :func:`check_cpus` allows."""
     if not peak_bytes:
         raise ValueError("no cells")
-    if int(cpus) != cpus or cpus < 1:
-        raise UsageError(f"--cpus {cpus}: a whole number of cores, at least 1 (Guaranteed QoS needs whole CPUs)")
+    cpus = check_cpus(cpus)
     memory = max(peak_bytes) * (1 + margin)
-    return Resources(int(math.ceil(memory / MEMORY_ROUNDING) * MEMORY_ROUNDING), int(cpus))
+    return Resources(
+        int(math.ceil(memory / MEMORY_ROUNDING) * MEMORY_ROUNDING), int(cpus) if cpus == int(cpus) else cpus
+    )
 
 
 @dataclass

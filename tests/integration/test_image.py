@@ -102,6 +102,9 @@ def test_image_builds_reproducibly_and_containerd_imports_it(tmp_path, capsys):
         )
         listed = containerd.ctr("images", "ls")
         assert "docker.io/library/crdscale:it" in listed and first["digest"] in listed
+        # ...and by digest, as a pod's `image: crdscale:it@sha256:...` is looked up (no registry to ask)
+        third = oci.read_oci_archive(tmp_path / "three.tar").manifest_digest
+        assert f"docker.io/library/crdscale@{third}" in listed
         assert "complete" in containerd.ctr("images", "check")
     finally:
         containerd.stop()

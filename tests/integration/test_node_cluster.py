@@ -22,7 +22,7 @@ import pytest
 from crdscale.cli.main import main
 from crdscale.cluster import node
 from crdscale.cluster.local import LocalControlPlane
-from crdscale.image.oci import ImageConfig, tar_layer, write_oci_archive
+from crdscale.image.oci import ImageConfig, read_oci_archive, tar_layer, write_oci_archive
 from crdscale.paths import instances_dir
 
 REPO = Path(__file__).resolve().parents[2]
@@ -156,6 +156,32 @@ def test_pod_runs_and_its_log_comes_through_the_api_server(node_cluster):
     log = cluster.get("/api/v1/namespaces/default/pods/hello/log")
     assert log.status_code == 200, log.text
     assert log.text == "hi-from-pod index=-\n"
+
+
+def test_pod_runs_the_loaded_image_by_digest(node_cluster, hello_image):
+    """`run --cluster --image REF@DIGEST` on a node without a registry: the kubelet finds the loaded
+    image by its manifest digest (no imagePullPolicy: the default for a digest, IfNotPresent)."""
+    cp, _ = node_cluster
+    cluster = cp.connect()
+    digest = read_oci_archive(hello_image).manifest_digest
+    spec = pod_spec(["by-digest"])
+    container = spec["containers"][0]
+    container["image"] = f"{IMAGE}@{digest}"
+    del container["imagePullPolicy"]
+    body = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "hello-digest"}, "spec": spec}
+    assert cluster.post("/api/v1/namespaces/default/pods", body).status_code == 201
+    path = "/api/v1/namespaces/default/pods/hello-digest"
+    phase = wait_for(
+        lambda: (
+            cluster.get_json(path)["status"].get("phase") in ("Succeeded", "Failed")
+            and cluster.get_json(path)["status"]["phase"]
+        ),
+        90,
+        "the pod started by digest to finish",
+    )
+    assert phase == "Succeeded", cluster.get_json(path)["status"]
+    assert cluster.get(f"{path}/log").text == "by-digest index=-\n"
+    assert cluster.get_json(path)["status"]["containerStatuses"][0]["imageID"].endswith(digest)
 
 
 def test_indexed_job_retries_the_index_whose_container_was_killed(node_cluster):

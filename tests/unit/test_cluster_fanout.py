@@ -75,8 +75,15 @@ def test_guaranteed_qos_whole_cpus_and_margin():
     assert r.memory_bytes == 2816 * 2**20 and r.cpus == 2
     container = fanout.job_manifest(plan(resources=r))["spec"]["template"]["spec"]["containers"][0]
     assert container["resources"]["requests"] == container["resources"]["limits"] == {"cpu": "2", "memory": "2816Mi"}
-    with pytest.raises(UsageError, match="whole number"):
-        fanout.pod_resources([2**30], 0)
+    for bad in (0, 0.25, 1.55):
+        with pytest.raises(UsageError, match="at least 0.5, in tenths"):
+            fanout.pod_resources([2**30], bad)
+
+
+@pytest.mark.parametrize(("cpus", "quantity"), [(1, "1"), (2.0, "2"), (0.5, "500m"), (1.5, "1500m")])
+def test_fractional_cpus_are_millicores(cpus, quantity):
+    r = fanout.pod_resources([2**30], cpus)
+    assert r.quantities()["cpu"] == quantity
 
 
 def test_every_object_carries_the_labels():
@@ -197,6 +204,7 @@ def scenario_file(tmp_path) -> Path:
         (["--cluster", "--image", "x", "--results", "pvc://c", "--namespace", "No_Such"], "not a namespace name"),
         (["--cluster", "--image", "x", "--results", "pvc://c", "--parallelism", "0"], "--parallelism 0"),
         (["--cluster", "--image", "x", "--results", "pvc://c", "--memory", "lots"], "--memory:"),
+        (["--cluster", "--image", "x", "--results", "pvc://c", "--cpus", "0.3"], "--cpus 0.3: at least 0.5"),
         (["--memory", "8GiB"], "--memory goes with --cluster"),
         (["--results-secret", "s3"], "--results-secret goes with --cluster"),
         (["--cluster", "--image", "x", "--results", "s3://b", "--results-secret", "Bad_Name"], "not a Secret name"),
@@ -228,6 +236,13 @@ def test_print_manifests_needs_no_cluster(scenario_file, capsys, monkeypatch):
     docs = [d for d in yaml.safe_load_all(capsys.readouterr().out) if d]
     limits = docs[3]["spec"]["template"]["spec"]["containers"][0]["resources"]["limits"]
     assert limits == {"cpu": "4", "memory": "6144Mi"}
+    code = main(
+        ["run", str(scenario_file), "--cluster", "--image", "x", "--results", "pvc://c", "--print-manifests"]
+        + ["--memory", "6GiB", "--cpus", "0.5"]
+    )
+    assert code == 0
+    docs = [d for d in yaml.safe_load_all(capsys.readouterr().out) if d]
+    assert docs[3]["spec"]["template"]["spec"]["containers"][0]["resources"]["limits"]["cpu"] == "500m"
 
 
 class _Response:
@@ -417,3 +432,18 @@ def test_print_manifests_reference_the_secret(scenario_file, capsys, monkeypatch
     container = docs[3]["spec"]["template"]["spec"]["containers"][0]
     assert container["envFrom"] == [{"secretRef": {"name": "s3-creds"}}]
     assert container["imagePullPolicy"] == "IfNotPresent"
+
+
+@pytest.mark.parametrize(("count", "groups", "measured_gib"), [(2000, 40, 8.17), (5000, 100, 20.0)])
+def test_default_requests_hold_the_measured_pod_peaks(count, groups, measured_gib):
+    """scripts/pod_limits.py measured these cgroup peaks (docs/results/cluster.toml) for
+    benchmarks/scale-5000.toml's CRDs; the request run --cluster derives must hold them."""
+    from crdscale.scenario.clusterjob import predict_peak_bytes
+    from crdscale.scenario.config import load_scenario
+
+    scenario = load_scenario(
+        Path(__file__).resolve().parents[2] / "benchmarks" / "scale-5000.toml",
+        overrides={"crds.count": count, "crds.groups": groups},
+    )
+    request = fanout.pod_resources([predict_peak_bytes(scenario).value], 2).memory_bytes
+    assert request >= measured_gib * 2**30

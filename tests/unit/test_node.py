@@ -7,6 +7,7 @@ import hashlib
 import io
 import ipaddress
 import json
+import os
 import tarfile
 from pathlib import Path
 
@@ -153,3 +154,123 @@ def test_images_load_refuses_a_missing_archive_in_one_line(tmp_path, capsys):
     assert main(["image", "load", str(tmp_path / "nope.tar")]) != 0
     err = capsys.readouterr().err
     assert "no image archive at" in err and "Traceback" not in err
+
+
+@pytest.fixture
+def bare_host(tmp_path, monkeypatch):
+    """A host with no node: empty cgroup and network trees, no kubelet socket, no kubelet process."""
+    cgroups, net = tmp_path / "cgroup", tmp_path / "net"
+    (cgroups / node.TRACKING_CONTROLLER).mkdir(parents=True)
+    (cgroups / node.TRACKING_CONTROLLER / "cgroup.procs").write_text("1\n")
+    (net / "eth0").mkdir(parents=True)
+    monkeypatch.setattr(node, "CGROUP_ROOT", cgroups)
+    monkeypatch.setattr(node, "NET_CLASS", net)
+    monkeypatch.setattr(node, "KUBELET_DEVICE_PLUGIN_SOCKET", tmp_path / "device-plugins" / "kubelet.sock")
+    monkeypatch.setattr(node, "_host_kubelets", lambda: [])
+    return tmp_path
+
+
+def test_a_free_host_has_no_other_node(bare_host):
+    assert node.other_nodes() == []
+
+
+def test_another_caches_node_is_seen_by_its_cgroup_and_bridge(bare_host):
+    """A node started with another CRDSCALE_CACHE is in no instance registry of ours: the host tells."""
+    cgroup = bare_host / "cgroup" / node.TRACKING_CONTROLLER / "crdscale-cold-ci" / "kubepods"
+    cgroup.mkdir(parents=True)
+    (cgroup / "cgroup.procs").write_text("4242\n4243\n")
+    (bare_host / "cgroup" / node.TRACKING_CONTROLLER / "crdscale-left-empty").mkdir()  # no processes: not a node
+    other = bare_host / "cgroup" / node.TRACKING_CONTROLLER / "crdscale-limits-7" / "cell"
+    other.mkdir(parents=True)
+    (other / "cgroup.procs").write_text("77\n")  # a crdscale-* cgroup without a node's node/kubepods children
+    (bare_host / "net" / node.NodeLayout(Path("/x"), "cold-ci").bridge).mkdir()
+    (bare_host / "net" / "crdscale0").mkdir()  # not a node's bridge name
+    found = node.other_nodes()
+    assert found == [
+        "cgroup /crdscale-cold-ci holds 2 processes",
+        f"bridge {node.NodeLayout(Path('/x'), 'cold-ci').bridge}",
+    ]
+
+
+def test_a_live_kubelet_socket_is_another_node_and_a_stale_one_is_not(bare_host):
+    import socket
+
+    path = node.KUBELET_DEVICE_PLUGIN_SOCKET
+    path.parent.mkdir(parents=True)
+    server = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    server.bind(str(path))
+    server.listen(1)
+    try:
+        assert node.other_nodes() == [f"a kubelet serves {path}"]
+    finally:
+        server.close()
+    assert path.is_socket() and node.other_nodes() == []  # left behind, nobody listening
+
+
+def test_host_kubelets_are_those_in_our_mount_namespace_outside_crdscale_cgroups(tmp_path):
+    proc = tmp_path / "proc"
+    ours = os.readlink("/proc/self/ns/mnt")
+
+    def process(pid: str, comm: str, mnt: str, cgroup: str) -> None:
+        (proc / pid / "ns").mkdir(parents=True)
+        (proc / pid / "comm").write_text(comm + "\n")
+        os.symlink(mnt, proc / pid / "ns" / "mnt")
+        (proc / pid / "cgroup").write_text(f"5:pids:{cgroup}\n")
+
+    (proc / "self" / "ns").mkdir(parents=True)
+    os.symlink(ours, proc / "self" / "ns" / "mnt")
+    process("10", "kubelet", ours, "/system.slice/kubelet.service")  # the host's own kubelet
+    process("11", "kubelet", "mnt:[1]", "/docker/abc")  # kind's, in its container's mount namespace
+    process("12", "kubelet", ours, "/crdscale-k1/node")  # a crdscale node's: its cgroup tells
+    process("13", "containerd", ours, "/system.slice/containerd.service")
+    assert node._host_kubelets(proc) == [10]
+
+
+def test_check_host_refuses_a_node_seen_on_the_host(bare_host, monkeypatch):
+    monkeypatch.setenv("CRDSCALE_CACHE", str(bare_host / "cache"))
+    monkeypatch.setattr(node.os, "geteuid", lambda: 0)
+    monkeypatch.setattr(node, "host_tools", lambda: None)
+    node.check_host()
+    (bare_host / "net" / "crdscale0a1b2c").mkdir()
+    with pytest.raises(node.UsageError, match=r"another node runs on this host \(bridge crdscale0a1b2c\)"):
+        node.check_host()
+
+
+def test_import_names_the_image_by_tag_and_by_digest(tmp_path):
+    """`run --cluster --image REF@DIGEST` on a node without a registry: the CRI looks the image up as
+    REPOSITORY@sha256:..., so the import adds that name beside the tag."""
+    from crdscale.image.containerd import import_commands
+
+    layer = tar_layer({"hello": b"hi\n"})
+    digest = write_oci_archive(tmp_path / "a.tar", [layer], config=ImageConfig(), ref="localhost:5000/me/hello:v1")
+    commands = import_commands("ctr", "/run/c.sock", tmp_path / "a.tar")
+    base = ["ctr", "--address", "/run/c.sock", "-n", "k8s.io", "images"]
+    assert commands == [
+        [*base, "import", str(tmp_path / "a.tar")],
+        [*base, "tag", "--force", "localhost:5000/me/hello:v1", f"localhost:5000/me/hello@{digest}"],
+    ]
+
+
+def test_an_archive_without_index_is_imported_by_its_own_names(tmp_path):
+    from crdscale.image.containerd import import_commands
+
+    with tarfile.open(tmp_path / "docker.tar", "w") as tar:
+        info = tarfile.TarInfo("manifest.json")
+        info.size = 2
+        tar.addfile(info, io.BytesIO(b"[]"))
+    assert [c[6] for c in import_commands("ctr", "/s", tmp_path / "docker.tar")] == ["import"]
+
+
+@pytest.mark.parametrize(
+    ("name", "repository"),
+    [
+        ("docker.io/library/crdscale:0.1", "docker.io/library/crdscale"),
+        ("localhost:5000/me/hello:v1", "localhost:5000/me/hello"),
+        ("localhost:5000/me/hello", "localhost:5000/me/hello"),
+        ("ghcr.io/me/crdscale:1@sha256:ab", "ghcr.io/me/crdscale"),
+    ],
+)
+def test_repository_drops_tag_and_digest(name, repository):
+    from crdscale.image.oci import repository as repo
+
+    assert repo(name) == repository
