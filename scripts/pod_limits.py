@@ -303,10 +303,16 @@ def run_cell(s: Setup, scenario: Path, label: str, out: Path, *, cpus: float, me
     from crdscale.scenario.clusterjob import CLUSTER_KEY, gather
     from crdscale.scenario.experiment import Experiment
 
+    # --cluster runs a [matrix]'s cells: the version becomes a one-value axis (one Job index).
+    matrix = scenario.with_name(f"{scenario.stem}-matrix.toml")
+    matrix.write_text(
+        scenario.read_text().replace('kube_version = "1.37.1"\n', "", 1)
+        + '\n[matrix]\n"target.kube_version" = ["1.37.1"]\n'
+    )
     sampler = PodSampler(s.cgroup_root, out / f"pod-samples-{label}.csv")
     sampler.start()
     args = [
-        "run", str(scenario), "--cluster", "--kubeconfig", s.kubeconfig, "--namespace", NAMESPACE, "--image", IMAGE,
+        "run", str(matrix), "--cluster", "--kubeconfig", s.kubeconfig, "--namespace", NAMESPACE, "--image", IMAGE,
         "--parallelism", "1", "--cpus", f"{cpus:g}", "--results", f"{s.bucket}/limits", "--results-secret", SECRET,
         "--out", str(out / label),
     ]  # fmt: skip
