@@ -36,7 +36,7 @@ from crdscale.collect.sources import (
     ProcSampler,
     RemotePrometheus,
 )
-from crdscale.collect.workqueues import wait_drained
+from crdscale.collect.workqueues import QUEUE_METRICS, wait_drained
 from crdscale.errors import BinaryError, ClusterError, CrdscaleError, RunInterrupted
 from crdscale.ownership import new_run_id
 from crdscale.paths import runs_dir
@@ -662,7 +662,8 @@ class ScenarioRunner:
         timeout = float(self.scenario.steps.get("settle_queues_timeout_seconds", 900))
 
         def scrape() -> str:
-            resp = self.cluster.get("/metrics", timeout=60)
+            # name[]: only these families are encoded, where the server supports it (>= 1.37)
+            resp = self.cluster.get("/metrics", params={"name[]": list(QUEUE_METRICS)}, timeout=120)
             if resp.status_code >= 400:
                 raise ApiError("GET /metrics", resp)
             return resp.text
