@@ -58,7 +58,7 @@ MEMORY_LABELS: dict[str, str] = {
 PHASE_EVENTS: dict[str, tuple[str, tuple[str, ...]]] = {
     "install": ("install.start", ("established", "install.end")),
     "serve": ("serve.start", ("serve.end",)),
-    "settle": ("settle.start", ()),  # closed after its ``seconds`` field
+    "settle": ("settle.start", ()),  # closed after its ``seconds`` field, or at its settle.drained
     "hold": ("hold.start", ("hold.end",)),  # after the last step: where memory settles
 }
 
@@ -84,7 +84,8 @@ def phase_intervals(events: pd.DataFrame, start: pd.Timestamp | None = None) -> 
     ``start``, default :func:`run_start`). ``install`` runs from
     ``install.start`` until the step's CRDs are Established (``established``,
     else ``install.end``); ``serve`` from ``serve.start`` to ``serve.end``;
-    ``settle`` for the ``seconds`` its ``settle.start`` announced. A phase a
+    ``settle`` for the ``seconds`` its ``settle.start`` announced, or until its
+    ``settle.drained`` (the wait for kube-apiserver's work queues). A phase a
     crash left open ends at the last event.
     """
     columns = ["phase", "step", "start", "end", "start_s", "end_s"]
@@ -101,6 +102,12 @@ def phase_intervals(events: pd.DataFrame, start: pd.Timestamp | None = None) -> 
             if phase == "settle":
                 seconds = float(event.get("seconds", 0) or 0)
                 end = event["ts"] + pd.Timedelta(seconds=seconds)
+                # The wait for the CRD work queues that follows (settle.drained, same label) is settling too.
+                if "label" in events:
+                    later = events.iloc[i + 1 :]
+                    drained = later[(later["kind"] == "settle.drained") & (later["label"] == event.get("label"))]
+                    if len(drained):
+                        end = max(end, drained["ts"].iloc[0])
             else:
                 later = events.iloc[i + 1 :]
                 close = later[later["kind"].isin(closers) & (step_of[i + 1 :] == step)]

@@ -79,6 +79,12 @@ EVENT_KINDS: dict[str, EventKind] = {
             "(reason `scrape duration`) or cost kube-apiserver more than its CPU budget (`cpu budget`)",
         ),
         EventKind("settle.start", ("label", "seconds"), (), "the runner waits `seconds` before profiling"),
+        EventKind(
+            "settle.drained",
+            ("label", "drained", "seconds"),
+            ("scrapes", "queues", "busy", "error"),
+            "after the settle, the wait for kube-apiserver's CRD work queues ended: `drained` false = timeout or error",
+        ),
         EventKind("hold.start", ("seconds",), ("crds",), "after the last step the run keeps serving `seconds`"),
         EventKind("hold.end", ("seconds",), ("crds",), "the hold after the last step ended"),
         EventKind("step.start", ("step", "crds_before", "crds_in_step"), ("run_id", *_OBJECT_STEP), "a step begins"),

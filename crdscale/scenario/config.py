@@ -121,6 +121,18 @@ KEYS: tuple[Key, ...] = (
         15,
         "wait after serving, before profiling, so transient garbage is collected",
     ),
+    Key(
+        "steps.settle_queues",
+        bool,
+        True,
+        "after settle_seconds, also wait until kube-apiserver's CRD work queues are idle (OpenAPI merges, discovery)",
+    ),
+    Key(
+        "steps.settle_queues_timeout_seconds",
+        (int, float),
+        900,
+        "longest wait for those queues; the profile is then taken anyway and the event says so",
+    ),
     Key("steps.hold_seconds", (int, float), 0, "after the last step, keep serving this long (watches stay open)"),
     Key("steps.memory_guard_mib", int, 1024, "local target: stop the run (failed) when less memory is available"),
     Key("steps.establish_timeout_seconds", (int, float), 300, "how long a CRD may take to become Established"),
@@ -580,6 +592,7 @@ def build_scenario(
     if "size" in steps:
         _positive(steps["size"], "steps.size", where)
     _positive(steps["settle_seconds"], "steps.settle_seconds", where, zero_ok=True)
+    _positive(steps.get("settle_queues_timeout_seconds", 900), "steps.settle_queues_timeout_seconds", where)
     _positive(steps.get("hold_seconds", 0), "steps.hold_seconds", where, zero_ok=True)
     _positive(steps.get("memory_guard_mib", 0), "steps.memory_guard_mib", where, zero_ok=True)
     _positive(steps["establish_timeout_seconds"], "steps.establish_timeout_seconds", where)

@@ -9,6 +9,7 @@ API server as ``failed``; in every case the run directory stays readable.
 
 from __future__ import annotations
 
+import logging
 import os
 import signal
 import threading
@@ -35,6 +36,7 @@ from crdscale.collect.sources import (
     ProcSampler,
     RemotePrometheus,
 )
+from crdscale.collect.workqueues import QUEUE_METRICS, wait_drained
 from crdscale.errors import BinaryError, ClusterError, CrdscaleError, RunInterrupted
 from crdscale.ownership import new_run_id
 from crdscale.paths import runs_dir
@@ -42,6 +44,8 @@ from crdscale.proc import available_memory_bytes
 from crdscale.rundir import EventLog, RunWriter, layout
 from crdscale.scenario.config import Scenario
 from crdscale.units import fmt_bytes, fmt_count
+
+log = logging.getLogger(__name__)
 
 # The profile phase taken after a GET of /openapi/v2 (profiles.openapi_v2).
 OPENAPI_V2_PHASE = "openapiv2"
@@ -686,6 +690,35 @@ class ScenarioRunner:
         if seconds > 0:
             self.events.emit("settle.start", label=label, seconds=seconds)
             time.sleep(seconds)
+        if self.scenario.steps.get("settle_queues", True):
+            self._wait_queues(label)
+
+    def _wait_queues(self, label: str) -> None:
+        """Wait until the work the step caused is done (crdscale.collect.workqueues): a profile taken
+        while v1.24.0 still merges the whole OpenAPI spec charges the merge's transient heap to the CRDs."""
+        timeout = float(self.scenario.steps.get("settle_queues_timeout_seconds", 900))
+
+        def scrape() -> str:
+            # name[]: only these families are encoded, where the server supports it (>= 1.37)
+            resp = self.cluster.get("/metrics", params={"name[]": list(QUEUE_METRICS)}, timeout=120)
+            if resp.status_code >= 400:
+                raise ApiError("GET /metrics", resp)
+            return resp.text
+
+        result = wait_drained(scrape, timeout_s=timeout)
+        log.info("%s: %s", label, result.describe())
+        if result.waited_s >= 5 or not result.drained:
+            self.progress.message(f"{label}: {result.describe()}")
+        self.events.emit(
+            "settle.drained",
+            label=label,
+            drained=result.drained,
+            seconds=round(result.waited_s, 3),
+            scrapes=result.scrapes,
+            queues=result.queues,
+            **({"busy": result.busy} if result.busy else {}),
+            **({"error": result.error} if result.error else {}),
+        )
 
     def _take_profiles(self, *, step: int, crds: int, phase: str | None = None) -> None:
         # CPU is sampled while a step installs (see _start_cpu_profile), not while idle.

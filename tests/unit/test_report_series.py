@@ -58,6 +58,21 @@ def test_phase_intervals_close_on_established_settle_seconds_and_crash():
     ]
 
 
+def test_settle_phase_lasts_until_its_queue_wait_ended():
+    rows = [
+        (0, "run.start", {}),
+        (2, "metrics.start", {}),
+        (3, "settle.start", {"label": "baseline", "seconds": 5}),
+        (8.5, "settle.drained", {"label": "baseline", "drained": True, "seconds": 0.5}),
+        (10, "step.start", {"step": 1, "crds_before": 0, "crds_in_step": 40}),
+        (15, "settle.start", {"label": "step 1", "seconds": 5}),
+        (62, "settle.drained", {"label": "step 1", "drained": True, "seconds": 42}),
+        (63, "step.end", {"step": 1, "crds": 40}),
+    ]
+    phases = series.phase_intervals(_events(rows))
+    assert [(r.step, r.start_s, r.end_s) for r in phases.itertuples()] == [(0, 1.0, 6.5), (1, 13.0, 60.0)]
+
+
 def test_crd_count_steps_jumps_when_a_step_is_created_and_reaches_the_end():
     steps = series.crd_count_steps(EVENTS)
     assert steps["crds"].tolist() == [0, 40, 40]
