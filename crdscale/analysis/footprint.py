@@ -254,9 +254,9 @@ def lognormal_interval(mean: float, var: float, q: float) -> tuple[float, float,
 
 
 @dataclass
-class PeakRatio:
-    """Peak RSS growth over settled RSS growth (:data:`RSS_DEFINITIONS`), lognormal: ``log_mean`` and
-    ``log_var`` of ``log(peak / settled)`` over ``runs`` runs (``dof = runs - 1``)."""
+class _LogNormalOverRuns:
+    """A positive quantity measured once per run, lognormal: ``log_mean`` and ``log_var`` of its log
+    over ``runs`` runs (``dof = runs - 1``); how model files store it."""
 
     log_mean: float
     log_var: float
@@ -270,22 +270,19 @@ class PeakRatio:
         return {"log_mean": self.log_mean, "log_var": self.log_var, "runs": self.runs}
 
     @classmethod
-    def from_dict(cls, data: Mapping[str, Any]) -> PeakRatio:
+    def from_dict(cls, data: Mapping[str, Any]):
         return cls(float(data["log_mean"]), float(data["log_var"]), int(data["runs"]))
 
 
 @dataclass
-class PeakExcess:
-    """Peak RSS growth minus settled RSS growth (:data:`RSS_DEFINITIONS`), bytes, lognormal:
-    ``log_mean`` and ``log_var`` of ``log(peak - settled)`` over ``runs`` runs (``dof = runs - 1``)."""
+class PeakRatio(_LogNormalOverRuns):
+    """Peak RSS growth over settled RSS growth (:data:`RSS_DEFINITIONS`): ``log(peak / settled)``
+    (format-3 models; read, no longer fitted)."""
 
-    log_mean: float
-    log_var: float
-    runs: int
 
-    @property
-    def dof(self) -> int:
-        return self.runs - 1
+@dataclass
+class PeakExcess(_LogNormalOverRuns):
+    """Peak RSS growth minus settled RSS growth (:data:`RSS_DEFINITIONS`), bytes: ``log(peak - settled)``."""
 
     def moments(self) -> tuple[float, float]:
         """Mean and variance of a new run's excess (bytes): the lognormal's, its log-variance
@@ -293,13 +290,6 @@ class PeakExcess:
         s2 = self.log_var * (1 + 1 / self.runs)
         mean = math.exp(self.log_mean + s2 / 2)
         return mean, mean**2 * math.expm1(s2)
-
-    def to_dict(self) -> dict[str, Any]:
-        return {"log_mean": self.log_mean, "log_var": self.log_var, "runs": self.runs}
-
-    @classmethod
-    def from_dict(cls, data: Mapping[str, Any]) -> PeakExcess:
-        return cls(float(data["log_mean"]), float(data["log_var"]), int(data["runs"]))
 
 
 def fit_peak_excess(growths: Sequence[tuple[float, float]]) -> PeakExcess:
