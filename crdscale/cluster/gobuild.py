@@ -19,6 +19,7 @@ import fcntl
 import json
 import logging
 import os
+import re
 import shutil
 import subprocess
 import threading
@@ -158,6 +159,42 @@ def _log_tail(path: Path, lines: int = 15) -> str:
         return ""
 
 
+# How `go mod tidy` reports a module version the proxy (or its checksum database) does not serve:
+#   k8s.io/endpointslice@v0.32.13: reading https://proxy.golang.org/k8s.io/endpointslice/@v/v0.32.13.zip: 403 Forbidden
+#   k8s.io/cluster-bootstrap@v0.31.14: verifying module: ...: reading https://.../lookup/...: 404 Not Found
+# A mirror can hold k8s.io/kubernetes@V and lack some of its staging modules at V, so the version
+# check passes and only the build finds out.
+_UNSERVED = re.compile(
+    r"(?P<module>[\w.\-/]+@v[\w.\-+]+): (?:verifying module: \S+: )?reading https?://\S+: (?P<code>40[34])"
+)
+
+
+def unserved_modules(log_text: str) -> list[str]:
+    """The ``module@version``s a failed ``go mod tidy`` could not get from the module proxy or its
+    checksum database, in the order the log names them, each once."""
+    seen: dict[str, None] = {}
+    for m in _UNSERVED.finditer(log_text):
+        seen.setdefault(m.group("module"), None)
+    return list(seen)
+
+
+def _failure_reason(step: str, log_path: Path) -> str:
+    """What to say after 'step failed': the modules the proxy does not serve, when that is why."""
+    if step != "go mod tidy":
+        return ""
+    try:
+        missing = unserved_modules(log_path.read_text(errors="replace"))
+    except OSError:
+        return ""
+    if not missing:
+        return ""
+    more = f" and {len(missing) - 1} more" if len(missing) > 1 else ""
+    return (
+        f": the Go module proxy does not serve {missing[0]}{more} (a mirror can lack a release's staging "
+        f"modules); choose another patch release of the same minor"
+    )
+
+
 def build(program: GoProgram, *, names: Sequence[str] | None = None) -> Path:
     """Build the binaries ``names`` of ``program`` (default: all of them) that its cache
     directory lacks, in one ``go build``; return the primary binary's path (which exists
@@ -215,7 +252,8 @@ def build(program: GoProgram, *, names: Sequence[str] | None = None) -> Path:
                 rc = _run_with_heartbeat(cmd, cwd=src, env=env, output=output, started=started, step=step)
                 if rc != 0:
                     raise BinaryError(
-                        f"building {what}: step '{step}' failed (exit {rc}); see {program.log_path}",
+                        f"building {what}: step '{step}' failed (exit {rc})"
+                        f"{_failure_reason(step, program.log_path)}; see {program.log_path}",
                         details=_log_tail(program.log_path),
                     )
         for name in missing:

@@ -120,3 +120,30 @@ def test_instance_whose_starter_died_before_any_server_is_stale(tmp_path, monkey
         {"name": "y", "status": "starting", "created_at": "2026-01-01T00:00:01Z", "starter": me, "processes": []},
     )
     assert {i.name: i.status for i in list_instances()} == {"x": "stale", "y": "starting"}
+
+
+# Recorded from `go mod tidy` of kube-apiserver v1.32.13 and v1.31.14 against this machine's module
+# proxy (2026-11-24): a mirror that serves k8s.io/kubernetes@V but not all of its staging modules.
+TIDY_UNSERVED_LOG = """\
+go: crdscale.local/kube-apiserver/cmd/kube-controller-manager imports
+\tk8s.io/kubernetes/pkg/controller/endpointslice imports
+\tk8s.io/endpointslice/metrics: k8s.io/endpointslice@v0.32.13: reading https://proxy.golang.org/k8s.io/endpointslice/@v/v0.32.13.zip: 403 Forbidden
+\tserver response: This module version is not available.
+\tk8s.io/endpointslice/util: k8s.io/endpointslice@v0.32.13: reading https://proxy.golang.org/k8s.io/endpointslice/@v/v0.32.13.zip: 403 Forbidden
+\tk8s.io/cluster-bootstrap/util/tokens: k8s.io/cluster-bootstrap@v0.31.14: verifying module: k8s.io/cluster-bootstrap@v0.31.14: reading https://proxy.golang.org/sumdb/sum.golang.org/lookup/k8s.io/cluster-bootstrap@v0.31.14: 404 Not Found
+"""
+
+
+def test_a_tidy_failure_names_the_modules_the_proxy_does_not_serve(tmp_path):
+    from crdscale.cluster.gobuild import _failure_reason, unserved_modules
+
+    assert unserved_modules(TIDY_UNSERVED_LOG) == ["k8s.io/endpointslice@v0.32.13", "k8s.io/cluster-bootstrap@v0.31.14"]
+    log_file = tmp_path / "build.log"
+    log_file.write_text(TIDY_UNSERVED_LOG)
+    reason = _failure_reason("go mod tidy", log_file)
+    assert "does not serve k8s.io/endpointslice@v0.32.13 and 1 more" in reason
+    assert "another patch release" in reason
+    # A compile error is not the proxy's: nothing is added.
+    assert _failure_reason("go build", log_file) == ""
+    log_file.write_text("./main.go:3:1: syntax error\n")
+    assert _failure_reason("go mod tidy", log_file) == ""
