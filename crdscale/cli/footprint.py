@@ -248,10 +248,24 @@ def _definitions() -> dict[str, str]:
     return {**DEFINITIONS, **RSS_DEFINITIONS, **{f"state {k}": v for k, v in STATE_DEFINITIONS.items()}}
 
 
-def _explain(args: argparse.Namespace) -> int:
+def _choose(args: argparse.Namespace):
+    """The model for --kube-version/--model/--shipped; a shipped model of another patch release of the
+    same minor stands in for a version none was shipped for, with a warning that says so."""
     from crdscale.footprint_models import choose_model
 
-    chosen = choose_model(args.kube_version, path=args.model, shipped_only=args.shipped)
+    chosen = choose_model(args.kube_version, path=args.model, shipped_only=args.shipped, same_minor=True)
+    if chosen.stands_in_for:
+        log.warning(
+            f"no model shipped for kube-apiserver v{chosen.stands_in_for}; using v{chosen.model.kube_version}'s "
+            f"(same minor release; 'crdscale footprint --calibrate --kube-version {chosen.stands_in_for}' fits "
+            f"its own)"
+        )
+    return chosen
+
+
+def _explain(args: argparse.Namespace) -> int:
+
+    chosen = _choose(args)
     model = chosen.model
     if args.output == "json":
         _print_json(
@@ -410,6 +424,8 @@ def _model_json(chosen) -> dict[str, Any]:
     return {
         "origin": chosen.origin,
         "path": str(chosen.path),
+        # The version asked for when this model is another patch release's of its minor (else null).
+        "stands_in_for": chosen.stands_in_for,
         "features": model.features,
         "provenance": _provenance(chosen),
         "ranges": model.ranges,
@@ -445,9 +461,8 @@ def _predict(args: argparse.Namespace) -> int:
         prediction_rows,
         top_crds,
     )
-    from crdscale.footprint_models import choose_model
 
-    chosen = choose_model(args.kube_version, path=args.model, shipped_only=args.shipped)
+    chosen = _choose(args)
     model = chosen.model
     if args.state not in _available_states(chosen):
         raise UsageError(
@@ -517,9 +532,8 @@ def _predict(args: argparse.Namespace) -> int:
 
 def _difference(args: argparse.Namespace) -> int:
     from crdscale.analysis.footprint import crd_costs, predict_difference
-    from crdscale.footprint_models import choose_model
 
-    chosen = choose_model(args.kube_version, path=args.model, shipped_only=args.shipped)
+    chosen = _choose(args)
     model = chosen.model
     old, new = (_read_set(args, s) for s in args.sources)
     old_f, new_f = old.features(), new.features()

@@ -37,10 +37,28 @@ def _file_name(version: str) -> str:
     return f"v{version.lstrip('v')}.json"
 
 
+def _version_key(version: str) -> tuple[int, ...]:
+    return tuple(int(p) if p.isdigit() else -1 for p in version.lstrip("v").split("."))
+
+
 def shipped_versions() -> list[str]:
-    """Versions with shipped coefficients, e.g. ``["1.24.0", "1.37.1"]``."""
+    """Versions with shipped coefficients, oldest first, e.g. ``["1.24.0", "1.24.17", "1.37.1"]``."""
     names = [p.name for p in resources.files(__name__).iterdir() if p.name.endswith(".json")]
-    return sorted(n[1 : -len(".json")] for n in names if n.startswith("v"))
+    return sorted((n[1 : -len(".json")] for n in names if n.startswith("v")), key=_version_key)
+
+
+def same_minor_shipped(version: str) -> str | None:
+    """The shipped version of ``version``'s minor release nearest to its patch, or None. A patch release
+    keeps a minor's code paths (watch cache, OpenAPI aggregation), so its model stands in with a note;
+    another minor's does not (v1.24 rebuilds the whole OpenAPI spec per CRD, v1.28+ aggregate lazily)."""
+
+    def patch(v: str) -> int:
+        key = _version_key(v)
+        return key[2] if len(key) > 2 else 0
+
+    minor = _version_key(version)[:2]
+    same = [v for v in shipped_versions() if _version_key(v)[:2] == minor]
+    return min(same, key=lambda v: abs(patch(v) - patch(version)), default=None)
 
 
 def shipped_path(version: str) -> Path:
@@ -109,6 +127,8 @@ class ChosenModel:
     path: Path
     # How the states besides served follow from its prediction (None: only served can be predicted).
     states: StateTerms | None = None
+    # The version asked for, when a shipped model of another patch release of its minor stands in.
+    stands_in_for: str | None = None
 
     def describe(self) -> str:
         """One line: which model, from where, fitted on what, on which machine, when."""
@@ -118,15 +138,24 @@ class ChosenModel:
             CALIBRATED: f"calibrated on this machine ({self.path})",
             FILE: f"from {self.path}",
         }[self.origin]
+        standing_in = (
+            f" (v{self.model.kube_version}'s, standing in for v{self.stands_in_for}: same minor release)"
+            if self.stands_in_for
+            else ""
+        )
         return (
-            f"model: {made}; {' + '.join(self.model.features)}, fitted on {prov.get('experiment', '?')}, "
-            f"{prov.get('machine', '?')}, {prov.get('date', '?')}"
+            f"model: {made}{standing_in}; {' + '.join(self.model.features)}, fitted on "
+            f"{prov.get('experiment', '?')}, {prov.get('machine', '?')}, {prov.get('date', '?')}"
         )
 
 
-def choose_model(version: str, *, path: str | Path | None = None, shipped_only: bool = False) -> ChosenModel:
+def choose_model(
+    version: str, *, path: str | Path | None = None, shipped_only: bool = False, same_minor: bool = False
+) -> ChosenModel:
     """The model for kube-apiserver ``version``: the file ``path`` when given, else the one
-    calibrated on this machine (unless ``shipped_only``), else the shipped one.
+    calibrated on this machine (unless ``shipped_only``), else the shipped one; with ``same_minor``,
+    when none of ``version`` itself was shipped, the shipped one of the nearest patch release of its
+    minor (:func:`same_minor_shipped`; ``stands_in_for`` says so).
 
     Raises UsageError when there is none, or when ``path`` holds a model of another version.
     """
@@ -140,6 +169,10 @@ def choose_model(version: str, *, path: str | Path | None = None, shipped_only: 
     if not shipped_only and calibrated.is_file():
         return ChosenModel(read_model(calibrated), CALIBRATED, calibrated, read_states(version))
     shipped = shipped_path(version)
+    stand_in = same_minor_shipped(version) if same_minor and not shipped.is_file() else None
+    if stand_in:
+        path = shipped_path(stand_in)
+        return ChosenModel(read_model(path), SHIPPED, path, read_states(stand_in), stands_in_for=version)
     if not shipped.is_file():
         known = ", ".join(shipped_versions()) or "none"
         raise UsageError(

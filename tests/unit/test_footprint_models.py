@@ -172,3 +172,26 @@ def test_footprint_cli_with_the_shipped_models(crds, calibrated_dir, tmp_path, c
     assert main(["footprint", str(crds), "--kube-version", "0.1.0"]) == 2
     assert main(["footprint"]) == 2 and main(["footprint", str(crds), "--calibrate"]) == 2
     assert main(["footprint", str(crds), "--out", "x"]) == 2
+
+
+def test_a_patch_release_without_a_model_borrows_its_minors_nearest_one(calibrated_dir, monkeypatch):
+    monkeypatch.setattr(footprint_models, "shipped_versions", lambda: ["1.24.0", "1.24.17", "1.37.1"])
+    assert footprint_models.same_minor_shipped("1.24.3") == "1.24.0"
+    assert footprint_models.same_minor_shipped("v1.24.15") == "1.24.17"
+    assert footprint_models.same_minor_shipped("1.37.4") == "1.37.1"
+    assert footprint_models.same_minor_shipped("1.30.0") is None  # another minor never stands in
+    chosen = choose_model("1.37.4", same_minor=True)
+    assert chosen.stands_in_for == "1.37.4" and chosen.model.kube_version == "1.37.1"
+    assert "standing in for v1.37.4" in chosen.describe()
+    assert choose_model("1.37.1", same_minor=True).stands_in_for is None
+    with pytest.raises(UsageError, match="no footprint coefficients for kube-apiserver v1.37.4"):
+        choose_model("1.37.4")  # only when asked: the scripts that refit a version want that version
+    with pytest.raises(UsageError, match="no footprint coefficients"):
+        choose_model("1.30.0", same_minor=True)
+
+
+def test_the_footprint_cli_says_when_another_patch_releases_model_stands_in(crds, capsys, caplog):
+    assert main(["footprint", str(crds), "--kube-version", "1.37.9", "-o", "json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert out["model"]["stands_in_for"] == "1.37.9" and out["kube_version"] == "1.37.1"
+    assert "no model shipped for kube-apiserver v1.37.9; using v1.37.1's" in caplog.text
