@@ -51,7 +51,8 @@ import tempfile
 import time
 from pathlib import Path
 
-from crdscale.analysis.footprint import RSS, RSS_PEAK, TOTAL, final_growth, training_rows
+from crdscale.analysis.footprint import RSS, RSS_PEAK, final_growth, training_rows
+from crdscale.analysis.targets import TOTAL
 from crdscale.cli.common import run_with_progress
 from crdscale.crds.generate import generate_crds, preset, write_crds
 from crdscale.paths import runs_dir

@@ -26,7 +26,8 @@ import argparse
 import sys
 from pathlib import Path
 
-from crdscale.analysis.footprint import RSS, TOTAL, final_growth, fit_peak_excess, predict, training_rows
+from crdscale.analysis.footprint import RSS, final_growth, fit_peak_excess, predict, training_rows
+from crdscale.analysis.targets import TOTAL
 from crdscale.errors import CrdscaleError, UsageError
 from crdscale.footprint_models import choose_model, read_model, shipped_path, write_model
 from crdscale.scenario.calibrate import fit_runs, read_rss_growth, read_run_input, run_dirs_of

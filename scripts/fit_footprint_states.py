@@ -34,7 +34,7 @@ from pathlib import Path
 import numpy as np
 
 from crdscale.analysis.footprint import StateTerms, features_from_summary, fit_openapi_v2_term
-from crdscale.analysis.percrd import TOTAL
+from crdscale.analysis.targets import TOTAL
 from crdscale.errors import CrdscaleError, UsageError
 from crdscale.footprint_models import states_path
 from crdscale.fsutil import write_atomic

@@ -524,7 +524,7 @@ def run_facts(path: Path) -> dict:
     percrd = path / "analysis" / "percrd.csv"
     if percrd.is_file():
         table = pd.read_csv(percrd)
-        from crdscale.analysis.percrd import TOTAL
+        from crdscale.analysis.targets import TOTAL
 
         heap = table[(table["metric"] == "bytes") & (table["cause"] == TOTAL)]
         facts["heap_per_crd_kb"] = {

@@ -34,10 +34,11 @@ import numpy as np
 import pandas as pd
 
 from crdscale.analysis.intervals import Estimate, difference, growth_fit, replicate_mean
-from crdscale.analysis.percrd import TOTAL, fit_per_crd, fit_series_per_crd, heap_resolution, phase_points
+from crdscale.analysis.percrd import fit_per_crd, fit_series_per_crd, heap_resolution, phase_points
 from crdscale.analysis.perobject import cost_moved
 from crdscale.analysis.pprof import diff
 from crdscale.analysis.process import end_values, points_by_source, process_source
+from crdscale.analysis.targets import TOTAL
 from crdscale.errors import UsageError
 
 if TYPE_CHECKING:

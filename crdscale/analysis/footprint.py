@@ -49,6 +49,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from crdscale.analysis.intervals import t_quantile
+from crdscale.analysis.targets import TOTAL
 from crdscale.schema import measure_schema
 from crdscale.units import is_missing
 
@@ -57,8 +58,7 @@ if TYPE_CHECKING:
 
 # pandas is imported where a function returns or reads DataFrames, not here: a prediction
 # (`crdscale footprint`) needs none, and importing it (with pyarrow) is ~0.4 s of the ~3 s a
-# provider's prediction takes. The same name as crdscale.analysis.percrd.TOTAL, which imports pandas.
-TOTAL = "total"
+# provider's prediction takes (hence TOTAL from crdscale.analysis.targets, not percrd).
 
 # Features a model may use, in the order they are reported; max_depth describes, it does not add up.
 # properties_squared (the sum over served versions of their property count squared) is there for

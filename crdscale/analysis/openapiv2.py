@@ -30,7 +30,8 @@ import numpy as np
 import pandas as pd
 
 from crdscale.analysis.intervals import growth_fit
-from crdscale.analysis.percrd import TOTAL, heap_resolution
+from crdscale.analysis.percrd import heap_resolution
+from crdscale.analysis.targets import TOTAL
 
 OPENAPI_V2_PHASE = "openapiv2"
 COLUMNS = [

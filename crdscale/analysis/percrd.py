@@ -36,9 +36,9 @@ from crdscale.analysis.intervals import (
     t_quantile,
 )
 from crdscale.analysis.pprof.decode import Profile
+from crdscale.analysis.targets import TOTAL
 from crdscale.errors import UsageError
 
-TOTAL = "total"
 # Profile phases in the order a step takes them: installed (Established, not yet served), served (the
 # step's end) and openapiv2 (after a client fetched /openapi/v2, scenario key profiles.openapi_v2).
 PHASES = ("installed", "served", "openapiv2")

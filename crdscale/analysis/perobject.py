@@ -28,8 +28,8 @@ import numpy as np
 import pandas as pd
 
 from crdscale.analysis.intervals import GO_HEAP_SAMPLING_RATE, increments_estimate
+from crdscale.analysis.targets import TOTAL
 
-TOTAL = "total"
 # The server's own estimate of what a resource's objects take in etcd (summed serialized sizes).
 SIZE_ESTIMATE_METRIC = "apiserver_resource_size_estimate_bytes"
 

@@ -289,6 +289,7 @@ def explain_lines(chosen) -> list[str]:
     import textwrap
 
     from crdscale.analysis.footprint import ERROR_SCALE, RSS, PeakExcess
+    from crdscale.analysis.targets import TOTAL
 
     model, prov = chosen.model, _provenance(chosen)
     out = [f"Footprint model of kube-apiserver v{model.kube_version} ({chosen.origin}: {chosen.path})", "Definitions:"]
@@ -301,7 +302,7 @@ def explain_lines(chosen) -> list[str]:
     ranges = ", ".join(f"{k} {v[0]:,.0f}-{v[1]:,.0f}" for k, v in model.ranges.items())
     if ranges:
         out.append(f"Fitted on: {ranges} (outside it a prediction warns that it extrapolates).")
-    for target in ("total", RSS):
+    for target in (TOTAL, RSS):
         if target in model.targets:
             m = model.targets[target]
             coefs = ", ".join(f"{f} {fmt_bytes(c)}" for f, c in zip(model.features, m.coef, strict=True))
@@ -621,7 +622,8 @@ def _print_set(label: str, features: dict[str, float], skipped: dict[str, int]) 
 
 def _print_rows(rows: dict[str, dict[str, float | None]], *, signed: bool = False) -> None:
     """Total and RSS first, then causes by size; the small ones summed on one line (one screen)."""
-    from crdscale.analysis.footprint import RSS, RSS_PEAK, TOTAL
+    from crdscale.analysis.footprint import RSS, RSS_PEAK
+    from crdscale.analysis.targets import TOTAL
 
     def line(name: str, v: dict[str, float | None]) -> None:
         interval = "" if v["low"] is None else f"  [{fmt_bytes(v['low'])}, {fmt_bytes(v['high'])}]"

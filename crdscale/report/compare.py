@@ -29,7 +29,7 @@ from crdscale.analysis.compare import (
     repeat_spread_table,
     series_table,
 )
-from crdscale.analysis.percrd import TOTAL
+from crdscale.analysis.targets import TOTAL
 from crdscale.errors import UsageError
 from crdscale.report.findings import (
     KIND_LABELS,

@@ -11,6 +11,7 @@ from dataclasses import dataclass
 
 import pandas as pd
 
+from crdscale.analysis.targets import TOTAL
 from crdscale.report import plots
 
 MEMORY_LINES = ("rss", "heap_inuse", "heap_alloc", "stack_inuse", "gc_goal", "idle_retained")
@@ -52,7 +53,7 @@ def memory_vs_crds_figure(marks: pd.DataFrame, *, phase: str = "served"):
 def heap_by_cause_figure(points: pd.DataFrame, fits: pd.DataFrame, *, phase: str = "served"):
     """Left: stacked heap by cause against CRDs. Right: bytes per CRD by cause with 95% CIs."""
     order = list(
-        fits[(fits["phase"] == phase) & (fits["metric"] == "bytes") & (fits["cause"] != "total")].sort_values(
+        fits[(fits["phase"] == phase) & (fits["metric"] == "bytes") & (fits["cause"] != TOTAL)].sort_values(
             "per_crd", ascending=False
         )["cause"]
     )

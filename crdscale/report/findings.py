@@ -17,7 +17,8 @@ from dataclasses import dataclass, field
 
 import pandas as pd
 
-from crdscale.analysis.percrd import OTHER, TOTAL, unattributed_share
+from crdscale.analysis.percrd import OTHER, unattributed_share
+from crdscale.analysis.targets import TOTAL
 from crdscale.cluster.kubesource import describe_build
 from crdscale.units import fmt_bytes, fmt_interval, fmt_value, is_missing
 

@@ -13,6 +13,7 @@ from collections.abc import Mapping, Sequence
 import numpy as np
 import pandas as pd
 
+from crdscale.analysis.targets import TOTAL
 from crdscale.report.series import MEMORY_LABELS, MIB
 
 KIB = 2**10
@@ -221,9 +222,9 @@ def cause_colors(causes: Sequence[str]) -> dict[str, str]:
 def cause_palette(fits: pd.DataFrame, phase: str = "served", metric: str = "bytes") -> dict[str, str]:
     """Colours by cause for one run: causes ordered by per-CRD cost in ``phase`` (biggest first),
     so every figure of the run gives a cause the same colour."""
-    sel = fits[(fits["phase"] == phase) & (fits["metric"] == metric) & (fits["cause"] != "total")]
+    sel = fits[(fits["phase"] == phase) & (fits["metric"] == metric) & (fits["cause"] != TOTAL)]
     order = list(sel.sort_values("per_crd", ascending=False, kind="stable")["cause"])
-    rest = [c for c in dict.fromkeys(fits["cause"]) if c not in order and c != "total"]
+    rest = [c for c in dict.fromkeys(fits["cause"]) if c not in order and c != TOTAL]
     return cause_colors(order + rest)
 
 
@@ -239,7 +240,7 @@ def plot_cause_stack(
 ):
     """Stacked area of heap in use by cause (``crdscale.analysis.percrd`` points) against CRDs, in MiB.
     ``order``: causes bottom to top (default: largest at the last count first); zero causes left out."""
-    data = points[(points["metric"] == metric) & (points["cause"] != "total")]
+    data = points[(points["metric"] == metric) & (points["cause"] != TOTAL)]
     data = data[(data["phase"] == phase) | (data["crds"] == 0)]
     table = data.pivot_table(index="crds", columns="cause", values="value", aggfunc="last").sort_index().fillna(0)
     if order is None:
@@ -272,7 +273,7 @@ def plot_per_crd_bars(
 ):
     """Horizontal bars of ``per_crd`` by cause with ``per_crd_low``/``per_crd_high`` error bars,
     KiB per CRD (objects per CRD for ``metric="objects"``); biggest on top, total left out."""
-    data = fits[(fits["phase"] == phase) & (fits["metric"] == metric) & (fits["cause"] != "total")]
+    data = fits[(fits["phase"] == phase) & (fits["metric"] == metric) & (fits["cause"] != TOTAL)]
     data = data[data["per_crd"].abs() > 0]
     if min_share > 0:
         data = data[(data["share"].abs() >= min_share) | (data["cause"] == "other")]

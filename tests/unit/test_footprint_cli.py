@@ -242,6 +242,32 @@ def test_text_output_fits_one_screen(tmp_path, capsys):
     assert "RSS, settled" in out and "make half of it" in out and "CRDs fit, cheapest first" in out
 
 
+def test_prediction_imports_neither_pandas_nor_scipy(tmp_path):
+    """A prediction needs no DataFrame: pandas (with pyarrow) and scipy are ~0.4 CPU-s of its ~2.5 s, so
+    the names it shares with the DataFrame analyses (crdscale.analysis.targets) come from a module that
+    imports nothing. A fresh interpreter, because this test session has imported them all."""
+    import os
+    import subprocess
+    import sys
+
+    folder = _set(tmp_path, "set", {"k1": 1, "k2": 2})
+    probe = (
+        "import sys; from crdscale.cli.main import main; code = main(sys.argv[1:]); "
+        "print(sorted(m for m in ('pandas', 'scipy', 'pyarrow') if m in sys.modules), code, file=sys.stderr)"
+    )
+    root = Path(__file__).resolve().parents[2]
+    proc = subprocess.run(
+        [sys.executable, "-c", probe, "footprint", str(folder), "--shipped"],
+        capture_output=True,
+        text=True,
+        env={**os.environ, "PYTHONPATH": str(root)},
+        timeout=120,
+        check=True,
+    )
+    assert "heap, total" in proc.stdout
+    assert proc.stderr.strip().splitlines()[-1] == "[] 0"
+
+
 # -- a live cluster, read-only
 
 

@@ -7,8 +7,9 @@ import pandas as pd
 import pytest
 
 from crdscale.analysis.openapiv2 import openapi_v2_per_crd, step_differences
-from crdscale.analysis.percrd import TOTAL, fit_per_crd, profile_points
+from crdscale.analysis.percrd import fit_per_crd, profile_points
 from crdscale.analysis.pprof.testing import encode_profile, synthetic_profile
+from crdscale.analysis.targets import TOTAL
 from crdscale.cli.main import main
 from crdscale.errors import UsageError
 from crdscale.rundir import RunWriter
