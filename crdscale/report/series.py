@@ -85,7 +85,8 @@ def phase_intervals(events: pd.DataFrame, start: pd.Timestamp | None = None) -> 
     ``install.start`` until the step's CRDs are Established (``established``,
     else ``install.end``); ``serve`` from ``serve.start`` to ``serve.end``;
     ``settle`` for the ``seconds`` its ``settle.start`` announced, or until its
-    ``settle.drained`` (the wait for kube-apiserver's work queues). A phase a
+    ``settle.drained`` (the wait for kube-apiserver's work queues; a run recorded
+    before ``settle.start`` was written with 0 seconds has only that wait). A phase a
     crash left open ends at the last event.
     """
     columns = ["phase", "step", "start", "end", "start_s", "end_s"]
@@ -116,10 +117,28 @@ def phase_intervals(events: pd.DataFrame, start: pd.Timestamp | None = None) -> 
                     close = close[close["kind"] == "established"]
                 end = close["ts"].iloc[0] if len(close) else last
             rows.append((phase, int(step), event["ts"], end))
+    rows += _unopened_settles(events, step_of)
     frame = pd.DataFrame(rows, columns=columns[:4]).sort_values("start", kind="stable").reset_index(drop=True)
     frame["start_s"] = elapsed(frame["start"], start) if len(frame) else []
     frame["end_s"] = elapsed(frame["end"], start) if len(frame) else []
     return frame
+
+
+def _unopened_settles(events: pd.DataFrame, step_of: np.ndarray) -> list[tuple]:
+    """Settle phases of runs recorded before settle.start was written with 0 seconds: a
+    settle.drained with no settle.start of its label before it began its ``seconds`` earlier."""
+    if "label" not in events:
+        return []
+    rows, opened = [], set()
+    for i, (kind, label) in enumerate(zip(events["kind"], events["label"])):
+        if kind == "settle.start":
+            opened.add(label)
+        elif kind == "settle.drained" and label not in opened:
+            end = events["ts"].iloc[i]
+            waited = events["seconds"].iloc[i] if "seconds" in events else 0.0
+            waited = float(waited) if pd.notna(waited) else 0.0
+            rows.append(("settle", int(step_of[i]), end - pd.Timedelta(seconds=waited), end))
+    return rows
 
 
 def _current_step(events: pd.DataFrame) -> np.ndarray:

@@ -78,7 +78,13 @@ EVENT_KINDS: dict[str, EventKind] = {
             "a /metrics job moved to a longer scrape interval: its scrapes outlasted the old one "
             "(reason `scrape duration`) or cost kube-apiserver more than its CPU budget (`cpu budget`)",
         ),
-        EventKind("settle.start", ("label", "seconds"), (), "the runner waits `seconds` before profiling"),
+        EventKind(
+            "settle.start",
+            ("label", "seconds"),
+            (),
+            "the runner waits `seconds` (0: none) before profiling, then for the work queues (settle.drained); "
+            "recorded at every settle",
+        ),
         EventKind(
             "settle.drained",
             ("label", "drained", "seconds"),

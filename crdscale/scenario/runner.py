@@ -687,8 +687,9 @@ class ScenarioRunner:
 
     def _settle(self, label: str) -> None:
         seconds = float(self.scenario.steps["settle_seconds"])
+        # Recorded with seconds 0 too: every settle, and so every settle.drained, has its start mark.
+        self.events.emit("settle.start", label=label, seconds=seconds)
         if seconds > 0:
-            self.events.emit("settle.start", label=label, seconds=seconds)
             time.sleep(seconds)
         if self.scenario.steps.get("settle_queues", True):
             self._wait_queues(label)

@@ -44,6 +44,10 @@ def test_settle_waits_for_the_crd_queues_and_records_it(tmp_path: Path, version:
     for e in drained:
         assert e["drained"] is True and 0 <= e["seconds"] < 300 and e["scrapes"] >= 2, e
         assert "open_api_aggregation_controller" in e["queues"] and "crd_openapi_controller" in e["queues"]
+    # settle_seconds = 0 still records each settle's start mark, before its wait.
+    settles = [(e["kind"], e["label"]) for e in events if e["kind"] in ("settle.start", "settle.drained")]
+    assert settles == [(k, label) for label in ("baseline", "step 1") for k in ("settle.start", "settle.drained")]
+    assert all(e["seconds"] == 0 for e in events if e["kind"] == "settle.start")
     # The profile is taken after the wait ended.
     kinds = [e["kind"] for e in events]
     step_drained = kinds.index("settle.drained", kinds.index("step.start"))

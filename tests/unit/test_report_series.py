@@ -225,3 +225,31 @@ def test_hold_after_the_last_step_is_a_phase():
     )
     hold = series.phase_intervals(events).set_index("phase").loc["hold"]
     assert hold["start_s"] == 5 and hold["end_s"] == 35
+
+
+def test_a_zero_second_settle_opens_its_queue_wait():
+    rows = [
+        (0, "run.start", {}),
+        (2, "metrics.start", {}),
+        (3, "settle.start", {"label": "baseline", "seconds": 0}),
+        (4, "settle.drained", {"label": "baseline", "drained": True, "seconds": 1}),
+        (10, "step.start", {"step": 1, "crds_before": 0, "crds_in_step": 40}),
+        (15, "settle.start", {"label": "step 1", "seconds": 0}),
+        (15, "step.end", {"step": 1, "crds": 40}),  # settle_queues = false: nothing after the mark
+    ]
+    phases = series.phase_intervals(_events(rows))
+    assert [(r.step, r.start_s, r.end_s) for r in phases.itertuples()] == [(0, 1.0, 2.0), (1, 13.0, 13.0)]
+
+
+def test_a_queue_wait_recorded_without_its_settle_start_is_still_settling():
+    # Runs recorded before settle.start was written for settle_seconds = 0 have the wait only.
+    rows = [
+        (0, "run.start", {}),
+        (2, "metrics.start", {}),
+        (4, "settle.drained", {"label": "baseline", "drained": True, "seconds": 1}),
+        (10, "step.start", {"step": 1, "crds_before": 0, "crds_in_step": 40}),
+        (15, "settle.start", {"label": "step 1", "seconds": 5}),
+        (62, "settle.drained", {"label": "step 1", "drained": True, "seconds": 42}),
+    ]
+    phases = series.phase_intervals(_events(rows))
+    assert [(r.step, r.start_s, r.end_s) for r in phases.itertuples()] == [(0, 1.0, 2.0), (1, 13.0, 60.0)]
