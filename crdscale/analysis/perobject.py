@@ -96,8 +96,9 @@ def fit_per_object(points: pd.DataFrame, steps: pd.DataFrame, confidence: float 
     objects added, with a t interval from the increments' spread (NaN with one increment; for
     bytes, when no heap sample came or went, the bounds no sample allows). ``share``: the
     cause's fraction of the kind's total. The total leaves out :data:`TRANSIENT_CAUSES` (a
-    consistency check in flight is no object's cost). Returns :data:`PER_OBJECT_COLUMNS`, biggest
-    causes first and ``total`` last per kind and metric.
+    consistency check in flight is no object's cost): they are fitted and shown, with no share.
+    Returns :data:`PER_OBJECT_COLUMNS` per kind and metric: the causes held, biggest first, then the
+    transient ones, then ``total``.
     """
     points = without_transients(points)
     increments = object_increments(points, steps)
@@ -120,9 +121,13 @@ def fit_per_object(points: pd.DataFrame, steps: pd.DataFrame, confidence: float 
     totals = out[out["cause"] == TOTAL].set_index(["kind", "metric"])["per_object"]
     denominator = totals.reindex(pd.MultiIndex.from_frame(out[["kind", "metric"]])).to_numpy()
     out["share"] = np.where(denominator != 0, out["per_object"] / denominator, np.nan)
-    out["_total"] = out["cause"] == TOTAL
-    out = out.sort_values(["kind", "metric", "_total", "per_object"], ascending=[True, True, True, False])
-    return out.drop(columns="_total").reset_index(drop=True)
+    # A transient is not in the total it would be a share of (a check caught in a ConfigMap step can be
+    # many times a ConfigMap's heap, and sorted first by size): no share, and after the causes held.
+    transient = out["cause"].isin(TRANSIENT_CAUSES)
+    out.loc[transient, "share"] = np.nan
+    out["_rank"] = np.select([transient, out["cause"] == TOTAL], [1, 2], default=0)
+    out = out.sort_values(["kind", "metric", "_rank", "per_object"], ascending=[True, True, True, False])
+    return out.drop(columns="_rank").reset_index(drop=True)
 
 
 # Series read at each object step's profile, fitted per object like the heap: (job, metric) -> label.

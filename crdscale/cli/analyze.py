@@ -178,6 +178,8 @@ def render_per_object(analysis, metric: str = "bytes", confidence: float = 0.95)
     per_object = analysis.per_object
     if per_object is None or not len(per_object):
         return []
+    from crdscale.analysis.perobject import TRANSIENT_CAUSES
+
     level = f"{100 * confidence:g}% CI"
     lines = []
     for kind, fits in per_object[per_object["metric"] == metric].groupby("kind", sort=True):
@@ -188,7 +190,10 @@ def render_per_object(analysis, metric: str = "bytes", confidence: float = 0.95)
         )
         for r in fits.itertuples(index=False):
             ci = f"[{fmt_per_crd(r.per_object_low, metric)}, {fmt_per_crd(r.per_object_high, metric)}]"
-            share = "" if is_missing(r.share) else f"{100 * r.share:6.1f}%"
+            if r.cause in TRANSIENT_CAUSES:
+                share = "transient, not in total"
+            else:
+                share = "" if is_missing(r.share) else f"{100 * r.share:6.1f}%"
             lines.append(f"{r.cause:<18} {fmt_per_crd(r.per_object, metric):>14} {ci:>29} {share:>7}")
     series = per_object[per_object["metric"] == "series"]
     if len(series):

@@ -166,3 +166,32 @@ def test_a_consistency_check_in_flight_is_no_objects_cost():
     assert fits.loc[("configmaps", "total"), "per_object"] == pytest.approx(0.0)
     assert fits.loc[("customresources", "total"), "per_object"] == pytest.approx(10000)
     assert fits.loc[("configmaps", "consistency-check"), "per_object"] == pytest.approx(4500)  # shown, apart
+
+
+def test_a_transient_sorts_after_the_causes_held_with_no_share():
+    # A ConfigMap step caught the check with 9 MB in flight while ConfigMaps held 300 B each: by size it
+    # came first, at 1500 % of the total it is not in.
+    points = _points(
+        {
+            1: {"unstructured": 0.0, "configmaps": 0.0, "consistency-check": 0.0},
+            2: {"unstructured": 10e6, "configmaps": 0.0, "consistency-check": 0.0},
+            3: {"unstructured": 10e6, "configmaps": 3e5, "consistency-check": 9e6},
+            4: {"unstructured": 20e6, "configmaps": 3e5, "consistency-check": 0.0},
+            5: {"unstructured": 20e6, "configmaps": 6e5, "consistency-check": 0.0},
+        }
+    )
+    fits = perobject.fit_per_object(points, STEPS)
+    cm = fits[(fits["kind"] == "configmaps") & (fits["metric"] == "bytes")]
+    assert cm["cause"].tolist() == ["configmaps", "unstructured", "consistency-check", "total"]
+    shares = cm.set_index("cause")["share"]
+    assert shares["configmaps"] == pytest.approx(1.0) and shares["total"] == pytest.approx(1.0)
+    assert math.isnan(shares["consistency-check"])
+
+    from argparse import Namespace
+
+    from crdscale.cli.analyze import render_per_object
+
+    text = render_per_object(Namespace(per_object=fits, amplification=None, object_lists=None))
+    lines = [x for x in text if x.startswith("consistency-check")]
+    assert len(lines) == 2  # one per kind
+    assert all(x.endswith("transient, not in total") and "%" not in x for x in lines)
