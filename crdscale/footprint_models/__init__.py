@@ -4,7 +4,8 @@ Three kinds, by the way they were made:
 
 * ``shipped``: one ``v<version>.json`` per kube-apiserver version beside this file,
   fitted by ``scripts/fit_footprint.py`` on ``sweep.toml`` (also here) on crdscale's
-  reference machine;
+  reference machine, v1.37.1's also on ``benchmarks/footprint-calibration-provider-scale.toml``
+  (2,000 CRDs); each file's provenance names its runs;
 * ``calibrated``: refitted on the user's machine by ``crdscale footprint --calibrate``,
   in :func:`crdscale.paths.calibrated_models_dir`; for its version it wins over the
   shipped one, since it measured the machine it predicts for;
