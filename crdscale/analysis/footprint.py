@@ -80,12 +80,19 @@ RSS_DEFINITIONS = {
     ),
 }
 # 2: fitted on runs, not steps, with the error scaling with served versions (1 took steps as independent).
-# 3: lognormal (non-negative) intervals, the peak RSS ratio, provenance.uses; format 2 files are read
-# (they have no peak ratio: no peak RSS prediction).
+# 3: lognormal (non-negative) intervals, the peak RSS ratio, provenance.uses, error_scale; format 2 files
+# are read (they have no peak ratio: no peak RSS prediction).
 MODEL_FORMAT = 3
 READABLE_FORMATS = (2, 3)
-# What a run's misfit is proportional to: the prediction's spread grows with this feature.
-ERROR_SCALE = "served_versions"
+# What a run's misfit is proportional to (a model file's "error_scale"), so the prediction's spread grows
+# with it. PREDICTED_TOTAL: the set's predicted heap growth, a multiplicative error (each run strays from
+# the model by a share of its size); chosen by leave-one-run-out coverage on the fitting runs
+# (scripts/footprint_error_model.py): served versions gave wide-schema sets intervals of +-3 %
+# where runs strayed by 10-20 %, and 40-CRD sets intervals of x15. SERVED_VERSIONS: models fitted before.
+PREDICTED_TOTAL = "predicted_total"
+SERVED_VERSIONS = "served_versions"
+ERROR_SCALES = (PREDICTED_TOTAL, SERVED_VERSIONS)
+ERROR_SCALE = PREDICTED_TOTAL  # what new fits use
 
 
 def crd_features(crd: Mapping[str, Any]) -> dict[str, float]:
@@ -210,7 +217,8 @@ def final_growth(rows: pd.DataFrame) -> pd.DataFrame:
 @dataclass
 class LinearModel:
     """``y = x . coef`` with ``cov`` (coefficients' covariance) and ``sigma2``, the variance of a
-    new run's misfit per unit of :data:`ERROR_SCALE`, on ``dof`` degrees of freedom."""
+    new run's misfit per unit of its model's error scale (:data:`ERROR_SCALES`), on ``dof`` degrees of
+    freedom."""
 
     coef: list[float]
     cov: list[list[float]]
@@ -219,7 +227,7 @@ class LinearModel:
 
     def moments(self, x: Sequence[float], scale: float) -> tuple[float, float]:
         """Mean and variance of a new run's value for a set with features ``x`` and size ``scale``
-        (its :data:`ERROR_SCALE`): the coefficients' uncertainty plus the runs' misfit; NaN
+        (:meth:`FootprintModel.error_size`): the coefficients' uncertainty plus the runs' misfit; NaN
         variance without degrees of freedom."""
         x = np.asarray(x, dtype=float)
         value = float(x @ np.asarray(self.coef))
@@ -414,6 +422,23 @@ class FootprintModel:
     provenance: dict[str, Any] = field(default_factory=dict)
     ranges: dict[str, list[float]] = field(default_factory=dict)
     peak: PeakRatio | PeakExcess | None = None
+    error_scale: str = SERVED_VERSIONS  # files from before "error_scale" was read scaled with served versions
+
+    def __post_init__(self):
+        if self.error_scale not in ERROR_SCALES:
+            raise ValueError(f"footprint model error_scale {self.error_scale!r}: known are {', '.join(ERROR_SCALES)}")
+
+    def error_size(self, x) -> Any:
+        """The size a set's misfit scales with, for features ``x`` (one set, or one row per set):
+        its predicted total heap growth (never below 0), or its served versions."""
+        x = np.asarray(x, dtype=float)
+        if self.error_scale == PREDICTED_TOTAL:
+            if TOTAL not in self.targets:
+                raise ValueError("a footprint model whose error scales with its predicted total has no total")
+            return np.maximum(x @ np.asarray(self.targets[TOTAL].coef), 0.0)
+        if SERVED_VERSIONS not in self.features:
+            raise ValueError("a footprint model whose error scales with served versions does not use them")
+        return x[..., self.features.index(SERVED_VERSIONS)]
 
     def to_dict(self) -> dict[str, Any]:
         """Plain data for JSON (NaN becomes None)."""
@@ -429,7 +454,7 @@ class FootprintModel:
             "format": MODEL_FORMAT,
             "kube_version": self.kube_version,
             "features": list(self.features),
-            "error_scale": ERROR_SCALE,
+            "error_scale": self.error_scale,
             "provenance": self.provenance,
             "ranges": self.ranges,
             "peak_ratio": self.peak.to_dict() if isinstance(self.peak, PeakRatio) else None,
@@ -469,14 +494,22 @@ class FootprintModel:
             else PeakRatio.from_dict(data["peak_ratio"])
             if data.get("peak_ratio")
             else None,
+            str(data.get("error_scale") or SERVED_VERSIONS),
         )
 
 
 def fit_footprint(
-    rows: pd.DataFrame, features: Sequence[str], *, kube_version: str, provenance: Mapping[str, Any] | None = None
+    rows: pd.DataFrame,
+    features: Sequence[str],
+    *,
+    kube_version: str,
+    provenance: Mapping[str, Any] | None = None,
+    error_scale: str = ERROR_SCALE,
 ) -> FootprintModel:
     """Fit one :class:`LinearModel` per target of :func:`training_rows` over ``features``, one
-    observation per run (:func:`run_growth`), each weighted as its :data:`ERROR_SCALE`.
+    observation per run (:func:`run_growth`), each weighted by its ``error_scale``
+    (:data:`ERROR_SCALES`): for :data:`PREDICTED_TOTAL`, the run's fitted total heap growth,
+    found by reweighting the total's fit until it settles (weights start as served versions).
 
     Raises ValueError when ``features`` cannot be told apart on these runs
     (e.g. served versions per CRD never varied: drop ``served_versions`` or ``crds`` then).
@@ -488,9 +521,14 @@ def fit_footprint(
     unknown = [f for f in features if f not in FEATURES]
     if unknown:
         raise ValueError(f"unknown features {unknown} (known: {', '.join(FEATURES)})")
+    if error_scale not in ERROR_SCALES:
+        raise ValueError(f"unknown error scale {error_scale!r} (known: {', '.join(ERROR_SCALES)})")
+    growth = run_growth(rows)
+    groups = dict(tuple(growth.groupby("target", sort=False)))
+    sizes = _run_sizes(groups, features, error_scale)
     targets = {}
-    for target, group in run_growth(rows).groupby("target", sort=False):
-        size = group[ERROR_SCALE].to_numpy(dtype=float)
+    for target, group in groups.items():
+        size = group["run"].map(sizes).to_numpy(dtype=float)
         # Dividing by the size weighs each run by it: a run's misfit grows with its set.
         x = group[features].to_numpy(dtype=float) / size[:, None]
         if np.linalg.matrix_rank(x) < len(features):
@@ -501,7 +539,72 @@ def fit_footprint(
         targets[target] = fit_linear(x, group["added"].to_numpy(dtype=float) / size)
     seen = pd.DataFrame([_measures(r) for r in rows.to_dict("records")], columns=list(RANGE_MEASURES))
     ranges = {m: [float(seen[m].min()), float(seen[m].max())] for m in RANGE_MEASURES if seen[m].notna().any()}
-    return FootprintModel(kube_version, features, targets, dict(provenance or {}), ranges)
+    return FootprintModel(kube_version, features, targets, dict(provenance or {}), ranges, error_scale=error_scale)
+
+
+# Reweighting rounds for PREDICTED_TOTAL: the weights change by well under 1 % after three on the sweeps.
+_REWEIGHT_ROUNDS = 5
+
+
+def _run_sizes(groups: Mapping[str, pd.DataFrame], features: Sequence[str], error_scale: str) -> dict[str, float]:
+    """run -> the size its misfit scales with (:func:`fit_footprint`)."""
+    first = next(iter(groups.values()))
+    sizes = dict(zip(first["run"], first[SERVED_VERSIONS].astype(float)))
+    if error_scale == SERVED_VERSIONS:
+        return sizes
+    if TOTAL not in groups:
+        raise ValueError("an error scaled by the predicted total needs the total heap among the targets")
+    total = groups[TOTAL]
+    x = total[features].to_numpy(dtype=float)
+    y = total["added"].to_numpy(dtype=float)
+    # A floor keeps a run whose fitted total is about nothing from weighing as if it were exact.
+    floor = 0.01 * float(np.abs(y).max() or 1.0)
+    for _ in range(_REWEIGHT_ROUNDS):
+        w = total["run"].map(sizes).to_numpy(dtype=float)
+        coef = fit_linear(x / w[:, None], y / w).coef
+        sizes = dict(zip(total["run"], np.maximum(x @ np.asarray(coef), floor)))
+    return sizes
+
+
+def leave_one_run_out(
+    rows: pd.DataFrame,
+    features: Sequence[str],
+    *,
+    error_scale: str = ERROR_SCALE,
+    targets: Sequence[str] = (TOTAL, RSS),
+    confidence: float = 0.95,
+) -> pd.DataFrame:
+    """Each run of :func:`training_rows` predicted by a model fitted on the others: ``run, target,
+    predicted, low, high, measured`` (its :func:`final_growth`), ``error`` (relative) and ``inside``.
+    How an error model is chosen on the fitting runs alone, with no held-out set spent on it."""
+    import pandas as pd
+
+    last = final_growth(rows).set_index(["run", "target"])["added"]
+    out = []
+    for run in dict.fromkeys(rows["run"]):
+        model = fit_footprint(rows[rows["run"] != run], features, kube_version="", error_scale=error_scale)
+        mine = rows[rows["run"] == run]
+        whole = mine.loc[mine["share"].idxmax()]
+        feats = {f: float(whole[f]) / float(whole["share"]) for f in FEATURES}
+        predicted = {t: (v, lo, hi) for t, v, lo, hi in prediction_rows(model, feats, confidence)}
+        for target in targets:
+            if target not in predicted or (run, target) not in last.index:
+                continue
+            value, low, high = predicted[target]
+            measured = float(last[(run, target)])
+            out.append(
+                {
+                    "run": run,
+                    "target": target,
+                    "predicted": value,
+                    "low": low,
+                    "high": high,
+                    "measured": measured,
+                    "error": (value - measured) / measured if measured else math.nan,
+                    "inside": bool(low <= measured <= high),
+                }
+            )
+    return pd.DataFrame(out, columns=["run", "target", "predicted", "low", "high", "measured", "error", "inside"])
 
 
 def extrapolations(model: FootprintModel, features: Mapping[str, float]) -> list[str]:
@@ -526,7 +629,7 @@ def prediction_rows(
     """:func:`predict` as ``(target, value, low, high)`` tuples in its order, without pandas (what the CLI
     prints)."""
     x = [float(features[f]) for f in model.features]
-    scale = float(features[ERROR_SCALE])
+    scale = float(model.error_size(x))
     rows = [(t, *m.predict(x, scale, confidence)) for t, m in model.targets.items()]
     if model.peak is not None and RSS in model.targets:
         rows.append((RSS_PEAK, *peak_interval(model.targets[RSS], model.peak, x, scale, confidence)))
@@ -629,7 +732,7 @@ def budget_fit(
     costs = crd_costs(model, per_crd, RSS if peak else target)
     order = np.argsort(costs, kind="stable")
     x = np.cumsum(_matrix(per_crd, model.features)[order], axis=0)
-    scale = np.cumsum(_matrix(per_crd, [ERROR_SCALE])[order, 0])
+    scale = model.error_size(x)
     if peak:
         rows = [peak_interval(model.targets[RSS], model.peak, row, s, confidence) for row, s in zip(x, scale)]
         value, low, high = (np.array([r[i] for r in rows], dtype=float) for i in range(3))
@@ -660,13 +763,16 @@ def predict_difference(
     ``target, value, low, high`` (bytes; negative when the new set is smaller).
 
     The coefficients' uncertainty enters through the features' difference; the runs' misfit is
-    taken as shared by the two sets per served version (two releases of one provider, made by one
-    generator, stray from the model alike), so it scales with the difference in served versions.
+    taken as shared by the two sets (two releases of one provider, made by one generator, stray from
+    the model alike), so it scales with the difference of their error sizes
+    (:meth:`FootprintModel.error_size`: predicted totals, or served versions).
     For unrelated sets, compare two predictions instead. A difference can be negative, so its
     interval is additive (t times the standard deviation), not the lognormal of :func:`predict`;
     peak RSS is not differenced (its ratio is not known to carry to a difference)."""
-    dx = np.array([float(new[f]) - float(old[f]) for f in model.features])
-    dscale = float(new[ERROR_SCALE]) - float(old[ERROR_SCALE])
+    x_old = np.array([float(old[f]) for f in model.features])
+    x_new = np.array([float(new[f]) for f in model.features])
+    dx = x_new - x_old
+    dscale = float(model.error_size(x_new)) - float(model.error_size(x_old))
     rows = []
     for target, m in model.targets.items():
         mean, var = m.moments(dx, dscale)

@@ -289,7 +289,7 @@ def explain_lines(chosen) -> list[str]:
     import math
     import textwrap
 
-    from crdscale.analysis.footprint import ERROR_SCALE, RSS, PeakExcess
+    from crdscale.analysis.footprint import PREDICTED_TOTAL, RSS, PeakExcess
     from crdscale.analysis.targets import TOTAL
 
     model, prov = chosen.model, _provenance(chosen)
@@ -298,7 +298,13 @@ def explain_lines(chosen) -> list[str]:
         out += textwrap.wrap(text, 100, initial_indent=f"  {name + ':':<10}", subsequent_indent=" " * 12)
     out.append(
         f"Model: per target, added bytes = {' + '.join(f'c*{f}' for f in model.features)} (least squares through "
-        f"the origin, one observation per run, misfit scaling with {ERROR_SCALE})."
+        f"the origin, one observation per run, misfit "
+        + (
+            "proportional to the predicted total heap: multiplicative"
+            if model.error_scale == PREDICTED_TOTAL
+            else f"scaling with {model.error_scale}"
+        )
+        + ")."
     )
     ranges = ", ".join(f"{k} {v[0]:,.0f}-{v[1]:,.0f}" for k, v in model.ranges.items())
     if ranges:

@@ -121,9 +121,12 @@ def _sweep(run_misfit=0.0, step_noise=0.0, quadratic=0.0):
                 )
                 * misfit
             )
+            total = 0.0
             for target, share in (("openapi", 0.6), ("watch-cache", 0.4)):
                 value = 1e8 * share + share * added + (rng.normal(0, step_noise) if step_noise else 0)
                 points.append((run, crds, "served", target, value))
+                total += value
+            points.append((run, crds, "served", "total", total))
             points.append((run, crds, "served", "rss", 3e8 + 1.5 * added))
     return pd.DataFrame(points, columns=["run", "crds", "phase", "target", "value"]), feats
 
@@ -134,7 +137,7 @@ FEATS = ["crds", "served_versions", "properties"]
 def test_fit_recovers_costs_and_predicts_a_new_set():
     points, feats = _sweep()
     rows = training_rows(points, feats)
-    assert len(rows) == 6 * 4 * 3 and rows["added"].min() > 0
+    assert len(rows) == 6 * 4 * 4 and rows["added"].min() > 0
     model = fit_footprint(
         rows,
         FEATS,
@@ -157,7 +160,7 @@ def test_runs_not_steps_are_the_observations():
     model = fit_footprint(training_rows(points, feats), FEATS, kube_version="1.37.1")
     assert model.targets["openapi"].dof == len(SHAPES) - len(FEATS)  # not 6 runs x 4 steps - 3
     growth = run_growth(training_rows(points, feats))
-    assert len(growth) == len(SHAPES) * 3 and set(growth["target"]) == {"openapi", "watch-cache", "rss"}
+    assert len(growth) == len(SHAPES) * 4 and set(growth["target"]) == {"openapi", "watch-cache", "total", "rss"}
 
 
 def test_interval_of_runs_holds_a_new_runs_misfit():
