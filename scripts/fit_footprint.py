@@ -6,13 +6,16 @@ Usage:
   python scripts/fit_footprint.py --validate RUN_DIR [--model FILE]   # predicted vs measured, a run not fitted on
   python scripts/fit_footprint.py --peak RUN_OR_EXPERIMENT... [--model FILE]   # the peak RSS excess, from these runs
   python scripts/fit_footprint.py --record 'validation=RUN: what it validates' --kube-version V [--model FILE]
+  python scripts/fit_footprint.py SWEEP CELLS... --keep-from crdscale/footprint_models/vV.json --out NEW.json
 
 --peak measures peak minus settled RSS growth on each run (crdscale.analysis.footprint.rss_growths)
 and writes its lognormal excess into the model of the runs' version, recording the runs under
 provenance.uses.peak_excess. --record ROLE=TEXT adds TEXT to provenance.uses.ROLE (fitting,
 feature_selection, peak_excess, validation): the record, shipped with the model and printed by
 'crdscale footprint --explain', of which runs informed what, so a validation set is known to be
-held out.
+held out. --keep-from MODEL refits on new runs but keeps MODEL's peak excess and every
+provenance.uses role but fitting (its validation sets stay named as held out, its feature selection
+as made): for adding calibration cells to a model whose other decisions stand.
 
 The fit is crdscale's own (crdscale.scenario.calibrate.fit_runs, the one behind
 `crdscale footprint --calibrate`); this script only writes its result over the
@@ -86,6 +89,21 @@ def record(entries, version, model_file=None) -> Path:
     return write_model(model, target)
 
 
+def keep_from(model, old_path) -> None:
+    """Carry ``old_path``'s peak excess and its provenance.uses roles other than fitting into ``model``
+    (a refit on more cells: the decisions those roles record were not redone)."""
+    old = read_model(Path(old_path))
+    if old.kube_version != model.kube_version:
+        raise UsageError(f"--keep-from {old_path}: a v{old.kube_version} model, the runs are v{model.kube_version}")
+    uses = model.provenance.setdefault("uses", {})
+    for role, entries in (old.provenance.get("uses") or {}).items():
+        if role not in ("fitting", "peak_excess"):
+            uses[role] = list(entries)
+    if old.peak is not None:
+        model.peak = old.peak
+        uses["peak_excess"] = list((old.provenance.get("uses") or {}).get("peak_excess", []))
+
+
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("runs", nargs="*", help="run or experiment directories")
@@ -97,6 +115,7 @@ def main(argv=None) -> int:
     parser.add_argument("--record", action="append", metavar="ROLE=TEXT", help="add to the model's provenance.uses")
     parser.add_argument("--kube-version", help="--record: the shipped model of this version")
     parser.add_argument("--out", help="write the fitted model here instead of over the shipped one")
+    parser.add_argument("--keep-from", metavar="MODEL", help="keep this model's peak excess and provenance roles")
     args = parser.parse_args(argv)
     try:
         if args.record:
@@ -119,6 +138,8 @@ def main(argv=None) -> int:
             experiment=args.experiment or ", ".join(args.runs),
             method="scripts/fit_footprint.py",
         )
+        if args.keep_from:
+            keep_from(model, args.keep_from)
     except CrdscaleError as err:
         sys.exit(f"fit_footprint: {err}")
     print(write_model(model, args.out or shipped_path(model.kube_version)))
