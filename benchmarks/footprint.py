@@ -283,9 +283,11 @@ def validation(args) -> int:
             prediction = predicted_prefix(
                 _set_source(entry, Path(tmp)), m["kube_version"], args.shipped, m.get("crds"), args.model
             )
-            held_out = any(
-                entry["held_out_as"] in str(v)
-                for v in prediction["model"]["provenance"].get("uses", {}).get("validation", [])
+            uses = prediction["model"]["provenance"].get("uses", {})
+            # Held out: named as validation, and in no other role (a set that informed the error model,
+            # say, is no longer evidence about it).
+            held_out = any(entry["held_out_as"] in str(v) for v in uses.get("validation", [])) and not any(
+                entry["held_out_as"] in str(v) for role, items in uses.items() if role != "validation" for v in items
             )
             growth = {TOTAL: m.get("heap_bytes"), RSS: m.get("rss_settled_bytes"), RSS_PEAK: m.get("rss_peak_bytes")}
             for r in compare(prediction, growth):
