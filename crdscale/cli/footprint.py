@@ -34,13 +34,15 @@ and the server settled (at the last step's heap profile) minus RSS at 0 CRDs;
 and serving, minus the same baseline: what a memory limit must hold. Peak is
 settled growth plus a peak excess (peak minus settled growth, an install's
 transient burst, about the same for 160 and 1,800 CRDs) measured on the runs
-the model's provenance names. Intervals are lognormal with the fit's mean and variance
-(multiplicative), so none goes below zero; a cause the linear model puts at or
-below zero shows 0 with an interval from 0. Each run of the sweep counts as
-one observation, so the interval reflects how far whole runs stray from the
-model; it is still a floor on the uncertainty for sets unlike the sweep's. A
-set outside what the fit saw (CRD count, served versions per CRD, properties
-per served version) gets a warning on stderr.
+the model's provenance names. Intervals are lognormal with the fit's mean and variance,
+so none goes below zero; a cause the linear model puts at or below zero shows 0
+with an interval from 0. Each run of the sweep counts as one observation, and
+a run strays from the model by a share of its predicted heap (a multiplicative
+error, chosen by predicting each fitting run from the others), so the interval
+reflects how far whole runs stray, as a share, whatever the set's size; it is
+still a floor on the uncertainty for sets unlike the sweep's. A set outside
+what the fit saw (CRD count, served versions per CRD, properties per served
+version) gets a warning on stderr.
 
 --state says what the cluster does with the CRDs (default served):
   installed   Established, nothing watches them (no kube-controller-manager:
