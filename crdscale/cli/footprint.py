@@ -297,7 +297,7 @@ def explain_lines(chosen) -> list[str]:
     model, prov = chosen.model, _provenance(chosen)
     out = [f"Footprint model of kube-apiserver v{model.kube_version} ({chosen.origin}: {chosen.path})", "Definitions:"]
     for name, text in _definitions().items():
-        out += textwrap.wrap(text, 100, initial_indent=f"  {name + ':':<10}", subsequent_indent=" " * 12)
+        out += textwrap.wrap(text, 100, initial_indent=f"  {name + ':':<9} ", subsequent_indent=" " * 12)
     out.append(
         f"Model: per target, added bytes = {' + '.join(f'c*{f}' for f in model.features)} (least squares through "
         f"the origin, one observation per run, misfit "
