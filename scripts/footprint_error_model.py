@@ -1,12 +1,13 @@
 """Which error model a footprint model's intervals should use, chosen on its fitting runs alone.
 
 Usage:
-  python scripts/footprint_error_model.py RUN_OR_EXPERIMENT... [--features crds,served_versions,properties] [-o json]
+  python scripts/footprint_error_model.py RUN_OR_EXPERIMENT... [--features F,F] [-o json]
 
 Each run is predicted by a model fitted on the others (crdscale.analysis.footprint.leave_one_run_out), once
 per error scale (crdscale.analysis.footprint.ERROR_SCALES: the misfit proportional to the predicted total,
 or to served versions): how many runs fall inside their 95 % interval, the mean absolute error, and the
-median width (high over low). Runs of one kube-apiserver version; no held-out validation set belongs here.
+median width (high over low). Features default to the shipped model's of the runs' version. Runs of one
+kube-apiserver version; no held-out validation set belongs here.
 """
 
 from __future__ import annotations
@@ -17,11 +18,9 @@ import sys
 
 import pandas as pd
 
-from crdscale.analysis.footprint import ERROR_SCALES, leave_one_run_out, training_rows
-from crdscale.errors import CrdscaleError, UsageError
-from crdscale.scenario.calibrate import read_run_input, run_dirs_of
-
-DEFAULT_FEATURES = "crds,served_versions,properties"
+from crdscale.analysis.footprint import ERROR_SCALES, leave_one_run_out
+from crdscale.errors import CrdscaleError
+from crdscale.scenario.calibrate import default_features, read_run_input, run_dirs_of, runs_training_rows
 
 
 def summary(table: pd.DataFrame) -> list[dict]:
@@ -43,17 +42,14 @@ def summary(table: pd.DataFrame) -> list[dict]:
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("runs", nargs="+")
-    parser.add_argument("--features", default=DEFAULT_FEATURES)
+    parser.add_argument("--features", help="comma-separated (default: the shipped model's)")
     parser.add_argument("-v", "--verbose", action="store_true", help="every run's prediction")
     parser.add_argument("-o", "--output", choices=("text", "json"), default="text")
     args = parser.parse_args(argv)
     try:
         inputs = [read_run_input(p) for p in run_dirs_of(args.runs)]
-        versions = {i.kube_version for i in inputs}
-        if len(versions) != 1:
-            raise UsageError(f"runs of several kube-apiserver versions: {sorted(map(str, versions))}")
-        rows = pd.concat([training_rows(i.points, {str(i.path): i.features}) for i in inputs], ignore_index=True)
-        features = args.features.split(",")
+        version, rows = runs_training_rows(inputs)
+        features = args.features.split(",") if args.features else default_features(version)
         table = pd.concat(
             [leave_one_run_out(rows, features, error_scale=s).assign(error_scale=s) for s in ERROR_SCALES],
             ignore_index=True,
@@ -63,9 +59,9 @@ def main(argv=None) -> int:
         return getattr(err, "exit_code", 2)
     result = summary(table)
     if args.output == "json":
-        print(json.dumps({"kube_version": str(versions.pop()), "summary": result}, indent=1))
+        print(json.dumps({"kube_version": version, "summary": result}, indent=1))
         return 0
-    print(f"kube-apiserver v{versions.pop()}, {len(inputs)} runs, each predicted from the others:")
+    print(f"kube-apiserver v{version}, {len(inputs)} runs, each predicted from the others:")
     for r in result:
         print(
             f"  {r['error_scale']:<16} {r['target']:<6} inside {r['inside']}/{r['runs']}, "

@@ -144,6 +144,18 @@ def default_features(version: str) -> list[str]:
     return list(DEFAULT_FEATURES)
 
 
+def runs_training_rows(inputs: Sequence[RunInput]) -> tuple[str, pd.DataFrame]:
+    """The one kube-apiserver version of ``inputs`` and their
+    :func:`~crdscale.analysis.footprint.training_rows`; UsageError without runs or when they mix versions."""
+    if not inputs:
+        raise UsageError("no runs to fit on")
+    versions = {i.kube_version for i in inputs}
+    if len(versions) != 1 or None in versions:
+        raise UsageError(f"runs of several kube-apiserver versions: {sorted(map(str, versions))}")
+    points = pd.concat([i.points for i in inputs], ignore_index=True)
+    return versions.pop(), training_rows(points, {str(i.path): i.features for i in inputs})
+
+
 def fit_runs(
     inputs: Sequence[RunInput], *, features: Sequence[str] | None = None, experiment: str, method: str
 ) -> FootprintModel:
@@ -151,15 +163,8 @@ def fit_runs(
     :func:`crdscale.analysis.footprint.fit_footprint`); ``features`` default to
     :func:`default_features`. UsageError when the runs mix versions or the features
     cannot be told apart on them."""
-    if not inputs:
-        raise UsageError("no runs to fit on")
-    versions = {i.kube_version for i in inputs}
-    if len(versions) != 1 or None in versions:
-        raise UsageError(f"runs of several kube-apiserver versions: {sorted(map(str, versions))}")
-    version = versions.pop()
+    version, rows = runs_training_rows(inputs)
     features = list(features or default_features(version))
-    points = pd.concat([i.points for i in inputs], ignore_index=True)
-    rows = training_rows(points, {str(i.path): i.features for i in inputs})
     try:
         model = fit_footprint(
             rows, features, kube_version=version, provenance=provenance(inputs, experiment=experiment, method=method)
