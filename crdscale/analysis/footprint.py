@@ -583,9 +583,8 @@ def leave_one_run_out(
     out = []
     for run in dict.fromkeys(rows["run"]):
         model = fit_footprint(rows[rows["run"] != run], features, kube_version="", error_scale=error_scale)
-        mine = rows[rows["run"] == run]
-        whole = mine.loc[mine["share"].idxmax()]
-        feats = {f: float(whole[f]) / float(whole["share"]) for f in FEATURES}
+        whole = run_growth(rows[rows["run"] == run]).iloc[0]  # the whole set's features, as the fit sees them
+        feats = {f: float(whole[f]) for f in FEATURES}
         predicted = {t: (v, lo, hi) for t, v, lo, hi in prediction_rows(model, feats, confidence)}
         for target in targets:
             if target not in predicted or (run, target) not in last.index:
