@@ -668,11 +668,15 @@ def top_crds(
     *,
     count: int = 10,
     target: str = TOTAL,
+    extra: Sequence[float] | None = None,
 ) -> dict[str, Any]:
     """The CRDs that cost most: ``{"target", "crds": how many in the set, "half": how many of the costliest
     make half the predicted ``target``, "costliest": [{"name", "bytes", "share", "cumulative_share"}]
-    (the ``count`` costliest, costliest first)}``."""
+    (the ``count`` costliest, costliest first)}``. ``extra``: bytes each CRD adds besides its definition
+    (its objects' heap), in ``per_crd``'s order."""
     costs = crd_costs(model, per_crd, target)
+    if extra is not None:
+        costs = costs + np.asarray(extra, dtype=float)
     total = float(costs.sum())
     order = np.argsort(-costs, kind="stable")
     cumulative = np.cumsum(costs[order])
@@ -715,9 +719,12 @@ def budget_fit(
     baseline: float = 0.0,
     target: str = RSS,
     confidence: float = 0.95,
+    extra: np.ndarray | None = None,
 ) -> dict[str, Any]:
     """How many of a set's CRDs fit in ``budget`` bytes of ``target`` beside ``baseline`` (what the server
-    holds without them), taken cheapest first (the most that can fit):
+    holds without them), taken cheapest first (the most that can fit); ``extra``: an array of
+    ``(value, low, high)`` rows, what each CRD adds besides its definition (its objects' RSS), added
+    to every prefix that holds the CRD (bounds add):
 
     ``{"budget", "baseline", "target", "crds", "fit": count whose predicted growth fits,
     "fit_at_high": count whose interval's upper bound fits (the safe answer), "whole_set": {"value",
@@ -729,7 +736,8 @@ def budget_fit(
         raise ValueError("this model has no peak RSS excess or ratio: budget against settled RSS (rss) or refit it")
     # Peak is settled plus (or times) a constant: the same order.
     costs = crd_costs(model, per_crd, RSS if peak else target)
-    order = np.argsort(costs, kind="stable")
+    extra = np.zeros((len(per_crd), 3)) if extra is None else np.asarray(extra, dtype=float).reshape(-1, 3)
+    order = np.argsort(costs + extra[:, 0], kind="stable")
     x = np.cumsum(_matrix(per_crd, model.features)[order], axis=0)
     scale = model.error_size(x)
     if peak:
@@ -737,6 +745,8 @@ def budget_fit(
         value, low, high = (np.array([r[i] for r in rows], dtype=float) for i in range(3))
     else:
         value, low, high = _interval_arrays(model.targets[target], x, scale, confidence)
+    added = np.cumsum(extra[order], axis=0)
+    value, low, high = value + added[:, 0], low + added[:, 1], high + added[:, 2]
 
     def fitting(values: np.ndarray) -> int:
         # Cheapest first: stop at the first prefix that does not fit.
@@ -744,6 +754,7 @@ def budget_fit(
         return int(over[0]) if len(over) else len(values)
 
     whole = predict(model, add_features(per_crd), confidence).set_index("target").loc[target]
+    whole = whole[["value", "low", "high"]] + extra.sum(axis=0)
     return {
         "budget": float(budget),
         "baseline": float(baseline),

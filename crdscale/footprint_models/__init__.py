@@ -29,6 +29,7 @@ from crdscale.paths import calibrated_models_dir
 
 if TYPE_CHECKING:
     from crdscale.analysis.footprint import FootprintModel, StateTerms
+    from crdscale.analysis.objectterm import ObjectTerm
 
 SHIPPED, CALIBRATED, FILE = "shipped", "calibrated", "file"
 SWEEP = "sweep.toml"
@@ -91,6 +92,32 @@ def read_states(version: str) -> StateTerms | None:
         return StateTerms.from_dict(json.loads(path.read_text()))
     except (ValueError, KeyError, TypeError) as err:
         raise UsageError(f"{path}: not state terms this crdscale reads ({err})") from None
+
+
+def objects_path(version: str) -> Path:
+    """Where the per-object term of ``version`` lives (``objects-v<version>.json`` beside the shipped
+    models, written by ``scripts/fit_object_term.py`` from ``scenarios/objects-shapes.toml``): what each
+    custom resource adds. Measured per version, it applies to any model of that version."""
+    return Path(str(resources.files(__name__).joinpath(f"objects-{_file_name(version)}")))
+
+
+def read_object_term(version: str) -> ObjectTerm | None:
+    """The per-object term of ``version``, or None when none was measured for it."""
+    from crdscale.analysis.objectterm import ObjectTerm
+
+    path = objects_path(version)
+    if not path.is_file():
+        return None
+    try:
+        return ObjectTerm.from_dict(json.loads(path.read_text()))
+    except (ValueError, KeyError, TypeError) as err:
+        raise UsageError(f"{path}: not an object term this crdscale reads ({err})") from None
+
+
+def object_term_versions() -> list[str]:
+    """Versions with a per-object term, oldest first."""
+    names = [p.name for p in resources.files(__name__).iterdir() if p.name.startswith("objects-v")]
+    return sorted((n[len("objects-v") : -len(".json")] for n in names if n.endswith(".json")), key=_version_key)
 
 
 def sweep_path() -> Path:
