@@ -29,7 +29,12 @@ the 95 % interval, and the empirical coverage: over all rows, and over the held-
 (sets that informed no modelling decision, per the model's provenance.uses). --measure RUN_DIR prints
 a run's measured growths as a block for that file.
 
+--objects-validation does the same for heap per custom resource: the shipped per-object terms
+(`crdscale footprint --objects`) against the object runs in benchmarks/objects-measured.toml (the
+cells each term was fitted on, and runs of other CRDs, counts and shapes it never saw: held out).
+
 Usage: python benchmarks/footprint.py --validation [--shipped] [--model FILE] [-o json]
+       python benchmarks/footprint.py --objects-validation [-o json]
        python benchmarks/footprint.py --measure RUN_DIR
        python benchmarks/footprint.py [--kube-version 1.37.1] [--crds 400] [--properties 150]
                                       [--versions 2] [--seed 7] [--steps 4] [--out DIR] [--shipped] [-o json]
@@ -322,6 +327,64 @@ def validation(args) -> int:
     return 0
 
 
+OBJECTS_MEASURED = Path(__file__).with_name("objects-measured.toml")
+
+
+def objects_validation(args) -> int:
+    """Heap per custom resource: the shipped per-object terms against committed measurements of object runs
+    (benchmarks/objects-measured.toml), and the intervals' empirical coverage. A run the term was fitted on
+    counts as fitting (its leave-one-cell-out error is the honest one: scripts/fit_object_term.py); the
+    others are held out."""
+    import tomllib
+
+    from crdscale.analysis.objectterm import OBJECT_FEATURES
+    from crdscale.footprint_models import read_object_term
+
+    rows = []
+    for m in tomllib.loads(OBJECTS_MEASURED.read_text())["measurement"]:
+        term = read_object_term(m["kube_version"])
+        if term is None:
+            continue
+        value, low, high = term.per_object({f: float(m[f]) for f in OBJECT_FEATURES})
+        fitted = m["run"] in (term.provenance.get("uses") or {}).get("object_fitting", [])
+        rows.append(
+            {
+                **m,
+                "held_out": not fitted,
+                "predicted": value,
+                "low": low,
+                "high": high,
+                "error": (value - m["heap_per_object"]) / m["heap_per_object"],
+                "inside_interval": low <= m["heap_per_object"] <= high,
+            }
+        )
+    held = [r for r in rows if r["held_out"]]
+    coverage = {
+        "all": {"inside": sum(r["inside_interval"] for r in rows), "rows": len(rows)},
+        "held_out": {"inside": sum(r["inside_interval"] for r in held), "rows": len(held)},
+    }
+    if args.output == "json":
+        print(json.dumps({"results": rows, "coverage": coverage}, indent=2))
+        return 0
+    print(
+        f"{'run':<46}{'version':>8}  {'object':<24}{'predicted':>11}  {'95% interval':<20}{'measured':>11}{'error':>8}  in"
+    )
+    for r in rows:
+        kib = lambda v: f"{v / 1024:,.1f}"  # noqa: E731
+        what = f"{r['shape']} {r['sent_bytes']:,} B, {r['nodes']:,.0f} values"
+        name = r["run"] + (" (held out)" if r["held_out"] else "")
+        print(
+            f"{name:<46}{r['kube_version']:>8}  {what:<24}{kib(r['predicted']):>8} KiB  "
+            f"[{kib(r['low'])}, {kib(r['high'])}]".ljust(20 + 57 + 24)
+            + f"{kib(r['heap_per_object']):>8} KiB{100 * r['error']:+7.1f}%  {'yes' if r['inside_interval'] else 'no'}"
+        )
+    for key, label in (("all", "all rows"), ("held_out", "held-out rows")):
+        c = coverage[key]
+        share = f"{c['inside'] / c['rows']:.0%}" if c["rows"] else "-"
+        print(f"coverage of the 95% intervals, {label}: {c['inside']} of {c['rows']} inside ({share})")
+    return 0
+
+
 def compare(prediction: dict, growth: dict[str, float]) -> list[dict]:
     rows = []
     for target, key, label in MEASURES:
@@ -370,11 +433,18 @@ def main(argv=None) -> int:
     parser.add_argument("--kubectl", help="--speed: this kubectl (default: crdscale's)")
     parser.add_argument("--kubeconfig", help="--speed: also time kubectl apply --dry-run=client against this server")
     parser.add_argument("--validation", action="store_true", help="the committed measurements vs the models")
+    parser.add_argument(
+        "--objects-validation",
+        action="store_true",
+        help="heap per custom resource: benchmarks/objects-measured.toml vs the shipped per-object terms",
+    )
     parser.add_argument("--model", help="--validation: this model file for its kube-apiserver version")
     parser.add_argument("--measure", type=Path, metavar="RUN_DIR", help="a run's growths, for footprint-measured.toml")
     args = parser.parse_args(argv)
     if args.validation:
         return validation(args)
+    if args.objects_validation:
+        return objects_validation(args)
     if args.measure:
         return measure(args.measure)
     if args.speed is not False:

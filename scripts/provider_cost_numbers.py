@@ -6,7 +6,8 @@ Usage:
 Generates the page's sets with `crdscale generate` into a temporary directory (600 provider-like CRDs of 100
 properties, seed 3; the two "releases": 600 CRDs x 1 version and 700 x 2, 30 properties, seed 3) and runs
 `crdscale footprint ... --shipped -o json` on them and on ../shared/data/crossplane-terrajet-2021-crds.tar.gz:
-the heap per --state, the terrajet set's served heap and RSS, and what the upgrade adds. Markdown rows, MiB.
+the heap per --state, the terrajet set's served heap and RSS, what the upgrade adds, and the terrajet set with
+10 and 100 custom resources per CRD (--objects, on the versions with a per-object term). Markdown rows, MiB.
 """
 
 from __future__ import annotations
@@ -17,6 +18,8 @@ import subprocess
 import sys
 import tempfile
 from pathlib import Path
+
+from crdscale.footprint_models import object_term_versions
 
 ROOT = Path(__file__).resolve().parents[1]
 TERRAJET = ROOT.parent / "shared" / "data" / "crossplane-terrajet-2021-crds.tar.gz"
@@ -86,6 +89,18 @@ def main(argv=None) -> int:
             print(
                 f"upgrade on v{v}: heap {mib(by['total'])} (OpenAPI {mib(by['openapi'])}), settled RSS {mib(by['rss'])}"
             )
+        print()
+        print("| kube-apiserver | custom resources (schema-shaped, 1 KiB) | their heap | served heap in all | "
+              "RSS, settled growth in all |")  # fmt: skip
+        print("|---|---|---|---|---|")
+        for v in (v for v in versions if v in object_term_versions()):
+            for per_crd in (10, 100):
+                out = crdscale("footprint", str(TERRAJET), "--kube-version", v, "--shipped", "--objects",
+                               str(per_crd), "-o", "json")  # fmt: skip
+                print(
+                    f"| v{v} | {per_crd} per CRD ({out['objects']['total']:,}) | {mib(out['objects']['heap_bytes'])} "
+                    f"| {mib(out['served_heap_bytes'])} | {mib(out['rss_bytes'])} |"
+                )
     return 0
 
 

@@ -9,6 +9,8 @@ Examples:
   crdscale footprint crds/ --budget 8GiB --baseline 1.5GiB
   crdscale footprint provider-v1/ provider-v2/           # what an upgrade adds
   crdscale footprint crds/ -o json
+  crdscale footprint crds/ --objects 200                # and 200 custom resources of each CRD
+  crdscale footprint crds/ --objects 50 --object-sample bucket.yaml
   crdscale footprint --explain --kube-version 1.24.0    # the model: definitions, intervals, which runs did what
   crdscale footprint --calibrate                    # refit the model on this machine (~8 min)
   crdscale footprint --calibrate --kube-version 1.24.0 --out /data/runs
@@ -64,6 +66,19 @@ than a joint interval. RSS moves with the heap (scaled by the state's total
 over the served one): not fitted per state. --budget and OLD NEW are for the
 served state; --top ranks CRDs by their served cost.
 
+--objects N adds N custom resources per CRD: what each adds once the watch
+cache holds it (its body as Unstructured maps, managedFields parsed into maps,
+its metadata, the store), a term measured per version on runs of objects of
+several shapes and sizes (scenarios/objects-shapes.toml, kube-controller-manager
+watching them; crdscale/footprint_models/objects-v<version>.json), linear in
+the object's JSON values and bytes: a nested object holds several times what a
+flat one of the same bytes does. Describe them with --object-shape (flat,
+nested, list, or schema: each CRD's own schema, the default) and
+--object-bytes (default 1KiB), or give real ones: --object-sample FILE
+(kubectl get KIND NAME -o yaml). They add a "custom-resources" row to the
+heap, and to RSS the heap times the settled RSS per heap byte the runs
+measured; --top and --budget count each CRD's objects with it.
+
 --explain prints the model instead of a prediction (no CRD_SOURCE): the
 definitions, how intervals are made, its coefficients, and its provenance:
 which runs were used for fitting, feature selection, the peak excess, and
@@ -97,7 +112,9 @@ stopped, partial runs kept, no model written.
 {...} (settled growth), "rss_peak_bytes": {...} (peak growth, null without a
 peak excess), "top": {"target", "crds", "half", "costliest": [{"name", "bytes",
 "share", "cumulative_share"}]}, "budget": {"budget", "baseline", "target", "crds",
-"fit", "fit_at_high", "whole_set"} or null, "warnings": [...], "definitions":
+"fit", "fit_at_high", "whole_set"} or null, "objects": {"per_crd", "total",
+"shape", "bytes_as_sent", "sample", "mean_features", "heap_bytes", "rss_bytes",
+"definition", "term"} or null, "warnings": [...], "definitions":
 {...}, "model": {"origin": "calibrated"|"shipped"|"file", "path", "features",
 "provenance", "ranges", "states"}}; with OLD NEW, {"old", "new", "changes": {"added",
 "removed", "changed", "unchanged"}, "difference": [{"target", "value", "low",
@@ -177,6 +194,27 @@ class Command:
             default="served",
             help="what the cluster does with the CRDs (default served; each defined below and in -o json)",
         )
+        parser.add_argument(
+            "--objects",
+            type=int,
+            metavar="N",
+            help="custom resources per CRD (default 0: the CRDs alone); their heap comes from the version's "
+            "per-object term",
+        )
+        parser.add_argument(
+            "--object-shape",
+            choices=("flat", "nested", "list", "schema"),
+            help="--objects: their shape as crdscale's runs write them (default schema: each CRD's own schema)",
+        )
+        parser.add_argument(
+            "--object-bytes", metavar="SIZE", help="--objects: JSON bytes of each as sent (default 1KiB)"
+        )
+        parser.add_argument(
+            "--object-sample",
+            metavar="FILE",
+            help="--objects: real custom resources (YAML/JSON, e.g. 'kubectl get KIND NAME -o yaml'); every "
+            "object is taken to be like their mean, instead of --object-shape/--object-bytes",
+        )
         add_cluster_arguments(parser)
         parser.add_argument(
             "--calibrate",
@@ -239,9 +277,92 @@ class Command:
                 f"--state {args.state} goes with one CRD set and no --budget (budgets and upgrades are "
                 f"predicted for the served state)"
             )
+        args.objects_spec = _object_spec(args)
+        if args.objects_spec is not None and len(args.sources) == 2:
+            raise UsageError(
+                "--objects goes with one CRD set: a cluster's objects do not come with a release; predict OLD "
+                "and NEW each with --objects to compare"
+            )
         if len(args.sources) == 2:
             return _difference(args)
         return _predict(args)
+
+
+@dataclass
+class _ObjectSpec:
+    """What --objects and its options say: ``count`` per CRD, and either a ``shape`` and ``size`` (crdscale's
+    generated objects, per CRD) or the mean ``sample`` features of real objects."""
+
+    count: int
+    shape: str
+    size: int
+    sample: dict[str, float] | None = None
+    sample_label: str | None = None
+
+    def describe(self) -> str:
+        if self.sample is not None:
+            like = (
+                f"like {self.sample_label} ({fmt_bytes(self.sample['bytes'])}, {self.sample['nodes']:,.0f} JSON "
+                f"values each)"
+            )
+        else:
+            like = f"{self.shape}, {fmt_bytes(self.size)} each as sent"
+        return f"{self.count:,} custom resources per CRD, {like}"
+
+
+def _object_spec(args: argparse.Namespace) -> _ObjectSpec | None:
+    """--objects and its options, checked; None without --objects (or with 0)."""
+    options = [
+        f
+        for f, v in (
+            ("--object-shape", args.object_shape),
+            ("--object-bytes", args.object_bytes),
+            ("--object-sample", args.object_sample),
+        )
+        if v is not None
+    ]
+    if args.objects is None or args.objects == 0:
+        if options:
+            raise UsageError(f"{' and '.join(options)} go with --objects N (custom resources per CRD)")
+        return None
+    if args.objects < 0:
+        raise UsageError("--objects must be >= 0 (custom resources per CRD)")
+    if args.object_sample and (args.object_shape or args.object_bytes):
+        raise UsageError("--object-sample describes the objects itself; give it or --object-shape/--object-bytes")
+    size = _size("--object-bytes", args.object_bytes) if args.object_bytes else 1024
+    if size <= 0:
+        raise UsageError("--object-bytes must be > 0")
+    if args.object_sample:
+        return _ObjectSpec(args.objects, "sample", 0, *_read_sample(args.object_sample))
+    from crdscale.crds.objects import check_size
+
+    check_size(size, "--object-bytes")
+    return _ObjectSpec(args.objects, args.object_shape or "schema", size)
+
+
+def _read_sample(path: str) -> tuple[dict[str, float], str]:
+    """The mean features of the custom resources in ``path`` (documents, or a kubectl List's items)."""
+    import yaml
+
+    from crdscale.analysis.objectterm import mean_features
+
+    try:
+        with open(path, encoding="utf-8") as fh:
+            documents = [d for d in yaml.safe_load_all(fh) if d is not None]
+    except OSError as err:
+        raise UsageError(f"--object-sample {path}: {err.strerror}") from None
+    except yaml.YAMLError as err:
+        raise UsageError(f"--object-sample {path}: not YAML or JSON ({str(err).splitlines()[0]})") from None
+    objects = []
+    for doc in documents:
+        items = doc.get("items") if isinstance(doc, dict) and str(doc.get("kind", "")).endswith("List") else [doc]
+        objects += [o for o in items or [] if isinstance(o, dict)]
+    kinds = {o.get("kind") for o in objects}
+    if not objects or not all(o.get("apiVersion") and o.get("kind") for o in objects):
+        raise UsageError(f"--object-sample {path}: no Kubernetes objects (each needs apiVersion and kind)")
+    if kinds & {"CustomResourceDefinition"}:
+        raise UsageError(f"--object-sample {path}: holds CRDs; give custom resources (objects of a CRD's kind)")
+    return mean_features(objects), f"{path} ({len(objects)} object{'s' if len(objects) != 1 else ''})"
 
 
 def _definitions() -> dict[str, str]:
@@ -329,6 +450,7 @@ def explain_lines(chosen) -> list[str]:
     else:
         out.append("No peak excess in this model: no peak RSS prediction (refit or calibrate to get one).")
     out += _state_lines(chosen)
+    out += _object_lines(model.kube_version)
     out.append(
         f"Provenance: {prov.get('experiment', '?')}; {prov.get('method', '?')}; {prov.get('machine', '?')}; "
         f"{prov.get('date', '?')}"
@@ -341,6 +463,30 @@ def explain_lines(chosen) -> list[str]:
         for item in items:
             out += textwrap.wrap(str(item), 100, initial_indent="    - ", subsequent_indent="      ")
     return out
+
+
+def _object_lines(version: str) -> list[str]:
+    """--explain: the per-object term of ``version`` (--objects), or that there is none."""
+    from crdscale.footprint_models import read_object_term
+
+    term = read_object_term(version)
+    if term is None:
+        return ["Objects (--objects): no per-object term for this version."]
+    coefs = ", ".join(
+        f"{'per object' if c == 'one' else 'per JSON value' if c == 'nodes' else 'per JSON byte'} {fmt_bytes(v)}"
+        for c, v in zip(term.columns, term.coef, strict=True)
+    )
+    ratio = term.rss_per_heap
+    prov = term.provenance
+    return [
+        f"Objects (--objects): heap per custom resource = {coefs} (form {term.form!r}, chosen by leave-one-cell-out "
+        f"on {len((prov.get('uses') or {}).get('object_fitting', []))} cells: {prov.get('experiment', '?')});",
+        f"  interval x/÷ exp(t x {term.log_sd:.3f}) on {term.dof} degrees of freedom; settled RSS per heap byte "
+        f"{ratio[0]:.2f} [{ratio[1]:.2f}, {ratio[2]:.2f}]; fitted on objects of "
+        + ", ".join(
+            f"{a:,.0f}-{b:,.0f} {'JSON bytes' if k == 'bytes' else 'JSON values'}" for k, (a, b) in term.ranges.items()
+        ),
+    ]
 
 
 def _state_lines(chosen) -> list[str]:
@@ -388,10 +534,18 @@ class _CrdSet:
         return add_features(self.per_crd)
 
 
-def _read_set(args: argparse.Namespace, source: str | None) -> _CrdSet:
-    """Load, refuse a set without v1 CRDs (the wording install uses), and measure each CRD."""
+def _read_set(args: argparse.Namespace, source: str | None, objects: _ObjectSpec | None = None) -> _CrdSet:
+    """Load, refuse a set without v1 CRDs (the wording install uses), and measure each CRD (and, for
+    generated objects, the object each CRD's custom resources would be)."""
+    import functools
+
     from crdscale.analysis.footprint import crd_features
+    from crdscale.analysis.objectterm import crd_and_object_features
     from crdscale.crds.load import cluster_crds, load_crds, require_crds
+
+    measure = crd_features
+    if objects is not None and objects.sample is None:
+        measure = functools.partial(crd_and_object_features, shape=objects.shape, size=objects.size)
 
     if source is None:
         from crdscale.cli.common import resolve_kubeconfig
@@ -399,12 +553,12 @@ def _read_set(args: argparse.Namespace, source: str | None) -> _CrdSet:
 
         cluster = connect(resolve_kubeconfig(args.kubeconfig), args.context)
         try:
-            loaded = cluster_crds(cluster, measure=crd_features)
+            loaded = cluster_crds(cluster, measure=measure)
         finally:
             cluster.close()
         label = f"cluster {cluster.server}"
     else:
-        loaded = load_crds(source, measure=crd_features)
+        loaded = load_crds(source, measure=measure)
         label = "stdin" if source == "-" else source
     require_crds(loaded, label)
     return _CrdSet(label, loaded.names, loaded.measures, dict(loaded.skipped), list(loaded.warnings))
@@ -480,21 +634,35 @@ def _predict(args: argparse.Namespace) -> int:
             f"crdscale/footprint_models/states-v{model.kube_version}.json (scripts/fit_footprint_states.py); "
             f"'served' works without"
         )
-    crd_set = _read_set(args, args.sources[0] if args.sources else None)
+    spec = args.objects_spec
+    term = _object_term(model.kube_version) if spec is not None else None
+    crd_set = _read_set(args, args.sources[0] if args.sources else None, spec)
     features = crd_set.features()
     # The served state without pandas (what most calls ask; pandas alone costs ~0.4 CPU-s to import).
     if args.state == SERVED:
-        rows = _rows(prediction_rows(model, features))
+        predicted = prediction_rows(model, features)
     else:
-        rows = _rows(predict_state(model, chosen.states, features, args.state).itertuples(index=False))
-    top = top_crds(model, crd_set.names, crd_set.per_crd, count=args.top)
-    budget = None
+        predicted = list(predict_state(model, chosen.states, features, args.state).itertuples(index=False))
     warnings = crd_set.warnings + _extrapolations(model, features)
+    objects = _objects_prediction(spec, term, crd_set, warnings) if spec is not None else None
+    if objects is not None:
+        from crdscale.analysis.objectterm import with_objects
+
+        predicted = with_objects(predicted, objects["heap_tuple"], term.rss_per_heap)
+    rows = _rows(predicted)
+    extra_heap = objects["per_crd_heap"] if objects is not None else None
+    top = top_crds(model, crd_set.names, crd_set.per_crd, count=args.top, extra=extra_heap)
+    budget = None
     if args.budget_bytes is not None:
         # A memory limit must hold the peak; a model without a peak excess can only say settled.
         budget_target = RSS_PEAK if model.peak is not None else RSS
         budget = budget_fit(
-            model, crd_set.per_crd, args.budget_bytes, baseline=args.baseline_bytes, target=budget_target
+            model,
+            crd_set.per_crd,
+            args.budget_bytes,
+            baseline=args.baseline_bytes,
+            target=budget_target,
+            extra=objects["per_crd_rss"] if objects is not None else None,
         )
         budget = {
             k: (_clean(v) if not isinstance(v, dict) else {a: _clean(b) for a, b in v.items()})
@@ -520,6 +688,7 @@ def _predict(args: argparse.Namespace) -> int:
                 "rss_peak_bytes": rows.get(RSS_PEAK),
                 "top": top,
                 "budget": budget,
+                "objects": None if objects is None else objects["json"],
                 "warnings": warnings,
                 "definitions": _definitions(),
                 "model": _model_json(chosen),
@@ -527,6 +696,8 @@ def _predict(args: argparse.Namespace) -> int:
         )
     else:
         _print_set(crd_set.label, features, crd_set.skipped)
+        if objects is not None:
+            print(f"  objects: {objects['json']['describe']}")
         print(
             f"Predicted on kube-apiserver v{model.kube_version}, {args.state}: {STATE_DEFINITIONS[args.state]} "
             f"(95% prediction interval):"
@@ -538,6 +709,84 @@ def _predict(args: argparse.Namespace) -> int:
         print(chosen.describe())
     _warn(warnings)
     return 0
+
+
+def _object_term(version: str):
+    """The per-object term of ``version``; a one-line error naming the versions that have one."""
+    from crdscale.footprint_models import object_term_versions, read_object_term
+
+    term = read_object_term(version)
+    if term is None:
+        known = ", ".join(f"v{v}" for v in object_term_versions()) or "none"
+        raise UsageError(
+            f"no per-object term for kube-apiserver v{version} (measured: {known}); --kube-version one of those, "
+            f"or measure it: 'crdscale run scenarios/objects-shapes.toml --set target.kube_version={version}', "
+            f"then 'python scripts/fit_object_term.py RUN --write'"
+        )
+    return term
+
+
+def _objects_prediction(spec: _ObjectSpec, term, crd_set: _CrdSet, warnings: list[str]) -> dict[str, Any]:
+    """What the set's custom resources add: the heap ``(value, low, high)``, each CRD's share of it (heap,
+    and RSS rows for --budget), the JSON block; appends the term's warnings to ``warnings``."""
+    import numpy as np
+
+    from crdscale.analysis.objectterm import DEFINITION, object_features_of, rss_of
+
+    if spec.sample is not None:
+        per_crd = [spec.sample] * len(crd_set.per_crd)
+    else:
+        per_crd = [object_features_of(f) for f in crd_set.per_crd]
+        fallback = int(sum(f.get("object_fallback", 0) for f in crd_set.per_crd))
+        if fallback:
+            warnings.append(
+                f"{fallback:,} CRDs' schemas cannot hold a {spec.shape} object of {fmt_bytes(spec.size)} (their "
+                f"required fields alone are larger): their objects are taken as flat; a way out: --object-bytes "
+                f"larger, or --object-sample with a real object"
+            )
+    heap = term.predict((spec.count, f) for f in per_crd)
+    seen = set()
+    for f in (min(per_crd, key=lambda f: f["nodes"]), max(per_crd, key=lambda f: f["nodes"])):
+        for w in term.extrapolations(f):
+            if w not in seen:
+                seen.add(w)
+                warnings.append(
+                    f"{w} (a way out: measure objects like these, scenarios/objects-shapes.toml with their "
+                    f"shape and size, and refit with scripts/fit_object_term.py)"
+                )
+    per_crd_heap = [spec.count * term.mean(f) for f in per_crd]
+    per_crd_rss = np.array(
+        [rss_of(tuple(spec.count * v for v in term.per_object(f)), term.rss_per_heap) for f in per_crd], dtype=float
+    )
+    total = spec.count * len(per_crd)
+    mean = {k: float(np.mean([f[k] for f in per_crd])) for k in ("bytes", "nodes")}
+    rss = rss_of(heap, term.rss_per_heap)
+    return {
+        "heap_tuple": heap,
+        "per_crd_heap": per_crd_heap,
+        "per_crd_rss": per_crd_rss,
+        "json": {
+            "per_crd": spec.count,
+            "total": total,
+            "shape": spec.shape,
+            "bytes_as_sent": spec.size if spec.sample is None else None,
+            "sample": spec.sample_label,
+            "mean_features": mean,
+            "heap_bytes": dict(zip(("value", "low", "high"), heap, strict=True)),
+            "rss_bytes": dict(zip(("value", "low", "high"), rss, strict=True)),
+            "definition": DEFINITION,
+            "term": {
+                "form": term.form,
+                "columns": list(term.columns),
+                "coef": term.coef,
+                "provenance": term.provenance,
+            },
+            "describe": (
+                f"{spec.describe()}: {total:,} in all, {mean['nodes']:,.0f} JSON values and "
+                f"{fmt_bytes(mean['bytes'])} each on average"
+            ),
+        },
+    }
 
 
 def _difference(args: argparse.Namespace) -> int:
