@@ -298,12 +298,7 @@ def validation(args) -> int:
             for r in compare(prediction, growth):
                 if r["measured"] is not None:
                     rows.append({"set": m["set"], "kube_version": m["kube_version"], "held_out": held_out, **r})
-    inside = [r for r in rows if r["inside_interval"] is not None]
-    held = [r for r in inside if r["held_out"]]
-    coverage = {
-        "all": {"inside": sum(r["inside_interval"] for r in inside), "rows": len(inside)},
-        "held_out": {"inside": sum(r["inside_interval"] for r in held), "rows": len(held)},
-    }
+    coverage = _coverage(rows)
     if args.output == "json":
         print(json.dumps({"results": rows, "coverage": coverage}, indent=2))
         return 0
@@ -320,11 +315,25 @@ def validation(args) -> int:
             f"{name:<44}{r['kube_version']:>8}  {r['what']:<20}{mib(r['predicted']):>12}  {interval:<26}"
             f"{mib(r['measured']):>12}{error:>8}  {inside_text}"
         )
+    _print_coverage(coverage)
+    return 0
+
+
+def _coverage(rows: list[dict]) -> dict:
+    """How many rows' measurements fall inside their intervals: over all rows, and over the held-out ones."""
+    inside = [r for r in rows if r["inside_interval"] is not None]
+    held = [r for r in inside if r["held_out"]]
+    return {
+        "all": {"inside": sum(r["inside_interval"] for r in inside), "rows": len(inside)},
+        "held_out": {"inside": sum(r["inside_interval"] for r in held), "rows": len(held)},
+    }
+
+
+def _print_coverage(coverage: dict) -> None:
     for key, label in (("all", "all rows"), ("held_out", "held-out rows")):
         c = coverage[key]
         share = f"{c['inside'] / c['rows']:.0%}" if c["rows"] else "-"
         print(f"coverage of the 95% intervals, {label}: {c['inside']} of {c['rows']} inside ({share})")
-    return 0
 
 
 OBJECTS_MEASURED = Path(__file__).with_name("objects-measured.toml")
@@ -358,11 +367,7 @@ def objects_validation(args) -> int:
                 "inside_interval": low <= m["heap_per_object"] <= high,
             }
         )
-    held = [r for r in rows if r["held_out"]]
-    coverage = {
-        "all": {"inside": sum(r["inside_interval"] for r in rows), "rows": len(rows)},
-        "held_out": {"inside": sum(r["inside_interval"] for r in held), "rows": len(held)},
-    }
+    coverage = _coverage(rows)
     if args.output == "json":
         print(json.dumps({"results": rows, "coverage": coverage}, indent=2))
         return 0
@@ -378,10 +383,7 @@ def objects_validation(args) -> int:
             f"[{kib(r['low'])}, {kib(r['high'])}]".ljust(20 + 57 + 24)
             + f"{kib(r['heap_per_object']):>8} KiB{100 * r['error']:+7.1f}%  {'yes' if r['inside_interval'] else 'no'}"
         )
-    for key, label in (("all", "all rows"), ("held_out", "held-out rows")):
-        c = coverage[key]
-        share = f"{c['inside'] / c['rows']:.0%}" if c["rows"] else "-"
-        print(f"coverage of the 95% intervals, {label}: {c['inside']} of {c['rows']} inside ({share})")
+    _print_coverage(coverage)
     return 0
 
 

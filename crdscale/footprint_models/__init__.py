@@ -85,13 +85,18 @@ def read_states(version: str) -> StateTerms | None:
     """The state terms of ``version``, or None when none were measured for it."""
     from crdscale.analysis.footprint import StateTerms
 
-    path = states_path(version)
+    return _read_term(states_path(version), StateTerms.from_dict, "state terms")
+
+
+def _read_term(path: Path, from_dict, what: str):
+    """``from_dict`` of the JSON in ``path``; None when there is no such file; UsageError (one line) when
+    it is not ``what`` this crdscale reads."""
     if not path.is_file():
         return None
     try:
-        return StateTerms.from_dict(json.loads(path.read_text()))
+        return from_dict(json.loads(path.read_text()))
     except (ValueError, KeyError, TypeError) as err:
-        raise UsageError(f"{path}: not state terms this crdscale reads ({err})") from None
+        raise UsageError(f"{path}: not {what} this crdscale reads ({err})") from None
 
 
 def objects_path(version: str) -> Path:
@@ -105,13 +110,7 @@ def read_object_term(version: str) -> ObjectTerm | None:
     """The per-object term of ``version``, or None when none was measured for it."""
     from crdscale.analysis.objectterm import ObjectTerm
 
-    path = objects_path(version)
-    if not path.is_file():
-        return None
-    try:
-        return ObjectTerm.from_dict(json.loads(path.read_text()))
-    except (ValueError, KeyError, TypeError) as err:
-        raise UsageError(f"{path}: not an object term this crdscale reads ({err})") from None
+    return _read_term(objects_path(version), ObjectTerm.from_dict, "an object term")
 
 
 def object_term_versions() -> list[str]:
