@@ -203,6 +203,8 @@ class Command:
         )
         parser.add_argument(
             "--object-shape",
+            # crdscale.crds.objects.SHAPES, spelled out: importing it would cost every command ~60 ms (a test
+            # keeps the two equal)
             choices=("flat", "nested", "list", "schema"),
             help="--objects: their shape as crdscale's runs write them (default schema: each CRD's own schema)",
         )
@@ -472,8 +474,9 @@ def _object_lines(version: str) -> list[str]:
     term = read_object_term(version)
     if term is None:
         return ["Objects (--objects): no per-object term for this version."]
+    names = {"one": "per object", "nodes": "per JSON value", "bytes": "per JSON byte"}
     coefs = ", ".join(
-        f"{'per object' if c == 'one' else 'per JSON value' if c == 'nodes' else 'per JSON byte'} {fmt_bytes(v)}"
+        f"{names[c]} {fmt_bytes(v) if abs(v) >= 10 else f'{v:.2f} B'}"
         for c, v in zip(term.columns, term.coef, strict=True)
     )
     ratio = term.rss_per_heap

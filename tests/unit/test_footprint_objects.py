@@ -125,3 +125,21 @@ def test_object_sample_errors_are_one_line(tmp_path, capsys):
         assert code == 2 and message in err, err
     code = main(["footprint", str(path), str(path), "--shipped", "--objects", "3"])
     assert code == 2 and "--objects goes with one CRD set" in capsys.readouterr().err
+
+
+def test_object_shape_choices_are_the_generators():
+    import argparse
+
+    from crdscale.cli.footprint import Command
+    from crdscale.crds.objects import SHAPES
+
+    parser = argparse.ArgumentParser()
+    Command.add_arguments(parser)
+    (action,) = [a for a in parser._actions if a.dest == "object_shape"]
+    assert tuple(action.choices) == SHAPES
+
+
+def test_explain_names_the_object_term(capsys):
+    assert main(["footprint", "--explain", "--kube-version", "1.24.0"]) == 0
+    out = capsys.readouterr().out
+    assert "Objects (--objects): heap per custom resource" in out and "per JSON byte 0." in out
