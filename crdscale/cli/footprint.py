@@ -332,8 +332,6 @@ def _object_spec(args: argparse.Namespace) -> _ObjectSpec | None:
     if args.object_sample and (args.object_shape or args.object_bytes):
         raise UsageError("--object-sample describes the objects itself; give it or --object-shape/--object-bytes")
     size = _size("--object-bytes", args.object_bytes) if args.object_bytes else 1024
-    if size <= 0:
-        raise UsageError("--object-bytes must be > 0")
     if args.object_sample:
         return _ObjectSpec(args.objects, "sample", 0, *_read_sample(args.object_sample))
     from crdscale.crds.objects import check_size
@@ -343,22 +341,22 @@ def _object_spec(args: argparse.Namespace) -> _ObjectSpec | None:
 
 
 def _read_sample(path: str) -> tuple[dict[str, float], str]:
-    """The mean features of the custom resources in ``path`` (documents, or a kubectl List's items)."""
-    import yaml
+    """The mean features of the custom resources in ``path`` (documents, or a kubectl List's items), read by
+    the loader CRD files go through."""
+    from pathlib import Path
 
     from crdscale.analysis.objectterm import mean_features
+    from crdscale.crds.load import objects_in_text
+    from crdscale.errors import CRDError
 
     try:
-        with open(path, encoding="utf-8") as fh:
-            documents = [d for d in yaml.safe_load_all(fh) if d is not None]
+        data = Path(path).read_bytes()
     except OSError as err:
         raise UsageError(f"--object-sample {path}: {err.strerror}") from None
-    except yaml.YAMLError as err:
-        raise UsageError(f"--object-sample {path}: not YAML or JSON ({str(err).splitlines()[0]})") from None
-    objects = []
-    for doc in documents:
-        items = doc.get("items") if isinstance(doc, dict) and str(doc.get("kind", "")).endswith("List") else [doc]
-        objects += [o for o in items or [] if isinstance(o, dict)]
+    try:
+        objects = objects_in_text(Path(path), data)
+    except CRDError as err:
+        raise UsageError(f"--object-sample {path}: not YAML or JSON objects ({err})") from None
     kinds = {o.get("kind") for o in objects}
     if not objects or not all(o.get("apiVersion") and o.get("kind") for o in objects):
         raise UsageError(f"--object-sample {path}: no Kubernetes objects (each needs apiVersion and kind)")
@@ -700,7 +698,7 @@ def _predict(args: argparse.Namespace) -> int:
     else:
         _print_set(crd_set.label, features, crd_set.skipped)
         if objects is not None:
-            print(f"  objects: {objects['json']['describe']}")
+            print(f"  objects: {objects['describe']}")
         print(
             f"Predicted on kube-apiserver v{model.kube_version}, {args.state}: {STATE_DEFINITIONS[args.state]} "
             f"(95% prediction interval):"
@@ -747,7 +745,9 @@ def _objects_prediction(spec: _ObjectSpec, term, crd_set: _CrdSet, warnings: lis
                 f"required fields alone are larger): their objects are taken as flat; a way out: --object-bytes "
                 f"larger, or --object-sample with a real object"
             )
-    heap = term.predict((spec.count, f) for f in per_crd)
+    # Each CRD's objects once: (value, low, high) heap; their sum is term.predict's (bounds add).
+    per_crd_heap = spec.count * np.array([term.per_object(f) for f in per_crd], dtype=float).reshape(-1, 3)
+    heap = tuple(float(v) for v in per_crd_heap.sum(axis=0))
     seen = set()
     for f in (min(per_crd, key=lambda f: f["nodes"]), max(per_crd, key=lambda f: f["nodes"])):
         for w in term.extrapolations(f):
@@ -757,16 +757,13 @@ def _objects_prediction(spec: _ObjectSpec, term, crd_set: _CrdSet, warnings: lis
                     f"{w} (a way out: measure objects like these, scenarios/objects-shapes.toml with their "
                     f"shape and size, and refit with scripts/fit_object_term.py)"
                 )
-    per_crd_heap = [spec.count * term.mean(f) for f in per_crd]
-    per_crd_rss = np.array(
-        [rss_of(tuple(spec.count * v for v in term.per_object(f)), term.rss_per_heap) for f in per_crd], dtype=float
-    )
+    per_crd_rss = np.array([rss_of(tuple(row), term.rss_per_heap) for row in per_crd_heap], dtype=float)
     total = spec.count * len(per_crd)
     mean = {k: float(np.mean([f[k] for f in per_crd])) for k in ("bytes", "nodes")}
     rss = rss_of(heap, term.rss_per_heap)
     return {
         "heap_tuple": heap,
-        "per_crd_heap": per_crd_heap,
+        "per_crd_heap": per_crd_heap[:, 0],
         "per_crd_rss": per_crd_rss,
         "json": {
             "per_crd": spec.count,
@@ -784,11 +781,11 @@ def _objects_prediction(spec: _ObjectSpec, term, crd_set: _CrdSet, warnings: lis
                 "coef": term.coef,
                 "provenance": term.provenance,
             },
-            "describe": (
-                f"{spec.describe()}: {total:,} in all, {mean['nodes']:,.0f} JSON values and "
-                f"{fmt_bytes(mean['bytes'])} each on average"
-            ),
         },
+        "describe": (
+            f"{spec.describe()}: {total:,} in all, {mean['nodes']:,.0f} JSON values and "
+            f"{fmt_bytes(mean['bytes'])} each on average"
+        ),
     }
 
 

@@ -324,6 +324,13 @@ def iter_documents(path: Path) -> Iterator[tuple[int, Any]]:
     return _documents(path, _read(path))
 
 
+def objects_in_text(label: Path, data: bytes) -> list[dict[str, Any]]:
+    """Every object of one YAML/JSON text, read as CRD files are (:func:`_documents`: UTF-8, alias bombs
+    refused) with kubectl ``List`` documents opened into their items (:func:`_objects`): what
+    ``footprint --object-sample`` reads. Raises :class:`CRDError` naming file and document."""
+    return [obj for index, document in _documents(label, data) for obj in _objects(document, CrdSource(label, index))]
+
+
 def _yaml_error(err: yaml.YAMLError) -> str:
     mark = getattr(err, "problem_mark", None)
     problem = getattr(err, "problem", None) or str(err)

@@ -117,6 +117,13 @@ def test_object_sample_errors_are_one_line(tmp_path, capsys):
         ("a: [", "not YAML or JSON"),
         ("just: data\n", "no Kubernetes objects"),
         (yaml.safe_dump(crd), "holds CRDs"),
+        # A billion laughs: refused by the loader CRD files go through, before anything expands it.
+        (
+            "a: &a [x, x, x, x, x, x, x, x, x]\n"
+            + "".join(f"{n}: &{n} [{', '.join([f'*{p}'] * 9)}]\n" for p, n in zip("abcdefgh", "bcdefghi"))
+            + "kind: Thing\napiVersion: x/v1\n",
+            "aliases expand it",
+        ),
     ):
         sample = tmp_path / "s.yaml"
         sample.write_text(text)
