@@ -38,7 +38,7 @@ def cell_input(path: Path) -> dict:
     from crdscale.crds.objects import CUSTOM_RESOURCES, custom_resource
     from crdscale.rundir import read_run
     from crdscale.scenario.config import build_scenario
-    from crdscale.scenario.runner import _load_crd_set
+    from crdscale.scenario.runner import load_crd_set
 
     run = read_run(path)
     manifest = run.manifest
@@ -47,9 +47,9 @@ def cell_input(path: Path) -> dict:
     scenario = build_scenario(recorded, where=str(path))
     if not scenario.grows_objects:
         raise UsageError(f'{path}: not a run that grows objects (steps.grow = "objects")')
-    crds, _ = _load_crd_set(scenario)
+    crds, _ = load_crd_set(scenario)
     shape, size = scenario.objects.get("shape", "flat"), int(scenario.objects.get("bytes", 1024))
-    crd = crds[0]  # with the payload field the flat, nested and list shapes need (_load_crd_set adds it)
+    crd = crds[0]  # with the payload field the flat, nested and list shapes need (load_crd_set adds it)
     namespace = "ns" if crd["spec"].get("scope", "Namespaced") == "Namespaced" else None
     labels = {"app.kubernetes.io/managed-by": "crdscale", "crdscale.io/run": manifest.get("run_id", "run")}
     samples = [

@@ -16,7 +16,6 @@ averaged away) and never goes below zero. Pure: dicts and arrays in, numbers out
 
 from __future__ import annotations
 
-import json
 import math
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -25,6 +24,7 @@ from typing import Any
 import numpy as np
 
 from crdscale.analysis.intervals import t_quantile
+from crdscale.schema import json_bytes
 
 OBJECT_FEATURES = ("bytes", "nodes")
 # Candidate forms of heap per object: the columns of the design (``one``: the intercept).
@@ -76,8 +76,7 @@ def object_features(obj: Mapping[str, Any]) -> dict[str, float]:
     """``{"bytes": compact JSON bytes, "nodes": JSON values}`` of a custom resource as a client sends it
     (:func:`as_sent`; its ``status`` counts: the server stores and caches it)."""
     body = as_sent(obj)
-    raw = json.dumps(body, separators=(",", ":"), ensure_ascii=False, default=str).encode("utf-8")
-    return {"bytes": float(len(raw)), "nodes": float(_nodes(body))}
+    return {"bytes": float(json_bytes(body)), "nodes": float(_nodes(body))}
 
 
 def mean_features(objects: Iterable[Mapping[str, Any]]) -> dict[str, float]:

@@ -190,7 +190,9 @@ def _current_metrics(cluster: Cluster) -> dict[str, float]:
     return {name: value for name, labels, value in parse_exposition(text, wanted) if not labels}
 
 
-def _load_crd_set(scenario: Scenario) -> tuple[list[dict], dict]:
+def load_crd_set(scenario: Scenario) -> tuple[list[dict], dict]:
+    """The CRDs a run of ``scenario`` installs (generated or loaded; with the payload field the flat, nested
+    and list object shapes need) and where they came from, with their summary."""
     from crdscale.crds import summary as crd_summary
 
     if scenario.crds["source"] == "generate":
@@ -307,7 +309,7 @@ class ScenarioRunner:
 
     def _run(self, stack: ExitStack) -> None:
         sc = self.scenario
-        crds, crd_info = _load_crd_set(sc)
+        crds, crd_info = load_crd_set(sc)
         self.run.write_crd_summary(crd_info)
         self.run.update_manifest(crds=crd_info["summary"])
         self.events.emit("run.start", run_id=self.run_id, scenario=sc.name, crds=len(crds))
