@@ -745,6 +745,12 @@ def _objects_prediction(spec: _ObjectSpec, term, crd_set: _CrdSet, warnings: lis
                 f"required fields alone are larger): their objects are taken as flat; a way out: --object-bytes "
                 f"larger, or --object-sample with a real object"
             )
+    if spec.shape == "nested":
+        warnings.append(
+            "nested objects (maps of maps) held about twice what the term predicts from the other shapes in the "
+            "cells it was fitted on, still inside its interval: read the upper end "
+            "(docs/explanation/objects.md#in-a-footprint-prediction)"
+        )
     # Each CRD's objects once: (value, low, high) heap; their sum is term.predict's (bounds add).
     per_crd_heap = spec.count * np.array([term.per_object(f) for f in per_crd], dtype=float).reshape(-1, 3)
     heap = tuple(float(v) for v in per_crd_heap.sum(axis=0))

@@ -150,3 +150,11 @@ def test_explain_names_the_object_term(capsys):
     assert main(["footprint", "--explain", "--kube-version", "1.24.0"]) == 0
     out = capsys.readouterr().out
     assert "Objects (--objects): heap per custom resource" in out and "per JSON byte 0." in out
+
+
+def test_nested_objects_warn_that_they_sit_high_in_the_interval(tmp_path, capsys):
+    path, _ = _crd_file(tmp_path)
+    nested = _json(capsys, str(path), "--objects", "10", "--object-shape", "nested")
+    flat = _json(capsys, str(path), "--objects", "10", "--object-shape", "flat")
+    assert any("read the upper end" in w for w in nested["warnings"])
+    assert not any("read the upper end" in w for w in flat["warnings"])
