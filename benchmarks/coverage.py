@@ -28,7 +28,7 @@ sys.path.insert(0, str(ROOT))
 from crdscale.analysis.coverage import (  # noqa: E402
     comparison_coverage,
     coverage_table,
-    models_from_profile,
+    models_from_run,
     ols_coverage,
     per_run_coverage,
     simulate_runs,
@@ -40,15 +40,7 @@ RUNS = {"v1.24.0": ROOT / "data" / "reference-run-v1.24.0", "v1.37.1": ROOT / "d
 
 def reference_models():
     """Cause models per reference run (label -> models)."""
-    models = {}
-    for label, path in RUNS.items():
-        run = read_run(path)
-        analysis = run.analysis()
-        heap = run.heap_profiles()
-        last = heap[heap["phase"].isna() | heap["phase"].isin(["", "served"])].iloc[-1]
-        profile = run.read_profile(last["file"])
-        models[label] = models_from_profile(profile, analysis.fits, analysis.install_serve)
-    return models
+    return {label: models_from_run(read_run(path)) for label, path in RUNS.items()}
 
 
 def main(argv=None) -> int:

@@ -97,6 +97,18 @@ def models_from_profile(
     return models
 
 
+def models_from_run(run) -> list[CauseModel]:
+    """Cause models of one run (a :class:`crdscale.rundir.Run`), from its last served heap profile and its fits.
+
+    The committed reference runs (``data/reference-run``, ``data/reference-run-v1.24.0``) are what
+    ``benchmarks/coverage.py`` and the unit test simulate.
+    """
+    analysis = run.analysis()
+    heap = run.heap_profiles()
+    last = heap[heap["phase"].isna() | heap["phase"].isin(["", "served"])].iloc[-1]
+    return models_from_profile(run.read_profile(last["file"]), analysis.fits, analysis.install_serve)
+
+
 @dataclass(frozen=True)
 class SimulatedRuns:
     """Many simulated runs of one scenario: per cause (and ``total``) the value and heap sampling

@@ -3,7 +3,6 @@ Go's heap sampling on the committed reference runs (the fast version of benchmar
 
 from __future__ import annotations
 
-import importlib.util
 import math
 from pathlib import Path
 
@@ -16,6 +15,7 @@ from crdscale.analysis.coverage import (
     _served_estimates,
     comparison_coverage,
     coverage_table,
+    models_from_run,
     per_run_coverage,
     simulate_runs,
 )
@@ -32,20 +32,15 @@ from crdscale.analysis.intervals import (
     unseen_growth_bounds,
 )
 from crdscale.analysis.percrd import fit_install_serve, fit_per_crd
+from crdscale.rundir import read_run
 
 ROOT = Path(__file__).resolve().parents[2]
 
 
-def _benchmark():
-    spec = importlib.util.spec_from_file_location("coverage_benchmark", ROOT / "benchmarks" / "coverage.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
 @pytest.fixture(scope="module")
 def models():
-    return _benchmark().reference_models()
+    runs = {"v1.24.0": ROOT / "data" / "reference-run-v1.24.0", "v1.37.1": ROOT / "data" / "reference-run"}
+    return {label: models_from_run(read_run(path)) for label, path in runs.items()}
 
 
 def test_go_rounding_of_counts_is_undone():
