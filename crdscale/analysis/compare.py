@@ -92,7 +92,14 @@ def _run_estimate(group: pd.DataFrame, confidence: float) -> Estimate | None:
         return None
     group = group.sort_values("crds", kind="stable")
     metric = str(group["metric"].iloc[0]) if "metric" in group else ""
-    return growth_fit(group["crds"], group["value"], confidence, resolution=heap_resolution(metric, group)).estimate
+    return growth_fit(
+        group["crds"], group["value"], confidence, resolution=heap_resolution(metric, group), sampling_var=_sv(group)
+    ).estimate
+
+
+def _sv(group: pd.DataFrame):
+    """A group's heap sampling variances (the intervals' floor), or None (series points have none)."""
+    return group["sampling_var"] if "sampling_var" in group else None
 
 
 def per_crd_differences(

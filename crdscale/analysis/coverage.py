@@ -24,8 +24,9 @@ size models from the committed reference runs; a fast version is a unit test.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
+import math
+from collections.abc import Collection, Iterable, Mapping, Sequence
+from dataclasses import dataclass, replace
 
 import numpy as np
 import pandas as pd
@@ -112,11 +113,13 @@ def models_from_run(run) -> list[CauseModel]:
 @dataclass(frozen=True)
 class SimulatedRuns:
     """Many simulated runs of one scenario: per cause (and ``total``) the value and heap sampling
-    variance of each profile (runs x marks), and the marks ``(crds, phase, installed, served)``."""
+    variance of each profile (runs x marks), the expected value of each profile (marks), and the
+    marks ``(crds, phase, installed, served)``."""
 
     marks: list[tuple[int, str, int, int]]
     values: dict[str, np.ndarray]
     variances: dict[str, np.ndarray]
+    expected: dict[str, np.ndarray]
     models: dict[str, CauseModel]
 
     @property
@@ -132,10 +135,15 @@ class SimulatedRuns:
         ]
         return pd.DataFrame(rows, columns=["crds", "phase", "cause", "metric", "value", "sampling_var"])
 
-    def true_per_crd(self, cause: str, kind: str = "total") -> float:
-        if cause == "total":
-            return sum(m.true_per_crd(kind) for m in self.models.values())
-        return self.models[cause].true_per_crd(kind) if cause in self.models else 0.0
+    def series(self, cause: str) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """``(values, variances, expected)`` of a cause; zeros for a cause the runs never allocate
+        (0 in every profile, as crdscale sees it)."""
+        zero = np.zeros_like(self.values["total"])
+        return (
+            self.values.get(cause, zero),
+            self.variances.get(cause, zero),
+            self.expected.get(cause, np.zeros(len(self.marks))),
+        )
 
 
 def simulate_runs(
@@ -145,6 +153,8 @@ def simulate_runs(
     *,
     rate: float = GO_HEAP_SAMPLING_RATE,
     transient_fraction: float = 0.001,
+    rebuilt: Collection[str] = (),
+    starts: Mapping[str, int] | None = None,
     seed: int | np.random.Generator = 0,
 ) -> SimulatedRuns:
     """``runs`` simulated runs: a baseline profile, then per step an installed and a served profile.
@@ -152,28 +162,48 @@ def simulate_runs(
     ``transient_fraction``: GC-timing noise, the expected transient objects a
     profile catches as a fraction of the objects live at the end of the run
     (the heap profiles are taken right after a forced GC, so this is small).
+    ``rebuilt``: causes whose objects are built afresh before every profile
+    (the whole OpenAPI spec on every CRD change), so their sampling does not
+    carry over. ``starts``: causes that add nothing until that many CRDs, then
+    the same total over the rest (a cause that starts late).
     """
     rng = seed if isinstance(seed, np.random.Generator) else np.random.default_rng(seed)
+    starts = dict(starts or {})
     crds = np.cumsum([0, *steps])
     marks = [(0, "served", 0, 0)]
     for k in range(1, len(crds)):
         marks += [(int(crds[k]), "installed", int(crds[k]), int(crds[k - 1]))]
         marks += [(int(crds[k]), "served", int(crds[k]), int(crds[k]))]
-    values, variances = {}, {}
+    values, variances, expected = {}, {}, {}
     for model in models:
         p = -np.expm1(-model.sizes / rate)
         scaled = model.sizes / p
+        start = starts.get(model.cause, 0)
+        # A late cause adds its whole growth over the CRDs after its start.
+        boost = crds[-1] / (crds[-1] - start) if start else 1.0
         end_live = model.base + (model.per_installed + model.per_served) * crds[-1]
-        live = rng.binomial(np.round(model.base).astype(np.int64), p, size=(runs, len(p))).astype(float)
+        held = np.tile(np.round(model.base), (runs, 1))  # live objects (whole)
+        live = rng.binomial(held.astype(np.int64), p).astype(float)  # of which sampled
         vals = np.zeros((runs, len(marks)))
         vars_ = np.zeros((runs, len(marks)))
+        means = np.zeros(len(marks))
+        mean_live = np.round(model.base).astype(float)
         before = (0, 0)
         for m, (_n, _phase, installed, served) in enumerate(marks):
             # Whole objects: the expected count a step adds, its fraction rounded at random
             # (a size class of 0.3 objects per CRD adds 12 objects or 13 to a step of 40).
-            expected = model.per_installed * (installed - before[0]) + model.per_served * (served - before[1])
-            add = np.floor(expected) + (rng.random((runs, len(p))) < expected - np.floor(expected))
-            live += rng.binomial(add.astype(np.int64), p)
+            grown = (
+                max(installed - start, 0) - max(before[0] - start, 0),
+                max(served - start, 0) - max(before[1] - start, 0),
+            )
+            add_expected = boost * (model.per_installed * grown[0] + model.per_served * grown[1])
+            add = np.floor(add_expected) + (rng.random((runs, len(p))) < add_expected - np.floor(add_expected))
+            held += add
+            mean_live = mean_live + add_expected
+            if model.cause in rebuilt:
+                live = rng.binomial(held.astype(np.int64), p).astype(float)
+            else:
+                live += rng.binomial(add.astype(np.int64), p)
             before = (installed, served)
             transient = rng.binomial(rng.poisson(end_live * transient_fraction, size=(runs, len(p))), p)
             counts = live + transient
@@ -182,15 +212,21 @@ def simulate_runs(
             var_space = space * model.sizes * (1.0 - p) / p
             vals[:, m] = space.sum(axis=1)
             vars_[:, m] = var_space.sum(axis=1)
-        values[model.cause], variances[model.cause] = vals, vars_
-    values["total"] = sum(values.values())
-    variances["total"] = sum(variances.values())
-    return SimulatedRuns(marks, values, variances, {m.cause: m for m in models})
+            means[m] = float(((mean_live + end_live * transient_fraction) * model.sizes).sum())
+        values[model.cause], variances[model.cause], expected[model.cause] = vals, vars_, means
+    for out in (values, variances, expected):
+        out["total"] = sum(out.values())
+    return SimulatedRuns(marks, values, variances, expected, {m.cause: m for m in models})
 
 
 @dataclass(frozen=True)
 class Coverage:
-    """Empirical coverage of one kind of interval for one cause: ``held`` of ``runs`` intervals held the truth."""
+    """Empirical coverage of one kind of interval for one cause: ``held`` of ``runs`` intervals held the truth.
+
+    ``ideal_half_width`` is what a 95 % interval needs when the estimator's
+    spread is known: z · the standard deviation of the estimates over the runs;
+    ``zero_width`` the share of runs whose interval had no width at all.
+    """
 
     interval: str
     cause: str
@@ -198,33 +234,56 @@ class Coverage:
     runs: int
     median_half_width: float
     true_value: float
+    ideal_half_width: float = float("nan")
+    zero_width: float = 0.0
+    case: str = ""
 
     @property
     def coverage(self) -> float:
         return self.held / self.runs if self.runs else float("nan")
 
 
-def _served_estimates(sim: SimulatedRuns, cause: str, confidence: float):
-    """The served per-CRD estimates of every run, as :func:`~crdscale.analysis.percrd.fit_per_crd` computes them."""
+def _chain_increments(sim: SimulatedRuns, cause: str):
+    """The served profiles' increments of every run: ``(dx, dy, dvar, first, expected dy)``."""
     idx = [m for m, (_n, phase, *_c) in enumerate(sim.marks) if phase == "served"]
     x = np.array([sim.marks[m][0] for m in idx], dtype=float)
-    # A cause the run never allocates is 0 in every profile, as crdscale sees it.
-    y = sim.values.get(cause, np.zeros_like(sim.values["total"]))[:, idx]
-    dy = np.diff(y, axis=1)
-    return increments_batch(np.diff(x), dy, confidence, resolution=GO_HEAP_SAMPLING_RATE, first=y[:, 0])
+    y, v, e = (a[..., idx] for a in sim.series(cause))
+    return np.diff(x), np.diff(y, axis=1), np.diff(v, axis=1), y[:, 0], np.diff(e)
 
 
-def _install_serve_estimates(sim: SimulatedRuns, cause: str, confidence: float):
-    """Installed and served per-CRD estimates of every run (paired increments, as :func:`fit_install_serve`)."""
-    y = sim.values[cause]
+def _served_estimates(sim: SimulatedRuns, cause: str, confidence: float):
+    """The served per-CRD estimates of every run, as :func:`~crdscale.analysis.percrd.fit_per_crd` computes them."""
+    dx, dy, dv, first, _de = _chain_increments(sim, cause)
+    return increments_batch(
+        dx, dy, confidence, resolution=GO_HEAP_SAMPLING_RATE, first=first, sampling_var=dv, chain=True
+    )
+
+
+def _served_truth(sim: SimulatedRuns, cause: str) -> float:
+    dx, _dy, _dv, _first, de = _chain_increments(sim, cause)
+    return float(de.sum() / dx.sum())
+
+
+def _split_increments(sim: SimulatedRuns, cause: str):
+    """Installed and served increments of every run (paired, as :func:`fit_install_serve` takes them):
+    kind -> ``(dx, dy, dvar, first, expected dy)``."""
+    y, v, e = sim.series(cause)
     out = {}
     for kind, position in (("installed", 1), ("served", 2)):
         # marks: baseline, then (installed, served) per step: install increments end at odd marks.
         ends = list(range(position, len(sim.marks), 2))
-        dx = np.array([sim.marks[e][2 + position - 1] - sim.marks[e - 1][2 + position - 1] for e in ends], float)
-        dy = np.stack([y[:, e] - y[:, e - 1] for e in ends], axis=1)
-        out[kind] = increments_batch(dx, dy, confidence, resolution=GO_HEAP_SAMPLING_RATE, first=y[:, 0])
+        dx = np.array([sim.marks[k][2 + position - 1] - sim.marks[k - 1][2 + position - 1] for k in ends], float)
+        dy, dv = (np.stack([a[:, k] - a[:, k - 1] for k in ends], axis=1) for a in (y, v))
+        out[kind] = (dx, dy, dv, y[:, 0], np.array([e[k] - e[k - 1] for k in ends]))
     return out
+
+
+def _install_serve_estimates(sim: SimulatedRuns, cause: str, confidence: float):
+    """Installed and served per-CRD estimates of every run (paired increments, as :func:`fit_install_serve`)."""
+    return {
+        kind: increments_batch(dx, dy, confidence, resolution=GO_HEAP_SAMPLING_RATE, first=first, sampling_var=dv)
+        for kind, (dx, dy, dv, first, _de) in _split_increments(sim, cause).items()
+    }
 
 
 def per_run_coverage(sim: SimulatedRuns, confidence: float = 0.95, label: str = "") -> list[Coverage]:
@@ -232,22 +291,27 @@ def per_run_coverage(sim: SimulatedRuns, confidence: float = 0.95, label: str = 
     suffix = f" ({label})" if label else ""
     results = []
     for cause in sim.values:
-        _v, _se, _dof, low, high = _served_estimates(sim, cause, confidence)
-        results.append(_coverage(f"per-run{suffix}", cause, low, high, sim.true_per_crd(cause, "total")))
-        for kind, (_v, _se, _dof, low, high) in _install_serve_estimates(sim, cause, confidence).items():
-            results.append(_coverage(f"install/serve: {kind}{suffix}", cause, low, high, sim.true_per_crd(cause, kind)))
+        value, _se, _dof, low, high = _served_estimates(sim, cause, confidence)
+        results.append(_coverage(f"per-run{suffix}", cause, value, low, high, _served_truth(sim, cause), confidence))
+        increments = _split_increments(sim, cause)
+        for kind, (value, _se, _dof, low, high) in _install_serve_estimates(sim, cause, confidence).items():
+            dx, _dy, _dv, _first, de = increments[kind]
+            true = float(de.sum() / dx.sum())
+            results.append(_coverage(f"install/serve: {kind}{suffix}", cause, value, low, high, true, confidence))
     return results
 
 
-def comparison_coverage(a: SimulatedRuns, b: SimulatedRuns, confidence: float = 0.95) -> list[Coverage]:
+def comparison_coverage(
+    a: SimulatedRuns, b: SimulatedRuns, confidence: float = 0.95, label: str = "comparison"
+) -> list[Coverage]:
     """Coverage of ``crdscale compare``'s per-CRD differences (b minus a, run i of each paired), per cause."""
     results = []
     for cause in dict.fromkeys([*a.values, *b.values]):
         ea = _served_estimates(a, cause, confidence)
         eb = _served_estimates(b, cause, confidence)
-        _v, _se, _dof, low, high = difference_batch(eb, ea, confidence)
-        true = b.true_per_crd(cause) - a.true_per_crd(cause)
-        results.append(_coverage("comparison", cause, low, high, true))
+        value, _se, _dof, low, high = difference_batch(eb, ea, confidence)
+        true = _served_truth(b, cause) - _served_truth(a, cause)
+        results.append(_coverage(label, cause, value, low, high, true, confidence))
     return results
 
 
@@ -268,22 +332,184 @@ def ols_coverage(sim: SimulatedRuns, confidence: float = 0.95, label: str = "") 
         resid = y - y.mean(axis=1, keepdims=True) - slope[:, None] * xc
         se = np.sqrt((resid**2).sum(axis=1) / (len(x) - 2) / sxx)
         suffix = f" ({label})" if label else ""
+        # The OLS line's own truth: the expected profiles' slope.
+        true = float(sim.series(cause)[2][idx] @ xc / sxx)
         results.append(
-            _coverage(f"OLS, before{suffix}", cause, slope - t * se, slope + t * se, sim.true_per_crd(cause))
+            _coverage(f"OLS, before{suffix}", cause, slope, slope - t * se, slope + t * se, true, confidence)
         )
     return results
 
 
-def _coverage(kind: str, cause: str, low: np.ndarray, high: np.ndarray, true: float) -> Coverage:
+def _coverage(
+    kind: str, cause: str, value: np.ndarray, low: np.ndarray, high: np.ndarray, true: float, confidence: float
+) -> Coverage:
     # A zero-width interval at the truth holds it (a cause no simulated object adds to).
     eps = 1e-6 * max(1.0, abs(true))
     held = (low - eps <= true) & (true <= high + eps)
-    return Coverage(kind, cause, int(held.sum()), len(held), float(np.nanmedian((high - low) / 2)), true)
+    z = float(_normal_quantile(confidence))
+    return Coverage(
+        kind,
+        cause,
+        int(held.sum()),
+        len(held),
+        float(np.nanmedian((high - low) / 2)),
+        true,
+        ideal_half_width=z * float(np.std(value, ddof=1)) if len(value) > 1 else float("nan"),
+        zero_width=float(np.mean(high - low <= eps)),
+    )
+
+
+def _normal_quantile(confidence: float) -> float:
+    from crdscale.analysis.intervals import t_quantile
+
+    return t_quantile(0.5 + confidence / 2, math.inf)
+
+
+COVERAGE_COLUMNS = [
+    "case", "interval", "cause", "coverage", "runs", "true_per_crd", "median_half_width", "ideal_half_width",
+    "width_ratio", "zero_width",
+]  # fmt: skip
 
 
 def coverage_table(results: Iterable[Coverage]) -> pd.DataFrame:
-    """One row per interval kind and cause: ``interval, cause, coverage, runs, true_per_crd, median_half_width``."""
-    return pd.DataFrame(
-        [(c.interval, c.cause, c.coverage, c.runs, c.true_value, c.median_half_width) for c in results],
-        columns=["interval", "cause", "coverage", "runs", "true_per_crd", "median_half_width"],
+    """One row per case, interval kind and cause: ``case, interval, cause, coverage, runs, true_per_crd,
+    median_half_width, ideal_half_width, width_ratio, zero_width`` (bytes per CRD; ``width_ratio`` is
+    the median half width over the ideal one)."""
+    rows = [
+        (
+            c.case,
+            c.interval,
+            c.cause,
+            c.coverage,
+            c.runs,
+            c.true_value,
+            c.median_half_width,
+            c.ideal_half_width,
+            c.median_half_width / c.ideal_half_width if c.ideal_half_width > 0 else float("nan"),
+            c.zero_width,
+        )
+        for c in results
+    ]
+    return pd.DataFrame(rows, columns=COVERAGE_COLUMNS)
+
+
+# --------------------------------------------------------------------------
+# The benchmark's cases
+# --------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Case:
+    """One simulated scenario: its ``steps`` (CRDs each), GC-timing noise (``transient``, see
+    :func:`simulate_runs`), causes ``rebuilt`` at every profile, causes that start late
+    (``starts``: cause -> CRDs), and ``same``: compare a version with itself (a true difference of zero)."""
+
+    name: str
+    steps: tuple[int, ...] = (40, 40, 40, 40)
+    transient: float = 0.001
+    rebuilt: tuple[str, ...] = ()
+    starts: tuple[tuple[str, int], ...] = ()
+    same: bool = False
+    ols: bool = False  # also score ordinary least squares through the profiles, for contrast
+
+
+CASES = (
+    Case("4×40 (project-like)", ols=True),
+    Case("2 steps (2×80)", steps=(80, 80)),
+    Case("3 steps (54+53+53)", steps=(54, 53, 53)),
+    Case("10×16", steps=(16,) * 10),
+    Case("uneven (10+20+50+80)", steps=(10, 20, 50, 80)),
+    Case("watch cache starts at 80 CRDs", starts=(("watch-cache", 80),)),
+    Case("strong GC noise (1 %)", transient=0.01),
+    Case("OpenAPI rebuilt at every profile", rebuilt=("openapi",)),
+    Case("OpenAPI rebuilt, 10×16", steps=(16,) * 10, rebuilt=("openapi",)),
+    Case("true difference zero (v1.37.1 twice)", same=True),
+)
+
+
+def case_coverage(
+    models: Mapping[str, Sequence[CauseModel]],
+    case: Case,
+    runs: int,
+    seed: int = 1,
+    confidence: float = 0.95,
+    *,
+    reference: str = "v1.37.1",
+) -> list[Coverage]:
+    """Every interval kind's coverage in one case: per run (each version of ``models``, with the
+    install/serve split) and the comparison of the other version with ``reference``; with
+    ``case.same``, only ``reference`` compared with itself. Deterministic for ``seed``."""
+    rng = np.random.default_rng(seed)
+
+    def simulate(label):
+        return simulate_runs(
+            models[label],
+            runs,
+            case.steps,
+            transient_fraction=case.transient,
+            rebuilt=case.rebuilt,
+            starts=dict(case.starts),
+            seed=rng,
+        )
+
+    if case.same:
+        a, b = simulate(reference), simulate(reference)
+        results = comparison_coverage(a, b, confidence, label=f"comparison ({reference} twice)")
+    else:
+        sims = {label: simulate(label) for label in models}
+        results = [c for label, sim in sims.items() for c in per_run_coverage(sim, confidence, label=label)]
+        if case.ols:
+            results += [c for label, sim in sims.items() for c in ols_coverage(sim, confidence, label=label)]
+        for label, sim in sims.items():
+            if label != reference:
+                results += comparison_coverage(
+                    sims[reference], sim, confidence, label=f"comparison ({label} − {reference})"
+                )
+    return [replace(c, case=case.name) for c in results]
+
+
+def benchmark_table(
+    models: Mapping[str, Sequence[CauseModel]],
+    runs: int,
+    seed: int = 1,
+    cases: Sequence[Case] = CASES,
+    confidence: float = 0.95,
+) -> pd.DataFrame:
+    """:func:`coverage_table` of every case (``benchmarks/coverage.py`` prints it, a unit test checks it)."""
+    return coverage_table(
+        c for i, case in enumerate(cases) for c in case_coverage(models, case, runs, seed + i, confidence)
     )
+
+
+def summary(table: pd.DataFrame) -> pd.DataFrame:
+    """One row per case of a :func:`benchmark_table`: the coverage range and widest width ratio of the
+    totals, of OpenAPI and of the zap counters over every interval kind, the lowest and highest coverage
+    of any cause with a true growth (``cause, interval: coverage``), and the largest share of zero-width
+    intervals."""
+    rows = []
+    table = table[~table["interval"].str.startswith("OLS")]
+    for case, group in table.groupby("case", sort=False):
+        grown = group[group["true_per_crd"].abs() > 0]
+        row = {"case": case}
+        for cause, name in (("total", "total"), ("openapi", "OpenAPI"), ("zap-counters", "zap")):
+            sel = (
+                grown[grown["cause"] == cause]
+                if not group["interval"].str.contains("twice").any()
+                else group[group["cause"] == cause]
+            )
+            row[name] = _range(sel["coverage"])
+            row[f"{name} ×ideal"] = sel["width_ratio"].max() if len(sel) else float("nan")
+        scored = grown if len(grown) else group
+        low, high = scored.loc[scored["coverage"].idxmin()], scored.loc[scored["coverage"].idxmax()]
+        row["lowest"] = f"{low.cause}, {low.interval}: {low.coverage:.3f}"
+        row["highest"] = f"{high.cause}, {high.interval}: {high.coverage:.3f}"
+        row["zero-width"] = float(group["zero_width"].max())
+        rows.append(row)
+    return pd.DataFrame(rows)
+
+
+def _range(values: pd.Series) -> str:
+    if not len(values):
+        return "—"
+    low, high = float(values.min()), float(values.max())
+    return f"{low:.3f}" if round(low, 3) == round(high, 3) else f"{low:.3f}–{high:.3f}"

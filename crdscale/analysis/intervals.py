@@ -122,9 +122,20 @@ class GrowthFit:
     def per_unit(self) -> float:
         return self.estimate.value
 
+    @property
+    def few_increments(self) -> bool:
+        """Fewer than :data:`FEW_INCREMENTS` increments: causes carried by a heap sample or two per
+        step are unreliable (their intervals under-cover; totals and large causes are not affected)."""
+        return self.increments < FEW_INCREMENTS
+
 
 def growth_fit(
-    x: Sequence[float], y: Sequence[float], confidence: float = 0.95, *, resolution: float = 0.0
+    x: Sequence[float],
+    y: Sequence[float],
+    confidence: float = 0.95,
+    *,
+    resolution: float = 0.0,
+    sampling_var: Sequence[float] | None = None,
 ) -> GrowthFit:
     """Per-unit growth of ``y`` in ``x`` with an interval from the step increments (see the module doc).
 
@@ -134,7 +145,9 @@ def growth_fit(
     ``resolution`` is the least change one heap sample stands for (Go's
     sampling rate, for bytes): when no increment changed at all, the spread
     says nothing, and the interval is what no sample in ``x``'s range allows
-    (:func:`unseen_growth_bounds`) instead of a zero width.
+    (:func:`unseen_growth_bounds`) instead of a zero width. ``sampling_var``:
+    each point's heap sampling variance (:func:`heap_sampling_variance`),
+    which is the interval's floor and its known part (see the module doc).
     """
     x = np.asarray(x, dtype=float)
     y = np.asarray(y, dtype=float)
@@ -145,7 +158,14 @@ def growth_fit(
     ux, inverse = np.unique(x, return_inverse=True)
     uy = np.bincount(inverse, weights=y) / np.bincount(inverse)
     dx, dy = np.diff(ux), np.diff(uy)
-    estimate = increments_estimate(dx, dy, confidence, resolution=resolution, first=uy[0])
+    dvar = None
+    if sampling_var is not None:
+        sv = np.asarray(sampling_var, dtype=float)[order]
+        if np.isfinite(sv).all():
+            dvar = np.diff(np.bincount(inverse, weights=sv) / np.bincount(inverse))
+    estimate = increments_estimate(
+        dx, dy, confidence, resolution=resolution, first=uy[0], sampling_var=dvar, chain=True
+    )
     base = float(uy[0] - estimate.value * ux[0])
     fitted = base + estimate.value * x
     residuals = y - fitted
@@ -177,6 +197,8 @@ def increments_estimate(
     *,
     resolution: float = 0.0,
     first: float = 0.0,
+    sampling_var: Sequence[float] | None = None,
+    chain: bool = False,
 ) -> Estimate:
     """Per-unit growth from independent increments ``dy`` over ``dx`` units each (``Var(dy) ∝ dx``).
 
@@ -192,6 +214,8 @@ def increments_estimate(
         confidence,
         resolution=resolution,
         first=np.atleast_1d(float(first)),
+        sampling_var=None if sampling_var is None else np.atleast_2d(np.asarray(sampling_var, dtype=float)),
+        chain=chain,
     )
     return Estimate(*(float(v[0]) for v in batch))
 
@@ -203,9 +227,12 @@ def increments_batch(
     *,
     resolution: float = 0.0,
     first: np.ndarray | float = 0.0,
+    sampling_var: np.ndarray | None = None,
+    chain: bool = False,
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """:func:`increments_estimate` for many series at once: ``dy`` is (series x increments) over one ``dx``
-    (``first``: each series' first value).
+    (``first``: each series' first value; ``sampling_var``: how much each increment added to the
+    profiles' heap sampling variance, same shape as ``dy``).
 
     Returns arrays ``(value, se, dof, low, high)``, one entry per series: what
     simulations of thousands of runs need (``crdscale.analysis.coverage``).
@@ -218,22 +245,116 @@ def increments_batch(
     total = float(dx.sum())
     value = dy.sum(axis=1) / total
     m = len(dx)
+    dvar = None if sampling_var is None else np.nan_to_num(np.broadcast_to(np.asarray(sampling_var, float), dy.shape))
+    if dvar is not None and resolution > 0:
+        # Counts of a few samples run low when unlucky and their variance with them: a sample's worth
+        # more (Go reports a sampled object as at least `resolution` bytes) keeps such causes at 95 %.
+        dvar = dvar.copy()
+        dvar[:, -1] += resolution**2
     if m < 2:
         se = np.full(n, math.nan)
         dof = np.zeros(n)
-        low = high = np.full(n, math.nan)
+    elif dvar is not None or (chain and m >= CHAIN_MIN_INCREMENTS):
+        known = np.zeros_like(dy) if dvar is None else dvar
+        se, dof = _variance_components(dx, dy - value[:, None] * dx, known, chain and m >= CHAIN_MIN_INCREMENTS)
     else:
         spread = ((dy - value[:, None] * dx) ** 2 / dx).sum(axis=1) / (m - 1)
         se = np.sqrt(spread / total)
-        half = t_quantile(0.5 + confidence / 2, m - 1) * se
         dof = np.full(n, float(m - 1))
-        low, high = value - half, value + half
+    half = _quantile(dof, confidence) * se
+    if dvar is not None and m >= 2:
+        # The sampling alone: sampled objects that stay carry their error from profile to profile, so
+        # the growth's sampling variance is what the increments added. No interval is narrower.
+        floor = np.sqrt(np.clip(dvar.sum(axis=1), 0.0, None)) / total
+        z = _normal_quantile(confidence)
+        floored = (z * floor > half) & (floor > 0)
+        se, dof = np.where(floored, floor, se), np.where(floored, math.inf, dof)
+        half = np.where(floored, z * floor, half)
+    low, high = value - half, value + half
     if resolution > 0:
         # No sample came or went: the bounds no sample allows, not a zero width.
         unseen = ~dy.any(axis=1)
         bound_low, bound_high = unseen_growth_bounds(np.asarray(first, dtype=float), resolution, total)
         low, high = np.where(unseen, bound_low, low), np.where(unseen, bound_high, high)
     return value, se, dof, low, high
+
+
+# With fewer increments the persistent and the per-profile noise cannot both be estimated: the spread
+# of the increments (conservative when per-profile noise dominates) is used instead.
+CHAIN_MIN_INCREMENTS = 4
+# Below this many increments, causes carried by a sample or two per step are unreliable (their
+# increments are Poisson-like counts, far from normal): say so beside the numbers.
+FEW_INCREMENTS = 3
+
+
+def _quantile(dof: np.ndarray, confidence: float) -> np.ndarray:
+    """t quantiles for an array of degrees of freedom (normal for ``inf``, NaN for 0)."""
+    from scipy.special import stdtrit
+
+    dof = np.asarray(dof, dtype=float)
+    return stdtrit(np.where(dof > 0, dof, np.nan), 0.5 + confidence / 2)
+
+
+def _variance_components(
+    dx: np.ndarray, resid: np.ndarray, known: np.ndarray, chain: bool
+) -> tuple[np.ndarray, np.ndarray]:
+    """Standard error and degrees of freedom of ``ΣΔy / ΣΔx`` from the residual increments ``resid``.
+
+    Model (see the module doc): ``Var(e) = K + σ²·diag(Δx) (+ τ²·T for a chain)``. ``K`` is the heap
+    sampling variance each increment added (``known``, from the profiles; zeros without it), ``σ²``
+    any other persistent growth noise, ``τ²`` noise of each profile that does not carry over (``T``:
+    2 on the diagonal and -1 beside it, as differences of independent noise are; only when
+    consecutive increments share their profiles, ``chain``). ``σ²`` (and ``τ²``) come from quadratic
+    forms of the residuals (the spread, and for a chain the lag-1 products) set to their expectations,
+    each kept at 0 or above (MINQUE-like). The growth's variance is ``(ΣK + σ²·ΣΔx + 2τ²) / (ΣΔx)²``,
+    on Satterthwaite's degrees of freedom for the estimated part (the known part has no error).
+    """
+    n, m = resid.shape
+    span = float(dx.sum())
+    eye = np.eye(m)
+    centre = eye - np.outer(dx, np.ones(m)) / span  # residuals = centre @ increments
+    shapes = [np.diag(dx)]  # covariance of each unknown component
+    forms = [np.diag(1 / dx)]  # the quadratic forms that estimate them
+    target = [span]  # the growth's variance (times span²) per unit of each component
+    if chain:
+        inv = 1 / np.sqrt(dx)
+        shapes.append(2 * eye - np.eye(m, k=1) - np.eye(m, k=-1))
+        forms.append((np.eye(m, k=1) + np.eye(m, k=-1)) * np.outer(inv, inv) / 2)
+        target.append(2.0)
+    k = len(shapes)
+    target = np.array(target)
+    q = np.stack([np.einsum("ni,ij,nj->n", resid, a, resid) for a in forms], axis=1)
+    g = [centre.T @ a @ centre for a in forms]
+    rhs = q - np.stack([known @ np.diagonal(gi) for gi in g], axis=1)
+    coef = np.array([[np.trace(gi @ v) for v in shapes] for gi in g])  # E[q] - known part = coef @ components
+    solved = rhs @ np.linalg.inv(coef).T
+    weights = np.broadcast_to(target @ np.linalg.inv(coef), (n, k)).copy()
+    negative = solved < 0
+    if k == 2:
+        for j in (0, 1):
+            # One component below zero: 0, and the other by least squares on both forms.
+            keep = negative[:, 1 - j] & ~negative[:, j]
+            col = coef[:, j]
+            only = np.clip(rhs @ col / (col @ col), 0.0, None)
+            solved[keep] = 0.0
+            solved[keep, j] = only[keep]
+            weights[keep] = target[j] * col / (col @ col)
+    solved[negative.all(axis=1)] = 0.0
+    solved = np.clip(solved, 0.0, None)
+    known_total = np.clip(known.sum(axis=1), 0.0, None)
+    estimated = solved @ target
+    se = np.sqrt(known_total + estimated) / span
+    # Satterthwaite: Var(w·q) = 2 tr(BWBW), B = Σ w_i A_i, W = E[resid residᵀ] at the estimates.
+    b = sum(weights[:, i, None, None] * forms[i] for i in range(k))
+    cov = known[:, :, None] * eye + sum(solved[:, i, None, None] * shapes[i] for i in range(k))
+    bw = b @ (centre @ cov @ centre.T)
+    var_estimated = 2 * np.einsum("nij,nji->n", bw, bw)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        dof = np.where(
+            (estimated > 0) & (var_estimated > 0), 2 * (known_total + estimated) ** 2 / var_estimated, math.inf
+        )
+    # Never fewer than the spread of the increments alone has: m - 1.
+    return se, np.maximum(dof, float(m - 1))
 
 
 def difference(a: Estimate, b: Estimate, confidence: float = 0.95) -> Estimate:

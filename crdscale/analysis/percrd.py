@@ -28,6 +28,7 @@ import pandas as pd
 
 from crdscale.analysis.attribution import OTHER, RULES, Rule, sums_by_cause
 from crdscale.analysis.intervals import (
+    FEW_INCREMENTS,
     GO_HEAP_SAMPLING_RATE,
     Estimate,
     growth_fit,
@@ -211,6 +212,11 @@ def phase_points(points: pd.DataFrame, phase: str) -> pd.DataFrame:
     return pd.concat([base, ours], ignore_index=True)
 
 
+FEW_INCREMENTS_WARNING = (
+    f"fewer than {FEW_INCREMENTS} steps: the intervals of causes carried by a heap sample or two per step "
+    "(goroutines, zap counters at a few CRDs) are unreliable; run more steps for them"
+)
+
 FIT_COLUMNS = [
     "phase", "metric", "cause", "per_crd", "per_crd_low", "per_crd_high", "per_crd_se", "dof",
     "sampling_se", "base", "r2", "n",
@@ -267,7 +273,13 @@ def fit_per_crd(points: pd.DataFrame, confidence: float = 0.95) -> tuple[pd.Data
             continue
         for (metric, cause), group in data.groupby(["metric", "cause"], sort=False):
             group = group.sort_values("crds", kind="stable")
-            fit = growth_fit(group["crds"], group["value"], confidence, resolution=heap_resolution(metric, group))
+            fit = growth_fit(
+                group["crds"],
+                group["value"],
+                confidence,
+                resolution=heap_resolution(metric, group),
+                sampling_var=group["sampling_var"] if "sampling_var" in group else None,
+            )
             e = fit.estimate
             fits.append(
                 (phase, metric, cause, e.value, e.low, e.high, e.se, e.dof, sampling_se(group), fit.base, fit.r2, fit.n)
@@ -330,7 +342,7 @@ def install_serve_increments(points: pd.DataFrame) -> pd.DataFrame:
     installing cost; an increment that both installs and serves (a step
     without its installed profile) cannot be split and is left out.
     """
-    columns = ["metric", "cause", "kind", "crds", "delta"]
+    columns = ["metric", "cause", "kind", "crds", "delta", "delta_var"]
     counts = served_counts(points)
     if counts["phase"].nunique() < 2:
         return pd.DataFrame(columns=columns)
@@ -340,12 +352,14 @@ def install_serve_increments(points: pd.DataFrame) -> pd.DataFrame:
         installed = group["installed"].to_numpy()
         served = group["served"].to_numpy()
         value = group["value"].to_numpy(dtype=float)
+        var = group["sampling_var"].to_numpy(dtype=float) if "sampling_var" in group else np.full(len(group), np.nan)
         for k in range(1, len(group)):
             d_installed, d_served = installed[k] - installed[k - 1], served[k] - served[k - 1]
+            delta, delta_var = value[k] - value[k - 1], var[k] - var[k - 1]
             if d_installed > 0 and d_served == 0:
-                rows.append((metric, cause, "install", int(d_installed), value[k] - value[k - 1]))
+                rows.append((metric, cause, "install", int(d_installed), delta, delta_var))
             elif d_served > 0 and d_installed == 0:
-                rows.append((metric, cause, "serve", int(d_served), value[k] - value[k - 1]))
+                rows.append((metric, cause, "serve", int(d_served), delta, delta_var))
     return pd.DataFrame(rows, columns=columns)
 
 
@@ -373,8 +387,14 @@ def fit_install_serve(points: pd.DataFrame, confidence: float = 0.95) -> pd.Data
         for kind in ("install", "serve"):
             sel = group[group["kind"] == kind]
             if len(sel):
+                known = sel["delta_var"] if sel["delta_var"].notna().all() else None
                 parts[kind] = increments_estimate(
-                    sel["crds"], sel["delta"], confidence, resolution=heap_resolution(metric, points), first=start
+                    sel["crds"],
+                    sel["delta"],
+                    confidence,
+                    resolution=heap_resolution(metric, points),
+                    first=start,
+                    sampling_var=known,
                 )
             else:
                 parts[kind] = Estimate(math.nan, math.nan, 0, math.nan, math.nan)
@@ -554,11 +574,21 @@ class RunAnalysis:
         return sorted(set(self.fits["phase"])) if len(self.fits) else []
 
     @property
+    def few_increments(self) -> bool:
+        """Fewer than 3 increments between the served profiles: the intervals of causes carried by a
+        heap sample or two per step are unreliable (intervals.FEW_INCREMENTS; totals are not affected)."""
+        served = self.fits[self.fits["phase"] == "served"] if len(self.fits) else self.fits
+        return bool(len(served)) and int(served["n"].max()) - 1 < FEW_INCREMENTS
+
+    @property
     def warnings(self) -> list[str]:
         """Sentences a reader must see beside the numbers: a run that did not complete,
         each profile left out of the fits (empty when there is nothing to say)."""
         state = status_warning(self.status, self.reason)
-        return ([state] if state else []) + [f"left out of the fits: {s}" for s in self.skipped] + list(self.notes)
+        few = [FEW_INCREMENTS_WARNING] if self.few_increments else []
+        return (
+            ([state] if state else []) + [f"left out of the fits: {s}" for s in self.skipped] + list(self.notes) + few
+        )
 
 
 def analyze(

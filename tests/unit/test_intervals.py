@@ -11,13 +11,13 @@ import pytest
 
 from crdscale.analysis.compare import per_crd_differences, stack_runs
 from crdscale.analysis.coverage import (
+    CASES,
     _install_serve_estimates,
     _served_estimates,
-    comparison_coverage,
-    coverage_table,
+    benchmark_table,
     models_from_run,
-    per_run_coverage,
     simulate_runs,
+    summary,
 )
 from crdscale.analysis.intervals import (
     Estimate,
@@ -109,26 +109,25 @@ def test_the_dataframe_pipeline_gives_what_the_simulation_scores(models):
 
 
 def test_coverage_of_every_interval_kind_holds_95_percent(models):
-    """The unit-suite version of benchmarks/coverage.py (2,000 simulated runs and run pairs)."""
-    runs = {label: simulate_runs(m, 2000, seed=11 + i) for i, (label, m) in enumerate(models.items())}
-    results = []
-    for label, sim in runs.items():
-        results += per_run_coverage(sim, label=label)
-    results += comparison_coverage(runs["v1.37.1"], runs["v1.24.0"])
-    table = coverage_table(results).set_index(["interval", "cause"])["coverage"]
-    checked = [
-        ("per-run (v1.24.0)", "total"),
-        ("per-run (v1.24.0)", "zap-counters"),
-        ("per-run (v1.37.1)", "total"),
-        ("install/serve: installed (v1.24.0)", "total"),
-        ("install/serve: served (v1.24.0)", "total"),
-        ("install/serve: served (v1.24.0)", "zap-counters"),
-        ("install/serve: installed (v1.37.1)", "total"),
-        ("install/serve: served (v1.37.1)", "total"),
-        ("comparison", "total"),
-        ("comparison", "zap-counters"),
-    ]
-    for key in checked:
-        assert 0.93 <= table[key] <= 0.97, (key, table[key])
+    """The unit-suite version of benchmarks/coverage.py: every case, 400 simulated runs per version."""
+    table = benchmark_table(models, 400, seed=11)
+    table = table[~table["interval"].str.startswith("OLS")]
+    assert (table["zero_width"] == 0).all(), table[table["zero_width"] > 0]
+    headline = table[table["cause"].isin(["total", "zap-counters"]) & (table["true_per_crd"] != 0)]
+    for row in headline.itertuples():
+        # A cause that starts late bends the line, and OpenAPI rebuilt at every profile is still
+        # over-counted (issue 32: not yet at its 1.5x goal): wide, conservative intervals there, never short.
+        assert 0.92 <= row.coverage <= (1.0 if "starts" in row.case or "rebuilt" in row.case else 0.99), row
+    many_steps = ~table["case"].str.contains("steps|twice|rebuilt|starts")
+    per_run = table["interval"].str.startswith("per-run") & (table["cause"] == "total")
+    assert (table.loc[many_steps & per_run, "width_ratio"] <= 1.5).all(), table[many_steps & per_run]
     # Every cause, including those carried by a handful of samples, stays near its 95 %.
-    assert table.min() >= 0.90, table.idxmin()
+    assert table["coverage"].min() >= 0.87, table.loc[table["coverage"].idxmin()]
+    assert len(summary(table)) == len(CASES)
+
+
+def test_a_run_with_two_steps_says_low_count_causes_are_unreliable():
+    """Equal increments are not a zero-width interval, and with fewer than 3 increments the result says so."""
+    fit = growth_fit([0, 40, 80], [0.0, 524_288.0, 1_048_576.0], sampling_var=[0.0, 2.7e11, 5.4e11])
+    assert fit.few_increments and fit.estimate.high - fit.estimate.low > 0
+    assert fit.estimate.low <= 13_107.2 <= fit.estimate.high
