@@ -27,7 +27,7 @@ import pandas as pd
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from crdscale.analysis.coverage import benchmark_table, models_from_run, summary  # noqa: E402
+from crdscale.analysis.coverage import MODELS, benchmark_table, models_from_run, summary  # noqa: E402
 from crdscale.rundir import read_run  # noqa: E402
 
 RUNS = {"v1.24.0": ROOT / "data" / "reference-run-v1.24.0", "v1.37.1": ROOT / "data" / "reference-run"}
@@ -38,12 +38,19 @@ def main(argv=None) -> int:
     parser.add_argument("--runs", type=int, default=2000, help="simulated runs per version and case")
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--all-causes", action="store_true", help="also print every interval kind and cause")
+    parser.add_argument(
+        "--model",
+        choices=MODELS,
+        default="components",
+        help="interval model to score: crdscale's (components) or the spread of the increments alone (before)",
+    )
     args = parser.parse_args(argv)
     started = time.monotonic()
     models = {label: models_from_run(read_run(path)) for label, path in RUNS.items()}
-    table = benchmark_table(models, args.runs, seed=args.seed)
+    table = benchmark_table(models, args.runs, seed=args.seed, model=args.model)
     print(
-        f"{args.runs} simulated runs per version and case, seed {args.seed}, {time.monotonic() - started:.0f} s; "
+        f"{args.runs} simulated runs per version and case, seed {args.seed}, model {args.model}, "
+        f"{time.monotonic() - started:.0f} s; "
         "coverage of the 95 % intervals over every interval kind, median half width / ideal:\n"
     )
     with pd.option_context("display.width", 250, "display.max_columns", 20, "display.max_colwidth", 60):

@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Collection, Iterable, Mapping, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 import pandas as pd
@@ -121,6 +121,8 @@ class SimulatedRuns:
     variances: dict[str, np.ndarray]
     expected: dict[str, np.ndarray]
     models: dict[str, CauseModel]
+    # Expected sampled objects live at each profile (marks): how many heap samples carry a cause.
+    sampled: dict[str, np.ndarray] = field(default_factory=dict)
 
     @property
     def runs(self) -> int:
@@ -174,7 +176,7 @@ def simulate_runs(
     for k in range(1, len(crds)):
         marks += [(int(crds[k]), "installed", int(crds[k]), int(crds[k - 1]))]
         marks += [(int(crds[k]), "served", int(crds[k]), int(crds[k]))]
-    values, variances, expected = {}, {}, {}
+    values, variances, expected, sampled = {}, {}, {}, {}
     for model in models:
         p = -np.expm1(-model.sizes / rate)
         scaled = model.sizes / p
@@ -187,6 +189,7 @@ def simulate_runs(
         vals = np.zeros((runs, len(marks)))
         vars_ = np.zeros((runs, len(marks)))
         means = np.zeros(len(marks))
+        samples = np.zeros(len(marks))
         mean_live = np.round(model.base).astype(float)
         before = (0, 0)
         for m, (_n, _phase, installed, served) in enumerate(marks):
@@ -213,10 +216,12 @@ def simulate_runs(
             vals[:, m] = space.sum(axis=1)
             vars_[:, m] = var_space.sum(axis=1)
             means[m] = float(((mean_live + end_live * transient_fraction) * model.sizes).sum())
+            samples[m] = float((mean_live * p).sum())
         values[model.cause], variances[model.cause], expected[model.cause] = vals, vars_, means
-    for out in (values, variances, expected):
+        sampled[model.cause] = samples
+    for out in (values, variances, expected, sampled):
         out["total"] = sum(out.values())
-    return SimulatedRuns(marks, values, variances, expected, {m.cause: m for m in models})
+    return SimulatedRuns(marks, values, variances, expected, {m.cause: m for m in models}, sampled)
 
 
 @dataclass(frozen=True)
@@ -237,6 +242,7 @@ class Coverage:
     ideal_half_width: float = float("nan")
     zero_width: float = 0.0
     case: str = ""
+    samples: float = float("nan")  # expected heap samples the interval's growth is made of
 
     @property
     def coverage(self) -> float:
@@ -251,9 +257,16 @@ def _chain_increments(sim: SimulatedRuns, cause: str):
     return np.diff(x), np.diff(y, axis=1), np.diff(v, axis=1), y[:, 0], np.diff(e)
 
 
-def _served_estimates(sim: SimulatedRuns, cause: str, confidence: float):
+# The interval models a benchmark can score: what crdscale computes now, and the spread of the
+# increments alone that it computed before (no known sampling variance, no floor, no per-profile noise).
+MODELS = ("components", "spread")
+
+
+def _served_estimates(sim: SimulatedRuns, cause: str, confidence: float, model: str = "components"):
     """The served per-CRD estimates of every run, as :func:`~crdscale.analysis.percrd.fit_per_crd` computes them."""
     dx, dy, dv, first, _de = _chain_increments(sim, cause)
+    if model == "spread":
+        return increments_batch(dx, dy, confidence, resolution=GO_HEAP_SAMPLING_RATE, first=first)
     return increments_batch(
         dx, dy, confidence, resolution=GO_HEAP_SAMPLING_RATE, first=first, sampling_var=dv, chain=True
     )
@@ -262,6 +275,20 @@ def _served_estimates(sim: SimulatedRuns, cause: str, confidence: float):
 def _served_truth(sim: SimulatedRuns, cause: str) -> float:
     dx, _dy, _dv, _first, de = _chain_increments(sim, cause)
     return float(de.sum() / dx.sum())
+
+
+def _samples(sim: SimulatedRuns, cause: str, ends: Sequence[int]) -> float:
+    """Expected heap samples added over the increments ending at marks ``ends`` (each from the mark before)."""
+    counts = sim.sampled.get(cause)
+    if counts is None:
+        return 0.0
+    return float(sum(abs(counts[k] - counts[k - 1]) for k in ends))
+
+
+def _served_ends(sim: SimulatedRuns) -> list[int]:
+    """Marks ending a served increment, taken from the first served profile to the last (what adds up)."""
+    idx = [m for m, (_n, phase, *_c) in enumerate(sim.marks) if phase == "served"]
+    return list(range(idx[0] + 1, idx[-1] + 1))
 
 
 def _split_increments(sim: SimulatedRuns, cause: str):
@@ -278,40 +305,57 @@ def _split_increments(sim: SimulatedRuns, cause: str):
     return out
 
 
-def _install_serve_estimates(sim: SimulatedRuns, cause: str, confidence: float):
+def _install_serve_estimates(sim: SimulatedRuns, cause: str, confidence: float, model: str = "components"):
     """Installed and served per-CRD estimates of every run (paired increments, as :func:`fit_install_serve`)."""
     return {
-        kind: increments_batch(dx, dy, confidence, resolution=GO_HEAP_SAMPLING_RATE, first=first, sampling_var=dv)
+        kind: increments_batch(
+            dx,
+            dy,
+            confidence,
+            resolution=GO_HEAP_SAMPLING_RATE,
+            first=first,
+            sampling_var=None if model == "spread" else dv,
+        )
         for kind, (dx, dy, dv, first, _de) in _split_increments(sim, cause).items()
     }
 
 
-def per_run_coverage(sim: SimulatedRuns, confidence: float = 0.95, label: str = "") -> list[Coverage]:
-    """Coverage of ``crdscale analyze``'s served per-CRD intervals and of its install/serve split, per cause."""
+def per_run_coverage(
+    sim: SimulatedRuns, confidence: float = 0.95, label: str = "", model: str = "components"
+) -> list[Coverage]:
+    """Coverage of ``crdscale analyze``'s served per-CRD intervals and of its install/serve split, per cause
+    (``model``: one of :data:`MODELS`)."""
     suffix = f" ({label})" if label else ""
     results = []
     for cause in sim.values:
-        value, _se, _dof, low, high = _served_estimates(sim, cause, confidence)
-        results.append(_coverage(f"per-run{suffix}", cause, value, low, high, _served_truth(sim, cause), confidence))
+        value, _se, _dof, low, high = _served_estimates(sim, cause, confidence, model)
+        samples = _samples(sim, cause, _served_ends(sim))
+        true = _served_truth(sim, cause)
+        results.append(
+            replace(_coverage(f"per-run{suffix}", cause, value, low, high, true, confidence), samples=samples)
+        )
         increments = _split_increments(sim, cause)
-        for kind, (value, _se, _dof, low, high) in _install_serve_estimates(sim, cause, confidence).items():
+        for kind, (value, _se, _dof, low, high) in _install_serve_estimates(sim, cause, confidence, model).items():
             dx, _dy, _dv, _first, de = increments[kind]
             true = float(de.sum() / dx.sum())
-            results.append(_coverage(f"install/serve: {kind}{suffix}", cause, value, low, high, true, confidence))
+            ends = range(1 if kind == "installed" else 2, len(sim.marks), 2)
+            found = _coverage(f"install/serve: {kind}{suffix}", cause, value, low, high, true, confidence)
+            results.append(replace(found, samples=_samples(sim, cause, ends)))
     return results
 
 
 def comparison_coverage(
-    a: SimulatedRuns, b: SimulatedRuns, confidence: float = 0.95, label: str = "comparison"
+    a: SimulatedRuns, b: SimulatedRuns, confidence: float = 0.95, label: str = "comparison", model: str = "components"
 ) -> list[Coverage]:
     """Coverage of ``crdscale compare``'s per-CRD differences (b minus a, run i of each paired), per cause."""
     results = []
     for cause in dict.fromkeys([*a.values, *b.values]):
-        ea = _served_estimates(a, cause, confidence)
-        eb = _served_estimates(b, cause, confidence)
+        ea = _served_estimates(a, cause, confidence, model)
+        eb = _served_estimates(b, cause, confidence, model)
         value, _se, _dof, low, high = difference_batch(eb, ea, confidence)
         true = _served_truth(b, cause) - _served_truth(a, cause)
-        results.append(_coverage(label, cause, value, low, high, true, confidence))
+        samples = _samples(a, cause, _served_ends(a)) + _samples(b, cause, _served_ends(b))
+        results.append(replace(_coverage(label, cause, value, low, high, true, confidence), samples=samples))
     return results
 
 
@@ -367,14 +411,15 @@ def _normal_quantile(confidence: float) -> float:
 
 COVERAGE_COLUMNS = [
     "case", "interval", "cause", "coverage", "runs", "true_per_crd", "median_half_width", "ideal_half_width",
-    "width_ratio", "zero_width",
+    "width_ratio", "zero_width", "samples",
 ]  # fmt: skip
 
 
 def coverage_table(results: Iterable[Coverage]) -> pd.DataFrame:
     """One row per case, interval kind and cause: ``case, interval, cause, coverage, runs, true_per_crd,
-    median_half_width, ideal_half_width, width_ratio, zero_width`` (bytes per CRD; ``width_ratio`` is
-    the median half width over the ideal one)."""
+    median_half_width, ideal_half_width, width_ratio, zero_width, samples`` (bytes per CRD;
+    ``width_ratio`` is the median half width over the ideal one; ``samples`` the expected heap samples
+    the interval's growth is made of)."""
     rows = [
         (
             c.case,
@@ -387,6 +432,7 @@ def coverage_table(results: Iterable[Coverage]) -> pd.DataFrame:
             c.ideal_half_width,
             c.median_half_width / c.ideal_half_width if c.ideal_half_width > 0 else float("nan"),
             c.zero_width,
+            c.samples,
         )
         for c in results
     ]
@@ -435,10 +481,12 @@ def case_coverage(
     confidence: float = 0.95,
     *,
     reference: str = "v1.37.1",
+    model: str = "components",
 ) -> list[Coverage]:
     """Every interval kind's coverage in one case: per run (each version of ``models``, with the
     install/serve split) and the comparison of the other version with ``reference``; with
-    ``case.same``, only ``reference`` compared with itself. Deterministic for ``seed``."""
+    ``case.same``, only ``reference`` compared with itself. Deterministic for ``seed``; ``model``
+    is the interval model scored (:data:`MODELS`)."""
     rng = np.random.default_rng(seed)
 
     def simulate(label):
@@ -454,16 +502,16 @@ def case_coverage(
 
     if case.same:
         a, b = simulate(reference), simulate(reference)
-        results = comparison_coverage(a, b, confidence, label=f"comparison ({reference} twice)")
+        results = comparison_coverage(a, b, confidence, label=f"comparison ({reference} twice)", model=model)
     else:
         sims = {label: simulate(label) for label in models}
-        results = [c for label, sim in sims.items() for c in per_run_coverage(sim, confidence, label=label)]
+        results = [c for label, sim in sims.items() for c in per_run_coverage(sim, confidence, label, model)]
         if case.ols:
             results += [c for label, sim in sims.items() for c in ols_coverage(sim, confidence, label=label)]
         for label, sim in sims.items():
             if label != reference:
                 results += comparison_coverage(
-                    sims[reference], sim, confidence, label=f"comparison ({label} − {reference})"
+                    sims[reference], sim, confidence, label=f"comparison ({label} − {reference})", model=model
                 )
     return [replace(c, case=case.name) for c in results]
 
@@ -474,35 +522,50 @@ def benchmark_table(
     seed: int = 1,
     cases: Sequence[Case] = CASES,
     confidence: float = 0.95,
+    *,
+    model: str = "components",
 ) -> pd.DataFrame:
-    """:func:`coverage_table` of every case (``benchmarks/coverage.py`` prints it, a unit test checks it)."""
+    """:func:`coverage_table` of every case (``benchmarks/coverage.py`` prints it, a unit test checks it);
+    ``model``: the interval model scored (:data:`MODELS`: ``spread`` is crdscale's before issue 32)."""
+    if model not in MODELS:
+        raise ValueError(f"model must be one of {', '.join(MODELS)}")
     return coverage_table(
-        c for i, case in enumerate(cases) for c in case_coverage(models, case, runs, seed + i, confidence)
+        c for i, case in enumerate(cases) for c in case_coverage(models, case, runs, seed + i, confidence, model=model)
     )
 
 
+# Causes whose growth is made of fewer heap samples than this are scored apart: their counts are
+# Poisson-like and discrete, so their coverage cannot sit at 95 % (a sample more or less is all there is).
+FEW_SAMPLES = 20
+
+
 def summary(table: pd.DataFrame) -> pd.DataFrame:
-    """One row per case of a :func:`benchmark_table`: the coverage range and widest width ratio of the
-    totals, of OpenAPI and of the zap counters over every interval kind, the lowest and highest coverage
-    of any cause with a true growth (``cause, interval: coverage``), and the largest share of zero-width
-    intervals."""
+    """One row per case of a :func:`benchmark_table`.
+
+    Columns: the coverage range and widest width ratio (median half width over
+    the ideal) of the totals, of OpenAPI and of the zap counters over every
+    interval kind; the lowest and highest coverage of any cause with a true
+    growth of at least :data:`FEW_SAMPLES` heap samples (``cause, interval:
+    coverage``); the coverage range of the causes of fewer samples; and the
+    largest share of zero-width intervals. In a case comparing a version with
+    itself every true difference is zero, and every cause is scored.
+    """
     rows = []
     table = table[~table["interval"].str.startswith("OLS")]
     for case, group in table.groupby("case", sort=False):
-        grown = group[group["true_per_crd"].abs() > 0]
+        same = (group["true_per_crd"] == 0).all()
+        grown = group if same else group[group["true_per_crd"].abs() > 0]
+        many = grown[grown["samples"] >= FEW_SAMPLES]
         row = {"case": case}
         for cause, name in (("total", "total"), ("openapi", "OpenAPI"), ("zap-counters", "zap")):
-            sel = (
-                grown[grown["cause"] == cause]
-                if not group["interval"].str.contains("twice").any()
-                else group[group["cause"] == cause]
-            )
+            sel = grown[grown["cause"] == cause]
             row[name] = _range(sel["coverage"])
             row[f"{name} ×ideal"] = sel["width_ratio"].max() if len(sel) else float("nan")
-        scored = grown if len(grown) else group
-        low, high = scored.loc[scored["coverage"].idxmin()], scored.loc[scored["coverage"].idxmax()]
-        row["lowest"] = f"{low.cause}, {low.interval}: {low.coverage:.3f}"
-        row["highest"] = f"{high.cause}, {high.interval}: {high.coverage:.3f}"
+        if len(many):
+            low, high = many.loc[many["coverage"].idxmin()], many.loc[many["coverage"].idxmax()]
+            row["lowest"] = f"{low.cause}, {low.interval}: {low.coverage:.3f}"
+            row["highest"] = f"{high.cause}, {high.interval}: {high.coverage:.3f}"
+        row[f"< {FEW_SAMPLES} samples"] = _range(grown.loc[grown["samples"] < FEW_SAMPLES, "coverage"])
         row["zero-width"] = float(group["zero_width"].max())
         rows.append(row)
     return pd.DataFrame(rows)
