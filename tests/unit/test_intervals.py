@@ -109,20 +109,22 @@ def test_the_dataframe_pipeline_gives_what_the_simulation_scores(models):
 
 
 def test_coverage_of_every_interval_kind_holds_95_percent(models):
-    """The unit-suite version of benchmarks/coverage.py: every case, 400 simulated runs per version."""
+    """The unit-suite version of benchmarks/coverage.py: every case, 400 simulated runs per version (~15 s)."""
     table = benchmark_table(models, 400, seed=11)
     table = table[~table["interval"].str.startswith("OLS")]
     assert (table["zero_width"] == 0).all(), table[table["zero_width"] > 0]
     headline = table[table["cause"].isin(["total", "zap-counters"]) & (table["true_per_crd"] != 0)]
     for row in headline.itertuples():
-        # A cause that starts late bends the line, and OpenAPI rebuilt at every profile is still
-        # over-counted (issue 32: not yet at its 1.5x goal): wide, conservative intervals there, never short.
-        assert 0.92 <= row.coverage <= (1.0 if "starts" in row.case or "rebuilt" in row.case else 0.99), row
-    many_steps = ~table["case"].str.contains("steps|twice|rebuilt|starts")
+        # A cause that starts late bends the line, and OpenAPI rebuilt at every profile is still partly
+        # counted as persistent: wide, conservative intervals there, never short.
+        wide = "starts" in row.case or "rebuilt" in row.case
+        assert 0.92 <= row.coverage <= (1.0 if wide else 0.995), row
+    # Totals as tight as the data allow where the model holds (4 or more steps): median width near 1.96 sd.
+    steady = ~table["case"].str.contains("steps|twice|rebuilt|starts")
     per_run = table["interval"].str.startswith("per-run") & (table["cause"] == "total")
-    assert (table.loc[many_steps & per_run, "width_ratio"] <= 1.5).all(), table[many_steps & per_run]
+    assert (table.loc[steady & per_run, "width_ratio"] <= 1.2).all(), table[steady & per_run]
     # Every cause, including those carried by a handful of samples, stays near its 95 %.
-    assert table["coverage"].min() >= 0.87, table.loc[table["coverage"].idxmin()]
+    assert table["coverage"].min() >= 0.90, table.loc[table["coverage"].idxmin()]
     assert len(summary(table)) == len(CASES)
 
 
