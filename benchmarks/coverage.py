@@ -33,6 +33,19 @@ from crdscale.rundir import read_run  # noqa: E402
 RUNS = {"v1.24.0": ROOT / "data" / "reference-run-v1.24.0", "v1.37.1": ROOT / "data" / "reference-run"}
 
 
+def markdown(frame: pd.DataFrame) -> str:
+    """A DataFrame as a Markdown table (ratios to 2 decimals, shares to 3)."""
+
+    def cell(value) -> str:
+        if isinstance(value, float):
+            return "—" if value != value else f"{value:.2f}"
+        return str(value)
+
+    lines = ["| " + " | ".join(frame.columns) + " |", "|" + "---|" * len(frame.columns)]
+    lines += ["| " + " | ".join(cell(v) for v in row) + " |" for row in frame.itertuples(index=False)]
+    return "\n".join(lines)
+
+
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--runs", type=int, default=2000, help="simulated runs per version and case")
@@ -44,6 +57,8 @@ def main(argv=None) -> int:
         default="components",
         help="interval model to score: crdscale's (components) or the spread of the increments alone (before)",
     )
+    parser.add_argument("--markdown", action="store_true", help="print the summary as a Markdown table (the docs')")
+    parser.add_argument("--csv", type=Path, help="also write every interval kind and cause to this CSV file")
     args = parser.parse_args(argv)
     started = time.monotonic()
     models = {label: models_from_run(read_run(path)) for label, path in RUNS.items()}
@@ -54,13 +69,18 @@ def main(argv=None) -> int:
         "coverage of the 95 % intervals over every interval kind, median half width / ideal:\n"
     )
     with pd.option_context("display.width", 250, "display.max_columns", 20, "display.max_colwidth", 60):
-        print(summary(table).to_string(index=False, float_format=lambda v: f"{v:.2f}"))
+        if args.markdown:
+            print(markdown(summary(table)))
+        else:
+            print(summary(table).to_string(index=False, float_format=lambda v: f"{v:.2f}"))
         ols = table[table["interval"].str.startswith("OLS")]
         if len(ols):
             print(
                 f"\nOLS through the profiles, for contrast ({ols['case'].iloc[0]}): coverage "
                 f"{ols['coverage'].min():.3f}–{ols['coverage'].max():.3f}"
             )
+        if args.csv:
+            table.to_csv(args.csv, index=False)
         if args.all_causes:
             print()
             print(table.to_string(index=False))

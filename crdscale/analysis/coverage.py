@@ -10,7 +10,9 @@ A run is simulated the way kube-apiserver and Go make its heap profiles:
 - a sampled object that stays live is in every later profile (the errors of
   the steps add up: a random walk);
 - plus GC-timing noise: transient objects caught by one profile only, a
-  Poisson number of the cause's sizes each time, sampled afresh.
+  Poisson number of the cause's sizes each time, sampled afresh;
+- optionally, causes rebuilt before every profile (sampled afresh each time,
+  as the whole OpenAPI spec is on every CRD change) and causes that start late.
 
 The steps follow a scenario: a baseline profile, then per step an
 ``installed`` profile (the step's CRDs Established) and a ``served`` one.
@@ -18,8 +20,13 @@ Each simulated run's intervals are computed by the same estimators
 ``crdscale analyze`` and ``crdscale compare`` use (their batch forms in
 :mod:`crdscale.analysis.intervals`; a test checks that the DataFrame pipeline
 gives the same numbers on simulated runs), and the share of runs whose
-interval holds the true per-CRD cost is the empirical coverage. ``benchmarks/coverage.py`` runs it on
-size models from the committed reference runs; a fast version is a unit test.
+interval holds the true per-CRD cost is the empirical coverage; 1.96 times the
+estimates' standard deviation over the runs is the ideal half width an
+interval's median is measured against. :data:`CASES` are the scenarios
+``benchmarks/coverage.py`` runs (2, 3, 4, 10 and uneven steps, a late cause,
+strong GC noise, OpenAPI rebuilt, a true difference of zero) on size models
+from the committed reference runs (:func:`models_from_run`); a fast version
+is a unit test. Deterministic for a seed.
 """
 
 from __future__ import annotations
@@ -566,7 +573,7 @@ def summary(table: pd.DataFrame) -> pd.DataFrame:
             row["lowest"] = f"{low.cause}, {low.interval}: {low.coverage:.3f}"
             row["highest"] = f"{high.cause}, {high.interval}: {high.coverage:.3f}"
         row[f"< {FEW_SAMPLES} samples"] = _range(grown.loc[grown["samples"] < FEW_SAMPLES, "coverage"])
-        row["zero-width"] = float(group["zero_width"].max())
+        row["zero-width"] = f"{group['zero_width'].max():.3f}"
         rows.append(row)
     return pd.DataFrame(rows)
 

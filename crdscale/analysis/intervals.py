@@ -7,22 +7,40 @@ object that stays live is in every later profile, so the sampling error of
 step k is carried into step k+1: the profiles' errors are a random walk, not
 independent draws, and an ordinary least-squares line through the steps
 claims about twice the precision the data hold (a simulated 95 % interval
-covered the true slope in 72 % of runs).
+covered the true slope in 59-84 % of runs).
 
 What *is* independent is each step's increment: the objects a step added
-were sampled afresh. So per-CRD costs are fitted on first differences:
+were sampled afresh. So per-CRD costs are the growth over the increments,
+``b = ΣΔy / ΣΔx`` (the growth from the first profile to the last per CRD),
+and its variance comes from a model of the increments ``e = Δy - b·Δx``::
 
-    Δy_k = b · Δx_k + e_k,   Var(e_k) = σ² · Δx_k
+    Var(e) = K + σ²·diag(Δx) + τ²·T
 
-(the variance of a sum of independently sampled objects grows with how many
-were added). Weighted least squares gives ``b = ΣΔy / ΣΔx`` — the growth
-from the first profile to the last per CRD — and ``σ²`` is estimated from the
-spread of the increments around it, so the interval is Student's t with
-``m - 1`` degrees of freedom for ``m`` increments. Noise that does not carry
-over (a transient allocation caught at one profile, GC timing) makes
-increments negatively correlated, which this estimate over-counts: the
-interval stays conservative, never optimistic. ``benchmarks/coverage.py``
-checks the coverage by simulating Go's sampling.
+- ``K``: the heap sampling variance each increment added, known from the
+  profiles themselves (:func:`heap_sampling_variance`): the random walk of
+  sampled objects that stay;
+- ``σ²·diag(Δx)``: any other noise that persists (allocation counts that
+  vary from step to step), estimated;
+- ``τ²·T``: noise of one profile that does not carry over (garbage in
+  flight, objects rebuilt at every profile, GC timing), estimated. It enters
+  two neighbouring increments with opposite signs (``T``: 2 on the diagonal,
+  -1 beside it), so it adds ``2τ²`` to the growth, not ``2τ²`` per increment
+  as the spread of the increments alone would count it.
+
+``σ²`` and ``τ²`` come from the spread of the increments and their lag-1
+products set to their expectations, each kept at 0 or above (a MINQUE-like
+moment estimate); the interval is Student's t on Satterthwaite's degrees of
+freedom for the estimated part (the known part has none to lose), never
+fewer than the increments' ``m - 1``. Every half width is at least
+``1.96 · sampling_se`` (the sampling alone; a count of a few samples is given
+~3 samples' worth more, as the rule of three gives a cause no sample touched).
+Without a known sampling variance (the memory series, the OpenAPI v2 phase)
+the interval is the spread's t on ``m - 1`` degrees of freedom: conservative
+when per-profile noise dominates, and estimating both noises from the
+increments alone under-covers. With fewer than 3 increments, causes carried
+by a sample or two per step are unreliable (:data:`FEW_INCREMENTS`).
+``benchmarks/coverage.py`` checks coverage and width by simulating Go's
+sampling (:mod:`crdscale.analysis.coverage`).
 
 Differences between runs use each run's own variance (Welch–Satterthwaite),
 never a pooled one; repeated runs of one configuration are the unit of
@@ -200,13 +218,19 @@ def increments_estimate(
     sampling_var: Sequence[float] | None = None,
     chain: bool = False,
 ) -> Estimate:
-    """Per-unit growth from independent increments ``dy`` over ``dx`` units each (``Var(dy) ∝ dx``).
+    """Per-unit growth from increments ``dy`` over ``dx`` units each, with its interval (see the module doc).
 
-    ``ΣΔy / ΣΔx`` with a t interval on ``m - 1`` degrees of freedom; NaN
-    interval for a single increment. ``dx`` must be positive. ``resolution``:
-    the least change one heap sample stands for; when no increment changed at
-    all, the interval is what no sample allows (:func:`unseen_growth_bounds`,
-    from the ``first`` value) instead of a zero width.
+    ``ΣΔy / ΣΔx``; NaN interval for a single increment. ``dx`` must be
+    positive. Without ``sampling_var``, a t interval on ``m - 1`` degrees of
+    freedom from the increments' spread (``Var(dy) ∝ dx``). With it (how much
+    each increment added to the heap sampling variance), the known variance
+    plus what the increments add beyond it, and never narrower than the
+    sampling alone; ``chain``: consecutive increments share their profiles
+    (a run's served profiles, not the install/serve pairs), so per-profile
+    noise is told apart from 4 increments on. ``resolution``: the least change
+    one heap sample stands for; when no increment changed at all, the interval
+    is what no sample allows (:func:`unseen_growth_bounds`, from the ``first``
+    value) instead of a zero width.
     """
     batch = increments_batch(
         np.asarray(dx, dtype=float),

@@ -3,7 +3,7 @@
 For each cause of :mod:`crdscale.analysis.attribution`, the heap in use
 (bytes and objects) measured at several CRD counts gives a per-CRD cost:
 the growth from the run's first profile to its last per CRD, with an
-interval from the spread of the step increments (the error model of
+interval from the step increments (the error model of
 :mod:`crdscale.analysis.intervals`: Go's heap sampling makes the profiles'
 errors a random walk, so the increments, not the points, are independent).
 The same is done for the total, separately for the two phases a run may
@@ -228,9 +228,9 @@ def sampling_se(group: pd.DataFrame) -> float:
 
     Sampled objects that stay live carry their error from profile to profile,
     so the growth's sampling variance is the last profile's minus the first's.
-    A diagnostic beside the interval, which comes from the increments' spread:
-    an interval much narrower than ``1.96 × sampling_se`` says the steps
-    happened to agree more closely than sampling makes likely.
+    The interval's floor (:func:`~crdscale.analysis.intervals.increments_batch`
+    applies it, with ~3 samples' worth more for causes of a few samples): no
+    interval is narrower than ``1.96 × sampling_se``.
     """
     if "sampling_var" not in group or not group["sampling_var"].notna().all() or len(group) < 2:
         return 0.0
@@ -258,9 +258,9 @@ def fit_per_crd(points: pd.DataFrame, confidence: float = 0.95) -> tuple[pd.Data
       per_crd_se, dof, sampling_se, base, r2, n, share`` where ``per_crd`` is
       the growth from the phase's first profile to its last per CRD, in bytes
       (or objects); its interval is Student's t on ``dof`` degrees of freedom
-      from the spread of the step increments (when no heap sample changed at
+      from the step increments and their sampling variance (when no heap sample changed at
       all, the bounds no sample allows instead); ``sampling_se`` is what heap
-      sampling alone gives (a diagnostic, see :func:`sampling_se`); ``base`` is the
+      sampling alone gives (the floor, see :func:`sampling_se`); ``base`` is the
       line's value at 0 CRDs, ``share`` the cause's fraction of the total
       per-CRD growth. Phases with fewer than two distinct CRD counts are left out.
     - residuals: ``phase, metric, cause, crds, value, fitted, residual``

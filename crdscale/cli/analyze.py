@@ -8,10 +8,12 @@ Examples:
 Reads RUN_DIR/profiles/heap-stepNN-crdsNNNN[-installed].pb.gz (and
 RUN_DIR/metrics/series.parquet when present), attributes every heap sample to
 a cause, and gives each cause's growth per CRD from the first profile to the
-last, with a confidence interval from the spread of the step increments (Go's
-heap sampling carries a profile's error into every later profile, so the
-steps, not the profiles, are independent; never narrower than the sampling
-alone allows), for the served phase and,
+last, with a confidence interval from the step increments (Go's heap
+sampling carries a profile's error into every later profile, so the steps,
+not the profiles, are independent; the sampling variance the profiles report
+is its known part and its floor: never narrower than the sampling alone
+allows; with fewer than 3 steps a warning says that causes of a sample or two
+per step are unreliable), for the served phase and,
 when recorded, the installed phase. Writes RUN_DIR/analysis/percrd.csv and
 .parquet (plus residuals and series fits). Given several runs whose CRD
 schemas differ in size, also fits bytes per schema property by cause.
@@ -318,9 +320,10 @@ def render(analysis, metric: str = "bytes", confidence: float = 0.95) -> str:
             lines.append(f"{r.metric + ' (' + r.phase + ')':<30} {fmt_per_crd(r.per_crd, 'bytes'):>14} {ci:>29}")
     lines += [
         "",
-        "per CRD: growth from the first profile to the last. CI: Student's t from the spread of the step",
-        "increments (Go's heap sampling carries each profile's error into the next, so steps, not profiles,",
-        "are independent); a cause no heap sample touched gets the bounds one 512 KiB sample allows.",
+        "per CRD: growth from the first profile to the last. CI: Student's t from the step increments (Go's",
+        "heap sampling carries each profile's error into the next, so steps, not profiles, are independent):",
+        "the sampling variance the profiles report plus what the increments add beyond it, never narrower",
+        "than the sampling alone; a cause no heap sample touched gets the bounds one 512 KiB sample allows.",
         "-o json adds sampling_se, what heap sampling alone would give. benchmarks/coverage.py checks coverage.",
     ]
     return "\n".join(lines)

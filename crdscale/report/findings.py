@@ -660,7 +660,7 @@ def findings_markdown(
             parts += [f"**{caption}**" + (f" ([SVG]({svg}))" if svg else ""), "", f"![{caption}]({png})", ""]
     parts.append(
         "Bytes per CRD are the growth of heap in use from the first profile to the last per CRD, with 95% "
-        "confidence intervals from the spread of the step increments (Student's t; Go's heap sampling "
+        "confidence intervals from the step increments and the profiles' own sampling variance (Student's t; Go's heap sampling "
         "carries a profile's error into every later one, so the steps, not the profiles, are independent: "
         "see `crdscale.analysis.intervals`); causes come from crdscale's attribution rules "
         "(`crdscale.analysis.attribution.RULES`). The heap profiles are taken right after a forced GC "
