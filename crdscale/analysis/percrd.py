@@ -336,7 +336,8 @@ def install_serve_increments(points: pd.DataFrame) -> pd.DataFrame:
     Orders a group's points by (installed, served) CRDs (see
     :func:`served_counts`) and returns, per ``metric, cause``, each increment
     ``kind`` (``install`` or ``serve``), ``crds`` (how many CRDs it
-    installed or served) and ``delta`` (value after minus before). The
+    installed or served), ``delta`` (value after minus before) and ``delta_var``
+    (what it added to the heap sampling variance; NaN without it). The
     installed profile at N CRDs and the served one at N minus a step are
     taken moments apart in one process, so only their difference says what
     installing cost; an increment that both installs and serves (a step
@@ -577,8 +578,9 @@ class RunAnalysis:
     def few_increments(self) -> bool:
         """Fewer than 3 increments between the served profiles: the intervals of causes carried by a
         heap sample or two per step are unreliable (intervals.FEW_INCREMENTS; totals are not affected)."""
-        served = self.fits[self.fits["phase"] == "served"] if len(self.fits) else self.fits
-        return bool(len(served)) and int(served["n"].max()) - 1 < FEW_INCREMENTS
+        if not len(self.points) or "served" not in set(self.points["phase"]):
+            return False
+        return phase_points(self.points, "served")["crds"].nunique() - 1 < FEW_INCREMENTS
 
     @property
     def warnings(self) -> list[str]:

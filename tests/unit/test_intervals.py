@@ -133,3 +133,22 @@ def test_a_run_with_two_steps_says_low_count_causes_are_unreliable():
     fit = growth_fit([0, 40, 80], [0.0, 524_288.0, 1_048_576.0], sampling_var=[0.0, 2.7e11, 5.4e11])
     assert fit.few_increments and fit.estimate.high - fit.estimate.low > 0
     assert fit.estimate.low <= 13_107.2 <= fit.estimate.high
+
+
+def test_the_analysis_of_a_two_step_run_warns_about_low_count_causes(models):
+    """The warning reaches every reader of RunAnalysis.warnings (console, -o json, findings.md)."""
+    import pandas as pd
+
+    from crdscale.analysis.percrd import FEW_INCREMENTS_WARNING, RunAnalysis
+
+    def analysis(steps):
+        points = simulate_runs(models["v1.37.1"], 1, steps, seed=3).points(0)
+        fits, residuals = fit_per_crd(points)
+        empty = pd.DataFrame()
+        return RunAnalysis(None, {}, points, fits, residuals, empty, empty, [])
+
+    two, four = analysis((80, 80)), analysis((40, 40, 40, 40))
+    assert two.few_increments and FEW_INCREMENTS_WARNING in two.warnings
+    assert not four.few_increments and FEW_INCREMENTS_WARNING not in four.warnings
+    served = two.fits.query("phase == 'served' and metric == 'bytes'")
+    assert (served["per_crd_high"] > served["per_crd_low"]).all()  # never zero-wide
