@@ -55,6 +55,7 @@ import functools
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
+from statistics import NormalDist
 
 import numpy as np
 
@@ -86,6 +87,8 @@ def t_quantile(p: float, dof: float) -> float:
         raise ValueError("p must be in (0, 1)")
     if p in (0.975, 0.025) and float(dof).is_integer() and 1 <= dof <= len(_T975):
         return _T975[int(dof) - 1] if p == 0.975 else -_T975[int(dof) - 1]
+    if math.isinf(dof):
+        return NormalDist().inv_cdf(p)  # the standard library's, exact: no scipy for the normal
     # scipy.special's stdtrit is what scipy.stats.t.ppf calls: scipy.stats takes ~1 s of CPU to
     # import (a footprint prediction's largest import), scipy.special ~0.3 s.
     from scipy.special import stdtrit
@@ -287,7 +290,8 @@ def increments_batch(
         dof = np.full(n, float(m - 1))
         if dvar is not None:
             # Only with the sampling variance known: estimating both noises from the increments alone
-            # under-covers (0.83-0.89 in benchmarks/coverage.py's cases), where the spread holds 95 %.
+            # under-covered (0.83-0.89 in a one-off check on benchmarks/coverage.py's simulated runs at
+            # 4 and 10 steps), where the spread holds 95 %.
             resid = dy - value[:, None] * dx
             se_c, dof_c = _variance_components(dx, resid, dvar, chain and m >= CHAIN_MIN_INCREMENTS)
             use = se_c > 0
@@ -312,8 +316,8 @@ def increments_batch(
     return value, se, dof, low, high
 
 
-# With fewer increments the persistent and the per-profile noise cannot both be estimated: the spread
-# of the increments (conservative when per-profile noise dominates) is used instead.
+# With fewer increments the persistent and the per-profile noise cannot both be estimated: only the known
+# sampling and the persistent noise are (per-profile noise is then counted in every increment: conservative).
 CHAIN_MIN_INCREMENTS = 4
 # Below this many increments, causes carried by a sample or two per step are unreliable (their
 # increments are Poisson-like counts, far from normal): say so beside the numbers.
@@ -321,11 +325,20 @@ FEW_INCREMENTS = 3
 
 
 def _quantile(dof: np.ndarray, confidence: float) -> np.ndarray:
-    """t quantiles for an array of degrees of freedom (normal for ``inf``, NaN for 0)."""
-    from scipy.special import stdtrit
-
+    """t quantiles for an array of degrees of freedom (normal for ``inf``, NaN for 0): :func:`t_quantile`'s
+    table and the normal without scipy, scipy only for degrees of freedom off the table."""
     dof = np.asarray(dof, dtype=float)
-    return stdtrit(np.where(dof > 0, dof, np.nan), 0.5 + confidence / 2)
+    p = 0.5 + confidence / 2
+    out = np.full(dof.shape, math.nan)
+    tabled = (dof > 0) & (np.isinf(dof) | ((dof == np.round(dof)) & (dof <= len(_T975))))
+    for d in np.unique(dof[tabled]):
+        out[dof == d] = t_quantile(p, float(d))
+    rest = (dof > 0) & ~tabled
+    if rest.any():
+        from scipy.special import stdtrit
+
+        out[rest] = stdtrit(dof[rest], p)
+    return out
 
 
 def _variance_components(
