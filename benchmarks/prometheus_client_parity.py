@@ -26,7 +26,6 @@ from __future__ import annotations
 
 import argparse
 import base64
-import importlib.util
 import json
 import shutil
 import ssl
@@ -43,15 +42,11 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
-ROOT = Path(__file__).resolve().parent
-
 
 def _make_pki(directory: Path):
-    spec = importlib.util.spec_from_file_location("kubernetes_parity", ROOT / "kubernetes_parity.py")
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module
-    spec.loader.exec_module(module)
-    return module.make_pki(directory)
+    from crdscale.testing.kubeconfig_parity import make_pki
+
+    return make_pki(directory)
 
 
 VECTOR = {"resultType": "vector", "result": [{"metric": {"__name__": "up", "job": "apiserver"}, "value": [1, "1"]}]}
