@@ -19,74 +19,9 @@ import requests
 
 from crdscale.cli.main import main
 from crdscale.cluster.local import CONTROLLER_MANAGER, LocalControlPlane, list_instances
-from crdscale.collect.promtext import parse_exposition
-from crdscale.ownership import ownership_labels
 from crdscale.paths import instances_dir
 
 REPO = Path(__file__).resolve().parents[2]
-
-
-def crd(group: str, kind: str) -> dict:
-    plural = kind.lower() + "s"
-    return {
-        "apiVersion": "apiextensions.k8s.io/v1",
-        "kind": "CustomResourceDefinition",
-        "metadata": {"name": f"{plural}.{group}", "labels": ownership_labels("test-kcm")},
-        "spec": {
-            "group": group,
-            "names": {"kind": kind, "plural": plural, "singular": kind.lower(), "listKind": kind + "List"},
-            "scope": "Namespaced",
-            "versions": [
-                {
-                    "name": "v1",
-                    "served": True,
-                    "storage": True,
-                    "schema": {"openAPIV3Schema": {"type": "object", "x-kubernetes-preserve-unknown-fields": True}},
-                }
-            ],
-        },
-    }
-
-
-def install_crds(cluster, group: str, count: int) -> list[str]:
-    """``count`` one-version CRDs in ``group``, Established; returns their plurals."""
-    plurals = []
-    for i in range(count):
-        body = crd(group, f"Thing{i:02d}")
-        resp = cluster.post("/apis/apiextensions.k8s.io/v1/customresourcedefinitions", body, timeout=30)
-        assert resp.status_code == 201, resp.text
-        plurals.append(body["spec"]["names"]["plural"])
-    deadline = time.monotonic() + 120
-    pending = set(plurals)
-    while pending and time.monotonic() < deadline:
-        for plural in list(pending):
-            got = cluster.get_json(f"/apis/apiextensions.k8s.io/v1/customresourcedefinitions/{plural}.{group}")
-            conditions = (got.get("status") or {}).get("conditions") or []
-            if any(c["type"] == "Established" and c["status"] == "True" for c in conditions):
-                pending.discard(plural)
-        time.sleep(0.2)
-    assert not pending, f"not Established: {sorted(pending)}"
-    return plurals
-
-
-def watches_by_resource(cluster, group: str) -> dict[str, float]:
-    """In-flight WATCH requests kube-apiserver serves per resource of ``group`` (its own gauge)."""
-    text = cluster.get("/metrics", timeout=60).text
-    found: dict[str, float] = {}
-    for _, labels, value in parse_exposition(text, {"apiserver_longrunning_requests"}):
-        if labels.get("verb") == "WATCH" and labels.get("group") == group and not labels.get("subresource"):
-            found[labels["resource"]] = found.get(labels["resource"], 0.0) + value
-    return found
-
-
-def wait_for_watches(cluster, group: str, plurals: list[str], timeout_s: float = 150) -> dict[str, float]:
-    # The garbage collector and the quota controller rediscover resources every 30 s.
-    deadline = time.monotonic() + timeout_s
-    while True:
-        watches = watches_by_resource(cluster, group)
-        if all(watches.get(p, 0) >= 1 for p in plurals) or time.monotonic() > deadline:
-            return watches
-        time.sleep(2)
 
 
 def listening(pid: int) -> list[str]:
@@ -186,16 +121,16 @@ def test_down_after_kill_9_of_up_stops_the_controller_manager():
     assert not any(r.alive() for r in records)
 
 
-def test_each_installed_crd_gets_a_watch_from_the_controller_manager(local_cluster):
+def test_each_installed_crd_gets_a_watch_from_the_controller_manager(local_cluster, crd_watches):
     """20 CRDs, no client of ours: every one is watched anyway (the garbage collector's and the
     quota controller's shared metadata informer), so each gets its storage and watch cache.
     One watch per CRD: of its preferred version (discovery's), not of every served version
     (checked by hand with two served versions: one WATCH, on the preferred one)."""
     cluster = local_cluster.connect()
     group = f"kcm{os.getpid()}.crdscale.io"
-    plurals = install_crds(cluster, group, 20)
+    plurals = crd_watches.install(cluster, group, 20)
     try:
-        watches = wait_for_watches(cluster, group, plurals)
+        watches = crd_watches.wait(cluster, group, plurals)
         assert sorted(p for p in plurals if watches.get(p, 0) < 1) == []
     finally:
         for plural in plurals:

@@ -6,7 +6,7 @@ import os
 from crdscale.cluster.local import CONTROLLER_MANAGER, LocalControlPlane
 
 
-def test_kube_apiserver_1_24_comes_up_and_serves_crds():
+def test_kube_apiserver_1_24_comes_up_and_serves_crds(crd_watches):
     with LocalControlPlane("1.24.0", name=f"old-{os.getpid()}") as cp:
         cluster = cp.connect()
         assert cluster.server_version() == "v1.24.0"
@@ -14,9 +14,7 @@ def test_kube_apiserver_1_24_comes_up_and_serves_crds():
         assert any(g["name"] == "apiextensions.k8s.io" for g in groups["groups"])
         assert cluster.get("/debug/pprof/heap?gc=1").status_code == 200
         assert cp.versions[CONTROLLER_MANAGER] == "v1.24.0" and cp.process(CONTROLLER_MANAGER).alive()
-        from test_local_controller_manager import install_crds, wait_for_watches
-
         group = "old.crdscale.io"
-        plurals = install_crds(cluster, group, 3)
-        watches = wait_for_watches(cluster, group, plurals)
+        plurals = crd_watches.install(cluster, group, 3)
+        watches = crd_watches.wait(cluster, group, plurals)
         assert all(watches.get(p, 0) >= 1 for p in plurals), watches
