@@ -6,9 +6,7 @@ that need no mkdocs.
 
 from __future__ import annotations
 
-import importlib.util
 import re
-import sys
 from pathlib import Path
 
 import pytest
@@ -17,17 +15,11 @@ ROOT = Path(__file__).resolve().parents[2]
 README_MAX_LINES = 150
 
 
-def _load_generator():
-    spec = importlib.util.spec_from_file_location("gen_docs_reference", ROOT / "scripts" / "gen_docs_reference.py")
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module  # dataclasses look their module up by name
-    spec.loader.exec_module(module)
-    return module
-
-
 @pytest.fixture(scope="module")
 def gen():
-    return _load_generator()
+    from crdscale import docs_reference
+
+    return docs_reference
 
 
 @pytest.fixture(scope="module")
