@@ -236,6 +236,10 @@ def test_scaled_label_and_percentage_like_go():
     assert text.percentage(0, 10) == "    0%"
 
 
+# The recorded grid above (test_matches_recorded_pprof_output) holds crdscale to pprof's output on
+# every run; this reruns pprof itself, to recheck the recordings against the installed Go (-m recheck).
+@pytest.mark.recheck
+@pytest.mark.external
 @pytest.mark.skipif(shutil.which("go") is None, reason="go is not installed")
 @pytest.mark.parametrize(
     "stem",

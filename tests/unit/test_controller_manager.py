@@ -52,6 +52,7 @@ def test_single_program_keeps_its_layout(tmp_path):
     assert program.package("etcd") == "."
 
 
+@pytest.mark.external
 @pytest.mark.skipif(not shutil.which("go"), reason="needs Go")
 def test_one_go_build_for_both_then_only_the_missing_one(tmp_path, caplog):
     caplog.set_level(logging.INFO, logger="crdscale.cluster.gobuild")

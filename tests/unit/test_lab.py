@@ -165,6 +165,7 @@ def _chromium(url: str, profile: Path, *args: str) -> subprocess.CompletedProces
     )
 
 
+@pytest.mark.external
 @pytest.mark.skipif(CHROMIUM is None, reason="chromium is not installed (apt-get install chromium)")
 @pytest.mark.timeout(600)
 def test_lab_shows_the_memory_notebook_as_a_notebook_in_chromium(run_copy, tmp_path):

@@ -13,7 +13,10 @@ from pathlib import Path
 import pytest
 
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
-pytestmark = pytest.mark.skipif(CHROMIUM is None, reason="chromium is not installed (apt-get install chromium)")
+pytestmark = [
+    pytest.mark.skipif(CHROMIUM is None, reason="chromium is not installed (apt-get install chromium)"),
+    pytest.mark.external,
+]
 
 ROOT = Path(__file__).resolve().parents[2]
 REFERENCE = ROOT / "data" / "reference-run"
@@ -21,14 +24,10 @@ FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-ne
 
 
 @pytest.fixture(scope="module")
-def report_dir(tmp_path_factory):
-    pytest.importorskip("nbclient")
-    from crdscale.report.render import render_report
-
-    out = tmp_path_factory.mktemp("browser-report")
-    result = render_report(REFERENCE, out)
-    assert result.ok, [f.describe() for f in result.failures]
-    return out
+def report_dir(reference_report):
+    """The reference run's report, rendered once with test_report_render.py's (conftest.py)."""
+    assert reference_report.code == 0, reference_report.stdout
+    return Path(reference_report.out)
 
 
 def _chromium(html: Path, screenshot: Path, size: str = "1400,1000") -> str:

@@ -5,7 +5,6 @@ and SVG; a failing notebook is named by file:line and its partial output kept.""
 from __future__ import annotations
 
 import json
-import os
 import re
 from pathlib import Path
 
@@ -28,21 +27,9 @@ REFERENCE = ROOT / "data" / "reference-run"
 
 
 @pytest.fixture(scope="module")
-def report(tmp_path_factory):
-    out = tmp_path_factory.mktemp("report")
-    import io
-    from contextlib import redirect_stdout
-
-    buf = io.StringIO()
-    # Relative RUN_DIR and --out, as people type them: the notebooks run elsewhere and must still find the run.
-    cwd = os.getcwd()
-    os.chdir(REFERENCE.parent)
-    try:
-        with redirect_stdout(buf):
-            code = main(["report", REFERENCE.name, "--out", os.path.relpath(out)])
-    finally:
-        os.chdir(cwd)
-    return code, buf.getvalue(), out
+def report(reference_report):
+    """The reference run's report, rendered once with test_report_browser.py's (conftest.py)."""
+    return reference_report.code, reference_report.stdout, Path(reference_report.out)
 
 
 @pytest.mark.timeout(600)
