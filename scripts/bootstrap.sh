@@ -108,12 +108,23 @@ fi
 if [ "${BOOTSTRAP_ONLY:-}" = python ]; then exit 0; fi
 
 # --- 3. Binaries ---------------------------------------------------------------
-args=()
-for v in $EXTRA_KUBE_VERSIONS; do args+=(--kube-version "$v"); done
-if [ "${#args[@]}" -gt 0 ]; then args=(--kube-version default "${args[@]}"); fi
-for v in $EXTRA_KUBECTL_VERSIONS; do args+=(--kubectl-version "$v"); done
-# crdscale-client (client-go informers for serve=watch, discovery, cache memory): after
-# kube-apiserver, whose build already compiled the same client-go packages.
-# versitygw: the real S3-compatible server of tests/integration/test_results_s3.py (~3 min cold).
-# --node: the kubelet and kube-scheduler join the default version's go build (1-2 min more each).
-"$VENV/bin/crdscale" binaries "${args[@]}" $NODE --client --prometheus --versitygw >&2
+# What every cell and most tests need: the default kube-apiserver and kube-controller-manager (one go
+# build), etcd, crdscale-client (client-go informers for serve=watch, discovery, cache memory: after
+# kube-apiserver, whose build already compiled the same client-go packages) and prometheus.
+if [ "${BOOTSTRAP_ONLY:-}" != extras ]; then
+  "$VENV/bin/crdscale" binaries --client --prometheus >&2
+fi
+
+# The extras, which only some integration tests need: the EXTRA_* versions, versitygw (the real
+# S3-compatible server of tests/integration/test_results_s3.py, ~3 min cold) and, as root, the
+# kubelet and kube-scheduler of a test node (1-2 min each: Go's cache has the packages they share
+# with the default kube-apiserver). `make test` sets BOOTSTRAP_EXTRAS=later and scripts/test.sh
+# builds them (BOOTSTRAP_ONLY=extras) while the other tests run: cold, ~15 minutes of Go builds.
+if [ "${BOOTSTRAP_EXTRAS:-now}" != later ] || [ "${BOOTSTRAP_ONLY:-}" = extras ]; then
+  args=()
+  for v in $EXTRA_KUBE_VERSIONS; do args+=(--kube-version "$v"); done
+  # --node builds for the first version: the default one.
+  if [ "${#args[@]}" -gt 0 ]; then args=(--kube-version default "${args[@]}"); fi
+  for v in $EXTRA_KUBECTL_VERSIONS; do args+=(--kubectl-version "$v"); done
+  "$VENV/bin/crdscale" binaries "${args[@]}" $NODE --versitygw >&2
+fi

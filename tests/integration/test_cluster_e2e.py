@@ -53,7 +53,11 @@ def _skip_reason() -> str | None:
     return None
 
 
-pytestmark = pytest.mark.skipif(_skip_reason() is not None, reason=f"no test node here: {_skip_reason()}")
+# versitygw, the kubelet and kube-scheduler: make test builds them while the other tests run (scripts/test.sh).
+pytestmark = [
+    pytest.mark.skipif(_skip_reason() is not None, reason=f"no test node here: {_skip_reason()}"),
+    pytest.mark.extra_binaries,
+]
 
 
 def wait_for(predicate, timeout_s: float, what: str, every_s: float = 1.0):

@@ -17,7 +17,8 @@ from crdscale.crds.serve import ResourceServer
 from crdscale.models import tokenbucket
 from crdscale.ownership import new_run_id
 
-pytestmark = pytest.mark.integration
+# The kubectl test needs kubectl v1.24.0, which make test builds while the other tests run (scripts/test.sh).
+pytestmark = [pytest.mark.integration, pytest.mark.extra_binaries]
 
 SERVED_CRDS = 100
 MIN_GROUP_VERSIONS = 155

@@ -51,7 +51,11 @@ def _skip_reason() -> str | None:
     return None
 
 
-pytestmark = pytest.mark.skipif(_skip_reason() is not None, reason=f"no test node here: {_skip_reason()}")
+# The kubelet and kube-scheduler: make test builds them while the other tests run (scripts/test.sh).
+pytestmark = [
+    pytest.mark.skipif(_skip_reason() is not None, reason=f"no test node here: {_skip_reason()}"),
+    pytest.mark.extra_binaries,
+]
 
 
 def host_snapshot() -> dict:

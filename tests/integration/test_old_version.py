@@ -3,7 +3,12 @@ kube-controller-manager of the same version (every flag crdscale gives it exists
 
 import os
 
+import pytest
+
 from crdscale.cluster.local import CONTROLLER_MANAGER, LocalControlPlane
+
+# v1.24.0: make test builds it while the other tests run (scripts/test.sh).
+pytestmark = pytest.mark.extra_binaries
 
 
 def test_kube_apiserver_1_24_comes_up_and_serves_crds(crd_watches):

@@ -18,7 +18,8 @@ from crdscale.results.store import open_store
 from crdscale.results.versitygw import LocalS3
 from crdscale.rundir.reader import read_run
 
-pytestmark = pytest.mark.integration
+# versitygw: make test builds it while the other tests run (scripts/test.sh).
+pytestmark = [pytest.mark.integration, pytest.mark.extra_binaries]
 REFERENCE_RUN = Path(__file__).resolve().parents[2] / "data" / "reference-run"
 
 
