@@ -29,7 +29,7 @@ UNIT_WORKERS ?= auto
 UNIT_XDIST = -n $(UNIT_WORKERS) --dist worksteal
 
 # Cold, the binaries only some integration tests need (the EXTRA_* versions, versitygw, a test node's
-# kubelet and kube-scheduler) build while the other tests run, and those tests run last (scripts/test.sh).
+# kubelet and kube-scheduler) build while the other tests run, and those tests run after them (scripts/test.sh).
 test: export BOOTSTRAP_EXTRAS = later
 test: bootstrap
 	UNIT_WORKERS=$(UNIT_WORKERS) bash scripts/test.sh $(PYTEST_ARGS)

@@ -108,23 +108,34 @@ fi
 if [ "${BOOTSTRAP_ONLY:-}" = python ]; then exit 0; fi
 
 # --- 3. Binaries ---------------------------------------------------------------
+# BOOTSTRAP_ONLY=extras builds the extras below and nothing else; extras-tools and extras-versions
+# their two parts (scripts/test.sh runs them one after the other while the tests run).
+case "${BOOTSTRAP_ONLY:-}" in
+  extras | extras-tools | extras-versions) only_extras=yes ;;
+  *) only_extras="" ;;
+esac
+
 # What every cell and most tests need: the default kube-apiserver and kube-controller-manager (one go
 # build), etcd, crdscale-client (client-go informers for serve=watch, discovery, cache memory: after
 # kube-apiserver, whose build already compiled the same client-go packages) and prometheus.
-if [ "${BOOTSTRAP_ONLY:-}" != extras ]; then
+if [ -z "$only_extras" ]; then
   "$VENV/bin/crdscale" binaries --client --prometheus >&2
 fi
 
-# The extras, which only some integration tests need: the EXTRA_* versions, versitygw (the real
-# S3-compatible server of tests/integration/test_results_s3.py, ~3 min cold) and, as root, the
-# kubelet and kube-scheduler of a test node (1-2 min each: Go's cache has the packages they share
-# with the default kube-apiserver). `make test` sets BOOTSTRAP_EXTRAS=later and scripts/test.sh
-# builds them (BOOTSTRAP_ONLY=extras) while the other tests run: cold, ~15 minutes of Go builds.
-if [ "${BOOTSTRAP_EXTRAS:-now}" != later ] || [ "${BOOTSTRAP_ONLY:-}" = extras ]; then
+# The extras, which only some integration tests need. `make test` sets BOOTSTRAP_EXTRAS=later and
+# scripts/test.sh builds them while the other tests run: cold, ~15 minutes of Go builds.
+if [ "${BOOTSTRAP_EXTRAS:-now}" != later ] || [ -n "$only_extras" ]; then
+  # First the cheap ones: as root the kubelet and kube-scheduler of a test node (1-2 min each: Go's
+  # cache has the packages they share with the default kube-apiserver), and versitygw (the real
+  # S3-compatible server of tests/integration/test_results_s3.py, ~3 min cold).
+  if [ "${BOOTSTRAP_ONLY:-}" != extras-versions ]; then
+    "$VENV/bin/crdscale" binaries $NODE --versitygw >&2
+  fi
+  # Then the EXTRA_* versions (the old-version tests' v1.24.0, a kubectl at a seed's version).
   args=()
   for v in $EXTRA_KUBE_VERSIONS; do args+=(--kube-version "$v"); done
-  # --node builds for the first version: the default one.
-  if [ "${#args[@]}" -gt 0 ]; then args=(--kube-version default "${args[@]}"); fi
   for v in $EXTRA_KUBECTL_VERSIONS; do args+=(--kubectl-version "$v"); done
-  "$VENV/bin/crdscale" binaries "${args[@]}" $NODE --versitygw >&2
+  if [ "${BOOTSTRAP_ONLY:-}" != extras-tools ] && [ "${#args[@]}" -gt 0 ]; then
+    "$VENV/bin/crdscale" binaries "${args[@]}" >&2
+  fi
 fi

@@ -1,10 +1,11 @@
 #!/usr/bin/env bash
 # `make test`, after `make bootstrap` with BOOTSTRAP_EXTRAS=later:
 #   1. the unit tests, on every core (pytest-xdist);
-#   2. the integration tests one at a time, but those marked extra_binaries;
-#   3. the integration tests marked extra_binaries, once their binaries are there.
-# Meanwhile scripts/bootstrap.sh builds those binaries (BOOTSTRAP_ONLY=extras: the EXTRA_* versions and
-# versitygw; cold, ~15 minutes of Go builds), so a cold CI does not wait for them before testing.
+#   2. the integration tests one at a time, but those marked extra_binaries or extra_versions;
+#   3. those marked extra_binaries (a test node's kubelet and kube-scheduler, versitygw), once built;
+#   4. those marked extra_versions (EXTRA_KUBE_VERSIONS, EXTRA_KUBECTL_VERSIONS), once built.
+# Meanwhile scripts/bootstrap.sh builds those binaries, the cheap ones first (BOOTSTRAP_ONLY=extras-tools,
+# then extras-versions; cold, ~15 minutes of Go builds), so a cold CI does not wait for them to test.
 # Arguments go to every pytest run. Exits non-zero when a run fails or when no test ran at all.
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -12,15 +13,21 @@ VENV=${VENV:-.venv}
 PYTEST="$VENV/bin/pytest"
 log="${CRDSCALE_CACHE:-$HOME/.cache/crdscale}/extras-build.log"
 mkdir -p "$(dirname "$log")"
+state=$(mktemp -d)
 
 say() { printf 'test: %s\n' "$*" >&2; }
 
 # Its own process group (job control), so a failed test run stops the whole build, go and all.
 set -m
-BOOTSTRAP_ONLY=extras bash scripts/bootstrap.sh >"$log" 2>&1 &
+(
+  BOOTSTRAP_ONLY=extras-tools bash scripts/bootstrap.sh
+  echo $? >"$state/tools"
+  BOOTSTRAP_ONLY=extras-versions bash scripts/bootstrap.sh
+  echo $? >"$state/versions"
+) >"$log" 2>&1 &
 builds=$!
 set +m
-trap 'kill -TERM -- "-$builds" 2>/dev/null' EXIT
+trap 'kill -TERM -- "-$builds" 2>/dev/null; rm -rf "$state"' EXIT
 say "building the extra binaries meanwhile (pid $builds, log: $log)"
 
 ran=0
@@ -33,15 +40,25 @@ run() {
   exit "$rc"
 }
 
+# Wait until the build part $1 (tools, versions) is done; fail when it failed.
+built() {
+  local started
+  started=$(date +%s)
+  while [ ! -f "$state/$1" ] && kill -0 "$builds" 2>/dev/null; do sleep 2; done
+  if [ "$(cat "$state/$1" 2>/dev/null)" != 0 ]; then
+    tail -n 30 "$log" >&2
+    say "building the extra binaries ($1) failed (log: $log)"
+    exit 1
+  fi
+  say "extra binaries ($1) ready, waited $(($(date +%s) - started)) s"
+}
+
 run tests/unit -n "${UNIT_WORKERS:-auto}" --dist worksteal "$@"
-run tests/integration -m "not extra_binaries" "$@"
-started=$(date +%s)
-if ! wait "$builds"; then
-  tail -n 30 "$log" >&2
-  say "building the extra binaries failed (log: $log)"
-  exit 1
-fi
-say "extra binaries ready (waited $(($(date +%s) - started)) s):"
-grep -v '^bootstrap:' "$log" | tail -n 12 >&2
+run tests/integration -m "not extra_binaries and not extra_versions" "$@"
+built tools
 run tests/integration -m extra_binaries "$@"
+built versions
+wait "$builds"
+grep -v '^bootstrap:' "$log" | grep -v '^crdscale: ' >&2
+run tests/integration -m extra_versions "$@"
 [ "$ran" -eq 1 ] || { say "no test ran"; exit 5; }

@@ -125,7 +125,7 @@ def test_a_401_runs_the_plugin_once_more_and_the_request_succeeds(tmp_path, loca
     assert _runs(count_file) == 2
 
 
-@pytest.mark.extra_binaries  # kubectl v1.24.0: make test builds it while the other tests run (scripts/test.sh)
+@pytest.mark.extra_versions  # kubectl v1.24.0: make test builds it while the other tests run (scripts/test.sh)
 def test_go_clients_get_the_same_files_and_run_the_plugin_themselves(tmp_path, local_cluster):
     files, count_file = _kubeconfigs(tmp_path, local_cluster, lifetime_s=600)
     args, env = goclient.connection(files)

@@ -18,7 +18,7 @@ from crdscale.models import tokenbucket
 from crdscale.ownership import new_run_id
 
 # The kubectl test needs kubectl v1.24.0, which make test builds while the other tests run (scripts/test.sh).
-pytestmark = [pytest.mark.integration, pytest.mark.extra_binaries]
+pytestmark = [pytest.mark.integration, pytest.mark.extra_versions]
 
 SERVED_CRDS = 100
 MIN_GROUP_VERSIONS = 155

@@ -8,7 +8,7 @@ import pytest
 from crdscale.cluster.local import CONTROLLER_MANAGER, LocalControlPlane
 
 # v1.24.0: make test builds it while the other tests run (scripts/test.sh).
-pytestmark = pytest.mark.extra_binaries
+pytestmark = pytest.mark.extra_versions
 
 
 def test_kube_apiserver_1_24_comes_up_and_serves_crds(crd_watches):

@@ -33,7 +33,7 @@ source = "direct"
 
 # v1.37.1 encodes only the two queue families asked for (name[]); v1.24.0 sends all of /metrics.
 # v1.24.0 is built while the other tests run (make test: scripts/test.sh).
-@pytest.mark.parametrize("version", [pytest.param("1.24.0", marks=pytest.mark.extra_binaries), "1.37.1"])
+@pytest.mark.parametrize("version", [pytest.param("1.24.0", marks=pytest.mark.extra_versions), "1.37.1"])
 def test_settle_waits_for_the_crd_queues_and_records_it(tmp_path: Path, version: str):
     scenario = tmp_path / "settle.toml"
     scenario.write_text(SCENARIO.format(version=version))
