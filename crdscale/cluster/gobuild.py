@@ -197,8 +197,28 @@ def unserved_modules(log_text: str) -> list[str]:
     return list(seen)
 
 
+# A compiler error as go build prints it (with -trimpath, files are module@version paths):
+#   k8s.io/apiserver@v0.37.1/pkg/storage/cacher/watch_cache.go:226:7: undefined: store.Nope
+_COMPILER_ERROR = re.compile(r"^(?:\./)?(?P<where>[^\s:]+\.go:\d+(?::\d+)?): (?P<message>.+)$", re.M)
+
+
+def first_compiler_error(log_text: str) -> str | None:
+    """``file.go:line:col: message`` of the first compiler error in the log of the last step
+    (the text after its last ``$ command`` line), or ``None``."""
+    last_step = log_text.rsplit("\n$ ", 1)[-1]
+    m = _COMPILER_ERROR.search(last_step)
+    return f"{m['where']}: {m['message'].strip()}" if m else None
+
+
 def _failure_reason(step: str, log_path: Path) -> str:
-    """What to say after 'step failed': the modules the proxy does not serve, when that is why."""
+    """What to say after 'step failed': the modules the proxy does not serve, or the first
+    compiler error, when that is why."""
+    if step == "go build":
+        try:
+            error = first_compiler_error(log_path.read_text(errors="replace"))
+        except OSError:
+            return ""
+        return f": {error}" if error else ""
     if step != "go mod tidy":
         return ""
     try:

@@ -304,3 +304,33 @@ def test_fixture_diffs_apply_to_v1_37_1_when_its_sources_are_cached():
 
 def test_git_is_there():
     assert shutil.which("git"), "patches are applied with git apply"
+
+
+def test_first_compiler_error_of_the_last_step():
+    log = (
+        "$ go build -o old ./cmd/x\nold/file.go:1:1: an error of an earlier build\n"
+        "$ go mod tidy\n$ go build -trimpath -o dir/ ./cmd/kube-apiserver\n"
+        "# k8s.io/apiserver/pkg/storage/cacher\n"
+        "k8s.io/apiserver@v0.37.1/pkg/storage/cacher/watch_cache.go:226:7: undefined: store.Nope\n"
+        "k8s.io/apiserver@v0.37.1/pkg/storage/cacher/watch_cache.go:590:4: unknown field Nope\n"
+    )
+    assert gobuild.first_compiler_error(log) == (
+        "k8s.io/apiserver@v0.37.1/pkg/storage/cacher/watch_cache.go:226:7: undefined: store.Nope"
+    )
+    assert gobuild.first_compiler_error("$ go build\nno Go files\n") is None
+
+
+def test_failed_build_names_the_first_compiler_error_and_caches_nothing(tmp_path):
+    if not shutil.which("go"):
+        pytest.skip("needs Go")
+    program = gobuild.GoProgram(
+        binary_name="broken",
+        out_dir=tmp_path / "out",
+        go_directive="go 1.22",
+        requires={},
+        main_go="package main\n\nfunc main() { undefinedThing() }\n",
+    )
+    with pytest.raises(gobuild.BinaryError, match=r"main\.go:3:\d+: undefined: undefinedThing"):
+        gobuild.build(program)
+    assert not program.binary.exists()
+    assert not (program.out_dir / ".partial" / "broken").exists()
