@@ -36,6 +36,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from crdscale.cluster import gobuild
+from crdscale.cluster.versions import staging_version
 from crdscale.errors import UsageError
 from crdscale.paths import cache_dir
 
@@ -268,8 +270,6 @@ def read_diff(path: str | os.PathLike) -> Diff:
 def module_version(module: str, kube_version: str) -> str:
     """The version of ``module`` released with k8s.io/kubernetes ``kube_version``: the same
     for k8s.io/kubernetes, ``v0.Y.Z`` for a staging module."""
-    from crdscale.cluster.versions import staging_version
-
     return kube_version if module == KUBERNETES_MODULE else staging_version(kube_version)
 
 
@@ -284,8 +284,6 @@ _GOMODCACHE: list[Path] = []
 def go_module_cache() -> Path:
     """``go env GOMODCACHE`` (asked once per process)."""
     if not _GOMODCACHE:
-        from crdscale.cluster import gobuild
-
         out = subprocess.run([gobuild.go_binary(), "env", "GOMODCACHE"], capture_output=True, text=True, timeout=30)
         _GOMODCACHE.append(Path(out.stdout.strip() or Path.home() / "go" / "pkg" / "mod"))
     return _GOMODCACHE[0]
@@ -297,8 +295,6 @@ def module_source(module: str, version: str, *, download: bool = True, timeout_s
 
     Raises :class:`UsageError` when it is not there and cannot be had.
     """
-    from crdscale.cluster import gobuild
-
     found = go_module_cache() / f"{_escape_module_path(module)}@{version}"
     if (found / "go.mod").is_file():
         return found
@@ -314,8 +310,6 @@ def module_source(module: str, version: str, *, download: bool = True, timeout_s
 def staging_modules(kube_version: str, *, download: bool = True) -> set[str]:
     """The staging modules k8s.io/kubernetes ``kube_version`` builds with (its go.mod's
     ``=> ./staging/...`` replacements)."""
-    from crdscale.cluster import gobuild
-
     gomod = go_module_cache() / f"{KUBERNETES_MODULE}@{kube_version}" / "go.mod"
     if not gomod.is_file():
         if not download:
@@ -516,10 +510,8 @@ class BuildChanges:
     tags: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
-        from crdscale.cluster.gobuild import check_build_tags
-
         object.__setattr__(self, "diffs", tuple(self.diffs))
-        object.__setattr__(self, "tags", check_build_tags(self.tags))
+        object.__setattr__(self, "tags", gobuild.check_build_tags(self.tags))
 
     def __bool__(self) -> bool:
         return bool(self.diffs or self.tags)
