@@ -31,7 +31,7 @@ from crdscale.fsutil import write_json_atomic
 from crdscale.paths import cache_dir
 
 # Bump when the parser changes: cached lists of an older parser are read again.
-PARSER_VERSION = 1
+PARSER_VERSION = 2
 
 # Where each module defines gates (directories: every non-test .go file in them).
 GATE_SOURCES: tuple[tuple[str, str], ...] = (
@@ -42,6 +42,8 @@ GATE_SOURCES: tuple[tuple[str, str], ...] = (
     ("k8s.io/component-base", "metrics/features"),
     ("k8s.io/component-base", "zpages/features"),
     ("k8s.io/client-go", "features"),
+    # kube-apiserver lists these too (v1.37.1: ControllerManagerReleaseLeaderElectionLockOnExit).
+    ("k8s.io/controller-manager", "pkg/features"),
 )
 # component-base's featuregate package defines these two toggles itself, in every version.
 BUILT_IN = {"AllAlpha": "alpha", "AllBeta": "beta"}

@@ -3,6 +3,7 @@ of a scenario's extra flags against it, crdscale's own flags and the version's g
 
 from __future__ import annotations
 
+import json
 import shutil
 from pathlib import Path
 
@@ -143,3 +144,15 @@ def test_released_flag_set_only_once_built(fake_binary, tmp_path):
     built.mkdir(parents=True)
     shutil.copy(fake_binary, built / "kube-apiserver")
     assert "watch-cache-sizes" in flags.released_flag_set("v1.37.1").flags
+
+
+@pytest.mark.parametrize("component", ["kube-apiserver", "kube-controller-manager"])
+def test_recorded_v1_37_1_flag_sets(component):
+    """Against the flag sets recorded from v1.37.1's binaries (tests/data/flags/)."""
+    data = json.loads((DATA / "flags" / f"{component}-v1.37.1.json").read_text())
+    known = flags.FlagSet(component, data["sha256"], data["flags"], data["short"])
+    reserved = flags.CONTROLLER_MANAGER_RESERVED if component == "kube-controller-manager" else flags.APISERVER_RESERVED
+    assert set(reserved) <= set(known.flags)  # every flag crdscale reserves exists in that version
+    assert "feature-gates" in known.flags
+    with pytest.raises(UsageError, match="nearest: --feature-gates"):
+        flags.check_flags(["--feature-gate=X=true"], known, component=component, reserved=reserved)
