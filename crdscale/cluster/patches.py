@@ -420,11 +420,6 @@ def check(diffs: Sequence[Diff], kube_version: str, *, download: bool = True) ->
     return {m: list(dict.fromkeys(paths)) for m, paths in touched.items()}
 
 
-def changes_sha256(diffs: Sequence[Diff]) -> str:
-    """One sha256 for an ordered list of diffs (of their sha256s)."""
-    return hashlib.sha256("\n".join(d.sha256 for d in diffs).encode()).hexdigest()
-
-
 def patched_modules_dir() -> Path:
     """Where patched module copies live: ``<cache>/patched-modules``."""
     return cache_dir() / "patched-modules"
