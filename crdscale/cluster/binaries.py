@@ -19,7 +19,7 @@ import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 
-from crdscale.cluster import gobuild, kubesource
+from crdscale.cluster import gobuild, kubesource, patches
 from crdscale.cluster.versions import (
     DEFAULT_ETCD_VERSION,
     DEFAULT_KUBE_VERSION,
@@ -215,13 +215,21 @@ def _download_kubernetes_module(version: str) -> dict:
     return info
 
 
-def kube_apiserver_program(version: str, *, module_info: dict) -> gobuild.GoProgram:
+def kube_apiserver_program(
+    version: str, *, module_info: dict, changes: patches.BuildChanges | None = None
+) -> gobuild.GoProgram:
     """The throwaway module that builds kube-apiserver ``version``.
 
     ``module_info`` is ``go mod download -json`` output for ``k8s.io/kubernetes@version``:
     its go.mod lists the staging modules (``=> ./staging/...``), each replaced here
-    by the published module at ``v0.Y.Z``.
+    by the published module at ``v0.Y.Z``. With ``changes``, each module a diff touches
+    is replaced instead by its patched copy (:func:`crdscale.cluster.patches.patched_module_paths`;
+    made by :func:`kube_apiserver`), the build tags are passed to ``go build``, and the cache
+    directory is named by what changed (:meth:`~crdscale.cluster.patches.BuildChanges.cache_name`).
+    The modules keep the versions the release selects, so Go's build cache reuses every
+    package the diffs leave alone (see :func:`kube_apiserver_source_program`).
     """
+    changes = changes or patches.BuildChanges()
     gomod_text = Path(module_info["GoMod"]).read_text()
     staging = _staging_modules(gomod_text, f"k8s.io/kubernetes {version}")
     zero = staging_version(version)
@@ -230,17 +238,27 @@ def kube_apiserver_program(version: str, *, module_info: dict) -> gobuild.GoProg
         info.update({k: v for k, v in json.loads(Path(info["Info"]).read_text()).items() if k in ("Time", "Origin")})
     commit = (info.get("Origin") or {}).get("Hash", "unknown")
     build_date = info.get("Time") or "1970-01-01T00:00:00Z"
+    replaces = {mod: f"{mod} {zero}" for mod in staging}
+    patched = patches.patched_module_paths(changes.diffs, version) if changes.diffs else {}
+    replaces.update({mod: str(path) for mod, path in patched.items()})
+    usual = "8-11 minutes on 2 cores for kube-apiserver, 3-5 more for kube-controller-manager"
+    if changes.diffs:
+        # Measured for the known-cost fixture (tests/data/patches), which patches k8s.io/apiserver's
+        # watch cache: everything importing it compiles again.
+        usual = "5-10 minutes on 2 cores after a build of the release, as long as a cold build without one"
     return gobuild.GoProgram(
         binary_name="kube-apiserver",
-        out_dir=binaries_dir("kube-apiserver", version),
+        out_dir=binaries_dir("kube-apiserver", changes.cache_name(version)),
         go_directive=_kubernetes_go_line(gomod_text),
         requires={"k8s.io/kubernetes": version},
-        replaces={mod: f"{mod} {zero}" for mod in staging},
+        replaces=replaces,
         main_go=KUBE_APISERVER_MAIN,
         more_mains=dict(KUBERNETES_MORE_MAINS),
         more_durations=dict(KUBERNETES_MORE_DURATIONS),
-        ldflags=_version_ldflags(version, commit, build_date),
-        usual_duration="8-11 minutes on 2 cores for kube-apiserver, 3-5 more for kube-controller-manager",
+        ldflags=_version_ldflags(version, commit, build_date, "dirty" if changes.diffs else "clean"),
+        usual_duration=usual,
+        origin="Go modules with " + ", ".join(d.name for d in changes.diffs) if changes.diffs else "Go modules",
+        tags=changes.tags,
     )
 
 
@@ -357,17 +375,30 @@ def kube_apiserver_from_source(tree: str | os.PathLike, *, base_version: str | N
 
 
 def kube_apiserver(
-    version: str | None = None, *, binary: str | None = None, source: str | os.PathLike | None = None
+    version: str | None = None,
+    *,
+    binary: str | None = None,
+    source: str | os.PathLike | None = None,
+    changes: patches.BuildChanges | None = None,
 ) -> Binary:
     """Resolve kube-apiserver: explicit ``binary``, a build from the source tree ``source``,
     env, envtest assets, cache, or a fresh build of a released version.
 
     ``version`` ``None`` means the pinned default (and allows ``KUBEBUILDER_ASSETS``); with
     ``source`` it is the release a tree without git tags is based on. ``source`` wins over
-    ``$CRDSCALE_KUBE_APISERVER``: a tree asked for by name must be what runs.
+    ``$CRDSCALE_KUBE_APISERVER``: a tree asked for by name must be what runs. ``changes``
+    (diffs and build tags on the released version) are built and cached apart from the release;
+    ``Binary.built_from`` is then their provenance.
     """
     if binary and source:
         raise UsageError("give either a kube-apiserver binary or a Kubernetes source tree to build, not both")
+    if changes:
+        if binary or source:
+            raise UsageError(
+                "patches and build tags apply to a released version built from Go modules, "
+                "not to a given kube-apiserver binary or source tree"
+            )
+        return _kube_apiserver_changed(normalize_version(version or DEFAULT_KUBE_VERSION), changes)
     if binary:
         return _explicit(binary, "flag", version or "unknown")
     if source:
@@ -389,17 +420,39 @@ def kube_apiserver(
     return Binary(path, version, "built")
 
 
-def cached_kube_apiserver(version: str) -> Path | None:
-    """The kube-apiserver ``version`` (``vX.Y.Z``) built earlier, or ``None``."""
-    cached = binaries_dir("kube-apiserver", version) / "kube-apiserver"
+def _kube_apiserver_changed(version: str, changes: patches.BuildChanges) -> Binary:
+    """kube-apiserver ``version`` with ``changes``, from the cache or built (the patched module
+    copies made first). A diff that does not apply stops it with one line before any build."""
+    facts = changes.provenance()
+    cached = cached_kube_apiserver(version, changes)
+    if cached:
+        return Binary(cached, version, "cache", facts)
+    info = _download_kubernetes_module(version)
+    if changes.diffs:
+        patches.patched_modules(changes.diffs, version)
+    program = kube_apiserver_program(version, module_info=info, changes=changes)
+    write_json_atomic(program.out_dir / "changes.json", facts)  # the cache directory explains itself
+    path = gobuild.build(program, names=[n for n in program.mains if n not in NODE_PROGRAMS])
+    return Binary(path, version, "built", facts)
+
+
+def cached_kube_apiserver(version: str, changes: patches.BuildChanges | None = None) -> Path | None:
+    """The kube-apiserver ``version`` (``vX.Y.Z``, with ``changes``) built earlier, or ``None``."""
+    name = changes.cache_name(version) if changes else version
+    cached = binaries_dir("kube-apiserver", name) / "kube-apiserver"
     return cached if cached.is_file() and os.access(cached, os.X_OK) else None
 
 
-def kube_controller_manager(version: str | None = None, *, source: str | os.PathLike | None = None) -> Binary:
+def kube_controller_manager(
+    version: str | None = None,
+    *,
+    source: str | os.PathLike | None = None,
+    changes: patches.BuildChanges | None = None,
+) -> Binary:
     """Resolve kube-controller-manager: ``$CRDSCALE_KUBE_CONTROLLER_MANAGER``, else built from
-    the same modules as kube-apiserver ``version`` (or the source tree ``source``) into the
-    same cache directory. When kube-apiserver is already there only kube-controller-manager
-    is built (Go's build cache holds the packages they share)."""
+    the same modules as kube-apiserver ``version`` (or the source tree ``source``, or the
+    release with ``changes``) into the same cache directory. When kube-apiserver is already
+    there only kube-controller-manager is built (Go's build cache holds the packages they share)."""
     if os.environ.get(KUBE_CONTROLLER_MANAGER_ENV):
         return _explicit(
             os.environ[KUBE_CONTROLLER_MANAGER_ENV], f"${KUBE_CONTROLLER_MANAGER_ENV}", version or "unknown"
@@ -410,11 +463,16 @@ def kube_controller_manager(version: str | None = None, *, source: str | os.Path
         found, kcm_version, built_from = "cache", tree.version, tree.facts()
     else:
         kcm_version = normalize_version(version or DEFAULT_KUBE_VERSION)
-        cached = binaries_dir("kube-apiserver", kcm_version) / KUBE_CONTROLLER_MANAGER
-        if cached.is_file() and os.access(cached, os.X_OK):
-            return Binary(cached, kcm_version, "cache")
-        program = kube_apiserver_program(kcm_version, module_info=_download_kubernetes_module(kcm_version))
-        found, built_from = "cache", None
+        built_from = changes.provenance() if changes else None
+        cached = binaries_dir("kube-apiserver", changes.cache_name(kcm_version) if changes else kcm_version)
+        if (cached / KUBE_CONTROLLER_MANAGER).is_file() and os.access(cached / KUBE_CONTROLLER_MANAGER, os.X_OK):
+            return Binary(cached / KUBE_CONTROLLER_MANAGER, kcm_version, "cache", built_from)
+        if changes and changes.diffs:
+            patches.patched_modules(changes.diffs, kcm_version)
+        program = kube_apiserver_program(
+            kcm_version, module_info=_download_kubernetes_module(kcm_version), changes=changes
+        )
+        found = "cache"
     if program.missing([KUBE_CONTROLLER_MANAGER]):
         gobuild.build(program, names=[KUBE_CONTROLLER_MANAGER])
         found = "built"

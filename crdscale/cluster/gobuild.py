@@ -29,7 +29,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from crdscale.errors import BinaryError
+from crdscale.errors import BinaryError, UsageError
 from crdscale.fsutil import write_atomic, write_json_atomic
 from crdscale.timeutil import utc_iso
 
@@ -53,6 +53,7 @@ class GoProgram:
         more_mains: further binaries from the same module, name -> ``main.go`` source; with
             any, every program's source is ``cmd/<name>/main.go``.
         more_durations: name -> usual duration of building that binary alone after the others.
+        tags: ``go build -tags`` values (checked by :func:`check_build_tags`).
         build_package: for a program whose ``main`` package lives in a required module (a
             ``cmd/...`` that cannot be imported), its import path: ``main_go`` is then only a
             ``//go:build tools`` file importing it, so ``go mod tidy`` keeps the requirement.
@@ -70,6 +71,7 @@ class GoProgram:
     more_mains: dict[str, str] = field(default_factory=dict)
     more_durations: dict[str, str] = field(default_factory=dict)
     build_package: str = ""
+    tags: tuple[str, ...] = ()
 
     @property
     def binary(self) -> Path:
@@ -116,6 +118,23 @@ class GoProgram:
             lines += [f"\t{path} => {target}" for path, target in self.replaces.items()]
             lines.append(")")
         return "\n".join(lines) + "\n"
+
+
+# `go help buildconstraint`: a build tag is made of letters, digits, underscores and dots.
+_BUILD_TAG = re.compile(r"^[A-Za-z0-9_.]+$")
+
+
+def check_build_tags(tags) -> tuple[str, ...]:
+    """``tags`` (a list, or one comma-separated string) as a tuple, each once, in order;
+    :class:`UsageError` naming the first tag with a character Go refuses."""
+    if isinstance(tags, str):
+        tags = [t for t in tags.split(",") if t.strip()]
+    checked: dict[str, None] = {}
+    for tag in tags:
+        if not isinstance(tag, str) or not _BUILD_TAG.match(tag):
+            raise UsageError(f"build tag {tag!r}: Go build tags are made of letters, digits, underscores and dots only")
+        checked.setdefault(tag, None)
+    return tuple(checked)
 
 
 def go_binary() -> str:
@@ -178,8 +197,28 @@ def unserved_modules(log_text: str) -> list[str]:
     return list(seen)
 
 
+# A compiler error as go build prints it (with -trimpath, files are module@version paths):
+#   k8s.io/apiserver@v0.37.1/pkg/storage/cacher/watch_cache.go:226:7: undefined: store.Nope
+_COMPILER_ERROR = re.compile(r"^(?:\./)?(?P<where>[^\s:]+\.go:\d+(?::\d+)?): (?P<message>.+)$", re.M)
+
+
+def first_compiler_error(log_text: str) -> str | None:
+    """``file.go:line:col: message`` of the first compiler error in the log of the last step
+    (the text after its last ``$ command`` line), or ``None``."""
+    last_step = log_text.rsplit("\n$ ", 1)[-1]
+    m = _COMPILER_ERROR.search(last_step)
+    return f"{m['where']}: {m['message'].strip()}" if m else None
+
+
 def _failure_reason(step: str, log_path: Path) -> str:
-    """What to say after 'step failed': the modules the proxy does not serve, when that is why."""
+    """What to say after 'step failed': the modules the proxy does not serve, or the first
+    compiler error, when that is why."""
+    if step == "go build":
+        try:
+            error = first_compiler_error(log_path.read_text(errors="replace"))
+        except OSError:
+            return ""
+        return f": {error}" if error else ""
     if step != "go mod tidy":
         return ""
     try:
@@ -239,7 +278,17 @@ def build(program: GoProgram, *, names: Sequence[str] | None = None) -> Path:
             ("go mod tidy", [go_binary(), "mod", "tidy"]),
             (
                 "go build",
-                [go_binary(), "build", "-trimpath", "-ldflags", " ".join(program.ldflags), "-o", target, *packages],
+                [
+                    go_binary(),
+                    "build",
+                    "-trimpath",
+                    *(["-tags", ",".join(program.tags)] if program.tags else []),
+                    "-ldflags",
+                    " ".join(program.ldflags),
+                    "-o",
+                    target,
+                    *packages,
+                ],
             ),
         ]
         # Appended to: the log of the binaries built earlier into this directory stays.
@@ -292,17 +341,21 @@ def _run_with_heartbeat(cmd, *, cwd, env, output, started, step, every_s: float 
         done.set()
 
 
-def module_download(path: str, version: str) -> dict:
+def module_download(path: str, version: str, *, timeout_s: float = 1800) -> dict:
     """``go mod download -json path@version``: fetches the module zip (needed to build) and
-    returns go's JSON, which has an ``Error`` key when the proxy refuses the version."""
-    proc = subprocess.run(
-        [go_binary(), "mod", "download", "-json", f"{path}@{version}"],
-        capture_output=True,
-        text=True,
-        timeout=1800,
-        env=dict(os.environ, GOFLAGS="-mod=mod"),
-        cwd=os.path.expanduser("~"),
-    )
+    returns go's JSON, which has an ``Error`` key when the proxy refuses the version (or
+    gave no answer within ``timeout_s``)."""
+    try:
+        proc = subprocess.run(
+            [go_binary(), "mod", "download", "-json", f"{path}@{version}"],
+            capture_output=True,
+            text=True,
+            timeout=timeout_s,
+            env=dict(os.environ, GOFLAGS="-mod=mod"),
+            cwd=os.path.expanduser("~"),
+        )
+    except subprocess.TimeoutExpired:
+        return {"Error": f"go mod download {path}@{version}: no answer within {timeout_s:g} s"}
     try:
         return json.loads(proc.stdout)
     except json.JSONDecodeError:
