@@ -22,6 +22,17 @@ complete record each run holds, named in the table's source column: the 1 s
 /proc samples of a local target (job kube-apiserver-proc) unless kube-apiserver's
 own /metrics cover the run better; "metrics resolution" describes that record.
 
+A gate for CI: --fail-on 'total.per_crd > +10%' (repeatable) judges each
+compared run; a condition regresses only when its 95% interval's bound crosses
+the threshold (the low end for >, the high end for <), not the point estimate
+alone. Then the command exits 1, appends a "Gate" section to its output, and
+writes JUnit XML (--junit FILE, one test case per condition and run) and the
+markdown summary (--summary FILE). Figures: CAUSE.per_crd (heap per served CRD
+by cause, or total), CAUSE.per_object, rss|heap_inuse|cpu|goroutine_count|open_fds
+.per_crd, and SERIES_peak / SERIES_end (e.g. rss_peak); thresholds are +10%
+(of the reference's value), 200MiB, -50KiB, 0.5, 2s. Examples:
+  crdscale compare runs/base runs/new --fail-on 'total.per_crd > +10%' --fail-on 'rss_peak > +200MiB' --junit gate.xml
+
 With --out DIR, also executes notebooks/compare.py and writes DIR/findings.md
 (headline = the delta, both runs' provenance), report.html, report-nocode.html
 and the figures; the path of the HTML is printed last.
@@ -32,6 +43,7 @@ from __future__ import annotations
 import argparse
 import json
 import logging
+from pathlib import Path
 
 log = logging.getLogger(__name__)
 
@@ -56,16 +68,41 @@ class Command:
             "--notebooks", metavar="DIR", help="directory of the jupytext notebooks (default: notebooks/)"
         )
         parser.add_argument("-o", "--output", choices=("text", "json"), default="text", help="stdout format")
+        parser.add_argument(
+            "--fail-on",
+            action="append",
+            default=[],
+            metavar="CONDITION",
+            help="exit 1 when this holds with the interval's bound, e.g. 'total.per_crd > +10%%', 'rss_peak > +200MiB'",
+        )
+        parser.add_argument(
+            "--junit", metavar="FILE", help="with --fail-on: write JUnit XML, a test case per condition"
+        )
+        parser.add_argument("--summary", metavar="FILE", help="with --fail-on: write the gate's markdown summary")
 
     @staticmethod
     def run(args: argparse.Namespace) -> int:
         from crdscale.analysis.compare import compare_runs
+        from crdscale.analysis.gate import evaluate, junit_xml, parse_condition, regressed, summary_markdown
+        from crdscale.cli.common import check_output_file, write_output_text
         from crdscale.errors import UsageError
         from crdscale.report.compare import comparison_json, comparison_markdown, render_comparison
         from crdscale.rundir.layout import FINDINGS_JSON
 
         if len(args.runs) < 2:
             raise UsageError("compare needs two or more run directories")
+        # The gate's conditions and output paths are checked before any run is read.
+        conditions = [parse_condition(text) for text in args.fail_on]
+        if (args.junit or args.summary) and not conditions:
+            raise UsageError("--junit and --summary need at least one --fail-on condition")
+        for flag, path in (("--junit", args.junit), ("--summary", args.summary)):
+            if path:
+                check_output_file(path, flag)
+                target = Path(path).resolve()
+                if any(target.is_relative_to(Path(run).resolve()) for run in args.runs):
+                    raise UsageError(f"{flag} {path}: inside a run directory being compared; write it elsewhere")
+        if args.junit and args.summary and Path(args.junit).resolve() == Path(args.summary).resolve():
+            raise UsageError(f"--junit and --summary name the same file {args.junit}")
 
         if args.out:
             result = render_comparison(args.runs, args.out, labels=args.label or None, notebooks_dir=args.notebooks)
@@ -74,14 +111,25 @@ class Command:
         else:
             comparison = compare_runs(args.runs, args.label or None)
             text = comparison_markdown(comparison)
+        gate = []
+        if conditions:
+            gate = evaluate(comparison or compare_runs(args.runs, args.label or None), conditions)
+            text += "\n" + summary_markdown(gate)
+            if args.junit:
+                write_output_text(args.junit, junit_xml(gate), "--junit")
+            if args.summary:
+                write_output_text(args.summary, summary_markdown(gate), "--summary")
         if args.output == "json":
             data = json.loads((result.out_dir / FINDINGS_JSON).read_text()) if args.out else comparison_json(comparison)
+            if conditions:
+                data["gate"] = {"regressed": regressed(gate), "results": [r.to_json() for r in gate]}
             print(json.dumps(data, indent=2, default=str))
         else:
             print(text, end="")
+        status = 1 if regressed(gate) else 0
         if args.out:
             for failure in result.failures:
                 log.info(f"notebook failed at {failure.describe()}")
             print(result.html_nocode)
-            return 0 if result.ok else 1
-        return 0
+            return status or (0 if result.ok else 1)
+        return status
