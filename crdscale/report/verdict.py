@@ -1,0 +1,294 @@
+"""The verdict of an A/B of a change: ``verdict.md`` (at most 60 lines) to paste into a pull request, and its JSON.
+
+It opens with one sentence (what the change does per CRD and per custom resource, the cause that moved most,
+95 % intervals, and whether the difference can be told from zero), then a table by cause, the process figures
+(peak and settled RSS, CPU per CRD), the frames that grew or shrank most (as ``go tool pprof -diff_base`` shows
+them, per CRD) and the provenance. Computed from a :class:`~crdscale.analysis.compare.Comparison` whose
+reference is the base; pure apart from reading nothing at all.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+import pandas as pd
+
+from crdscale.units import fmt_bytes, fmt_value
+
+MAX_LINES = 60
+CAUSE_ROWS = 10
+FRAME_ROWS = 4
+
+
+def _finite(value) -> float | None:
+    try:
+        number = float(value)
+    except (TypeError, ValueError):
+        return None
+    return number if math.isfinite(number) else None
+
+
+def _signed_bytes(value: float | None) -> str:
+    if value is None:
+        return "n/a"
+    return ("+" if value > 0 else "") + fmt_bytes(value)
+
+
+def _interval(low, high) -> str:
+    low, high = _finite(low), _finite(high)
+    if low is None or high is None:
+        return "no interval"
+    return f"[{_signed_bytes(low)}, {_signed_bytes(high)}]"
+
+
+def _told(low, high) -> bool:
+    low, high = _finite(low), _finite(high)
+    return low is not None and high is not None and (low > 0 or high < 0)
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """What ``verdict.md`` says, as data (``to_json``) and text (``markdown``)."""
+
+    change: str
+    base: str
+    changed: str
+    per_crd: dict
+    per_object: dict | None
+    causes: list[dict]
+    process: list[dict]
+    frames_grew: list[dict]
+    frames_shrank: list[dict]
+    provenance: dict = field(default_factory=dict)
+    pairs: int | None = None
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def sentence(self) -> str:
+        t = self.per_crd
+        told = _told(t["low"], t["high"])
+        parts = [
+            f"**{self.change} changes kube-apiserver's heap by {_signed_bytes(t['difference'])} per served CRD "
+            f"(95% CI {_interval(t['low'], t['high'])})"
+        ]
+        moved = next((c for c in self.causes if c["cause"] != "total"), None)
+        if moved:
+            parts.append(
+                f", mostly {moved['cause']} ({_signed_bytes(moved['difference'])} "
+                f"{_interval(moved['low'], moved['high'])})"
+            )
+        if self.per_object:
+            o = self.per_object
+            parts.append(
+                f", and by {_signed_bytes(o['difference'])} per custom resource ({_interval(o['low'], o['high'])})"
+            )
+        parts.append(
+            "; the difference can be told from zero.**" if told else "; the difference cannot be told from zero.**"
+        )
+        return "".join(parts)
+
+    def markdown(self) -> str:
+        lines = [f"### crdscale verdict: {self.change}", "", self.sentence, ""]
+        if self.pairs:
+            lines += [f"{self.pairs} interleaved base/changed pair(s) ({self.base} vs {self.changed}).", ""]
+        lines += [
+            "| cause | base per CRD | changed per CRD | difference | 95% CI | told from 0 |",
+            "|---|---|---|---|---|---|",
+        ]
+        for c in self.causes:
+            lines.append(
+                f"| {c['cause']} | {fmt_bytes(c['base'])} | {fmt_bytes(c['changed'])} | "
+                f"{_signed_bytes(c['difference'])} | {_interval(c['low'], c['high'])} | "
+                f"{'yes' if _told(c['low'], c['high']) else 'no'} |"
+            )
+        if self.process:
+            lines += ["", "| process | base | changed | difference | 95% CI |", "|---|---|---|---|---|"]
+            for p in self.process:
+                unit = p["unit"]
+                interval = (
+                    f"[{fmt_value(p['low'], unit)}, {fmt_value(p['high'], unit)}]"
+                    if _finite(p.get("low")) is not None
+                    else "one run per side"
+                )
+                lines.append(
+                    f"| {p['figure']} | {fmt_value(p['base'], unit)} | {fmt_value(p['changed'], unit)} | "
+                    f"{fmt_value(p['difference'], unit)} | {interval} |"
+                )
+        if self.frames_grew or self.frames_shrank:
+            lines += [
+                "",
+                "Frames that moved most (flat, per CRD; `go tool pprof -diff_base` of the last profiles):",
+                "",
+            ]
+            lines += [f"- grew {_signed_bytes(f['per_crd'])}: `{f['name']}`" for f in self.frames_grew]
+            lines += [f"- shrank {_signed_bytes(f['per_crd'])}: `{f['name']}`" for f in self.frames_shrank]
+        if self.provenance:
+            lines += ["", "<details><summary>Provenance</summary>", ""]
+            lines += [f"- {key}: {value}" for key, value in self.provenance.items()]
+            lines += ["", "</details>"]
+        for note in self.notes:
+            lines += ["", f"_{note}_"]
+        lines.append("")
+        return "\n".join(lines[:MAX_LINES]) + ("\n" if len(lines) > MAX_LINES else "")
+
+    def to_json(self) -> dict:
+        return {
+            "change": self.change,
+            "base": self.base,
+            "changed": self.changed,
+            "sentence": self.sentence.strip("*"),
+            "per_crd": self.per_crd,
+            "per_object": self.per_object,
+            "causes": self.causes,
+            "process": self.process,
+            "frames_grew": self.frames_grew,
+            "frames_shrank": self.frames_shrank,
+            "provenance": self.provenance,
+            "pairs": self.pairs,
+            "notes": self.notes,
+        }
+
+
+def _cause_rows(joint: pd.DataFrame, run: str) -> list[dict]:
+    if joint is None or joint.empty:
+        return []
+    rows = joint[(joint["run"] == run) & (joint["metric"] == "bytes")]
+    records = [
+        {
+            "cause": r["cause"],
+            "base": _finite(r["per_crd_reference"]) or 0.0,
+            "changed": _finite(r["per_crd"]) or 0.0,
+            "difference": _finite(r["difference"]) or 0.0,
+            "low": _finite(r["difference_low"]),
+            "high": _finite(r["difference_high"]),
+        }
+        for r in rows.to_dict("records")
+    ]
+    total = [r for r in records if r["cause"] == "total"]
+    causes = [r for r in records if r["cause"] != "total" and (r["base"] or r["changed"])]
+    causes.sort(key=lambda r: -abs(r["difference"]))
+    return causes[:CAUSE_ROWS] + total
+
+
+def _process_rows(comparison, run: str) -> list[dict]:
+    rows = []
+    end = comparison.end
+    labels = {
+        name: [lb for lb in comparison.labels if comparison.replicates.get(lb, lb) == name]
+        for name in (comparison.reference, run)
+    }
+    for metric, column, figure in (("rss_bytes", "peak", "peak RSS"), ("rss_bytes", "last", "settled RSS")):
+        if end is None or end.empty:
+            break
+        values = {}
+        for name, runs in labels.items():
+            picked = end[end["run"].isin(runs) & (end["metric"] == metric)][column]
+            numbers = [v for v in (_finite(x) for x in picked) if v is not None]
+            values[name] = sum(numbers) / len(numbers) if numbers else None
+        if values[comparison.reference] is None or values[run] is None:
+            continue
+        base, changed = values[comparison.reference], values[run]
+        rows.append({"figure": figure, "unit": "bytes", "base": base, "changed": changed, "difference": changed - base})
+    joint = comparison.series_joint
+    if joint is not None and not joint.empty:
+        for metric, figure, unit in (("rss_bytes", "RSS per CRD", "bytes"), ("cpu_seconds", "CPU per CRD", "s")):
+            picked = joint[(joint["run"] == run) & (joint["metric"] == metric)]
+            if picked.empty:
+                continue
+            r = picked.iloc[0]
+            rows.append(
+                {
+                    "figure": figure,
+                    "unit": unit,
+                    "base": _finite(r["per_crd_reference"]),
+                    "changed": _finite(r["per_crd"]),
+                    "difference": _finite(r["difference"]),
+                    "low": _finite(r["difference_low"]),
+                    "high": _finite(r["difference_high"]),
+                }
+            )
+    return rows
+
+
+def _frames(profile_diff: pd.DataFrame, run: str) -> tuple[list[dict], list[dict]]:
+    if profile_diff is None or profile_diff.empty or "flat_per_crd" not in profile_diff.columns:
+        return [], []
+    rows = profile_diff[profile_diff["run"] == run]
+    ordered = rows.sort_values("flat_per_crd")
+    shrank = [
+        {"name": r["name"], "per_crd": float(r["flat_per_crd"])}
+        for r in ordered.head(FRAME_ROWS).to_dict("records")
+        if r["flat_per_crd"] < 0
+    ]
+    grew = [
+        {"name": r["name"], "per_crd": float(r["flat_per_crd"])}
+        for r in ordered.iloc[::-1].head(FRAME_ROWS).to_dict("records")
+        if r["flat_per_crd"] > 0
+    ]
+    return grew, shrank
+
+
+def _provenance(comparison, run: str, changes: dict | None) -> dict:
+    out: dict[str, str] = {}
+    for role, name in (("base", comparison.reference), ("changed", run)):
+        label = comparison.first_run(name)
+        manifest = comparison.manifests.get(label) or {}
+        versions = manifest.get("versions") or {}
+        binaries = manifest.get("binaries") or {}
+        apiserver = binaries.get("kube-apiserver") or {}
+        sha = apiserver.get("sha256", "") if isinstance(apiserver, dict) else ""
+        out[role] = (
+            f"{label}: run {manifest.get('run_id', '?')}, kube-apiserver {versions.get('kube-apiserver', '?')}"
+            + (f" (binary sha256 {sha[:12]})" if sha else "")
+            + f", Go {versions.get('kube-apiserver-go') or versions.get('go-toolchain', '?')}"
+        )
+    for key, value in (changes or {}).items():
+        out[key] = value
+    return out
+
+
+def build_verdict(
+    comparison, *, change: str = "the change", changes: dict | None = None, pairs: int | None = None
+) -> Verdict:
+    """The verdict of ``comparison``'s first compared run (or configuration) against its reference (the base).
+    ``changes``: provenance lines of what was changed (diffs with sha256 and files, tags, gates, flags)."""
+    if not comparison.compared:
+        raise ValueError("a verdict needs a changed run besides the base")
+    run = comparison.compared[0]
+    causes = _cause_rows(comparison.joint, run)
+    total = next((c for c in causes if c["cause"] == "total"), None)
+    per_crd = (
+        {k: total[k] for k in ("base", "changed", "difference", "low", "high")}
+        if total
+        else {"base": None, "changed": None, "difference": None, "low": None, "high": None}
+    )
+    per_object = None
+    joint = comparison.per_object_joint
+    if joint is not None and not joint.empty:
+        picked = joint[(joint["run"] == run) & (joint["cause"] == "total")]
+        if not picked.empty:
+            r = picked.iloc[0]
+            per_object = {
+                "kind": r["kind"],
+                "base": _finite(r["per_object_reference"]),
+                "changed": _finite(r["per_object"]),
+                "difference": _finite(r["difference"]),
+                "low": _finite(r["difference_low"]),
+                "high": _finite(r["difference_high"]),
+            }
+    grew, shrank = _frames(comparison.profile_diff, run)
+    return Verdict(
+        change=change,
+        base=comparison.reference,
+        changed=run,
+        per_crd=per_crd,
+        per_object=per_object,
+        causes=causes,
+        process=_process_rows(comparison, run),
+        frames_grew=grew,
+        frames_shrank=shrank,
+        provenance=_provenance(comparison, run, changes),
+        pairs=pairs,
+        notes=list(comparison.warnings[:2]),
+    )

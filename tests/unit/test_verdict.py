@@ -1,0 +1,57 @@
+"""verdict.md's wording on recorded runs: the committed v1.24.0 / v1.37.1 pair stands in for a base and a change."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from crdscale.analysis.compare import compare_runs
+from crdscale.report.verdict import MAX_LINES, build_verdict
+
+ROOT = Path(__file__).resolve().parents[2]
+V137 = ROOT / "data" / "reference-run"
+V124 = ROOT / "data" / "reference-run-v1.24.0"
+
+
+@pytest.fixture(scope="module")
+def verdict():
+    comparison = compare_runs([V124, V137])
+    changes = {"patch": "known-cost.diff (sha256 0123abcd, 2 files)", "feature gates": "none"}
+    return build_verdict(comparison, change="v1.37.1", changes=changes, pairs=1)
+
+
+def test_opens_with_one_sentence_with_intervals(verdict):
+    text = verdict.markdown()
+    lines = text.splitlines()
+    assert lines[0] == "### crdscale verdict: v1.37.1"
+    sentence = lines[2]
+    assert sentence.startswith("**v1.37.1 changes kube-apiserver's heap by -797.8 KiB per served CRD (95% CI [")
+    assert "mostly zap-counters (-461.0 KiB" in sentence
+    assert sentence.endswith("the difference can be told from zero.**")
+
+
+def test_table_process_frames_provenance(verdict):
+    text = verdict.markdown()
+    assert len(text.splitlines()) <= MAX_LINES
+    assert "| zap-counters | 461.0 KiB | 0 B | -461.0 KiB |" in text
+    assert "| total |" in text and text.index("| total |") > text.index("| zap-counters |")
+    assert "| peak RSS | 1.1 GiB | 725.0 MiB |" in text and "| CPU per CRD |" in text
+    assert "shrank -461.0 KiB: `go.uber.org/zap/zapcore.newCounters`" in text
+    assert "kube-apiserver v1.24.0" in text and "Go go1.26.8" in text and "known-cost.diff" in text
+
+
+def test_cannot_be_told_from_zero():
+    comparison = compare_runs([V137, V137.parent / "reference-run-v1.24.0"])
+    # Reverse the pair and read a cause whose interval spans zero: openapi.
+    verdict = build_verdict(comparison, change="x")
+    openapi = next(c for c in verdict.causes if c["cause"] == "openapi")
+    assert openapi["low"] < 0 < openapi["high"]
+    assert "| openapi |" in verdict.markdown() and "| no |" in verdict.markdown()
+
+
+def test_json_matches_markdown(verdict):
+    data = verdict.to_json()
+    assert data["sentence"] in verdict.markdown()
+    assert data["per_crd"]["difference"] == pytest.approx(-797.8 * 1024, rel=1e-3)
+    assert data["pairs"] == 1 and data["per_object"] is None
