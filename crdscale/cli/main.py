@@ -35,6 +35,7 @@ SUBCOMMANDS = {
     "analyze": "analyze",
     "report": "report",
     "compare": "compare",
+    "ab": "ab",
     "footprint": "footprint",
     "lab": "lab",
     "probe": "probe",

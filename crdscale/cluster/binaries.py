@@ -19,7 +19,7 @@ import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 
-from crdscale.cluster import gobuild, kubesource, patches
+from crdscale.cluster import gobuild, kubesource, patches, toolchain
 from crdscale.cluster.versions import (
     DEFAULT_ETCD_VERSION,
     DEFAULT_KUBE_VERSION,
@@ -216,7 +216,7 @@ def _download_kubernetes_module(version: str) -> dict:
 
 
 def kube_apiserver_program(
-    version: str, *, module_info: dict, changes: patches.BuildChanges | None = None
+    version: str, *, module_info: dict, changes: patches.BuildChanges | None = None, go: str = "local"
 ) -> gobuild.GoProgram:
     """The throwaway module that builds kube-apiserver ``version``.
 
@@ -230,6 +230,9 @@ def kube_apiserver_program(
     package the diffs leave alone (see :func:`kube_apiserver_source_program`).
     """
     changes = changes or patches.BuildChanges()
+    # ``go``: "local" (the go on PATH), "release" (the Go the release names, crdscale.cluster.toolchain)
+    # or a Go version; any but local builds into its own cache directory (``v1.24.0-go1.18.1``).
+    chain = release_toolchain(version, module_info, go)
     gomod_text = Path(module_info["GoMod"]).read_text()
     staging = _staging_modules(gomod_text, f"k8s.io/kubernetes {version}")
     zero = staging_version(version)
@@ -248,7 +251,8 @@ def kube_apiserver_program(
         usual = "5-10 minutes on 2 cores after a build of the release, as long as a cold build without one"
     return gobuild.GoProgram(
         binary_name="kube-apiserver",
-        out_dir=binaries_dir("kube-apiserver", changes.cache_name(version)),
+        out_dir=binaries_dir("kube-apiserver", changes.cache_name(version) + (f"-{chain.version}" if chain else "")),
+        go=str(chain.go) if chain else "",
         go_directive=_kubernetes_go_line(gomod_text),
         requires={"k8s.io/kubernetes": version},
         replaces=replaces,
@@ -260,6 +264,33 @@ def kube_apiserver_program(
         origin="Go modules with " + ", ".join(d.name for d in changes.diffs) if changes.diffs else "Go modules",
         tags=changes.tags,
     )
+
+
+@dataclass(frozen=True)
+class Toolchain:
+    """The Go a release is built with when not the local one: ``version`` (go1.18.1), its ``go`` binary,
+    and ``release``: the Go the release itself names."""
+
+    version: str
+    go: Path
+    release: str
+
+
+def release_toolchain(version: str, module_info: dict, go: str = "local") -> Toolchain | None:
+    """The toolchain ``go`` asks for release ``version`` (None for the local go), fetched from the module proxy."""
+    if go in ("", "local"):
+        return None
+    named = toolchain.release_go_version(module_info["Dir"]).version
+    wanted = toolchain.check_toolchain_version(named if go == "release" else go)
+    return Toolchain(wanted, toolchain.toolchain_go(wanted), named)
+
+
+def go_facts(program: gobuild.GoProgram, module_info: dict) -> dict:
+    """Which Go built ``program``, the Go its release names, and whether they are the same."""
+    release = toolchain.release_go_version(module_info["Dir"])
+    built_with = gobuild.go_version(program.go or None)
+    return {"go": built_with, "release_go": release.version, "release_go_source": release.source,
+            "go_is_release": built_with == release.version}  # fmt: skip
 
 
 def _staging_modules(gomod_text: str, what: str) -> dict[str, str]:
@@ -380,6 +411,7 @@ def kube_apiserver(
     binary: str | None = None,
     source: str | os.PathLike | None = None,
     changes: patches.BuildChanges | None = None,
+    go: str = "local",
 ) -> Binary:
     """Resolve kube-apiserver: explicit ``binary``, a build from the source tree ``source``,
     env, envtest assets, cache, or a fresh build of a released version.
@@ -392,13 +424,14 @@ def kube_apiserver(
     """
     if binary and source:
         raise UsageError("give either a kube-apiserver binary or a Kubernetes source tree to build, not both")
-    if changes:
+    if changes or go not in ("", "local"):
         if binary or source:
             raise UsageError(
-                "patches and build tags apply to a released version built from Go modules, "
+                "patches, build tags and target.go apply to a released version built from Go modules, "
                 "not to a given kube-apiserver binary or source tree"
             )
-        return _kube_apiserver_changed(normalize_version(version or DEFAULT_KUBE_VERSION), changes)
+        version = normalize_version(version or DEFAULT_KUBE_VERSION)
+        return _kube_apiserver_changed(version, changes or patches.BuildChanges(), go)
     if binary:
         return _explicit(binary, "flag", version or "unknown")
     if source:
@@ -420,17 +453,23 @@ def kube_apiserver(
     return Binary(path, version, "built")
 
 
-def _kube_apiserver_changed(version: str, changes: patches.BuildChanges) -> Binary:
-    """kube-apiserver ``version`` with ``changes``, from the cache or built (the patched module
-    copies made first). A diff that does not apply stops it with one line before any build."""
-    facts = changes.provenance()
-    cached = cached_kube_apiserver(version, changes)
+def _kube_apiserver_changed(version: str, changes: patches.BuildChanges, go: str = "local") -> Binary:
+    """kube-apiserver ``version`` with ``changes`` (and built by the Go ``go`` names), from the cache
+    or built (the patched module copies made first). A diff that does not apply stops it with one
+    line before any build."""
+    facts = changes.provenance() if changes else {}
+    local = go in ("", "local")
+    cached = cached_kube_apiserver(version, changes) if local else None
     if cached:
         return Binary(cached, version, "cache", facts)
     info = _download_kubernetes_module(version)
     if changes.diffs:
         patches.patched_modules(changes.diffs, version)
-    program = kube_apiserver_program(version, module_info=info, changes=changes)
+    program = kube_apiserver_program(version, module_info=info, changes=changes, go=go)
+    if not local:
+        facts.update(go_facts(program, info))
+    if not program.missing([program.binary_name]):
+        return Binary(program.binary, version, "cache", facts)
     write_json_atomic(program.out_dir / "changes.json", facts)  # the cache directory explains itself
     path = gobuild.build(program, names=[n for n in program.mains if n not in NODE_PROGRAMS])
     return Binary(path, version, "built", facts)
@@ -448,6 +487,7 @@ def kube_controller_manager(
     *,
     source: str | os.PathLike | None = None,
     changes: patches.BuildChanges | None = None,
+    go: str = "local",
 ) -> Binary:
     """Resolve kube-controller-manager: ``$CRDSCALE_KUBE_CONTROLLER_MANAGER``, else built from
     the same modules as kube-apiserver ``version`` (or the source tree ``source``, or the
@@ -465,12 +505,17 @@ def kube_controller_manager(
         kcm_version = normalize_version(version or DEFAULT_KUBE_VERSION)
         built_from = changes.provenance() if changes else None
         cached = binaries_dir("kube-apiserver", changes.cache_name(kcm_version) if changes else kcm_version)
-        if (cached / KUBE_CONTROLLER_MANAGER).is_file() and os.access(cached / KUBE_CONTROLLER_MANAGER, os.X_OK):
+        local = go in ("", "local")
+        if (
+            local
+            and (cached / KUBE_CONTROLLER_MANAGER).is_file()
+            and os.access(cached / KUBE_CONTROLLER_MANAGER, os.X_OK)
+        ):
             return Binary(cached / KUBE_CONTROLLER_MANAGER, kcm_version, "cache", built_from)
         if changes and changes.diffs:
             patches.patched_modules(changes.diffs, kcm_version)
         program = kube_apiserver_program(
-            kcm_version, module_info=_download_kubernetes_module(kcm_version), changes=changes
+            kcm_version, module_info=_download_kubernetes_module(kcm_version), changes=changes, go=go
         )
         found = "cache"
     if program.missing([KUBE_CONTROLLER_MANAGER]):

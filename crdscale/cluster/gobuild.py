@@ -72,6 +72,9 @@ class GoProgram:
     more_durations: dict[str, str] = field(default_factory=dict)
     build_package: str = ""
     tags: tuple[str, ...] = ()
+    # The go binary to build with: "" is the go on PATH; a toolchain's bin/go (crdscale.cluster.toolchain)
+    # builds a release with the Go it shipped with.
+    go: str = ""
 
     @property
     def binary(self) -> Path:
@@ -146,10 +149,15 @@ def go_binary() -> str:
     return go
 
 
-def go_version() -> str:
-    """``go1.26.8`` or ``"none"``."""
+def go_version(go: str | None = None) -> str:
+    """``go1.26.8`` (of ``go``, default the go on PATH) or ``"none"``."""
     try:
-        out = subprocess.run([go_binary(), "env", "GOVERSION"], capture_output=True, text=True, timeout=30)
+        env = dict(os.environ, GOTOOLCHAIN="local")
+        if go:
+            env.pop("GOROOT", None)
+        out = subprocess.run(
+            [go or go_binary(), "env", "GOVERSION"], capture_output=True, text=True, timeout=30, env=env
+        )
         return out.stdout.strip() or "unknown"
     except (BinaryError, OSError, subprocess.SubprocessError):
         return "none"
@@ -264,6 +272,11 @@ def build(program: GoProgram, *, names: Sequence[str] | None = None) -> Path:
             f"building {what} from {program.origin} in {program.out_dir} (usually {usually}); log: {program.log_path}"
         )
         env = dict(os.environ, GOFLAGS="-mod=mod", GOTOOLCHAIN="local")
+        go = program.go or go_binary()
+        if program.go:
+            # That toolchain finds its GOROOT beside its binary; cgo and vet find its tools first on PATH.
+            env.pop("GOROOT", None)
+            env["PATH"] = f"{Path(program.go).parent}{os.pathsep}{env.get('PATH', '')}"
         started = time.monotonic()
         # Built into a side directory and moved in when all succeeded: a binary in the cache
         # directory is always a complete one.
@@ -275,11 +288,11 @@ def build(program: GoProgram, *, names: Sequence[str] | None = None) -> Path:
         else:
             target, packages = str(partial / program.binary_name), [program.package(program.binary_name)]
         steps = [
-            ("go mod tidy", [go_binary(), "mod", "tidy"]),
+            ("go mod tidy", [go, "mod", "tidy"]),
             (
                 "go build",
                 [
-                    go_binary(),
+                    go,
                     "build",
                     "-trimpath",
                     *(["-tags", ",".join(program.tags)] if program.tags else []),
@@ -309,7 +322,7 @@ def build(program: GoProgram, *, names: Sequence[str] | None = None) -> Path:
             os.replace(partial / name, program.binary_path(name))
         shutil.rmtree(partial, ignore_errors=True)
         elapsed = time.monotonic() - started
-        facts = {"go": go_version(), "seconds": round(elapsed, 1), "built_at": utc_iso()}
+        facts = {"go": go_version(program.go or None), "seconds": round(elapsed, 1), "built_at": utc_iso()}
         for name in missing:
             # build.json: the primary binary's build, as before; build-<name>.json for the others.
             json_name = "build.json" if name == program.binary_name else f"build-{name}.json"

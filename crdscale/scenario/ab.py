@@ -1,0 +1,302 @@
+"""An A/B of a change: the base scenario and the scenario with a change, run in interleaved pairs until the
+difference is as tight as asked.
+
+Layout::
+
+    runs/<UTC timestamp>-ab-<name>/
+        ab.json                               the base scenario, the change, every run with its side and status
+        <UTC timestamp>-p01-base/             ordinary run directories, one per side and pair
+        <UTC timestamp>-p01-changed/
+        verdict.md, verdict.json, flame.html  written when it ends (crdscale.report.verdict, .diffflame)
+
+**Interleaved and counterbalanced.** Pairs alternate which side runs first (base, changed; changed, base;
+...), so drift on a shared machine (a neighbour's load, a warming page cache) hits both sides alike and a
+linear drift cancels over two pairs.
+
+**Until tight.** After each pair (from ``min_pairs``) the runs are compared with repeats pooled
+(:func:`crdscale.analysis.compare.compare_runs`: a configuration's interval comes from its repeats'
+spread), and the A/B stops when the 95 % interval of the per-CRD total difference is within ``until`` of
+the base's per-CRD total (``--until 10%``), or at ``max_pairs``, saying how many more pairs the asked
+precision would need (the half-width falls as one over the square root of the pairs).
+
+Resumable: reopening the directory (``--resume``) keeps completed runs and continues.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import math
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from crdscale import __version__
+from crdscale.errors import CrdscaleError, UsageError
+from crdscale.fsutil import write_json_atomic
+from crdscale.units import fmt_bytes, fmt_duration
+
+log = logging.getLogger(__name__)
+
+AB_MANIFEST = "ab.json"
+SIDES = ("base", "changed")
+
+
+@dataclass(frozen=True)
+class Change:
+    """What the changed side sets on top of the base scenario: dotted scenario keys -> values
+    (``target.patches``, ``target.build_tags``, ``target.feature_gates``, ``target.apiserver_flags``, ...),
+    and a short ``name`` for titles (``known-cost.diff``)."""
+
+    overrides: dict[str, Any]
+    name: str
+
+    def describe(self) -> str:
+        return ", ".join(f"{k} = {json.dumps(v)}" for k, v in self.overrides.items())
+
+
+@dataclass
+class Precision:
+    """How tight the per-CRD total difference is after ``pairs`` pairs."""
+
+    pairs: int
+    difference: float
+    low: float
+    high: float
+    base_total: float
+
+    @property
+    def half_width(self) -> float:
+        return (self.high - self.low) / 2
+
+    @property
+    def relative(self) -> float:
+        """Half-width over the base's per-CRD total (inf when unknown)."""
+        if not self.base_total or not math.isfinite(self.half_width):
+            return math.inf
+        return self.half_width / abs(self.base_total)
+
+    def pairs_needed(self, until: float) -> int:
+        """Pairs the asked precision needs, if the half-width keeps falling as 1/sqrt(pairs)."""
+        if self.relative <= until:
+            return self.pairs
+        if not math.isfinite(self.relative):
+            return self.pairs + 1
+        return math.ceil(self.pairs * (self.relative / until) ** 2)
+
+    def line(self) -> str:
+        return (
+            f"after {self.pairs} pair(s): total per CRD {fmt_bytes(self.difference)} "
+            f"[{fmt_bytes(self.low)}, {fmt_bytes(self.high)}], half-width {100 * self.relative:.1f}% of the base's "
+            f"{fmt_bytes(self.base_total)}"
+        )
+
+
+def precision(comparison) -> Precision | None:
+    """The per-CRD total difference of ``comparison`` (changed against base) and its interval."""
+    joint = comparison.joint
+    if joint is None or joint.empty:
+        return None
+    rows = joint[(joint["cause"] == "total") & (joint["metric"] == "bytes")]
+    if rows.empty:
+        return None
+    r = rows.iloc[0]
+    pairs = sum(1 for label in comparison.labels if label.startswith("changed"))
+    return Precision(
+        pairs, float(r["difference"]), float(r["difference_low"]), float(r["difference_high"]),
+        float(r["per_crd_reference"]),
+    )  # fmt: skip
+
+
+def side_order(pair: int) -> tuple[str, str]:
+    """Which side runs first in pair ``pair`` (1-based): base first in odd pairs, changed first in even ones."""
+    return SIDES if pair % 2 == 1 else SIDES[::-1]
+
+
+@dataclass
+class ABRun:
+    pair: int
+    side: str
+    run_dir: str | None = None  # relative to the A/B directory
+    status: str = "pending"
+    seconds: float | None = None
+
+    @property
+    def label(self) -> str:
+        # ",repeat=N": compare pools a configuration's repeats (crdscale.analysis.compare.configurations).
+        return f"{self.side},repeat={self.pair}"
+
+
+@dataclass
+class AB:
+    """An A/B directory. Create with :meth:`create`, reopen with :meth:`open`."""
+
+    path: Path
+    scenario_user: dict
+    scenario_overrides: dict
+    scenario_file: str | None
+    change: Change
+    runs: list[ABRun] = field(default_factory=list)
+    manifest: dict = field(default_factory=dict)
+
+    def side_scenario(self, side: str):
+        """The validated scenario of one side: the file's keys, ``--set`` overrides, then the change."""
+        from crdscale.scenario.config import build_scenario, resolve_paths
+
+        overrides = dict(self.scenario_overrides)
+        if side == "changed":
+            overrides.update(self.change.overrides)
+        scenario = build_scenario(
+            self.scenario_user, where=f"{self.scenario_file or 'scenario'} ({side})", overrides=overrides
+        )
+        scenario.source_path = self.scenario_file
+        resolve_paths(scenario)
+        scenario.raw["ab"] = {"side": side, "change": self.change.name, "overrides": self.change.overrides}
+        return scenario
+
+    @classmethod
+    def check(cls, scenario, change: Change) -> AB:
+        """Validate both sides as ``run --check`` does (nothing built, nothing created); an unsaved A/B."""
+        from crdscale.scenario.check import check_cells
+        from crdscale.scenario.matrix import Cell
+
+        if scenario.matrix:
+            raise UsageError("an A/B takes a scenario without a [matrix]: the change is its one axis")
+        if not change.overrides:
+            raise UsageError("an A/B needs a change: --patch, --build-tag, --feature-gate or --apiserver-flag")
+        ab = cls(Path("."), dict(scenario.user), dict(scenario.overrides), scenario.source_path, change)
+        check_cells(scenario, [(Cell(side, {}), ab.side_scenario(side)) for side in SIDES])
+        return ab
+
+    @classmethod
+    def create(cls, parent: str | Path, scenario, change: Change) -> AB:
+        """A new A/B directory under ``parent``. Both sides are validated (``run --check``) before it exists."""
+        ab = cls.check(scenario, change)
+        base = Path(parent) / f"{time.strftime('%Y%m%dT%H%M%SZ', time.gmtime())}-ab-{scenario.name}"
+        path, n = base, 1
+        while path.exists():
+            n += 1
+            path = base.with_name(f"{base.name}-{n}")
+        path.mkdir(parents=True)
+        ab.path = path
+        ab.manifest = {
+            "kind": "ab",
+            "crdscale_version": __version__,
+            "name": scenario.name,
+            "status": "running",
+            "scenario_file": scenario.source_path,
+            "scenario": ab.scenario_user,
+            "overrides": ab.scenario_overrides,
+            "change": {"name": change.name, "overrides": change.overrides},
+            "runs": [],
+        }
+        ab.save()
+        return ab
+
+    @classmethod
+    def open(cls, path: str | Path) -> AB:
+        path = Path(path)
+        try:
+            manifest = json.loads((path / AB_MANIFEST).read_text())
+        except (OSError, json.JSONDecodeError) as err:
+            raise UsageError(f"{path}: not an A/B directory ({AB_MANIFEST}: {err})") from None
+        if manifest.get("kind") != "ab" or not isinstance(manifest.get("change"), dict):
+            raise UsageError(f"{path}/{AB_MANIFEST}: not written by crdscale ab")
+        change = Change(dict(manifest["change"].get("overrides") or {}), str(manifest["change"].get("name", "change")))
+        runs = [
+            ABRun(int(r["pair"]), str(r["side"]), r.get("run_dir"), r.get("status", "pending"), r.get("seconds"))
+            for r in manifest.get("runs", [])
+        ]
+        return cls(
+            path, manifest["scenario"], manifest.get("overrides") or {}, manifest.get("scenario_file"), change,
+            runs, manifest,
+        )  # fmt: skip
+
+    def save(self) -> None:
+        self.manifest["runs"] = [r.__dict__ for r in self.runs]
+        write_json_atomic(self.path / AB_MANIFEST, self.manifest)
+
+    def completed(self) -> list[ABRun]:
+        return [r for r in self.runs if r.status == "completed" and r.run_dir]
+
+    def complete_pairs(self) -> int:
+        done = {(r.pair, r.side) for r in self.completed()}
+        pairs = {r.pair for r in self.runs}
+        return sum(1 for p in pairs if all((p, s) in done for s in SIDES))
+
+    def comparison(self):
+        """Base against changed, repeats pooled: a :class:`~crdscale.analysis.compare.Comparison`."""
+        from crdscale.analysis.compare import compare_runs
+
+        done = {r.pair for r in self.completed() if r.side == "changed"} & {
+            r.pair for r in self.completed() if r.side == "base"
+        }
+        runs = sorted((r for r in self.completed() if r.pair in done), key=lambda r: (r.side != "base", r.pair))
+        if len(runs) < 2:
+            raise UsageError(f"{self.path}: no complete base/changed pair yet")
+        return compare_runs([self.path / r.run_dir for r in runs], [r.label for r in runs])
+
+    def run(
+        self,
+        run_cell: Callable[[Any, Path, str], Path],
+        *,
+        until: float | None,
+        min_pairs: int = 2,
+        max_pairs: int = 6,
+    ) -> Precision | None:
+        """Run pairs (each side by ``run_cell(scenario, directory, name)``): ``min_pairs`` without ``until``;
+        with it, from ``min_pairs`` on until the total's half-width is within ``until``, at most ``max_pairs``."""
+        sides = {side: self.side_scenario(side) for side in SIDES}
+        last = max_pairs if until is not None else min_pairs
+        reached: Precision | None = None
+        for pair in range(1, last + 1):
+            for side in side_order(pair):
+                self._run_side(pair, side, sides[side], run_cell, last)
+            if pair < min_pairs:
+                continue
+            reached = precision(self.comparison())
+            if reached is None:
+                continue
+            log.info(reached.line())
+            if until is None:
+                continue
+            if reached.relative <= until:
+                break
+            seconds = [r.seconds for r in self.completed() if r.seconds]
+            more = reached.pairs_needed(until) - reached.pairs
+            eta = 2 * more * sum(seconds) / len(seconds) if seconds else None
+            log.info(
+                f"{more} more pair(s) would bring it within ±{100 * until:g}%"
+                + (f" (about {fmt_duration(eta)})" if eta else "")
+            )
+        self.manifest["status"] = "completed"
+        self.save()
+        return reached
+
+    def _run_side(self, pair: int, side: str, scenario, run_cell, last: int) -> None:
+        state = next((r for r in self.runs if r.pair == pair and r.side == side), None)
+        if state is None:
+            state = ABRun(pair, side)
+            self.runs.append(state)
+        if state.status == "completed":
+            return
+        log.info(f"pair {pair}/{last}: {side}" + (" (with the change)" if side == "changed" else ""))
+        before = {p.name for p in self.path.iterdir()}
+        state.status = "running"
+        self.save()
+        started = time.monotonic()
+        try:
+            run_dir = Path(run_cell(scenario, self.path, f"p{pair:02d}-{side}"))
+        except CrdscaleError as err:
+            created = sorted(p.name for p in self.path.iterdir() if p.name not in before and p.is_dir())
+            state.run_dir = created[-1] if created else None
+            state.status = "interrupted" if err.exit_code == 130 else "failed"
+            self.manifest["status"] = state.status
+            self.save()
+            raise
+        state.seconds = round(time.monotonic() - started, 1)
+        state.run_dir = run_dir.name
+        state.status = "completed"
+        self.save()
