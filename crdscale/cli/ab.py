@@ -160,7 +160,9 @@ def write_verdict(ab):
     changes = {"change": ab.change.describe()}
     for record in _change_provenance(comparison):
         changes.update(record)
-    verdict = build_verdict(comparison, change=ab.change.name, changes=changes, pairs=reached.pairs if reached else None)
+    verdict = build_verdict(
+        comparison, change=ab.change.name, changes=changes, pairs=reached.pairs if reached else None
+    )
     write_atomic(ab.path / "verdict.md", verdict.markdown())
     write_atomic(ab.path / "verdict.json", json.dumps(verdict.to_json(), indent=2, default=str) + "\n")
     try:
@@ -177,11 +179,18 @@ def _change_provenance(comparison) -> list[dict]:
     change = (manifest.get("target") or {}).get("change") or manifest.get("change")
     if not isinstance(change, dict):
         return []
-    return [{key: json.dumps(value, default=str) if not isinstance(value, str) else value} for key, value in change.items()]
+    return [
+        {key: json.dumps(value, default=str) if not isinstance(value, str) else value} for key, value in change.items()
+    ]
 
 
 def _write_flame(ab, comparison) -> None:
-    from crdscale.report.diffflame import diff_icicle_figure, diff_icicle_nodes, run_growth_stacks, write_diff_flame_html
+    from crdscale.report.diffflame import (
+        diff_icicle_figure,
+        diff_icicle_nodes,
+        run_growth_stacks,
+        write_diff_flame_html,
+    )
     from crdscale.rundir import read_run
 
     def pooled(side: str):
@@ -194,4 +203,3 @@ def _write_flame(ab, comparison) -> None:
     nodes = diff_icicle_nodes(pooled("base"), pooled("changed"))
     title = f"{ab.change.name}: heap growth per CRD, changed minus base (mean of the pairs)"
     write_diff_flame_html(diff_icicle_figure(nodes, title=title), ab.path / "flame.html")
-
