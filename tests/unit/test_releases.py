@@ -1,0 +1,53 @@
+"""Choosing each minor's newest buildable patch from a fake module proxy."""
+
+from __future__ import annotations
+
+import pytest
+
+from crdscale.cluster.releases import choose_releases, minors_between, newest_buildable
+from crdscale.errors import UsageError
+
+
+@pytest.fixture
+def proxy(tmp_path):
+    gomod = tmp_path / "kubernetes.mod"
+    gomod.write_text(
+        "module k8s.io/kubernetes\n\nreplace (\n"
+        "\tk8s.io/api => ./staging/src/k8s.io/api\n"
+        "\tk8s.io/apiserver => ./staging/src/k8s.io/apiserver\n"
+        "\tk8s.io/sample-cli-plugin => ./staging/src/k8s.io/sample-cli-plugin\n)\n"
+    )
+    served = {
+        # 1.27: .16 lacks only a sample module (harmless), .15 is not a release here.
+        "k8s.io/kubernetes@v1.27.16": {"GoMod": str(gomod)},
+        "k8s.io/api@v0.27.16": {},
+        "k8s.io/apiserver@v0.27.16": {},
+        # 1.26: .15 lacks k8s.io/apiserver, so .14 is the newest buildable.
+        "k8s.io/kubernetes@v1.26.15": {"GoMod": str(gomod)},
+        "k8s.io/api@v0.26.15": {},
+        "k8s.io/kubernetes@v1.26.14": {"GoMod": str(gomod)},
+        "k8s.io/api@v0.26.14": {},
+        "k8s.io/apiserver@v0.26.14": {},
+    }
+
+    def lookup(module, version):
+        return served.get(f"{module}@{version}", {"Error": "not found"})
+
+    return lookup
+
+
+def test_newest_buildable(proxy):
+    assert newest_buildable("1.27", proxy).version == "v1.27.16"
+    choice = newest_buildable("1.26", proxy)
+    assert choice.version == "v1.26.14"
+    assert choice.passed_over == ["v1.26.15 lacks k8s.io/apiserver v0.26.15"]
+    assert "none buildable" in newest_buildable("1.25", proxy).describe()
+
+
+def test_choose_and_refuse(proxy):
+    assert [c.version for c in choose_releases("1.25", "1.27", proxy)] == [None, "v1.26.14", "v1.27.16"]
+    with pytest.raises(UsageError, match="no release from 1.20 to 1.21 can be built"):
+        choose_releases("1.20", "1.21", proxy)
+    with pytest.raises(UsageError, match="from an older"):
+        minors_between("1.30", "1.24")
+    assert minors_between("1.24", "1.26") == ["1.24", "1.25", "1.26"]
