@@ -20,7 +20,7 @@ from crdscale.errors import UsageError
 
 def _parse(*argv: str):
     args = build_parser().parse_args(["probe", *argv])
-    return configs.from_args(configs.CONFIGS[args.probe], args)
+    return configs.from_args(configs.PROBES[args.probe], args)
 
 
 def test_flags_are_generated_from_the_fields():
@@ -48,7 +48,7 @@ def test_the_cli_and_a_scenario_step_start_from_the_declared_defaults():
 def test_a_flag_means_one_thing_under_every_probe():
     """Each flag name has one default and one help text wherever it appears."""
     seen: dict[str, tuple] = {}
-    for name, cls in configs.CONFIGS.items():
+    for name, cls in configs.PROBES.items():
         parser = argparse.ArgumentParser()
         configs.add_arguments(parser, cls)
         for action in parser._actions:
@@ -156,8 +156,23 @@ def test_the_cli_prints_each_section_and_puts_every_table_in_json(monkeypatch, c
     assert doc["parameters"]["compare_etcd"] is True and doc["parameters"]["kinds"] == list(configs.LIST_KINDS)
 
 
+def test_one_registry_names_each_probes_config_module_and_entry_point():
+    """configs.PROBES is the one list of probes: the CLI's subcommands, a scenario's names and run_probe's
+    entry points all come from it, and each class names its own module and entry point."""
+    import importlib
+
+    sub = next(a for a in build_parser()._subparsers._group_actions[0].choices["probe"]._actions if a.dest == "probe")
+    assert list(sub.choices) == list(configs.PROBES) == ["discovery", "list", "apf", "clientmem"]
+    for name, cls in configs.PROBES.items():
+        assert cls.name == name and cls.summary and cls.module.startswith("crdscale.collect.probes.")
+        module = importlib.import_module(cls.module)
+        assert cls.entry_point() is getattr(module, cls.entry)
+        assert sub.choices[name].description.startswith(cls.__doc__.split("\n")[0])
+    assert not hasattr(probes, "MODULES") and not hasattr(configs, "CONFIGS")
+
+
 def test_configs_are_frozen_and_every_field_has_help():
-    for cls in configs.CONFIGS.values():
+    for cls in configs.PROBES.values():
         assert cls.__dataclass_params__.frozen
         for f in dataclasses.fields(cls):
             assert f.metadata.get("help"), (cls.__name__, f.name)

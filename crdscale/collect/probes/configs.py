@@ -1,10 +1,17 @@
-"""Each probe's configuration: one frozen dataclass per probe, every field's default and help declared once.
+"""The probes and their configurations: one frozen dataclass per probe, every field's default and help
+declared once, and :data:`PROBES`, the one registry of probes (name -> config class).
 
-``crdscale probe NAME`` makes its flags from these fields (:func:`add_arguments`),
-a scenario's ``[probes.options.NAME]`` table is read into the same class
-(:func:`from_options`), and both hand it to the probe's one entry point,
+A probe's config class names the probe (``name``), the module holding its
+measurement (``module``) and the entry point there (``entry``, ``run(cluster,
+config, writer, *, step, run_id) -> ProbeResult``), with a one-line ``summary``.
+``crdscale probe NAME`` makes one subcommand per entry of :data:`PROBES` and its
+flags from the fields (:func:`add_arguments`); a scenario's ``[probes] each_step``
+names and ``[probes.options.NAME]`` tables are read into the same classes
+(:func:`from_options`, :func:`check_scenario_probes`, which ``crdscale run
+--check`` calls too); both hand the config to the entry point through
 :func:`crdscale.collect.probes.run_probe`. A class's docstring opens its
-``--help``: what the probe measures, how, and the seed number it reproduces.
+``--help``, and so the generated CLI reference: what the probe measures, how,
+and the seed number it reproduces.
 
 Where the CLI deliberately starts from another value than a scenario step (a
 second kube-apiserver for ``probe list``; fewer discovery limits per step), the
@@ -17,8 +24,9 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import importlib
 import typing
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
@@ -50,6 +58,13 @@ class ProbeConfig:
 
     keep: bool = option(False, "leave the created objects in place")
 
+    # A registered probe's name (the subcommand and the scenario's name for it), the module holding its
+    # measurement, the entry point in that module, and the one line `crdscale probe --help` lists it with.
+    name: ClassVar[str] = ""
+    module: ClassVar[str] = ""
+    entry: ClassVar[str] = "run"
+    summary: ClassVar[str] = ""
+
     # Field values the CLI starts from instead of the field defaults, and those a scenario step starts from.
     cli_defaults: ClassVar[Mapping[str, Any]] = {}
     step_defaults: ClassVar[Mapping[str, Any]] = {}
@@ -60,6 +75,13 @@ class ProbeConfig:
     def parameters(self) -> dict[str, Any]:
         """The fields as plain JSON values (the run manifest's ``parameters``)."""
         return {k: list(v) if isinstance(v, tuple) else v for k, v in dataclasses.asdict(self).items()}
+
+    @classmethod
+    def entry_point(cls) -> Callable[..., Any]:
+        """The probe's entry point, ``run(cluster, config, writer, *, step, run_id) -> ProbeResult``.
+
+        Its module is imported only now, so that listing the probes (``--help``) stays fast."""
+        return getattr(importlib.import_module(cls.module), cls.entry)
 
 
 def _non_negative(config: ProbeConfig, names: tuple[str, ...]) -> None:
@@ -120,6 +142,10 @@ class ListProbeConfig(ListObjects):
     response's bytes or its object count (the APF proposal, seed 003): one namespace of Secrets per shape
     OBJECTSxBYTES (about the same data), LISTed by --load clients per level.
     """
+
+    name: ClassVar[str] = "list"
+    module: ClassVar[str] = "crdscale.collect.probes.listcost"
+    summary: ClassVar[str] = "LIST latency, bytes and server cost per request kind, from the watch cache and from etcd"
 
     compare_etcd: bool = option(
         False,
@@ -203,6 +229,10 @@ class ApfConfig(ListObjects):
     reads from the server's nominal concurrency limit and the level's hand size.
     """
 
+    name: ClassVar[str] = "apf"
+    module: ClassVar[str] = "crdscale.collect.probes.apfseats"
+    summary: ClassVar[str] = "APF seats of LISTs: object-count vs size-based estimator vs the server"
+
     observe: bool = option(
         True,
         "replay the LISTs as a non-exempt user to read the server's seats",
@@ -232,6 +262,10 @@ class DiscoveryConfig(ProbeConfig):
     model's. Reproduces the Crossplane one-pager's table (seed 000: kubectl v1.23.3 at (burst 100, 5 qps),
     cold cache, 192 group-versions ~20 s of which ~18.4 s throttling, 368 group-versions ~56 s).
     """
+
+    name: ClassVar[str] = "discovery"
+    module: ClassVar[str] = "crdscale.collect.probes.discovery"
+    summary: ClassVar[str] = "legacy/aggregated discovery and client-side throttling"
 
     limits: tuple[str, ...] = option(
         (),
@@ -303,6 +337,12 @@ class ClientMemConfig(ProbeConfig):
     schemas at ~1.5 GB until a transform stripped them).
     """
 
+    name: ClassVar[str] = "clientmem"
+    module: ClassVar[str] = "crdscale.collect.probes.clientmem"
+    summary: ClassVar[str] = (
+        "a client-go informer cache: full, metadata-only or transformed; heap per object and per CRD"
+    )
+
     cache: str = option(
         "secrets",
         f"what the client caches: {', '.join(CLIENTMEM_CACHES)} (custom resources of one probe CRD; crds: "
@@ -361,11 +401,10 @@ class ClientMemConfig(ProbeConfig):
                 raise UsageError(f"--crds-from {self.crds_from}: no such file or directory")
 
 
-CONFIGS: dict[str, type[ProbeConfig]] = {
-    "discovery": DiscoveryConfig,
-    "list": ListProbeConfig,
-    "apf": ApfConfig,
-    "clientmem": ClientMemConfig,
+# The one registry of probes, in the order `crdscale probe --help` lists them. Adding a probe: its config
+# class (with name, module, entry and summary) and one entry here.
+PROBES: dict[str, type[ProbeConfig]] = {
+    cls.name: cls for cls in (DiscoveryConfig, ListProbeConfig, ApfConfig, ClientMemConfig)
 }
 
 
@@ -451,9 +490,9 @@ def from_options(name: str, options: Mapping[str, Any] | ProbeConfig | None):
 
     Keys are the class's field names; an unknown key or a value of the wrong type is a :class:`UsageError`
     naming the key. An existing config passes through (validated)."""
-    if name not in CONFIGS:
-        raise UsageError(f"unknown probe {name!r}; known: {', '.join(CONFIGS)}")
-    cls = CONFIGS[name]
+    if name not in PROBES:
+        raise UsageError(f"unknown probe {name!r}; known: {', '.join(PROBES)}")
+    cls = PROBES[name]
     if isinstance(options, ProbeConfig):
         options.validate()
         return options
