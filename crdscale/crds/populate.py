@@ -22,6 +22,7 @@ from typing import Any
 
 import requests
 
+from crdscale.cluster.clients import Transport
 from crdscale.cluster.retry import RetryPolicy, send_with_retry
 from crdscale.crds import objects
 from crdscale.errors import ClusterError
@@ -122,7 +123,6 @@ class ObjectWriter:
         self.counts = ObjectCounts()
         self._next: dict[str, int] = {}  # next object index per target path
         self._namespaces: set[str] = set()
-        self._session: requests.Session | None = None
         self._lock = threading.Lock()
 
     @property
@@ -175,35 +175,45 @@ class ObjectWriter:
         ``progress(n)`` after each. Returns how many were written (an existing one counts:
         a retried request that had succeeded)."""
         work = [(t, body) for t in targets for body in self.bodies(t, per_target)]
-        session = self.cluster.credentials.session(pool_size=self.concurrency)
+        # Its own connections, as many as requests in flight (the cluster's transport keeps its pool for others).
+        transport = self.cluster.transport.fresh(pool_size=self.concurrency)
         try:
             with ThreadPoolExecutor(max_workers=self.concurrency, thread_name_prefix="crdscale-objects") as pool:
-                for target, _ in zip((t for t, _ in work), pool.map(lambda w: self._send(session, *w), work)):
+                for target, _ in zip((t for t, _ in work), pool.map(lambda w: self._send(transport, *w), work)):
                     self.counts.add(target.kind, 1, self.size)
                     if progress:
                         progress(1)
         finally:
-            session.close()
+            transport.close()
         return len(work)
 
-    def _send(self, session: requests.Session, target: Target, body: dict[str, Any]) -> None:
+    def _send(self, transport: Transport, target: Target, body: dict[str, Any]) -> None:
         name = body["metadata"]["name"]
         if self.apply == "server-side-apply":
             url = self.cluster.url(f"{target.path}/{name}")
             params = {"fieldManager": objects.FIELD_MANAGER, "force": "true"}
-            data = json.dumps(body, separators=(",", ":"))
+            data = json.dumps(body, separators=(",", ":")).encode()
 
             def request():
-                return session.patch(
-                    url, params=params, data=data, headers={"Content-Type": APPLY_CONTENT_TYPE}, timeout=60
+                return transport.request(
+                    "PATCH", url, params=params, data=data, headers={"Content-Type": APPLY_CONTENT_TYPE}, timeout=60
                 )
 
             ok = (200, 201)
         else:
             url = self.cluster.url(target.path)
+            # The bytes and Content-Type requests' json= sends.
+            data = json.dumps(body, allow_nan=False).encode()
 
             def request():
-                return session.post(url, params={"fieldManager": objects.FIELD_MANAGER}, json=body, timeout=60)
+                return transport.request(
+                    "POST",
+                    url,
+                    params={"fieldManager": objects.FIELD_MANAGER},
+                    data=data,
+                    headers={"Content-Type": "application/json"},
+                    timeout=60,
+                )
 
             ok = (200, 201, 409)
 

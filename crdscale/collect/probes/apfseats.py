@@ -31,7 +31,7 @@ from crdscale.models import apf
 from crdscale.units import is_missing
 
 from . import ProbeResult, Section, requestcost, write_tables
-from ._http import check, fresh_session, timed_get
+from ._http import check, fresh_transport, timed_get
 from .configs import STATS_WAIT_S, ApfConfig
 from .fixtures import ProbeFixtures, probe_labels
 from .requests import METADATA_ONLY_ACCEPT, ListRequest, ListTarget
@@ -215,8 +215,7 @@ def observe_seats(
     check(cluster.post(f"{rbac}/clusterroles", role, timeout=30), "create ClusterRole", ok=(201, 409))
     check(cluster.post(f"{rbac}/clusterrolebindings", binding, timeout=30), "create ClusterRoleBinding", ok=(201, 409))
     rows = []
-    probe_session = fresh_session(cluster, pool_size=2)
-    probe_session.headers["Impersonate-User"] = PROBE_USER
+    probe_transport = fresh_transport(cluster, pool_size=2)
     try:
         for row in lists.itertuples(index=False):
             params = json.loads(row.params) if isinstance(row.params, str) else dict(row.params)
@@ -234,7 +233,10 @@ def observe_seats(
                     names=(SEATS_HISTOGRAM, *requestcost.OBJECT_COUNT_METRICS, *requestcost.SIZE_ESTIMATE_METRICS),
                 )
                 result = timed_get(
-                    probe_session, cluster.url(request.path), params=request.params, headers={"Accept": request.accept}
+                    probe_transport,
+                    cluster.url(request.path),
+                    params=request.params,
+                    headers={"Accept": request.accept, "Impersonate-User": PROBE_USER},
                 )
                 after = requestcost.scrape(cluster, names=(SEATS_HISTOGRAM,))
                 status = result.status
@@ -289,7 +291,7 @@ def observe_seats(
                     stored_now,
                 )
     finally:
-        probe_session.close()
+        probe_transport.close()
         # Delete by name: exactly the two objects created above.
         for kind, obj in (("clusterrolebindings", binding), ("clusterroles", role)):
             resp = cluster.delete(f"{rbac}/{kind}/{obj['metadata']['name']}", timeout=30)

@@ -38,7 +38,7 @@ import pandas as pd
 from crdscale.errors import BinaryError, ClusterError, UsageError
 from crdscale.models import tokenbucket
 
-from ._http import fresh_session, timed_get
+from ._http import fresh_transport, timed_get
 from .requests import (
     AGGREGATED_DISCOVERY_ACCEPT,
     LEGACY_DISCOVERY_ACCEPT,
@@ -94,7 +94,7 @@ def legacy_discovery(
     """
     rows: list[dict] = []
     rows_lock = threading.Lock()
-    session = fresh_session(cluster, pool_size=min(max_parallel, 1024))
+    transport = fresh_transport(cluster, pool_size=min(max_parallel, 1024))
     # The bucket starts full at t0, as a new client-go client's does, so the model's clock and the probe's agree.
     limiter = tokenbucket.Limiter(limit.burst, limit.qps)
     t0 = time.monotonic()
@@ -105,7 +105,7 @@ def legacy_discovery(
         error = ""
         try:
             result = timed_get(
-                session, cluster.url(path), headers={"Accept": LEGACY_DISCOVERY_ACCEPT}, timeout=timeout_s
+                transport, cluster.url(path), headers={"Accept": LEGACY_DISCOVERY_ACCEPT}, timeout=timeout_s
             )
             status, size, latency, body = result.status, result.bytes, result.latency_s, result.body
         except ClusterError as err:
@@ -138,7 +138,7 @@ def legacy_discovery(
             list(pool.map(lambda p: fetch(p, "resources", issued), paths))
         wall = time.monotonic() - t0
     finally:
-        session.close()
+        transport.close()
 
     table = pd.DataFrame(rows).sort_values("start_s").reset_index(drop=True)
     summary = {
@@ -286,11 +286,11 @@ def aggregated_discovery(cluster, *, timeout_s: float = 120.0) -> dict:
     ``bytes``, ``wall_s``, ``group_versions``, and for the revalidation
     ``revalidate_status`` (304 when the ETag matched), ``revalidate_bytes``, ``revalidate_s``.
     """
-    session = fresh_session(cluster, pool_size=2)
+    transport = fresh_transport(cluster, pool_size=2)
     try:
         t0 = time.monotonic()
         results = {
-            p: timed_get(session, cluster.url(p), headers={"Accept": AGGREGATED_DISCOVERY_ACCEPT}, timeout=timeout_s)
+            p: timed_get(transport, cluster.url(p), headers={"Accept": AGGREGATED_DISCOVERY_ACCEPT}, timeout=timeout_s)
             for p in ("/api", "/apis")
         }
         wall = time.monotonic() - t0
@@ -317,7 +317,7 @@ def aggregated_discovery(cluster, *, timeout_s: float = 120.0) -> dict:
             if etag:
                 headers["If-None-Match"] = etag
                 etags += 1
-            again = timed_get(session, cluster.url(path), headers=headers, timeout=timeout_s)
+            again = timed_get(transport, cluster.url(path), headers=headers, timeout=timeout_s)
             statuses.append(again.status)
             sizes += again.bytes
         out.update(
@@ -330,7 +330,7 @@ def aggregated_discovery(cluster, *, timeout_s: float = 120.0) -> dict:
         )
         return out
     finally:
-        session.close()
+        transport.close()
 
 
 # --- kubectl -----------------------------------------------------------------

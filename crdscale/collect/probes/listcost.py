@@ -34,7 +34,7 @@ from crdscale.proc import rss_bytes, thread_cpu_seconds
 from crdscale.units import is_missing
 
 from . import ProbeResult, Section, requestcost, write_tables
-from ._http import fresh_session, is_loopback, timed_get
+from ._http import fresh_transport, is_loopback, timed_get
 from .configs import ListObjects, ListProbeConfig
 from .fixtures import (
     BUCKET_LABEL,
@@ -134,7 +134,7 @@ class ListResult:
 
 
 def execute(
-    session, cluster, request: ListRequest, *, timeout_s: float = 300.0, max_pages: int = 10_000, decode: bool = True
+    transport, cluster, request: ListRequest, *, timeout_s: float = 300.0, max_pages: int = 10_000, decode: bool = True
 ) -> ListResult:
     """Send ``request`` (following ``continue`` when paged) and count items; latency and bytes cover all pages.
 
@@ -147,7 +147,7 @@ def execute(
     status, rv = 0, ""
     while True:
         result = timed_get(
-            session, cluster.url(request.path), params=params, headers={"Accept": request.accept}, timeout=timeout_s
+            transport, cluster.url(request.path), params=params, headers={"Accept": request.accept}, timeout=timeout_s
         )
         pages += 1
         total_latency += result.latency_s
@@ -173,9 +173,9 @@ def execute(
     return ListResult(status, total_latency, total_bytes, items, pages, rv, first_latency)
 
 
-def current_resource_version(session, cluster, target: ListTarget) -> str:
+def current_resource_version(transport, cluster, target: ListTarget) -> str:
     """A list resourceVersion from a consistent ``limit=1`` LIST (for the Exact / NotOlderThan kinds)."""
-    result = timed_get(session, cluster.url(target.collection_path()), params={"limit": "1"})
+    result = timed_get(transport, cluster.url(target.collection_path()), params={"limit": "1"})
     if result.status != 200:
         raise ClusterError(f"LIST {target.collection_path()} -> HTTP {result.status}: {result.body[:200]!r}")
     return result.json().get("metadata", {}).get("resourceVersion", "")
@@ -341,10 +341,10 @@ def measure_lists(
     kinds = tuple(kinds)
     servers = list(servers) if servers else [ApiServer(DEFAULT_APISERVER, cluster)]
     rows = []
-    sessions = {s.label: fresh_session(s.cluster, pool_size=4) for s in servers}
+    transports = {s.label: fresh_transport(s.cluster, pool_size=4) for s in servers}
     try:
         for target in populated.targets:
-            rv = current_resource_version(sessions[servers[0].label], servers[0].cluster, target)
+            rv = current_resource_version(transports[servers[0].label], servers[0].cluster, target)
             list_requests = build_list_requests(
                 target,
                 resource_version=rv,
@@ -361,7 +361,9 @@ def measure_lists(
             )
             for request in list_requests:
                 for server in servers:
-                    timed = _time_list(server, sessions[server.label], request, target, repeats, idle.get(server.label))
+                    timed = _time_list(
+                        server, transports[server.label], request, target, repeats, idle.get(server.label)
+                    )
                     rows.append(_list_row(target, request, server, timed, populated))
                     log.info(
                         f"  {target.group_resource:>32} {request.kind:>24} {server.label:>20}: "
@@ -369,8 +371,8 @@ def measure_lists(
                         f"{rows[-1]['items']:6d} items {timed.cost.cpu_s * 1000:7.1f} CPU-ms  [{timed.served.place}]"
                     )
     finally:
-        for session in sessions.values():
-            session.close()
+        for transport in transports.values():
+            transport.close()
     return pd.DataFrame(rows)
 
 
@@ -388,14 +390,14 @@ class _TimedList:
 
 
 def _time_list(
-    server: ApiServer, session, request: ListRequest, target: ListTarget, repeats: int, idle: _Window | None
+    server: ApiServer, transport, request: ListRequest, target: ListTarget, repeats: int, idle: _Window | None
 ) -> _TimedList:
     """Send ``request`` once to warm up, then ``repeats`` times, inside a metrics window when
     ``idle`` (the server's idle window) is given."""
-    execute(session, server.cluster, request)  # warm-up: connection, caches, first-request costs
+    execute(transport, server.cluster, request)  # warm-up: connection, caches, first-request costs
 
     def run() -> list[ListResult]:
-        return [execute(session, server.cluster, request) for _ in range(repeats)]
+        return [execute(transport, server.cluster, request) for _ in range(repeats)]
 
     if idle is None:
         nan = float("nan")
@@ -631,7 +633,7 @@ class _Replay:
 
 def _replay(cluster, request: ListRequest, level: int, requests: int, max_seconds: float) -> _Replay:
     """``level`` clients send ``request`` until ``requests`` were sent or ``max_seconds`` passed."""
-    session = fresh_session(cluster, pool_size=level)
+    transport = fresh_transport(cluster, pool_size=level)
     deadline = time.monotonic() + max_seconds
     remaining = [requests]
     lock = threading.Lock()
@@ -644,7 +646,7 @@ def _replay(cluster, request: ListRequest, level: int, requests: int, max_second
                     return
                 remaining[0] -= 1
             try:
-                r = execute(session, cluster, request, timeout_s=max(5.0, max_seconds), decode=False)
+                r = execute(transport, cluster, request, timeout_s=max(5.0, max_seconds), decode=False)
                 ok = r.status == 200
             except ClusterError:
                 ok, r = False, None
@@ -662,7 +664,7 @@ def _replay(cluster, request: ListRequest, level: int, requests: int, max_second
                 pool.submit(worker)
         got.seconds = time.monotonic() - start
     finally:
-        session.close()
+        transport.close()
     return got
 
 
