@@ -8,7 +8,7 @@ import json
 from fakeapi import FakeApiServer
 
 from crdscale.cluster.clients import Cluster
-from crdscale.collect.probes import listcost
+from crdscale.collect.probes import listcost, listobjects
 from crdscale.collect.probes.configs import ListObjects
 from crdscale.collect.probes.fixtures import ProbeFixtures
 from crdscale.crds.populate import ObjectWriter, control_target
@@ -21,7 +21,7 @@ def test_the_list_probe_populates_and_lists_through_the_fake():
     cluster = Cluster(SERVER, fake)
     config = ListObjects(custom_resources=0, secrets=12, secret_bytes=100, namespaces=2, workers=4)
     with ProbeFixtures(cluster, "run-1") as fixtures:
-        populated = listcost.populate(fixtures, config)
+        populated = listobjects.populate(fixtures, config)
         assert populated.counts == {"secrets": 12} and len(populated.namespaces) == 2
         assert len(fake.objects["/api/v1/secrets"]) == 12  # created through a fresh transport of the fake
         lists = listcost.measure_lists(

@@ -125,6 +125,44 @@ class ListObjects(ProbeConfig):
             raise UsageError(f"unknown LIST kinds: {', '.join(sorted(unknown))} (known: {', '.join(LIST_KINDS)})")
 
 
+# --- the LIST probe, and its shape experiment ----------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class LoadShape:
+    """One way to make up a LIST response: ``objects`` Secrets holding ``object_bytes`` of data each."""
+
+    objects: int
+    object_bytes: int
+
+    @property
+    def label(self) -> str:
+        return f"{self.objects}x{self.object_bytes}"
+
+    @property
+    def data_bytes(self) -> int:
+        return self.objects * self.object_bytes
+
+
+def parse_load_shapes(text: str) -> tuple[LoadShape, ...]:
+    """``"40x1000000,4000x10000"`` -> two :class:`LoadShape` (objects x data bytes each)."""
+    shapes = []
+    for part in (p.strip() for p in text.split(",") if p.strip()):
+        count, sep, size = part.lower().partition("x")
+        try:
+            shape = LoadShape(int(count), int(size))
+        except ValueError:
+            shape = None
+        if not sep or shape is None or shape.objects < 1 or shape.object_bytes < 1:
+            raise UsageError(f"load shape {part!r}: expected OBJECTSxBYTES such as 40x1000000")
+        if shape.object_bytes > 1_000_000:
+            raise UsageError(f"load shape {part!r}: a Secret holds at most 1000000 B of data (etcd's request limit)")
+        shapes.append(shape)
+    if len(shapes) < 2:
+        raise UsageError(f"load shapes {text!r}: give at least two shapes to compare, e.g. 40x1000000,4000x10000")
+    return tuple(shapes)
+
+
 @dataclass(frozen=True, kw_only=True)
 class ListProbeConfig(ListObjects):
     """LIST cost: latency, bytes, kube-apiserver CPU and allocations per kind of LIST, from the watch cache and
@@ -193,8 +231,6 @@ class ListProbeConfig(ListObjects):
         if any(level < 1 for level in self.load_levels):
             raise UsageError(f"--load {','.join(map(str, self.load_levels))}: levels must be >= 1")
         if self.load_shapes:
-            from crdscale.collect.probes.listcost import parse_load_shapes
-
             parse_load_shapes(",".join(self.load_shapes))
             unknown = set(self.load_kinds) - {"rv0", "consistent"}
             if unknown or not self.load_kinds:
