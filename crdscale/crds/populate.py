@@ -23,6 +23,7 @@ from typing import Any
 import requests
 
 from crdscale.cluster.clients import Transport
+from crdscale.cluster.listing import METADATA_ONLY_ACCEPT, ListTarget
 from crdscale.cluster.retry import RetryPolicy, send_with_retry
 from crdscale.crds import objects
 from crdscale.errors import ClusterError
@@ -54,11 +55,9 @@ class Target:
     def label(self) -> str:
         return self.crd["metadata"]["name"] if self.crd is not None else self.kind
 
-    def list_target(self):
-        """The :class:`~crdscale.collect.probes.requests.ListTarget` whose cluster-wide LIST holds
+    def list_target(self) -> ListTarget:
+        """The :class:`~crdscale.cluster.listing.ListTarget` whose cluster-wide LIST holds
         these objects (its resource, group and version; its namespace for namespaced LISTs)."""
-        from crdscale.collect.probes.requests import ListTarget
-
         if self.crd is None:
             return ListTarget(self.kind, "", "v1", self.namespace)
         group, version = objects.api_version(self.crd).split("/", 1)
@@ -236,7 +235,6 @@ class ObjectWriter:
         writes by more than the settle time). A metadata-only LIST with ``resourceVersion=0`` is
         answered by the cache with what it has seen (by etcd when the cache is off).
         """
-        from crdscale.collect.probes.requests import METADATA_ONLY_ACCEPT
         from crdscale.ownership import owned_selector
 
         start = time.monotonic()

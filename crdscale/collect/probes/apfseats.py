@@ -25,6 +25,7 @@ from collections.abc import Callable, Mapping
 
 import pandas as pd
 
+from crdscale.cluster.listing import METADATA_ONLY_ACCEPT, ListTarget
 from crdscale.collect.promtext import Samples
 from crdscale.errors import ClusterError
 from crdscale.models import apf
@@ -34,7 +35,7 @@ from . import ProbeResult, Section, requestcost, write_tables
 from ._http import check, fresh_transport, timed_get
 from .configs import STATS_WAIT_S, ApfConfig
 from .fixtures import ProbeFixtures, probe_labels
-from .requests import METADATA_ONLY_ACCEPT, ListRequest, ListTarget
+from .requests import ListRequest
 
 log = logging.getLogger(__name__)
 

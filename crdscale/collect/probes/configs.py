@@ -25,14 +25,18 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import importlib
+import re
 import typing
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from crdscale.errors import UsageError
 
 from .requests import LIST_KINDS
+
+if TYPE_CHECKING:
+    from crdscale.models import tokenbucket
 
 
 def option(
@@ -287,6 +291,41 @@ class ApfConfig(ListObjects):
 DISCOVERY_LIMITS = ("legacy", "kubectl-1.24", "disabled")
 
 
+def validate_limits(names: Iterable[str]) -> list[tokenbucket.RateLimit]:
+    """The rate limits ``names`` (presets or ``BURST,QPS``) name; a :class:`UsageError` for one that is neither."""
+    from crdscale.models import tokenbucket  # numpy and pandas: not for --help
+
+    try:
+        return [tokenbucket.parse_rate_limit(n) for n in names]
+    except ValueError as err:
+        raise UsageError(str(err)) from err
+
+
+# Which discovery client each kubectl version has: (first version, preset or None = aggregated).
+# kubectl raised its discovery burst to 300 at 50 QPS in v1.24 (and v1.23.5); it uses
+# aggregated discovery, two requests, from v1.30 when the server serves it.
+KUBECTL_DISCOVERY = (
+    ((1, 0, 0), "legacy"),
+    ((1, 23, 5), "kubectl-1.24"),
+    ((1, 30, 0), None),
+)
+
+
+def kubectl_limit(version: str) -> tokenbucket.RateLimit | None:
+    """The discovery rate limit of kubectl ``version`` (``v1.23.3``), ``None`` for aggregated discovery."""
+    from crdscale.models import tokenbucket  # numpy and pandas: not for --help
+
+    m = re.match(r"v?(\d+)\.(\d+)\.(\d+)", version)
+    if not m:
+        raise UsageError(f"kubectl version {version!r}: expected X.Y.Z")
+    key = tuple(int(x) for x in m.groups())
+    preset = None
+    for first, name in KUBECTL_DISCOVERY:
+        if key >= first:
+            preset = name
+    return tokenbucket.PRESETS[preset] if preset else None
+
+
 @dataclass(frozen=True, kw_only=True)
 class DiscoveryConfig(ProbeConfig):
     """Discovery: how long clients take to discover the API when CRDs add group-versions, and how much of it
@@ -337,11 +376,9 @@ class DiscoveryConfig(ProbeConfig):
         return tuple(SWEEP_PRESETS) if self.sweep else DISCOVERY_LIMITS
 
     def validate(self) -> None:
-        from crdscale.collect.probes import discovery
-
-        discovery.validate_limits(self.limit_names())
+        validate_limits(self.limit_names())
         for version in self.kubectl_versions:
-            discovery.kubectl_limit(version)  # a malformed version fails before anything is created
+            kubectl_limit(version)  # a malformed version fails before anything is created
         if self.sweep_repeats < 1 or any(t < 1 for t in self.targets):
             raise UsageError("sweep-repeats and targets must be >= 1")
 
@@ -424,8 +461,6 @@ class ClientMemConfig(ProbeConfig):
         if self.cache != "crds" and (self.crds_from or self.crd_match or self.crd_limit):
             raise UsageError("--crds-from, --crd-match and --crd-limit go with --cache crds")
         if self.crd_match:
-            import re
-
             try:
                 re.compile(self.crd_match)
             except re.error as err:

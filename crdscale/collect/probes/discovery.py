@@ -35,10 +35,11 @@ from pathlib import Path
 
 import pandas as pd
 
-from crdscale.errors import BinaryError, ClusterError, UsageError
+from crdscale.errors import BinaryError, ClusterError
 from crdscale.models import tokenbucket
 
 from ._http import fresh_transport, timed_get
+from .configs import kubectl_limit, validate_limits
 from .requests import (
     AGGREGATED_DISCOVERY_ACCEPT,
     LEGACY_DISCOVERY_ACCEPT,
@@ -398,29 +399,6 @@ def kubectl_discovery(
     }
 
 
-# Which discovery client each kubectl version has: (first version, preset or None = aggregated).
-# kubectl raised its discovery burst to 300 at 50 QPS in v1.24 (and v1.23.5); it uses
-# aggregated discovery, two requests, from v1.30 when the server serves it.
-KUBECTL_DISCOVERY = (
-    ((1, 0, 0), "legacy"),
-    ((1, 23, 5), "kubectl-1.24"),
-    ((1, 30, 0), None),
-)
-
-
-def kubectl_limit(version: str) -> tokenbucket.RateLimit | None:
-    """The discovery rate limit of kubectl ``version`` (``v1.23.3``), ``None`` for aggregated discovery."""
-    m = re.match(r"v?(\d+)\.(\d+)\.(\d+)", version)
-    if not m:
-        raise UsageError(f"kubectl version {version!r}: expected X.Y.Z")
-    key = tuple(int(x) for x in m.groups())
-    preset = None
-    for first, name in KUBECTL_DISCOVERY:
-        if key >= first:
-            preset = name
-    return tokenbucket.PRESETS[preset] if preset else None
-
-
 KUBECTL_COMMANDS = (("get", "pods"), ("api-resources",))
 
 
@@ -673,13 +651,6 @@ def agreement(sweep_table: pd.DataFrame, *, tolerance: float = 0.15) -> pd.DataF
     predicted = sweep_table[sweep_table["relative_error"].notna()].copy()
     predicted["within_tolerance"] = predicted["relative_error"] <= tolerance
     return predicted
-
-
-def validate_limits(names: Iterable[str]) -> list[tokenbucket.RateLimit]:
-    try:
-        return [tokenbucket.parse_rate_limit(n) for n in names]
-    except ValueError as err:
-        raise UsageError(str(err)) from err
 
 
 # --- the probe's entry point -----------------------------------------------------

@@ -24,6 +24,7 @@ from dataclasses import dataclass
 import pandas as pd
 
 from crdscale.cluster.apiservers import DEFAULT_APISERVER, ApiServer, apiservers
+from crdscale.cluster.listing import ListTarget
 from crdscale.errors import UsageError
 from crdscale.proc import rss_bytes, thread_cpu_seconds
 from crdscale.units import is_missing
@@ -35,7 +36,7 @@ from .fixtures import BUCKET_LABEL, ProbeFixtures
 from .listload import concurrent_load
 from .listobjects import ListResult, Populated, current_resource_version, execute, populate, wait_served
 from .listshapes import run_shapes
-from .requests import LIST_KINDS, ListRequest, ListTarget, build_list_requests
+from .requests import LIST_KINDS, ListRequest, build_list_requests
 
 log = logging.getLogger(__name__)
 

@@ -15,6 +15,7 @@ import time
 from dataclasses import dataclass, field
 
 from crdscale.cluster.apiservers import ApiServer
+from crdscale.cluster.listing import ListTarget
 from crdscale.errors import ClusterError
 
 from ._http import timed_get
@@ -33,7 +34,7 @@ from .fixtures import (
     pod,
     secret,
 )
-from .requests import ListRequest, ListTarget
+from .requests import ListRequest
 
 log = logging.getLogger(__name__)
 

@@ -15,6 +15,7 @@ from collections.abc import Iterable, Sequence
 import pandas as pd
 
 from crdscale.cluster.apiservers import apiservers
+from crdscale.cluster.listing import ListTarget
 from crdscale.errors import UsageError
 
 from . import ProbeResult, Section
@@ -22,7 +23,7 @@ from ._http import is_loopback
 from .configs import ListProbeConfig, LoadShape, parse_load_shapes
 from .fixtures import ProbeFixtures, secret
 from .listload import concurrent_load
-from .requests import ListRequest, ListTarget
+from .requests import ListRequest
 
 log = logging.getLogger(__name__)
 
