@@ -171,6 +171,28 @@ def test_one_registry_names_each_probes_config_module_and_entry_point():
     assert not hasattr(probes, "MODULES") and not hasattr(configs, "CONFIGS")
 
 
+def test_contributing_describes_this_registry():
+    """docs/contributing.md's "Add a probe" names the registry where it is, what a config class declares,
+    and files that exist."""
+    import importlib
+    import re
+
+    root = Path(__file__).resolve().parents[2]
+    text = (root / "docs" / "contributing.md").read_text()
+    section = text.split("## Add a probe", 1)[1].split("\n## ", 1)[0]
+    assert "`PROBES` in `crdscale/collect/probes/configs.py`" in section
+    for attribute in ("name", "module", "entry", "summary"):
+        assert f"`{attribute}`" in section and hasattr(configs.ProbeConfig, attribute)
+    for name in ("ProbeConfig", "option(", "validate()", "run_probe(", "write_tables", "Section", "-> ProbeResult"):
+        assert name in section, name
+    assert all(hasattr(probes, name) for name in ("run_probe", "write_tables", "Section", "ProbeResult"))
+    assert hasattr(configs, "option") and hasattr(
+        importlib.import_module("crdscale.collect.probes._http"), "fresh_transport"
+    )
+    for path in re.findall(r"`((?:crdscale|tests|docs)/[\w/.]+\.(?:py|toml))`", section):
+        assert (root / path).is_file(), path
+
+
 def test_configs_are_frozen_and_every_field_has_help():
     for cls in configs.PROBES.values():
         assert cls.__dataclass_params__.frozen
