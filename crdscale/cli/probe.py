@@ -33,13 +33,6 @@ from crdscale.cli.common import add_cluster_arguments, add_output_argument, prin
 from crdscale.collect.probes import configs
 from crdscale.units import COLUMN_FORMATS, blank_missing
 
-HELP = {
-    "discovery": "legacy/aggregated discovery and client-side throttling",
-    "list": "LIST latency, bytes and server cost per request kind, from the watch cache and from etcd",
-    "apf": "APF seats of LISTs: object-count vs size-based estimator vs the server",
-    "clientmem": "a client-go informer cache: full, metadata-only or transformed; heap per object and per CRD",
-}
-
 
 class Command:
     """Redo the client-side and request-cost experiments (discovery, LIST, APF, client memory).
@@ -57,12 +50,12 @@ class Command:
     def add_arguments(parser: argparse.ArgumentParser) -> None:
         sub = parser.add_subparsers(dest="probe", metavar="PROBE")
         sub.required = True
-        for name, cls in configs.CONFIGS.items():
+        for name, cls in configs.PROBES.items():
             # The config's docstring opens --help: what the probe measures, how, and what it reproduces.
             examples = "\n".join(line for line in __doc__.splitlines() if f"crdscale probe {name} " in line + " ")
             p = sub.add_parser(
                 name,
-                help=HELP[name],
+                help=cls.summary,
                 description=f"{inspect.cleandoc(cls.__doc__)}\n\nExamples:\n{examples}",
                 formatter_class=argparse.RawDescriptionHelpFormatter,
             )
@@ -78,7 +71,7 @@ class Command:
     def run(args: argparse.Namespace) -> int:
         from crdscale.collect.probes import run_probe
 
-        config = configs.from_args(configs.CONFIGS[args.probe], args)  # bad values fail before anything starts
+        config = configs.from_args(configs.PROBES[args.probe], args)  # bad values fail before anything starts
 
         def body(run: ProbeRun):
             result = run_probe(args.probe, run.cluster, run.writer, config, run_id=run.run_id)

@@ -166,13 +166,23 @@ class Transport(Protocol):
 
     def close(self) -> None: ...
 
+    def fresh(self, *, pool_size: int = 16) -> Transport:
+        """A transport to the same server with the same credentials and no warm connections, keeping
+        ``pool_size`` connections (a probe timing a cold client; parallel writers). Close it when done;
+        closing it leaves this one open. A fake may answer with a view of itself."""
+        ...
+
 
 class RequestsTransport:
     """The real transport: one pooled ``requests`` session with the cluster's credentials
     (an exec plugin's or token file's refreshed per request, :class:`ClusterSession`)."""
 
     def __init__(self, credentials: Credentials, *, pool_size: int = 64):
+        self.credentials = credentials
         self.session = credentials.session(pool_size=pool_size)
+
+    def fresh(self, *, pool_size: int = 16) -> RequestsTransport:
+        return RequestsTransport(self.credentials, pool_size=pool_size)
 
     def request(self, method, url, *, params=None, data=None, headers=None, timeout=DEFAULT_TIMEOUT_S, stream=False):
         return self.session.request(

@@ -22,6 +22,8 @@ from typing import Any
 
 import requests
 
+from crdscale.cluster.clients import Transport
+from crdscale.cluster.listing import METADATA_ONLY_ACCEPT, ListTarget
 from crdscale.cluster.retry import RetryPolicy, send_with_retry
 from crdscale.crds import objects
 from crdscale.errors import ClusterError
@@ -53,11 +55,9 @@ class Target:
     def label(self) -> str:
         return self.crd["metadata"]["name"] if self.crd is not None else self.kind
 
-    def list_target(self):
-        """The :class:`~crdscale.collect.probes.requests.ListTarget` whose cluster-wide LIST holds
+    def list_target(self) -> ListTarget:
+        """The :class:`~crdscale.cluster.listing.ListTarget` whose cluster-wide LIST holds
         these objects (its resource, group and version; its namespace for namespaced LISTs)."""
-        from crdscale.collect.probes.requests import ListTarget
-
         if self.crd is None:
             return ListTarget(self.kind, "", "v1", self.namespace)
         group, version = objects.api_version(self.crd).split("/", 1)
@@ -122,7 +122,6 @@ class ObjectWriter:
         self.counts = ObjectCounts()
         self._next: dict[str, int] = {}  # next object index per target path
         self._namespaces: set[str] = set()
-        self._session: requests.Session | None = None
         self._lock = threading.Lock()
 
     @property
@@ -175,35 +174,45 @@ class ObjectWriter:
         ``progress(n)`` after each. Returns how many were written (an existing one counts:
         a retried request that had succeeded)."""
         work = [(t, body) for t in targets for body in self.bodies(t, per_target)]
-        session = self.cluster.credentials.session(pool_size=self.concurrency)
+        # Its own connections, as many as requests in flight (the cluster's transport keeps its pool for others).
+        transport = self.cluster.transport.fresh(pool_size=self.concurrency)
         try:
             with ThreadPoolExecutor(max_workers=self.concurrency, thread_name_prefix="crdscale-objects") as pool:
-                for target, _ in zip((t for t, _ in work), pool.map(lambda w: self._send(session, *w), work)):
+                for target, _ in zip((t for t, _ in work), pool.map(lambda w: self._send(transport, *w), work)):
                     self.counts.add(target.kind, 1, self.size)
                     if progress:
                         progress(1)
         finally:
-            session.close()
+            transport.close()
         return len(work)
 
-    def _send(self, session: requests.Session, target: Target, body: dict[str, Any]) -> None:
+    def _send(self, transport: Transport, target: Target, body: dict[str, Any]) -> None:
         name = body["metadata"]["name"]
         if self.apply == "server-side-apply":
             url = self.cluster.url(f"{target.path}/{name}")
             params = {"fieldManager": objects.FIELD_MANAGER, "force": "true"}
-            data = json.dumps(body, separators=(",", ":"))
+            data = json.dumps(body, separators=(",", ":")).encode()
 
             def request():
-                return session.patch(
-                    url, params=params, data=data, headers={"Content-Type": APPLY_CONTENT_TYPE}, timeout=60
+                return transport.request(
+                    "PATCH", url, params=params, data=data, headers={"Content-Type": APPLY_CONTENT_TYPE}, timeout=60
                 )
 
             ok = (200, 201)
         else:
             url = self.cluster.url(target.path)
+            # The bytes and Content-Type requests' json= sends.
+            data = json.dumps(body, allow_nan=False).encode()
 
             def request():
-                return session.post(url, params={"fieldManager": objects.FIELD_MANAGER}, json=body, timeout=60)
+                return transport.request(
+                    "POST",
+                    url,
+                    params={"fieldManager": objects.FIELD_MANAGER},
+                    data=data,
+                    headers={"Content-Type": "application/json"},
+                    timeout=60,
+                )
 
             ok = (200, 201, 409)
 
@@ -226,7 +235,6 @@ class ObjectWriter:
         writes by more than the settle time). A metadata-only LIST with ``resourceVersion=0`` is
         answered by the cache with what it has seen (by etcd when the cache is off).
         """
-        from crdscale.collect.probes.requests import METADATA_ONLY_ACCEPT
         from crdscale.ownership import owned_selector
 
         start = time.monotonic()

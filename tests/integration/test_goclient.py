@@ -11,8 +11,9 @@ import pytest
 from crdscale.cluster.local import LocalControlPlane
 from crdscale.collect import metrics as metric_defs
 from crdscale.collect.probes import clientmem, discovery
+from crdscale.collect.probes.configs import ListProbeConfig
 from crdscale.collect.probes.fixtures import ProbeFixtures, sweep_crds
-from crdscale.collect.probes.listcost import ListProbeConfig, populate
+from crdscale.collect.probes.listobjects import populate
 from crdscale.crds.serve import ResourceServer
 from crdscale.models import tokenbucket
 from crdscale.ownership import new_run_id

@@ -8,7 +8,8 @@ import pandas as pd
 import pytest
 
 from crdscale.cli.main import main
-from crdscale.collect.probes import apfseats, clientmem, listcost
+from crdscale.collect.probes import apfseats, clientmem, listcost, listobjects
+from crdscale.collect.probes.configs import ListProbeConfig
 from crdscale.collect.probes.fixtures import ProbeFixtures
 from crdscale.ownership import new_run_id
 from crdscale.rundir import read_run
@@ -19,7 +20,7 @@ pytestmark = pytest.mark.integration
 @pytest.fixture(scope="module")
 def cr_lists(cluster):
     """The LIST probe over 2,000 small custom resources (one measurement per kind)."""
-    config = listcost.ListProbeConfig(custom_resources=2000, cr_bytes=200, repeats=1)
+    config = ListProbeConfig(custom_resources=2000, cr_bytes=200, repeats=1)
     tables = listcost.probe(cluster, run_id=new_run_id(), config=config)
     return tables
 
@@ -60,7 +61,7 @@ def test_apf_estimates_for_measured_lists(cr_lists):
 
 
 def test_metadata_only_is_10x_smaller_for_100kb_secrets(cluster):
-    config = listcost.ListProbeConfig(
+    config = ListProbeConfig(
         custom_resources=0,
         secrets=20,
         secret_bytes=100_000,
@@ -70,7 +71,7 @@ def test_metadata_only_is_10x_smaller_for_100kb_secrets(cluster):
     )
     run_id = new_run_id()
     with ProbeFixtures(cluster, run_id) as fixtures:
-        populated = listcost.populate(fixtures, config)
+        populated = listobjects.populate(fixtures, config)
         lists = listcost.measure_lists(cluster, populated, repeats=1, kinds=config.kinds).set_index("kind")
         ns = populated.namespaces[0]
         reports = {r["mode"]: r for r in clientmem.measure(cluster, f"/api/v1/namespaces/{ns}/secrets")}

@@ -28,7 +28,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
-from urllib.parse import urlsplit
+from urllib.parse import parse_qsl, urlsplit
 
 import requests
 
@@ -146,6 +146,22 @@ def matches(labels: Mapping[str, str] | None, selector: str) -> bool:
     return True
 
 
+class _View:
+    """The fake seen through a fresh transport (:meth:`FakeApiServer.fresh`): same objects, its own close."""
+
+    def __init__(self, server: FakeApiServer):
+        self.server = server
+
+    def request(self, method, url, **kwargs):
+        return self.server.request(method, url, **kwargs)
+
+    def fresh(self, *, pool_size: int = 16) -> _View:
+        return _View(self.server)
+
+    def close(self) -> None:
+        pass
+
+
 class FakeApiServer:
     """A scriptable in-memory kube-apiserver answering through the transport interface.
 
@@ -222,9 +238,8 @@ class FakeApiServer:
 
     def request(self, method, url, *, params=None, data=None, headers=None, timeout=None, stream=False):
         parts = urlsplit(url)
-        sent = Sent(
-            method, parts.path, {k: str(v) for k, v in (params or {}).items()}, json.loads(data) if data else None
-        )
+        query = dict(parse_qsl(parts.query)) | {k: str(v) for k, v in (params or {}).items()}  # as requests merges
+        sent = Sent(method, parts.path, query, json.loads(data) if data else None)
         with self._lock:
             self.requests.append(sent)
             for injection in self._injections:
@@ -236,6 +251,10 @@ class FakeApiServer:
                         return _response(injection.status, injection.body, injection.headers)
                     break
             return self._serve(sent)
+
+    def fresh(self, *, pool_size: int = 16) -> _View:
+        """What a client with its own connections sees: this server (closing it closes nothing)."""
+        return _View(self)
 
     def feed_watches(self, event: dict[str, Any]) -> None:
         """Send a raw ``event`` (e.g. an ``ERROR`` 410 Expired) to every open watch."""

@@ -350,7 +350,18 @@ def test_seats_are_observed_beside_the_controller_managers_own_requests(monkeypa
     class Response:
         status = 200
 
+    sent = []
+
+    class Transport:
+        def fresh(self, pool_size=16):
+            return self
+
+        def close(self):
+            pass
+
     class Cluster:
+        transport = Transport()
+
         def post(self, path, body, timeout=None):
             return None
 
@@ -362,14 +373,11 @@ def test_seats_are_observed_beside_the_controller_managers_own_requests(monkeypa
 
     monkeypatch.setattr(apfseats, "check", lambda response, what, ok=None: None)
 
-    class Session:
-        headers: dict = {}
+    def timed_get(transport, url, *, params=None, headers=None, timeout=120.0):
+        sent.append(headers)
+        return Response()
 
-        def close(self):
-            pass
-
-    monkeypatch.setattr(apfseats, "fresh_session", lambda cluster, pool_size=2: Session())
-    monkeypatch.setattr(apfseats, "timed_get", lambda *a, **k: Response())
+    monkeypatch.setattr(apfseats, "timed_get", timed_get)
     monkeypatch.setattr(apfseats.requestcost, "scrape", lambda cluster, names=None: None)
     monkeypatch.setattr(apfseats.requestcost, "histogram_delta_by", delta_by)
     monkeypatch.setattr(
@@ -384,3 +392,4 @@ def test_seats_are_observed_beside_the_controller_managers_own_requests(monkeypa
     out = apfseats.observe_seats(Cluster(), lists, run_id="r", stored={"things.g.example.io": 300})
     assert out.loc[0, "observed_seats"] == 8 and out.loc[0, "priority_level"] == "global-default"
     assert out.loc[0, "flow_schema"] == "global-default"
+    assert sent and all(h["Impersonate-User"] == apfseats.PROBE_USER for h in sent)  # replayed as the probe user

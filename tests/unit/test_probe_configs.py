@@ -20,7 +20,7 @@ from crdscale.errors import UsageError
 
 def _parse(*argv: str):
     args = build_parser().parse_args(["probe", *argv])
-    return configs.from_args(configs.CONFIGS[args.probe], args)
+    return configs.from_args(configs.PROBES[args.probe], args)
 
 
 def test_flags_are_generated_from_the_fields():
@@ -48,7 +48,7 @@ def test_the_cli_and_a_scenario_step_start_from_the_declared_defaults():
 def test_a_flag_means_one_thing_under_every_probe():
     """Each flag name has one default and one help text wherever it appears."""
     seen: dict[str, tuple] = {}
-    for name, cls in configs.CONFIGS.items():
+    for name, cls in configs.PROBES.items():
         parser = argparse.ArgumentParser()
         configs.add_arguments(parser, cls)
         for action in parser._actions:
@@ -156,8 +156,45 @@ def test_the_cli_prints_each_section_and_puts_every_table_in_json(monkeypatch, c
     assert doc["parameters"]["compare_etcd"] is True and doc["parameters"]["kinds"] == list(configs.LIST_KINDS)
 
 
+def test_one_registry_names_each_probes_config_module_and_entry_point():
+    """configs.PROBES is the one list of probes: the CLI's subcommands, a scenario's names and run_probe's
+    entry points all come from it, and each class names its own module and entry point."""
+    import importlib
+
+    sub = next(a for a in build_parser()._subparsers._group_actions[0].choices["probe"]._actions if a.dest == "probe")
+    assert list(sub.choices) == list(configs.PROBES) == ["discovery", "list", "apf", "clientmem"]
+    for name, cls in configs.PROBES.items():
+        assert cls.name == name and cls.summary and cls.module.startswith("crdscale.collect.probes.")
+        module = importlib.import_module(cls.module)
+        assert cls.entry_point() is getattr(module, cls.entry)
+        assert sub.choices[name].description.startswith(cls.__doc__.split("\n")[0])
+    assert not hasattr(probes, "MODULES") and not hasattr(configs, "CONFIGS")
+
+
+def test_contributing_describes_this_registry():
+    """docs/contributing.md's "Add a probe" names the registry where it is, what a config class declares,
+    and files that exist."""
+    import importlib
+    import re
+
+    root = Path(__file__).resolve().parents[2]
+    text = (root / "docs" / "contributing.md").read_text()
+    section = text.split("## Add a probe", 1)[1].split("\n## ", 1)[0]
+    assert "`PROBES` in `crdscale/collect/probes/configs.py`" in section
+    for attribute in ("name", "module", "entry", "summary"):
+        assert f"`{attribute}`" in section and hasattr(configs.ProbeConfig, attribute)
+    for name in ("ProbeConfig", "option(", "validate()", "run_probe(", "write_tables", "Section", "-> ProbeResult"):
+        assert name in section, name
+    assert all(hasattr(probes, name) for name in ("run_probe", "write_tables", "Section", "ProbeResult"))
+    assert hasattr(configs, "option") and hasattr(
+        importlib.import_module("crdscale.collect.probes._http"), "fresh_transport"
+    )
+    for path in re.findall(r"`((?:crdscale|tests|docs)/[\w/.]+\.(?:py|toml))`", section):
+        assert (root / path).is_file(), path
+
+
 def test_configs_are_frozen_and_every_field_has_help():
-    for cls in configs.CONFIGS.values():
+    for cls in configs.PROBES.values():
         assert cls.__dataclass_params__.frozen
         for f in dataclasses.fields(cls):
             assert f.metadata.get("help"), (cls.__name__, f.name)

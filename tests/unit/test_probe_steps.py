@@ -4,7 +4,7 @@ import math
 
 import pytest
 
-from crdscale.collect.probes import discovery, listcost
+from crdscale.collect.probes import discovery, listload
 from crdscale.models import tokenbucket
 
 
@@ -40,7 +40,7 @@ def test_the_unthrottled_row_is_its_own_baseline():
 
 
 def test_a_load_level_reports_latency_quantiles_and_memory_growth_over_its_baseline():
-    replay = listcost._Replay(latencies=[0.1, 0.2, 0.3], errors=1, bytes=3000, seconds=1.5)
+    replay = listload._Replay(latencies=[0.1, 0.2, 0.3], errors=1, bytes=3000, seconds=1.5)
     assert replay.columns() == {
         "requests": 3,
         "errors": 1,
@@ -51,14 +51,14 @@ def test_a_load_level_reports_latency_quantiles_and_memory_growth_over_its_basel
         "bytes": 3000,
     }
     before = {"rss_bytes": 100.0, "heap_inuse_bytes": 50.0}
-    memory = listcost._memory_columns(before, [{"rss_bytes": 90.0, "heap_inuse_bytes": 80.0}])
+    memory = listload._memory_columns(before, [{"rss_bytes": 90.0, "heap_inuse_bytes": 80.0}])
     assert memory["rss_growth_bytes"] == 0.0  # a peak under the baseline (a GC between) grew by 0
     assert memory["heap_inuse_growth_bytes"] == 30.0 and memory["rss_max_bytes"] == 90.0
 
 
 def test_a_load_level_without_answers_or_samples_is_nan_not_zero():
-    columns = listcost._Replay([], errors=4, bytes=0, seconds=0.0).columns()
+    columns = listload._Replay([], errors=4, bytes=0, seconds=0.0).columns()
     assert columns["requests"] == 0 and columns["errors"] == 4
     assert all(math.isnan(columns[k]) for k in ("throughput_rps", "latency_p50_s", "latency_p99_s"))
-    memory = listcost._memory_columns({"rss_bytes": 1.0, "heap_inuse_bytes": 1.0}, [])
+    memory = listload._memory_columns({"rss_bytes": 1.0, "heap_inuse_bytes": 1.0}, [])
     assert math.isnan(memory["rss_max_bytes"]) and math.isnan(memory["heap_inuse_growth_bytes"])

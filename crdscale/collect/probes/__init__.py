@@ -5,8 +5,9 @@
 * ``apf`` -- APF seats of those LISTs: both estimators and the server's view.
 * ``clientmem`` -- peak RSS of a client listing full objects vs metadata only.
 
-Each probe has one typed configuration (:mod:`.configs`) and one entry point,
-``run(cluster, config, writer, *, step, run_id) -> ProbeResult`` in its module;
+:data:`.configs.PROBES` is the one registry of probes: probe name -> its typed
+configuration class, which names the module holding the probe and its entry
+point there, ``run(cluster, config, writer, *, step, run_id) -> ProbeResult``.
 ``crdscale probe NAME`` and a scenario's ``[probes]`` steps both go through
 :func:`run_probe`. A probe writes its tables into the run directory through its
 :class:`~crdscale.rundir.RunWriter` (``run.probe_table(name)`` reads them back)
@@ -17,7 +18,6 @@ quiet). Imports are lazy so that the client-memory child process, which runs
 
 from __future__ import annotations
 
-import importlib
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
@@ -28,14 +28,6 @@ if TYPE_CHECKING:
     from crdscale.rundir import RunWriter
 
     from .configs import ProbeConfig
-
-# Probe name -> the module holding its run().
-MODULES = {
-    "discovery": "crdscale.collect.probes.discovery",
-    "list": "crdscale.collect.probes.listcost",
-    "apf": "crdscale.collect.probes.apfseats",
-    "clientmem": "crdscale.collect.probes.clientmem",
-}
 
 
 @dataclass(frozen=True)
@@ -108,8 +100,9 @@ def run_probe(
     (:func:`.configs.from_options`); ``run_id`` labels the objects it creates
     (default: a new one); ``step`` numbers its tables.
     """
-    from .configs import from_options
+    # Imported here, not above: the client-memory child imports this package and measures its own RSS.
+    from .configs import PROBES, from_options
 
     config = from_options(name, config)
-    module = importlib.import_module(MODULES[name])
-    return module.run(cluster, config, run, step=step, run_id=run_id or new_run_id())
+    entry = PROBES[name].entry_point()
+    return entry(cluster, config, run, step=step, run_id=run_id or new_run_id())

@@ -1,4 +1,9 @@
-"""HTTP plumbing shared by the probes: fresh sessions, timed requests, bulk object creation."""
+"""HTTP plumbing shared by the probes: fresh transports, timed requests, bulk object creation.
+
+Every request goes through the cluster's :class:`~crdscale.cluster.clients.Transport`
+(its own, or a fresh one from it), so a unit test's in-memory API server
+(``tests/unit/fakeapi.py``) serves the probes as it serves the installer.
+"""
 
 from __future__ import annotations
 
@@ -12,21 +17,23 @@ from urllib.parse import urlencode, urlsplit
 
 import requests
 
+from crdscale.cluster.clients import Transport
 from crdscale.cluster.retry import RetryPolicy, send_with_retry
 from crdscale.errors import ClusterError
 
 # Setup creates thousands of objects on a server that is busy building storage.
 CREATE_RETRY = RetryPolicy(backoff_s=0.5)
+JSON_CONTENT = {"Content-Type": "application/json"}
 
 
-def fresh_session(cluster, *, pool_size: int = 16) -> requests.Session:
-    """A new session with the cluster's credentials and no warm connections.
+def fresh_transport(cluster, *, pool_size: int = 16) -> Transport:
+    """A new transport with the cluster's credentials and no warm connections (close it when done).
 
     Probes that time a cold client (discovery) must not reuse connections a
     previous run kept alive; ``pool_size`` should cover the parallel requests
     so urllib3 does not open and discard extra connections.
     """
-    return cluster.credentials.session(pool_size=pool_size)
+    return cluster.transport.fresh(pool_size=pool_size)
 
 
 def credentials_env(cluster) -> dict[str, str]:
@@ -67,7 +74,7 @@ class Timed:
 
 
 def timed_get(
-    session: requests.Session,
+    transport: Transport,
     url: str,
     *,
     params: dict[str, str] | None = None,
@@ -79,7 +86,7 @@ def timed_get(
         url = f"{url}?{urlencode(params)}"
     start = time.perf_counter()
     try:
-        resp = session.get(url, headers=headers or {}, timeout=timeout)
+        resp = transport.request("GET", url, headers=headers or {}, timeout=timeout)
         body = resp.content
     except requests.exceptions.RequestException as err:
         raise ClusterError(f"GET {url} failed: {err}") from err
@@ -106,12 +113,14 @@ def create_many(
 
     An ``AlreadyExists`` (409) counts as created so that a retried setup is idempotent.
     """
-    session = fresh_session(cluster, pool_size=workers)
+    transport = fresh_transport(cluster, pool_size=workers)
     url = cluster.url(path)
 
     def send_once(body: dict) -> requests.Response:
         try:
-            return session.post(url, json=body, timeout=60)
+            # The bytes and Content-Type requests' json= sends.
+            data = json.dumps(body, allow_nan=False).encode()
+            return transport.request("POST", url, data=data, headers=JSON_CONTENT, timeout=60)
         except requests.exceptions.RequestException as err:
             raise ClusterError(f"POST {path} failed: {err}") from err
 
@@ -129,7 +138,7 @@ def create_many(
                 if progress:
                     progress(created)
     finally:
-        session.close()
+        transport.close()
     return created
 
 

@@ -25,16 +25,17 @@ from collections.abc import Callable, Mapping
 
 import pandas as pd
 
+from crdscale.cluster.listing import METADATA_ONLY_ACCEPT, ListTarget
 from crdscale.collect.promtext import Samples
 from crdscale.errors import ClusterError
 from crdscale.models import apf
 from crdscale.units import is_missing
 
 from . import ProbeResult, Section, requestcost, write_tables
-from ._http import check, fresh_session, timed_get
+from ._http import check, fresh_transport, timed_get
 from .configs import STATS_WAIT_S, ApfConfig
 from .fixtures import ProbeFixtures, probe_labels
-from .requests import METADATA_ONLY_ACCEPT, ListRequest, ListTarget
+from .requests import ListRequest
 
 log = logging.getLogger(__name__)
 
@@ -215,8 +216,7 @@ def observe_seats(
     check(cluster.post(f"{rbac}/clusterroles", role, timeout=30), "create ClusterRole", ok=(201, 409))
     check(cluster.post(f"{rbac}/clusterrolebindings", binding, timeout=30), "create ClusterRoleBinding", ok=(201, 409))
     rows = []
-    probe_session = fresh_session(cluster, pool_size=2)
-    probe_session.headers["Impersonate-User"] = PROBE_USER
+    probe_transport = fresh_transport(cluster, pool_size=2)
     try:
         for row in lists.itertuples(index=False):
             params = json.loads(row.params) if isinstance(row.params, str) else dict(row.params)
@@ -234,7 +234,10 @@ def observe_seats(
                     names=(SEATS_HISTOGRAM, *requestcost.OBJECT_COUNT_METRICS, *requestcost.SIZE_ESTIMATE_METRICS),
                 )
                 result = timed_get(
-                    probe_session, cluster.url(request.path), params=request.params, headers={"Accept": request.accept}
+                    probe_transport,
+                    cluster.url(request.path),
+                    params=request.params,
+                    headers={"Accept": request.accept, "Impersonate-User": PROBE_USER},
                 )
                 after = requestcost.scrape(cluster, names=(SEATS_HISTOGRAM,))
                 status = result.status
@@ -289,7 +292,7 @@ def observe_seats(
                     stored_now,
                 )
     finally:
-        probe_session.close()
+        probe_transport.close()
         # Delete by name: exactly the two objects created above.
         for kind, obj in (("clusterrolebindings", binding), ("clusterroles", role)):
             resp = cluster.delete(f"{rbac}/{kind}/{obj['metadata']['name']}", timeout=30)
@@ -390,11 +393,11 @@ def run(cluster, config: ApfConfig, writer, *, step: int = 0, run_id: str) -> Pr
     """The APF probe as one step: the LIST probe's requests (same objects and kinds), both estimators on
     them, and with ``config.observe`` the seats the server observed and its priority levels' limits.
     Writes ``seats`` (main), ``lists`` and ``levels`` into ``writer``."""
-    from . import listcost
+    from . import listcost, listobjects
 
     config.validate()
     with ProbeFixtures(cluster, run_id, keep=config.keep) as fixtures:
-        populated = listcost.populate(fixtures, config)
+        populated = listobjects.populate(fixtures, config)
         lists = listcost.measure_lists(
             cluster, populated, repeats=config.repeats, page_size=config.page_size, kinds=config.kinds
         )

@@ -266,7 +266,7 @@ def probe(cluster, *, run_id: str, config: ClientMemConfig | None = None) -> pan
 
     from .configs import ClientMemConfig, ListObjects
     from .fixtures import CRD_PATH, ProbeFixtures
-    from .listcost import populate
+    from .listobjects import populate
 
     config = config or ClientMemConfig()
     config.validate()

@@ -1,10 +1,17 @@
-"""Each probe's configuration: one frozen dataclass per probe, every field's default and help declared once.
+"""The probes and their configurations: one frozen dataclass per probe, every field's default and help
+declared once, and :data:`PROBES`, the one registry of probes (name -> config class).
 
-``crdscale probe NAME`` makes its flags from these fields (:func:`add_arguments`),
-a scenario's ``[probes.options.NAME]`` table is read into the same class
-(:func:`from_options`), and both hand it to the probe's one entry point,
+A probe's config class names the probe (``name``), the module holding its
+measurement (``module``) and the entry point there (``entry``, ``run(cluster,
+config, writer, *, step, run_id) -> ProbeResult``), with a one-line ``summary``.
+``crdscale probe NAME`` makes one subcommand per entry of :data:`PROBES` and its
+flags from the fields (:func:`add_arguments`); a scenario's ``[probes] each_step``
+names and ``[probes.options.NAME]`` tables are read into the same classes
+(:func:`from_options`, :func:`check_scenario_probes`, which ``crdscale run
+--check`` calls too); both hand the config to the entry point through
 :func:`crdscale.collect.probes.run_probe`. A class's docstring opens its
-``--help``: what the probe measures, how, and the seed number it reproduces.
+``--help``, and so the generated CLI reference: what the probe measures, how,
+and the seed number it reproduces.
 
 Where the CLI deliberately starts from another value than a scenario step (a
 second kube-apiserver for ``probe list``; fewer discovery limits per step), the
@@ -17,14 +24,19 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import importlib
+import re
 import typing
-from collections.abc import Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from crdscale.errors import UsageError
 
 from .requests import LIST_KINDS
+
+if TYPE_CHECKING:
+    from crdscale.models import tokenbucket
 
 
 def option(
@@ -50,6 +62,13 @@ class ProbeConfig:
 
     keep: bool = option(False, "leave the created objects in place")
 
+    # A registered probe's name (the subcommand and the scenario's name for it), the module holding its
+    # measurement, the entry point in that module, and the one line `crdscale probe --help` lists it with.
+    name: ClassVar[str] = ""
+    module: ClassVar[str] = ""
+    entry: ClassVar[str] = "run"
+    summary: ClassVar[str] = ""
+
     # Field values the CLI starts from instead of the field defaults, and those a scenario step starts from.
     cli_defaults: ClassVar[Mapping[str, Any]] = {}
     step_defaults: ClassVar[Mapping[str, Any]] = {}
@@ -60,6 +79,13 @@ class ProbeConfig:
     def parameters(self) -> dict[str, Any]:
         """The fields as plain JSON values (the run manifest's ``parameters``)."""
         return {k: list(v) if isinstance(v, tuple) else v for k, v in dataclasses.asdict(self).items()}
+
+    @classmethod
+    def entry_point(cls) -> Callable[..., Any]:
+        """The probe's entry point, ``run(cluster, config, writer, *, step, run_id) -> ProbeResult``.
+
+        Its module is imported only now, so that listing the probes (``--help``) stays fast."""
+        return getattr(importlib.import_module(cls.module), cls.entry)
 
 
 def _non_negative(config: ProbeConfig, names: tuple[str, ...]) -> None:
@@ -103,6 +129,44 @@ class ListObjects(ProbeConfig):
             raise UsageError(f"unknown LIST kinds: {', '.join(sorted(unknown))} (known: {', '.join(LIST_KINDS)})")
 
 
+# --- the LIST probe, and its shape experiment ----------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class LoadShape:
+    """One way to make up a LIST response: ``objects`` Secrets holding ``object_bytes`` of data each."""
+
+    objects: int
+    object_bytes: int
+
+    @property
+    def label(self) -> str:
+        return f"{self.objects}x{self.object_bytes}"
+
+    @property
+    def data_bytes(self) -> int:
+        return self.objects * self.object_bytes
+
+
+def parse_load_shapes(text: str) -> tuple[LoadShape, ...]:
+    """``"40x1000000,4000x10000"`` -> two :class:`LoadShape` (objects x data bytes each)."""
+    shapes = []
+    for part in (p.strip() for p in text.split(",") if p.strip()):
+        count, sep, size = part.lower().partition("x")
+        try:
+            shape = LoadShape(int(count), int(size))
+        except ValueError:
+            shape = None
+        if not sep or shape is None or shape.objects < 1 or shape.object_bytes < 1:
+            raise UsageError(f"load shape {part!r}: expected OBJECTSxBYTES such as 40x1000000")
+        if shape.object_bytes > 1_000_000:
+            raise UsageError(f"load shape {part!r}: a Secret holds at most 1000000 B of data (etcd's request limit)")
+        shapes.append(shape)
+    if len(shapes) < 2:
+        raise UsageError(f"load shapes {text!r}: give at least two shapes to compare, e.g. 40x1000000,4000x10000")
+    return tuple(shapes)
+
+
 @dataclass(frozen=True, kw_only=True)
 class ListProbeConfig(ListObjects):
     """LIST cost: latency, bytes, kube-apiserver CPU and allocations per kind of LIST, from the watch cache and
@@ -120,6 +184,10 @@ class ListProbeConfig(ListObjects):
     response's bytes or its object count (the APF proposal, seed 003): one namespace of Secrets per shape
     OBJECTSxBYTES (about the same data), LISTed by --load clients per level.
     """
+
+    name: ClassVar[str] = "list"
+    module: ClassVar[str] = "crdscale.collect.probes.listcost"
+    summary: ClassVar[str] = "LIST latency, bytes and server cost per request kind, from the watch cache and from etcd"
 
     compare_etcd: bool = option(
         False,
@@ -167,8 +235,6 @@ class ListProbeConfig(ListObjects):
         if any(level < 1 for level in self.load_levels):
             raise UsageError(f"--load {','.join(map(str, self.load_levels))}: levels must be >= 1")
         if self.load_shapes:
-            from crdscale.collect.probes.listcost import parse_load_shapes
-
             parse_load_shapes(",".join(self.load_shapes))
             unknown = set(self.load_kinds) - {"rv0", "consistent"}
             if unknown or not self.load_kinds:
@@ -203,6 +269,10 @@ class ApfConfig(ListObjects):
     reads from the server's nominal concurrency limit and the level's hand size.
     """
 
+    name: ClassVar[str] = "apf"
+    module: ClassVar[str] = "crdscale.collect.probes.apfseats"
+    summary: ClassVar[str] = "APF seats of LISTs: object-count vs size-based estimator vs the server"
+
     observe: bool = option(
         True,
         "replay the LISTs as a non-exempt user to read the server's seats",
@@ -221,6 +291,41 @@ class ApfConfig(ListObjects):
 DISCOVERY_LIMITS = ("legacy", "kubectl-1.24", "disabled")
 
 
+def validate_limits(names: Iterable[str]) -> list[tokenbucket.RateLimit]:
+    """The rate limits ``names`` (presets or ``BURST,QPS``) name; a :class:`UsageError` for one that is neither."""
+    from crdscale.models import tokenbucket  # numpy and pandas: not for --help
+
+    try:
+        return [tokenbucket.parse_rate_limit(n) for n in names]
+    except ValueError as err:
+        raise UsageError(str(err)) from err
+
+
+# Which discovery client each kubectl version has: (first version, preset or None = aggregated).
+# kubectl raised its discovery burst to 300 at 50 QPS in v1.24 (and v1.23.5); it uses
+# aggregated discovery, two requests, from v1.30 when the server serves it.
+KUBECTL_DISCOVERY = (
+    ((1, 0, 0), "legacy"),
+    ((1, 23, 5), "kubectl-1.24"),
+    ((1, 30, 0), None),
+)
+
+
+def kubectl_limit(version: str) -> tokenbucket.RateLimit | None:
+    """The discovery rate limit of kubectl ``version`` (``v1.23.3``), ``None`` for aggregated discovery."""
+    from crdscale.models import tokenbucket  # numpy and pandas: not for --help
+
+    m = re.match(r"v?(\d+)\.(\d+)\.(\d+)", version)
+    if not m:
+        raise UsageError(f"kubectl version {version!r}: expected X.Y.Z")
+    key = tuple(int(x) for x in m.groups())
+    preset = None
+    for first, name in KUBECTL_DISCOVERY:
+        if key >= first:
+            preset = name
+    return tokenbucket.PRESETS[preset] if preset else None
+
+
 @dataclass(frozen=True, kw_only=True)
 class DiscoveryConfig(ProbeConfig):
     """Discovery: how long clients take to discover the API when CRDs add group-versions, and how much of it
@@ -232,6 +337,10 @@ class DiscoveryConfig(ProbeConfig):
     model's. Reproduces the Crossplane one-pager's table (seed 000: kubectl v1.23.3 at (burst 100, 5 qps),
     cold cache, 192 group-versions ~20 s of which ~18.4 s throttling, 368 group-versions ~56 s).
     """
+
+    name: ClassVar[str] = "discovery"
+    module: ClassVar[str] = "crdscale.collect.probes.discovery"
+    summary: ClassVar[str] = "legacy/aggregated discovery and client-side throttling"
 
     limits: tuple[str, ...] = option(
         (),
@@ -267,11 +376,9 @@ class DiscoveryConfig(ProbeConfig):
         return tuple(SWEEP_PRESETS) if self.sweep else DISCOVERY_LIMITS
 
     def validate(self) -> None:
-        from crdscale.collect.probes import discovery
-
-        discovery.validate_limits(self.limit_names())
+        validate_limits(self.limit_names())
         for version in self.kubectl_versions:
-            discovery.kubectl_limit(version)  # a malformed version fails before anything is created
+            kubectl_limit(version)  # a malformed version fails before anything is created
         if self.sweep_repeats < 1 or any(t < 1 for t in self.targets):
             raise UsageError("sweep-repeats and targets must be >= 1")
 
@@ -302,6 +409,12 @@ class ClientMemConfig(ProbeConfig):
     heap for provider-jet-aws's ~780 CRDs); crossplane-runtime#1056 (a provider caching ~900 CRDs with their
     schemas at ~1.5 GB until a transform stripped them).
     """
+
+    name: ClassVar[str] = "clientmem"
+    module: ClassVar[str] = "crdscale.collect.probes.clientmem"
+    summary: ClassVar[str] = (
+        "a client-go informer cache: full, metadata-only or transformed; heap per object and per CRD"
+    )
 
     cache: str = option(
         "secrets",
@@ -348,8 +461,6 @@ class ClientMemConfig(ProbeConfig):
         if self.cache != "crds" and (self.crds_from or self.crd_match or self.crd_limit):
             raise UsageError("--crds-from, --crd-match and --crd-limit go with --cache crds")
         if self.crd_match:
-            import re
-
             try:
                 re.compile(self.crd_match)
             except re.error as err:
@@ -361,11 +472,10 @@ class ClientMemConfig(ProbeConfig):
                 raise UsageError(f"--crds-from {self.crds_from}: no such file or directory")
 
 
-CONFIGS: dict[str, type[ProbeConfig]] = {
-    "discovery": DiscoveryConfig,
-    "list": ListProbeConfig,
-    "apf": ApfConfig,
-    "clientmem": ClientMemConfig,
+# The one registry of probes, in the order `crdscale probe --help` lists them. Adding a probe: its config
+# class (with name, module, entry and summary) and one entry here.
+PROBES: dict[str, type[ProbeConfig]] = {
+    cls.name: cls for cls in (DiscoveryConfig, ListProbeConfig, ApfConfig, ClientMemConfig)
 }
 
 
@@ -451,9 +561,9 @@ def from_options(name: str, options: Mapping[str, Any] | ProbeConfig | None):
 
     Keys are the class's field names; an unknown key or a value of the wrong type is a :class:`UsageError`
     naming the key. An existing config passes through (validated)."""
-    if name not in CONFIGS:
-        raise UsageError(f"unknown probe {name!r}; known: {', '.join(CONFIGS)}")
-    cls = CONFIGS[name]
+    if name not in PROBES:
+        raise UsageError(f"unknown probe {name!r}; known: {', '.join(PROBES)}")
+    cls = PROBES[name]
     if isinstance(options, ProbeConfig):
         options.validate()
         return options

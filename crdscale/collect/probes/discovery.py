@@ -35,10 +35,11 @@ from pathlib import Path
 
 import pandas as pd
 
-from crdscale.errors import BinaryError, ClusterError, UsageError
+from crdscale.errors import BinaryError, ClusterError
 from crdscale.models import tokenbucket
 
-from ._http import fresh_session, timed_get
+from ._http import fresh_transport, timed_get
+from .configs import kubectl_limit, validate_limits
 from .requests import (
     AGGREGATED_DISCOVERY_ACCEPT,
     LEGACY_DISCOVERY_ACCEPT,
@@ -94,7 +95,7 @@ def legacy_discovery(
     """
     rows: list[dict] = []
     rows_lock = threading.Lock()
-    session = fresh_session(cluster, pool_size=min(max_parallel, 1024))
+    transport = fresh_transport(cluster, pool_size=min(max_parallel, 1024))
     # The bucket starts full at t0, as a new client-go client's does, so the model's clock and the probe's agree.
     limiter = tokenbucket.Limiter(limit.burst, limit.qps)
     t0 = time.monotonic()
@@ -105,7 +106,7 @@ def legacy_discovery(
         error = ""
         try:
             result = timed_get(
-                session, cluster.url(path), headers={"Accept": LEGACY_DISCOVERY_ACCEPT}, timeout=timeout_s
+                transport, cluster.url(path), headers={"Accept": LEGACY_DISCOVERY_ACCEPT}, timeout=timeout_s
             )
             status, size, latency, body = result.status, result.bytes, result.latency_s, result.body
         except ClusterError as err:
@@ -138,7 +139,7 @@ def legacy_discovery(
             list(pool.map(lambda p: fetch(p, "resources", issued), paths))
         wall = time.monotonic() - t0
     finally:
-        session.close()
+        transport.close()
 
     table = pd.DataFrame(rows).sort_values("start_s").reset_index(drop=True)
     summary = {
@@ -286,11 +287,11 @@ def aggregated_discovery(cluster, *, timeout_s: float = 120.0) -> dict:
     ``bytes``, ``wall_s``, ``group_versions``, and for the revalidation
     ``revalidate_status`` (304 when the ETag matched), ``revalidate_bytes``, ``revalidate_s``.
     """
-    session = fresh_session(cluster, pool_size=2)
+    transport = fresh_transport(cluster, pool_size=2)
     try:
         t0 = time.monotonic()
         results = {
-            p: timed_get(session, cluster.url(p), headers={"Accept": AGGREGATED_DISCOVERY_ACCEPT}, timeout=timeout_s)
+            p: timed_get(transport, cluster.url(p), headers={"Accept": AGGREGATED_DISCOVERY_ACCEPT}, timeout=timeout_s)
             for p in ("/api", "/apis")
         }
         wall = time.monotonic() - t0
@@ -317,7 +318,7 @@ def aggregated_discovery(cluster, *, timeout_s: float = 120.0) -> dict:
             if etag:
                 headers["If-None-Match"] = etag
                 etags += 1
-            again = timed_get(session, cluster.url(path), headers=headers, timeout=timeout_s)
+            again = timed_get(transport, cluster.url(path), headers=headers, timeout=timeout_s)
             statuses.append(again.status)
             sizes += again.bytes
         out.update(
@@ -330,7 +331,7 @@ def aggregated_discovery(cluster, *, timeout_s: float = 120.0) -> dict:
         )
         return out
     finally:
-        session.close()
+        transport.close()
 
 
 # --- kubectl -----------------------------------------------------------------
@@ -396,29 +397,6 @@ def kubectl_discovery(
         "throttle_messages": len(_THROTTLE_LINE.findall(log)),
         "exit_code": proc.returncode,
     }
-
-
-# Which discovery client each kubectl version has: (first version, preset or None = aggregated).
-# kubectl raised its discovery burst to 300 at 50 QPS in v1.24 (and v1.23.5); it uses
-# aggregated discovery, two requests, from v1.30 when the server serves it.
-KUBECTL_DISCOVERY = (
-    ((1, 0, 0), "legacy"),
-    ((1, 23, 5), "kubectl-1.24"),
-    ((1, 30, 0), None),
-)
-
-
-def kubectl_limit(version: str) -> tokenbucket.RateLimit | None:
-    """The discovery rate limit of kubectl ``version`` (``v1.23.3``), ``None`` for aggregated discovery."""
-    m = re.match(r"v?(\d+)\.(\d+)\.(\d+)", version)
-    if not m:
-        raise UsageError(f"kubectl version {version!r}: expected X.Y.Z")
-    key = tuple(int(x) for x in m.groups())
-    preset = None
-    for first, name in KUBECTL_DISCOVERY:
-        if key >= first:
-            preset = name
-    return tokenbucket.PRESETS[preset] if preset else None
 
 
 KUBECTL_COMMANDS = (("get", "pods"), ("api-resources",))
@@ -673,13 +651,6 @@ def agreement(sweep_table: pd.DataFrame, *, tolerance: float = 0.15) -> pd.DataF
     predicted = sweep_table[sweep_table["relative_error"].notna()].copy()
     predicted["within_tolerance"] = predicted["relative_error"] <= tolerance
     return predicted
-
-
-def validate_limits(names: Iterable[str]) -> list[tokenbucket.RateLimit]:
-    try:
-        return [tokenbucket.parse_rate_limit(n) for n in names]
-    except ValueError as err:
-        raise UsageError(str(err)) from err
 
 
 # --- the probe's entry point -----------------------------------------------------

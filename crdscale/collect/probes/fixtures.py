@@ -14,11 +14,11 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 
+from crdscale.cluster.listing import METADATA_ONLY_ACCEPT
 from crdscale.errors import ClusterError
 from crdscale.ownership import owned_selector, ownership_labels
 
 from ._http import check, create_many, delete_collection, is_loopback
-from .requests import METADATA_ONLY_ACCEPT
 
 log = logging.getLogger(__name__)
 

@@ -1,269 +1,47 @@
 """LIST cost probe: latency, bytes and server cost per kind of LIST, and where the server served it from.
 
-:func:`populate` creates custom resources, Secrets, ConfigMaps and Pods of a
-chosen size and count (ownership-labelled); :func:`measure_lists` times each
-request kind from :mod:`.requests` on one or more kube-apiservers and reads each
-server's counters around it to tell watch cache from etcd, and its CPU and heap
-allocations per request; :func:`concurrent_load` replays one kind at several
-concurrency levels while sampling kube-apiserver's RSS and heap.
-
-To compare the two paths on the same objects, :func:`apiservers` starts a second
-kube-apiserver with ``--watch-cache=false`` on a local instance's etcd: the same
-binary, flags and stored objects, only every LIST goes to etcd. (v1.37 has no
-switch left to send one LIST to etcd on a server with a watch cache: the
-ConsistentListFromCache gate is gone, and Exact and paged LISTs are served from
-the cache's snapshots; ``exact-old`` reaches etcd only when the resource's watch
-cache is younger than the revision asked for, and then lists no object.)
+:func:`measure_lists` times each request kind from :mod:`.requests` on one or
+more kube-apiservers and reads each server's counters around it to tell watch
+cache from etcd, and its CPU and heap allocations per request; :func:`probe`
+creates the objects (:func:`.listobjects.populate`), measures them on the
+servers of :func:`crdscale.cluster.apiservers.apiservers` -- with the etcd
+comparison, a second kube-apiserver with ``--watch-cache=false`` on a local
+instance's etcd -- and optionally loads the server (:mod:`.listload`).
+:func:`run` is the probe's entry point; with ``--load-shapes`` it runs the
+shape experiment (:mod:`.listshapes`) instead. (``exact-old`` reaches etcd on
+the default server only when the resource's watch cache is younger than the
+revision asked for, and then lists no object.)
 """
 
 from __future__ import annotations
 
-import contextlib
 import logging
 import statistics
-import threading
 import time
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
-from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass
 
 import pandas as pd
 
-from crdscale.errors import ClusterError, UsageError
+from crdscale.cluster.apiservers import DEFAULT_APISERVER, ApiServer, apiservers
+from crdscale.cluster.listing import ListTarget
+from crdscale.errors import UsageError
 from crdscale.proc import rss_bytes, thread_cpu_seconds
 from crdscale.units import is_missing
 
 from . import ProbeResult, Section, requestcost, write_tables
-from ._http import fresh_session, is_loopback, timed_get
-from .configs import ListObjects, ListProbeConfig
-from .fixtures import (
-    BUCKET_LABEL,
-    CR_SELECTABLE_FIELD,
-    CRD_PATH,
-    ProbeFixtures,
-    bucket,
-    config_map,
-    custom_resource,
-    has_selectable_field,
-    list_probe_crd,
-    list_probe_group,
-    node_name,
-    pod,
-    secret,
-)
-from .requests import LIST_KINDS, ListRequest, ListTarget, build_list_requests
+from ._http import fresh_transport, is_loopback
+from .configs import ListProbeConfig
+from .fixtures import BUCKET_LABEL, ProbeFixtures
+from .listload import concurrent_load
+from .listobjects import ListResult, Populated, current_resource_version, execute, populate, wait_served
+from .listshapes import run_shapes
+from .requests import LIST_KINDS, ListRequest, build_list_requests
 
 log = logging.getLogger(__name__)
 
-
-@dataclass
-class Populated:
-    """What :func:`populate` created: one :class:`ListTarget` per resource, and object counts."""
-
-    targets: list[ListTarget] = field(default_factory=list)
-    counts: dict[str, int] = field(default_factory=dict)
-    data_bytes: dict[str, int] = field(default_factory=dict)
-    names: dict[str, str] = field(default_factory=dict)  # resource -> one object's name
-    namespaces: list[str] = field(default_factory=list)
-    resource_version_before: str = ""  # a list RV from before anything was created
-
-
-def populate(fixtures: ProbeFixtures, config: ListObjects) -> Populated:
-    """Create the objects ``config`` asks for; returns what to LIST."""
-    labels, instance = fixtures.labels, fixtures.instance
-    out = Populated()
-    out.resource_version_before = (
-        fixtures.cluster.get_json("/api/v1/namespaces?limit=1").get("metadata", {}).get("resourceVersion", "")
-    )
-    out.namespaces = [fixtures.namespace(chr(ord("a") + i)) for i in range(config.namespaces)]
-    primary = out.namespaces[0]
-
-    def spread(count: int) -> list[tuple[int, str]]:
-        return [(i, out.namespaces[i % len(out.namespaces)]) for i in range(count)]
-
-    if config.custom_resources:
-        group = list_probe_group(instance)
-        crd = list_probe_crd(labels, instance)
-        fixtures.install_crds([crd])
-        fixtures.wait_resource_served(group, "listprobes")
-        stored = fixtures.cluster.get_json(f"{CRD_PATH}/{crd['metadata']['name']}")
-        selector = f"{CR_SELECTABLE_FIELD}={bucket(0)}" if has_selectable_field(stored) else None
-        target = ListTarget("listprobes", group, "v1", primary, field_selector=selector)
-        log.info(f"creating {config.custom_resources} custom resources of {config.cr_bytes} B")
-        bodies = [
-            custom_resource(group, f"cr-{i:06d}", ns, labels, i, config.cr_bytes)
-            for i, ns in spread(config.custom_resources)
-        ]
-        fixtures.create_objects(target.collection_path, bodies, workers=config.workers)
-        out.targets.append(target)
-        out.counts[target.group_resource] = config.custom_resources
-        out.data_bytes[target.group_resource] = config.cr_bytes
-        out.names[target.group_resource] = "cr-000000"
-    # Core objects of a chosen data size: (resource, count, bytes, builder, name prefix, what to say,
-    # a field selector on neither namespace nor name).
-    core_objects = (
-        ("secrets", config.secrets, config.secret_bytes, secret, "s", "Secrets", None),
-        ("configmaps", config.configmaps, config.configmap_bytes, config_map, "cm", "ConfigMaps", None),
-        ("pods", config.pods, config.pod_bytes, pod, "p", "Pods", f"spec.nodeName={node_name(0)}"),
-    )
-    for resource, count, size, build, prefix, noun, field_selector in core_objects:
-        if not count:
-            continue
-        target = ListTarget(resource, "", "v1", primary, field_selector=field_selector)
-        log.info(f"creating {count} {noun} of {size} B")
-        bodies = [build(f"{prefix}-{i:06d}", ns, labels, i, size) for i, ns in spread(count)]
-        fixtures.create_objects(target.collection_path, bodies, workers=min(config.workers, 8))
-        out.targets.append(target)
-        out.counts[resource] = count
-        out.data_bytes[resource] = size
-        out.names[resource] = f"{prefix}-000000"
-    return out
-
-
-@dataclass
-class ListResult:
-    """One execution of a :class:`ListRequest` (all pages when paged)."""
-
-    status: int
-    latency_s: float
-    bytes: int
-    items: int
-    pages: int
-    resource_version: str
-    first_page_latency_s: float
-
-
-def execute(
-    session, cluster, request: ListRequest, *, timeout_s: float = 300.0, max_pages: int = 10_000, decode: bool = True
-) -> ListResult:
-    """Send ``request`` (following ``continue`` when paged) and count items; latency and bytes cover all pages.
-
-    ``decode=False`` skips JSON decoding of unpaged responses (items reported as -1), so a load
-    generator on a small machine spends its CPU on requests rather than on parsing.
-    """
-    params = dict(request.params)
-    total_latency, total_bytes, items, pages = 0.0, 0, 0, 0
-    first_latency = 0.0
-    status, rv = 0, ""
-    while True:
-        result = timed_get(
-            session, cluster.url(request.path), params=params, headers={"Accept": request.accept}, timeout=timeout_s
-        )
-        pages += 1
-        total_latency += result.latency_s
-        total_bytes += result.bytes
-        if pages == 1:
-            first_latency = result.latency_s
-        status = result.status
-        if status != 200:
-            break
-        if not decode and not request.paged:
-            items = -1
-            break
-        body = result.json()
-        # Table responses carry rows, lists carry items.
-        items += len(body.get("items") or body.get("rows") or [])
-        meta = body.get("metadata", {})
-        rv = meta.get("resourceVersion", rv)
-        token = meta.get("continue")
-        if not request.paged or not token or pages >= max_pages:
-            break
-        params = {k: v for k, v in request.params.items() if k != "resourceVersion"}
-        params["continue"] = token
-    return ListResult(status, total_latency, total_bytes, items, pages, rv, first_latency)
-
-
-def current_resource_version(session, cluster, target: ListTarget) -> str:
-    """A list resourceVersion from a consistent ``limit=1`` LIST (for the Exact / NotOlderThan kinds)."""
-    result = timed_get(session, cluster.url(target.collection_path()), params={"limit": "1"})
-    if result.status != 200:
-        raise ClusterError(f"LIST {target.collection_path()} -> HTTP {result.status}: {result.body[:200]!r}")
-    return result.json().get("metadata", {}).get("resourceVersion", "")
-
-
-# --- the kube-apiservers to LIST from ----------------------------------------------
-
-DEFAULT_APISERVER = "default"
-ETCD_ONLY_FLAGS = ("--watch-cache=false",)
-ETCD_ONLY_APISERVER = " ".join(ETCD_ONLY_FLAGS)
 # Background CPU and the scrapes' own allocations are measured over this long with no request.
 IDLE_WINDOW_S = 1.0
-
-
-@dataclass(frozen=True)
-class ApiServer:
-    """A kube-apiserver to send the LISTs to.
-
-    Attributes:
-        label: how the tables name it (:data:`DEFAULT_APISERVER`, :data:`ETCD_ONLY_APISERVER`).
-        cluster: its :class:`~crdscale.cluster.clients.Cluster`.
-        pid: its process id when it runs on this machine: CPU and RSS then come from
-            ``/proc``, leaving out what reading ``/metrics`` costs it.
-        etcd_pid: the etcd behind it, when local (its CPU per request is reported too).
-    """
-
-    label: str
-    cluster: object
-    pid: int | None = None
-    etcd_pid: int | None = None
-
-
-@dataclass
-class ApiServers:
-    """What :func:`apiservers` yields: the servers to measure (the default one first), and a
-    note on the etcd comparison: which server serves from etcd, or why there is none."""
-
-    servers: list[ApiServer]
-    note: str = ""
-
-
-@contextlib.contextmanager
-def apiservers(cluster, *, compare_etcd: bool, name_suffix: str = "") -> Iterator[ApiServers]:
-    """The kube-apiserver behind ``cluster``, and with ``compare_etcd`` a second one started
-    with ``--watch-cache=false`` on the same etcd when ``cluster`` is a ready local instance.
-
-    The second server is stopped on exit. For other clusters there is no second server and
-    :attr:`ApiServers.note` says so; process ids are known only for local instances.
-    """
-    from crdscale.cluster.local import instance_serving
-
-    plane = instance_serving(cluster.server)
-    etcd = plane.process("etcd") if plane else None
-    etcd_pid = etcd.pid if etcd else None
-    found = ApiServers([ApiServer(DEFAULT_APISERVER, cluster, plane.apiserver_pid if plane else None, etcd_pid)])
-    if not compare_etcd:
-        found.note = "not asked for"
-        yield found
-        return
-    if plane is None:
-        found.note = (
-            f"{cluster.server} is not a crdscale local instance: no second kube-apiserver to serve LISTs from etcd"
-        )
-        log.info(f"etcd comparison skipped: {found.note}")
-        yield found
-        return
-    name = f"kube-apiserver-etcd-only{'-' + name_suffix if name_suffix else ''}"
-    log.info(f"starting a second kube-apiserver ({ETCD_ONLY_APISERVER}) on {plane.name}'s etcd")
-    with plane.start_second_apiserver(name, ETCD_ONLY_FLAGS) as second:
-        etcd_only = second.connect(cluster)
-        try:
-            found.servers.append(ApiServer(ETCD_ONLY_APISERVER, etcd_only, second.pid, etcd_pid))
-            found.note = f"{ETCD_ONLY_APISERVER} on the same etcd ({second.server})"
-            yield found
-        finally:
-            etcd_only.close()
-
-
-def wait_served(server: ApiServer, populated: Populated, *, timeout_s: float = 120.0) -> None:
-    """Wait until ``server`` serves every populated resource (a second server learns about a
-    new CRD from etcd a moment after the first one)."""
-    deadline = time.monotonic() + timeout_s
-    for target in populated.targets:
-        while server.cluster.get(target.collection_path(), params={"limit": "1"}).status_code != 200:
-            if time.monotonic() > deadline:
-                raise ClusterError(f"{server.label} does not serve {target.group_resource} after {timeout_s:.0f} s")
-            time.sleep(0.3)
-
 
 # --- measuring -------------------------------------------------------------------
 
@@ -341,10 +119,10 @@ def measure_lists(
     kinds = tuple(kinds)
     servers = list(servers) if servers else [ApiServer(DEFAULT_APISERVER, cluster)]
     rows = []
-    sessions = {s.label: fresh_session(s.cluster, pool_size=4) for s in servers}
+    transports = {s.label: fresh_transport(s.cluster, pool_size=4) for s in servers}
     try:
         for target in populated.targets:
-            rv = current_resource_version(sessions[servers[0].label], servers[0].cluster, target)
+            rv = current_resource_version(transports[servers[0].label], servers[0].cluster, target)
             list_requests = build_list_requests(
                 target,
                 resource_version=rv,
@@ -361,7 +139,9 @@ def measure_lists(
             )
             for request in list_requests:
                 for server in servers:
-                    timed = _time_list(server, sessions[server.label], request, target, repeats, idle.get(server.label))
+                    timed = _time_list(
+                        server, transports[server.label], request, target, repeats, idle.get(server.label)
+                    )
                     rows.append(_list_row(target, request, server, timed, populated))
                     log.info(
                         f"  {target.group_resource:>32} {request.kind:>24} {server.label:>20}: "
@@ -369,8 +149,8 @@ def measure_lists(
                         f"{rows[-1]['items']:6d} items {timed.cost.cpu_s * 1000:7.1f} CPU-ms  [{timed.served.place}]"
                     )
     finally:
-        for session in sessions.values():
-            session.close()
+        for transport in transports.values():
+            transport.close()
     return pd.DataFrame(rows)
 
 
@@ -388,14 +168,14 @@ class _TimedList:
 
 
 def _time_list(
-    server: ApiServer, session, request: ListRequest, target: ListTarget, repeats: int, idle: _Window | None
+    server: ApiServer, transport, request: ListRequest, target: ListTarget, repeats: int, idle: _Window | None
 ) -> _TimedList:
     """Send ``request`` once to warm up, then ``repeats`` times, inside a metrics window when
     ``idle`` (the server's idle window) is given."""
-    execute(session, server.cluster, request)  # warm-up: connection, caches, first-request costs
+    execute(transport, server.cluster, request)  # warm-up: connection, caches, first-request costs
 
     def run() -> list[ListResult]:
-        return [execute(session, server.cluster, request) for _ in range(repeats)]
+        return [execute(transport, server.cluster, request) for _ in range(repeats)]
 
     if idle is None:
         nan = float("nan")
@@ -499,189 +279,6 @@ def measure_targets(
     return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()
 
 
-# --- concurrent load ------------------------------------------------------------
-
-
-def _cpu_seconds(cluster, pid: int | None) -> tuple[float, str]:
-    """The server's CPU seconds so far and where they came from: ``/proc`` of a local
-    server (to the nanosecond), else its ``process_cpu_seconds_total`` (NaN if not exposed)."""
-    cpu = thread_cpu_seconds(pid) if pid is not None else None
-    if cpu is not None:
-        return cpu, "proc"
-    series = requestcost.scrape(cluster, names=(requestcost.CPU_SECONDS,)).get(requestcost.CPU_SECONDS)
-    return (series[0][1] if series else float("nan")), "metrics"
-
-
-def concurrent_load(
-    cluster,
-    request: ListRequest,
-    *,
-    concurrency_levels: Iterable[int] = (1, 4, 16),
-    requests_per_level: int = 100,
-    max_seconds_per_level: float = 30.0,
-    sample_interval_s: float = 0.5,
-    allow_remote: bool = False,
-    pid: int | None = None,
-    collect_garbage: bool = False,
-) -> pd.DataFrame:
-    """Replay ``request`` with N clients at each level, bounded in count and time, sampling server memory.
-
-    Only loopback servers unless ``allow_remote`` (the user's own cluster, on purpose).
-    ``pid`` is the kube-apiserver's process id when it runs on this machine: its CPU and RSS
-    then come from ``/proc`` (RSS sampled as often as the heap), otherwise from ``/metrics``.
-    Returns one row per level: ``concurrency``, ``requests``, ``errors``, ``seconds``,
-    ``throughput_rps``, ``latency_p50_s``, ``latency_p99_s``, ``bytes``, and the
-    server's ``rss_before_bytes``, ``rss_max_bytes``, ``heap_inuse_before_bytes``,
-    ``heap_inuse_max_bytes``, ``rss_growth_bytes`` and ``heap_inuse_growth_bytes`` (peak over
-    the level's baseline), ``cpu_s`` (CPU seconds over the level) and ``cpu_source``
-    (``proc`` or ``metrics``). With ``collect_garbage`` the server runs a garbage collection
-    before each level (``/debug/pprof/heap?gc=1``), so each level's heap baseline holds no
-    garbage left by the one before.
-    """
-    if not (is_loopback(cluster.server) or allow_remote):
-        raise UsageError(
-            f"refusing concurrent load against {cluster.server}: pass --allow-remote-load for your own cluster"
-        )
-    rows = []
-    for level in concurrency_levels:
-        if level < 1:
-            raise UsageError("concurrency levels must be >= 1")
-        if collect_garbage:
-            cluster.get("/debug/pprof/heap", params={"gc": "1"}, timeout=60)
-        memory = _MemorySampler(cluster, pid, sample_interval_s)
-        before = memory.sample()
-        cpu_before, cpu_source = _cpu_seconds(cluster, pid)
-        memory.start()
-        replay = _replay(cluster, request, level, requests_per_level, max_seconds_per_level)
-        cpu_after, _ = _cpu_seconds(cluster, pid)
-        samples = memory.stop()
-        rows.append(
-            {
-                "kind": request.kind,
-                "concurrency": level,
-                **replay.columns(),
-                **_memory_columns(before, samples),
-                "cpu_s": cpu_after - cpu_before,
-                "cpu_source": cpu_source,
-                "memory_samples": len(samples),
-            }
-        )
-    return pd.DataFrame(rows)
-
-
-class _MemorySampler:
-    """The server's RSS and heap in use every ``interval_s`` in a thread, until :meth:`stop`.
-    RSS comes from ``/proc`` of ``pid`` when given (not the value of up to a scrape interval
-    ago), else from ``/metrics`` like the heap."""
-
-    def __init__(self, cluster, pid: int | None, interval_s: float):
-        self.cluster, self.pid, self.interval_s = cluster, pid, interval_s
-        self.samples: list[dict[str, float]] = []
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._loop, daemon=True)
-
-    def sample(self) -> dict[str, float]:
-        sample = requestcost.memory_bytes(
-            requestcost.scrape(self.cluster, names=requestcost.MEMORY_METRIC_NAMES, timeout=10)
-        )
-        rss = rss_bytes(self.pid) if self.pid is not None else None
-        if rss is not None:
-            sample["rss_bytes"] = float(rss)
-        return sample
-
-    def _loop(self) -> None:
-        while not self._stop.is_set():
-            try:
-                self.samples.append(self.sample())
-            except ClusterError:
-                pass
-            self._stop.wait(self.interval_s)
-
-    def start(self) -> None:
-        self._thread.start()
-
-    def stop(self) -> list[dict[str, float]]:
-        self._stop.set()
-        self._thread.join(timeout=15)
-        return self.samples
-
-
-@dataclass
-class _Replay:
-    """What one concurrency level's clients got: successful latencies, errors, bytes, wall time."""
-
-    latencies: list[float]
-    errors: int
-    bytes: int
-    seconds: float
-
-    def columns(self) -> dict:
-        lat = pd.Series(self.latencies, dtype=float)
-        nan = float("nan")
-        return {
-            "requests": len(self.latencies),
-            "errors": self.errors,
-            "seconds": self.seconds,
-            "throughput_rps": len(self.latencies) / self.seconds if self.seconds > 0 else nan,
-            "latency_p50_s": float(lat.quantile(0.5)) if len(lat) else nan,
-            "latency_p99_s": float(lat.quantile(0.99)) if len(lat) else nan,
-            "bytes": self.bytes,
-        }
-
-
-def _replay(cluster, request: ListRequest, level: int, requests: int, max_seconds: float) -> _Replay:
-    """``level`` clients send ``request`` until ``requests`` were sent or ``max_seconds`` passed."""
-    session = fresh_session(cluster, pool_size=level)
-    deadline = time.monotonic() + max_seconds
-    remaining = [requests]
-    lock = threading.Lock()
-    got = _Replay([], 0, 0, 0.0)
-
-    def worker() -> None:
-        while time.monotonic() < deadline:
-            with lock:
-                if remaining[0] <= 0:
-                    return
-                remaining[0] -= 1
-            try:
-                r = execute(session, cluster, request, timeout_s=max(5.0, max_seconds), decode=False)
-                ok = r.status == 200
-            except ClusterError:
-                ok, r = False, None
-            with lock:
-                if ok:
-                    got.latencies.append(r.latency_s)
-                    got.bytes += r.bytes
-                else:
-                    got.errors += 1
-
-    start = time.monotonic()
-    try:
-        with ThreadPoolExecutor(max_workers=level) as pool:
-            for _ in range(level):
-                pool.submit(worker)
-        got.seconds = time.monotonic() - start
-    finally:
-        session.close()
-    return got
-
-
-def _memory_columns(before: dict[str, float], samples: list[dict[str, float]]) -> dict:
-    """The server's memory over a level: baseline, peak and growth (peak over the baseline)."""
-    rss = [s["rss_bytes"] for s in samples]
-    heap = [s["heap_inuse_bytes"] for s in samples]
-    nan = float("nan")
-    return {
-        "rss_before_bytes": before["rss_bytes"],
-        "rss_max_bytes": max(rss) if rss else nan,
-        "heap_inuse_before_bytes": before["heap_inuse_bytes"],
-        "heap_inuse_max_bytes": max(heap) if heap else nan,
-        # A level whose peak stays under its baseline (a GC in between) grew by 0.
-        "rss_growth_bytes": max(0.0, max(rss) - before["rss_bytes"]) if rss else nan,
-        "heap_inuse_growth_bytes": max(0.0, max(heap) - before["heap_inuse_bytes"]) if heap else nan,
-    }
-
-
 def server_object_stats(cluster, populated: Populated) -> pd.DataFrame:
     """The server's own object count and average size estimate per populated resource (NaN where not exposed)."""
     samples = requestcost.scrape(cluster, names=requestcost.OBJECT_COUNT_METRICS + requestcost.SIZE_ESTIMATE_METRICS)
@@ -749,122 +346,6 @@ def probe(cluster, *, run_id: str, config: ListProbeConfig | None = None) -> dic
     return {"lists": lists, "stats": stats, "apiservers": servers, "load": load}
 
 
-# --- one response size, two shapes ----------------------------------------------
-
-
-@dataclass(frozen=True)
-class LoadShape:
-    """One way to make up a LIST response: ``objects`` Secrets holding ``object_bytes`` of data each."""
-
-    objects: int
-    object_bytes: int
-
-    @property
-    def label(self) -> str:
-        return f"{self.objects}x{self.object_bytes}"
-
-    @property
-    def data_bytes(self) -> int:
-        return self.objects * self.object_bytes
-
-
-def parse_load_shapes(text: str) -> tuple[LoadShape, ...]:
-    """``"40x1000000,4000x10000"`` -> two :class:`LoadShape` (objects x data bytes each)."""
-    shapes = []
-    for part in (p.strip() for p in text.split(",") if p.strip()):
-        count, sep, size = part.lower().partition("x")
-        try:
-            shape = LoadShape(int(count), int(size))
-        except ValueError:
-            shape = None
-        if not sep or shape is None or shape.objects < 1 or shape.object_bytes < 1:
-            raise UsageError(f"load shape {part!r}: expected OBJECTSxBYTES such as 40x1000000")
-        if shape.object_bytes > 1_000_000:
-            raise UsageError(f"load shape {part!r}: a Secret holds at most 1000000 B of data (etcd's request limit)")
-        shapes.append(shape)
-    if len(shapes) < 2:
-        raise UsageError(f"load shapes {text!r}: give at least two shapes to compare, e.g. 40x1000000,4000x10000")
-    return tuple(shapes)
-
-
-# The LISTs the shape experiment sends to each shape's namespace, both served from the watch cache on v1.31+.
-SHAPE_LIST_PARAMS = {"rv0": {"resourceVersion": "0"}, "consistent": {}}
-# A LIST of tens of MB holds its memory for a fraction of a second: sample often enough to see
-# the peak, not so often that scraping /metrics becomes the CPU being measured.
-SHAPE_SAMPLE_INTERVAL_S = 0.2
-
-
-def shape_load(
-    cluster,
-    *,
-    run_id: str,
-    shapes: Sequence[LoadShape],
-    concurrency_levels: Iterable[int] = (1, 4, 16),
-    kinds: Sequence[str] = ("rv0",),
-    requests_per_level: int = 100,
-    max_seconds_per_level: float = 30.0,
-    allow_remote: bool = False,
-    keep: bool = False,
-) -> pd.DataFrame:
-    """Concurrent LISTs of one namespace per shape: the same data in few large or many small Secrets.
-
-    Every shape is created before any is loaded, so all see the same server. Each (kind, shape)
-    runs :func:`concurrent_load` over ``concurrency_levels`` with a garbage collection before each
-    level. Returns its rows plus ``shape``, ``objects``, ``object_bytes``, ``data_bytes``.
-    """
-    levels = tuple(concurrency_levels)
-    unknown = set(kinds) - set(SHAPE_LIST_PARAMS)
-    if unknown:
-        raise UsageError(f"unknown load kinds: {', '.join(sorted(unknown))} (known: {', '.join(SHAPE_LIST_PARAMS)})")
-    if not (is_loopback(cluster.server) or allow_remote):
-        raise UsageError(
-            f"refusing concurrent load against {cluster.server}: pass --allow-remote-load for your own cluster"
-        )
-    with ProbeFixtures(cluster, run_id, keep=keep) as fixtures:
-        with apiservers(cluster, compare_etcd=False) as found:
-            pid = found.servers[0].pid
-        targets = []
-        for index, shape in enumerate(shapes):
-            target = ListTarget("secrets", "", "v1", fixtures.namespace(f"shape{index}"))
-            log.info(f"creating {shape.objects} Secrets of {shape.object_bytes} B in {target.namespace}")
-            bodies = [
-                secret(f"s-{i:06d}", target.namespace, fixtures.labels, i, shape.object_bytes)
-                for i in range(shape.objects)
-            ]
-            fixtures.create_objects(target.collection_path, bodies, workers=8)
-            targets.append(target)
-        tables = []
-        for kind in kinds:
-            for shape, target in zip(shapes, targets):
-                request = ListRequest(
-                    kind,
-                    target.collection_path(target.namespace),
-                    SHAPE_LIST_PARAMS[kind],
-                    description=f"{shape.label} in {target.namespace}",
-                )
-                log.info(f"loading {shape.label} ({kind}) at concurrency {','.join(map(str, levels))}")
-                table = concurrent_load(
-                    cluster,
-                    request,
-                    concurrency_levels=levels,
-                    requests_per_level=requests_per_level,
-                    max_seconds_per_level=max_seconds_per_level,
-                    allow_remote=allow_remote,
-                    pid=pid,
-                    collect_garbage=True,
-                    sample_interval_s=SHAPE_SAMPLE_INTERVAL_S,
-                )
-                tables.append(
-                    table.assign(
-                        shape=shape.label,
-                        objects=shape.objects,
-                        object_bytes=shape.object_bytes,
-                        data_bytes=shape.data_bytes,
-                    )
-                )
-    return pd.concat(tables, ignore_index=True)
-
-
 # --- the probe's entry point -----------------------------------------------------
 
 LIST_COLUMNS = (
@@ -915,22 +396,6 @@ LOAD_COLUMNS = (
     "heap_inuse_max_bytes",
     "cpu_s",
 )
-SHAPE_COLUMNS = (
-    "kind",
-    "shape",
-    "concurrency",
-    "requests",
-    "errors",
-    "latency_p50_s",
-    "latency_p99_s",
-    "bytes",
-    "heap_inuse_before_bytes",
-    "heap_inuse_growth_bytes",
-    "rss_before_bytes",
-    "rss_growth_bytes",
-    "cpu_s",
-    "cpu_source",
-)
 
 
 def run(cluster, config: ListProbeConfig, writer, *, step: int = 0, run_id: str) -> ProbeResult:
@@ -939,7 +404,7 @@ def run(cluster, config: ListProbeConfig, writer, *, step: int = 0, run_id: str)
     from crdscale.analysis.probes import cache_vs_etcd
 
     if config.load_shapes:
-        return _run_shapes(cluster, config, writer, step=step, run_id=run_id)
+        return run_shapes(cluster, config, writer, step=step, run_id=run_id)
     tables = probe(cluster, run_id=run_id, config=config)
     write_tables(writer, "list", step, tables, main="lists")
     lists = tables["lists"]
@@ -995,57 +460,5 @@ def run(cluster, config: ListProbeConfig, writer, *, step: int = 0, run_id: str)
         derived={"comparison": comparison},
         summary=summary,
         exit_code=1 if (lists["status"] != 200).any() else 0,
-        sections=sections,
-    )
-
-
-def _run_shapes(cluster, config: ListProbeConfig, writer, *, step: int, run_id: str) -> ProbeResult:
-    from crdscale.analysis.probes import SHAPE_FINDING_COLUMNS, shape_findings
-
-    load = shape_load(
-        cluster,
-        run_id=run_id,
-        shapes=parse_load_shapes(",".join(config.load_shapes)),
-        concurrency_levels=config.load_levels or config.SHAPE_LOAD_LEVELS,
-        kinds=config.load_kinds,
-        requests_per_level=config.load_requests,
-        max_seconds_per_level=config.load_seconds,
-        allow_remote=config.allow_remote_load,
-        keep=config.keep,
-    )
-    writer.write_probe_table("list", step, load, "shapes")
-    # Derived from the rows (crdscale.analysis.probes.shape_findings), so not stored in the run directory.
-    findings = shape_findings(load)
-    units = {"latency_p50_s": "ms", "latency_p99_s": "ms", "cpu_s": "s", "bytes": "MiB"}
-    units |= {c: "MiB" for c in SHAPE_COLUMNS if c.startswith(("heap_", "rss_"))}
-    sections = [
-        Section(
-            "Concurrent LISTs of one namespace per shape",
-            "shapes",
-            SHAPE_COLUMNS,
-            units,
-            "(latency in ms; bytes = all responses of the level and memory in MiB; growth = peak over the level's "
-            "baseline after a garbage collection; cpu_s = kube-apiserver CPU seconds over the level)",
-        ),
-        Section(
-            "Each shape / the shape of fewest objects: memory follows bytes if heap_growth_ratio is near bytes_ratio, "
-            "object count if near objects_ratio",
-            "shape_findings",
-            SHAPE_FINDING_COLUMNS,
-            {c: "x2" for c in SHAPE_FINDING_COLUMNS if c.endswith("_ratio")},
-        ),
-    ]
-    summary = {
-        "heap_follows": {
-            f"{r.kind} c={r.concurrency} {r.shape}": r.heap_follows for r in findings.itertuples(index=False)
-        }
-    }
-    return ProbeResult(
-        "list",
-        {"shapes": load},
-        None,
-        derived={"shape_findings": findings},
-        summary=summary,
-        exit_code=1 if load["errors"].sum() else 0,
         sections=sections,
     )

@@ -1,5 +1,9 @@
 """Request builders for the probes: which paths, parameters and Accept headers to send.
 
+The resource to LIST (:class:`~crdscale.cluster.listing.ListTarget`) and the Accept
+headers of a LIST's response shapes live in :mod:`crdscale.cluster.listing`, below
+the object writer of :mod:`crdscale.crds.populate` that names them too.
+
 Pure functions over discovery documents and resource descriptions; no I/O, so
 they are unit-tested on recorded documents.
 """
@@ -11,6 +15,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from crdscale.cluster.listing import JSON_ACCEPT, METADATA_ONLY_ACCEPT, TABLE_ACCEPT, ListTarget
+
 # Aggregated discovery (KEP-3352): v2 first, v2beta1 for servers 1.26-1.29,
 # plain JSON last so an old server still answers with the legacy APIGroupList.
 AGGREGATED_DISCOVERY_ACCEPT = ",".join(
@@ -21,10 +27,6 @@ AGGREGATED_DISCOVERY_ACCEPT = ",".join(
     ]
 )
 LEGACY_DISCOVERY_ACCEPT = "application/json"
-
-METADATA_ONLY_ACCEPT = "application/json;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1"
-TABLE_ACCEPT = "application/json;as=Table;g=meta.k8s.io;v=v1"
-JSON_ACCEPT = "application/json"
 
 
 def legacy_group_version_paths(core: Mapping[str, Any], groups: Mapping[str, Any]) -> list[str]:
@@ -62,38 +64,6 @@ def aggregated_group_versions(document: Mapping[str, Any]) -> list[str]:
         for version in item.get("versions", []):
             out.append(f"{group}/{version['version']}" if group else version["version"])
     return out
-
-
-@dataclass(frozen=True)
-class ListTarget:
-    """A resource to LIST.
-
-    Attributes:
-        resource: plural name, e.g. ``secrets`` or ``listprobes``.
-        group: API group, ``""`` for core.
-        version: API version.
-        namespace: the namespace used by the namespaced request kinds.
-        field_selector: a field selector on neither namespace nor name (``spec.nodeName=node-0``)
-            for the ``field-selector`` kind; ``None`` when the resource has no such field.
-    """
-
-    resource: str
-    group: str = ""
-    version: str = "v1"
-    namespace: str | None = None
-    field_selector: str | None = None
-
-    def collection_path(self, namespace: str | None = None) -> str:
-        """``/api/v1/secrets`` (cluster-wide) or ``/api/v1/namespaces/NS/secrets``."""
-        prefix = f"/apis/{self.group}/{self.version}" if self.group else f"/api/{self.version}"
-        if namespace:
-            return f"{prefix}/namespaces/{namespace}/{self.resource}"
-        return f"{prefix}/{self.resource}"
-
-    @property
-    def group_resource(self) -> str:
-        """``secrets`` or ``listprobes.probe.crdscale.io`` (as in ``apiserver_*`` metric labels)."""
-        return f"{self.resource}.{self.group}" if self.group else self.resource
 
 
 @dataclass(frozen=True)
