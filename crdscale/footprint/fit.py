@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from crdscale.analysis.lstsq import least_squares
 from crdscale.analysis.targets import TOTAL
 from crdscale.footprint.features import FEATURES
 from crdscale.footprint.model import (
@@ -154,21 +155,10 @@ def rss_growths(rss: pd.Series, marks: pd.DataFrame) -> dict[str, float]:
 
 
 def fit_linear(x: np.ndarray, y: np.ndarray) -> LinearModel:
-    """Least squares through the origin; NaN uncertainty when the points leave no degree of freedom."""
-    # Columns scaled to unit norm first: properties_squared is ~10^4 times properties, and an
-    # unscaled inverse of x'x would lose the small coefficients' covariance to rounding.
-    norms = np.linalg.norm(x, axis=0)
-    norms[norms == 0] = 1.0
-    z = x / norms
-    coef, *_ = np.linalg.lstsq(z, y, rcond=None)
-    dof = len(y) - x.shape[1]
-    if dof > 0 and np.linalg.matrix_rank(z) == x.shape[1]:
-        sigma2 = float(((y - z @ coef) ** 2).sum()) / dof
-        cov = sigma2 * np.linalg.inv(z.T @ z) / np.outer(norms, norms)
-    else:
-        sigma2, cov = math.nan, np.full((x.shape[1], x.shape[1]), math.nan)
-    coef = coef / norms
-    return LinearModel([float(c) for c in coef], [[float(v) for v in row] for row in cov], sigma2, dof)
+    """Least squares through the origin (:func:`crdscale.analysis.lstsq.least_squares`); NaN uncertainty
+    when the points leave no degree of freedom."""
+    fit = least_squares(x, y)
+    return LinearModel([float(c) for c in fit.coef], [[float(v) for v in row] for row in fit.cov], fit.sigma2, fit.dof)
 
 
 def fit_footprint(
@@ -308,7 +298,7 @@ def held_out_growth_errors(steps: pd.DataFrame, forms: Mapping[str, Any] = GROWT
             x = np.array([form(n, b) for n, b in zip(train["installed"], train["bytes_per_crd"], strict=True)], float)
             y = train["added"].to_numpy(dtype=float)
             n = train["installed"].to_numpy(dtype=float)
-            coef, *_ = np.linalg.lstsq(x / n[:, None], y / n, rcond=None)
+            coef = least_squares(x / n[:, None], y / n).coef
             predicted = float(np.asarray(form(last["installed"], last["bytes_per_crd"]), float) @ coef)
             measured = float(last["added"])
             out.append(

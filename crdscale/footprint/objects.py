@@ -24,6 +24,7 @@ from typing import Any
 import numpy as np
 
 from crdscale.analysis.intervals import t_quantile
+from crdscale.analysis.lstsq import least_squares
 from crdscale.analysis.targets import TOTAL
 from crdscale.errors import UsageError
 from crdscale.footprint.features import crd_features
@@ -136,8 +137,7 @@ def _design(features: Sequence[Mapping[str, float]], columns: Sequence[str]) -> 
 
 def _wls(x: np.ndarray, y: np.ndarray) -> np.ndarray:
     # Weights 1/y^2: least squares on relative misfits, the error model's scale.
-    w = 1.0 / np.maximum(y, 1.0) ** 2
-    return np.linalg.lstsq(x * np.sqrt(w)[:, None], y * np.sqrt(w), rcond=None)[0]
+    return least_squares(x, y, weights=1.0 / np.maximum(y, 1.0) ** 2).coef
 
 
 @dataclass

@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from crdscale.analysis.lstsq import least_squares
 from crdscale.analysis.targets import TOTAL
 from crdscale.footprint.model import (
     RSS,
@@ -120,10 +121,8 @@ def fit_openapi_v2_term(
     se = np.array([s for _, _, s in observations], dtype=float)
     if np.linalg.matrix_rank(x) < len(features):
         raise ValueError(f"features {list(features)} cannot be told apart on these {len(y)} runs")
-    w = 1.0 / se**2
-    xtwx = x.T @ (x * w[:, None])
-    cov = np.linalg.inv(xtwx)
-    coef = cov @ (x.T @ (w * y))
+    fit = least_squares(x, y, weights=1.0 / se**2)
+    coef, cov = fit.coef, fit.normal_inverse
     return LinearModel([float(c) for c in coef], [[float(v) for v in row] for row in cov], 0.0, int(dof))
 
 
