@@ -56,12 +56,13 @@ import tempfile
 import time
 from pathlib import Path
 
-from crdscale.analysis.footprint import RSS, RSS_PEAK, final_growth, training_rows
 from crdscale.analysis.targets import TOTAL
 from crdscale.cli.common import run_with_progress
 from crdscale.crds.generate import generate_crds, preset, write_crds
+from crdscale.footprint.calibrate import read_run_input, sweep_scenario
+from crdscale.footprint.fit import final_growth, training_rows
+from crdscale.footprint.model import RSS, RSS_PEAK
 from crdscale.paths import runs_dir
-from crdscale.scenario.calibrate import read_run_input, sweep_scenario
 from crdscale.scenario.config import build_scenario
 
 MEASURES = (
@@ -202,7 +203,7 @@ def measured(crds_dir: Path, kube_version: str, steps: int, out: Path) -> tuple[
 
 def run_growth_by_target(run_dir: Path) -> dict[str, float]:
     """A run's growth at its last step by target (bytes): heap by cause and ``total`` from its last
-    profile, ``rss`` (settled) and ``rss_peak`` as crdscale.analysis.footprint.RSS_DEFINITIONS says."""
+    profile, ``rss`` (settled) and ``rss_peak`` as crdscale.footprint.model.RSS_DEFINITIONS says."""
     run = read_run_input(run_dir)
     growth = final_growth(training_rows(run.points, {str(run.path): run.features}))
     out = dict(zip(growth["target"], growth["added"]))
@@ -254,9 +255,10 @@ def _set_source(entry: dict, tmp: Path) -> Path:
 def predicted_prefix(source: Path, kube_version: str, shipped: bool, crds: int | None, model_file=None) -> dict:
     """What `crdscale footprint SOURCE -o json` says (its keys), for the first ``crds`` CRDs of the source in
     the order a run installs them (a run stopped early, e.g. by its memory guard, measured a prefix)."""
-    from crdscale.analysis.footprint import add_features, crd_features, predict
     from crdscale.crds.load import load_crds
-    from crdscale.footprint_models import choose_model, read_model
+    from crdscale.footprint.features import add_features, crd_features
+    from crdscale.footprint.model import predict
+    from crdscale.footprint.store import choose_model, read_model
 
     # --model FILE stands for its own version; the other versions keep the CLI's choice.
     own = model_file is not None and read_model(model_file).kube_version.lstrip("v") == kube_version.lstrip("v")
@@ -342,12 +344,12 @@ OBJECTS_MEASURED = Path(__file__).with_name("objects-measured.toml")
 def objects_validation(args) -> int:
     """Heap per custom resource: the shipped per-object terms against committed measurements of object runs
     (benchmarks/objects-measured.toml), and the intervals' empirical coverage. A run the term was fitted on
-    counts as fitting (its leave-one-cell-out error is the honest one: scripts/fit_object_term.py); the
+    counts as fitting (its leave-one-cell-out error is the honest one: crdscale footprint fit objects); the
     others are held out."""
     import tomllib
 
-    from crdscale.analysis.objectterm import OBJECT_FEATURES
-    from crdscale.footprint_models import read_object_term
+    from crdscale.footprint.objects import OBJECT_FEATURES
+    from crdscale.footprint.store import read_object_term
 
     rows = []
     for m in tomllib.loads(OBJECTS_MEASURED.read_text())["measurement"]:

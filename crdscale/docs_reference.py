@@ -135,12 +135,12 @@ def render_cli() -> str:
     )
     out.append("| command | what it does |\n|---|---|")
     for path, _parser, first in commands[1:]:
-        anchor = "-".join(("crdscale", *path))
+        anchor = "-".join(("crdscale", *path)).replace(" ", "-")  # a two-word command: footprint fit
         out.append(f"| [`crdscale {' '.join(path)}`](#{anchor}) | {_cell(first)} |")
     out.append("")
     for path, parser, summary in commands:
         title = " ".join(("crdscale", *path))
-        anchor = "-".join(("crdscale", *path))
+        anchor = "-".join(("crdscale", *path)).replace(" ", "-")  # a two-word command: footprint fit
         level = "#" * min(2 + max(len(path) - 1, 0), 4)
         out.append(f"{level} `{title}` {{#{anchor}}}\n")
         description = inspect.cleandoc(parser.description or "") or summary

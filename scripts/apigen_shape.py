@@ -21,8 +21,8 @@ import random
 import statistics
 import sys
 
-from crdscale.analysis.footprint import crd_features
 from crdscale.crds.generate import generate_crds, preset
+from crdscale.footprint.features import crd_features
 from crdscale.schema import measure_schema
 
 TYPES = ("object", "integer", "string", "boolean", "number")

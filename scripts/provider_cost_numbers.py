@@ -19,7 +19,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-from crdscale.footprint_models import object_term_versions
+from crdscale.footprint.store import object_term_versions
 
 ROOT = Path(__file__).resolve().parents[1]
 TERRAJET = ROOT.parent / "shared" / "data" / "crossplane-terrajet-2021-crds.tar.gz"

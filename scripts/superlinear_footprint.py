@@ -3,9 +3,9 @@
 Usage:
   python scripts/superlinear_footprint.py RUN_OR_EXPERIMENT... [--target openapi] [-o json]
 
-For each run, every form of crdscale.analysis.footprint.GROWTH_FORMS (linear in CRDs; plus CRDs x
+For each run, every form of crdscale.footprint.fit.GROWTH_FORMS (linear in CRDs; plus CRDs x
 schema bytes; plus CRDs squared) is fitted on the other runs' steps and this run's steps but its
-largest, and predicts the largest (crdscale.analysis.footprint.held_out_growth_errors). Prints each
+largest, and predicts the largest (crdscale.footprint.fit.held_out_growth_errors). Prints each
 form's held-out errors per run and their mean absolute error. Runs of one kube-apiserver version;
 a held-out validation set (the model provenance's uses.validation) must not be given here.
 """
@@ -18,9 +18,9 @@ import sys
 
 import pandas as pd
 
-from crdscale.analysis.footprint import held_out_growth_errors, training_rows
 from crdscale.errors import CrdscaleError
-from crdscale.scenario.calibrate import read_run_input, run_dirs_of
+from crdscale.footprint.calibrate import read_run_input, run_dirs_of
+from crdscale.footprint.fit import held_out_growth_errors, training_rows
 
 
 def steps_of(paths, target: str) -> pd.DataFrame:

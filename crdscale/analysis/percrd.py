@@ -36,6 +36,7 @@ from crdscale.analysis.intervals import (
     increments_estimate,
     t_quantile,
 )
+from crdscale.analysis.lstsq import least_squares
 from crdscale.analysis.pprof.decode import Profile
 from crdscale.analysis.targets import TOTAL
 from crdscale.errors import UsageError
@@ -85,21 +86,16 @@ def linear_fit(x: Sequence[float], y: Sequence[float], confidence: float = 0.95)
     n = len(x)
     if n < 2 or np.ptp(x) == 0:
         raise UsageError("a per-CRD fit needs profiles at two or more different CRD counts")
-    x_mean, y_mean = x.mean(), y.mean()
-    sxx = float(((x - x_mean) ** 2).sum())
-    slope = float(((x - x_mean) * (y - y_mean)).sum() / sxx)
-    intercept = float(y_mean - slope * x_mean)
-    residuals = y - (intercept + slope * x)
+    fit = least_squares(np.column_stack([np.ones(n), x]), y)
+    intercept, slope = (float(c) for c in fit.coef)
+    residuals = fit.residuals
     ss_res = float((residuals**2).sum())
-    ss_tot = float(((y - y_mean) ** 2).sum())
+    ss_tot = float(((y - y.mean()) ** 2).sum())
     # A constant series (a cause absent at every count) has no variance to explain.
     r2 = 1.0 - ss_res / ss_tot if ss_tot > 0 else math.nan
-    dof = n - 2
-    if dof > 0:
-        sigma2 = ss_res / dof
-        se_slope = math.sqrt(sigma2 / sxx)
-        se_intercept = math.sqrt(sigma2 * (1.0 / n + x_mean**2 / sxx))
-        t = t_quantile(0.5 + confidence / 2, dof)
+    if fit.dof > 0:
+        se_intercept, se_slope = (math.sqrt(v) for v in np.diag(fit.cov))
+        t = t_quantile(0.5 + confidence / 2, fit.dof)
         slope_ci = (slope - t * se_slope, slope + t * se_slope)
         intercept_ci = (intercept - t * se_intercept, intercept + t * se_intercept)
     else:

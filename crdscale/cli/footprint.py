@@ -14,6 +14,7 @@ Examples:
   crdscale footprint --explain --kube-version 1.24.0    # the model: definitions, intervals, which runs did what
   crdscale footprint --calibrate                    # refit the model on this machine (~8 min)
   crdscale footprint --calibrate --kube-version 1.24.0 --out /data/runs
+  crdscale footprint fit model RUN_OR_EXPERIMENT...  # refit from runs (also states, objects: 'fit --help')
 
 CRD_SOURCE: a YAML/JSON file or a tree of them (multi-document streams, kubectl
 'List' output, OLM bundles); '-' for stdin; a Crossplane package (.xpkg image
@@ -57,7 +58,7 @@ version) gets a warning on stderr.
   openapi-v2  served, and a client (kubectl apply/explain, Helm) fetched
               /openapi/v2, whose spec the server then keeps.
 The other states follow from the served prediction with terms measured per
-version (crdscale/footprint_models/states-v<version>.json, their runs in the
+version (crdscale/footprint/models/states-v<version>.json, their runs in the
 provenance): installed keeps each cause's share measured once installed;
 watched adds kube-controller-manager's per-CRD delta; openapi-v2 adds the
 fetched spec (per served version and per property, scenarios/openapi-v2.toml).
@@ -70,7 +71,7 @@ served state; --top ranks CRDs by their served cost.
 cache holds it (its body as Unstructured maps, managedFields parsed into maps,
 its metadata, the store), a term measured per version on runs of objects of
 several shapes and sizes (scenarios/objects-shapes.toml, kube-controller-manager
-watching them; crdscale/footprint_models/objects-v<version>.json), linear in
+watching them; crdscale/footprint/models/objects-v<version>.json), linear in
 the object's JSON values and bytes: a nested object holds several times what a
 flat one of the same bytes does. Describe them with --object-shape (flat,
 nested, list, or schema: each CRD's own schema, the default) and
@@ -99,7 +100,7 @@ one (--calibrate), else the one shipped with crdscale, else --model FILE;
 --shipped ignores a calibrated one. The model used, and its provenance
 (experiment, machine, date), is printed below the table.
 
---calibrate runs the footprint sweep (crdscale/footprint_models/sweep.toml,
+--calibrate runs the footprint sweep (crdscale/footprint/models/sweep.toml,
 or --sweep FILE: a scenario with a [matrix]) on a local control plane, one
 cell after another with progress and an ETA, as an experiment directory under
 --out (default ./runs), fits it and writes the model to this machine's cache
@@ -120,34 +121,45 @@ peak excess), "top": {"target", "crds", "half", "costliest": [{"name", "bytes",
 "removed", "changed", "unchanged"}, "difference": [{"target", "value", "low",
 "high"}], ...}; with --calibrate, {"model_path", "experiment", "model": ...};
 with --explain, {"kube_version", "origin", "path", "definitions", "model": ...}.
-Sizes are bytes.
+Sizes are bytes. In Python: crdscale.footprint.predict_footprint(...).to_json().
 """
 
 from __future__ import annotations
 
 import argparse
-import json
 import logging
-from dataclasses import dataclass
-from typing import Any
 
-from crdscale.cli.common import add_cluster_arguments
+from crdscale.cli.common import add_cluster_arguments, resolve_kubeconfig
 from crdscale.errors import UsageError
-from crdscale.units import fmt_bytes, is_missing
 
 log = logging.getLogger(__name__)
 
-DEFINITIONS = {
-    "heap": "live Go heap after a GC, by cause (crdscale.analysis.attribution), once the set is installed and served",
-    # The two RSS quantities: crdscale.analysis.footprint.RSS_DEFINITIONS (rss, rss_peak), added below.
-    "interval": (
-        "95% prediction interval for one new run: the lognormal with the fit's mean and variance "
-        "(multiplicative error), never below zero; a cause predicted at or below zero shows 0 with [0, upper]. "
-        "OLD NEW differences can be negative and have additive intervals"
-    ),
-}
-# In the text table, causes under this share of the predicted heap are summed on one line.
-MINOR_SHARE = 0.02
+CLUSTER = ("--kubeconfig", "--context")  # add_cluster_arguments's, at their place in --help
+# Every argument, one per line in --help's order: its flags, then argparse's keywords.
+# fmt: off
+OPTIONS = (
+    (("sources",), dict(metavar="CRD_SOURCE", nargs="*", help="CRDs: a file, directory, '-', .xpkg, Helm chart; two (OLD NEW) to see what an upgrade adds")),
+    (("--kube-version",), dict(default="1.37.1", metavar="V", help="kube-apiserver version whose coefficients to use or fit (default 1.37.1)")),
+    (("--model",), dict(metavar="FILE", help="use this model file; with --calibrate, write the model there instead of the cache")),
+    (("--shipped",), dict(action="store_true", help="use the model shipped with crdscale even when one was calibrated on this machine")),
+    (("--top",), dict(type=int, default=10, metavar="N", help="list the N CRDs that cost most (default 10; 0: none)")),
+    (("--budget",), dict(metavar="SIZE", help="how many of the CRDs fit in this much RSS (e.g. 8GiB, 8Gi, 6G)")),
+    (("--baseline",), dict(metavar="SIZE", help="--budget: the server's RSS without these CRDs (default 0: the budget is for growth alone)")),
+    (("--state",), dict(choices=("installed", "watched", "served", "openapi-v2"), default="served", help="what the cluster does with the CRDs (default served; each defined below and in -o json)")),
+    (("--objects",), dict(type=int, metavar="N", help="custom resources per CRD (default 0: the CRDs alone); their heap comes from the version's per-object term")),
+    # crdscale.crds.objects.SHAPES, spelled out: importing it would cost every command ~60 ms (a test keeps the two equal)
+    (("--object-shape",), dict(choices=("flat", "nested", "list", "schema"), help="--objects: their shape as crdscale's runs write them (default schema: each CRD's own schema)")),
+    (("--object-bytes",), dict(metavar="SIZE", help="--objects: JSON bytes of each as sent (default 1KiB)")),
+    (("--object-sample",), dict(metavar="FILE", help="--objects: real custom resources (YAML/JSON, e.g. 'kubectl get KIND NAME -o yaml'); every object is taken to be like their mean, instead of --object-shape/--object-bytes")),
+    (CLUSTER, {}),
+    (("--calibrate",), dict(action="store_true", help="run the footprint sweep on a local control plane, fit, and keep the model")),
+    (("--out",), dict(metavar="DIR", help="--calibrate: parent of the sweep's experiment directory (default: ./runs)")),
+    (("--sweep",), dict(metavar="SCENARIO.toml", help="--calibrate: the sweep to run (a scenario with a [matrix]; default: the shipped one)")),
+    (("--features",), dict(metavar="F,F", help="--calibrate: features to fit (default: the shipped model's, else crds,served_versions,properties)")),
+    (("--explain",), dict(action="store_true", help="print the model (definitions, intervals, coefficients, which runs fitted and validated it)")),
+    (("-o", "--output"), dict(choices=("text", "json"), default="text", help="stdout format")),
+)
+# fmt: on
 
 
 class Command:
@@ -155,104 +167,28 @@ class Command:
 
     @staticmethod
     def add_arguments(parser: argparse.ArgumentParser) -> None:
-        parser.add_argument(
-            "sources",
-            metavar="CRD_SOURCE",
-            nargs="*",
-            help="CRDs: a file, directory, '-', .xpkg, Helm chart; two (OLD NEW) to see what an upgrade adds",
-        )
-        parser.add_argument(
-            "--kube-version",
-            default="1.37.1",
-            metavar="V",
-            help="kube-apiserver version whose coefficients to use or fit (default 1.37.1)",
-        )
-        parser.add_argument(
-            "--model",
-            metavar="FILE",
-            help="use this model file; with --calibrate, write the model there instead of the cache",
-        )
-        parser.add_argument(
-            "--shipped",
-            action="store_true",
-            help="use the model shipped with crdscale even when one was calibrated on this machine",
-        )
-        parser.add_argument(
-            "--top", type=int, default=10, metavar="N", help="list the N CRDs that cost most (default 10; 0: none)"
-        )
-        parser.add_argument(
-            "--budget", metavar="SIZE", help="how many of the CRDs fit in this much RSS (e.g. 8GiB, 8Gi, 6G)"
-        )
-        parser.add_argument(
-            "--baseline",
-            metavar="SIZE",
-            help="--budget: the server's RSS without these CRDs (default 0: the budget is for growth alone)",
-        )
-        parser.add_argument(
-            "--state",
-            choices=("installed", "watched", "served", "openapi-v2"),
-            default="served",
-            help="what the cluster does with the CRDs (default served; each defined below and in -o json)",
-        )
-        parser.add_argument(
-            "--objects",
-            type=int,
-            metavar="N",
-            help="custom resources per CRD (default 0: the CRDs alone); their heap comes from the version's "
-            "per-object term",
-        )
-        parser.add_argument(
-            "--object-shape",
-            # crdscale.crds.objects.SHAPES, spelled out: importing it would cost every command ~60 ms (a test
-            # keeps the two equal)
-            choices=("flat", "nested", "list", "schema"),
-            help="--objects: their shape as crdscale's runs write them (default schema: each CRD's own schema)",
-        )
-        parser.add_argument(
-            "--object-bytes", metavar="SIZE", help="--objects: JSON bytes of each as sent (default 1KiB)"
-        )
-        parser.add_argument(
-            "--object-sample",
-            metavar="FILE",
-            help="--objects: real custom resources (YAML/JSON, e.g. 'kubectl get KIND NAME -o yaml'); every "
-            "object is taken to be like their mean, instead of --object-shape/--object-bytes",
-        )
-        add_cluster_arguments(parser)
-        parser.add_argument(
-            "--calibrate",
-            action="store_true",
-            help="run the footprint sweep on a local control plane, fit, and keep the model",
-        )
-        parser.add_argument(
-            "--out", metavar="DIR", help="--calibrate: parent of the sweep's experiment directory (default: ./runs)"
-        )
-        parser.add_argument(
-            "--sweep",
-            metavar="SCENARIO.toml",
-            help="--calibrate: the sweep to run (a scenario with a [matrix]; default: the shipped one)",
-        )
-        parser.add_argument(
-            "--features",
-            metavar="F,F",
-            help="--calibrate: features to fit (default: the shipped model's, else crds,served_versions,properties)",
-        )
-        parser.add_argument(
-            "--explain",
-            action="store_true",
-            help="print the model (definitions, intervals, coefficients, which runs fitted and validated it)",
-        )
-        parser.add_argument("-o", "--output", choices=("text", "json"), default="text", help="stdout format")
+        for flags, options in OPTIONS:
+            if flags == CLUSTER:
+                add_cluster_arguments(parser)
+            else:
+                parser.add_argument(*flags, **options)
 
     @staticmethod
     def run(args: argparse.Namespace) -> int:
+        # The package (numpy, the loaders) is imported here, not above: `crdscale --help` imports no command's.
+        from crdscale import footprint
+
+        which = {"kube_version": args.kube_version, "model": args.model, "shipped": args.shipped}
         if args.explain:
             if args.sources or args.calibrate or args.kubeconfig or args.context:
                 raise UsageError("--explain takes no CRD_SOURCE, cluster or --calibrate: it describes the model")
-            return _explain(args)
+            return _render(args, footprint.explain_model(**which))
         if args.calibrate:
             if args.sources or args.shipped:
                 raise UsageError("--calibrate takes no CRD_SOURCE and no --shipped")
-            return _calibrate(args)
+            from crdscale.cli.footprint_fit import calibrate
+
+            return calibrate(args)
         if args.out or args.sweep or args.features:
             raise UsageError("--out, --sweep and --features go with --calibrate")
         cluster = bool(args.kubeconfig or args.context)
@@ -270,701 +206,42 @@ class Command:
             raise UsageError("--baseline goes with --budget")
         if args.budget and len(args.sources) == 2:
             raise UsageError("--budget takes one CRD set, not OLD NEW")
-        args.budget_bytes = _size("--budget", args.budget)
-        args.baseline_bytes = _size("--baseline", args.baseline) or 0
-        if args.budget_bytes is not None and args.budget_bytes <= args.baseline_bytes:
+        budget = footprint.parse_size("--budget", args.budget)
+        baseline = footprint.parse_size("--baseline", args.baseline)
+        if budget is not None and budget <= (baseline or 0):
             raise UsageError("--budget must be larger than --baseline")
         if args.state != "served" and (args.budget or len(args.sources) == 2):
             raise UsageError(
                 f"--state {args.state} goes with one CRD set and no --budget (budgets and upgrades are "
                 f"predicted for the served state)"
             )
-        args.objects_spec = _object_spec(args)
-        if args.objects_spec is not None and len(args.sources) == 2:
+        shape, size, sample = args.object_shape, args.object_bytes, args.object_sample
+        objects = footprint.object_spec(args.objects, shape=shape, size=size, sample=sample)
+        if objects is not None and len(args.sources) == 2:
             raise UsageError(
                 "--objects goes with one CRD set: a cluster's objects do not come with a release; predict OLD "
                 "and NEW each with --objects to compare"
             )
         if len(args.sources) == 2:
-            return _difference(args)
-        return _predict(args)
-
-
-@dataclass
-class _ObjectSpec:
-    """What --objects and its options say: ``count`` per CRD, and either a ``shape`` and ``size`` (crdscale's
-    generated objects, per CRD) or the mean ``sample`` features of real objects."""
-
-    count: int
-    shape: str
-    size: int
-    sample: dict[str, float] | None = None
-    sample_label: str | None = None
-
-    def describe(self) -> str:
-        if self.sample is not None:
-            like = (
-                f"like {self.sample_label} ({fmt_bytes(self.sample['bytes'])}, {self.sample['nodes']:,.0f} JSON "
-                f"values each)"
-            )
-        else:
-            like = f"{self.shape}, {fmt_bytes(self.size)} each as sent"
-        return f"{self.count:,} custom resources per CRD, {like}"
-
-
-def _object_spec(args: argparse.Namespace) -> _ObjectSpec | None:
-    """--objects and its options, checked; None without --objects (or with 0)."""
-    options = [
-        f
-        for f, v in (
-            ("--object-shape", args.object_shape),
-            ("--object-bytes", args.object_bytes),
-            ("--object-sample", args.object_sample),
+            return _render(args, footprint.predict_upgrade(*args.sources, top=args.top, **which))
+        kubeconfig = resolve_kubeconfig(args.kubeconfig) if cluster else None
+        prediction = footprint.predict_footprint(
+            args.sources[0] if args.sources else None,
+            **which,
+            state=args.state,
+            objects=objects,
+            top=args.top,
+            budget=budget,
+            baseline=baseline,
+            kubeconfig=kubeconfig,
+            context=args.context,
         )
-        if v is not None
-    ]
-    if args.objects is None or args.objects == 0:
-        if options:
-            raise UsageError(f"{' and '.join(options)} go with --objects N (custom resources per CRD)")
-        return None
-    if args.objects < 0:
-        raise UsageError("--objects must be >= 0 (custom resources per CRD)")
-    if args.object_sample and (args.object_shape or args.object_bytes):
-        raise UsageError("--object-sample describes the objects itself; give it or --object-shape/--object-bytes")
-    size = _size("--object-bytes", args.object_bytes) if args.object_bytes else 1024
-    if args.object_sample:
-        return _ObjectSpec(args.objects, "sample", 0, *_read_sample(args.object_sample))
-    from crdscale.crds.objects import check_size
+        return _render(args, prediction)
 
-    check_size(size, "--object-bytes")
-    return _ObjectSpec(args.objects, args.object_shape or "schema", size)
 
-
-def _read_sample(path: str) -> tuple[dict[str, float], str]:
-    """The mean features of the custom resources in ``path`` (documents, or a kubectl List's items), read by
-    the loader CRD files go through."""
-    from pathlib import Path
-
-    from crdscale.analysis.objectterm import mean_features
-    from crdscale.crds.load import objects_in_text
-    from crdscale.errors import CRDError
-
-    try:
-        data = Path(path).read_bytes()
-    except OSError as err:
-        raise UsageError(f"--object-sample {path}: {err.strerror}") from None
-    try:
-        objects = objects_in_text(Path(path), data)
-    except CRDError as err:
-        raise UsageError(f"--object-sample {path}: not YAML or JSON objects ({err})") from None
-    kinds = {o.get("kind") for o in objects}
-    if not objects or not all(o.get("apiVersion") and o.get("kind") for o in objects):
-        raise UsageError(f"--object-sample {path}: no Kubernetes objects (each needs apiVersion and kind)")
-    if kinds & {"CustomResourceDefinition"}:
-        raise UsageError(f"--object-sample {path}: holds CRDs; give custom resources (objects of a CRD's kind)")
-    return mean_features(objects), f"{path} ({len(objects)} object{'s' if len(objects) != 1 else ''})"
-
-
-def _definitions() -> dict[str, str]:
-    from crdscale.analysis.footprint import RSS_DEFINITIONS, STATE_DEFINITIONS
-
-    return {**DEFINITIONS, **RSS_DEFINITIONS, **{f"state {k}": v for k, v in STATE_DEFINITIONS.items()}}
-
-
-def _choose(args: argparse.Namespace):
-    """The model for --kube-version/--model/--shipped; a shipped model of another patch release of the
-    same minor stands in for a version none was shipped for, with a warning that says so."""
-    from crdscale.footprint_models import choose_model
-
-    chosen = choose_model(args.kube_version, path=args.model, shipped_only=args.shipped, same_minor=True)
-    if chosen.stands_in_for:
-        log.warning(
-            f"no model shipped for kube-apiserver v{chosen.stands_in_for}; using v{chosen.model.kube_version}'s "
-            f"(same minor release, but patch releases can differ: v1.24.17 holds a third less served heap than "
-            f"v1.24.0 on the 1,848 terrajet CRDs, a backported zap fix; 'crdscale footprint --calibrate "
-            f"--kube-version {chosen.stands_in_for}' fits its own)"
-        )
-    return chosen
-
-
-def _explain(args: argparse.Namespace) -> int:
-
-    chosen = _choose(args)
-    model = chosen.model
-    if args.output == "json":
-        _print_json(
-            {
-                "kube_version": model.kube_version,
-                "origin": chosen.origin,
-                "path": str(chosen.path),
-                "definitions": _definitions(),
-                "model": model.to_dict(),
-            }
-        )
-        return 0
-    for line in explain_lines(chosen):
-        print(line)
-    return 0
-
-
-def explain_lines(chosen) -> list[str]:
-    """The text of --explain: what the model predicts, how, from which runs."""
-    import math
-    import textwrap
-
-    from crdscale.analysis.footprint import PREDICTED_TOTAL, RSS, PeakExcess
-    from crdscale.analysis.targets import TOTAL
-
-    model, prov = chosen.model, _provenance(chosen)
-    out = [f"Footprint model of kube-apiserver v{model.kube_version} ({chosen.origin}: {chosen.path})", "Definitions:"]
-    for name, text in _definitions().items():
-        out += textwrap.wrap(text, 100, initial_indent=f"  {name + ':':<9} ", subsequent_indent=" " * 12)
-    out.append(
-        f"Model: per target, added bytes = {' + '.join(f'c*{f}' for f in model.features)} (least squares through "
-        f"the origin, one observation per run, misfit "
-        + (
-            "proportional to the predicted total heap: multiplicative"
-            if model.error_scale == PREDICTED_TOTAL
-            else f"scaling with {model.error_scale}"
-        )
-        + ")."
-    )
-    ranges = ", ".join(f"{k} {v[0]:,.0f}-{v[1]:,.0f}" for k, v in model.ranges.items())
-    if ranges:
-        out.append(f"Fitted on: {ranges} (outside it a prediction warns that it extrapolates).")
-    for target in (TOTAL, RSS):
-        if target in model.targets:
-            m = model.targets[target]
-            coefs = ", ".join(f"{f} {fmt_bytes(c)}" for f, c in zip(model.features, m.coef, strict=True))
-            out.append(f"  {target}: {coefs} per unit; {m.dof} degrees of freedom")
-    if isinstance(model.peak, PeakExcess):
-        out.append(
-            f"Peak RSS growth = settled growth + {fmt_bytes(math.exp(model.peak.log_mean))} (geometric mean of "
-            f"{model.peak.runs} runs' peak minus settled growth, log sd {math.sqrt(model.peak.log_var):.3f})."
-        )
-    elif model.peak is not None:
-        out.append(
-            f"Peak RSS growth = settled growth x {math.exp(model.peak.log_mean):.3f} (geometric mean of "
-            f"{model.peak.runs} runs' peak/settled, log sd {math.sqrt(model.peak.log_var):.3f})."
-        )
-    else:
-        out.append("No peak excess in this model: no peak RSS prediction (refit or calibrate to get one).")
-    out += _state_lines(chosen)
-    out += _object_lines(model.kube_version)
-    out.append(
-        f"Provenance: {prov.get('experiment', '?')}; {prov.get('method', '?')}; {prov.get('machine', '?')}; "
-        f"{prov.get('date', '?')}"
-    )
-    uses = prov.get("uses") or {}
-    if not uses:
-        out.append("  (no record of which runs were used for what: a model from before crdscale kept one)")
-    for role, items in uses.items():
-        out.append(f"  {role}:")
-        for item in items:
-            out += textwrap.wrap(str(item), 100, initial_indent="    - ", subsequent_indent="      ")
-    return out
-
-
-def _object_lines(version: str) -> list[str]:
-    """--explain: the per-object term of ``version`` (--objects), or that there is none."""
-    from crdscale.footprint_models import read_object_term
-
-    term = read_object_term(version)
-    if term is None:
-        return ["Objects (--objects): no per-object term for this version."]
-    names = {"one": "per object", "nodes": "per JSON value", "bytes": "per JSON byte"}
-    coefs = ", ".join(
-        f"{names[c]} {fmt_bytes(v) if abs(v) >= 10 else f'{v:.2f} B'}"
-        for c, v in zip(term.columns, term.coef, strict=True)
-    )
-    ratio = term.rss_per_heap
-    prov = term.provenance
-    return [
-        f"Objects (--objects): heap per custom resource = {coefs} (form {term.form!r}, chosen by leave-one-cell-out "
-        f"on {len((prov.get('uses') or {}).get('object_fitting', []))} cells: {prov.get('experiment', '?')});",
-        f"  interval x/÷ exp(t x {term.log_sd:.3f}) on {term.dof} degrees of freedom; settled RSS per heap byte "
-        f"{ratio[0]:.2f} [{ratio[1]:.2f}, {ratio[2]:.2f}]; fitted on objects of "
-        + ", ".join(
-            f"{a:,.0f}-{b:,.0f} {'JSON bytes' if k == 'bytes' else 'JSON values'}" for k, (a, b) in term.ranges.items()
-        ),
-    ]
-
-
-def _state_lines(chosen) -> list[str]:
-    """--explain: how each state besides served follows from the served prediction, with its terms."""
-    terms = chosen.states
-    if terms is None:
-        return ["States: served only (no state terms for this version)."]
-    shares = ", ".join(f"{c} {v:.0%}" for c, v in sorted(terms.installed_shares.items(), key=lambda kv: -kv[1]))
-    value, low, high = terms.watch_per_crd
-    v2 = ", ".join(f"{f} {fmt_bytes(c)}" for f, c in zip(terms.openapi_v2_features, terms.openapi_v2.coef, strict=True))
-    return [
-        "States (--state), from the served prediction:",
-        f"  installed: each cause times its share already there once installed ({shares}; other causes 0)",
-        f"  watched: installed + {fmt_bytes(value)} [{fmt_bytes(low)}, {fmt_bytes(high)}] per CRD "
-        f"(kube-controller-manager's watches), at most served",
-        f"  openapi-v2: served + the fetched /openapi/v2 spec: {v2} per unit "
-        f"({terms.openapi_v2.dof} degrees of freedom)",
-    ]
-
-
-def _size(flag: str, text: str | None) -> int | None:
-    from crdscale.units import parse_bytes
-
-    if text is None:
-        return None
-    try:
-        return parse_bytes(text)
-    except ValueError as err:
-        raise UsageError(f"{flag}: {err}") from None
-
-
-@dataclass
-class _CrdSet:
-    """One CRD set as the prediction sees it: where from, names, per-CRD features, what was skipped."""
-
-    label: str
-    names: list[str]
-    per_crd: list[dict[str, float]]
-    skipped: dict[str, int]
-    warnings: list[str]
-
-    def features(self) -> dict[str, float]:
-        from crdscale.analysis.footprint import add_features
-
-        return add_features(self.per_crd)
-
-
-def _read_set(args: argparse.Namespace, source: str | None, objects: _ObjectSpec | None = None) -> _CrdSet:
-    """Load, refuse a set without v1 CRDs (the wording install uses), and measure each CRD (and, for
-    generated objects, the object each CRD's custom resources would be)."""
-    import functools
-
-    from crdscale.analysis.footprint import crd_features
-    from crdscale.analysis.objectterm import crd_and_object_features
-    from crdscale.crds.load import cluster_crds, load_crds, require_crds
-
-    measure = crd_features
-    if objects is not None and objects.sample is None:
-        measure = functools.partial(crd_and_object_features, shape=objects.shape, size=objects.size)
-
-    if source is None:
-        from crdscale.cli.common import resolve_kubeconfig
-        from crdscale.cluster.clients import connect
-
-        cluster = connect(resolve_kubeconfig(args.kubeconfig), args.context)
-        try:
-            loaded = cluster_crds(cluster, measure=measure)
-        finally:
-            cluster.close()
-        label = f"cluster {cluster.server}"
-    else:
-        loaded = load_crds(source, measure=measure)
-        label = "stdin" if source == "-" else source
-    require_crds(loaded, label)
-    return _CrdSet(label, loaded.names, loaded.measures, dict(loaded.skipped), list(loaded.warnings))
-
-
-def _clean(v):
-    return None if is_missing(v) else v
-
-
-def _rows(rows) -> dict[str, dict[str, float | None]]:
-    """``(target, value, low, high)`` rows (or a DataFrame's itertuples) by target."""
-    return {
-        target: {"value": _clean(value), "low": _clean(low), "high": _clean(high)} for target, value, low, high in rows
-    }
-
-
-def _provenance(chosen) -> dict[str, Any]:
-    """The model's provenance, its ``uses`` joined by the state terms' (which runs gave each state's term)."""
-    prov = dict(chosen.model.provenance)
-    if chosen.states is not None:
-        prov["uses"] = {**(prov.get("uses") or {}), **(chosen.states.provenance.get("uses") or {})}
-    return prov
-
-
-def _model_json(chosen) -> dict[str, Any]:
-    model = chosen.model
-    return {
-        "origin": chosen.origin,
-        "path": str(chosen.path),
-        # The version asked for when this model is another patch release's of its minor (else null).
-        "stands_in_for": chosen.stands_in_for,
-        "features": model.features,
-        "provenance": _provenance(chosen),
-        "ranges": model.ranges,
-        "states": sorted(_available_states(chosen)),
-    }
-
-
-def _available_states(chosen) -> set[str]:
-    from crdscale.analysis.footprint import SERVED, STATES
-
-    return set(STATES) if chosen.states is not None else {SERVED}
-
-
-def _extrapolations(model, features) -> list[str]:
-    from crdscale.analysis.footprint import extrapolations
-
-    return [
-        f"{w} (a way out: calibrate on sets like this one, 'crdscale footprint --calibrate --sweep SWEEP.toml' "
-        f"with a sweep that reaches it, and predict with that model)"
-        for w in extrapolations(model, features)
-    ]
-
-
-def _predict(args: argparse.Namespace) -> int:
-    from crdscale.analysis.footprint import (
-        RSS,
-        RSS_PEAK,
-        SERVED,
-        STATE_DEFINITIONS,
-        TOTAL,
-        budget_fit,
-        predict_state,
-        prediction_rows,
-        top_crds,
-    )
-
-    chosen = _choose(args)
-    model = chosen.model
-    if args.state not in _available_states(chosen):
-        raise UsageError(
-            f"no state terms for kube-apiserver v{model.kube_version}: --state {args.state} needs "
-            f"crdscale/footprint_models/states-v{model.kube_version}.json (scripts/fit_footprint_states.py); "
-            f"'served' works without"
-        )
-    spec = args.objects_spec
-    term = _object_term(model.kube_version) if spec is not None else None
-    crd_set = _read_set(args, args.sources[0] if args.sources else None, spec)
-    features = crd_set.features()
-    # The served state without pandas (what most calls ask; pandas alone costs ~0.4 CPU-s to import).
-    if args.state == SERVED:
-        predicted = prediction_rows(model, features)
-    else:
-        predicted = list(predict_state(model, chosen.states, features, args.state).itertuples(index=False))
-    warnings = crd_set.warnings + _extrapolations(model, features)
-    objects = _objects_prediction(spec, term, crd_set, warnings) if spec is not None else None
-    if objects is not None:
-        from crdscale.analysis.objectterm import with_objects
-
-        predicted = with_objects(predicted, objects["heap_tuple"], term.rss_per_heap)
-    rows = _rows(predicted)
-    extra_heap = objects["per_crd_heap"] if objects is not None else None
-    top = top_crds(model, crd_set.names, crd_set.per_crd, count=args.top, extra=extra_heap)
-    budget = None
-    if args.budget_bytes is not None:
-        # A memory limit must hold the peak; a model without a peak excess can only say settled.
-        budget_target = RSS_PEAK if model.peak is not None else RSS
-        budget = budget_fit(
-            model,
-            crd_set.per_crd,
-            args.budget_bytes,
-            baseline=args.baseline_bytes,
-            target=budget_target,
-            extra=objects["per_crd_rss"] if objects is not None else None,
-        )
-        budget = {
-            k: (_clean(v) if not isinstance(v, dict) else {a: _clean(b) for a, b in v.items()})
-            for k, v in budget.items()
-        }
-        if not args.baseline:
-            warnings.append(
-                "--budget without --baseline: the budget is compared with RSS growth alone; pass the server's RSS "
-                "without these CRDs (e.g. --baseline 1.5GiB, from 'crdscale top' or your metrics)"
-            )
-    if args.output == "json":
-        _print_json(
-            {
-                "kube_version": model.kube_version,
-                "source": crd_set.label,
-                "state": args.state,
-                "state_definition": STATE_DEFINITIONS[args.state],
-                "features": features,
-                "skipped": crd_set.skipped,
-                "predictions": [{"target": t, **v} for t, v in rows.items()],
-                "served_heap_bytes": rows.get(TOTAL),
-                "rss_bytes": rows.get(RSS),
-                "rss_peak_bytes": rows.get(RSS_PEAK),
-                "top": top,
-                "budget": budget,
-                "objects": None if objects is None else objects["json"],
-                "warnings": warnings,
-                "definitions": _definitions(),
-                "model": _model_json(chosen),
-            }
-        )
-    else:
-        _print_set(crd_set.label, features, crd_set.skipped)
-        if objects is not None:
-            print(f"  objects: {objects['describe']}")
-        print(
-            f"Predicted on kube-apiserver v{model.kube_version}, {args.state}: {STATE_DEFINITIONS[args.state]} "
-            f"(95% prediction interval):"
-        )
-        _print_rows(rows)
-        _print_top(top)
-        if budget is not None:
-            _print_budget(budget)
-        print(chosen.describe())
-    _warn(warnings)
-    return 0
-
-
-def _object_term(version: str):
-    """The per-object term of ``version``; a one-line error naming the versions that have one."""
-    from crdscale.footprint_models import object_term_versions, read_object_term
-
-    term = read_object_term(version)
-    if term is None:
-        known = ", ".join(f"v{v}" for v in object_term_versions()) or "none"
-        raise UsageError(
-            f"no per-object term for kube-apiserver v{version} (measured: {known}); --kube-version one of those, "
-            f"or measure it: 'crdscale run scenarios/objects-shapes.toml --set target.kube_version={version}', "
-            f"then 'python scripts/fit_object_term.py RUN --write'"
-        )
-    return term
-
-
-def _objects_prediction(spec: _ObjectSpec, term, crd_set: _CrdSet, warnings: list[str]) -> dict[str, Any]:
-    """What the set's custom resources add: the heap ``(value, low, high)``, each CRD's share of it (heap,
-    and RSS rows for --budget), the JSON block; appends the term's warnings to ``warnings``."""
-    import numpy as np
-
-    from crdscale.analysis.objectterm import DEFINITION, object_features_of, rss_of
-
-    if spec.sample is not None:
-        per_crd = [spec.sample] * len(crd_set.per_crd)
-    else:
-        per_crd = [object_features_of(f) for f in crd_set.per_crd]
-        fallback = int(sum(f.get("object_fallback", 0) for f in crd_set.per_crd))
-        if fallback:
-            warnings.append(
-                f"{fallback:,} CRDs' schemas cannot hold a {spec.shape} object of {fmt_bytes(spec.size)} (their "
-                f"required fields alone are larger): their objects are taken as flat; a way out: --object-bytes "
-                f"larger, or --object-sample with a real object"
-            )
-    if spec.shape == "nested":
-        warnings.append(
-            "nested objects (maps of maps) held about twice what the term predicts from the other shapes in the "
-            "cells it was fitted on, still inside its interval: read the upper end "
-            "(docs/explanation/objects.md#in-a-footprint-prediction)"
-        )
-    # Each CRD's objects once: (value, low, high) heap; their sum is term.predict's (bounds add).
-    per_crd_heap = spec.count * np.array([term.per_object(f) for f in per_crd], dtype=float).reshape(-1, 3)
-    heap = tuple(float(v) for v in per_crd_heap.sum(axis=0))
-    seen = set()
-    for f in (min(per_crd, key=lambda f: f["nodes"]), max(per_crd, key=lambda f: f["nodes"])):
-        for w in term.extrapolations(f):
-            if w not in seen:
-                seen.add(w)
-                warnings.append(
-                    f"{w} (a way out: measure objects like these, scenarios/objects-shapes.toml with their "
-                    f"shape and size, and refit with scripts/fit_object_term.py)"
-                )
-    per_crd_rss = np.array([rss_of(tuple(row), term.rss_per_heap) for row in per_crd_heap], dtype=float)
-    total = spec.count * len(per_crd)
-    mean = {k: float(np.mean([f[k] for f in per_crd])) for k in ("bytes", "nodes")}
-    rss = rss_of(heap, term.rss_per_heap)
-    return {
-        "heap_tuple": heap,
-        "per_crd_heap": per_crd_heap[:, 0],
-        "per_crd_rss": per_crd_rss,
-        "json": {
-            "per_crd": spec.count,
-            "total": total,
-            "shape": spec.shape,
-            "bytes_as_sent": spec.size if spec.sample is None else None,
-            "sample": spec.sample_label,
-            "mean_features": mean,
-            "heap_bytes": dict(zip(("value", "low", "high"), heap, strict=True)),
-            "rss_bytes": dict(zip(("value", "low", "high"), rss, strict=True)),
-            "definition": DEFINITION,
-            "term": {
-                "form": term.form,
-                "columns": list(term.columns),
-                "coef": term.coef,
-                "provenance": term.provenance,
-            },
-        },
-        "describe": (
-            f"{spec.describe()}: {total:,} in all, {mean['nodes']:,.0f} JSON values and "
-            f"{fmt_bytes(mean['bytes'])} each on average"
-        ),
-    }
-
-
-def _difference(args: argparse.Namespace) -> int:
-    from crdscale.analysis.footprint import crd_costs, predict_difference
-
-    chosen = _choose(args)
-    model = chosen.model
-    old, new = (_read_set(args, s) for s in args.sources)
-    old_f, new_f = old.features(), new.features()
-    rows = _rows(predict_difference(model, old_f, new_f).itertuples(index=False))
-    before = dict(zip(old.names, old.per_crd, strict=True))
-    after = dict(zip(new.names, new.per_crd, strict=True))
-    changes = {
-        "added": sorted(set(after) - set(before)),
-        "removed": sorted(set(before) - set(after)),
-        "changed": sorted(n for n in set(after) & set(before) if after[n] != before[n]),
-    }
-    changes["unchanged"] = len(set(after) & set(before)) - len(changes["changed"])
-    # Which CRDs move the heap most: each CRD's cost in NEW minus in OLD (0 where absent).
-    names = sorted(set(after) | set(before))
-    zero = dict.fromkeys(model.features, 0.0) | {"served_versions": 0.0}
-    cost_new = dict(zip(names, crd_costs(model, [after.get(n, zero) for n in names]), strict=True))
-    cost_old = dict(zip(names, crd_costs(model, [before.get(n, zero) for n in names]), strict=True))
-    moved = sorted(names, key=lambda n: -abs(cost_new[n] - cost_old[n]))[: args.top]
-    largest = [
-        {"name": n, "bytes": float(cost_new[n] - cost_old[n]), "change": _change(n, changes)}
-        for n in moved
-        if cost_new[n] != cost_old[n]
-    ]
-    warnings = old.warnings + new.warnings + _extrapolations(model, new_f)
-    if args.output == "json":
-        _print_json(
-            {
-                "kube_version": model.kube_version,
-                "old": {"source": old.label, "features": old_f, "skipped": old.skipped},
-                "new": {"source": new.label, "features": new_f, "skipped": new.skipped},
-                "changes": changes,
-                "difference": [{"target": t, **v} for t, v in rows.items()],
-                "largest": largest,
-                "warnings": warnings,
-                "definitions": _definitions(),
-                "model": _model_json(chosen),
-            }
-        )
-    else:
-        _print_set(f"OLD {old.label}", old_f, old.skipped)
-        _print_set(f"NEW {new.label}", new_f, new.skipped)
-        print(
-            f"CRDs: {len(changes['added'])} added, {len(changes['removed'])} removed, "
-            f"{len(changes['changed'])} changed, {changes['unchanged']} unchanged"
-        )
-        print(
-            f"What NEW adds over OLD on kube-apiserver v{model.kube_version} (95% prediction interval, "
-            f"the two sets taken to stray from the model alike):"
-        )
-        _print_rows(rows, signed=True)
-        if largest:
-            print(f"CRDs that move the predicted heap most (of {len(names)}):")
-            for r in largest:
-                print(f"  {fmt_bytes(r['bytes'], signed=True):>12}  {r['change']:<8} {r['name']}")
-        print(chosen.describe())
-    _warn(warnings)
-    return 0
-
-
-def _change(name: str, changes: dict[str, Any]) -> str:
-    for kind in ("added", "removed", "changed"):
-        if name in changes[kind]:
-            return kind
-    return "unchanged"
-
-
-def _print_json(data: dict[str, Any]) -> None:
-    print(json.dumps(data, indent=2))
-
-
-def _warn(warnings: list[str]) -> None:
-    for warning in warnings:
+def _render(args: argparse.Namespace, result) -> int:
+    """Print ``result`` (a prediction, difference or model explanation) as -o asks; its warnings on stderr."""
+    print(result.to_json() if args.output == "json" else result.to_text())
+    for warning in getattr(result, "warnings", ()):
         log.warning(warning)
-
-
-def _print_set(label: str, features: dict[str, float], skipped: dict[str, int]) -> None:
-    print(
-        f"{label}: {features['crds']:,.0f} CRDs, {features['served_versions']:,.0f} served versions, "
-        f"{features['properties']:,.0f} schema properties, {fmt_bytes(features['schema_bytes'])} of schemas, "
-        f"depth {features['max_depth']:.0f}"
-    )
-    if skipped:
-        print(f"  skipped documents: {', '.join(f'{n} {kind}' for kind, n in sorted(skipped.items()))}")
-
-
-def _print_rows(rows: dict[str, dict[str, float | None]], *, signed: bool = False) -> None:
-    """Total and RSS first, then causes by size; the small ones summed on one line (one screen)."""
-    from crdscale.analysis.footprint import RSS, RSS_PEAK
-    from crdscale.analysis.targets import TOTAL
-
-    def line(name: str, v: dict[str, float | None]) -> None:
-        interval = "" if v["low"] is None else f"  [{fmt_bytes(v['low'])}, {fmt_bytes(v['high'])}]"
-        print(f"  {name:<24} {fmt_bytes(v['value'], signed=signed):>12}{interval}")
-
-    total = rows.get(TOTAL, {}).get("value") or 0.0
-    for target, name in ((TOTAL, "heap, total"), (RSS_PEAK, "RSS, peak growth"), (RSS, "RSS, settled growth")):
-        if target in rows:
-            line(name, rows[target])
-    causes = [(t, v) for t, v in rows.items() if t not in (TOTAL, RSS, RSS_PEAK)]
-    minor = [(t, v) for t, v in causes if abs(v["value"] or 0.0) < MINOR_SHARE * abs(total)]
-    for target, v in causes:
-        if (target, v) not in minor:
-            line(f"heap: {target}", v)
-    if minor:
-        rest = sum(v["value"] or 0.0 for _, v in minor)
-        print(
-            f"  {f'heap: {len(minor)} other causes':<24} {fmt_bytes(rest, signed=signed):>12}  "
-            f"(each under {MINOR_SHARE:.0%}: {', '.join(t for t, _ in minor)})"
-        )
-
-
-def _print_top(top: dict[str, Any]) -> None:
-    if not top["costliest"]:
-        return
-    print(
-        f"Costliest CRDs by predicted heap ({top['half']:,} of {top['crds']:,} make half of it; "
-        f"share, cumulative share):"
-    )
-    for r in top["costliest"]:
-        print(f"  {fmt_bytes(r['bytes']):>12}  {r['share']:6.1%}  {r['cumulative_share']:6.1%}  {r['name']}")
-
-
-def _print_budget(budget: dict[str, Any]) -> None:
-    whole = budget["whole_set"]
-    safe = "" if budget["fit_at_high"] is None else f"; {budget['fit_at_high']:,} by the interval's upper bound"
-    print(
-        f"Budget {fmt_bytes(budget['budget'])} of RSS ({'peak' if budget['target'] == 'rss_peak' else 'settled'} growth) "
-        f"beside a baseline of {fmt_bytes(budget['baseline'])}: "
-        f"{budget['fit']:,} of {budget['crds']:,} CRDs fit, cheapest first, by the prediction{safe}.\n"
-        f"  The whole set adds {fmt_bytes(whole['value'])} [{fmt_bytes(whole['low'])}, {fmt_bytes(whole['high'])}]."
-    )
-
-
-def _calibrate(args: argparse.Namespace) -> int:
-    from crdscale.cli.common import run_with_progress
-    from crdscale.footprint_models import calibrated_path, write_model
-    from crdscale.paths import runs_dir
-    from crdscale.scenario.calibrate import calibrate
-
-    features = [f.strip() for f in args.features.split(",") if f.strip()] if args.features else None
-    log.info(
-        f"calibrating the footprint model of kube-apiserver v{args.kube_version.lstrip('v')}: "
-        f"one run per cell of the sweep, then a fit"
-    )
-    result = calibrate(
-        args.kube_version,
-        runs_parent=args.out or runs_dir(),
-        sweep=args.sweep,
-        features=features,
-        run_cell=run_with_progress,
-    )
-    path = write_model(result.model, args.model or calibrated_path(args.kube_version))
-    if args.output == "json":
-        print(
-            json.dumps(
-                {"model_path": str(path), "experiment": str(result.experiment), "model": result.model.to_dict()},
-                indent=2,
-            )
-        )
-        return 0
-    prov = result.model.provenance
-    log.info(
-        f"fitted {' + '.join(result.model.features)} on {len(prov['runs'])} runs "
-        f"({prov['machine']}); 'crdscale footprint' now uses it for v{result.model.kube_version}"
-        if not args.model
-        else f"fitted {' + '.join(result.model.features)} on {len(prov['runs'])} runs"
-    )
-    print(path)
     return 0

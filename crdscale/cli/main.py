@@ -20,7 +20,9 @@ from crdscale import __version__
 from crdscale.allocator import keep_freed_memory
 from crdscale.errors import CrdscaleError, UsageError
 
-# name -> module under crdscale.cli; the order is the order of `crdscale --help`.
+# name -> module under crdscale.cli; the order is the order of `crdscale --help`. A two-word name is a
+# command under another whose own positionals leave no room for argparse's subcommands (`crdscale
+# footprint CRD_SOURCE...`): main() joins its two words of the command line into the name.
 SUBCOMMANDS = {
     "up": "up",
     "down": "down",
@@ -37,6 +39,7 @@ SUBCOMMANDS = {
     "compare": "compare",
     "ab": "ab",
     "footprint": "footprint",
+    "footprint fit": "footprint_fit",
     "lab": "lab",
     "probe": "probe",
     "recover": "recover",
@@ -101,6 +104,17 @@ def _help_from_source(module_name: str) -> str | None:
 def _command_in(argv: Sequence[str]) -> str | None:
     """The subcommand ``argv`` names: its first word that is not an option (crdscale's own options take no value)."""
     return next((arg for arg in argv if not arg.startswith("-")), None)
+
+
+def _join_command(argv: list[str], command: str | None) -> tuple[list[str], str | None]:
+    """``argv`` and ``command`` with a two-word command of :data:`SUBCOMMANDS` (``footprint fit``) as one word."""
+    if command is None:
+        return argv, command
+    at = argv.index(command)
+    pair = f"{command} {argv[at + 1]}" if at + 1 < len(argv) else None
+    if pair in SUBCOMMANDS:
+        return [*argv[:at], pair, *argv[at + 2 :]], pair
+    return argv, command
 
 
 def build_parser(load: Collection[str] | None = None) -> argparse.ArgumentParser:
@@ -194,7 +208,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     """Run the CLI and return the exit code (tests call this directly)."""
     argv = sys.argv[1:] if argv is None else list(argv)
     # Only the subcommand named is imported: `crdscale --help` and `crdscale X --help` stay fast.
-    command_name = _command_in(argv)
+    argv, command_name = _join_command(argv, _command_in(argv))
     parser = build_parser(load=[command_name] if command_name in SUBCOMMANDS else ())
     args = parser.parse_args(argv)
     if not getattr(args, "_command", None):

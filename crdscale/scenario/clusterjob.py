@@ -92,9 +92,10 @@ def predict_peak_bytes(scenario) -> Peak:
     requests' 25 % margin on the whole pod covers), plus crdscale's own copy of the set."""
     import itertools
 
-    from crdscale.analysis.footprint import FEATURES, RSS, add_features, crd_features, predict
     from crdscale.crds.generate import estimate_set, iter_crds
-    from crdscale.footprint_models import choose_model, shipped_versions
+    from crdscale.footprint.features import FEATURES, add_features, crd_features
+    from crdscale.footprint.model import RSS, predict
+    from crdscale.footprint.store import choose_model, shipped_versions
 
     params = scenario.generator_params()
     sample = [crd_features(c) for c in itertools.islice(iter_crds(params), PREDICTION_SAMPLE)]

@@ -5,11 +5,10 @@ cost (objects.list_repeats), with where the server served it from."""
 
 from __future__ import annotations
 
-import importlib.util
 import json
-from pathlib import Path
 
 from crdscale.cli.main import main
+from crdscale.footprint.terms import object_cell
 from crdscale.rundir import read_run
 
 SMALL_OBJECTS = """\
@@ -77,13 +76,9 @@ def test_small_objects_run_has_per_object_bytes_by_cause_and_amplification(tmp_p
     for r in lists.values():
         assert r["served_from"] == "cache" and r["latency_p50_s"] > 0 and r["etcd_cpu_s"] is not None
 
-    # What scripts/fit_object_term.py takes from a run for the footprint's per-object term: heap per custom
+    # What crdscale footprint fit objects takes from a run for the footprint's per-object term: heap per custom
     # resource as analyze fitted it, and the features of the objects the run wrote, rebuilt from its manifest.
-    path = Path(__file__).resolve().parents[2] / "scripts" / "fit_object_term.py"
-    spec = importlib.util.spec_from_file_location("fit_object_term", path)
-    fit_object_term = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(fit_object_term)
-    cell = fit_object_term.cell_input(run_dir)
+    cell = object_cell(run_dir)
     assert cell["kube_version"] == "1.37.1" and cell["shape"] == "flat" and cell["objects"] == 500
     assert cell["heap"] == totals["customresources"]["per_object"]
     assert abs(cell["features"]["bytes"] - 1024) <= 10 and cell["features"]["nodes"] > 10

@@ -8,18 +8,10 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from crdscale.analysis.footprint import (
-    FootprintModel,
-    extrapolations,
-    features_from_summary,
-    final_growth,
-    fit_footprint,
-    footprint_features,
-    predict,
-    run_growth,
-    training_rows,
-)
 from crdscale.crds.generate import generate_crds, preset
+from crdscale.footprint.features import features_from_summary, footprint_features
+from crdscale.footprint.fit import final_growth, fit_footprint, run_growth, training_rows
+from crdscale.footprint.model import FootprintModel, extrapolations, predict
 from crdscale.schema import schema_depth
 
 

@@ -11,7 +11,7 @@ from crdscale.analysis import targets
 
 @pytest.mark.parametrize(
     "module",
-    ["crdscale.analysis.percrd", "crdscale.analysis.perobject", "crdscale.analysis.footprint"],
+    ["crdscale.analysis.percrd", "crdscale.analysis.perobject", "crdscale.footprint.model"],
 )
 def test_total_is_the_one_in_targets(module):
     # `from crdscale.analysis.percrd import TOTAL` (notebooks, scripts) keeps working.

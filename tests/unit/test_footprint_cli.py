@@ -317,8 +317,8 @@ def test_not_utf8_is_one_line(tmp_path):
 
 
 def test_parallel_measure_matches_one_process(tmp_path, monkeypatch):
-    from crdscale.analysis.footprint import crd_features
     from crdscale.crds import load
+    from crdscale.footprint.features import crd_features
 
     for i in range(12):
         (tmp_path / f"c{i:02}.yaml").write_text(crd_yaml(f"k{i}", properties=i + 1) + "---\n" + DEPLOYMENT)

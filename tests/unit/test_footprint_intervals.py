@@ -9,7 +9,9 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from crdscale.analysis.footprint import (
+from crdscale.cli.main import main
+from crdscale.footprint.fit import fit_linear, fit_peak_excess, fit_peak_ratio, rss_growths
+from crdscale.footprint.model import (
     PREDICTED_TOTAL,
     RSS,
     RSS_PEAK,
@@ -18,17 +20,12 @@ from crdscale.analysis.footprint import (
     PeakExcess,
     PeakRatio,
     budget_fit,
-    fit_linear,
-    fit_peak_excess,
-    fit_peak_ratio,
     lognormal_interval,
     peak_interval,
     predict,
     predict_difference,
-    rss_growths,
 )
-from crdscale.cli.main import main
-from crdscale.footprint_models import SHIPPED, ChosenModel, shipped_path, shipped_versions
+from crdscale.footprint.store import SHIPPED, ChosenModel, shipped_path, shipped_versions
 
 
 def run_cli(capsys, *argv):
@@ -84,9 +81,9 @@ def test_intervals_cover_new_runs_at_their_confidence_on_simulated_data():
 
 
 def _growth_rows(x, y):
-    """Rows as :func:`~crdscale.analysis.footprint.training_rows` gives them, one step per run (its whole
+    """Rows as :func:`~crdscale.footprint.fit.training_rows` gives them, one step per run (its whole
     set): the total heap ``y`` and one cause, 60 % of it."""
-    from crdscale.analysis.footprint import FEATURES
+    from crdscale.footprint.features import FEATURES
 
     rows = []
     for i, (features, total) in enumerate(zip(x, y, strict=True)):
@@ -102,7 +99,8 @@ def test_a_multiplicative_misfit_holds_its_coverage_on_sets_of_every_size():
     predicted total, 95 % intervals hold ~95 % of new runs whether the set is 40 CRDs of 10 properties or
     200 of 5,000 -- where a misfit scaled by served versions gives the wide sets intervals far too narrow
     (the v1.37.1 refit's +-3 % against runs 10-20 % apart)."""
-    from crdscale.analysis.footprint import SERVED_VERSIONS, fit_footprint
+    from crdscale.footprint.fit import fit_footprint
+    from crdscale.footprint.model import SERVED_VERSIONS
 
     rng = np.random.default_rng(11)
     beta = np.array([600e3, 120e3, 4e3])
@@ -158,7 +156,7 @@ def _model(peak: PeakRatio | PeakExcess | None = None) -> FootprintModel:
 
 
 def _features(crds):
-    from crdscale.analysis.footprint import DESCRIPTIVE, FEATURES
+    from crdscale.footprint.features import DESCRIPTIVE, FEATURES
 
     return dict.fromkeys(FEATURES + DESCRIPTIVE, 0.0) | {"crds": float(crds), "served_versions": float(crds)}
 
@@ -284,7 +282,7 @@ def test_explain_takes_no_crds(capsys, tmp_path):
 
 
 def test_explain_of_a_model_without_a_record_says_so():
-    from crdscale.cli.footprint import explain_lines
+    from crdscale.footprint.prediction import explain_lines
 
     lines = explain_lines(ChosenModel(_model(), SHIPPED, shipped_path("1.37.1")))
     assert any("no record of which runs" in line for line in lines)
@@ -302,7 +300,7 @@ def _steps(cost):
 
 
 def test_held_out_error_picks_the_growth_form_the_runs_follow():
-    from crdscale.analysis.footprint import held_out_growth_errors
+    from crdscale.footprint.fit import held_out_growth_errors
 
     def mae(steps):
         return held_out_growth_errors(steps).groupby("form")["error"].agg(lambda e: e.abs().mean())

@@ -10,13 +10,14 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from crdscale import footprint_models
-from crdscale.analysis.footprint import features_from_summary, predict
 from crdscale.cli.main import main
 from crdscale.crds.generate import generate_crds, preset, write_crds
 from crdscale.errors import UsageError
-from crdscale.footprint_models import CALIBRATED, FILE, SHIPPED, choose_model, read_model, write_model
-from crdscale.scenario.calibrate import RunInput, fit_runs
+from crdscale.footprint import store
+from crdscale.footprint.calibrate import RunInput, fit_runs
+from crdscale.footprint.features import features_from_summary
+from crdscale.footprint.model import predict
+from crdscale.footprint.store import CALIBRATED, FILE, SHIPPED, choose_model, read_model, write_model
 
 MANIFEST = {
     "versions": {"kube-apiserver": "v1.37.1"},
@@ -103,7 +104,7 @@ def test_calibration_refuses_what_it_cannot_fit():
 def calibrated_dir(tmp_path, monkeypatch):
     """Where this machine's calibrated models go, empty and private to the test."""
     folder = tmp_path / "calibrated"
-    monkeypatch.setattr(footprint_models, "calibrated_models_dir", lambda: folder)
+    monkeypatch.setattr(store, "calibrated_models_dir", lambda: folder)
     return folder
 
 
@@ -156,7 +157,7 @@ def test_footprint_cli_says_which_model_it_used(crds, calibrated_dir, capsys):
 
 
 def test_footprint_cli_with_the_shipped_models(crds, calibrated_dir, tmp_path, capsys):
-    assert {"1.24.0", "1.37.1"} <= set(footprint_models.shipped_versions())
+    assert {"1.24.0", "1.37.1"} <= set(store.shipped_versions())
     assert main(["footprint", str(crds), "-o", "json"]) == 0
     data = json.loads(capsys.readouterr().out)
     assert data["features"]["crds"] == 50 and data["warnings"] == []  # 50 CRDs of 100 properties: inside the sweep
@@ -175,11 +176,11 @@ def test_footprint_cli_with_the_shipped_models(crds, calibrated_dir, tmp_path, c
 
 
 def test_a_patch_release_without_a_model_borrows_its_minors_nearest_one(calibrated_dir, monkeypatch):
-    monkeypatch.setattr(footprint_models, "shipped_versions", lambda: ["1.24.0", "1.24.17", "1.37.1"])
-    assert footprint_models.same_minor_shipped("1.24.3") == "1.24.0"
-    assert footprint_models.same_minor_shipped("v1.24.15") == "1.24.17"
-    assert footprint_models.same_minor_shipped("1.37.4") == "1.37.1"
-    assert footprint_models.same_minor_shipped("1.30.0") is None  # another minor never stands in
+    monkeypatch.setattr(store, "shipped_versions", lambda: ["1.24.0", "1.24.17", "1.37.1"])
+    assert store.same_minor_shipped("1.24.3") == "1.24.0"
+    assert store.same_minor_shipped("v1.24.15") == "1.24.17"
+    assert store.same_minor_shipped("1.37.4") == "1.37.1"
+    assert store.same_minor_shipped("1.30.0") is None  # another minor never stands in
     chosen = choose_model("1.37.4", same_minor=True)
     assert chosen.stands_in_for == "1.37.4" and chosen.model.kube_version == "1.37.1"
     assert "standing in for v1.37.4" in chosen.describe()

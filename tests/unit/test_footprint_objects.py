@@ -7,10 +7,10 @@ import json
 import pytest
 import yaml
 
-from crdscale.analysis.objectterm import CAUSE, object_features
 from crdscale.cli.main import main
 from crdscale.crds.generate import generate_crds, preset
-from crdscale.footprint_models import object_term_versions, read_object_term
+from crdscale.footprint.objects import CAUSE, object_features
+from crdscale.footprint.store import object_term_versions, read_object_term
 
 KIB = 1024.0
 

@@ -9,21 +9,19 @@ from pathlib import Path
 import pytest
 import yaml
 
-from crdscale.analysis.footprint import (
+from crdscale.analysis.targets import TOTAL
+from crdscale.cli.main import main
+from crdscale.footprint.model import RSS, LinearModel, predict
+from crdscale.footprint.states import (
     OPENAPI_V2_CAUSE,
-    RSS,
     STATE_DEFINITIONS,
     STATES,
-    TOTAL,
     WATCH_CAUSE,
-    LinearModel,
     StateTerms,
     fit_openapi_v2_term,
-    predict,
     predict_state,
 )
-from crdscale.cli.main import main
-from crdscale.footprint_models import choose_model
+from crdscale.footprint.store import choose_model
 
 FEATURES = {"crds": 100.0, "served_versions": 200.0, "properties": 20_000.0, "properties_squared": 2e6,
             "schema_bytes": 4e6, "max_depth": 4.0}  # fmt: skip
@@ -144,7 +142,7 @@ def run_cli(capsys, *argv):
 
 @pytest.mark.parametrize("state", STATES)
 def test_cli_state_json_defines_it(tmp_path, capsys, monkeypatch, state):
-    monkeypatch.setattr("crdscale.footprint_models.read_states", lambda version: terms(version))
+    monkeypatch.setattr("crdscale.footprint.store.read_states", lambda version: terms(version))
     code, out, _ = run_cli(capsys, "footprint", str(_crds(tmp_path)), "--shipped", "--state", state, "-o", "json")
     assert code == 0
     data = json.loads(out)
@@ -155,7 +153,7 @@ def test_cli_state_json_defines_it(tmp_path, capsys, monkeypatch, state):
 
 
 def test_cli_state_text_and_explain(tmp_path, capsys, monkeypatch):
-    monkeypatch.setattr("crdscale.footprint_models.read_states", lambda version: terms(version))
+    monkeypatch.setattr("crdscale.footprint.store.read_states", lambda version: terms(version))
     code, out, _ = run_cli(capsys, "footprint", str(_crds(tmp_path)), "--shipped", "--state", "openapi-v2")
     assert code == 0 and "openapi-v2: served, and a client" in out and OPENAPI_V2_CAUSE in out
     code, out, _ = run_cli(capsys, "footprint", "--explain", "--shipped")
@@ -180,6 +178,6 @@ def test_cli_unknown_state_is_a_usage_error(tmp_path, capsys):
 
 
 def test_cli_state_without_terms_is_one_line(tmp_path, capsys, monkeypatch):
-    monkeypatch.setattr("crdscale.footprint_models.read_states", lambda version: None)
+    monkeypatch.setattr("crdscale.footprint.store.read_states", lambda version: None)
     code, _, err = run_cli(capsys, "footprint", str(_crds(tmp_path)), "--shipped", "--state", "watched")
     assert code == 2 and "no state terms" in err and len(err.strip().splitlines()) == 1

@@ -9,7 +9,8 @@ import math
 import numpy as np
 import pytest
 
-from crdscale.analysis.objectterm import (
+from crdscale.crds.generate import generate_crds, preset
+from crdscale.footprint.objects import (
     CAUSE,
     ObjectTerm,
     choose_form,
@@ -18,7 +19,6 @@ from crdscale.analysis.objectterm import (
     object_features,
     with_objects,
 )
-from crdscale.crds.generate import generate_crds, preset
 
 KIB = 1024.0
 

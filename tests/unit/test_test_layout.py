@@ -9,8 +9,6 @@ from collections import Counter
 from pathlib import Path
 
 TESTS = Path(__file__).resolve().parents[1]
-# Still loading a file by path (scripts/fit_object_term.py), moving into the package on its own branch of issue 30.
-LOADS_BY_PATH_FOR_NOW = {"integration/test_objects_run.py"}
 
 
 def test_no_two_test_modules_share_a_basename():
@@ -45,4 +43,4 @@ def test_nothing_loads_scripts_or_benchmarks_by_path():
         for p in TESTS.rglob("*.py")
         if by_path.search(p.read_text()) and p.name != Path(__file__).name
     }
-    assert offenders - LOADS_BY_PATH_FOR_NOW == set()
+    assert offenders == set()

@@ -1,10 +1,10 @@
 """Footprint calibration: run the footprint sweep here, fit the model, keep it with its provenance.
 
-``crdscale footprint --calibrate`` and ``scripts/fit_footprint.py`` (which refits the
+``crdscale footprint --calibrate`` and ``crdscale footprint fit model`` (which refits the
 shipped models) both go through :func:`fit_runs`: runs of a sweep are read with
 :func:`crdscale.rundir.read_run`, turned into the points the pure fit of
-:mod:`crdscale.analysis.footprint` takes, and fitted. :func:`calibrate` first runs
-the sweep (``crdscale/footprint_models/sweep.toml`` unless told otherwise) as an
+:mod:`crdscale.footprint.fit` takes, and fitted. :func:`calibrate` first runs
+the sweep (``crdscale/footprint/models/sweep.toml`` unless told otherwise) as an
 ordinary experiment directory, one cell after another, so Ctrl-C ends it like any
 ``crdscale run``: processes stopped, partial runs kept and marked interrupted, and
 no model written.
@@ -21,17 +21,26 @@ from typing import Any
 
 import pandas as pd
 
-from crdscale.analysis.footprint import (
-    RSS,
-    FootprintModel,
-    features_from_summary,
+from crdscale.analysis.targets import TOTAL
+from crdscale.errors import UsageError
+from crdscale.footprint.features import features_from_summary
+from crdscale.footprint.fit import (
+    final_growth,
     fit_footprint,
     fit_peak_excess,
+    leave_one_run_out,
     rss_growths,
     training_rows,
 )
-from crdscale.errors import UsageError
-from crdscale.footprint_models import choose_model, shipped_versions, sweep_path
+from crdscale.footprint.model import ERROR_SCALES, RSS, FootprintModel, predict
+from crdscale.footprint.store import (
+    choose_model,
+    read_model,
+    shipped_path,
+    shipped_versions,
+    sweep_path,
+    write_model,
+)
 from crdscale.rundir import layout, read_run
 from crdscale.scenario.config import Scenario, load_scenario
 
@@ -91,7 +100,7 @@ def read_run_input(path: str | Path) -> RunInput:
 
 
 def read_rss_growth(path: str | Path) -> dict[str, float]:
-    """The RSS growths of the run directory ``path`` (:func:`crdscale.analysis.footprint.rss_growths`:
+    """The RSS growths of the run directory ``path`` (:func:`crdscale.footprint.fit.rss_growths`:
     baseline, settled, peak, end; bytes) from its /proc samples, else kube-apiserver's own metric."""
     return _rss_growth(read_run(path))
 
@@ -146,7 +155,7 @@ def default_features(version: str) -> list[str]:
 
 def runs_training_rows(inputs: Sequence[RunInput]) -> tuple[str, pd.DataFrame]:
     """The one kube-apiserver version of ``inputs`` and their
-    :func:`~crdscale.analysis.footprint.training_rows`; UsageError without runs or when they mix versions."""
+    :func:`~crdscale.footprint.fit.training_rows`; UsageError without runs or when they mix versions."""
     if not inputs:
         raise UsageError("no runs to fit on")
     versions = {i.kube_version for i in inputs}
@@ -160,7 +169,7 @@ def fit_runs(
     inputs: Sequence[RunInput], *, features: Sequence[str] | None = None, experiment: str, method: str
 ) -> FootprintModel:
     """Fit a :class:`FootprintModel` on sweep runs of one kube-apiserver version (see
-    :func:`crdscale.analysis.footprint.fit_footprint`); ``features`` default to
+    :func:`crdscale.footprint.fit.fit_footprint`); ``features`` default to
     :func:`default_features`. UsageError when the runs mix versions or the features
     cannot be told apart on them."""
     version, rows = runs_training_rows(inputs)
@@ -249,3 +258,110 @@ def run_dirs_of(paths: Iterable[str | Path]) -> list[Path]:
         else:
             out.append(path)
     return out
+
+
+# -- refitting and checking the shipped models (`crdscale footprint fit model|validate|peak|record|error-model`)
+
+
+def validation_lines(paths: Iterable[str | Path], model_file: str | Path | None = None) -> list[str]:
+    """Each run (one not fitted on) predicted by the model of its version (``model_file``, else the shipped
+    one) and compared with what it measured: total heap and settled RSS growth, MiB."""
+    out = []
+    for path in paths:
+        run = read_run_input(path)
+        chosen = choose_model(run.kube_version, path=model_file, shipped_only=model_file is None)
+        measured = final_growth(training_rows(run.points, {str(run.path): run.features})).set_index("target")["added"]
+        predicted = predict(chosen.model, run.features).set_index("target")
+        for target in (TOTAL, RSS):
+            p, m = predicted.loc[target], measured[target]
+            out.append(
+                f"{path}: {target}: predicted {p['value'] / 2**20:,.1f} MiB "
+                f"[{p['low'] / 2**20:,.1f}, {p['high'] / 2**20:,.1f}], measured {m / 2**20:,.1f} MiB "
+                f"({100 * (p['value'] - m) / m:+.1f}%)"
+            )
+    return out
+
+
+def add_peak(paths: Iterable[str | Path], model_file: str | Path | None = None) -> tuple[Path, list[str]]:
+    """Fit the peak RSS excess (peak minus settled growth) on these runs and write it into the model of their
+    version (``model_file``, else the shipped one), recording the runs under ``provenance.uses.peak_excess``;
+    returns the file and a line per run."""
+    runs = run_dirs_of(paths)
+    versions = {read_run_input(p).kube_version for p in runs}
+    if len(versions) != 1:
+        raise UsageError(f"--peak takes runs of one kube-apiserver version, got {sorted(map(str, versions))}")
+    target = Path(model_file) if model_file else shipped_path(versions.pop())
+    model = read_model(target)
+    growths, lines = [], []
+    for run in runs:
+        g = read_rss_growth(run)
+        lines.append(f"{run}: peak {g['peak'] / 2**20:,.1f} MiB, settled {g['settled'] / 2**20:,.1f} MiB")
+        growths.append((g["peak"], g["settled"]))
+    try:
+        model.peak = fit_peak_excess(growths)
+    except ValueError as err:
+        raise UsageError(str(err)) from None
+    uses = model.provenance.setdefault("uses", {})
+    uses.pop("peak_ratio", None)
+    uses["peak_excess"] = [f"{p.parent.name}/{p.name}" for p in runs]
+    return write_model(model, target), lines
+
+
+def record_uses(entries: Iterable[str], version: str, model_file: str | Path | None = None) -> Path:
+    """Add ``ROLE=TEXT`` entries to the ``provenance.uses`` of the model ``model_file`` (else the shipped one of
+    ``version``): the record of which runs informed what (fitting, feature_selection, peak_excess,
+    validation), so a validation set is known to be held out."""
+    target = Path(model_file) if model_file else shipped_path(version)
+    model = read_model(target)
+    uses = model.provenance.setdefault("uses", {})
+    for entry in entries:
+        role, sep, text = entry.partition("=")
+        if not sep or not text:
+            raise UsageError(f"--record {entry!r}: expected ROLE=TEXT")
+        if text not in uses.setdefault(role.strip(), []):
+            uses[role.strip()].append(text.strip())
+    return write_model(model, target)
+
+
+def keep_from(model: FootprintModel, old_path: str | Path) -> None:
+    """Carry ``old_path``'s peak excess and its provenance.uses roles other than fitting into ``model``
+    (a refit on more cells: the decisions those roles record were not redone)."""
+    old = read_model(Path(old_path))
+    if old.kube_version != model.kube_version:
+        raise UsageError(f"--keep-from {old_path}: a v{old.kube_version} model, the runs are v{model.kube_version}")
+    uses = model.provenance.setdefault("uses", {})
+    for role, entries in (old.provenance.get("uses") or {}).items():
+        if role not in ("fitting", "peak_excess"):
+            uses[role] = list(entries)
+    if old.peak is not None:
+        model.peak = old.peak
+        uses["peak_excess"] = list((old.provenance.get("uses") or {}).get("peak_excess", []))
+
+
+def error_model(
+    paths: Iterable[str | Path], features: Sequence[str] | None = None
+) -> tuple[str, int, pd.DataFrame, list[dict[str, Any]]]:
+    """Which error model a model's intervals should use, chosen on its fitting runs alone: each run predicted
+    by a model fitted on the others (:func:`~crdscale.footprint.fit.leave_one_run_out`), once per error scale.
+    Returns the version, the number of runs, every prediction, and per error scale and target: ``runs,
+    inside`` (their 95 % interval), ``mean_abs_error`` and ``median_width`` (high over low)."""
+    inputs = [read_run_input(p) for p in run_dirs_of(paths)]
+    version, rows = runs_training_rows(inputs)
+    features = list(features) if features else default_features(version)
+    table = pd.concat(
+        [leave_one_run_out(rows, features, error_scale=s).assign(error_scale=s) for s in ERROR_SCALES],
+        ignore_index=True,
+    )
+    summary = []
+    for (scale, target), g in table.groupby(["error_scale", "target"], sort=False):
+        summary.append(
+            {
+                "error_scale": scale,
+                "target": target,
+                "runs": len(g),
+                "inside": int(g["inside"].sum()),
+                "mean_abs_error": float(g["error"].abs().mean()),
+                "median_width": float((g["high"] / g["low"]).median()),
+            }
+        )
+    return version, len(inputs), table, summary

@@ -1,9 +1,9 @@
-"""Footprint models: the one place that knows where their files are and which one applies.
+"""The model store: the one place that knows where footprint models and terms are and which one applies.
 
-Three kinds, by the way they were made:
+Three kinds of model, by the way they were made:
 
-* ``shipped``: one ``v<version>.json`` per kube-apiserver version beside this file,
-  fitted by ``scripts/fit_footprint.py`` on ``sweep.toml`` (also here) on crdscale's
+* ``shipped``: one ``v<version>.json`` per kube-apiserver version in ``crdscale/footprint/models/``,
+  fitted by ``crdscale footprint fit model`` on ``sweep.toml`` (also there) on crdscale's
   reference machine, v1.37.1's also on ``benchmarks/footprint-calibration-provider-scale.toml``
   (2,000 CRDs); each file's provenance names its runs;
 * ``calibrated``: refitted on the user's machine by ``crdscale footprint --calibrate``,
@@ -11,7 +11,7 @@ Three kinds, by the way they were made:
   shipped one, since it measured the machine it predicts for;
 * ``file``: any model file named explicitly.
 
-Each file is a :meth:`crdscale.analysis.footprint.FootprintModel.to_dict` with its
+Each file is a :meth:`crdscale.footprint.model.FootprintModel.to_dict` with its
 provenance (experiment, runs, machine, date).
 """
 
@@ -21,18 +21,21 @@ import json
 from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 from crdscale.errors import UsageError
+from crdscale.footprint.model import FootprintModel
+from crdscale.footprint.objects import ObjectTerm
+from crdscale.footprint.states import StateTerms
 from crdscale.fsutil import write_atomic
 from crdscale.paths import calibrated_models_dir
 
-if TYPE_CHECKING:
-    from crdscale.analysis.footprint import FootprintModel, StateTerms
-    from crdscale.analysis.objectterm import ObjectTerm
-
 SHIPPED, CALIBRATED, FILE = "shipped", "calibrated", "file"
 SWEEP = "sweep.toml"
+
+
+def _shipped():
+    """The directory of the shipped models and terms (package data: ``crdscale/footprint/models/``)."""
+    return resources.files("crdscale.footprint").joinpath("models")
 
 
 def _file_name(version: str) -> str:
@@ -45,7 +48,7 @@ def _version_key(version: str) -> tuple[int, ...]:
 
 def shipped_versions() -> list[str]:
     """Versions with shipped coefficients, oldest first, e.g. ``["1.24.0", "1.24.17", "1.37.1"]``."""
-    names = [p.name for p in resources.files(__name__).iterdir() if p.name.endswith(".json")]
+    names = [p.name for p in _shipped().iterdir() if p.name.endswith(".json")]
     return sorted((n[1 : -len(".json")] for n in names if n.startswith("v")), key=_version_key)
 
 
@@ -65,7 +68,7 @@ def same_minor_shipped(version: str) -> str | None:
 
 def shipped_path(version: str) -> Path:
     """Where the shipped model of ``version`` lives (whether or not it exists yet)."""
-    return Path(str(resources.files(__name__).joinpath(_file_name(version))))
+    return Path(str(_shipped().joinpath(_file_name(version))))
 
 
 def calibrated_path(version: str) -> Path:
@@ -75,16 +78,14 @@ def calibrated_path(version: str) -> Path:
 
 def states_path(version: str) -> Path:
     """Where the state terms of ``version`` live (``states-v<version>.json`` beside the shipped models,
-    written by ``scripts/fit_footprint_states.py``): how installed, watched and openapi-v2 follow from
+    written by ``crdscale footprint fit states``): how installed, watched and openapi-v2 follow from
     a served prediction. They are differences measured per version, so they apply to a shipped,
     calibrated or named model of that version alike."""
-    return Path(str(resources.files(__name__).joinpath(f"states-{_file_name(version)}")))
+    return Path(str(_shipped().joinpath(f"states-{_file_name(version)}")))
 
 
 def read_states(version: str) -> StateTerms | None:
     """The state terms of ``version``, or None when none were measured for it."""
-    from crdscale.analysis.footprint import StateTerms
-
     return _read_term(states_path(version), StateTerms.from_dict, "state terms")
 
 
@@ -101,33 +102,29 @@ def _read_term(path: Path, from_dict, what: str):
 
 def objects_path(version: str) -> Path:
     """Where the per-object term of ``version`` lives (``objects-v<version>.json`` beside the shipped
-    models, written by ``scripts/fit_object_term.py`` from ``scenarios/objects-shapes.toml``): what each
+    models, written by ``crdscale footprint fit objects`` from ``scenarios/objects-shapes.toml``): what each
     custom resource adds. Measured per version, it applies to any model of that version."""
-    return Path(str(resources.files(__name__).joinpath(f"objects-{_file_name(version)}")))
+    return Path(str(_shipped().joinpath(f"objects-{_file_name(version)}")))
 
 
 def read_object_term(version: str) -> ObjectTerm | None:
     """The per-object term of ``version``, or None when none was measured for it."""
-    from crdscale.analysis.objectterm import ObjectTerm
-
     return _read_term(objects_path(version), ObjectTerm.from_dict, "an object term")
 
 
 def object_term_versions() -> list[str]:
     """Versions with a per-object term, oldest first."""
-    names = [p.name for p in resources.files(__name__).iterdir() if p.name.startswith("objects-v")]
+    names = [p.name for p in _shipped().iterdir() if p.name.startswith("objects-v")]
     return sorted((n[len("objects-v") : -len(".json")] for n in names if n.endswith(".json")), key=_version_key)
 
 
 def sweep_path() -> Path:
     """The scenario file of the sweep models are fitted on."""
-    return Path(str(resources.files(__name__).joinpath(SWEEP)))
+    return Path(str(_shipped().joinpath(SWEEP)))
 
 
 def read_model(path: str | Path) -> FootprintModel:
     """The model in ``path``; UsageError (one line) when it is missing or not a model this crdscale reads."""
-    from crdscale.analysis.footprint import FootprintModel
-
     try:
         return FootprintModel.from_dict(json.loads(Path(path).read_text()))
     except OSError as err:

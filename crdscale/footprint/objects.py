@@ -1,13 +1,13 @@
 """The footprint model's per-object term: what each custom resource adds to kube-apiserver's heap.
 
-A CRD set's footprint (:mod:`crdscale.analysis.footprint`) is what the definitions cost with no objects.
+A CRD set's footprint (:mod:`crdscale.footprint.model`) is what the definitions cost with no objects.
 Every object then adds what the watch cache holds for it: its body decoded into ``Unstructured`` maps,
 its ``managedFields`` parsed back into maps, its coerced metadata, the store's entry
 (docs/explanation/objects.md). Those grow with how many JSON values the object has more than with its
 bytes (a nested 1 KiB object holds several times what a flat one does), so the term is linear in the
 object's :func:`object_features`: its compact JSON ``bytes`` and its ``nodes`` (every map, list and
 scalar), in the form chosen per version by :func:`choose_form` (leave one cell out, on the cells of
-``scenarios/objects-shapes.toml``; ``scripts/fit_object_term.py`` writes the term).
+``scenarios/objects-shapes.toml``; ``crdscale footprint fit objects`` writes the term).
 
 Its error is multiplicative: a cell strays from the fit by a share of its prediction, so the interval
 of a total over many objects of one shape is that share of the total (their misfit is shared, not
@@ -24,6 +24,11 @@ from typing import Any
 import numpy as np
 
 from crdscale.analysis.intervals import t_quantile
+from crdscale.analysis.lstsq import least_squares
+from crdscale.analysis.targets import TOTAL
+from crdscale.errors import UsageError
+from crdscale.footprint.features import crd_features
+from crdscale.footprint.model import RSS, RSS_PEAK
 from crdscale.schema import json_bytes
 
 OBJECT_FEATURES = ("bytes", "nodes")
@@ -91,6 +96,7 @@ def generated_object_features(crd: Mapping[str, Any], shape: str, size: int) -> 
     """:func:`object_features` of the object crdscale's runs would write for ``crd``: ``shape`` (one of
     :data:`crdscale.crds.objects.SHAPES`; ``schema`` follows ``crd``'s own schema) of ``size`` JSON bytes
     as sent, with the metadata a run's objects carry (a name, a namespace when namespaced, two labels)."""
+    # Here, not above: crdscale.crds.objects (with the generator) costs a prediction without --objects ~60 ms.
     from crdscale.crds.objects import custom_resource, with_payload_field
 
     namespaced = (crd.get("spec") or {}).get("scope", "Namespaced") == "Namespaced"
@@ -103,13 +109,10 @@ def generated_object_features(crd: Mapping[str, Any], shape: str, size: int) -> 
 
 
 def crd_and_object_features(crd: Mapping[str, Any], shape: str, size: int) -> dict[str, float]:
-    """A CRD's :func:`crdscale.analysis.footprint.crd_features` with its generated objects' features as
+    """A CRD's :func:`crdscale.footprint.features.crd_features` with its generated objects' features as
     ``object_bytes`` and ``object_nodes`` (a ``measure`` for :func:`crdscale.crds.load.load_crds`; pass it
     as a ``functools.partial``). A schema too small or too strict for ``size`` bytes (its required fields
     alone are larger) falls back to the flat shape, counted in ``object_fallback``."""
-    from crdscale.analysis.footprint import crd_features
-    from crdscale.errors import UsageError
-
     fallback = 0.0
     try:
         features = generated_object_features(crd, shape, size)
@@ -134,8 +137,7 @@ def _design(features: Sequence[Mapping[str, float]], columns: Sequence[str]) -> 
 
 def _wls(x: np.ndarray, y: np.ndarray) -> np.ndarray:
     # Weights 1/y^2: least squares on relative misfits, the error model's scale.
-    w = 1.0 / np.maximum(y, 1.0) ** 2
-    return np.linalg.lstsq(x * np.sqrt(w)[:, None], y * np.sqrt(w), rcond=None)[0]
+    return least_squares(x, y, weights=1.0 / np.maximum(y, 1.0) ** 2).coef
 
 
 @dataclass
@@ -240,9 +242,6 @@ def with_objects(
     :data:`CAUSE` row of ``heap``, which the total also gets, and its :func:`rss_of` added to settled and
     peak RSS (objects are written after the CRDs are served, so their growth adds to the peak as it
     does to settled RSS). Bounds add: the objects' misfit is not known to offset the CRDs'."""
-    from crdscale.analysis.footprint import RSS, RSS_PEAK
-    from crdscale.analysis.targets import TOTAL
-
     rss = rss_of(heap, rss_per_heap)
     added = {TOTAL: heap, RSS: rss, RSS_PEAK: rss}
     out = []

@@ -1,0 +1,73 @@
+"""The shape of a CRD set in the numbers kube-apiserver's memory grows with.
+
+:func:`footprint_features` describes a set (CRDs, served versions, schema properties and bytes, depth);
+:func:`crd_features` one CRD, so a set's features are its CRDs' added (:func:`add_features`) and each
+CRD's share of a prediction is its own features times the coefficients. Pure: dicts in, numbers out.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from crdscale.schema import measure_schema
+
+# Features a model may use, in the order they are reported; max_depth describes, it does not add up.
+# properties_squared (the sum over served versions of their property count squared) is there for
+# costs that grow faster than the schema; tried on v1.24.0's RSS, the sweep did not support it
+# (README, "Footprint"), so no shipped model uses it.
+FEATURES = ("crds", "served_versions", "properties", "properties_squared", "schema_bytes")
+DESCRIPTIVE = ("max_depth",)
+
+
+def crd_features(crd: Mapping[str, Any]) -> dict[str, float]:
+    """:func:`footprint_features` of one CRD (``crds`` is 1): its served versions and their schemas,
+    each measured in one pass."""
+    out = dict.fromkeys(FEATURES + DESCRIPTIVE, 0.0)
+    out["crds"] = 1.0
+    for version in (crd.get("spec") or {}).get("versions") or []:
+        if not version.get("served", True):
+            continue
+        measures = measure_schema((version.get("schema") or {}).get("openAPIV3Schema"))
+        out["served_versions"] += 1
+        out["properties"] += measures.properties
+        out["properties_squared"] += measures.properties**2
+        out["schema_bytes"] += measures.bytes
+        out["max_depth"] = max(out["max_depth"], measures.depth)
+    return out
+
+
+def add_features(per_crd: Sequence[Mapping[str, float]]) -> dict[str, float]:
+    """The features of a set from its CRDs' (:func:`crd_features`): sums, and the deepest depth."""
+    out = dict.fromkeys(FEATURES + DESCRIPTIVE, 0.0)
+    for features in per_crd:
+        for f in FEATURES:
+            out[f] += features[f]
+        out["max_depth"] = max(out["max_depth"], features["max_depth"])
+    return out
+
+
+def footprint_features(crds: Sequence[Mapping[str, Any]]) -> dict[str, float]:
+    """The shape of a CRD set: ``crds``; ``served_versions`` (summed over CRDs);
+    ``properties`` and ``schema_bytes`` (compact JSON) of the served versions' schemas,
+    summed; ``properties_squared`` (each served version's properties squared, summed);
+    ``max_depth`` (deepest property nesting). Counts, bytes and levels."""
+    return add_features([crd_features(c) for c in crds])
+
+
+def features_from_summary(summary: Mapping[str, Any]) -> dict[str, float]:
+    """:func:`footprint_features` from a run's CRD set summary (``manifest["crds"]``, see
+    :class:`crdscale.crds.summary.CrdSetSummary`), taking every version as served and
+    ``max_depth`` as unknown (NaN): what a recorded run tells without its CRDs. The summary
+    has no per-version property counts, so ``properties_squared`` takes the versions as equal
+    in size: exact for generated sets, a lower bound for others."""
+    versions, properties = float(summary["versions"]), float(summary["properties_total"])
+    return {
+        "crds": float(summary["count"]),
+        "served_versions": versions,
+        "properties": properties,
+        "properties_squared": properties**2 / versions if versions else 0.0,
+        "schema_bytes": float(summary["schema_bytes_total"]),
+        "max_depth": math.nan,
+    }
