@@ -6,7 +6,8 @@
 - :mod:`.select`: which samples and frames count (focus, ignore, show, hide, tagfocus).
 - :mod:`.graph`: nodes at a granularity, flat/cum, call edges, pprof's node order.
 - :mod:`.views`: the ``top``, ``peek`` and ``diff`` tables.
-- :mod:`.text`: pprof's text output (units, percentages, headers).
+- :mod:`.measurement`: pprof's unit scaling, scaled labels and percentages.
+- :mod:`.text`: pprof's text output (headers, ``-top`` and ``-peek``).
 - :mod:`.testing`: fixture builders for tests (synthetic, trimmed, re-encoded profiles).
 """
 
@@ -23,9 +24,9 @@ _EXPORTS = {
     "select_samples": "select",
     "format_peek": "text",
     "format_top": "text",
-    "percentage": "text",
+    "percentage": "measurement",
     "pprof_notes": "text",
-    "scaled_label": "text",
+    "scaled_label": "measurement",
     "TOP_COLUMNS": "views",
     "diff": "views",
     "peek": "views",

@@ -29,7 +29,7 @@ import numpy as np
 import pandas as pd
 
 from crdscale.analysis.pprof.decode import Profile, function_arrays, function_rows
-from crdscale.analysis.pprof.text import scale
+from crdscale.analysis.pprof.measurement import scale
 from crdscale.errors import UsageError
 
 
