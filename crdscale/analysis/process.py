@@ -21,6 +21,7 @@ from collections.abc import Mapping, Sequence
 
 import pandas as pd
 
+from crdscale.analysis.percrd import series_points
 from crdscale.rundir.layout import PROC_JOB
 
 METRICS_JOB = "kube-apiserver"
@@ -78,8 +79,6 @@ def source_label(job: str) -> str:
 def points_by_source(series: pd.DataFrame | None, marks: pd.DataFrame, metrics: Mapping[str, str]) -> pd.DataFrame:
     """:func:`crdscale.analysis.percrd.series_points` with each process figure read from its
     :func:`process_source` and every other metric from ``/metrics``; adds a ``source`` column (the job)."""
-    from crdscale.analysis.percrd import series_points
-
     by_job: dict[str, dict[str, str]] = {}
     for name, column in metrics.items():
         by_job.setdefault(process_source(series, name), {})[name] = column

@@ -73,7 +73,8 @@ class Command:
 
     @staticmethod
     def run(args: argparse.Namespace) -> int:
-        from crdscale.analysis.percrd import per_property_from_runs, unattributed_share
+        from crdscale.analysis.percrd import unattributed_share
+        from crdscale.analysis.run import per_property_from_runs
         from crdscale.cli.common import write_table
         from crdscale.rundir import read_run
 

@@ -101,7 +101,7 @@ def standard_figures(data, analysis) -> list[FigureSpec]:
     """The figures of ``findings.md`` for one run.
 
     ``data``: the run (:class:`crdscale.rundir.Run`); ``analysis``:
-    :class:`crdscale.analysis.percrd.RunAnalysis`. Figures whose input is
+    :class:`crdscale.analysis.run.RunAnalysis`. Figures whose input is
     missing (no metrics series) are left out.
     """
     from crdscale.report import series

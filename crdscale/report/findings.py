@@ -2,7 +2,7 @@
 
 :func:`provenance` says what was run on what (scenario, versions, CRD set,
 machine); :func:`key_numbers` takes the per-CRD analysis
-(:class:`crdscale.analysis.percrd.RunAnalysis`) and the memory series
+(:class:`crdscale.analysis.run.RunAnalysis`) and the memory series
 (:func:`crdscale.report.series.memory_frame`) and returns one row per number
 with its confidence interval and unit, the raw values exactly as the analysis
 functions return them; :func:`findings_markdown` renders both for a GitHub
@@ -205,7 +205,7 @@ def key_numbers(
     """The numbers a performance engineer asks for first, one row each.
 
     Parameters:
-        analysis: :class:`crdscale.analysis.percrd.RunAnalysis` of the run.
+        analysis: :class:`crdscale.analysis.run.RunAnalysis` of the run.
         memory: :func:`crdscale.report.series.memory_frame` of the run (for the
             peak RSS and RSS - (heap + stacks)); optional.
         phase: which fits to report (``served``: after the step's resources

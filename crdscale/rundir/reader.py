@@ -416,13 +416,13 @@ class Run:
         return out
 
     def analysis(self, rules: Sequence | None = None, confidence: float = 0.95):
-        """Per-CRD cost fits of this run (:class:`crdscale.analysis.percrd.RunAnalysis`).
+        """Per-CRD cost fits of this run (:class:`crdscale.analysis.run.RunAnalysis`).
 
         Decodes every heap profile; the result for the default rules is kept. Profiles the
         fits cannot use are listed, with why, in the result's ``skipped`` and ``warnings``.
         Raises UsageError unless there are heap profiles at two or more CRD counts.
         """
-        from crdscale.analysis.percrd import analyze
+        from crdscale.analysis.run import analyze
 
         key = (id(rules) if rules is not None else None, confidence)
         cache = self.__dict__.setdefault("_analyses", {})
