@@ -22,19 +22,25 @@ import logging
 import os
 import secrets
 import shutil
-import signal
-import socket
 import subprocess
 import time
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
 from pathlib import Path
 
 import requests
 import yaml
 
 from crdscale.cluster import binaries, pki
+from crdscale.cluster import node as test_node  # the node beside the control plane (up --node)
 from crdscale.cluster.clients import Cluster, Credentials, RequestsTransport, connect
+from crdscale.cluster.instances import INSTANCE_FILE, list_instances
+from crdscale.cluster.process import (
+    LOOPBACK,
+    ProcessRecord,
+    free_ports,
+    log_tail,
+    terminate_process,
+)
 from crdscale.cluster.versions import DEFAULT_CONTROLLERS, DEFAULT_KUBE_VERSION, normalize_version
 from crdscale.errors import ClusterError, UsageError
 from crdscale.fsutil import read_json, write_atomic, write_json_atomic
@@ -44,85 +50,11 @@ from crdscale.timeutil import utc_iso
 
 log = logging.getLogger(__name__)
 
-INSTANCE_FILE = "instance.json"
-LOOPBACK = "127.0.0.1"
 SERVICE_CLUSTER_IP_RANGE = "10.0.0.0/24"
-STOP_GRACE_S = 15.0
 CONTROLLER_MANAGER = "kube-controller-manager"
 # kube-controller-manager's HTTPS paths anyone may read: its default three, plus /metrics so
 # that Prometheus and the direct scraper need no credentials (the port listens on loopback only).
 CONTROLLER_MANAGER_OPEN_PATHS = "/healthz,/readyz,/livez,/metrics"
-
-
-# ---------------------------------------------------------------- processes
-
-
-@dataclass
-class ProcessRecord:
-    name: str
-    pid: int
-    start_ticks: int | None
-    log: str
-
-    def alive(self) -> bool:
-        ticks = start_ticks(self.pid)
-        return ticks is not None and ticks == self.start_ticks
-
-    def to_json(self) -> dict:
-        return {"name": self.name, "pid": self.pid, "start_ticks": self.start_ticks, "log": self.log}
-
-    @classmethod
-    def from_json(cls, d: Mapping) -> ProcessRecord:
-        return cls(d["name"], int(d["pid"]), d.get("start_ticks"), d.get("log", ""))
-
-
-def terminate_process(record: ProcessRecord, grace_s: float = STOP_GRACE_S) -> None:
-    """SIGTERM the process group of ``record``, then SIGKILL after ``grace_s``."""
-    if not record.alive():
-        return
-    for sig, wait_s in ((signal.SIGTERM, grace_s), (signal.SIGKILL, 5.0)):
-        try:
-            os.killpg(record.pid, sig)
-        except ProcessLookupError:
-            return
-        except PermissionError:
-            os.kill(record.pid, sig)
-        deadline = time.monotonic() + wait_s
-        while time.monotonic() < deadline:
-            try:  # reap it if it is our child, so it does not linger as a zombie
-                os.waitpid(record.pid, os.WNOHANG)
-            except ChildProcessError:
-                pass
-            if not record.alive():
-                return
-            time.sleep(0.1)
-
-
-def free_ports(count: int) -> list[int]:
-    """``count`` distinct free TCP ports on 127.0.0.1 (held open together so they differ)."""
-    socks = []
-    try:
-        for _ in range(count):
-            s = socket.socket()
-            s.bind((LOOPBACK, 0))
-            socks.append(s)
-        return [s.getsockname()[1] for s in socks]
-    finally:
-        for s in socks:
-            s.close()
-
-
-def port_open(port: int, host: str = LOOPBACK) -> bool:
-    with socket.socket() as s:
-        s.settimeout(0.5)
-        return s.connect_ex((host, port)) == 0
-
-
-def _log_tail(path: str | Path, lines: int = 20) -> str:
-    try:
-        return "\n".join(Path(path).read_text(errors="replace").splitlines()[-lines:])
-    except OSError:
-        return ""
 
 
 _ETCD_FLAG_SUPPORT: dict[str, bool] = {}
@@ -272,7 +204,7 @@ class LocalControlPlane:
     def versions(self) -> dict[str, str]:
         return dict(self.state.get("versions", {}))
 
-    def _save(self) -> None:
+    def save(self) -> None:
         write_json_atomic(self.state_dir / INSTANCE_FILE, self.state)
 
     # -- lifecycle
@@ -292,12 +224,10 @@ class LocalControlPlane:
             )
         node_binaries = None
         if self.node:
-            from crdscale.cluster import node
-
             # The kubelet is the control plane's release (a source tree's base release).
             node_version = normalize_version(self.requested_version or DEFAULT_KUBE_VERSION)
-            node.check_host(node_version)
-            node_binaries = node.prepare(node_version)
+            test_node.check_host(node_version)
+            node_binaries = test_node.prepare(node_version)
         apiserver = binaries.kube_apiserver(
             self.requested_version, binary=self.apiserver_binary, source=self.kube_source
         )
@@ -337,11 +267,11 @@ class LocalControlPlane:
             self.state["versions"][CONTROLLER_MANAGER] = _reported_version(kcm.path) or kcm.version
             if kcm.built_from:
                 self.state["built_from"][CONTROLLER_MANAGER] = kcm.built_from
-        self._save()
+        self.save()
         try:
             creds = pki.create_credentials(self.state_dir / "pki")
             if self.node:
-                self.apiserver_flags += node.apiserver_flags(creds)
+                self.apiserver_flags += test_node.apiserver_flags(creds)
                 self.state["apiserver_flags"] = self.apiserver_flags
             self._write_kubeconfig(creds)
             self._start_etcd(etcd.path)
@@ -351,9 +281,9 @@ class LocalControlPlane:
             if kcm is not None:
                 self._start_controller_manager(kcm.path, creds)
             if node_binaries is not None:
-                node.start(self, node_binaries)
+                test_node.start(self, node_binaries)
             self.state["status"] = "ready"
-            self._save()
+            self.save()
         except BaseException:
             # A half-started instance is useless; its log tail travels in the error's details.
             self.keep_state = False
@@ -365,7 +295,7 @@ class LocalControlPlane:
         )
         return self
 
-    def _spawn(self, name: str, argv: list[str], env: Mapping[str, str] | None = None) -> ProcessRecord:
+    def spawn(self, name: str, argv: list[str], env: Mapping[str, str] | None = None) -> ProcessRecord:
         log_path = self.state_dir / "logs" / f"{name}.log"
         with open(log_path, "ab") as output:
             proc = subprocess.Popen(
@@ -381,7 +311,7 @@ class LocalControlPlane:
         # Recorded before waiting for readiness, so `crdscale down` can stop it even if
         # this process is killed right now.
         self.state["processes"].append(record.to_json())
-        self._save()
+        self.save()
         return record
 
     def adopt_process(self, name: str, pid: int, log: str | Path = "") -> ProcessRecord:
@@ -389,13 +319,13 @@ class LocalControlPlane:
         programs), so that ``crdscale down`` stops it even after ``kill -9`` of its starter."""
         record = ProcessRecord(name, pid, start_ticks(pid), str(log))
         self.state["processes"].append(record.to_json())
-        self._save()
+        self.save()
         return record
 
     def release_process(self, pid: int) -> None:
         """Forget an adopted process that was stopped normally (so the instance is not stale)."""
         self.state["processes"] = [p for p in self.state["processes"] if int(p["pid"]) != pid]
-        self._save()
+        self.save()
 
     def _start_etcd(self, binary: Path) -> None:
         client = f"http://{LOOPBACK}:{self.ports['etcd_client']}"
@@ -423,12 +353,12 @@ class LocalControlPlane:
         if _etcd_supports(binary, "--unsafe-no-fsync"):
             # Loopback experiments measure the API server, not disk fsync latency.
             argv.append("--unsafe-no-fsync")
-        record = self._spawn("etcd", argv)
+        record = self.spawn("etcd", argv)
         self._wait(record, f"{client}/health", lambda r: r.status_code == 200 and "true" in r.text, timeout_s=60)
 
     def _start_apiserver(self, binary: Path, creds: pki.Credentials) -> None:
         argv = self._apiserver_argv(binary, creds, self.ports["apiserver"], self.apiserver_flags)
-        record = self._spawn("kube-apiserver", argv, env=self.apiserver_env)
+        record = self.spawn("kube-apiserver", argv, env=self.apiserver_env)
         self._wait_apiserver_ready(record, self.server, creds)
 
     def _apiserver_argv(self, binary: Path, creds: pki.Credentials, port: int, flags: Sequence[str]) -> list[str]:
@@ -496,7 +426,7 @@ class LocalControlPlane:
         self._write_controller_manager_kubeconfig(creds)
         argv = self.controller_manager_argv(binary, creds)
         self.state["controller_manager"].update(controllers=self.controller_manager_controllers, flags=argv[1:])
-        record = self._spawn(CONTROLLER_MANAGER, argv)
+        record = self.spawn(CONTROLLER_MANAGER, argv)
         session = Credentials(verify=str(creds.ca_cert)).session()  # no token: /healthz is open
         try:
             url = f"https://{LOOPBACK}:{self.ports['controller_manager']}/healthz"
@@ -540,7 +470,7 @@ class LocalControlPlane:
         creds = self.credentials
         (port,) = free_ports(1)
         server = f"https://{LOOPBACK}:{port}"
-        record = self._spawn(name, self._apiserver_argv(binary, creds, port, [*own_flags, *flags]), env=env)
+        record = self.spawn(name, self._apiserver_argv(binary, creds, port, [*own_flags, *flags]), env=env)
         second = SecondApiserver(self, record, server)
         try:
             self._wait_apiserver_ready(record, server, creds)
@@ -558,7 +488,7 @@ class LocalControlPlane:
             if not record.alive():
                 raise ClusterError(
                     f"{record.name} exited during start-up (last lines of its log follow)",
-                    details=_log_tail(record.log),
+                    details=log_tail(record.log),
                 )
             try:
                 resp = getter.get(url, timeout=5)
@@ -570,7 +500,7 @@ class LocalControlPlane:
             time.sleep(0.3)
         raise ClusterError(
             f"{record.name} not ready after {timeout_s:.0f} s ({url}: {last}; last lines of its log follow)",
-            details=_log_tail(record.log),
+            details=log_tail(record.log),
         )
 
     def _write_kubeconfig(self, creds: pki.Credentials) -> None:
@@ -631,9 +561,7 @@ class LocalControlPlane:
             self._cluster.close()
             self._cluster = None
         if self.state.get("node"):  # before the API server: the kubelet's pods go first
-            from crdscale.cluster import node
-
-            node.stop(self)
+            test_node.stop(self)
         # Clients of kube-apiserver first, then kube-apiservers: stopping etcd under one makes it
         # log errors for seconds, and the controller-manager would retry its watches meanwhile.
         for record in sorted(self.processes, key=_stop_order):
@@ -641,7 +569,7 @@ class LocalControlPlane:
         if self.state:
             self.state["status"] = "stopped"
             if self.state_dir.exists():
-                self._save()
+                self.save()
         if not self.keep_state and self.state_dir.exists():
             shutil.rmtree(self.state_dir, ignore_errors=True)
 
@@ -708,50 +636,6 @@ class SecondApiserver:
 
 
 # ---------------------------------------------------------------- instances
-
-
-@dataclass(frozen=True)
-class InstanceInfo:
-    name: str
-    status: str  # ready | starting | stopped | failed | stale (recorded as running, processes gone)
-    server: str
-    kubeconfig: str
-    versions: dict
-    created_at: str
-    processes_alive: dict
-    has_node: bool = False  # runs a test node (crdscale.cluster.node)
-
-
-def list_instances() -> list[InstanceInfo]:
-    """All instances recorded under the cache, newest first, with stale ones detected."""
-    found = []
-    root = instances_dir()
-    if not root.is_dir():
-        return []
-    for state_file in root.glob(f"*/{INSTANCE_FILE}"):
-        try:
-            state = read_json(state_file)
-        except (OSError, ValueError):
-            continue
-        alive = {p["name"]: ProcessRecord.from_json(p).alive() for p in state.get("processes", [])}
-        status = state.get("status", "unknown")
-        if status in ("ready", "starting") and not all(alive.values()):
-            status = "stale"
-        elif status == "starting" and state.get("starter") and not ProcessRecord.from_json(state["starter"]).alive():
-            status = "stale"  # its starter died before recording (all of) the servers
-        found.append(
-            InstanceInfo(
-                state.get("name", state_file.parent.name),
-                status,
-                state.get("server", ""),
-                state.get("kubeconfig", ""),
-                state.get("versions", {}),
-                state.get("created_at", ""),
-                alive,
-                bool(state.get("node")),
-            )
-        )
-    return sorted(found, key=lambda i: i.created_at, reverse=True)
 
 
 def instance_serving(server: str) -> LocalControlPlane | None:

@@ -38,20 +38,58 @@ import subprocess
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
 import yaml
 
 from crdscale.cluster import binaries, pki
+from crdscale.cluster.instances import list_instances
+from crdscale.cluster.process import ProcessRecord, free_ports, log_tail, terminate_process
 from crdscale.cluster.versions import normalize_version
 from crdscale.errors import BinaryError, ClusterError, UsageError
 from crdscale.fsutil import write_atomic
+from crdscale.image.containerd import import_archive
+from crdscale.image.oci import ImageConfig, tar_layer, write_oci_archive
 from crdscale.paths import cache_dir
 
 if TYPE_CHECKING:
-    from crdscale.cluster.local import LocalControlPlane
+    from crdscale.cluster.clients import Cluster
 
 log = logging.getLogger(__name__)
+
+
+class ControlPlane(Protocol):
+    r"""What a node needs of the control plane it joins (:class:`crdscale.cluster.local.LocalControlPlane`
+    is one): a node is started and stopped by its control plane, never imports it.
+
+    The node keeps its own record in the instance's, under ``state[STATE_KEY]``, and :meth:`save`\ s
+    it before it creates anything, so that ``crdscale down`` undoes exactly what was done, even
+    after ``kill -9`` of the process that started it.
+    """
+
+    name: str
+    state_dir: Path
+    state: dict
+
+    @property
+    def server(self) -> str: ...
+
+    @property
+    def credentials(self) -> pki.Credentials: ...
+
+    @property
+    def processes(self) -> list[ProcessRecord]: ...
+
+    def connect(self) -> Cluster: ...
+
+    def spawn(self, name: str, argv: list[str]) -> ProcessRecord:
+        """Start ``argv`` in its own session with its log under the instance, recorded in ``state``."""
+        ...
+
+    def save(self) -> None:
+        """Write ``state`` (the instance's record) atomically."""
+        ...
+
 
 STATE_KEY = "node"
 CGROUP_ROOT = Path("/sys/fs/cgroup")
@@ -141,8 +179,6 @@ def check_host(version: str | None = None) -> None:
     if not (CGROUP_ROOT / TRACKING_CONTROLLER / "cgroup.procs").is_file():
         raise UsageError(f"a test node needs the cgroup v1 '{TRACKING_CONTROLLER}' hierarchy at {CGROUP_ROOT}")
     host_tools()
-    from crdscale.cluster.local import list_instances
-
     # Stale ones too: their bridge, mounts and processes are there until 'crdscale down'.
     running = [i.name for i in list_instances() if i.status != "stopped" and i.has_node]
     if running:
@@ -239,8 +275,6 @@ def build_static_program(source: str, out: Path, *, defines: dict[str, str] | No
 def pause_image(version: str) -> tuple[Path, str]:
     """The sandbox image: upstream's ``build/pause/linux/pause.c`` of k8s.io/kubernetes ``version``
     compiled statically, as an OCI archive; returns (archive, reference). Cached per version."""
-    from crdscale.image.oci import ImageConfig, tar_layer, write_oci_archive
-
     version = normalize_version(version)
     ref = f"crdscale.local/pause:{version}"
     out_dir = cache_dir() / "node-images" / f"pause-{version}"
@@ -633,12 +667,10 @@ def prepare(version: str) -> NodeBinaries:
     return NodeBinaries(tools, found[binaries.KUBELET], found[binaries.KUBE_SCHEDULER], archive, ref)
 
 
-def start(cp: LocalControlPlane, prepared: NodeBinaries) -> None:
+def start(cp: ControlPlane, prepared: NodeBinaries) -> None:
     """Start the node of the running instance ``cp`` (after its kube-controller-manager): bridge,
     containerd with the pause image, kube-scheduler, kubelet; return when the Node is Ready and
     the default service account exists (pods are refused before)."""
-    from crdscale.cluster.local import free_ports
-
     tools, pause_archive, pause_ref = prepared.tools, prepared.pause_archive, prepared.pause_ref
     found = {binaries.KUBELET: prepared.kubelet, binaries.KUBE_SCHEDULER: prepared.scheduler}
     layout = NodeLayout(cp.state_dir, cp.name)
@@ -661,7 +693,7 @@ def start(cp: LocalControlPlane, prepared: NodeBinaries) -> None:
         "versions": {name: b.version for name, b in found.items()},
         "binaries": {name: str(b.path) for name, b in found.items()},
     }
-    cp._save()
+    cp.save()
     creds = cp.credentials
     for sub in ("containerd", "cni/net.d", "cni/ipam", "kubelet", "pod-logs", "volume-plugins"):
         (layout.dir / sub).mkdir(parents=True, exist_ok=True)
@@ -674,7 +706,7 @@ def start(cp: LocalControlPlane, prepared: NodeBinaries) -> None:
 
     write_atomic(layout.containerd_config, containerd_config(layout, sandbox_image=pause_ref, runc=tools.runc))
     write_atomic(layout.cni_conf_dir / "10-crdscale.conflist", json.dumps(cni_conflist(layout, subnet), indent=2))
-    containerd = cp._spawn("containerd", [str(tools.containerd), "--config", str(layout.containerd_config)])
+    containerd = cp.spawn("containerd", [str(tools.containerd), "--config", str(layout.containerd_config)])
     _join_cgroup(layout.cgroup + "/node", containerd.pid)
     _wait_for(lambda: layout.containerd_socket.is_socket(), containerd, "containerd's socket", 60)
     import_image(cp.state, pause_archive)
@@ -687,7 +719,7 @@ def start(cp: LocalControlPlane, prepared: NodeBinaries) -> None:
         mode=0o600,
     )
     sched_kubeconfig = str(layout.scheduler_kubeconfig)
-    scheduler = cp._spawn(
+    scheduler = cp.spawn(
         "kube-scheduler",
         [
             str(found[binaries.KUBE_SCHEDULER].path),
@@ -712,7 +744,7 @@ def start(cp: LocalControlPlane, prepared: NodeBinaries) -> None:
     )
     config = kubelet_configuration(layout, creds, address=address, port=kubelet_port, healthz_port=healthz_port)
     write_atomic(layout.kubelet_config, yaml.safe_dump(config, sort_keys=False))
-    kubelet = cp._spawn(
+    kubelet = cp.spawn(
         "kubelet",
         [
             *kernel_settings_shield(layout, state["sysctls_before"]),
@@ -737,7 +769,7 @@ def start(cp: LocalControlPlane, prepared: NodeBinaries) -> None:
         60,
     )
     state["status"] = "ready"
-    cp._save()
+    cp.save()
     log.info("node %s ready (bridge %s, %s; kubelet %s)", layout.name, layout.bridge, subnet, prepared.kubelet.version)
 
 
@@ -765,19 +797,17 @@ def kernel_settings_shield(layout: NodeLayout, before: dict[str, str]) -> list[s
 
 
 def _wait_for(ok, record, what: str, timeout_s: float) -> None:
-    from crdscale.cluster.local import _log_tail
-
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:
         if ok():
             return
         if not record.alive():
             raise ClusterError(
-                f"{record.name} exited during start-up (last lines of its log follow)", details=_log_tail(record.log)
+                f"{record.name} exited during start-up (last lines of its log follow)", details=log_tail(record.log)
             )
         time.sleep(0.2)
     raise ClusterError(
-        f"no {what} after {timeout_s:.0f} s (last lines of {record.name}'s log follow)", details=_log_tail(record.log)
+        f"no {what} after {timeout_s:.0f} s (last lines of {record.name}'s log follow)", details=log_tail(record.log)
     )
 
 
@@ -796,7 +826,7 @@ def node_ready(node: dict) -> bool:
     return any(c.get("type") == "Ready" and c.get("status") == "True" for c in conditions)
 
 
-def wait_node_ready(cp: LocalControlPlane, name: str, kubelet, *, timeout_s: float) -> None:
+def wait_node_ready(cp: ControlPlane, name: str, kubelet, *, timeout_s: float) -> None:
     cluster = cp.connect()
 
     def ready() -> bool:
@@ -810,8 +840,6 @@ def import_image(state: dict, archive: Path) -> str:
     """Import the OCI (or docker) archive ``archive`` into the node's containerd (namespace
     ``k8s.io``, the one the kubelet's pods use) by name and by digest, so pods find it as
     ``NAME:TAG`` and as ``NAME@sha256:...``; returns ctr's output (the names imported)."""
-    from crdscale.image.containerd import import_archive
-
     node = state.get(STATE_KEY)
     if not node:
         raise UsageError(f"instance {state.get('name')!r} runs no node (start one with 'crdscale up --node')")
@@ -820,13 +848,11 @@ def import_image(state: dict, archive: Path) -> str:
     return import_archive(Path(archive), address=node["containerd_socket"], ctr=str(host_tools().ctr))
 
 
-def stop(cp: LocalControlPlane) -> list[str]:
+def stop(cp: ControlPlane) -> list[str]:
     """Undo the node of ``cp`` as recorded (also after ``kill -9`` of its starter): stop kubelet,
     kube-scheduler, containerd, its shims and every pod process, unmount what is mounted under
     the node, delete the bridge, remove the cgroups, restore the kernel settings. Returns what
     could not be undone (logged too)."""
-    from crdscale.cluster.local import terminate_process
-
     state = cp.state.get(STATE_KEY)
     if not state:
         return []

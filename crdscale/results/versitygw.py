@@ -19,7 +19,7 @@ import time
 from pathlib import Path
 
 from crdscale.cluster import binaries
-from crdscale.cluster.local import LOOPBACK, free_ports, port_open
+from crdscale.cluster.process import LOOPBACK, free_ports, port_open
 from crdscale.errors import ClusterError
 from crdscale.proc import stop_child
 

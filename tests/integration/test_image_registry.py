@@ -16,7 +16,7 @@ import pytest
 import requests
 
 from crdscale.cluster import binaries
-from crdscale.cluster.local import free_ports, port_open
+from crdscale.cluster.process import free_ports, port_open
 from crdscale.errors import ClusterError
 from crdscale.image import oci
 from crdscale.image.push import push_archive

@@ -17,7 +17,9 @@ from pathlib import Path
 import pytest
 
 from crdscale.cli.main import main
-from crdscale.cluster.local import LocalControlPlane, list_instances, port_open
+from crdscale.cluster.instances import list_instances
+from crdscale.cluster.local import LocalControlPlane
+from crdscale.cluster.process import port_open
 from crdscale.ownership import ownership_labels
 
 REPO = Path(__file__).resolve().parents[2]

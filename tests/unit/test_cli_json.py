@@ -14,7 +14,7 @@ import pytest
 from crdscale.cli import probe as probe_cli
 from crdscale.cli.common import jsonable
 from crdscale.cli.main import build_parser, main
-from crdscale.cluster.local import InstanceInfo
+from crdscale.cluster.instances import InstanceInfo
 
 ROOT = Path(__file__).resolve().parents[2]
 REFERENCE = ROOT / "data" / "reference-run"

@@ -7,7 +7,7 @@ import pytest
 from cryptography import x509
 
 from crdscale.cluster import binaries, gobuild, pki, versions
-from crdscale.cluster.local import ProcessRecord
+from crdscale.cluster.process import ProcessRecord
 from crdscale.errors import UsageError
 from crdscale.proc import start_ticks as _proc_start_ticks
 
@@ -103,7 +103,7 @@ def test_process_record_detects_recycled_pid():
 def test_instance_whose_starter_died_before_any_server_is_stale(tmp_path, monkeypatch):
     import subprocess
 
-    from crdscale.cluster.local import list_instances
+    from crdscale.cluster.instances import list_instances
     from crdscale.fsutil import write_json_atomic
 
     monkeypatch.setenv("CRDSCALE_CACHE", str(tmp_path))

@@ -245,9 +245,10 @@ def test_the_cli_merges_every_file_of_KUBECONFIG(tmp_path, monkeypatch):
 
 def _instances(monkeypatch, tmp_path, names_ready):
     from crdscale.cluster import local
+    from crdscale.cluster.instances import InstanceInfo
 
     infos = [
-        local.InstanceInfo(
+        InstanceInfo(
             name=name,
             status="ready" if ready else "stopped",
             server=f"https://127.0.0.1:{6443 + i}",
