@@ -40,12 +40,12 @@ import pandas as pd
 import requests
 import yaml
 
-from crdscale.analysis.harness import SCRAPE_CPU_PER_SECOND, scrape_cost
 from crdscale.cluster import binaries
 from crdscale.cluster.clients import Cluster
 from crdscale.cluster.local import free_ports
 from crdscale.collect import metrics
 from crdscale.collect.prometheus import PrometheusAccess, PrometheusClient
+from crdscale.collect.scrapecost import SCRAPE_CPU_PER_SECOND, scrape_cost
 from crdscale.errors import ClusterError
 from crdscale.fsutil import write_atomic
 from crdscale.proc import cpu_seconds, rss_bytes, stat_fields, thread_count
