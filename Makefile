@@ -34,10 +34,12 @@ test: export BOOTSTRAP_EXTRAS = later
 test: bootstrap
 	UNIT_WORKERS=$(UNIT_WORKERS) bash scripts/test.sh $(PYTEST_ARGS)
 
-# ruff's lint rules and formatter, configured in pyproject.toml; `make format` applies them.
+# ruff's lint rules and formatter, configured in pyproject.toml; `make format` applies them. Then the
+# layers contract: no import cycle, no import up the layers (crdscale/layers.py says which and why).
 lint: venv
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
+	$(BIN)/python -m crdscale.layers
 
 format: venv
 	$(BIN)/ruff check --fix .
