@@ -52,6 +52,9 @@ from crdscale.cli.common import add_output_argument, print_json
 from crdscale.errors import UsageError
 from crdscale.units import fmt_per_crd, is_missing
 
+# `crdscale --help` imports this module: analysis/ and rundir/ (pandas, numpy, protobuf) are imported in
+# the functions that use them, so that the help stays fast. Every function-level import below is for that.
+
 
 class Command:
     __doc__ = __doc__
@@ -73,6 +76,7 @@ class Command:
 
     @staticmethod
     def run(args: argparse.Namespace) -> int:
+        # Lazy: --help stays fast (see the note at the top).
         from crdscale.analysis.percrd import unattributed_share
         from crdscale.analysis.run import per_property_from_runs
         from crdscale.cli.common import write_table
@@ -181,7 +185,7 @@ def render_per_object(analysis, metric: str = "bytes", confidence: float = 0.95)
     per_object = analysis.per_object
     if per_object is None or not len(per_object):
         return []
-    from crdscale.analysis.perobject import TRANSIENT_CAUSES
+    from crdscale.analysis.perobject import TRANSIENT_CAUSES  # lazy: --help stays fast
 
     level = f"{100 * confidence:g}% CI"
     lines = []
@@ -266,7 +270,7 @@ def render_openapi_v2(analysis, metric: str = "bytes", confidence: float = 0.95)
 
 def render(analysis, metric: str = "bytes", confidence: float = 0.95) -> str:
     """The per-CRD table as text: one block per phase, causes by cost, total last."""
-    from crdscale.analysis.process import source_label
+    from crdscale.analysis.process import source_label  # lazy: --help stays fast
 
     left_out = f"; {len(analysis.skipped)} left out" if analysis.skipped else ""
     lines = [f"Run: {analysis.run_dir}  ({len(analysis.profiles)} heap profiles fitted{left_out})"]

@@ -18,6 +18,7 @@ recycled PID is never killed).
 
 from __future__ import annotations
 
+import base64
 import logging
 import os
 import secrets
@@ -504,8 +505,6 @@ class LocalControlPlane:
         )
 
     def _write_kubeconfig(self, creds: pki.Credentials) -> None:
-        import base64
-
         cfg = {
             "apiVersion": "v1",
             "kind": "Config",

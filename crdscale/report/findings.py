@@ -18,6 +18,8 @@ from dataclasses import dataclass, field
 import pandas as pd
 
 from crdscale.analysis.percrd import OTHER, unattributed_share
+from crdscale.analysis.perobject import TRANSIENT_CAUSES, ratio_between
+from crdscale.analysis.process import METRICS_JOB, PROC_JOB, source_label
 from crdscale.analysis.targets import TOTAL
 from crdscale.cluster.kubesource import describe_build
 from crdscale.units import fmt_bytes, fmt_interval, fmt_value, is_missing
@@ -155,8 +157,6 @@ def provenance(manifest: dict, process_job: str | None = None) -> dict[str, str]
 def _resolution_line(metrics: dict, process_job: str | None) -> str | None:
     """How dense the record behind the process figures is (``resolution_proc``: crdscale's /proc
     sampler; ``resolution``: kube-apiserver's /metrics), the record used first."""
-    from crdscale.analysis.process import METRICS_JOB, PROC_JOB, source_label
-
     records = {PROC_JOB: metrics.get("resolution_proc") or {}, METRICS_JOB: metrics.get("resolution") or {}}
     used = process_job if process_job in records else METRICS_JOB
     parts = []
@@ -193,8 +193,6 @@ def _series_value(points: pd.DataFrame, metric: str, crds: int, phase: str = "se
 
 def _at_mark_source(points: pd.DataFrame, metric: str, when: str) -> str:
     """``/proc (job kube-apiserver-proc) at the last profile``: where a series value at a mark came from."""
-    from crdscale.analysis.process import source_label
-
     sel = points[points["metric"] == metric] if "source" in points else points.iloc[0:0]
     return f"{source_label(sel['source'].iloc[0])} {when}" if len(sel) else f"metrics series {when}"
 
@@ -253,8 +251,6 @@ def key_numbers(
     process = getattr(analysis, "process", None)
     rss = process[process["metric"] == "process_resident_memory_bytes"] if process is not None and len(process) else ()
     if len(rss):
-        from crdscale.analysis.process import source_label
-
         r = rss.iloc[0]
         rows.append(
             (
@@ -352,8 +348,6 @@ def per_object_numbers(analysis, *, top_causes: int = TOP_CAUSES) -> list[tuple]
     """Rows of :data:`NUMBER_COLUMNS` for a run that grew objects (none otherwise): per kind, the
     heap per object with its interval, the bytes sent per object, the amplification ratio and the
     largest causes; custom resources over each control kind."""
-    from crdscale.analysis.perobject import TRANSIENT_CAUSES, ratio_between
-
     per_object = getattr(analysis, "per_object", None)
     if per_object is None or not len(per_object):
         return []

@@ -21,9 +21,10 @@ import numpy as np
 import pandas as pd
 
 from crdscale.analysis.pprof import wire
+from crdscale.analysis.pprof.names import pprof_names
 from crdscale.analysis.pprof.schema import FILE_DESCRIPTOR, PACKAGE
 from crdscale.analysis.pprof.wire import WireError
-from crdscale.errors import ProfileError
+from crdscale.errors import ProfileError, UsageError
 
 # Refuse to inflate more than this: a gzip bomb should fail fast, not eat RAM.
 MAX_PROFILE_BYTES = 1 << 30
@@ -244,8 +245,6 @@ class Profile:
         int (or a digit string) is a position; ``inuse_X`` also matches a type
         named ``X`` (legacy profiles). Raises UsageError for an unknown name.
         """
-        from crdscale.errors import UsageError
-
         types = self.sample_types
         if sample_index is None or sample_index == "":
             if self.meta.default_sample_type in types:
@@ -318,6 +317,8 @@ def raw_profile_message_class():
     """A ``Profile`` look-alike whose samples, mappings, locations and functions stay
     undecoded (``repeated bytes``): protobuf splits the top level in C, :mod:`.wire`
     decodes each kind of message with numpy, all messages at once."""
+    # protobuf is imported when a profile is first decoded, not with the package: the CLI's --help
+    # and the readers that never decode one do not pay for it.
     from google.protobuf import descriptor_pb2, descriptor_pool, message_factory
 
     file = descriptor_pb2.FileDescriptorProto.FromString(FILE_DESCRIPTOR)
@@ -771,8 +772,6 @@ def function_arrays(profile: Profile) -> dict:
     """
     cached = profile._cache.get("function_columns")
     if cached is None:
-        from crdscale.analysis.pprof.names import pprof_names
-
         ids = profile.column("functions", "function").astype(np.int64, copy=False)
         order = np.argsort(ids, kind="stable")
         names = profile.column("functions", "name").astype(object, copy=False)

@@ -8,6 +8,7 @@ crdscale works with any protobuf major version, unlike generated ``_pb2`` code.
 from __future__ import annotations
 
 import base64
+import warnings
 from functools import lru_cache
 
 PACKAGE = "crdscale.perftools.profiles"
@@ -43,11 +44,10 @@ FILE_DESCRIPTOR = base64.b64decode(
 @lru_cache(maxsize=1)
 def profile_message_class():
     """The ``Profile`` message class (parse with ``cls.FromString(data)``)."""
+    # protobuf when a profile is first decoded, not with the package (see decode.raw_profile_message_class).
     from google.protobuf import descriptor_pb2, descriptor_pool, message_factory
 
     if protobuf_backend() == "python":
-        import warnings
-
         warnings.warn(
             "protobuf is using its pure-Python backend: decoding profiles will be slow; "
             "install a protobuf wheel with the upb backend (protobuf>=4.21)",
