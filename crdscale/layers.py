@@ -7,8 +7,8 @@ importing anything, and counts every import: at module level, inside functions a
 
 ``python -m crdscale.layers`` prints every cycle and every arrow that runs up the layers, and exits
 non-zero when there is one (the ``lint`` target of the Makefile, so CI runs it). It needs nothing
-but the standard library: import-linter would say the same with a dependency more. ``import_graph``, ``find_cycle`` and
-``back_arrows`` are what ``tests/unit/test_layers.py`` holds the package to.
+but the standard library: import-linter would say the same with one dependency more.
+:func:`import_graph` and :func:`check` are what ``tests/unit/test_layers.py`` holds the package to.
 """
 
 from __future__ import annotations
@@ -25,8 +25,9 @@ PACKAGE = "crdscale"
 # one above. A name is a module or a package and everything under it; the longest name that matches
 # a module decides its layer (``analysis.pprof`` before ``analysis``).
 #
-# - The leaves: no crdscale import beyond each other. errors, units, paths, ... and models/ (the APF
-#   and token-bucket arithmetic that probes and the installer both use).
+# - The leaves: no crdscale import beyond each other. errors, units, paths, ... and models/ (the APF,
+#   token-bucket and scrape-cost arithmetic that probes, the installer, the collector and the
+#   analysis share).
 # - analysis.pprof: the pprof profile format (decode, select, text), like google/pprof's profile
 #   package. It imports nothing of crdscale's but errors and units; the collector checks the profiles
 #   it fetches with it and the run directory decodes them, so it sits below both.
@@ -124,19 +125,15 @@ def import_graph(root: Path | None = None, package: str = PACKAGE) -> dict[str, 
         arrows: list[Arrow] = []
         rel = str(path.relative_to(root))
 
-        def add(target: str, line: int) -> None:
-            if target in modules and target != name:  # noqa: B023 - used within this iteration
-                arrows.append(Arrow(name, target, rel, line))  # noqa: B023
-
-        for node in ast.walk(tree):
+        for node in ast.walk(tree):  # every node: imports in functions, classes and ifs too
             if isinstance(node, ast.Import):
-                for alias in node.names:
-                    add(alias.name, node.lineno)
+                targets = [alias.name for alias in node.names]
             elif isinstance(node, ast.ImportFrom):
                 base = _resolve(name, is_package, node)
-                for alias in node.names:
-                    sub = f"{base}.{alias.name}"
-                    add(sub if sub in modules else base, node.lineno)
+                targets = [f"{base}.{a.name}" if f"{base}.{a.name}" in modules else base for a in node.names]
+            else:
+                continue
+            arrows += [Arrow(name, t, rel, node.lineno) for t in targets if t in modules and t != name]
         graph[name] = arrows
     return graph
 

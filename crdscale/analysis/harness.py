@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import pandas as pd
 
-from crdscale.collect.scrapecost import SCRAPE_CPU_PER_SECOND, scrape_cost
+from crdscale.models.scrapecost import SCRAPE_CPU_PER_SECOND, scrape_cost
 
 APISERVER_JOB = "kube-apiserver"
 

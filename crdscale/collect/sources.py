@@ -45,9 +45,9 @@ from crdscale.cluster.clients import Cluster
 from crdscale.cluster.local import free_ports
 from crdscale.collect import metrics
 from crdscale.collect.prometheus import PrometheusAccess, PrometheusClient
-from crdscale.collect.scrapecost import SCRAPE_CPU_PER_SECOND, scrape_cost
 from crdscale.errors import ClusterError
 from crdscale.fsutil import write_atomic
+from crdscale.models.scrapecost import SCRAPE_CPU_PER_SECOND, scrape_cost
 from crdscale.proc import cpu_seconds, rss_bytes, stat_fields, thread_count
 from crdscale.rundir import layout
 
