@@ -16,7 +16,7 @@ from __future__ import annotations
 import ast
 import sys
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 PACKAGE = "crdscale"
@@ -56,6 +56,12 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("report",),
     ("cli",),
     ("__main__", "layers"),
+)
+
+# Imports the layers allow but the design does not: (importer, imported, why).
+FORBIDDEN: tuple[tuple[str, str, str], ...] = (
+    ("analysis", "cluster", "analysis is pure: it takes data and never starts a process or opens a socket"),
+    ("analysis", "collect", "analysis is pure: it takes data and never starts a process or opens a socket"),
 )
 
 # Arrows known to break the contract, each with the branch that is removing it: reported, not
@@ -228,18 +234,19 @@ def back_arrows(
 
 @dataclass
 class Verdict:
-    """What :func:`check` found: ``cycles`` and ``back`` break the contract; ``pending`` are the
-    known ones (:data:`PENDING`, with who is removing each); ``stale`` the PENDING entries that
-    match nothing any more."""
+    """What :func:`check` found: ``cycles``, ``back`` and ``forbidden`` (with why) break the
+    contract; ``pending`` are the known ones (:data:`PENDING`, with who is removing each);
+    ``stale`` the PENDING entries that match nothing any more."""
 
     cycles: list[list[Arrow]]
     back: list[Arrow]
     pending: list[tuple[Arrow, str]]
     stale: list[tuple[str, str, str]]
+    forbidden: list[tuple[Arrow, str]] = field(default_factory=list)
 
     @property
     def kept(self) -> bool:
-        return not self.cycles and not self.back
+        return not self.cycles and not self.back and not self.forbidden
 
     def lines(self) -> list[str]:
         """The verdict as text, one problem a line (a cycle's arrows indented under it)."""
@@ -248,6 +255,7 @@ class Verdict:
             out.append("import cycle: " + " -> ".join([cycle[0].importer, *(a.imported for a in cycle)]))
             out += [f"    {arrow}" for arrow in cycle]
         out += [f"import runs up the layers: {arrow}" for arrow in self.back]
+        out += [f"forbidden import ({why}): {arrow}" for arrow, why in self.forbidden]
         out += [f"pending ({who}): {arrow}" for arrow, who in self.pending]
         out += [f"PENDING entry matches nothing any more, delete it: {entry[0]} -> {entry[1]}" for entry in self.stale]
         return out
@@ -258,8 +266,10 @@ def check(
     layers: tuple[tuple[str, ...], ...] = LAYERS,
     entries: tuple[tuple[str, str, str], ...] = PENDING,
     package: str = PACKAGE,
+    forbidden: tuple[tuple[str, str, str], ...] = FORBIDDEN,
 ) -> Verdict:
-    """Hold ``graph`` to the contract: no cycle, no import up ``layers``, except the arrows of ``entries``."""
+    """Hold ``graph`` to the contract: no cycle, no import up ``layers`` and none of ``forbidden``,
+    except the arrows of ``entries``."""
     for module in graph:  # every module has a place, imports or not (a ValueError names one that has none)
         layer_of(module, layers, package)
     known: list[tuple[Arrow, str]] = []
@@ -275,7 +285,14 @@ def check(
                 known.append((arrow, who))
     matched = [e for e in entries if any(pending(a, (e,), package) for a, _who in known)]
     stale = [e for e in entries if e not in matched]
-    return Verdict(find_cycles(rest), back_arrows(rest, layers, package), known, stale)
+    banned = [
+        (arrow, why)
+        for arrows in rest.values()
+        for arrow in arrows
+        for importer, imported, why in forbidden
+        if _under(arrow.importer, importer, package) and _under(arrow.imported, imported, package)
+    ]
+    return Verdict(find_cycles(rest), back_arrows(rest, layers, package), known, stale, banned)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -293,11 +310,13 @@ def main(argv: list[str] | None = None) -> int:
     for line in verdict.lines():
         print(line)
     if not verdict.kept:
-        problems = len(verdict.cycles) + len(verdict.back)
-        print(f"{problems} layering problem(s): the contract is crdscale/layers.py's LAYERS", file=sys.stderr)
+        problems = len(verdict.cycles) + len(verdict.back) + len(verdict.forbidden)
+        print(f"{problems} layering problem(s): the contract is crdscale/layers.py's", file=sys.stderr)
         return 1
     waiting = f" ({len(verdict.pending)} pending arrow(s) above, each with who removes it)" if verdict.pending else ""
-    print(f"layers contract kept: {len(graph)} modules, no import cycle, no import up the layers{waiting}")
+    print(
+        f"layers contract kept: {len(graph)} modules, no import cycle, no import up the layers, none forbidden{waiting}"
+    )
     return 0
 
 

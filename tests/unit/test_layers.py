@@ -127,3 +127,15 @@ def test_pending_entries_only_excuse_their_own_arrows():
     assert [(a.importer, who) for a, who in verdict.pending] == [("crdscale.rundir.reader", "someone")]
     assert [a.importer for a in verdict.back] == ["crdscale.cluster.local"]
     assert verdict.stale == [("crds", "cli", "nobody")]
+
+
+def test_analysis_never_imports_collect_or_cluster():
+    graph = {
+        "crdscale.analysis.percrd": [Arrow("crdscale.analysis.percrd", "crdscale.collect.pprof", "p.py", 7)],
+        "crdscale.collect.pprof": [],
+    }
+    verdict = check(graph, entries=())
+    assert not verdict.kept and not verdict.back
+    assert [(str(a), why.split(":")[0]) for a, why in verdict.forbidden] == [
+        ("crdscale.analysis.percrd -> crdscale.collect.pprof (p.py:7)", "analysis is pure")
+    ]
