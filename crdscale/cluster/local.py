@@ -206,6 +206,7 @@ class LocalControlPlane:
         return dict(self.state.get("versions", {}))
 
     def save(self) -> None:
+        """Write the instance's record (``instance.json``: :attr:`state`) atomically."""
         write_json_atomic(self.state_dir / INSTANCE_FILE, self.state)
 
     # -- lifecycle
@@ -297,6 +298,8 @@ class LocalControlPlane:
         return self
 
     def spawn(self, name: str, argv: list[str], env: Mapping[str, str] | None = None) -> ProcessRecord:
+        """Start ``argv`` in its own session (it outlives the CLI), its output in ``logs/NAME.log``,
+        and record it at once, so that ``crdscale down`` stops it whatever happens next."""
         log_path = self.state_dir / "logs" / f"{name}.log"
         with open(log_path, "ab") as output:
             proc = subprocess.Popen(
