@@ -139,7 +139,8 @@ def test_the_analysis_of_a_two_step_run_warns_about_low_count_causes(models):
     """The warning reaches every reader of RunAnalysis.warnings (console, -o json, findings.md)."""
     import pandas as pd
 
-    from crdscale.analysis.percrd import FEW_INCREMENTS_WARNING, RunAnalysis
+    from crdscale.analysis.percrd import FEW_INCREMENTS_WARNING
+    from crdscale.analysis.run import RunAnalysis
 
     def analysis(steps):
         points = simulate_runs(models["v1.37.1"], 1, steps, seed=3).points(0)
