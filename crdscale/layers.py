@@ -43,6 +43,9 @@ PACKAGE = "crdscale"
 #   them and below report/ and cli/: it is `crdscale run` as a library, which the cli parses and
 #   renders. image/ (building the image a run in a cluster uses) sits with it.
 # - report/ reads finished runs and their analyses; cli/ is on top, run by __main__.
+# - Tooling about the package itself sits above everything, and nothing of the flow imports it:
+#   docs_reference (the generated reference pages read the CLI and the scenario keys), testing/
+#   (cases the tests share) and this contract.
 LAYERS: tuple[tuple[str, ...], ...] = (
     ("errors", "units", "paths", "fsutil", "timeutil", "proc", "schema", "ownership", "allocator", "models"),
     ("analysis.pprof", "image.oci", "image.containerd"),
@@ -55,7 +58,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("scenario", "image"),
     ("report",),
     ("cli",),
-    ("__main__", "layers"),
+    ("__main__", "layers", "docs_reference", "testing"),
 )
 
 # Imports the layers allow but the design does not: (importer, imported, why).
