@@ -41,7 +41,9 @@ PACKAGE = "crdscale"
 # - scenario/ orchestrates a run: it brings a cluster up, installs CRDs, collects, records the
 #   harness' cost with analysis' helpers and stores the run in results/. So it sits above all of
 #   them and below report/ and cli/: it is `crdscale run` as a library, which the cli parses and
-#   renders. image/ (building the image a run in a cluster uses) sits with it.
+#   renders. image/ (building the image a run in a cluster uses) sits with it, and so do
+#   footprint.calibrate and footprint.terms: fitting the model re-reads each run's scenario (its
+#   CRD set, through scenario.config and scenario.runner), while predicting stays beside analysis.
 # - report/ reads finished runs and their analyses; cli/ is on top, run by __main__.
 # - Tooling about the package itself sits above everything, and nothing of the flow imports it:
 #   docs_reference (the generated reference pages read the CLI and the scenario keys), testing/
@@ -55,7 +57,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("collect",),
     ("analysis", "footprint", "footprint_models"),
     ("results",),
-    ("scenario", "image"),
+    ("scenario", "image", "footprint.calibrate", "footprint.terms"),
     ("report",),
     ("cli",),
     ("__main__", "layers", "docs_reference", "testing"),
@@ -77,7 +79,6 @@ PENDING: tuple[tuple[str, str, str], ...] = (
         "analysis",
         "h-manifest / the analyses registry (issue 30, item 5): Run computes analyses; they move above it",
     ),
-    ("crds.populate", "collect.probes", "h-probes (issue 30, item 4): the probe back-edge"),
     ("collect.probes", "analysis.probes", "h-probes (issue 30, item 5): probes format their tables with analysis'"),
     # The probes' cycles: probes/__init__ -> configs -> discovery (and listcost) -> probes/__init__,
     # configs <-> listcost. ``$``: that module itself, not the package's modules.
