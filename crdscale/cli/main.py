@@ -49,7 +49,7 @@ SUBCOMMANDS = {
 # The optional extras of pyproject.toml by the modules they bring, and the commands that need
 # them: a missing one is named in one line instead of an ImportError deep in a traceback.
 EXTRAS = {
-    "report": ("jupytext", "nbclient", "nbconvert", "nbformat", "papermill", "ipykernel", "jinja2"),
+    "report": ("jupytext", "nbclient", "nbconvert", "nbformat", "papermill", "ipykernel", "jinja2", "plotly"),
     "lab": ("jupyterlab",),
 }
 COMMAND_EXTRAS = {"report": ("report",), "lab": ("report", "lab")}

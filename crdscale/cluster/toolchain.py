@@ -174,7 +174,7 @@ def _set_executable(root: Path) -> None:
     commands = [*root.glob("bin/*"), *root.glob("pkg/tool/*/*")]
     for path in commands:
         mode = path.stat().st_mode
-        if path.is_file() and mode & 0o111 != 0o111:
+        if path.is_file() and 0o555 & ~mode:
             try:
                 path.chmod(mode | 0o555)
             except OSError as err:
