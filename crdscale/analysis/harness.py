@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import pandas as pd
 
-APISERVER_JOB = "kube-apiserver"
+from crdscale.rundir.layout import APISERVER_JOB
 
 # kube-apiserver CPU seconds per second of a /metrics scrape's wall time (Prometheus'
 # scrape_duration_seconds): the handler gathers and encodes on one core, and the garbage it leaves
