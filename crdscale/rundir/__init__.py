@@ -1,4 +1,4 @@
-"""The run directory: its layout, its one writer, its event kinds and its one reader.
+"""The run directory: its layout, its one writer, its event kinds, its manifest and its one reader.
 
 Only this package knows file names inside a run directory::
 
@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 
 from crdscale.rundir import layout
 from crdscale.rundir.events import EVENT_KINDS, EventKind, EventLog, read_events
+from crdscale.rundir.manifest import Manifest
 
 if TYPE_CHECKING:
     from crdscale.rundir.reader import Run, events_frame, read_experiment_manifest, read_run, read_runs, run_start
@@ -39,6 +40,7 @@ __all__ = [
     "EVENT_KINDS",
     "EventKind",
     "EventLog",
+    "Manifest",
     "read_events",
     "Run",
     "RunWriter",
