@@ -171,6 +171,12 @@ class Binary(Block):
     bytes: int | None = None
     built_from: Mapping[str, Any] | None = None
 
+    @classmethod
+    def from_json(cls, value: Any, *, strict: bool = False, where: str = "manifest"):
+        if isinstance(value, str) and not strict:  # a binary recorded as its path alone
+            return cls(path=value)
+        return super().from_json(value, strict=strict, where=where)
+
 
 @dataclass(frozen=True)
 class Runner(Block):
