@@ -500,6 +500,53 @@ class Manifest(Block, Mapping[str, Any]):
         return self.json.get(key, default)
 
 
+def reference_rows() -> list[tuple[str, str, str]]:
+    """``(key, its typed fields or type, what it holds)`` per top-level key of :class:`Manifest`, in
+    the order a run writes them (the generated run-directory reference)."""
+    rows = []
+    for f in fields(Manifest):
+        if f.name == "json":
+            continue
+        default = f.default_factory() if callable(f.default_factory) else None
+        if isinstance(default, Block):
+            inner = [g.metadata.get("key") or g.name for g in fields(type(default)) if g.name != "json"]
+            rows.append((f.metadata.get("key") or f.name, ", ".join(inner), _summary(type(default))))
+        else:
+            rows.append((f.metadata.get("key") or f.name, str(f.type), _SCALARS.get(f.name, "")))
+    return rows
+
+
+def _summary(cls: type) -> str:
+    return " ".join((cls.__doc__ or "").split("\n\n")[0].split())
+
+
+# What the top-level keys that are not blocks hold (the blocks say it in their docstrings).
+_SCALARS = {
+    "kind": "which command wrote the run: " + ", ".join(KINDS),
+    "crdscale_version": "the crdscale that wrote the run",
+    "run_id": "the run's id (labels every object it created in the cluster)",
+    "status": "running, completed, failed, interrupted or abandoned",
+    "reason": "why the run did not complete",
+    "started_at": "when the run started (UTC, ISO 8601)",
+    "ended_at": "when it ended",
+    "scenario_file": "the scenario file the run was given",
+    "packages": "versions of the Python packages behind the numbers",
+    "binaries": "per binary (kube-apiserver, etcd, prometheus...): path, sha256, bytes, built_from",
+    "controller_manager": "whether a local kube-controller-manager ran, with which controllers and flags",
+    "processes": "harness processes the run started (name, pid, start_ticks): `crdscale recover` stops them",
+    "metrics_error": "why the metrics series could not be exported",
+    "sources": "`crdscale install`: the CRD sources",
+    "skipped_documents": "`crdscale install`: documents of the sources that were not CRDs",
+    "options": "`crdscale install`: its options",
+    "duration_s": "`crdscale install`: how long it took",
+    "steps": "`crdscale install`: per step, its number, duration and counts of each outcome",
+    "probe": "`crdscale probe`: which probe",
+    "parameters": "`crdscale probe`: its configuration",
+    "seconds": "`crdscale probe`: how long it took",
+    "tables": "`crdscale probe`: the tables it wrote; its results follow as further keys",
+}
+
+
 def _as_json(value: Any) -> Any:
     """``value`` as the JSON it is written as (what reading the file back gives)."""
     return json.loads(json.dumps(value, default=str))

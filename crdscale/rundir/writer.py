@@ -194,6 +194,11 @@ class RunWriter:
         field) and write it; returns the new manifest."""
         return self.write_manifest(self.read_manifest().merged(**fields))
 
+    def update_manifest_block(self, key: str, **fields: Any) -> Manifest:
+        """Merge ``fields`` into the manifest's block ``key`` (``metrics``...; made when missing) and
+        write it; returns the new manifest."""
+        return self.write_manifest(self.read_manifest().merged_block(key, **fields))
+
     def start_manifest(self, *, run_id: str, kind: str = "scenario", **fields: Any) -> Manifest:
         """The first manifest: status ``running``, start time, machine, package versions, runner pid.
 

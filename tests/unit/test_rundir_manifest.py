@@ -119,3 +119,20 @@ def test_a_bad_manifest_file_is_one_line(tmp_path, text, error):
         Manifest.load(tmp_path)
     with pytest.raises(UsageError, match="no manifest.json"):
         Manifest.load(tmp_path / "nothing")
+
+
+def test_update_manifest_block_merges_into_one_block(tmp_path):
+    run = RunWriter(tmp_path)
+    run.update_manifest(metrics={"source": "direct", "rows": 1}, status="running")
+    m = run.update_manifest_block("metrics", rows=5, window={"start": "a", "end": "b"})
+    assert m.metrics.to_json() == {"source": "direct", "rows": 5, "window": {"start": "a", "end": "b"}}
+    assert m.metrics.window.end == "b" and list(m) == ["metrics", "status"]
+    assert run.update_manifest_block("harness", crdscale_cpu_seconds=1.0).harness.crdscale_cpu_seconds == 1.0
+
+
+def test_the_reference_lists_every_key_a_run_writes():
+    from crdscale.rundir.manifest import reference_rows
+
+    keys = [key for key, _inner, _doc in reference_rows()]
+    written = json.loads((COMMITTED_RUNS[0] / layout.MANIFEST).read_text())
+    assert set(written) <= set(keys) and all(doc for _key, _inner, doc in reference_rows())
