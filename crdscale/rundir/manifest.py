@@ -379,7 +379,8 @@ class Manifest(Block, Mapping[str, Any]):
     """A run directory's ``manifest.json``. Build it with :meth:`load` or :meth:`from_json`.
 
     Equal to another manifest (or a dict) with the same JSON. Keys no field names (a probe's
-    results, a fixture's ``name``) are in ``json`` and in the mapping.
+    results, a fixture's ``name``) are in ``json`` and in the mapping. Change one with
+    :meth:`merged` (which keeps the fields and the JSON together), not ``dataclasses.replace``.
     """
 
     kind: str | None = None  # one of KINDS
