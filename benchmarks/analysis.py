@@ -43,7 +43,7 @@ def run_size(run_dir: Path) -> dict:
     run = read_run(run_dir)
     profiles = sorted((run_dir / "profiles").glob("*.pb.gz"))
     return {
-        "crds": (run.manifest.get("crds") or {}).get("count"),
+        "crds": run.manifest.crds.count,
         "profiles": len(profiles),
         "profile_bytes": sum(p.stat().st_size for p in profiles),
         "series_rows": 0 if run.series is None else len(run.series),

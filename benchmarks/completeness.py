@@ -49,15 +49,14 @@ def completeness(run_dir: str, goal_s: float) -> dict:
     """Per series: samples, median/max gap and end gap (s), and whether it meets ``goal_s``;
     plus the ``/metrics`` scrape duration and body size quantiles."""
     run = read_run(run_dir)
-    window = (run.manifest.get("metrics") or {}).get("window") or {}
-    start = pd.Timestamp(window.get("start") or run.manifest["started_at"])
-    end = pd.Timestamp(window.get("end") or run.manifest.get("ended_at"))
+    metrics = run.manifest.metrics
+    start = pd.Timestamp(metrics.window.start or run.manifest.started_at)
+    end = pd.Timestamp(metrics.window.end or run.manifest.ended_at)
     series = run.series
-    metrics_manifest = run.manifest.get("metrics") or {}
     # A /metrics job may have moved to a longer interval when its scrapes outlasted the run's
     # (metrics.cadence events): its goal is 3 of its own final intervals.
-    cadence = metrics_manifest.get("job_interval_s") or {}
-    interval = metrics_manifest.get("scrape_interval_s") or 1.0
+    cadence = metrics.job_interval_s
+    interval = metrics.scrape_interval_s or 1.0
     rows = []
     for job, metric in SERIES:
         r = resolution(series, start, end, metric=metric, job=job)
@@ -80,17 +79,17 @@ def completeness(run_dir: str, goal_s: float) -> dict:
         values = series[(series["metric"] == metric) & (series["job"] == "kube-apiserver")]["value"]
         if len(values):
             scrapes[metric] = {q: float(values.quantile(q)) for q in (0.5, 0.9, 0.99, 1.0)}
-    summary = run.manifest.get("crds") or run.crd_summary or {}
+    summary = run.manifest.crds.to_json() or run.crd_summary or {}
     return {
         "run_dir": str(run.path),
         "crds": summary.get("count"),
-        "kube_apiserver": (run.manifest.get("versions") or {}).get("kube-apiserver"),
-        "interval_s": (run.manifest.get("scenario") or {}).get("metrics", {}).get("scrape_interval_seconds"),
+        "kube_apiserver": run.manifest.versions.kube_apiserver,
+        "interval_s": run.manifest.scenario.metrics.scrape_interval_seconds,
         "window_s": (end - start).total_seconds(),
         "goal_s": goal_s,
         "series": rows,
         "scrapes": scrapes,
-        "cadence_changes": metrics_manifest.get("cadence_changes") or [],
+        "cadence_changes": list(metrics.cadence_changes),
         "meets_goal": all(r["meets_goal"] for r in rows) and bool(rows),
     }
 

@@ -69,8 +69,13 @@ def scenario_run(
     started = time.monotonic()
     path = runner.execute().path
     run = read_run(path)
-    cadence = {k: run.manifest["metrics"].get(k) for k in ("job_interval_s", "cadence_changes")}
-    return {**run.manifest["harness"], **cadence, "run_seconds": time.monotonic() - started, "run_dir": str(path)}
+    cadence = {k: run.manifest.metrics.get(k) for k in ("job_interval_s", "cadence_changes")}
+    return {
+        **run.manifest.harness.to_json(),
+        **cadence,
+        "run_seconds": time.monotonic() - started,
+        "run_dir": str(path),
+    }
 
 
 def scrape_load(crds: int, window: float, interval: float, apiserver_interval: float, pairs: int) -> dict:

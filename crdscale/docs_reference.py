@@ -228,7 +228,7 @@ def render_scenario() -> str:
 
 
 def render_run_directory() -> str:
-    from crdscale.rundir import events, layout
+    from crdscale.rundir import events, layout, manifest
 
     out = [HEADER.format(source="crdscale/rundir/layout.py and crdscale/rundir/events.py"), "# Run directory\n"]
     out.append(
@@ -241,6 +241,15 @@ def render_run_directory() -> str:
     out.append("## The run's own README\n")
     out.append("Every run directory starts with this `README.md`:\n")
     out.append(layout.RUN_README.split("\n", 2)[2].strip() + "\n")
+    out.append(f"## `{layout.MANIFEST}`\n")
+    out.append(
+        "Read and written through `crdscale.rundir.Manifest` (`read_run(DIR).manifest`): the keys below, "
+        "each block with its typed fields. A manifest of an older crdscale may miss any of them.\n"
+    )
+    out.append("| key | fields or type | what it holds |\n|---|---|---|")
+    for key, inner, doc in manifest.reference_rows():
+        out.append(f"| `{key}` | {_cell(inner)} | {_cell(_rst_to_md(doc))} |")
+    out.append("")
     out.append("## Event kinds\n")
     out.append(_rst_to_md(inspect.cleandoc(events.__doc__ or "").split("\n", 1)[1].strip()) + "\n")
     out.append("| kind | required fields | optional fields | marks |\n|---|---|---|---|")

@@ -42,8 +42,8 @@ activity = series.activity_frame(data.series, start)
 phases = series.phase_intervals(data.events, start)
 steps = series.crd_count_steps(data.events, start)
 marks = series.at_marks(memory, data.profile_marks())
-go_version = data.manifest.get("versions", {}).get("kube-apiserver-go")
-apiserver_env = data.manifest.get("scenario", {}).get("target", {}).get("env", {})
+go_version = data.manifest.versions.kube_apiserver_go
+apiserver_env = dict(data.manifest.scenario.target.env)
 
 # %% [markdown]
 # ## What was run

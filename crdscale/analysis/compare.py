@@ -40,6 +40,7 @@ from crdscale.analysis.pprof import diff
 from crdscale.analysis.process import end_values, points_by_source, process_source
 from crdscale.analysis.targets import TOTAL
 from crdscale.errors import UsageError
+from crdscale.rundir.manifest import Manifest
 
 if TYPE_CHECKING:
     from crdscale.rundir import Run
@@ -380,7 +381,7 @@ class Comparison:
     labels: list[str]
     reference: str
     run_dirs: list[Path]
-    manifests: dict[str, dict]
+    manifests: dict[str, Manifest]
     warnings: list[str]
     points: pd.DataFrame
     per_crd: pd.DataFrame
@@ -427,23 +428,20 @@ def configurations(labels: Sequence[str]) -> dict[str, str]:
     return config if (counts > 1).any() else {}
 
 
-def run_labels(manifests: Sequence[dict], names: Sequence[str]) -> list[str]:
+def run_labels(manifests: Sequence[Manifest | Mapping], names: Sequence[str]) -> list[str]:
     """A short distinct label per run: the experiment cell, else the kube-apiserver version
     (plus GOGC/GOMEMLIMIT/flags when they differ), else the directory name."""
 
-    def candidates(m: dict, name: str) -> list[str]:
-        scenario = m.get("scenario") or {}
-        target = scenario.get("target") or {}
-        version = (m.get("versions") or {}).get("kube-apiserver") or (
-            f"v{target['kube_version'].lstrip('v')}" if target.get("kube_version") else None
-        )
-        env = ",".join(f"{k}={v}" for k, v in sorted((target.get("env") or {}).items()))
-        flags = " ".join(target.get("apiserver_flags") or [])
-        cell = (scenario.get("experiment") or {}).get("cell")
+    def candidates(m: Manifest, name: str) -> list[str]:
+        target = m.scenario.target
+        version = m.versions.kube_apiserver or (f"v{target.kube_version.lstrip('v')}" if target.kube_version else None)
+        env = ",".join(f"{k}={v}" for k, v in sorted(target.env.items()))
+        flags = " ".join(target.apiserver_flags)
+        cell = m.scenario.experiment.cell
         detailed = " ".join(p for p in (version, env, flags) if p)
         return [c for c in (cell, version, detailed, name) if c]
 
-    options = [candidates(m, n) for m, n in zip(manifests, names)]
+    options = [candidates(Manifest.of(m), n) for m, n in zip(manifests, names)]
     for depth in range(max(len(o) for o in options)):
         labels = [o[min(depth, len(o) - 1)] for o in options]
         if len(set(labels)) == len(labels):
@@ -472,7 +470,7 @@ def compare_runs(
         raise UsageError("compare needs two or more run directories")
     if not all(isinstance(r, Run) for r in runs):
         runs = read_runs([r.path if isinstance(r, Run) else r for r in runs])
-    manifests = [r.manifest or {} for r in runs]
+    manifests = [r.manifest for r in runs]
     labels = list(labels) if labels else run_labels(manifests, [Path(r.path).name for r in runs])
     if len(labels) != len(runs) or len(set(labels)) != len(labels):
         raise UsageError("give one distinct label per run")
@@ -507,7 +505,7 @@ def compare_runs(
     replicates = configurations(labels)
     reference = replicates.get(labels[0], labels[0])
     warnings = crd_set_warnings(
-        {label: m.get("crds") or run.crd_summary for label, m, run in zip(labels, manifests, runs)}
+        {label: m.crds.to_json() or run.crd_summary for label, m, run in zip(labels, manifests, runs)}
     )
     warnings = notes + warnings
     stacked = stack_runs(points)

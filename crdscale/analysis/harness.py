@@ -11,8 +11,7 @@ from __future__ import annotations
 import pandas as pd
 
 from crdscale.models.scrapecost import SCRAPE_CPU_PER_SECOND, scrape_cost
-
-APISERVER_JOB = "kube-apiserver"
+from crdscale.rundir.layout import APISERVER_JOB
 
 
 def harness_cost(series: pd.DataFrame | None, crdscale_cpu_s: float, prometheus_cpu_s: float | None) -> dict:

@@ -32,8 +32,8 @@ import pandas as pd
 from crdscale.analysis.intervals import growth_fit
 from crdscale.analysis.percrd import heap_resolution
 from crdscale.analysis.targets import TOTAL
+from crdscale.rundir.layout import OPENAPI_V2_PHASE
 
-OPENAPI_V2_PHASE = "openapiv2"
 COLUMNS = [
     "metric", "cause", "per_crd", "per_crd_low", "per_crd_high", "per_crd_se", "dof", "steps", "at_baseline",
 ]  # fmt: skip

@@ -39,10 +39,8 @@ from crdscale.analysis.lstsq import least_squares
 from crdscale.analysis.pprof.decode import Profile
 from crdscale.analysis.targets import TOTAL
 from crdscale.errors import UsageError
+from crdscale.rundir.layout import PHASES
 
-# Profile phases in the order a step takes them: installed (Established, not yet served), served (the
-# step's end) and openapiv2 (after a client fetched /openapi/v2, scenario key profiles.openapi_v2).
-PHASES = ("installed", "served", "openapiv2")
 METRICS = {"inuse_space": "bytes", "inuse_objects": "objects"}
 SERIES_METRICS = {
     "process_resident_memory_bytes": "rss_bytes",

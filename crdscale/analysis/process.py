@@ -22,9 +22,9 @@ from collections.abc import Mapping, Sequence
 import pandas as pd
 
 from crdscale.analysis.percrd import series_points
-from crdscale.rundir.layout import PROC_JOB
+from crdscale.rundir.layout import APISERVER_JOB, PROC_JOB
 
-METRICS_JOB = "kube-apiserver"
+METRICS_JOB = APISERVER_JOB
 # The figures client_golang's process collector and crdscale's /proc sampler both record.
 PROCESS_METRICS = (
     "process_resident_memory_bytes",

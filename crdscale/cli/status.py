@@ -52,9 +52,7 @@ class Command:
             print_json(
                 {
                     "instances": instances,
-                    "runs": [
-                        {"path": r.path, "status": r.status, "reason": r.manifest.get("reason")} for r in unfinished
-                    ],
+                    "runs": [{"path": r.path, "status": r.status, "reason": r.manifest.reason} for r in unfinished],
                 }
             )
             return 0

@@ -47,7 +47,7 @@ from crdscale.scenario.config import Scenario, load_scenario
 # Per CRD, per served version, per schema property: what the sweep varies independently.
 DEFAULT_FEATURES = ("crds", "served_versions", "properties")
 PROC_JOB = layout.PROC_JOB  # RSS read from /proc every interval
-APISERVER_JOB = "kube-apiserver"  # its own /metrics: the RSS of runs without /proc samples (remote, older)
+APISERVER_JOB = layout.APISERVER_JOB  # its own /metrics: the RSS of runs without /proc samples (remote, older)
 
 log = logging.getLogger(__name__)
 

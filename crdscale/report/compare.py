@@ -17,7 +17,7 @@ on the runs and writes, through the same pipeline as
 from __future__ import annotations
 
 import logging
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 import pandas as pd
@@ -38,6 +38,7 @@ from crdscale.report.findings import (
     provenance,
     warnings_markdown,
 )
+from crdscale.rundir.manifest import Manifest
 from crdscale.units import fmt_bytes, fmt_interval, fmt_value, is_missing
 
 log = logging.getLogger(__name__)
@@ -45,17 +46,14 @@ log = logging.getLogger(__name__)
 COMPARE_NOTEBOOK = "compare"
 
 
-def comparison_provenance(manifest: dict, process_job: str | None = None) -> dict[str, str]:
+def comparison_provenance(manifest: Manifest | Mapping, process_job: str | None = None) -> dict[str, str]:
     """:func:`crdscale.report.findings.provenance` plus the binaries (path and sha256 when recorded)
     and the Go runtime environment, so each side of a delta says exactly what ran; ``process_job``
     is where its process figures came from."""
+    manifest = Manifest.of(manifest)
     out = provenance(manifest, process_job)
-    for name, value in (manifest.get("binaries") or {}).items():
-        if isinstance(value, dict):
-            text = " ".join(str(value[k]) for k in ("path", "sha256") if value.get(k))
-        else:
-            text = str(value)
-        out[f"binary {name}"] = text
+    for name, binary in manifest.binaries.items():
+        out[f"binary {name}"] = " ".join(str(v) for v in (binary.path, binary.sha256) if v)
     return out
 
 

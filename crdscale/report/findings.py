@@ -12,7 +12,7 @@ issue or a KEP. Nothing here reads files or draws.
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
 import pandas as pd
@@ -22,6 +22,7 @@ from crdscale.analysis.perobject import TRANSIENT_CAUSES, ratio_between
 from crdscale.analysis.process import METRICS_JOB, PROC_JOB, source_label
 from crdscale.analysis.targets import TOTAL
 from crdscale.cluster.kubesource import describe_build
+from crdscale.rundir.manifest import Manifest, MetricsRecord
 from crdscale.units import fmt_bytes, fmt_interval, fmt_value, is_missing
 
 # Columns of the key-numbers table: ``value``/``low``/``high`` in ``unit`` (bytes, CRDs, ...).
@@ -52,7 +53,7 @@ class Findings:
 # --------------------------------------------------------------------------
 
 
-def provenance(manifest: dict, process_job: str | None = None) -> dict[str, str]:
+def provenance(manifest: Manifest | Mapping, process_job: str | None = None) -> dict[str, str]:
     """What was run, on which versions and machine, from a run's ``manifest.json``.
 
     Keys: scenario, run, kube-apiserver, etcd, Go, CRD set, CRD set sha256,
@@ -64,112 +65,120 @@ def provenance(manifest: dict, process_job: str | None = None) -> dict[str, str]
     (:func:`crdscale.analysis.process.process_source`); the resolution line
     describes that record first.
     """
-    scenario = manifest.get("scenario") or {}
-    versions = manifest.get("versions") or {}
-    crds = manifest.get("crds") or {}
-    machine = manifest.get("machine") or {}
-    metrics = manifest.get("metrics") or {}
-    steps = scenario.get("steps") or {}
+    manifest = Manifest.of(manifest)
+    scenario, versions, crds, machine, metrics = (
+        manifest.scenario,
+        manifest.versions,
+        manifest.crds,
+        manifest.machine,
+        manifest.metrics,
+    )
+    steps = scenario.steps
     unknown = "unknown"
 
     crd_set = unknown
     if crds:
-        parts = [f"{crds.get('count', '?')} CRDs", f"{crds.get('groups', '?')} groups"]
-        if crds.get("properties_median") is not None:
-            parts.append(f"median {crds['properties_median']:g} properties")
-        if crds.get("schema_bytes_median") is not None:
-            parts.append(f"median schema {fmt_bytes(crds['schema_bytes_median'])}")
-        origin = scenario.get("crds") or {}
-        if origin.get("source") == "generate":
-            parts.append(f"generated, preset {origin.get('preset', '?')}, seed {origin.get('seed', '?')}")
-        elif origin.get("source"):
-            parts.append(f"from {origin['source']}")
+        parts = [f"{_or(crds.count, '?')} CRDs", f"{_or(crds.groups, '?')} groups"]
+        if crds.properties_median is not None:
+            parts.append(f"median {crds.properties_median:g} properties")
+        if crds.schema_bytes_median is not None:
+            parts.append(f"median schema {fmt_bytes(crds.schema_bytes_median)}")
+        origin = scenario.crds
+        if origin.source == "generate":
+            parts.append(f"generated, preset {_or(origin.preset, '?')}, seed {_or(origin.seed, '?')}")
+        elif origin.source:
+            parts.append(f"from {origin.source}")
         crd_set = ", ".join(parts)
 
-    mem = machine.get("memory_bytes")
+    mem = machine.memory_bytes
     machine_text = (
         ", ".join(
             p
             for p in (
-                f"{machine['cpus']} CPUs" if machine.get("cpus") else None,
-                machine.get("cpu_model"),
+                f"{machine.cpus} CPUs" if machine.cpus else None,
+                machine.cpu_model,
                 f"{fmt_bytes(mem, unit='GiB', digits=0)} RAM" if mem else None,
-                f"Linux {machine['kernel']}" if machine.get("kernel") else None,
+                f"Linux {machine.kernel}" if machine.kernel else None,
             )
             if p
         )
         or unknown
     )
 
-    go = versions.get("kube-apiserver-go") or unknown
-    if versions.get("go-toolchain") and versions.get("go-toolchain") != versions.get("kube-apiserver-go"):
-        go += f" (toolchain {versions['go-toolchain']})"
-    run = f"{manifest.get('run_id', unknown)}, {manifest.get('status', unknown)}"
-    if manifest.get("started_at"):
-        run += f", {manifest['started_at']} to {manifest.get('ended_at') or '?'}"
+    go = versions.kube_apiserver_go or unknown
+    if versions.go_toolchain and versions.go_toolchain != versions.kube_apiserver_go:
+        go += f" (toolchain {versions.go_toolchain})"
+    run = f"{_or(manifest.run_id, unknown)}, {_or(manifest.status, unknown)}"
+    if manifest.started_at:
+        run += f", {manifest.started_at} to {manifest.ended_at or '?'}"
     if steps:
-        run += f"; {steps.get('count', '?')} steps, serve {steps.get('serve', '?')}, settle {steps.get('settle_seconds', '?')} s"
-    if metrics.get("source"):
-        run += f"; metrics via {metrics['source']} every {metrics.get('scrape_interval_s', '?')} s"
+        run += (
+            f"; {_or(steps.count, '?')} steps, serve {_or(steps.serve, '?')}, settle {_or(steps.settle_seconds, '?')} s"
+        )
+    if metrics.source:
+        run += f"; metrics via {metrics.source} every {_or(metrics.scrape_interval_s, '?')} s"
         # /metrics jobs may have their own (longer, possibly adapted) cadence: say which.
-        jobs = {
-            job: s for job, s in (metrics.get("job_interval_s") or {}).items() if s != metrics.get("scrape_interval_s")
-        }
+        jobs = {job: s for job, s in metrics.job_interval_s.items() if s != metrics.scrape_interval_s}
         if jobs:
             run += " (" + ", ".join(f"{job} /metrics every {s:g} s" for job, s in sorted(jobs.items())) + ")"
-    env = (scenario.get("target") or {}).get("env") or {}
-    flags = (scenario.get("target") or {}).get("apiserver_flags") or []
-    built_from = ((manifest.get("binaries") or {}).get("kube-apiserver") or {}).get("built_from")
+    env, flags = scenario.target.env, scenario.target.apiserver_flags
+    apiserver = manifest.binaries.get("kube-apiserver")
+    built_from = apiserver.built_from if apiserver else None
     facts = {
-        "scenario": f"{scenario.get('name', unknown)}: {scenario.get('description') or ''}".rstrip(": "),
+        "scenario": f"{_or(scenario.name, unknown)}: {scenario.description or ''}".rstrip(": "),
         "run": run,
-        "kube-apiserver": str(versions.get("kube-apiserver") or unknown)
+        "kube-apiserver": str(versions.kube_apiserver or unknown)
         + (f" (flags {' '.join(flags)})" if flags else "")
         + (f" (env {', '.join(f'{k}={v}' for k, v in env.items())})" if env else "")
         + (f" ({describe_build(built_from)})" if built_from else ""),
-        "etcd": str(versions.get("etcd") or unknown),
+        "etcd": str(versions.etcd or unknown),
         "Go": go,
         "CRD set": crd_set,
-        "CRD set sha256": str(crds.get("sha256") or unknown),
+        "CRD set sha256": str(crds.sha256 or unknown),
         "machine": machine_text,
-        "crdscale": str(versions.get("crdscale") or manifest.get("crdscale_version") or unknown),
+        "crdscale": str(versions.crdscale or manifest.crdscale_version or unknown),
     }
     resolution = _resolution_line(metrics, process_job)
     if resolution:
         facts["metrics resolution"] = resolution
-    harness = manifest.get("harness") or {}
-    if harness.get("harness_share_of_apiserver_cpu") is not None:
+    harness = manifest.harness
+    if harness.harness_share_of_apiserver_cpu is not None:
         facts["harness cost"] = (
-            f"crdscale {harness['crdscale_cpu_seconds']:.1f} s + Prometheus {harness.get('prometheus_cpu_seconds') or 0:.1f} s "
-            f"CPU = {100 * harness['harness_share_of_apiserver_cpu']:.1f}% of kube-apiserver's "
-            f"{harness['kube_apiserver_cpu_seconds']:.1f} s"
+            f"crdscale {harness.crdscale_cpu_seconds:.1f} s + Prometheus {harness.prometheus_cpu_seconds or 0:.1f} s "
+            f"CPU = {100 * harness.harness_share_of_apiserver_cpu:.1f}% of kube-apiserver's "
+            f"{harness.kube_apiserver_cpu_seconds:.1f} s"
         )
-        scrapes = harness.get("apiserver_scrapes") or {}
-        if harness.get("scrape_share_of_apiserver_cpu") is not None:
+        scrapes = harness.apiserver_scrapes
+        if harness.scrape_share_of_apiserver_cpu is not None:
             facts["harness cost"] += (
-                f"; its {scrapes['count']} /metrics scrapes cost kube-apiserver at most ~{scrapes['cpu_seconds_estimate']:.1f} "
-                f"CPU-s = {100 * harness['scrape_share_of_apiserver_cpu']:.1f}% of its own work (their wall time x "
-                f"{scrapes.get('cpu_per_wall_second', 1.3):g}, which counts waiting for a CPU on a busy machine)"
+                f"; its {scrapes.count} /metrics scrapes cost kube-apiserver at most ~{scrapes.cpu_seconds_estimate:.1f} "
+                f"CPU-s = {100 * harness.scrape_share_of_apiserver_cpu:.1f}% of its own work (their wall time x "
+                f"{_or(scrapes.cpu_per_wall_second, 1.3):g}, which counts waiting for a CPU on a busy machine)"
             )
     return facts
 
 
-def _resolution_line(metrics: dict, process_job: str | None) -> str | None:
+def _or(value, default):
+    """``value`` unless the manifest left it out (``None``)."""
+    return default if value is None else value
+
+
+def _resolution_line(metrics: MetricsRecord, process_job: str | None) -> str | None:
     """How dense the record behind the process figures is (``resolution_proc``: crdscale's /proc
     sampler; ``resolution``: kube-apiserver's /metrics), the record used first."""
-    records = {PROC_JOB: metrics.get("resolution_proc") or {}, METRICS_JOB: metrics.get("resolution") or {}}
+    records = {PROC_JOB: metrics.resolution_proc, METRICS_JOB: metrics.resolution}
     used = process_job if process_job in records else METRICS_JOB
     parts = []
     for job in [used] + [j for j in records if j != used]:
         r = records[job]
-        if r.get("max_gap_s") is None:
+        if r.max_gap_s is None:
             continue
         text = (
-            f"{source_label(job)}: {r['samples']:,} samples of {r['metric']}, median gap {r['median_gap_s']:g} s, "
-            f"largest {r['max_gap_s']:g} s, last sample {r['end_gap_s']:.1f} s before the end"
+            f"{source_label(job)}: {r.samples:,} samples of {r.metric}, median gap {r.median_gap_s:g} s, "
+            f"largest {r.max_gap_s:g} s, last sample {r.end_gap_s:.1f} s before the end"
         )
         parts.append(("process figures (RSS, CPU, fds, threads) from " if job == used else "") + text)
-    if parts and process_job is not None and records[used].get("max_gap_s") is None:
+    if parts and process_job is not None and records[used].max_gap_s is None:
         parts.insert(0, f"process figures (RSS, CPU, fds, threads) from {source_label(used)}")
     return "; also ".join(parts) or None
 
@@ -530,7 +539,7 @@ def object_headline(numbers: pd.DataFrame) -> str | None:
     return sentence[0].upper() + sentence[1:] + "."
 
 
-def compute_findings(manifest: dict, analysis, memory: pd.DataFrame | None = None, **options) -> Findings:
+def compute_findings(manifest: Manifest | Mapping, analysis, memory: pd.DataFrame | None = None, **options) -> Findings:
     """:func:`provenance` and :func:`key_numbers` together, with the analysis' warnings (a run
     that did not complete, profiles left out) and the LISTs of its objects when it timed them."""
     lists = getattr(analysis, "object_lists", None)

@@ -432,7 +432,7 @@ def run_report_content(data: Run) -> ReportContent:
     for warning in analysis.warnings:  # also on the report's first screen and in findings.md
         log.warning(warning)
     findings = compute_findings(data.manifest, analysis, series.memory_frame(data.series, data.start))
-    scenario = (data.manifest.get("scenario") or {}).get("name") or run_dir.name
+    scenario = data.manifest.scenario.name or run_dir.name
     title = f"crdscale report: {scenario} ({run_dir.name})"
     return ReportContent(
         title=title,
@@ -443,7 +443,7 @@ def run_report_content(data: Run) -> ReportContent:
         findings_json={
             "run_dir": str(run_dir),
             "status": data.status,
-            "reason": data.manifest.get("reason"),
+            "reason": data.manifest.reason,
             "warnings": findings.warnings,
             "provenance": findings.provenance,
             "numbers": [{k: _json_safe(v) for k, v in row.items()} for row in findings.numbers.to_dict("records")],

@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 
 import pandas as pd
 
+from crdscale.rundir.manifest import Manifest
 from crdscale.units import fmt_bytes, fmt_value
 
 MAX_LINES = 60
@@ -229,19 +230,23 @@ def _frames(profile_diff: pd.DataFrame, run: str) -> tuple[list[dict], list[dict
     return grew, shrank
 
 
+def _or(value, default):
+    """``value`` unless the manifest left it out (``None``)."""
+    return default if value is None else value
+
+
 def _provenance(comparison, run: str, changes: dict | None) -> dict:
     out: dict[str, str] = {}
     for role, name in (("base", comparison.reference), ("changed", run)):
         label = comparison.first_run(name)
-        manifest = comparison.manifests.get(label) or {}
-        versions = manifest.get("versions") or {}
-        binaries = manifest.get("binaries") or {}
-        apiserver = binaries.get("kube-apiserver") or {}
-        sha = apiserver.get("sha256", "") if isinstance(apiserver, dict) else ""
+        manifest = Manifest.of(comparison.manifests.get(label))
+        versions = manifest.versions
+        apiserver = manifest.binaries.get("kube-apiserver")
+        sha = (apiserver.sha256 or "") if apiserver is not None else ""
         out[role] = (
-            f"{label}: run {manifest.get('run_id', '?')}, kube-apiserver {versions.get('kube-apiserver', '?')}"
+            f"{label}: run {_or(manifest.run_id, '?')}, kube-apiserver {_or(versions.kube_apiserver, '?')}"
             + (f" (binary sha256 {sha[:12]})" if sha else "")
-            + f", Go {versions.get('kube-apiserver-go') or versions.get('go-toolchain', '?')}"
+            + f", Go {versions.kube_apiserver_go or _or(versions.go_toolchain, '?')}"
         )
     for key, value in (changes or {}).items():
         out[key] = value

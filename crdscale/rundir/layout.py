@@ -44,13 +44,15 @@ SERIES_CSV = "metrics/series.csv"
 # Written while a run goes, so a runner killed mid-run loses nothing (see `crdscale recover`):
 SERIES_CHUNKS = "metrics/chunks"  # direct scrapes, one parquet file every few seconds
 PROMETHEUS_TSDB = "metrics/prometheus"  # a local Prometheus's own database (open it with Prometheus later)
+# The series' ``job`` of kube-apiserver's own /metrics (Prometheus' job_name, the direct scraper's job).
+APISERVER_JOB = "kube-apiserver"
 # The series' ``job`` of a local kube-apiserver's /proc samples (RSS, CPU, fds, threads every
 # interval), beside the ``kube-apiserver`` job of its /metrics.
 PROC_JOB = "kube-apiserver-proc"
 # The same for a local kube-controller-manager (its /metrics job is ``kube-controller-manager``).
 CONTROLLER_MANAGER_PROC_JOB = "kube-controller-manager-proc"
 # Component -> its /proc job.
-PROC_JOBS = {"kube-apiserver": PROC_JOB, "kube-controller-manager": CONTROLLER_MANAGER_PROC_JOB}
+PROC_JOBS = {APISERVER_JOB: PROC_JOB, "kube-controller-manager": CONTROLLER_MANAGER_PROC_JOB}
 PROBES = "probes"
 LOGS = "logs"
 ANALYSIS = "analysis"
@@ -65,8 +67,14 @@ NOTEBOOKS = "notebooks"  # `crdscale lab`: the run's own executed copies of the 
 # Sub-directories made when a run directory is created.
 SUBDIRECTORIES = (PROFILES, METRICS, "crds", PROBES)
 
-PROFILE_KINDS = ("heap", "allocs", "cpu", "goroutine")
-PHASES = ("installed", "served", "openapiv2")
+# The profiles a scenario may take after each step (``profiles.kinds``), in the order its
+# validation message and reference list them.
+PROFILE_KINDS = ("heap", "allocs", "goroutine", "cpu")
+# The phase of a profile taken after a client fetched /openapi/v2 (scenario key profiles.openapi_v2).
+OPENAPI_V2_PHASE = "openapiv2"
+# Profile phases in the order a step takes them: installed (Established, not yet served), served (the
+# step's end) and openapiv2 (after a GET of /openapi/v2). A profile file names no phase for ``served``.
+PHASES = ("installed", "served", OPENAPI_V2_PHASE)
 
 _PROFILE_RE = re.compile(
     r"^(?P<kind>[a-z]+)-step(?P<step>\d+)-crds(?P<crds>\d+)(?:-(?P<phase>[a-z][a-z0-9]*))?\.pb\.gz$"

@@ -21,6 +21,7 @@ from crdscale.errors import UsageError
 from crdscale.proc import is_alive
 from crdscale.rundir import layout
 from crdscale.rundir.events import read_events
+from crdscale.rundir.manifest import Manifest
 
 TIDY_COLUMNS = ["timestamp", "job", "metric", "labels", "value"]
 PROFILE_COLUMNS = ["file", "kind", "step", "crds", "phase", "timestamp", "bytes"]
@@ -52,12 +53,13 @@ class Run:
 
     Attributes:
         path: the run directory.
-        manifest: ``manifest.json`` as a dict (scenario, versions, binaries, machine, status…).
+        manifest: ``manifest.json``, typed (:class:`crdscale.rundir.manifest.Manifest`: scenario,
+            versions, binaries, machine, status…; also a read-only mapping over its JSON).
     """
 
-    def __init__(self, path: Path, manifest: dict[str, Any]):
+    def __init__(self, path: Path, manifest: Manifest | Mapping[str, Any]):
         self.path = path
-        self.manifest = manifest
+        self.manifest = Manifest.of(manifest)
 
     def __repr__(self) -> str:
         return f"Run({str(self.path)!r}, status={self.status!r})"
@@ -70,9 +72,9 @@ class Run:
     def status(self) -> str:
         """``completed``, ``failed``, ``interrupted``, ``running`` — or ``abandoned`` when the
         manifest says running but the runner process that wrote it is gone (``kill -9``, OOM)."""
-        status = self.manifest.get("status", "unknown")
-        runner = self.manifest.get("runner") or {}
-        if status == "running" and runner.get("pid") and not is_alive(int(runner["pid"]), runner.get("start_ticks")):
+        status = self.manifest.status or "unknown"
+        runner = self.manifest.runner
+        if status == "running" and runner.pid and not is_alive(int(runner.pid), runner.start_ticks):
             return "abandoned"
         return status
 
@@ -381,10 +383,10 @@ class Run:
         if len(series):
             points = pd.concat([points, series.assign(phase="served")], ignore_index=True)
         fits = fit_per_object(points, steps, confidence)
-        info = self.manifest.get("objects") or {}
+        info = self.manifest.objects
         counts = steps.groupby("kind")["objects_in_step"].sum().to_dict()
-        estimate = size_estimate_per_object(self.series, counts, info.get("resources") or {})
-        return fits, amplification(fits, info.get("kinds") or {}, estimate)
+        estimate = size_estimate_per_object(self.series, counts, dict(info.resources))
+        return fits, amplification(fits, info.kinds_json(), estimate)
 
     def object_lists(self) -> pd.DataFrame:
         """What a LIST of each kind's objects cost at the end of a run that grew objects with
@@ -399,7 +401,7 @@ class Run:
         reason), event-log lines that are not events (:attr:`skipped_event_lines`)."""
         from crdscale.analysis.percrd import status_warning
 
-        state = status_warning(self.status, self.manifest.get("reason"))
+        state = status_warning(self.status, self.manifest.reason)
         return ([state] if state else []) + self.file_warnings
 
     @property
@@ -452,7 +454,7 @@ class Run:
                 profile_files=[str(self.path / f) for f in heap["file"]],
                 skipped=found.skipped,
                 status=self.status,
-                reason=self.manifest.get("reason"),
+                reason=self.manifest.reason,
                 notes=self.file_warnings,
             )
             if len(self.object_steps):
@@ -530,10 +532,9 @@ def read_run(path: str | Path) -> Run:
     path = Path(path)
     if not path.is_dir():
         raise UsageError(f"{path}: not a directory")
-    manifest_path = path / layout.MANIFEST
-    if not manifest_path.is_file():
+    if not (path / layout.MANIFEST).is_file():
         raise UsageError(f"{path} is not a crdscale run directory (no {layout.MANIFEST})")
-    return Run(path, _read_json_object(manifest_path))
+    return Run(path, Manifest.load(path))
 
 
 def read_runs(paths: Sequence[str | Path]) -> list[Run]:

@@ -21,10 +21,11 @@ import pandas as pd
 
 from crdscale import __version__
 from crdscale.errors import UsageError
-from crdscale.fsutil import read_json, sha256_file, write_atomic, write_json_atomic
+from crdscale.fsutil import sha256_file, write_atomic, write_json_atomic
 from crdscale.proc import start_ticks
 from crdscale.rundir import layout
 from crdscale.rundir.events import EventLog
+from crdscale.rundir.manifest import Manifest
 from crdscale.timeutil import utc_iso, utc_stamp
 
 # "abandoned" is never written by a runner: the reader reports it for a "running"
@@ -170,21 +171,35 @@ class RunWriter:
 
     # ---------------------------------------------------------------- manifest
 
+    def read_manifest(self) -> Manifest:
+        """The manifest as written so far (empty before :meth:`start_manifest`)."""
+        if not (self.path / layout.MANIFEST).is_file():
+            return Manifest()
+        return Manifest.load(self.path)
+
     def manifest(self) -> dict[str, Any]:
-        path = self.path / layout.MANIFEST
-        return read_json(path) if path.is_file() else {}
+        """The manifest's JSON as a plain dict (a copy): :meth:`read_manifest` gives it typed."""
+        return self.read_manifest().to_json()
 
-    def write_manifest(self, manifest: dict[str, Any]) -> None:
-        write_json_atomic(self.path / layout.MANIFEST, manifest)
-
-    def update_manifest(self, **fields: Any) -> dict[str, Any]:
-        """Merge top-level ``fields`` into the manifest and write it; returns the new manifest."""
-        manifest = self.manifest()
-        manifest.update(fields)
-        self.write_manifest(manifest)
+    def write_manifest(self, manifest: Manifest | Mapping[str, Any]) -> Manifest:
+        """Write the whole manifest; a JSON object is checked against :class:`Manifest` first
+        (TypeError when a block is not an object). Returns what was written."""
+        if not isinstance(manifest, Manifest):
+            manifest = Manifest().merged(**manifest)
+        manifest.write(self.path)
         return manifest
 
-    def start_manifest(self, *, run_id: str, kind: str = "scenario", **fields: Any) -> dict[str, Any]:
+    def update_manifest(self, **fields: Any) -> Manifest:
+        """Merge top-level ``fields`` into the manifest (each checked against its :class:`Manifest`
+        field) and write it; returns the new manifest."""
+        return self.write_manifest(self.read_manifest().merged(**fields))
+
+    def update_manifest_block(self, key: str, **fields: Any) -> Manifest:
+        """Merge ``fields`` into the manifest's block ``key`` (``metrics``...; made when missing) and
+        write it; returns the new manifest."""
+        return self.write_manifest(self.read_manifest().merged_block(key, **fields))
+
+    def start_manifest(self, *, run_id: str, kind: str = "scenario", **fields: Any) -> Manifest:
         """The first manifest: status ``running``, start time, machine, package versions, runner pid.
 
         ``kind`` is ``scenario`` (``crdscale run``), ``install`` or ``probe``; ``fields``
@@ -205,8 +220,7 @@ class RunWriter:
             "packages": package_versions(),
             "runner": {"pid": os.getpid(), "start_ticks": start_ticks(os.getpid()), "argv": sys.argv[:]},
         }
-        self.write_manifest(manifest)
-        return manifest
+        return self.write_manifest(manifest)
 
     def record_binaries(
         self, paths: Mapping[str, str | Path | None], built_from: Mapping[str, Mapping[str, Any]] | None = None
@@ -218,11 +232,9 @@ class RunWriter:
         for name, source in (built_from or {}).items():
             if name in facts and source:
                 facts[name]["built_from"] = dict(source)
-        manifest = self.manifest()
-        manifest.setdefault("binaries", {}).update(facts)
-        self.write_manifest(manifest)
+        self.write_manifest(self.read_manifest().with_binaries(facts))
 
-    def finish(self, status: str, reason: str | None = None, **fields: Any) -> dict[str, Any]:
+    def finish(self, status: str, reason: str | None = None, **fields: Any) -> Manifest:
         """Record the final ``status`` (one of :data:`STATUSES`) and its reason; closes the event log."""
         if status not in STATUSES:
             raise ValueError(f"unknown run status {status!r}")
@@ -283,9 +295,9 @@ class RunWriter:
     def record_process(self, name: str, pid: int) -> None:
         """Note a harness process (Prometheus, a client program) in the manifest and the events,
         so that ``crdscale recover`` can stop it if the runner dies."""
-        manifest = self.manifest()
-        manifest.setdefault("processes", []).append({"name": name, "pid": pid, "start_ticks": start_ticks(pid)})
-        self.write_manifest(manifest)
+        self.write_manifest(
+            self.read_manifest().with_process({"name": name, "pid": pid, "start_ticks": start_ticks(pid)})
+        )
         self.events.emit("process.start", name=name, pid=pid, start_ticks=start_ticks(pid))
 
     def write_probe_table(self, name: str, step: int, frame: pd.DataFrame, table: str | None = None) -> Path | None:

@@ -15,13 +15,13 @@ from typing import Any
 from crdscale.cluster.kubesource import check_tree
 from crdscale.crds.options import SERVE_MODES
 from crdscale.errors import UsageError
+from crdscale.rundir.layout import PROFILE_KINDS
 
 try:
     import tomllib
 except ModuleNotFoundError:  # Python 3.10
     import tomli as tomllib  # type: ignore[no-redef]
 
-PROFILE_KINDS = ("heap", "allocs", "goroutine", "cpu")
 METRIC_SOURCES = ("auto", "prometheus", "direct")
 TARGET_KINDS = ("local", "kubeconfig")
 GROW_MODES = ("crds", "objects")

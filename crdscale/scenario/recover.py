@@ -12,6 +12,7 @@ control plane's logs if its instance is still there, and records the run as
 from __future__ import annotations
 
 import logging
+from collections.abc import Mapping
 from datetime import datetime, timezone
 
 import pandas as pd
@@ -20,15 +21,16 @@ from crdscale.cluster.local import ProcessRecord, terminate_process
 from crdscale.collect import metrics
 from crdscale.paths import instances_dir
 from crdscale.rundir import RunWriter, layout, read_run
+from crdscale.rundir.manifest import Manifest
 
 log = logging.getLogger(__name__)
 
 
-def stop_recorded_processes(manifest: dict) -> list[str]:
+def stop_recorded_processes(manifest: Manifest | Mapping) -> list[str]:
     """Stop the harness processes a run recorded that still run; returns their names."""
     stopped = []
-    for p in manifest.get("processes", []):
-        record = ProcessRecord(p["name"], int(p["pid"]), p.get("start_ticks"), "")
+    for p in Manifest.of(manifest).processes:
+        record = ProcessRecord(p.name, int(p.pid), p.start_ticks, "")
         if record.alive():
             terminate_process(record)
             stopped.append(f"{record.name} (pid {record.pid})")
@@ -36,7 +38,7 @@ def stop_recorded_processes(manifest: dict) -> list[str]:
 
 
 def _window(run) -> tuple[datetime, datetime]:
-    started = pd.Timestamp(run.manifest.get("started_at") or run.events["ts"].min())
+    started = pd.Timestamp(run.manifest.started_at or run.events["ts"].min())
     last = run.events["ts"].max() if len(run.events) else pd.Timestamp.now(tz="UTC")
     start = started.tz_localize("UTC") if started.tzinfo is None else started
     # A minute past the last event: the runner may have died well after it.
@@ -66,7 +68,7 @@ def recover_run(path) -> dict:
     done["stopped"] = stop_recorded_processes(run.manifest)
     for name in done["stopped"]:
         log.info(f"stopped {name}")
-    interval = float((run.manifest.get("metrics") or {}).get("scrape_interval_s") or 1.0)
+    interval = float(run.manifest.metrics.scrape_interval_s or 1.0)
     series, source = None, None
     if (run.path / layout.SERIES).is_file():
         source = "already exported"
@@ -89,11 +91,11 @@ def recover_run(path) -> dict:
         writer.write_series(series)
         writer.drop_series_chunks()
         writer.update_manifest(
-            metrics={**(run.manifest.get("metrics") or {}), "rows": int(len(series)), "recovered_from": source}
+            metrics={**run.manifest.metrics.to_json(), "rows": int(len(series)), "recovered_from": source}
         )
     done["series_source"] = source
     done["series_rows"] = int(len(series)) if series is not None else None
-    instance = instances_dir() / f"run-{run.manifest.get('run_id')}" / "logs"
+    instance = instances_dir() / f"run-{run.manifest.run_id}" / "logs"
     if instance.is_dir():  # the control plane may still be up (crdscale down stops it)
         for log_file in instance.glob("*.log"):
             writer.copy_log(log_file)

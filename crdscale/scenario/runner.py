@@ -42,13 +42,11 @@ from crdscale.ownership import new_run_id
 from crdscale.paths import runs_dir
 from crdscale.proc import available_memory_bytes
 from crdscale.rundir import EventLog, RunWriter, layout
+from crdscale.rundir.layout import OPENAPI_V2_PHASE
 from crdscale.scenario.config import Scenario
 from crdscale.units import fmt_bytes, fmt_count
 
 log = logging.getLogger(__name__)
-
-# The profile phase taken after a GET of /openapi/v2 (profiles.openapi_v2).
-OPENAPI_V2_PHASE = "openapiv2"
 
 
 @dataclass
