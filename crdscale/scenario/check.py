@@ -47,14 +47,14 @@ def _check_target(scenario: Scenario, where: str, report: CellReport, answers) -
     if scenario.is_local:
         key = (
             "target.apiserver_binary"
-            if target.get("apiserver_binary")
-            else ("target.kube_source" if target.get("kube_source") else "target.kube_version")
+            if target.apiserver_binary
+            else ("target.kube_source" if target.kube_source else "target.kube_version")
         )
         try:
             plan = buildable.plan_kube_apiserver(
-                target.get("kube_version", ""),
-                binary=target.get("apiserver_binary") or None,
-                source=target.get("kube_source") or None,
+                target.kube_version,
+                binary=target.apiserver_binary or None,
+                source=target.kube_source or None,
                 answers=answers,
             )
         except CrdscaleError as err:
@@ -63,13 +63,13 @@ def _check_target(scenario: Scenario, where: str, report: CellReport, answers) -
         if plan.warning:
             report.warnings.append(plan.warning)
         try:
-            plan = buildable.plan_etcd(target.get("etcd"), answers=answers)
+            plan = buildable.plan_etcd(target.etcd, answers=answers)
         except CrdscaleError as err:
             raise _with_where(where, "target.etcd", err) from err
         report.checks.append((plan.what, plan.how))
         if plan.warning:
             report.warnings.append(plan.warning)
-        if scenario.metrics["source"] == "prometheus" and target.get("prometheus_url") in (None, ""):
+        if scenario.metrics.source == "prometheus" and target.prometheus_url in (None, ""):
             from crdscale.cluster.binaries import prometheus
 
             try:
@@ -83,7 +83,7 @@ def _check_target(scenario: Scenario, where: str, report: CellReport, answers) -
     try:
         # What connecting will read, without running or sending anything: the files, the context,
         # its certificate and token files; then whether an exec plugin's command exists at all.
-        server, credentials = read_credentials(target["kubeconfig"], target.get("context") or None)
+        server, credentials = read_credentials(target.kubeconfig, target.context or None)
         plugin = getattr(credentials.authenticator, "plugin", None)
         if plugin is not None and not (shutil.which(plugin.command) or Path(plugin.command).is_file()):
             from crdscale.errors import UsageError
@@ -92,13 +92,13 @@ def _check_target(scenario: Scenario, where: str, report: CellReport, answers) -
             raise UsageError(f"its exec plugin {plugin.command!r} is not installed (not on PATH){hint}")
     except CrdscaleError as err:
         raise _with_where(where, "target.kubeconfig", err) from err
-    context = f", context {target['context']}" if target.get("context") else ""
-    report.checks.append(("kubeconfig", f"{target['kubeconfig']}{context} ({server})"))
+    context = f", context {target.context}" if target.context else ""
+    report.checks.append(("kubeconfig", f"{target.kubeconfig}{context} ({server})"))
 
 
 def _check_crds(scenario: Scenario, where: str, report: CellReport) -> None:
     crds = scenario.crds
-    if crds["source"] == "generate":
+    if crds.source == "generate":
         from crdscale.crds.generate import estimate_set
         from crdscale.proc import available_memory_bytes
 
@@ -114,14 +114,14 @@ def _check_crds(scenario: Scenario, where: str, report: CellReport) -> None:
     from crdscale.crds.load import FILE_SUFFIXES, find_files
 
     try:
-        files = find_files(crds["source"])
+        files = find_files(crds.source)
     except CrdscaleError as err:
         raise _with_where(where, "crds.source", err) from err
     if not files:
         from crdscale.errors import CRDError
 
-        raise CRDError(f"{where}: 'crds.source': no {'/'.join(FILE_SUFFIXES)} files under {crds['source']}")
-    report.checks.append(("crds", f"{len(files)} file(s) under {crds['source']}"))
+        raise CRDError(f"{where}: 'crds.source': no {'/'.join(FILE_SUFFIXES)} files under {crds.source}")
+    report.checks.append(("crds", f"{len(files)} file(s) under {crds.source}"))
 
 
 def _check_objects(scenario: Scenario, where: str, report: CellReport) -> None:
@@ -136,32 +136,30 @@ def _check_objects(scenario: Scenario, where: str, report: CellReport) -> None:
     from crdscale.units import fmt_bytes
 
     o = scenario.objects
-    crds = scenario.crds.get("count", 0) if scenario.crds["source"] == "generate" else None
+    crds = scenario.crds.count if scenario.crds.source == "generate" else None
     try:
         if crds is not None:
             crd = next(iter_crds(scenario.generator_params()))
-            if o.get("shape", "flat") != "schema":
+            if o.shape != "schema":
                 crd = gen.with_payload_field(crd)
-            gen.custom_resource(crd, "check", namespace=None, labels={}, size=o["bytes"], shape=o.get("shape", "flat"))
-        for kind in o.get("control", []):
-            gen.control_object(kind, "check", namespace="check", labels={}, size=o["bytes"])
+            gen.custom_resource(crd, "check", namespace=None, labels={}, size=o.bytes, shape=o.shape)
+        for kind in o.control:
+            gen.control_object(kind, "check", namespace="check", labels={}, size=o.bytes)
     except UsageError as err:
         raise UsageError(f"{where}: [objects]: {err}") from None
-    kinds = 1 + len(o.get("control", []))
-    total = o["count"] * (crds or 0) * o["bytes"] * kinds
+    kinds = 1 + len(o.control)
+    total = o.count * (crds or 0) * o.bytes * kinds
     if scenario.is_local and total > SET_LIMIT_BYTES:
         raise UsageError(
             f"{where}: [objects]: {fmt_bytes(total)} of objects exceed the local etcd's {fmt_bytes(SET_LIMIT_BYTES)} quota"
         )
-    per = f"{o['count']} per CRD" + (f" ({o['count'] * crds:,} in all)" if crds else "")
-    control = f" + the same in {', '.join(o['control'])}" if o.get("control") else ""
-    report.checks.append(
-        ("objects", f"{per} of {o['bytes']} bytes, {o.get('shape', 'flat')}{control}, {fmt_bytes(total)} sent")
-    )
+    per = f"{o.count} per CRD" + (f" ({o.count * crds:,} in all)" if crds else "")
+    control = f" + the same in {', '.join(o.control)}" if o.control else ""
+    report.checks.append(("objects", f"{per} of {o.bytes} bytes, {o.shape}{control}, {fmt_bytes(total)} sent"))
 
 
 def _check_probes(scenario: Scenario, where: str, report: CellReport) -> None:
-    names = scenario.probes.get("each_step", [])
+    names = scenario.probes.each_step
     if not names:
         return
     from crdscale.collect.probes.configs import check_scenario_probes
@@ -169,7 +167,7 @@ def _check_probes(scenario: Scenario, where: str, report: CellReport) -> None:
 
     try:
         # Every name is a probe and its options read into the probe's typed config.
-        check_scenario_probes(scenario.probes)
+        check_scenario_probes(scenario.probes.table())
     except UsageError as err:
         raise UsageError(f"{where}: 'probes.each_step': {err}") from None
     report.checks.append(("probes", ", ".join(names)))
@@ -184,8 +182,8 @@ def check_cell(scenario: Scenario, where: str, *, name: str = "base", answers=No
     _check_crds(scenario, where, report)
     _check_objects(scenario, where, report)
     _check_probes(scenario, where, report)
-    if scenario.target.get("prometheus_url"):
-        report.checks.append(("prometheus", f"{scenario.target['prometheus_url']} (credential files present)"))
+    if scenario.target.prometheus_url:
+        report.checks.append(("prometheus", f"{scenario.target.prometheus_url} (credential files present)"))
     return report
 
 
@@ -194,10 +192,8 @@ def _modules(cells: list[tuple[Cell, Scenario]]) -> list[tuple[str, str]]:
     for _cell, sc in cells:
         if sc.is_local:
             t = sc.target
-            pairs += buildable.kube_modules_needed(
-                t.get("kube_version", ""), binary=t.get("apiserver_binary"), source=t.get("kube_source")
-            )
-            pairs += buildable.etcd_modules_needed(t.get("etcd"))
+            pairs += buildable.kube_modules_needed(t.kube_version, binary=t.apiserver_binary, source=t.kube_source)
+            pairs += buildable.etcd_modules_needed(t.etcd)
     return pairs
 
 

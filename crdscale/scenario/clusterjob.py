@@ -60,14 +60,14 @@ def check_cells_for_pods(cells) -> None:
                 f"{where}: --cluster runs each cell on its own control plane in a pod; target.kind must be local"
             )
         for key in ("kube_source", "apiserver_binary"):
-            if sc.target.get(key):
+            if getattr(sc.target, key):
                 raise UsageError(f"{where}: target.{key} names a path on this machine, which the pod does not have")
-        if sc.crds["source"] != "generate":
+        if sc.crds.source != "generate":
             raise UsageError(
-                f"{where}: crds.source {sc.crds['source']} is a path on this machine; on --cluster cells "
+                f"{where}: crds.source {sc.crds.source} is a path on this machine; on --cluster cells "
                 f'generate their CRDs (crds.source = "generate")'
             )
-        if sc.target.get("prometheus_url"):
+        if sc.target.prometheus_url:
             raise UsageError(f"{where}: target.prometheus_url: a pod collects its own metrics, set none")
 
 
@@ -103,7 +103,7 @@ def predict_peak_bytes(scenario) -> Peak:
     if sample:
         scale = params.crd_count / len(sample)
         features.update({f: features[f] * scale for f in FEATURES})
-    version = scenario.target["kube_version"].lstrip("v")
+    version = scenario.target.kube_version.lstrip("v")
     try:
         chosen = choose_model(version)
     except UsageError:
@@ -122,7 +122,7 @@ def cell_peaks(cells) -> dict[str, Peak]:
     by_set: dict[str, Peak] = {}
     out = {}
     for cell, sc in cells:
-        key = repr((sc.crds, sc.target["kube_version"]))
+        key = repr((sc.crds, sc.target.kube_version))
         if key not in by_set:
             by_set[key] = predict_peak_bytes(sc)
         out[cell.name] = by_set[key]

@@ -7,6 +7,11 @@ with the user's file, so a file only needs the keys it changes.
 from __future__ import annotations
 
 import copy
+import dataclasses
+import math
+import types
+import typing
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from importlib import resources
 from pathlib import Path
@@ -32,16 +37,331 @@ OBJECT_LIST_KINDS = (
 )  # fmt: skip
 
 
+def _serve_modes() -> tuple[str, ...]:
+    return SERVE_MODES
+
+
+def _openapi_v2_modes() -> tuple[str, ...]:
+    from crdscale.collect.openapi import OPENAPI_V2_FORMATS  # here: it imports requests, `--help` must not
+
+    return ("none", *OPENAPI_V2_FORMATS)
+
+
+def _object_shapes() -> tuple[str, ...]:
+    from crdscale.crds.objects import SHAPES
+
+    return SHAPES
+
+
+def _apply_modes() -> tuple[str, ...]:
+    from crdscale.crds.objects import APPLY_MODES
+
+    return APPLY_MODES
+
+
+def _control_kinds() -> tuple[str, ...]:
+    from crdscale.crds.objects import CONTROL_KINDS
+
+    return CONTROL_KINDS
+
+
+# Upper bounds no real run comes near; values past them are typing mistakes (``repeat = 1000000000``)
+# that would otherwise pass `run --check` and fail, or hang, later.
+WEEK_S = 7 * 24 * 3600
+NAME_MAX = 100  # the run directory is <UTC timestamp>-<name>[-<cell>]: well inside a file name's 255 bytes
+
+
+def key(
+    default: Any,
+    help: str,  # noqa: A002 - the word the reference uses
+    *,
+    unit: str | None = None,
+    gt: float | None = None,
+    ge: float | None = None,
+    le: float | None = None,
+    choices: tuple | Callable[[], tuple] | None = None,
+    max_len: int | None = None,
+    unset: Any = None,
+) -> Any:
+    """A scenario field declared once: ``default`` is what the built-in scenario (``default.toml``)
+    holds (``None``: unset there), ``help`` one line for the reference. ``gt``/``ge``/``le`` bound a
+    number (numbers must also be finite), ``choices`` the allowed values (of each item for a list;
+    a function when they live in a module `--help` must not import), ``max_len`` a string's length.
+    ``unset``: the value a section holds when the key is unset (``default`` ``None``), so code
+    reading it never needs its own fallback."""
+    meta = {"help": help, "unit": unit, "gt": gt, "ge": ge, "le": le, "choices": choices, "max_len": max_len}
+    meta["toml_default"] = default
+    value = unset if default is None else default
+    if isinstance(value, (list, dict)):
+        return field(default_factory=lambda: copy.deepcopy(value), metadata=meta)
+    return field(default=value, metadata=meta)
+
+
+@dataclass(frozen=True)
+class Top:
+    """Top-level keys (``section`` ``""``)."""
+
+    name: str = key("default", "names the run directory (runs/<UTC timestamp>-<name>)", max_len=NAME_MAX)
+    description: str | None = key(None, "one line for reports; unset: derived from the settings")
+
+
+@dataclass(frozen=True)
+class Target:
+    """``[target]``: what is measured. A new key is one field here (a ``[matrix]`` axis at once)."""
+
+    kind: str = key(
+        "local", '"local" (crdscale starts etcd + kube-apiserver) or "kubeconfig" (a cluster)', choices=TARGET_KINDS
+    )
+    kube_version: str = key("1.37.1", "kube-apiserver release X.Y.Z, built from Go modules and cached")
+    kube_source: str | None = key(None, "build kube-apiserver from this source tree instead (cached per commit+diff)")
+    etcd: str = key("v3.6.16", 'etcd version built from Go modules, "system" (etcd on PATH) or a path')
+    apiserver_flags: list[str] = key([], 'extra kube-apiserver flags, e.g. ["--v=2"]')
+    env: dict[str, str] = key({}, 'Go runtime env for kube-apiserver, e.g. { GOGC = "50", GOMEMLIMIT = "2GiB" }')
+    apiserver_binary: str | None = key(None, "run this kube-apiserver binary instead of building one")
+    controller_manager: bool = key(
+        True,
+        "run kube-controller-manager (same version) as real clusters do: its GC and quota controllers watch every CRD",
+    )
+    controller_manager_controllers: list[str] = key(
+        ["*", "-podgc"],
+        '--controllers; "-podgc": the pod GC would delete probe Pods bound to a node no kubelet runs',
+    )
+    kubeconfig: str | None = key(None, 'kubeconfig of the cluster for kind = "kubeconfig" ("a.yaml:b.yaml" merged)')
+    context: str | None = key(None, "kubeconfig context; unset: its current-context")
+    prometheus_url: str | None = key(None, "an existing Prometheus scraping the cluster")
+    prometheus_jobs: dict[str, str] | None = key(
+        None, 'that Prometheus\' job label per source, e.g. { apiserver = "apiserver" }'
+    )
+    prometheus_bearer_token_file: str | None = key(None, "file with its bearer token (or $CRDSCALE_PROMETHEUS_TOKEN)")
+    prometheus_username: str | None = key(None, "basic-auth user for it, with prometheus_password_file")
+    prometheus_password_file: str | None = key(
+        None, "file with the basic-auth password (or $CRDSCALE_PROMETHEUS_PASSWORD)"
+    )
+    prometheus_ca_file: str | None = key(None, "verify its certificate with this CA bundle")
+    prometheus_insecure_skip_tls_verify: bool | None = key(None, "do not verify its certificate (explicit only)")
+
+    def table(self) -> dict[str, Any]:
+        """The section as the TOML table it came from (unset keys ``None``), for readers of a table
+        such as :meth:`crdscale.collect.prometheus.PrometheusAccess.from_target`."""
+        return dataclasses.asdict(self)
+
+
+@dataclass(frozen=True)
+class Crds:
+    """``[crds]``: the CRD set. Generator keys left unset come from the preset."""
+
+    source: str = key("generate", '"generate", or a directory / file of real CRDs')
+    preset: str = key("apigen", 'generator preset: "apigen" (flat schemas) or "provider" (Crossplane-like)')
+    count: int = key(500, "CRDs to generate", ge=0)
+    groups: int = key(50, "API groups they are spread over, round-robin", ge=0)
+    property_count: int = key(100, "properties per CRD schema, nested ones included; 0: random 1..100", ge=0)
+    versions: int | None = key(None, "versions per CRD, each repeating the schema (preset: apigen 1, provider 2)")
+    max_depth: int | None = key(None, "levels of nested properties (preset: apigen 8, provider 4)")
+    description_length: int | None = key(None, "description characters per property (preset: apigen 0, provider 120)")
+    scope: str | None = key(None, '"Cluster", "Namespaced" or "mixed" (default Cluster)')
+    printer_columns: int | None = key(None, "additional printer columns per version (preset: apigen 0, provider 4)")
+    categories: list[str] | None = key(
+        None, "spec.names.categories of every CRD (preset: provider: crossplane, managed)"
+    )
+    shape: str | None = key(None, '"flat" or "provider" (spec.forProvider/status.atProvider); from the preset')
+    group_suffix: str | None = key(None, "DNS suffix of generated groups (default crdscale.example.org)")
+    seed: int = key(1, "random seed: the same parameters and seed give the same CRDs")
+
+    def generator_fields(self) -> dict[str, Any]:
+        """The keys set (not ``source``/``preset``) as :class:`~crdscale.crds.generate.GeneratorParams` fields."""
+        return {
+            GENERATOR_FIELD.get(f.name, f.name): getattr(self, f.name)
+            for f in dataclasses.fields(self)
+            if f.name not in ("source", "preset") and getattr(self, f.name) is not None
+        }
+
+
+@dataclass(frozen=True)
+class Steps:
+    """``[steps]``: how the set is installed, served and settled."""
+
+    count: int = key(5, "install the CRD set in this many equal steps", gt=0, le=10_000)
+    size: int | None = key(None, "CRDs per step instead (wins over count; the last step takes the rest)", gt=0)
+    serve: str = key(
+        "watch",
+        '"none", "list" (one LIST per new resource) or "watch" (LIST + a watch kept open)',
+        choices=_serve_modes,
+    )
+    serve_clients: int = key(1, "watch: client-go informer processes sharing the resources", gt=0, le=1_000)
+    settle_seconds: float = key(
+        15,
+        "wait after serving, before profiling, so transient garbage is collected",
+        unit="s",
+        ge=0,
+        le=WEEK_S,
+    )
+    settle_queues: bool = key(
+        True,
+        "after settle_seconds, also wait until kube-apiserver's CRD work queues are idle (OpenAPI merges, discovery)",
+    )
+    settle_queues_timeout_seconds: float = key(
+        900,
+        "longest wait for those queues; the profile is then taken anyway and the event says so",
+        unit="s",
+        gt=0,
+        le=WEEK_S,
+    )
+    hold_seconds: float = key(
+        0, "after the last step, keep serving this long (watches stay open)", unit="s", ge=0, le=WEEK_S
+    )
+    memory_guard_mib: int = key(
+        1024,
+        "local target: stop the run (failed) when less memory is available",
+        unit="MiB",
+        ge=0,
+        le=2**30,
+    )
+    establish_timeout_seconds: float = key(
+        300, "how long a CRD may take to become Established", unit="s", gt=0, le=WEEK_S
+    )
+    concurrency: int = key(8, "CRD creations in flight", gt=0, le=1_000)
+    qps: float = key(0, "client-side limit on CRD creations per second; 0: none", unit="1/s", ge=0, le=1e6)
+    on_rejected: str = key(
+        None,
+        '"stop" (default) or "continue" past CRDs the server rejects',
+        choices=("stop", "continue"),
+        unset="stop",
+    )
+    grow: str = key(
+        "crds",
+        '"crds" (steps install CRDs) or "objects" (all CRDs first, then steps add [objects], one kind per step)',
+        choices=GROW_MODES,
+    )
+
+
+@dataclass(frozen=True)
+class Profiles:
+    """``[profiles]``: the pprof profiles taken at each step."""
+
+    kinds: list[str] = key(
+        ["heap"], "profiles after every step: any of heap, allocs, goroutine, cpu", choices=PROFILE_KINDS
+    )
+    cpu_seconds: int = key(10, "length of a cpu profile", unit="s", gt=0, le=3_600)
+    installed_phase: bool = key(True, "also profile after a step's CRDs are Established, before serving")
+    openapi_v2: str = key(
+        "none",
+        '"protobuf" (as kubectl) or "json": after each step\'s profile, GET /openapi/v2 and profile again',
+        choices=_openapi_v2_modes,
+    )
+
+
+@dataclass(frozen=True)
+class Metrics:
+    """``[metrics]``: the time series recorded over the run."""
+
+    source: str = key(
+        "auto",
+        '"auto" (local Prometheus if installed, else direct scrapes), "prometheus", "direct"',
+        choices=METRIC_SOURCES,
+    )
+    scrape_interval_seconds: float = key(
+        1, "/proc (RSS, CPU, fds, threads) and etcd sampling interval", unit="s", ge=0.1, le=3_600
+    )
+    apiserver_metrics_interval_seconds: float = key(
+        20, "kube-apiserver /metrics interval (longer when a scrape outlasts it)", unit="s", ge=0.1, le=3_600
+    )
+    apiserver_cpu_budget_percent: float = key(
+        5, "longer still while scrapes cost more than this share of its CPU; 0: never", unit="%", ge=0, le=100
+    )
+
+
+@dataclass(frozen=True)
+class Objects:
+    """``[objects]``: what steps add when ``steps.grow = "objects"``."""
+
+    count: int = key(
+        0, 'custom resources per CRD, added over steps.count steps (steps.grow = "objects")', ge=0, le=10_000_000
+    )
+    bytes: int = key(1024, "JSON bytes of each object as sent (within 1 %); at most 1.5 MiB, etcd's limit", unit="B")
+    shape: str = key(
+        "flat",
+        '"flat" (strings), "nested" (maps of maps), "list" (a list of small maps), "schema" (the CRD\'s own schema)',
+        choices=_object_shapes,
+    )
+    managed_fields: bool = key(
+        True, "the server records managedFields; false: created with managedFields [{}], which records none"
+    )
+    apply: str = key(
+        "create", '"create" (POST) or "server-side-apply" (PATCH, field manager crdscale)', choices=_apply_modes
+    )
+    concurrency: int = key(16, "object writes in flight", gt=0, le=1_000)
+    control: list[str] = key(
+        [],
+        'built-in kinds of the same count and bytes, in their own namespace: "configmaps", "secrets"',
+        choices=_control_kinds,
+    )
+    list_repeats: int = key(
+        0,
+        "> 0: after the last object step, time each list_kinds LIST of every kind this often; 0: not measured",
+        ge=0,
+        le=10_000,
+    )
+    list_kinds: list[str] = key(
+        ["consistent", "rv0", "paged", "paged-rv0"],
+        "LISTs timed: consistent, rv0, paged, paged-rv0, metadata-only, metadata-only-rv0, exact, not-older-than",
+        choices=OBJECT_LIST_KINDS,
+    )
+
+
+@dataclass(frozen=True)
+class Probes:
+    """``[probes]``: probes run at every step."""
+
+    each_step: list[str] = key([], 'probes run after every step, e.g. ["discovery"]')
+    options: dict[str, dict] = key(None, "options per probe: { probe = { option = value } }", unset={})
+
+    def table(self) -> dict[str, Any]:
+        """The section as a TOML table (for :func:`crdscale.collect.probes.configs.check_scenario_probes`)."""
+        return dataclasses.asdict(self)
+
+
+# The sections, in file order: section name -> its class ("" = the top-level keys).
+SECTIONS: dict[str, type] = {
+    "": Top,
+    "target": Target,
+    "crds": Crds,
+    "steps": Steps,
+    "profiles": Profiles,
+    "metrics": Metrics,
+    "objects": Objects,
+    "probes": Probes,
+}
+
+
+def _toml_type(annotation: Any) -> type | tuple[type, ...]:
+    """What a TOML file must give for a field annotated ``annotation``: ``float`` takes integers too."""
+    args = [a for a in typing.get_args(annotation) if a is not type(None)] if _is_union(annotation) else [annotation]
+    (inner,) = args
+    origin = typing.get_origin(inner) or inner
+    return (int, float) if origin is float else origin
+
+
+def _is_union(annotation: Any) -> bool:
+    return typing.get_origin(annotation) in (typing.Union, types.UnionType)
+
+
 @dataclass(frozen=True)
 class Key:
-    """One scenario key, declared once: ``name`` is ``section.key`` (``name``/``description`` at
-    the top level), ``type`` what a file must give, ``default`` what the built-in scenario holds
-    (``None``: unset, see ``help``), ``help`` one line for people and the scenario reference."""
+    """One scenario key, made from its section's field: ``name`` is ``section.key`` (``name``/``description``
+    at the top level), ``type`` what a file must give, ``default`` what the built-in scenario holds
+    (``None``: unset, see ``help``), ``help`` one line for people and the scenario reference, and the
+    bounds :func:`key` declared."""
 
     name: str
     type: type | tuple[type, ...]
     default: Any
     help: str
+    unit: str | None = None
+    gt: float | None = None
+    ge: float | None = None
+    le: float | None = None
+    choices: tuple | Callable[[], tuple] | None = None
+    max_len: int | None = None
 
     @property
     def section(self) -> str:
@@ -51,171 +371,50 @@ class Key:
     def key(self) -> str:
         return self.name.rpartition(".")[2]
 
+    def check(self, value: Any, where: str) -> None:
+        """:class:`UsageError` naming the key when ``value`` (of the right type) is out of its declared range."""
+        if value is None:
+            return
+        if isinstance(value, float) and not math.isfinite(value):
+            raise UsageError(f"{where}: '{self.name}' must be a finite number, got {value!r}")
+        if self.gt is not None and value <= self.gt:
+            raise UsageError(f"{where}: '{self.name}' must be > {self.gt:g}, got {value!r}")
+        if self.ge is not None and value < self.ge:
+            raise UsageError(f"{where}: '{self.name}' must be >= {self.ge:g}, got {value!r}")
+        if self.le is not None and value > self.le:
+            unit = f" {self.unit}" if self.unit else ""
+            raise UsageError(f"{where}: '{self.name}' must be <= {self.le:,g}{unit}, got {value!r}")
+        if self.max_len is not None and len(value) > self.max_len:
+            raise UsageError(f"{where}: '{self.name}' must be at most {self.max_len} characters, got {len(value)}")
+        if self.choices is not None:
+            allowed = self.choices() if callable(self.choices) else self.choices
+            for item in value if isinstance(value, list) else [value]:
+                _choice(item, allowed, self.name, where)
 
-# Every scenario key. Validation (SCHEMA), `--set` typing and the scenario reference come from here;
-# default.toml (the defaults with comments, printed by `run --print-default`) is tested to agree.
-KEYS: tuple[Key, ...] = (
-    Key("name", str, "default", "names the run directory (runs/<UTC timestamp>-<name>)"),
-    Key("description", str, None, "one line for reports; unset: derived from the settings"),
-    # [target]
-    Key("target.kind", str, "local", '"local" (crdscale starts etcd + kube-apiserver) or "kubeconfig" (a cluster)'),
-    Key("target.kube_version", str, "1.37.1", "kube-apiserver release X.Y.Z, built from Go modules and cached"),
-    Key("target.kube_source", str, None, "build kube-apiserver from this source tree instead (cached per commit+diff)"),
-    Key("target.etcd", str, "v3.6.16", 'etcd version built from Go modules, "system" (etcd on PATH) or a path'),
-    Key("target.apiserver_flags", list, [], 'extra kube-apiserver flags, e.g. ["--v=2"]'),
-    Key("target.env", dict, {}, 'Go runtime env for kube-apiserver, e.g. { GOGC = "50", GOMEMLIMIT = "2GiB" }'),
-    Key("target.apiserver_binary", str, None, "run this kube-apiserver binary instead of building one"),
-    Key(
-        "target.controller_manager",
-        bool,
-        True,
-        "run kube-controller-manager (same version) as real clusters do: its GC and quota controllers watch every CRD",
-    ),
-    Key(
-        "target.controller_manager_controllers",
-        list,
-        ["*", "-podgc"],
-        '--controllers; "-podgc": the pod GC would delete probe Pods bound to a node no kubelet runs',
-    ),
-    Key("target.kubeconfig", str, None, 'kubeconfig of the cluster for kind = "kubeconfig" ("a.yaml:b.yaml" merged)'),
-    Key("target.context", str, None, "kubeconfig context; unset: its current-context"),
-    Key("target.prometheus_url", str, None, "an existing Prometheus scraping the cluster"),
-    Key(
-        "target.prometheus_jobs", dict, None, 'that Prometheus\' job label per source, e.g. { apiserver = "apiserver" }'
-    ),
-    Key("target.prometheus_bearer_token_file", str, None, "file with its bearer token (or $CRDSCALE_PROMETHEUS_TOKEN)"),
-    Key("target.prometheus_username", str, None, "basic-auth user for it, with prometheus_password_file"),
-    Key(
-        "target.prometheus_password_file",
-        str,
-        None,
-        "file with the basic-auth password (or $CRDSCALE_PROMETHEUS_PASSWORD)",
-    ),
-    Key("target.prometheus_ca_file", str, None, "verify its certificate with this CA bundle"),
-    Key("target.prometheus_insecure_skip_tls_verify", bool, None, "do not verify its certificate (explicit only)"),
-    # [crds]: generator keys left unset come from the preset
-    Key("crds.source", str, "generate", '"generate", or a directory / file of real CRDs'),
-    Key("crds.preset", str, "apigen", 'generator preset: "apigen" (flat schemas) or "provider" (Crossplane-like)'),
-    Key("crds.count", int, 500, "CRDs to generate"),
-    Key("crds.groups", int, 50, "API groups they are spread over, round-robin"),
-    Key("crds.property_count", int, 100, "properties per CRD schema, nested ones included; 0: random 1..100"),
-    Key("crds.versions", int, None, "versions per CRD, each repeating the schema (preset: apigen 1, provider 2)"),
-    Key("crds.max_depth", int, None, "levels of nested properties (preset: apigen 8, provider 4)"),
-    Key("crds.description_length", int, None, "description characters per property (preset: apigen 0, provider 120)"),
-    Key("crds.scope", str, None, '"Cluster", "Namespaced" or "mixed" (default Cluster)'),
-    Key("crds.printer_columns", int, None, "additional printer columns per version (preset: apigen 0, provider 4)"),
-    Key("crds.categories", list, None, "spec.names.categories of every CRD (preset: provider: crossplane, managed)"),
-    Key("crds.shape", str, None, '"flat" or "provider" (spec.forProvider/status.atProvider); from the preset'),
-    Key("crds.group_suffix", str, None, "DNS suffix of generated groups (default crdscale.example.org)"),
-    Key("crds.seed", int, 1, "random seed: the same parameters and seed give the same CRDs"),
-    # [steps]
-    Key("steps.count", int, 5, "install the CRD set in this many equal steps"),
-    Key("steps.size", int, None, "CRDs per step instead (wins over count; the last step takes the rest)"),
-    Key(
-        "steps.serve", str, "watch", '"none", "list" (one LIST per new resource) or "watch" (LIST + a watch kept open)'
-    ),
-    Key("steps.serve_clients", int, 1, "watch: client-go informer processes sharing the resources"),
-    Key(
-        "steps.settle_seconds",
-        (int, float),
-        15,
-        "wait after serving, before profiling, so transient garbage is collected",
-    ),
-    Key(
-        "steps.settle_queues",
-        bool,
-        True,
-        "after settle_seconds, also wait until kube-apiserver's CRD work queues are idle (OpenAPI merges, discovery)",
-    ),
-    Key(
-        "steps.settle_queues_timeout_seconds",
-        (int, float),
-        900,
-        "longest wait for those queues; the profile is then taken anyway and the event says so",
-    ),
-    Key("steps.hold_seconds", (int, float), 0, "after the last step, keep serving this long (watches stay open)"),
-    Key("steps.memory_guard_mib", int, 1024, "local target: stop the run (failed) when less memory is available"),
-    Key("steps.establish_timeout_seconds", (int, float), 300, "how long a CRD may take to become Established"),
-    Key("steps.concurrency", int, 8, "CRD creations in flight"),
-    Key("steps.qps", (int, float), 0, "client-side limit on CRD creations per second; 0: none"),
-    Key("steps.on_rejected", str, None, '"stop" (default) or "continue" past CRDs the server rejects'),
-    Key(
-        "steps.grow",
-        str,
-        "crds",
-        '"crds" (steps install CRDs) or "objects" (all CRDs first, then steps add [objects], one kind per step)',
-    ),
-    # [profiles]
-    Key("profiles.kinds", list, ["heap"], "profiles after every step: any of heap, allocs, goroutine, cpu"),
-    Key("profiles.cpu_seconds", int, 10, "length of a cpu profile"),
-    Key("profiles.installed_phase", bool, True, "also profile after a step's CRDs are Established, before serving"),
-    Key(
-        "profiles.openapi_v2",
-        str,
-        "none",
-        '"protobuf" (as kubectl) or "json": after each step\'s profile, GET /openapi/v2 and profile again',
-    ),
-    # [metrics]
-    Key(
-        "metrics.source",
-        str,
-        "auto",
-        '"auto" (local Prometheus if installed, else direct scrapes), "prometheus", "direct"',
-    ),
-    Key(
-        "metrics.scrape_interval_seconds", (int, float), 1, "/proc (RSS, CPU, fds, threads) and etcd sampling interval"
-    ),
-    Key(
-        "metrics.apiserver_metrics_interval_seconds",
-        (int, float),
-        20,
-        "kube-apiserver /metrics interval (longer when a scrape outlasts it)",
-    ),
-    Key(
-        "metrics.apiserver_cpu_budget_percent",
-        (int, float),
-        5,
-        "longer still while scrapes cost more than this share of its CPU; 0: never",
-    ),
-    # [objects]: what steps add when steps.grow = "objects"
-    Key("objects.count", int, 0, 'custom resources per CRD, added over steps.count steps (steps.grow = "objects")'),
-    Key("objects.bytes", int, 1024, "JSON bytes of each object as sent (within 1 %); at most 1.5 MiB, etcd's limit"),
-    Key(
-        "objects.shape",
-        str,
-        "flat",
-        '"flat" (strings), "nested" (maps of maps), "list" (a list of small maps), "schema" (the CRD\'s own schema)',
-    ),
-    Key(
-        "objects.managed_fields",
-        bool,
-        True,
-        "the server records managedFields; false: created with managedFields [{}], which records none",
-    ),
-    Key("objects.apply", str, "create", '"create" (POST) or "server-side-apply" (PATCH, field manager crdscale)'),
-    Key("objects.concurrency", int, 16, "object writes in flight"),
-    Key(
-        "objects.control",
-        list,
-        [],
-        'built-in kinds of the same count and bytes, in their own namespace: "configmaps", "secrets"',
-    ),
-    Key(
-        "objects.list_repeats",
-        int,
-        0,
-        "> 0: after the last object step, time each list_kinds LIST of every kind this often; 0: not measured",
-    ),
-    Key(
-        "objects.list_kinds",
-        list,
-        ["consistent", "rv0", "paged", "paged-rv0"],
-        "LISTs timed: consistent, rv0, paged, paged-rv0, metadata-only, metadata-only-rv0, exact, not-older-than",
-    ),
-    # [probes]
-    Key("probes.each_step", list, [], 'probes run after every step, e.g. ["discovery"]'),
-    Key("probes.options", dict, None, "options per probe: { probe = { option = value } }"),
-)
+
+def _keys() -> tuple[Key, ...]:
+    out = []
+    for section, cls in SECTIONS.items():
+        hints = typing.get_type_hints(cls)
+        for f in dataclasses.fields(cls):
+            m = f.metadata
+            out.append(
+                Key(
+                    f"{section}.{f.name}" if section else f.name,
+                    _toml_type(hints[f.name]),
+                    m["toml_default"],
+                    m["help"],
+                    **{k: m[k] for k in ("unit", "gt", "ge", "le", "choices", "max_len")},
+                )
+            )
+    return tuple(out)
+
+
+# Every scenario key, made from the section classes above. Validation (SCHEMA and Key.check), `--set`
+# typing and the scenario reference come from here; default.toml (the defaults with comments, printed
+# by `run --print-default`) is tested to agree.
+KEYS: tuple[Key, ...] = _keys()
+BY_NAME: dict[str, Key] = {k.name: k for k in KEYS}
 
 # section -> key -> expected type(s), from KEYS. Anything else in a file is an error naming it.
 SCHEMA: dict[str, dict[str, type | tuple[type, ...]]] = {"": {}}
@@ -236,24 +435,33 @@ FREE_TABLES = ("env", "options", "prometheus_jobs")
 
 # The table of experiment axes (see crdscale.scenario.matrix); not a scenario section.
 MATRIX = "matrix"
+# Bounds no experiment comes near: each cell is a run of minutes, so past them a matrix is a typing mistake.
+MATRIX_REPEAT_MAX = 1_000
+MATRIX_CELLS_MAX = 10_000
 
 # Scenario [crds] keys -> GeneratorParams fields where the names differ.
 GENERATOR_FIELD = {"count": "crd_count", "groups": "group_count"}
 
 
+def _section(cls: type, table: dict[str, Any]):
+    """The typed section from its (validated) TOML table."""
+    return cls(**table)
+
+
 @dataclass
 class Scenario:
-    """A validated scenario. ``raw`` is the merged TOML (recorded in the run manifest)."""
+    """A validated scenario: typed sections (``scenario.steps.concurrency``) and ``raw``, the merged
+    TOML (recorded in the run manifest)."""
 
     name: str
     description: str
-    target: dict[str, Any]
-    crds: dict[str, Any]
-    steps: dict[str, Any]
-    profiles: dict[str, Any]
-    metrics: dict[str, Any]
-    probes: dict[str, Any]
-    objects: dict[str, Any] = field(default_factory=dict)
+    target: Target
+    crds: Crds
+    steps: Steps
+    profiles: Profiles
+    metrics: Metrics
+    probes: Probes
+    objects: Objects = field(default_factory=Objects)
     raw: dict[str, Any] = field(repr=False, default_factory=dict)
     source_path: str | None = None
     # The [matrix] table flattened to ``dotted.key -> values`` (``repeat`` -> N); empty for one run.
@@ -266,36 +474,36 @@ class Scenario:
 
     @property
     def is_local(self) -> bool:
-        return self.target["kind"] == "local"
+        return self.target.kind == "local"
 
     def summary(self) -> str:
         """One line saying what the scenario does, e.g. for the run's first line and reports."""
-        c, st = self.crds, self.steps
-        if c["source"] == "generate":
-            what = f"{c['count']} generated CRDs ({c['groups']} groups, {c.get('property_count', 0)} properties, {c.get('preset', 'apigen')} preset)"
+        c, st, t = self.crds, self.steps, self.target
+        if c.source == "generate":
+            what = f"{c.count} generated CRDs ({c.groups} groups, {c.property_count} properties, {c.preset} preset)"
         else:
-            what = f"the CRDs in {c['source']}"
-        steps = f"{st['size']} per step" if "size" in st else f"{st['count']} steps"
-        serve = {"none": "not served", "list": "each LISTed once", "watch": "each LISTed and watched"}[st["serve"]]
-        if self.is_local and self.target.get("kube_source"):
-            where = f"a local kube-apiserver built from {self.target['kube_source']} (etcd {self.target.get('etcd') or 'default'})"
+            what = f"the CRDs in {c.source}"
+        steps = f"{st.size} per step" if st.size is not None else f"{st.count} steps"
+        serve = {"none": "not served", "list": "each LISTed once", "watch": "each LISTed and watched"}[st.serve]
+        if self.is_local and t.kube_source:
+            where = f"a local kube-apiserver built from {t.kube_source} (etcd {t.etcd or 'default'})"
         elif self.is_local:
-            where = f"a local kube-apiserver v{self.target['kube_version'].lstrip('v')} (etcd {self.target.get('etcd') or 'default'})"
+            where = f"a local kube-apiserver v{t.kube_version.lstrip('v')} (etcd {t.etcd or 'default'})"
         else:
-            where = f"the cluster of {self.target['kubeconfig']}"
+            where = f"the cluster of {t.kubeconfig}"
         if self.grows_objects:
             o = self.objects
-            control = f" and the same in {' and '.join(o.get('control', []))}" if o.get("control") else ""
+            control = f" and the same in {' and '.join(o.control)}" if o.control else ""
             return (
-                f"{what} installed, then {o['count']} {o.get('shape', 'flat')} custom resources of "
-                f"{o.get('bytes', 1024)} bytes per CRD{control} added in {st['count']} steps each, {serve}, on {where}"
+                f"{what} installed, then {o.count} {o.shape} custom resources of "
+                f"{o.bytes} bytes per CRD{control} added in {st.count} steps each, {serve}, on {where}"
             )
         return f"{what} installed in {steps}, {serve}, on {where}"
 
     @property
     def grows_objects(self) -> bool:
         """Steps add objects (``steps.grow = "objects"``), not CRDs."""
-        return self.steps.get("grow", "crds") == "objects"
+        return self.steps.grow == "objects"
 
     def object_steps(self) -> list[tuple[str, int]]:
         """What each object step adds: ``(kind, per_crd)`` for ``steps.grow = "objects"`` (else empty).
@@ -309,30 +517,37 @@ class Scenario:
             return []
         from crdscale.crds.objects import CUSTOM_RESOURCES
 
-        count, rounds = self.objects["count"], self.steps["count"]
+        count, rounds = self.objects.count, self.steps.count
         base, extra = divmod(count, rounds)
-        kinds = [CUSTOM_RESOURCES, *self.objects.get("control", [])]
+        kinds = [CUSTOM_RESOURCES, *self.objects.control]
         return [(kind, base + (1 if r < extra else 0)) for r in range(rounds) for kind in kinds]
 
     def generator_params(self):
         """The :class:`~crdscale.crds.generate.GeneratorParams` for ``[crds] source = "generate"``."""
         from crdscale.crds.generate import preset
 
-        fields = {GENERATOR_FIELD.get(k, k): v for k, v in self.crds.items() if k not in ("source", "preset")}
+        fields = self.crds.generator_fields()
         if "categories" in fields:
             fields["categories"] = tuple(fields["categories"])
-        return preset(self.crds.get("preset", "apigen"), **fields).validate()
+        return preset(self.crds.preset, **fields).validate()
 
     def step_sizes(self, total: int) -> list[int]:
         """How many CRDs each step installs (sizes differ by at most one; ``size`` wins over ``count``)."""
         if total == 0:
             return []
-        if "size" in self.steps:
-            size = self.steps["size"]
+        if self.steps.size is not None:
+            size = self.steps.size
             return [min(size, total - i) for i in range(0, total, size)]
-        count = min(self.steps["count"], total)
+        count = min(self.steps.count, total)
         base, extra = divmod(total, count)
         return [base + (1 if i < extra else 0) for i in range(count)]
+
+    def with_setting(self, dotted: str, value: Any) -> None:
+        """Set ``section.key`` to ``value`` in the typed section and in ``raw`` (in place): for the
+        few values resolved after parsing (paths made absolute)."""
+        section, _, name = dotted.partition(".")
+        setattr(self, section, dataclasses.replace(getattr(self, section), **{name: value}))
+        self.raw[section][name] = value
 
 
 def default_text() -> str:
@@ -388,11 +603,6 @@ def _check_types(data: dict, where: str) -> None:
 def _choice(value, allowed, key: str, where: str) -> None:
     if value not in allowed:
         raise UsageError(f"{where}: '{key}' must be one of {', '.join(allowed)}, got {value!r}")
-
-
-def _positive(value, key: str, where: str, *, zero_ok: bool = False) -> None:
-    if value < 0 or (value == 0 and not zero_ok):
-        raise UsageError(f"{where}: '{key}' must be {'>= 0' if zero_ok else '> 0'}, got {value!r}")
 
 
 def flatten_keys(table: dict, prefix: str = "") -> dict[str, Any]:
@@ -473,8 +683,10 @@ def _check_matrix(matrix: Any, where: str) -> dict[str, Any]:
     flat = flatten_keys(matrix)
     for key, values in flat.items():
         if key == "repeat":
-            if not isinstance(values, int) or isinstance(values, bool) or values < 1:
-                raise UsageError(f"{where}: 'matrix.repeat' must be an integer >= 1, got {values!r}")
+            if not isinstance(values, int) or isinstance(values, bool) or not 1 <= values <= MATRIX_REPEAT_MAX:
+                raise UsageError(
+                    f"{where}: 'matrix.repeat' must be an integer from 1 to {MATRIX_REPEAT_MAX}, got {values!r}"
+                )
             continue
         section, _, rest = key.partition(".")
         if section not in SCHEMA or not section or rest.split(".")[0] not in SCHEMA[section]:
@@ -484,6 +696,11 @@ def _check_matrix(matrix: Any, where: str) -> dict[str, Any]:
             )
         if not isinstance(values, list) or not values:
             raise UsageError(f"{where}: matrix axis '{key}' must be a non-empty list of values, got {values!r}")
+    cells = math.prod(len(v) for k, v in flat.items() if k != "repeat") * flat.get("repeat", 1)
+    if cells > MATRIX_CELLS_MAX:
+        raise UsageError(
+            f"{where}: [matrix] makes {cells:,} cells, more than {MATRIX_CELLS_MAX:,}: split the experiment"
+        )
     return flat
 
 
@@ -557,71 +774,47 @@ def build_scenario(
         set_key(data, key, value, where)
     _check_types(data, where)
 
-    target, steps, profiles, metrics = data["target"], data["steps"], data["profiles"], data["metrics"]
+    _check_values(data, where)
+    target = _section(Target, data["target"])
+    steps, objects = _section(Steps, data["steps"]), _section(Objects, data.get("objects", {}))
     name = data.get("name", "scenario")
     if not name.strip() or "/" in name or "\0" in name:
         # It becomes a directory name (runs/<UTC timestamp>-<name>): a "/" would put the run elsewhere.
         raise UsageError(f"{where}: 'name' names the run directory: no '/', not empty, got {name!r}")
-    _choice(target["kind"], TARGET_KINDS, "target.kind", where)
-    if target["kind"] == "kubeconfig" and not target.get("kubeconfig"):
+    if target.kind == "kubeconfig" and not target.kubeconfig:
         raise UsageError(f"{where}: 'target.kubeconfig' is required when target.kind = \"kubeconfig\"")
-    if target.get("kube_source") and target.get("apiserver_binary"):
+    if target.kube_source and target.apiserver_binary:
         raise UsageError(
             f"{where}: set 'target.kube_source' (a source tree to build) or 'target.apiserver_binary', not both"
         )
-    for item in target.get("apiserver_flags", []):
+    for item in target.apiserver_flags:
         if not (isinstance(item, str) and item.startswith("--")):
             raise UsageError(f"{where}: 'target.apiserver_flags' entries must look like \"--flag=value\", got {item!r}")
-    for item in target.get("controller_manager_controllers", []):
+    for item in target.controller_manager_controllers:
         if not (isinstance(item, str) and item.strip()):
             raise UsageError(
                 f"{where}: 'target.controller_manager_controllers' entries are controller names "
                 f'such as "*" or "-ttl", got {item!r}'
             )
-    if target.get("controller_manager") and not target.get("controller_manager_controllers"):
+    if target.controller_manager and not target.controller_manager_controllers:
         raise UsageError(f"{where}: 'target.controller_manager_controllers' is empty; [\"*\"] runs the default set")
-    for k, v in target.get("env", {}).items():
+    for k, v in target.env.items():
         if not isinstance(v, str):
             raise UsageError(f"{where}: 'target.env.{k}' must be a string, got {v!r}")
     # Before anything starts: a missing token file or a password in the URL is a one-line error now.
-    PrometheusAccess.from_target(target, where=where)
-    _choice(steps["serve"], SERVE_MODES, "steps.serve", where)
-    _choice(steps.get("on_rejected", "stop"), ("stop", "continue"), "steps.on_rejected", where)
-    _positive(steps["count"], "steps.count", where)
-    _positive(steps.get("serve_clients", 1), "steps.serve_clients", where)
-    if "size" in steps:
-        _positive(steps["size"], "steps.size", where)
-    _positive(steps["settle_seconds"], "steps.settle_seconds", where, zero_ok=True)
-    _positive(steps.get("settle_queues_timeout_seconds", 900), "steps.settle_queues_timeout_seconds", where)
-    _positive(steps.get("hold_seconds", 0), "steps.hold_seconds", where, zero_ok=True)
-    _positive(steps.get("memory_guard_mib", 0), "steps.memory_guard_mib", where, zero_ok=True)
-    _positive(steps["establish_timeout_seconds"], "steps.establish_timeout_seconds", where)
-    _positive(steps["concurrency"], "steps.concurrency", where)
-    _positive(steps["qps"], "steps.qps", where, zero_ok=True)
-    _check_objects(data.get("objects", {}), steps, where)
-    for kind in profiles["kinds"]:
-        _choice(kind, PROFILE_KINDS, "profiles.kinds", where)
-    _positive(profiles["cpu_seconds"], "profiles.cpu_seconds", where)
-    from crdscale.collect.openapi import OPENAPI_V2_FORMATS  # here: it imports requests, `--help` must not
-
-    _choice(profiles.get("openapi_v2", "none"), ("none", *OPENAPI_V2_FORMATS), "profiles.openapi_v2", where)
-    _choice(metrics["source"], METRIC_SOURCES, "metrics.source", where)
-    _positive(metrics["scrape_interval_seconds"], "metrics.scrape_interval_seconds", where)
-    _positive(metrics["apiserver_metrics_interval_seconds"], "metrics.apiserver_metrics_interval_seconds", where)
-    _positive(
-        metrics.get("apiserver_cpu_budget_percent", 0), "metrics.apiserver_cpu_budget_percent", where, zero_ok=True
-    )
+    PrometheusAccess.from_target(target.table(), where=where)
+    _check_objects(objects, steps, where)
 
     scenario = Scenario(
-        name=data.get("name", "scenario"),
+        name=name,
         description=data.get("description") or "",
         target=target,
-        crds=data["crds"],
+        crds=_section(Crds, data["crds"]),
         steps=steps,
-        profiles=profiles,
-        metrics=metrics,
-        probes=data.get("probes", {}),
-        objects=data.get("objects", {}),
+        profiles=_section(Profiles, data["profiles"]),
+        metrics=_section(Metrics, data["metrics"]),
+        probes=_section(Probes, data.get("probes", {})),
+        objects=objects,
         raw=data,
         matrix=matrix,
         user=user,
@@ -631,7 +824,7 @@ def build_scenario(
     if not scenario.description:
         scenario.description = scenario.summary()
         data["description"] = scenario.description
-    if scenario.crds["source"] == "generate":
+    if scenario.crds.source == "generate":
         try:
             scenario.generator_params()
         except UsageError as err:
@@ -641,39 +834,37 @@ def build_scenario(
     return scenario
 
 
-def _check_objects(objects: dict, steps: dict, where: str) -> None:
-    """The [objects] section and steps.grow, before anything slow starts."""
-    from crdscale.crds.objects import APPLY_MODES, CONTROL_KINDS, SHAPES, check_size
+def _check_values(data: dict, where: str) -> None:
+    """Every set key's value within what its field declares (finite, bounds, choices, length), in file order."""
+    for k in KEYS:
+        table = data if not k.section else data.get(k.section, {})
+        if k.key in table:
+            k.check(table[k.key], where)
 
-    _choice(steps.get("grow", "crds"), GROW_MODES, "steps.grow", where)
-    _positive(objects.get("count", 0), "objects.count", where, zero_ok=True)
+
+def _check_objects(objects: Objects, steps: Steps, where: str) -> None:
+    """The [objects] section and steps.grow together, before anything slow starts."""
+    from crdscale.crds.objects import check_size
+
     try:
-        check_size(objects.get("bytes", 1024))
+        check_size(objects.bytes)
     except UsageError as err:
         raise UsageError(f"{where}: {err}") from err
-    _choice(objects.get("shape", "flat"), SHAPES, "objects.shape", where)
-    _choice(objects.get("apply", "create"), APPLY_MODES, "objects.apply", where)
-    _positive(objects.get("concurrency", 16), "objects.concurrency", where)
-    for kind in objects.get("control", []):
-        _choice(kind, CONTROL_KINDS, "objects.control", where)
-    if len(set(objects.get("control", []))) != len(objects.get("control", [])):
-        raise UsageError(f"{where}: 'objects.control' names a kind twice: {objects['control']!r}")
-    if objects.get("apply") == "server-side-apply" and objects.get("managed_fields") is False:
+    if len(set(objects.control)) != len(objects.control):
+        raise UsageError(f"{where}: 'objects.control' names a kind twice: {objects.control!r}")
+    if objects.apply == "server-side-apply" and objects.managed_fields is False:
         raise UsageError(
             f"{where}: 'objects.managed_fields' = false needs 'objects.apply' = \"create\" "
             "(server-side apply always records managedFields)"
         )
-    _positive(objects.get("list_repeats", 0), "objects.list_repeats", where, zero_ok=True)
-    for kind in objects.get("list_kinds", []):
-        _choice(kind, OBJECT_LIST_KINDS, "objects.list_kinds", where)
-    growing = steps.get("grow", "crds") == "objects"
-    if growing and not objects.get("count"):
+    growing = steps.grow == "objects"
+    if growing and not objects.count:
         raise UsageError(f"{where}: steps.grow = \"objects\" needs 'objects.count' > 0")
-    if objects.get("count") and not growing:
+    if objects.count and not growing:
         raise UsageError(f"{where}: 'objects.count' is set: add steps.grow = \"objects\" (steps then add objects)")
-    if growing and objects.get("count", 0) < steps["count"]:
+    if growing and objects.count < steps.count:
         raise UsageError(
-            f"{where}: 'objects.count' ({objects['count']}) is fewer than steps.count ({steps['count']}): "
+            f"{where}: 'objects.count' ({objects.count}) is fewer than steps.count ({steps.count}): "
             "every step must add objects"
         )
 
@@ -710,13 +901,13 @@ def resolve_paths(scenario: Scenario) -> Scenario:
     (in place; returns ``scenario``); ``target.kube_source`` becomes absolute (relative to the
     current directory without a file), as the build cache records it."""
     base = Path(scenario.source_path).parent if scenario.source_path else Path.cwd()
-    if scenario.source_path and scenario.crds["source"] not in ("generate",):
-        crd_path = Path(scenario.crds["source"]).expanduser()
+    if scenario.source_path and scenario.crds.source not in ("generate",):
+        crd_path = Path(scenario.crds.source).expanduser()
         if not crd_path.is_absolute():
             crd_path = base / crd_path
-        scenario.crds["source"] = str(crd_path)
-    if scenario.target.get("kube_source"):
-        scenario.target["kube_source"] = str(base / Path(scenario.target["kube_source"]).expanduser())
+        scenario.with_setting("crds.source", str(crd_path))
+    if scenario.target.kube_source:
+        scenario.with_setting("target.kube_source", str(base / Path(scenario.target.kube_source).expanduser()))
     return scenario
 
 
@@ -725,9 +916,9 @@ def check_inputs(scenario: Scenario, where: str) -> Scenario:
     first cell), so a bad path is a one-line error, not a failed run: ``target.kube_source``
     must be a Kubernetes source tree. Not part of parsing: reports on an experiment whose
     tree has moved since must still open it. Returns ``scenario``."""
-    if scenario.is_local and scenario.target.get("kube_source"):
+    if scenario.is_local and scenario.target.kube_source:
         try:
-            check_tree(scenario.target["kube_source"])
+            check_tree(scenario.target.kube_source)
         except UsageError as err:
             raise UsageError(f"{where}: 'target.kube_source': {err}") from err
     return scenario

@@ -25,7 +25,7 @@ import pandas as pd
 from crdscale.analysis.harness import harness_cost
 from crdscale.cluster.clients import ApiError, Cluster, connect
 from crdscale.cluster.gobuild import go_version
-from crdscale.cluster.local import DEFAULT_CONTROLLERS, LocalControlPlane
+from crdscale.cluster.local import LocalControlPlane
 from crdscale.collect import metrics as metric_defs
 from crdscale.collect.pprof import fetch_profile
 from crdscale.collect.prometheus import PrometheusAccess
@@ -193,7 +193,7 @@ def load_crd_set(scenario: Scenario) -> tuple[list[dict], dict]:
     and list object shapes need) and where they came from, with their summary."""
     from crdscale.crds import summary as crd_summary
 
-    if scenario.crds["source"] == "generate":
+    if scenario.crds.source == "generate":
         from crdscale.crds.generate import generate_crds
 
         params = scenario.generator_params()
@@ -202,10 +202,10 @@ def load_crd_set(scenario: Scenario) -> tuple[list[dict], dict]:
     else:
         from crdscale.crds.load import load_crds
 
-        loaded = load_crds(scenario.crds["source"])
+        loaded = load_crds(scenario.crds.source)
         crds = list(loaded.crds)
-        origin = {"source": scenario.crds["source"], "skipped_documents": getattr(loaded, "skipped", None)}
-    if scenario.grows_objects and scenario.objects.get("shape", "flat") != "schema":
+        origin = {"source": scenario.crds.source, "skipped_documents": getattr(loaded, "skipped", None)}
+    if scenario.grows_objects and scenario.objects.shape != "schema":
         from crdscale.crds.objects import with_payload_field
 
         # The flat, nested and list shapes need a field that keeps unknown fields (else pruned).
@@ -320,7 +320,7 @@ class ScenarioRunner:
             self.cluster,
             self.plane,
             interrupt_main=threading.current_thread() is threading.main_thread(),
-            min_available_bytes=int(sc.steps.get("memory_guard_mib", 0)) * 2**20,
+            min_available_bytes=int(sc.steps.memory_guard_mib) * 2**20,
         )
         self.watchdog.start()
         stack.callback(self.watchdog.stop)
@@ -332,18 +332,18 @@ class ScenarioRunner:
             self.cluster,
             run_id=self.run_id,
             events=self.events,
-            concurrency=sc.steps["concurrency"],
-            qps=sc.steps["qps"] or None,
-            establish_timeout_s=sc.steps["establish_timeout_seconds"],
-            on_rejected=sc.steps.get("on_rejected", "stop"),
+            concurrency=sc.steps.concurrency,
+            qps=sc.steps.qps or None,
+            establish_timeout_s=sc.steps.establish_timeout_seconds,
+            on_rejected=sc.steps.on_rejected,
         )
         stack.callback(installer.close)
         server = Server(
             self.cluster,
-            mode=sc.steps["serve"],
+            mode=sc.steps.serve,
             events=self.events,
             run_id=self.run_id,
-            clients=sc.steps.get("serve_clients", 1),
+            clients=sc.steps.serve_clients,
             record_process=self.run.record_process,
         )
         stack.callback(server.close)
@@ -366,8 +366,8 @@ class ScenarioRunner:
             install_s = time.monotonic() - t0
             installed += size
             serve_s = 0.0
-            if sc.steps["serve"] != "none":
-                if sc.profiles.get("installed_phase", True):
+            if sc.steps.serve != "none":
+                if sc.profiles.installed_phase:
                     # Settle first: right after Established the OpenAPI controllers are still
                     # rebuilding specs, and that transient heap would be charged to installing.
                     self._settle(f"step {index} installed")
@@ -412,17 +412,17 @@ class ScenarioRunner:
         writer = ObjectWriter(
             self.cluster,
             run_id=self.run_id,
-            size=o["bytes"],
-            shape=o.get("shape", "flat"),
-            managed_fields=o.get("managed_fields", True),
-            apply=o.get("apply", "create"),
-            concurrency=o.get("concurrency", 16),
+            size=o.bytes,
+            shape=o.shape,
+            managed_fields=o.managed_fields,
+            apply=o.apply,
+            concurrency=o.concurrency,
         )
         cr_namespace = namespace_name(self.run_id, "objects")
         if any(c["spec"].get("scope", "Cluster") == "Namespaced" for c in crds):
             writer.ensure_namespace(cr_namespace)
         targets = {CUSTOM_RESOURCES: [custom_resource_target(c, cr_namespace) for c in crds]}
-        for kind in o.get("control", []):
+        for kind in o.control:
             targets[kind] = [control_target(kind, writer.ensure_namespace(namespace_name(self.run_id, kind)))]
         stored: dict[str, dict] = {}
         # The resource label values of each kind's series (apiserver_resource_size_estimate_bytes).
@@ -450,9 +450,9 @@ class ScenarioRunner:
             waited = writer.wait_cached(targets[kind])
             self.events.emit("objects.cached", step=index, object_kind=kind, seconds=round(waited, 3))
             if kind not in stored:
-                sent = o["bytes"]
+                sent = o.bytes
                 stored[kind] = {"sent_bytes": sent, "stored_bytes": writer.stored_bytes(targets[kind][0])}
-                self.run.update_manifest(objects={**o, "kinds": stored, "resources": resources})
+                self.run.update_manifest(objects={**asdict(o), "kinds": stored, "resources": resources})
             self._settle(f"step {index}")
             self._take_profiles(step=index, crds=len(crds))
             self._run_probes(index)
@@ -480,7 +480,7 @@ class ScenarioRunner:
                 **asdict(summary),
             )
             self.progress.step_finished(summary)
-        if o.get("list_repeats", 0) > 0:
+        if o.list_repeats > 0:
             self._time_object_lists(targets, writer, step=first_step + len(sc.object_steps()) - 1)
 
     def _time_object_lists(self, targets: dict, writer, *, step: int) -> None:
@@ -493,14 +493,14 @@ class ScenarioRunner:
         o = self.scenario.objects
         lists = {kind: [t.list_target() for t in ts] for kind, ts in targets.items()}
         counts = {t.list_target().group_resource: writer.written(t) for ts in targets.values() for t in ts}
-        self.progress.message(f"timing LISTs of the objects ({', '.join(o['list_kinds'])}, {o['list_repeats']} each)")
-        self.events.emit("objects.lists.start", step=step, kinds=list(o["list_kinds"]), repeats=o["list_repeats"])
+        self.progress.message(f"timing LISTs of the objects ({', '.join(o.list_kinds)}, {o.list_repeats} each)")
+        self.events.emit("objects.lists.start", step=step, kinds=list(o.list_kinds), repeats=o.list_repeats)
         table = measure_targets(
             self.cluster,
             lists,
             counts,
-            repeats=int(o["list_repeats"]),
-            kinds=o["list_kinds"],
+            repeats=int(o.list_repeats),
+            kinds=o.list_kinds,
             # etcd's own background (compaction, leases, the controller-manager's watches) is what the
             # per-LIST CPU is net of: a longer idle window estimates it better than the probe's 1 s.
             idle_window_s=OBJECT_LISTS_IDLE_S,
@@ -514,14 +514,14 @@ class ScenarioRunner:
         if sc.is_local:
             t = sc.target
             self.plane = LocalControlPlane(
-                t.get("kube_version"),
-                etcd=t.get("etcd"),
-                apiserver_binary=t.get("apiserver_binary"),
-                kube_source=t.get("kube_source"),
-                apiserver_flags=t.get("apiserver_flags", []),
-                apiserver_env=t.get("env", {}),
-                controller_manager=t.get("controller_manager", True),
-                controller_manager_controllers=t.get("controller_manager_controllers", DEFAULT_CONTROLLERS),
+                t.kube_version,
+                etcd=t.etcd,
+                apiserver_binary=t.apiserver_binary,
+                kube_source=t.kube_source,
+                apiserver_flags=t.apiserver_flags,
+                apiserver_env=t.env,
+                controller_manager=t.controller_manager,
+                controller_manager_controllers=t.controller_manager_controllers,
                 name=f"run-{self.run_id}",
                 keep_state=True,
             )
@@ -535,7 +535,7 @@ class ScenarioRunner:
             # every installed CRD costs (its garbage collector watches each one).
             self.run.update_manifest(controller_manager=self.plane.state.get("controller_manager", {}))
         else:
-            self.cluster = connect(sc.target["kubeconfig"], sc.target.get("context"))
+            self.cluster = connect(sc.target.kubeconfig, sc.target.context)
             stack.callback(self.cluster.close)
             try:
                 versions["kube-apiserver"] = self.cluster.server_version()
@@ -544,7 +544,7 @@ class ScenarioRunner:
         info = self.cluster.get_json("/version", timeout=10)
         versions["kube-apiserver-go"] = info.get("goVersion")
         versions["go-toolchain"] = go_version()
-        self.run.update_manifest(versions=versions, target={"kind": sc.target["kind"], "server": self.cluster.server})
+        self.run.update_manifest(versions=versions, target={"kind": sc.target.kind, "server": self.cluster.server})
         self.events.emit("target.ready", server=self.cluster.server, version=versions.get("kube-apiserver"))
 
     def _stop_plane(self) -> None:
@@ -559,12 +559,12 @@ class ScenarioRunner:
 
     def _start_metrics(self, stack: ExitStack) -> None:
         sc = self.scenario
-        interval = float(sc.metrics["scrape_interval_seconds"])
-        wanted = sc.metrics["source"]
-        remote = PrometheusAccess.from_target(sc.target)
+        interval = float(sc.metrics.scrape_interval_seconds)
+        wanted = sc.metrics.source
+        remote = PrometheusAccess.from_target(sc.target.table())
         source = None
         if remote is not None:
-            source = RemotePrometheus(remote, interval, job_labels=sc.target.get("prometheus_jobs"))
+            source = RemotePrometheus(remote, interval, job_labels=sc.target.prometheus_jobs)
         elif wanted in ("auto", "prometheus") and self.plane is not None:
             try:
                 creds = self.plane.credentials
@@ -577,8 +577,8 @@ class ScenarioRunner:
                     tsdb_dir=self.run.prometheus_tsdb,
                     on_spawn=self._adopt,
                     on_cadence=lambda change: self.events.emit("metrics.cadence", **change),
-                    apiserver_interval_s=float(sc.metrics["apiserver_metrics_interval_seconds"]),
-                    cpu_budget=float(sc.metrics.get("apiserver_cpu_budget_percent", 0)) / 100,
+                    apiserver_interval_s=float(sc.metrics.apiserver_metrics_interval_seconds),
+                    cpu_budget=float(sc.metrics.apiserver_cpu_budget_percent) / 100,
                     # in the instance's directory: `crdscale down` removes it after a kill -9
                     workdir=self.plane.state_dir / "prometheus",
                     controller_manager_target=(
@@ -678,7 +678,7 @@ class ScenarioRunner:
     def _hold(self, crds: int) -> None:
         """Keep the last step's resources served for ``steps.hold_seconds``: the series show
         where memory settles once the install churn is over (the one-pager's "jumps, then settles")."""
-        seconds = float(self.scenario.steps.get("hold_seconds", 0) or 0)
+        seconds = float(self.scenario.steps.hold_seconds or 0)
         if seconds > 0:
             self.progress.message(f"holding {crds} served CRDs for {seconds:.0f} s")
             self.events.emit("hold.start", seconds=seconds, crds=crds)
@@ -686,18 +686,18 @@ class ScenarioRunner:
             self.events.emit("hold.end", seconds=seconds, crds=crds)
 
     def _settle(self, label: str) -> None:
-        seconds = float(self.scenario.steps["settle_seconds"])
+        seconds = float(self.scenario.steps.settle_seconds)
         # Recorded with seconds 0 too: every settle, and so every settle.drained, has its start mark.
         self.events.emit("settle.start", label=label, seconds=seconds)
         if seconds > 0:
             time.sleep(seconds)
-        if self.scenario.steps.get("settle_queues", True):
+        if self.scenario.steps.settle_queues:
             self._wait_queues(label)
 
     def _wait_queues(self, label: str) -> None:
         """Wait until the work the step caused is done (crdscale.collect.workqueues): a profile taken
         while v1.24.0 still merges the whole OpenAPI spec charges the merge's transient heap to the CRDs."""
-        timeout = float(self.scenario.steps.get("settle_queues_timeout_seconds", 900))
+        timeout = float(self.scenario.steps.settle_queues_timeout_seconds)
 
         def scrape() -> str:
             # name[]: only these families are encoded, where the server supports it (>= 1.37)
@@ -723,7 +723,7 @@ class ScenarioRunner:
 
     def _take_profiles(self, *, step: int, crds: int, phase: str | None = None) -> None:
         # CPU is sampled while a step installs (see _start_cpu_profile), not while idle.
-        for kind in self.scenario.profiles["kinds"]:
+        for kind in self.scenario.profiles.kinds:
             if kind != "cpu":
                 self._save_profile(kind, fetch_profile(self.cluster, kind), step=step, crds=crds, phase=phase)
 
@@ -733,7 +733,7 @@ class ScenarioRunner:
         CRD change (crdscale.collect.openapi), so the next step's end profile still holds this one's
         spec: the v2 cost per CRD is this phase's growth, and each step's increment is its profile
         minus the step's end profile (see crdscale.analysis.openapiv2)."""
-        fmt = self.scenario.profiles.get("openapi_v2", "none")
+        fmt = self.scenario.profiles.openapi_v2
         if fmt == "none":
             return
         from crdscale.collect.openapi import fetch_openapi_v2
@@ -757,9 +757,9 @@ class ScenarioRunner:
     def _start_cpu_profile(self, *, step: int, crds: int) -> threading.Thread | None:
         """Sample CPU for ``profiles.cpu_seconds`` from the start of a step's install, in a thread;
         saved as ``cpu-stepNN-crdsNNNN-install.pb.gz``."""
-        if "cpu" not in self.scenario.profiles["kinds"]:
+        if "cpu" not in self.scenario.profiles.kinds:
             return None
-        seconds = int(self.scenario.profiles["cpu_seconds"])
+        seconds = int(self.scenario.profiles.cpu_seconds)
 
         def capture():
             try:
@@ -774,14 +774,14 @@ class ScenarioRunner:
         return thread
 
     def _run_probes(self, step: int) -> None:
-        names = self.scenario.probes.get("each_step", [])
+        names = self.scenario.probes.each_step
         if not names:
             return
         from crdscale.collect.probes import run_probe
 
         for name in names:
             # The same entry point as `crdscale probe NAME`; the options table is read into the probe's config.
-            options = self.scenario.probes.get("options", {}).get(name, {})
+            options = self.scenario.probes.options.get(name, {})
             self.events.emit("probe.start", probe=name, step=step)
             run_probe(name, self.cluster, self.run, options, step=step, run_id=self.run_id)
             self.events.emit("probe.end", probe=name, step=step)

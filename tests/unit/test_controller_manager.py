@@ -215,10 +215,10 @@ def test_proc_sampler_job_per_component():
 
 def test_scenario_runs_the_controller_manager_by_default():
     scenario = load_scenario(None)
-    assert scenario.target["controller_manager"] is True
-    assert scenario.target["controller_manager_controllers"] == ["*", "-podgc"]
+    assert scenario.target.controller_manager is True
+    assert scenario.target.controller_manager_controllers == ["*", "-podgc"]
     off = load_scenario(None, overrides={"target.controller_manager": False})
-    assert off.target["controller_manager"] is False
+    assert off.target.controller_manager is False
 
 
 def test_scenario_rejects_an_empty_controller_list():

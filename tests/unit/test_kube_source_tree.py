@@ -235,8 +235,8 @@ def test_scenario_kube_source_is_resolved_checked_and_a_matrix_axis(tmp_path, mo
     cells = expand(base)
     assert [c.name for c, _ in cells] == ["kube_source=none", "kube_source=kubernetes"]
     released, patched = (sc for _, sc in cells)
-    assert not released.target.get("kube_source") and "v1.37.1" in released.description
-    assert patched.target["kube_source"] == str(tmp_path / "kubernetes")  # relative to the file
+    assert not released.target.kube_source and "v1.37.1" in released.description
+    assert patched.target.kube_source == str(tmp_path / "kubernetes")  # relative to the file
     assert "built from" in patched.summary()
 
     # A bad path in any cell stops the experiment before anything runs or is written.
@@ -252,7 +252,7 @@ def test_scenario_kube_source_is_resolved_checked_and_a_matrix_axis(tmp_path, mo
     with pytest.raises(UsageError, match="not both"):
         parse_scenario('[target]\nkube_source = "k"\napiserver_binary = "/bin/true"\n')
     monkeypatch.chdir(tmp_path)  # without a file: relative to the current directory
-    assert load_scenario(None, overrides={"target.kube_source": "kubernetes"}).target["kube_source"] == str(
+    assert load_scenario(None, overrides={"target.kube_source": "kubernetes"}).target.kube_source == str(
         tmp_path / "kubernetes"
     )
     with pytest.raises(UsageError, match="default scenario: 'target.kube_source': .* not a Kubernetes source tree"):

@@ -104,8 +104,8 @@ def test_scenario_key_is_checked(value):
 def test_scenario_key_default_is_off():
     from crdscale.scenario.config import parse_scenario
 
-    assert parse_scenario(None).profiles["openapi_v2"] == "none"
-    assert parse_scenario('[profiles]\nopenapi_v2 = "json"\n').profiles["openapi_v2"] == "json"
+    assert parse_scenario(None).profiles.openapi_v2 == "none"
+    assert parse_scenario('[profiles]\nopenapi_v2 = "json"\n').profiles.openapi_v2 == "json"
 
 
 class _Response:

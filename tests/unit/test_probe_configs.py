@@ -220,6 +220,7 @@ def test_a_scenarios_probes_are_checked_before_it_starts():
 
 def test_the_scenario_runner_runs_its_probe_steps_through_run_probe(monkeypatch):
     from crdscale.collect.probes import apfseats
+    from crdscale.scenario.config import Probes
     from crdscale.scenario.runner import ScenarioRunner
 
     calls, events = [], []
@@ -230,7 +231,7 @@ def test_the_scenario_runner_runs_its_probe_steps_through_run_probe(monkeypatch)
 
     monkeypatch.setattr(apfseats, "run", fake_run)
     runner = argparse.Namespace(
-        scenario=argparse.Namespace(probes={"each_step": ["apf"], "options": {"apf": {"observe": False}}}),
+        scenario=argparse.Namespace(probes=Probes(each_step=["apf"], options={"apf": {"observe": False}})),
         cluster="cluster",
         run="writer",
         run_id="run-1",

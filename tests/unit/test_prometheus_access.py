@@ -115,7 +115,7 @@ def test_scenario_files_take_relative_secret_files_from_their_directory(secrets)
         f'prometheus_url = "{URL}"\nprometheus_bearer_token_file = "token"\n'
     )
     loaded = load_scenario(scenario)
-    assert loaded.target["prometheus_bearer_token_file"] == str(secrets / "token")
+    assert loaded.target.prometheus_bearer_token_file == str(secrets / "token")
     with pytest.raises(UsageError, match="not found"):  # from the command line: relative to the current directory
         parse_scenario(None, overrides={"target.prometheus_url": URL, "target.prometheus_bearer_token_file": "nowhere"})
 

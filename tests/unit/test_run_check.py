@@ -228,7 +228,7 @@ def test_typed_sets_make_valid_scenarios():
     from crdscale.scenario.config import parse_scenario
 
     s = parse_scenario(None, overrides=_parse_sets(["target.env.GOGC=50", "target.kube_version=1.24.0"]))
-    assert s.target["env"] == {"GOGC": "50"} and s.target["kube_version"] == "1.24.0"
+    assert s.target.env == {"GOGC": "50"} and s.target.kube_version == "1.24.0"
     with pytest.raises(UsageError, match="'crds.count' must be an integer, got 'five'"):
         parse_scenario(None, overrides=_parse_sets(["crds.count=five"]))
 

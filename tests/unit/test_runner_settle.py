@@ -8,6 +8,7 @@ import pytest
 
 from crdscale.rundir import EventLog, read_events
 from crdscale.scenario import runner as runner_module
+from crdscale.scenario.config import Steps
 from crdscale.scenario.runner import ScenarioRunner
 
 
@@ -21,7 +22,7 @@ def test_settle_start_precedes_the_queue_wait(tmp_path, monkeypatch, seconds, qu
         events.emit("settle.drained", label=label, drained=True, seconds=0.5)
 
     runner = argparse.Namespace(
-        scenario=argparse.Namespace(steps={"settle_seconds": seconds, "settle_queues": queues}),
+        scenario=argparse.Namespace(steps=Steps(settle_seconds=seconds, settle_queues=queues)),
         events=events,
         _wait_queues=wait_queues,
     )

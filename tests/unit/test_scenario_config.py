@@ -8,18 +8,18 @@ from crdscale.scenario.config import load_scenario, parse_scenario
 
 def test_default_scenario_is_the_documented_one():
     s = load_scenario(None)
-    assert s.is_local and s.target["kube_version"] == "1.37.1"
+    assert s.is_local and s.target.kube_version == "1.37.1"
     params = s.generator_params()
     assert (params.crd_count, params.group_count, params.property_count) == (500, 50, 100)
     assert s.step_sizes(500) == [100] * 5
-    assert s.steps["serve"] == "watch" and s.profiles["kinds"] == ["heap"]
-    assert s.metrics["scrape_interval_seconds"] == 1
+    assert s.steps.serve == "watch" and s.profiles.kinds == ["heap"]
+    assert s.metrics.scrape_interval_seconds == 1
 
 
 def test_user_file_only_needs_the_keys_it_changes():
     s = parse_scenario('name = "small"\n[crds]\ncount = 60\ngroups = 6\n[steps]\ncount = 3\nserve = "list"\n')
     assert s.name == "small" and s.step_sizes(60) == [20, 20, 20]
-    assert s.steps["settle_seconds"] == 15  # from the default
+    assert s.steps.settle_seconds == 15  # from the default
 
 
 def test_step_size_wins_and_last_step_takes_the_rest():
@@ -39,7 +39,7 @@ def test_step_size_wins_and_last_step_takes_the_rest():
         ("[crds]\ngroups = 600", "group count cannot be greater than CRD count"),
         ('[target]\nkind = "kubeconfig"', "'target.kubeconfig' is required"),
         ('[target]\napiserver_flags = ["v=2"]', "'target.apiserver_flags' entries"),
-        ("[metrics]\nscrape_interval_seconds = 0", "'metrics.scrape_interval_seconds' must be > 0"),
+        ("[metrics]\nscrape_interval_seconds = 0", "'metrics.scrape_interval_seconds' must be >= 0.1"),
         ("name = ", "not valid TOML"),
         ('name = "../elsewhere"', "'name' names the run directory"),
         ('name = ""', "'name' names the run directory"),
@@ -57,7 +57,7 @@ def test_overrides_reach_sections_and_top_level_keys():
 
     overrides = _parse_sets(['name="v1-24"', 'target.kube_version="1.24.0"', "steps.count=2", "steps.serve=list"])
     s = parse_scenario(None, overrides=overrides)
-    assert (s.name, s.target["kube_version"], s.steps["count"], s.steps["serve"]) == ("v1-24", "1.24.0", 2, "list")
+    assert (s.name, s.target.kube_version, s.steps.count, s.steps.serve) == ("v1-24", "1.24.0", 2, "list")
     assert "v1.24.0" in s.description  # derived from the overridden settings
     with pytest.raises(UsageError, match="unknown key 'steps.cuont'"):
         parse_scenario(None, overrides=_parse_sets(["steps.cuont=2"]))

@@ -77,8 +77,8 @@ def test_resume_rebuilds_cells_from_the_manifest_not_the_file(tmp_path):
     experiment = Experiment.create(tmp_path / "runs", load_scenario(path, overrides={"steps.count": 2}))
     path.write_text("this is not TOML any more")
     reopened = Experiment.open(experiment.path)
-    assert [c.scenario.target["env"] for c in reopened.cells] == [{"GOGC": "100"}, {"GOGC": "50"}, {"GOGC": "25"}]
-    assert all(c.scenario.steps["count"] == 2 for c in reopened.cells)
+    assert [c.scenario.target.env for c in reopened.cells] == [{"GOGC": "100"}, {"GOGC": "50"}, {"GOGC": "25"}]
+    assert all(c.scenario.steps.count == 2 for c in reopened.cells)
 
 
 def test_not_an_experiment(tmp_path):

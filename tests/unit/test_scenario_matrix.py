@@ -30,8 +30,8 @@ def test_cells_are_the_cross_product_in_file_order_with_readable_names():
         "kube_version=1.37.1,GOGC=50",
     ]
     cell, sc = cells[1]
-    assert sc.target["kube_version"] == "1.24.0" and sc.target["env"] == {"GOGC": "50"}
-    assert sc.crds["count"] == 60 and sc.name == "zap"
+    assert sc.target.kube_version == "1.24.0" and sc.target.env == {"GOGC": "50"}
+    assert sc.crds.count == 60 and sc.name == "zap"
     assert "v1.24.0" in sc.description  # derived per cell, not copied from the base
     assert sc.raw["experiment"] == {"name": "zap", "cell": cell.name, "values": cell.values, "repeat": 1}
     assert "matrix" not in sc.raw
@@ -46,8 +46,8 @@ def test_unquoted_dotted_keys_repeat_and_set_overrides():
     assert len(cells) == 8
     assert cells[0][0] == Cell("GOGC=100,versions=1,repeat=1", {"target.env.GOGC": "100", "crds.versions": 1}, 1)
     assert cells[1][0].name == "GOGC=100,versions=1,repeat=2"
-    assert all(sc.steps["count"] == 3 and sc.crds["count"] == 20 for _, sc in cells)
-    assert cells[-1][1].crds["versions"] == 2
+    assert all(sc.steps.count == 3 and sc.crds.count == 20 for _, sc in cells)
+    assert cells[-1][1].crds.versions == 2
 
 
 def test_set_on_an_axis_replaces_the_axis_by_its_one_value():
@@ -56,13 +56,13 @@ def test_set_on_an_axis_replaces_the_axis_by_its_one_value():
     assert s.replaced_axes == {"target.kube_version": ["1.24.0", "1.37.1"]}
     cells = expand(s)
     assert [c.name for c, _ in cells] == ["GOGC=100", "GOGC=50"]
-    assert {sc.target["kube_version"] for _, sc in cells} == {"1.30.0"}
+    assert {sc.target.kube_version for _, sc in cells} == {"1.30.0"}
 
 
 def test_set_on_every_axis_is_one_plain_run_and_repeat_survives():
     text = '[matrix]\n"target.kube_version" = ["1.24.0", "1.37.1"]\n'
     s = parse_scenario(text, overrides={"target.kube_version": "1.37.1"})
-    assert s.matrix == {} and s.target["kube_version"] == "1.37.1"
+    assert s.matrix == {} and s.target.kube_version == "1.37.1"
     assert [c.name for c, _ in expand(s)] == ["base"]
     s = parse_scenario(text + "repeat = 2\n", overrides={"target.kube_version": "1.37.1"})
     assert s.matrix == {"repeat": 2}
@@ -118,7 +118,7 @@ def test_no_matrix_is_one_base_cell(tmp_path):
     path.write_text('[crds]\nsource = "crds"\n[matrix]\n"steps.count" = [1, 2]\n')
     s = load_scenario(path)
     cells = expand(s)
-    assert all(sc.crds["source"] == str(tmp_path / "crds") for _, sc in cells)
+    assert all(sc.crds.source == str(tmp_path / "crds") for _, sc in cells)
     assert expand(parse_scenario(None))[0][0].name == "base"
 
 
@@ -126,7 +126,7 @@ def test_a_whole_env_table_per_cell():
     s = parse_scenario('[matrix]\n"target.env" = [{}, {GOGC = "50"}, {GOMEMLIMIT = "1GiB"}]\n')
     cells = expand(s)
     assert [c.name for c, _ in cells] == ["env=none", "env=GOGC=50", "env=GOMEMLIMIT=1GiB"]
-    assert [sc.target["env"] for _, sc in cells] == [{}, {"GOGC": "50"}, {"GOMEMLIMIT": "1GiB"}]
+    assert [sc.target.env for _, sc in cells] == [{}, {"GOGC": "50"}, {"GOMEMLIMIT": "1GiB"}]
 
 
 def test_example_scenarios_expand():
