@@ -18,8 +18,9 @@ body was (``scrape_duration_seconds``, ``scrape_body_size_bytes``): at
 thousands of CRDs kube-apiserver's ``/metrics`` grows, and a scrape slower than
 the interval is a gap in the series.
 
-All three expose ``start()``, ``stop()``, ``series(start, end) -> DataFrame`` (tidy,
-see :mod:`crdscale.collect.metrics`) and ``describe() -> dict``.
+All three are a :class:`MetricsSource`: ``start()``, ``stop()``, ``series(start, end) -> DataFrame``
+(tidy, see :mod:`crdscale.collect.metrics`), ``describe() -> dict``, and what the harness itself costs
+(``harness_pid``, ``harness_cpu_seconds``). :func:`open_metrics_source` chooses one for a run.
 """
 
 from __future__ import annotations
@@ -33,8 +34,10 @@ import tempfile
 import threading
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
+from typing import Protocol
 
 import pandas as pd
 import requests
@@ -45,13 +48,43 @@ from crdscale.cluster.clients import Cluster
 from crdscale.cluster.local import free_ports
 from crdscale.collect import metrics
 from crdscale.collect.prometheus import PrometheusAccess, PrometheusClient
-from crdscale.errors import ClusterError
+from crdscale.errors import BinaryError, ClusterError
 from crdscale.fsutil import write_atomic
 from crdscale.models.scrapecost import SCRAPE_CPU_PER_SECOND, scrape_cost
 from crdscale.proc import cpu_seconds, rss_bytes, stat_fields, thread_count
 from crdscale.rundir import layout
 
 CONTROLLER_MANAGER_JOB = "kube-controller-manager"
+
+
+class MetricsSource(Protocol):
+    """Where a run's time series come from (:class:`LocalPrometheus`, :class:`RemotePrometheus`,
+    :class:`DirectScraper`): started once the target is up, stopped at the run's end, queried once
+    for the whole window."""
+
+    kind: str
+
+    def start(self) -> MetricsSource: ...
+
+    def stop(self) -> None: ...
+
+    def series(self, start: datetime, end: datetime) -> pd.DataFrame:
+        """Tidy rows (``timestamp, job, metric, labels, value``) between ``start`` and ``end``."""
+        ...
+
+    def describe(self) -> dict:
+        """What the run manifest records of it (``metrics``); never a secret."""
+        ...
+
+    @property
+    def harness_pid(self) -> int | None:
+        """A process it started beside the measured server (local Prometheus), else ``None``."""
+        ...
+
+    @property
+    def harness_cpu_seconds(self) -> float | None:
+        """CPU seconds that process spent (known after :meth:`stop`), else ``None``."""
+        ...
 
 
 def _keep_recorded(job: str) -> dict:
@@ -188,6 +221,14 @@ class LocalPrometheus:
         self._adapting = threading.Event()
         self._adapter: threading.Thread | None = None
         self.proc: subprocess.Popen | None = None
+
+    @property
+    def harness_pid(self) -> int | None:
+        return self.proc.pid if self.proc is not None else None
+
+    @property
+    def harness_cpu_seconds(self) -> float | None:
+        return self.cpu_seconds
 
     @property
     def workdir(self) -> Path:
@@ -417,6 +458,8 @@ class RemotePrometheus:
     credentials of ``access`` (a CA file, a bearer token or basic auth from files)."""
 
     kind = "remote-prometheus"
+    harness_pid: int | None = None  # it runs elsewhere: no process and no CPU of ours
+    harness_cpu_seconds: float | None = None
 
     def __init__(
         self, access: PrometheusAccess | str, interval_s: float = 1.0, job_labels: dict[str, str] | None = None
@@ -459,6 +502,8 @@ class _Sampler:
     every ``flush_s`` the new rows go to ``sink`` (the runner writes them into the run directory)."""
 
     kind = "sampler"
+    harness_pid: int | None = None  # a thread of crdscale's own: its CPU is crdscale's
+    harness_cpu_seconds: float | None = None
 
     def __init__(self, interval_s: float, *, sink: Callable[[pd.DataFrame], None] | None = None, flush_s: float = 10.0):
         self.interval_s = interval_s
@@ -627,3 +672,75 @@ class ProcSampler(_Sampler):
             {"timestamp": now, "job": self.job, "metric": name, "labels": "{}", "value": float(value)}
             for name, value in values.items()
         ]
+
+
+@dataclass(frozen=True)
+class LocalEndpoints:
+    """What a local control plane offers a metrics source: ``host:port`` targets for Prometheus, the
+    URLs a direct scrape reads, the credentials, and the instance directory Prometheus works in."""
+
+    apiserver: str
+    etcd_client: str
+    ca_cert: Path
+    token_file: Path
+    etcd_metrics_url: str | None
+    controller_manager: str | None  # host:port, when it serves /metrics
+    controller_manager_metrics_url: str | None
+    workdir: Path
+
+
+def open_metrics_source(
+    wanted: str,
+    interval_s: float,
+    *,
+    cluster: Cluster,
+    local: LocalEndpoints | None = None,
+    remote: PrometheusAccess | None = None,
+    job_labels: dict[str, str] | None = None,
+    apiserver_interval_s: float | None = None,
+    cpu_budget: float = 0.0,
+    tsdb_dir: Path | None = None,
+    on_spawn: Callable[[int, Path], None] | None = None,
+    on_cadence: Callable[[dict], None] | None = None,
+    sink: Callable[[pd.DataFrame], None] | None = None,
+    on_fallback: Callable[[str], None] | None = None,
+) -> MetricsSource:
+    """The metrics source of a run (not started), as ``metrics.source`` (``wanted``) asks.
+
+    A user's Prometheus (``remote``) wins; else a local Prometheus beside a local target with
+    ``auto``/``prometheus`` (``auto`` falls back to direct scrapes, telling ``on_fallback``, when
+    no prometheus binary is there; ``prometheus`` raises :class:`BinaryError`); else crdscale
+    scrapes ``/metrics`` itself, handing rows to ``sink`` as it goes.
+    """
+    if remote is not None:
+        return RemotePrometheus(remote, interval_s, job_labels=job_labels)
+    if wanted in ("auto", "prometheus") and local is not None:
+        try:
+            return LocalPrometheus(
+                local.apiserver,
+                local.ca_cert,
+                local.token_file,
+                local.etcd_client,
+                interval_s=interval_s,
+                tsdb_dir=tsdb_dir,
+                on_spawn=on_spawn,
+                on_cadence=on_cadence,
+                apiserver_interval_s=apiserver_interval_s,
+                cpu_budget=cpu_budget,
+                # in the instance's directory: `crdscale down` removes it after a kill -9
+                workdir=local.workdir,
+                controller_manager_target=local.controller_manager,
+            )
+        except BinaryError:
+            if wanted == "prometheus":
+                raise
+            if on_fallback is not None:
+                on_fallback("no prometheus binary: scraping /metrics directly")
+    return DirectScraper(
+        cluster,
+        local.etcd_metrics_url if local else None,
+        interval_s,
+        controller_manager_metrics_url=local.controller_manager_metrics_url if local else None,
+        ca_file=local.ca_cert if local else None,
+        sink=sink,
+    )

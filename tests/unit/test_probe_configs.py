@@ -220,8 +220,9 @@ def test_a_scenarios_probes_are_checked_before_it_starts():
 
 def test_the_scenario_runner_runs_its_probe_steps_through_run_probe(monkeypatch):
     from crdscale.collect.probes import apfseats
-    from crdscale.scenario.config import Probes
-    from crdscale.scenario.runner import ScenarioRunner
+    from crdscale.scenario.config import parse_scenario
+    from crdscale.scenario.measurements import STEP_END, Mark, RunContext
+    from crdscale.scenario.measurements.stepprobes import StepProbes
 
     calls, events = [], []
 
@@ -230,13 +231,11 @@ def test_the_scenario_runner_runs_its_probe_steps_through_run_probe(monkeypatch)
         return probes.ProbeResult("apf", {}, "seats")
 
     monkeypatch.setattr(apfseats, "run", fake_run)
-    runner = argparse.Namespace(
-        scenario=argparse.Namespace(probes=Probes(each_step=["apf"], options={"apf": {"observe": False}})),
-        cluster="cluster",
-        run="writer",
-        run_id="run-1",
-        events=argparse.Namespace(emit=lambda kind, **fields: events.append(kind)),
-    )
-    ScenarioRunner._run_probes(runner, 3)
+    scenario = parse_scenario('[probes]\neach_step = ["apf"]\noptions = { apf = { observe = false } }\n')
+    emitter = argparse.Namespace(emit=lambda kind, **fields: events.append(kind))
+    ctx = RunContext(scenario, "writer", emitter, "run-1", None, cluster="cluster")
+    measurement = StepProbes.create(scenario)
+    measurement.at(ctx, Mark(STEP_END, 0, 0))  # not at the baseline
+    measurement.at(ctx, Mark(STEP_END, 3, 30))
     assert calls == [("cluster", configs.ApfConfig(observe=False), "writer", 3, "run-1")]
     assert events == ["probe.start", "probe.end"]
