@@ -81,15 +81,17 @@ def key(
     le: float | None = None,
     choices: tuple | Callable[[], tuple] | None = None,
     max_len: int | None = None,
+    min_len: int | None = None,
     unset: Any = None,
 ) -> Any:
     """A scenario field declared once: ``default`` is what the built-in scenario (``default.toml``)
     holds (``None``: unset there), ``help`` one line for the reference. ``gt``/``ge``/``le`` bound a
     number (numbers must also be finite), ``choices`` the allowed values (of each item for a list;
-    a function when they live in a module `--help` must not import), ``max_len`` a string's length.
+    a function when they live in a module `--help` must not import), ``min_len``/``max_len`` a string's length.
     ``unset``: the value a section holds when the key is unset (``default`` ``None``), so code
     reading it never needs its own fallback."""
     meta = {"help": help, "unit": unit, "gt": gt, "ge": ge, "le": le, "choices": choices, "max_len": max_len}
+    meta["min_len"] = min_len
     meta["toml_default"] = default
     value = unset if default is None else default
     if isinstance(value, (list, dict)):
@@ -150,7 +152,7 @@ class Target:
 class Crds:
     """``[crds]``: the CRD set. Generator keys left unset come from the preset."""
 
-    source: str = key("generate", '"generate", or a directory / file of real CRDs')
+    source: str = key("generate", '"generate", or a directory / file of real CRDs', min_len=1)
     preset: str = key("apigen", 'generator preset: "apigen" (flat schemas) or "provider" (Crossplane-like)')
     count: int = key(500, "CRDs to generate", ge=0)
     groups: int = key(50, "API groups they are spread over, round-robin", ge=0)
@@ -341,6 +343,16 @@ def _toml_type(annotation: Any) -> type | tuple[type, ...]:
     return (int, float) if origin is float else origin
 
 
+def _item_type(annotation: Any) -> type | None:
+    """``str`` for ``list[str]`` (or ``list[str] | None``); ``None`` for anything else."""
+    args = [a for a in typing.get_args(annotation) if a is not type(None)] if _is_union(annotation) else [annotation]
+    (inner,) = args
+    if typing.get_origin(inner) is list:
+        (item,) = typing.get_args(inner)
+        return item if isinstance(item, type) else None
+    return None
+
+
 def _is_union(annotation: Any) -> bool:
     return typing.get_origin(annotation) in (typing.Union, types.UnionType)
 
@@ -362,6 +374,8 @@ class Key:
     le: float | None = None
     choices: tuple | Callable[[], tuple] | None = None
     max_len: int | None = None
+    min_len: int | None = None
+    item_type: type | None = None  # what each entry of a list must be
 
     @property
     def section(self) -> str:
@@ -384,6 +398,14 @@ class Key:
         if self.le is not None and value > self.le:
             unit = f" {self.unit}" if self.unit else ""
             raise UsageError(f"{where}: '{self.name}' must be <= {self.le:,g}{unit}, got {value!r}")
+        if self.min_len is not None and len(value) < self.min_len:
+            raise UsageError(f"{where}: '{self.name}' must not be empty")
+        if self.item_type is not None and isinstance(value, list):
+            for item in value:
+                if not isinstance(item, self.item_type) or isinstance(item, bool) is not (self.item_type is bool):
+                    raise UsageError(
+                        f"{where}: '{self.name}' entries must each be {_type_name(self.item_type)}, got {item!r}"
+                    )
         if self.max_len is not None and len(value) > self.max_len:
             raise UsageError(f"{where}: '{self.name}' must be at most {self.max_len} characters, got {len(value)}")
         if self.choices is not None:
@@ -404,7 +426,8 @@ def _keys() -> tuple[Key, ...]:
                     _toml_type(hints[f.name]),
                     m["toml_default"],
                     m["help"],
-                    **{k: m[k] for k in ("unit", "gt", "ge", "le", "choices", "max_len")},
+                    **{k: m[k] for k in ("unit", "gt", "ge", "le", "choices", "max_len", "min_len")},
+                    item_type=_item_type(hints[f.name]),
                 )
             )
     return tuple(out)

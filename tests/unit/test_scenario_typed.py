@@ -69,6 +69,8 @@ def test_keys_carry_their_bounds():
         (["name=" + "n" * 300], "'name' must be at most 100 characters, got 300"),
         (["steps.on_rejected=maybe"], "'steps.on_rejected' must be one of stop, continue"),
         (["objects.control=pods"], "'objects.control' must be one of configmaps, secrets"),
+        (["crds.categories=[1, 2]"], "'crds.categories' entries must each be a string, got 1"),
+        (['crds.source=""'], "'crds.source' must not be empty"),
     ],
 )
 def test_hostile_values_are_refused_in_one_line_naming_the_key(sets, fragment):
