@@ -216,7 +216,7 @@ class Steps:
         "local target: stop the run (failed) when less memory is available",
         unit="MiB",
         ge=0,
-        le=2**30,
+        le=2**20,  # 1 TiB
     )
     establish_timeout_seconds: float = key(
         300, "how long a CRD may take to become Established", unit="s", gt=0, le=WEEK_S
@@ -385,6 +385,19 @@ class Key:
     def key(self) -> str:
         return self.name.rpartition(".")[2]
 
+    def bounds(self) -> str:
+        """What the declaration allows beyond the type, for the reference: ``" (s; >= 0, <= 604,800)"``."""
+        parts = [
+            f"> {_num(self.gt)}" if self.gt is not None else "",
+            f">= {_num(self.ge)}" if self.ge is not None else "",
+        ]
+        parts += [f"<= {_num(self.le)}" if self.le is not None else ""]
+        parts += [f"at most {self.max_len} characters" if self.max_len is not None else ""]
+        said = ", ".join(p for p in parts if p)
+        if self.unit and said:
+            return f" ({self.unit}; {said})"
+        return f" ({self.unit or said})" if self.unit or said else ""
+
     def check(self, value: Any, where: str) -> None:
         """:class:`UsageError` naming the key when ``value`` (of the right type) is out of its declared range."""
         if value is None:
@@ -392,12 +405,12 @@ class Key:
         if isinstance(value, float) and not math.isfinite(value):
             raise UsageError(f"{where}: '{self.name}' must be a finite number, got {value!r}")
         if self.gt is not None and value <= self.gt:
-            raise UsageError(f"{where}: '{self.name}' must be > {self.gt:g}, got {value!r}")
+            raise UsageError(f"{where}: '{self.name}' must be > {_num(self.gt)}, got {value!r}")
         if self.ge is not None and value < self.ge:
-            raise UsageError(f"{where}: '{self.name}' must be >= {self.ge:g}, got {value!r}")
+            raise UsageError(f"{where}: '{self.name}' must be >= {_num(self.ge)}, got {value!r}")
         if self.le is not None and value > self.le:
             unit = f" {self.unit}" if self.unit else ""
-            raise UsageError(f"{where}: '{self.name}' must be <= {self.le:,g}{unit}, got {value!r}")
+            raise UsageError(f"{where}: '{self.name}' must be <= {_num(self.le)}{unit}, got {value!r}")
         if self.min_len is not None and len(value) < self.min_len:
             raise UsageError(f"{where}: '{self.name}' must not be empty")
         if self.item_type is not None and isinstance(value, list):
@@ -412,6 +425,11 @@ class Key:
             allowed = self.choices() if callable(self.choices) else self.choices
             for item in value if isinstance(value, list) else [value]:
                 _choice(item, allowed, self.name, where)
+
+
+def _num(value: float) -> str:
+    """``10,000``, ``0.1``: a bound as people write it."""
+    return f"{int(value):,}" if float(value).is_integer() else f"{value:g}"
 
 
 def _keys() -> tuple[Key, ...]:
@@ -450,7 +468,7 @@ def scenario_reference():
     """``(section, key, type name, default, help)`` per scenario key, in file order, for the
     scenario reference (``section`` is ``""`` for top-level keys; ``default`` ``None`` = unset)."""
     for key in KEYS:
-        yield key.section, key.key, _type_name(key.type), key.default, key.help
+        yield key.section, key.key, _type_name(key.type), key.default, key.help + key.bounds()
 
 
 # Keys whose value is a free-form table (merged whole, addressed as section.key.NAME).

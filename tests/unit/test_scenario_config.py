@@ -78,8 +78,9 @@ def test_every_key_is_declared_once_and_default_toml_agrees():
     assert {(k.section, k.key) for k in KEYS} == {(s, key) for s, keys in SCHEMA.items() for key in keys}
     rows = list(scenario_reference())
     assert len(rows) == len(KEYS)
-    for section, key, type_name, _default, help_text in rows:
-        assert type_name and help_text and "\n" not in help_text and len(help_text) <= 110, (section, key)
+    for (section, key, type_name, _default, help_text), declared in zip(rows, KEYS):
+        assert type_name and help_text and "\n" not in help_text and len(declared.help) <= 110, (section, key)
+        assert help_text.startswith(declared.help)  # then its unit and bounds
     assert ("target", "kube_version", "a string", "1.37.1") == rows[3][:4]
 
 
