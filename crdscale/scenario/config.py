@@ -90,9 +90,8 @@ def key(
     a function when they live in a module `--help` must not import), ``min_len``/``max_len`` a string's length.
     ``unset``: the value a section holds when the key is unset (``default`` ``None``), so code
     reading it never needs its own fallback."""
-    meta = {"help": help, "unit": unit, "gt": gt, "ge": ge, "le": le, "choices": choices, "max_len": max_len}
-    meta["min_len"] = min_len
-    meta["toml_default"] = default
+    bounds = {"unit": unit, "gt": gt, "ge": ge, "le": le, "choices": choices, "max_len": max_len, "min_len": min_len}
+    meta = {"help": help, "toml_default": default, **bounds}
     value = unset if default is None else default
     if isinstance(value, (list, dict)):
         return field(default_factory=lambda: copy.deepcopy(value), metadata=meta)
@@ -444,7 +443,7 @@ def _keys() -> tuple[Key, ...]:
                     _toml_type(hints[f.name]),
                     m["toml_default"],
                     m["help"],
-                    **{k: m[k] for k in ("unit", "gt", "ge", "le", "choices", "max_len", "min_len")},
+                    **{k: m[k] for k in ("unit", "gt", "ge", "le", "choices", "max_len", "min_len")},  # the bounds
                     item_type=_item_type(hints[f.name]),
                 )
             )
