@@ -247,7 +247,7 @@ def object_cell(path: str | Path) -> dict[str, Any]:
     if not scenario.grows_objects:
         raise UsageError(f'{path}: not a run that grows objects (steps.grow = "objects")')
     crds, _ = load_crd_set(scenario)
-    shape, size = scenario.objects.get("shape", "flat"), int(scenario.objects.get("bytes", 1024))
+    shape, size = scenario.objects.shape, int(scenario.objects.bytes)
     crd = crds[0]  # with the payload field the flat, nested and list shapes need (load_crd_set adds it)
     namespace = "ns" if crd["spec"].get("scope", "Namespaced") == "Namespaced" else None
     labels = {"app.kubernetes.io/managed-by": "crdscale", "crdscale.io/run": manifest.get("run_id", "run")}
