@@ -190,6 +190,18 @@ def check_flags(
     return record
 
 
+def check_reserved(
+    items: Sequence[str], *, component: str = "kube-apiserver", reserved: Mapping[str, str] | None = None
+) -> None:
+    """What can be checked of extra flags before the binary exists: no bare ``--``, and none of the
+    flags crdscale sets itself (``reserved``). UsageError (one line) otherwise."""
+    reserved = APISERVER_RESERVED if reserved is None else reserved
+    empty = FlagSet(binary="", sha256="", flags={}, short={})
+    for name, _ in split_flags(items, empty):
+        if name in reserved:
+            raise UsageError(f"--{name} is set by crdscale for {component} ({reserved[name]}); remove it")
+
+
 def feature_gates_in_flags(items: Sequence[str]) -> dict[str, object]:
     """The gates a flag list sets with ``--feature-gates=A=true,kube:B=false`` (every occurrence,
     later ones winning), name -> bool, or the raw text where it is not ``true``/``false``."""

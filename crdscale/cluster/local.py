@@ -31,7 +31,7 @@ from pathlib import Path
 import requests
 import yaml
 
-from crdscale.cluster import binaries, pki
+from crdscale.cluster import binaries, patches, pki
 from crdscale.cluster import node as test_node  # the node beside the control plane (up --node)
 from crdscale.cluster.clients import Cluster, Credentials, RequestsTransport, connect
 from crdscale.cluster.instances import INSTANCE_FILE, list_instances
@@ -119,8 +119,13 @@ class LocalControlPlane:
         ready_timeout_s: float = 180.0,
         keep_state: bool = False,
         node: bool = False,
+        changes: patches.BuildChanges | None = None,
+        go: str = "local",
     ):
         self.requested_version = version
+        # Diffs and build tags on the release (crdscale.cluster.patches), and the Go it is built with.
+        self.changes = changes or None
+        self.go = go or "local"
         self.etcd_spec = etcd
         self.apiserver_binary = apiserver_binary
         self.kube_source = kube_source or None  # "" (a matrix's "as released" value) means none
@@ -231,14 +236,18 @@ class LocalControlPlane:
             test_node.check_host(node_version)
             node_binaries = test_node.prepare(node_version)
         apiserver = binaries.kube_apiserver(
-            self.requested_version, binary=self.apiserver_binary, source=self.kube_source
+            self.requested_version,
+            binary=self.apiserver_binary,
+            source=self.kube_source,
+            changes=self.changes,
+            go=self.go,
         )
         kcm = None
         if self.controller_manager:
             # The same release as kube-apiserver: from the same source tree (whose base release is
             # the one asked for), else the version found (an explicit binary's may be unknown).
             same = self.requested_version if self.kube_source or apiserver.version == "unknown" else apiserver.version
-            kcm = binaries.kube_controller_manager(same, source=self.kube_source)
+            kcm = binaries.kube_controller_manager(same, source=self.kube_source, changes=self.changes, go=self.go)
         etcd = binaries.etcd(self.etcd_spec)
         self.state_dir.mkdir(parents=True)
         (self.state_dir / "logs").mkdir()

@@ -46,7 +46,7 @@ def normalize_go_version(text: str) -> str:
     """``1.18.10``, ``go1.18.10`` -> ``go1.18.10``; UsageError (one line) for anything else."""
     match = _GO_VERSION.match(str(text).strip())
     if not match:
-        raise UsageError(f"target.go: {text!r} is not a Go version (e.g. 1.18.10), 'release' or 'local'")
+        raise UsageError(f"{text!r} is not a Go version (e.g. 1.18.10), 'release' or 'local'")
     return "go" + ".".join(g for g in match.groups() if g is not None)
 
 
@@ -134,7 +134,7 @@ def check_toolchain_version(go_version: str, served: tuple[str, ...] | None = No
         minor = None
     same_minor = [v for v in served if minor and go_version_tuple(v)[:2] == minor]
     hint = f"; served for go{minor[0]}.{minor[1]}: {', '.join(same_minor)}" if same_minor else ""
-    raise UsageError(f"target.go: the Go module proxy has no toolchain {version}{hint}")
+    raise UsageError(f"the Go module proxy has no toolchain {version}{hint}")
 
 
 def newest_patch(go_version: str, served: tuple[str, ...] | None = None) -> str:
@@ -144,7 +144,7 @@ def newest_patch(go_version: str, served: tuple[str, ...] | None = None) -> str:
     minor = go_version_tuple(normalize_go_version(go_version))[:2]
     same = [v for v in served if go_version_tuple(v)[:2] == minor]
     if not same:
-        raise UsageError(f"target.go: the Go module proxy serves no toolchain of go{minor[0]}.{minor[1]}")
+        raise UsageError(f"the Go module proxy serves no toolchain of go{minor[0]}.{minor[1]}")
     return max(same, key=go_version_tuple)
 
 

@@ -69,6 +69,7 @@ def _check_target(scenario: Scenario, where: str, report: CellReport, answers) -
         report.checks.append((plan.what, plan.how))
         if plan.warning:
             report.warnings.append(plan.warning)
+        _check_changes(scenario, where, report)
         if scenario.metrics.source == "prometheus" and target.prometheus_url in (None, ""):
             from crdscale.cluster.binaries import prometheus
 
@@ -94,6 +95,78 @@ def _check_target(scenario: Scenario, where: str, report: CellReport, answers) -
         raise _with_where(where, "target.kubeconfig", err) from err
     context = f", context {target.context}" if target.context else ""
     report.checks.append(("kubeconfig", f"{target.kubeconfig}{context} ({server})"))
+
+
+def _check_changes(scenario: Scenario, where: str, report: CellReport) -> None:
+    """The changes to the release (diffs, build tags, feature gates, flags, the Go), each checked as the
+    build and the start would check it, in seconds and before anything is built: a diff against the
+    release's module sources, gates against those that version defines, flags against the binary's own
+    (once the release is built; crdscale's own flags and a bare ``--`` always)."""
+    from crdscale.cluster import flags, gates, gobuild, patches, toolchain
+    from crdscale.cluster.versions import normalize_version
+    from crdscale.errors import UsageError
+
+    t = scenario.target
+    changed = bool(t.patches or t.build_tags or t.go not in ("", "local"))
+    if changed and (t.apiserver_binary or t.kube_source):
+        raise UsageError(
+            f"{where}: 'target.patches', 'target.build_tags' and 'target.go' change a release built from Go "
+            "modules; drop 'target.apiserver_binary' and 'target.kube_source'"
+        )
+    version = normalize_version(t.kube_version)
+    try:
+        tags = gobuild.check_build_tags(t.build_tags)
+    except CrdscaleError as err:
+        raise _with_where(where, "target.build_tags", err) from err
+    if tags:
+        report.checks.append(("build tags", ",".join(tags)))
+    if t.patches:
+        try:
+            diffs = [patches.read_diff(path) for path in t.patches]
+            touched = patches.check(diffs, version)
+        except CrdscaleError as err:
+            raise _with_where(where, "target.patches", err) from err
+        names = ", ".join(f"{d.name} (sha256 {d.sha256[:12]})" for d in diffs)
+        report.checks.append(("patches", f"{names} apply to {', '.join(sorted(touched))} of {version}"))
+    if t.feature_gates:
+        try:
+            stages = gates.check_feature_gates(dict(t.feature_gates), version)
+        except CrdscaleError as err:
+            raise _with_where(where, "target.feature_gates", err) from err
+        listed = ", ".join(f"{name}={str(g['enabled']).lower()} ({g['stage']})" for name, g in stages.items())
+        report.checks.append(("feature gates", listed))
+    for key, component, items in (
+        ("target.apiserver_flags", "kube-apiserver", t.apiserver_flags),
+        ("target.controller_manager_flags", "kube-controller-manager", t.controller_manager_flags),
+    ):
+        if not items:
+            continue
+        reserved = (
+            flags.CONTROLLER_MANAGER_RESERVED if component == "kube-controller-manager" else flags.APISERVER_RESERVED
+        )
+        known = None if t.apiserver_binary or t.kube_source else flags.released_flag_set(version, component)
+        try:
+            if known is None:
+                flags.check_reserved(items, component=component, reserved=reserved)
+            else:
+                flags.check_flags(items, known, component=component, reserved=reserved)
+                asked = flags.feature_gates_in_flags(items)
+                if asked:
+                    gates.check_feature_gates(asked, version)
+        except CrdscaleError as err:
+            raise _with_where(where, key, err) from err
+        if known is None:
+            report.warnings.append(
+                f"{key}: checked against crdscale's own flags only; the {component} binary's flag set is read "
+                f"once {version} has been built"
+            )
+    if t.go not in ("", "local"):
+        try:
+            if t.go != "release":
+                toolchain.check_toolchain_version(t.go)
+        except CrdscaleError as err:
+            raise _with_where(where, "target.go", err) from err
+        report.checks.append(("go", f"{t.go} (toolchain from the Go module proxy, golang.org/toolchain)"))
 
 
 def _check_crds(scenario: Scenario, where: str, report: CellReport) -> None:

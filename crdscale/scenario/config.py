@@ -127,6 +127,24 @@ class Target:
         ["*", "-podgc"],
         '--controllers; "-podgc": the pod GC would delete probe Pods bound to a node no kubelet runs',
     )
+    controller_manager_flags: list[str] = key(
+        None, "extra kube-controller-manager flags, checked against the binary's own", unset=[]
+    )
+    # Changes to the release (crdscale ab, docs/how-to/evaluate-a-pull-request.md): each a [matrix] axis too.
+    patches: list[str] = key(
+        None,
+        "unified diffs (a forge's <pull request>.diff) applied to the release's module sources; no checkout needed",
+        unset=[],
+    )
+    build_tags: list[str] = key(None, 'go build -tags for kube-apiserver, e.g. ["fieldsv1string"]', unset=[])
+    feature_gates: dict[str, bool] = key(
+        None, "feature gates that version defines, e.g. { CBORServingAndStorage = true }", unset={}
+    )
+    go: str = key(
+        None,
+        '"local" (this machine\'s Go), "release" (the Go the release shipped with) or a Go version',
+        unset="local",
+    )
     kubeconfig: str | None = key(None, 'kubeconfig of the cluster for kind = "kubeconfig" ("a.yaml:b.yaml" merged)')
     context: str | None = key(None, "kubeconfig context; unset: its current-context")
     prometheus_url: str | None = key(None, "an existing Prometheus scraping the cluster")
@@ -471,7 +489,7 @@ def scenario_reference():
 
 
 # Keys whose value is a free-form table (merged whole, addressed as section.key.NAME).
-FREE_TABLES = ("env", "options", "prometheus_jobs")
+FREE_TABLES = ("env", "options", "prometheus_jobs", "feature_gates")
 
 # The table of experiment axes (see crdscale.scenario.matrix); not a scenario section.
 MATRIX = "matrix"
@@ -948,6 +966,8 @@ def resolve_paths(scenario: Scenario) -> Scenario:
         scenario.with_setting("crds.source", str(crd_path))
     if scenario.target.kube_source:
         scenario.with_setting("target.kube_source", str(base / Path(scenario.target.kube_source).expanduser()))
+    if scenario.target.patches:
+        scenario.with_setting("target.patches", [str(base / Path(p).expanduser()) for p in scenario.target.patches])
     return scenario
 
 

@@ -7,11 +7,13 @@ from __future__ import annotations
 from contextlib import ExitStack
 from dataclasses import dataclass
 
+from crdscale.cluster import patches
 from crdscale.cluster.clients import Cluster, connect
 from crdscale.cluster.gobuild import go_version
 from crdscale.cluster.local import LocalControlPlane
+from crdscale.cluster.versions import normalize_version
 from crdscale.collect.sources import LocalEndpoints
-from crdscale.errors import ClusterError
+from crdscale.errors import ClusterError, CrdscaleError
 from crdscale.rundir import EventLog, RunWriter
 from crdscale.scenario.config import Scenario
 
@@ -42,17 +44,21 @@ def open_target(scenario: Scenario, run: RunWriter, events: EventLog, run_id: st
     versions = {"crdscale": run.manifest()["versions"]["crdscale"]}
     t = scenario.target
     if scenario.is_local:
+        changes = patches.build_changes(t.patches, t.build_tags) if (t.patches or t.build_tags) else None
         plane = LocalControlPlane(
             t.kube_version,
             etcd=t.etcd,
             apiserver_binary=t.apiserver_binary,
             kube_source=t.kube_source,
-            apiserver_flags=t.apiserver_flags,
+            apiserver_flags=[*t.apiserver_flags, *gate_flags(t.feature_gates)],
             apiserver_env=t.env,
             controller_manager=t.controller_manager,
             controller_manager_controllers=t.controller_manager_controllers,
+            controller_manager_flags=t.controller_manager_flags,
             name=f"run-{run_id}",
             keep_state=True,
+            changes=changes,
+            go=t.go,
         )
         events.emit("target.start", target="local")
         stack.callback(_stop_plane, plane, run, events)
@@ -60,6 +66,7 @@ def open_target(scenario: Scenario, run: RunWriter, events: EventLog, run_id: st
         target = RunTarget(plane.connect(), plane)
         versions.update(plane.versions)
         run.record_binaries(plane.state["binaries"], built_from=plane.state.get("built_from"))
+        run.update_manifest(change=change_record(scenario, plane.state.get("built_from") or {}))
         # Whether a controller-manager ran, with which controllers and flags: it decides what
         # every installed CRD costs (its garbage collector watches each one).
         run.update_manifest(controller_manager=plane.state.get("controller_manager", {}))
@@ -76,6 +83,39 @@ def open_target(scenario: Scenario, run: RunWriter, events: EventLog, run_id: st
     run.update_manifest(versions=versions, target={"kind": t.kind, "server": target.cluster.server})
     events.emit("target.ready", server=target.cluster.server, version=versions.get("kube-apiserver"))
     return target
+
+
+def gate_flags(gates: dict[str, bool]) -> list[str]:
+    """``{"A": True, "B": False}`` -> ``["--feature-gates=A=true,B=false"]`` (none for no gates)."""
+    if not gates:
+        return []
+    return ["--feature-gates=" + ",".join(f"{name}={str(bool(on)).lower()}" for name, on in sorted(gates.items()))]
+
+
+def change_record(scenario: Scenario, built_from: dict) -> dict:
+    """What a run changed on the release, for its manifest and a verdict's provenance: each diff's name,
+    sha256 and files, the build tags, the feature gates with their stage, the extra flags, and the Go."""
+    t = scenario.target
+    apiserver = built_from.get("kube-apiserver") or {}
+    record: dict = {
+        "diffs": apiserver.get("diffs", []),
+        "build_tags": list(t.build_tags),
+        "feature_gates": {},
+        "apiserver_flags": list(t.apiserver_flags),
+        "controller_manager_flags": list(t.controller_manager_flags),
+        "go": t.go,
+    }
+    for key in ("go", "release_go", "release_go_source", "go_is_release"):
+        if key in apiserver:
+            record[f"built_{key}" if key == "go" else key] = apiserver[key]
+    if t.feature_gates:
+        from crdscale.cluster.gates import check_feature_gates
+
+        try:
+            record["feature_gates"] = check_feature_gates(dict(t.feature_gates), normalize_version(t.kube_version))
+        except CrdscaleError:  # checked before the run; a failure here only loses the stage
+            record["feature_gates"] = {name: {"enabled": on} for name, on in t.feature_gates.items()}
+    return record
 
 
 def _stop_plane(plane: LocalControlPlane, run: RunWriter, events: EventLog) -> None:
