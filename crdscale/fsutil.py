@@ -71,3 +71,18 @@ def check_output_dir(path: str | Path, flag: str = "--out") -> Path:
     if not os.access(path, os.W_OK | os.X_OK):
         raise UsageError(f"{flag} {path}: not writable")
     return path
+
+
+def read_bounded(path: str | Path, limit: int) -> bytes:
+    """The bytes of ``path``, reading at most ``limit + 1`` of them (a file symlinked to ``/dev/zero``, or
+    a FIFO that never ends, is not read until memory runs out): the caller refuses ``len(data) > limit``.
+    OSError as ``open`` raises it (a directory: IsADirectoryError)."""
+    with open(path, "rb") as f:
+        chunks, size = [], 0
+        while size <= limit:
+            chunk = f.read(min(1 << 20, limit + 1 - size))
+            if not chunk:
+                break
+            chunks.append(chunk)
+            size += len(chunk)
+    return b"".join(chunks)

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import ast
+import errno
 import importlib
 import importlib.util
 import logging
@@ -216,9 +217,14 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 2
     keep_freed_memory()  # numpy's temporaries of a few MB are reused, not faulted in again
     log_to_stderr(_log_level(args))
+    if sys.stdout is None:  # started with stdout closed (`>&-`): what the command prints would be lost
+        print("crdscale: error: standard output is closed; redirect it (> FILE or > /dev/null)", file=sys.stderr)
+        return 1
     try:
         require_extras(args.command)
-        return int(args._command.run(args) or 0)
+        code = int(args._command.run(args) or 0)
+        sys.stdout.flush()  # a full disk (`> /dev/full`) fails here, not silently at exit
+        return code
     except CrdscaleError as err:
         print(f"crdscale: error: {err}", file=sys.stderr)
         if err.details:
@@ -234,6 +240,29 @@ def main(argv: Sequence[str] | None = None) -> int:
         os.dup2(devnull, sys.stdout.fileno())
         os.close(devnull)
         return 128 + signal.SIGPIPE
+    except OSError as err:
+        if err.errno not in WRITE_ERRNOS:
+            raise
+        # A full disk or a closed descriptor: one line, and Python's exit flush kept off the broken stdout.
+        _detach_stdout()
+        print(f"crdscale: error: cannot write output: {err.strerror or err}", file=sys.stderr)
+        return 1
+
+
+# Write failures that are the machine's, not crdscale's: a full disk (or quota), a closed or broken
+# descriptor, an I/O error of the device. Anything else raised as OSError keeps its traceback.
+WRITE_ERRNOS = frozenset({errno.ENOSPC, errno.EDQUOT, errno.EBADF, errno.EIO, errno.EFBIG})
+
+
+def _detach_stdout() -> None:
+    """Point stdout's descriptor at /dev/null and drop its buffer, so the interpreter's exit flush cannot fail
+    again (and print 'Exception ignored' with exit 120)."""
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        os.close(devnull)
+    except (OSError, ValueError, AttributeError):
+        pass
 
 
 if __name__ == "__main__":

@@ -8,7 +8,6 @@ local control plane and on any cluster where the user may GET ``/debug/pprof``.
 from __future__ import annotations
 
 import os
-from pathlib import Path
 
 from crdscale.cluster.clients import Cluster
 from crdscale.errors import ClusterError, ProfileError
@@ -59,8 +58,13 @@ def read_profile(source: PathOrBytes):
         data, name = bytes(source), "<bytes>"
     else:
         name = str(source)
+        from crdscale.analysis.pprof.decode import MAX_PROFILE_BYTES
+        from crdscale.fsutil import read_bounded
+
         try:
-            data = Path(source).read_bytes()
+            data = read_bounded(source, MAX_PROFILE_BYTES)
         except OSError as err:
             raise ProfileError(f"{name}: cannot read: {err.strerror or err}") from None
+        if len(data) > MAX_PROFILE_BYTES:
+            raise ProfileError(f"{name}: larger than {MAX_PROFILE_BYTES >> 20} MiB; not a heap profile")
     return parse_profile(data, name)
