@@ -10,7 +10,7 @@ from __future__ import annotations
 import os
 
 from crdscale.cluster.clients import Cluster
-from crdscale.errors import ClusterError, ProfileError
+from crdscale.errors import ClusterError
 
 PathOrBytes = str | os.PathLike | bytes | bytearray | memoryview
 
@@ -58,13 +58,7 @@ def read_profile(source: PathOrBytes):
         data, name = bytes(source), "<bytes>"
     else:
         name = str(source)
-        from crdscale.analysis.pprof.decode import MAX_PROFILE_BYTES
-        from crdscale.fsutil import read_bounded
+        from crdscale.fsutil import read_profile_bytes
 
-        try:
-            data = read_bounded(source, MAX_PROFILE_BYTES)
-        except OSError as err:
-            raise ProfileError(f"{name}: cannot read: {err.strerror or err}") from None
-        if len(data) > MAX_PROFILE_BYTES:
-            raise ProfileError(f"{name}: larger than {MAX_PROFILE_BYTES >> 20} MiB; not a heap profile")
+        data = read_profile_bytes(source)
     return parse_profile(data, name)
