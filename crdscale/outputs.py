@@ -26,10 +26,6 @@ from pathlib import Path
 
 from crdscale.errors import UsageError
 
-# What marks a directory whose files are evidence (crdscale.rundir.layout's names, read here without
-# importing the run-directory package: every command imports this module).
-_RUN_MARKERS = ("manifest.json", "experiment.json")
-
 
 def _resolved(path: str | Path) -> Path:
     return Path(path).expanduser().resolve()
@@ -77,10 +73,12 @@ def check_distinct(outputs: Iterable[tuple[str, str | Path | None]]) -> None:
 
 def run_directory_of(path: str | Path) -> Path | None:
     """The run (or experiment) directory ``path`` is or lies in, else ``None``."""
+    from crdscale.rundir.layout import is_experiment_directory, is_run_directory  # only when checking
+
     resolved = _resolved(path)
     for folder in (resolved, *resolved.parents):
         try:
-            if any((folder / marker).is_file() for marker in _RUN_MARKERS):
+            if is_run_directory(folder) or is_experiment_directory(folder):
                 return folder
         except OSError:  # an unreadable parent: not ours to judge
             return None
