@@ -20,6 +20,7 @@ import json
 import math
 import os
 import random
+import re
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -84,6 +85,17 @@ _LOREM = (
     "documentation for the list of allowed values changing this forces a new resource to be "
     "created configuration block for the settings of the managed service"
 ).split()
+
+
+_DNS1123_SUBDOMAIN = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*")
+_DNS1035_LABEL = re.compile(r"[a-z]([-a-z0-9]*[a-z0-9])?")
+# The longest ``plural.adjective.noun.`` a generated CRD's name can have before the group suffix (a numeric
+# suffix of up to 6 digits once the word pairs run out, see _Namer).
+_LONGEST_NAME_WITHOUT_SUFFIX = (
+    (max(map(len, _ADJECTIVES)) + max(map(len, _NOUNS)) + 6 + 1)  # plural: adjectivenoun + digits + s
+    + 1
+    + (max(map(len, _ADJECTIVES)) + 1 + max(map(len, _NOUNS)) + 6 + 1)  # group: adjective.noun(+digits).
+)
 
 
 @dataclass(frozen=True)
@@ -162,6 +174,27 @@ class GeneratorParams:
             raise UsageError("type weights must be >= 0 with at least one > 0")
         if not self.group_suffix or self.group_suffix.startswith(".") or self.group_suffix.endswith("."):
             raise UsageError(f"bad group suffix {self.group_suffix!r}")
+        # What kube-apiserver's CRD validation would refuse, refused before generating: a group is a DNS-1123
+        # subdomain and the CRD's name (plural.group) at most 253 characters; a category a DNS-1035 label.
+        if not _DNS1123_SUBDOMAIN.fullmatch(self.group_suffix) or any(
+            len(label) > 63 for label in self.group_suffix.split(".")
+        ):
+            raise UsageError(
+                f"group suffix {self.group_suffix!r} is not a DNS-1123 subdomain (lower-case letters, digits, '-' "
+                "and '.', each label starting and ending with a letter or digit, at most 63 characters)"
+            )
+        longest = _LONGEST_NAME_WITHOUT_SUFFIX + len(self.group_suffix)
+        if longest > 253:
+            raise UsageError(
+                f"group suffix {self.group_suffix!r} is too long: a CRD's name (plural.group) could be {longest} "
+                "characters, over kube-apiserver's 253"
+            )
+        for category in self.categories:
+            if not _DNS1035_LABEL.fullmatch(category) or len(category) > 63:
+                raise UsageError(
+                    f"category {category!r} is not a DNS-1035 label (lower-case letters, digits and '-', starting "
+                    "with a letter, ending with a letter or digit, at most 63 characters), as kube-apiserver requires"
+                )
         return self
 
     def to_dict(self) -> dict[str, Any]:

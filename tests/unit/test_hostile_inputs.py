@@ -96,6 +96,7 @@ HOSTILE = [
     "/dev/null",
     "/proc/nope",
     "x" * 300,
+    "a\x00b",
     "/tmp/" + "d/" * 2100,
     "{tmp}/out",
     "{tmp}",
@@ -143,7 +144,13 @@ def _flag_values(action: argparse.Action) -> st.SearchStrategy[list[str]]:
     flag = st.sampled_from(action.option_strings)
     if action.nargs == 0:
         return flag.map(lambda f: [f])
-    values = st.sampled_from(list(action.choices)) | VALUES if action.choices else VALUES
+    # Half plausible (a choice, the default, a small number), half hostile: a command line whose every value
+    # is hostile stops at argparse's first refusal and never reaches the command's own checks.
+    plausible = [str(c) for c in action.choices or ()]
+    if action.default not in (None, False, True, argparse.SUPPRESS) and not isinstance(action.default, list):
+        plausible.append(str(action.default))
+    plausible += ["1", "2", "0.5", "{tmp}/out"]
+    values = st.one_of(st.sampled_from(plausible), VALUES)
     return st.tuples(flag, values).map(list)
 
 
