@@ -13,7 +13,7 @@ import copy
 import logging
 import sys
 
-from crdscale.cli.options import positive_float, positive_int
+from crdscale.cli.options import finite_float
 from crdscale.errors import CrdscaleError, UsageError
 
 log = logging.getLogger(__name__)
@@ -45,13 +45,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     group.add_argument("--image", metavar="REF", help="crdscale image the pods run (see 'crdscale image build')")
     group.add_argument(
         "--parallelism",
-        type=positive_int,
+        type=int,
         metavar="N",
         help="cells running at once (default 1; a resume keeps the last value)",
     )
     group.add_argument(
         "--cpus",
-        type=positive_float,
+        type=finite_float,  # the range is check_cpus's (at least 0.5), said in its own words
         metavar="N",
         help=f"CPUs per pod, requested = limit (default {DEFAULT_CPUS}; whole CPUs are exclusive under the static CPU "
         f"manager, a fraction such as 0.5 is a CFS quota that slows the cell's time-based numbers)",
