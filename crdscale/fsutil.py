@@ -71,3 +71,34 @@ def check_output_dir(path: str | Path, flag: str = "--out") -> Path:
     if not os.access(path, os.W_OK | os.X_OK):
         raise UsageError(f"{flag} {path}: not writable")
     return path
+
+
+def read_bounded(path: str | Path, limit: int) -> bytes:
+    """The bytes of ``path``, reading at most ``limit + 1`` of them (a file symlinked to ``/dev/zero``, or
+    a FIFO that never ends, is not read until memory runs out): the caller refuses ``len(data) > limit``.
+    OSError as ``open`` raises it (a directory: IsADirectoryError)."""
+    with open(path, "rb") as f:
+        chunks, size = [], 0
+        while size <= limit:
+            chunk = f.read(min(1 << 20, limit + 1 - size))
+            if not chunk:
+                break
+            chunks.append(chunk)
+            size += len(chunk)
+    return b"".join(chunks)
+
+
+def read_profile_bytes(path) -> bytes:
+    """The bytes of the profile file ``path``, read at most up to the size limit of a profile (a path
+    symlinked to ``/dev/zero`` is refused, not read until memory runs out); ProfileError (one line) for a
+    directory, an unreadable file or one over the limit."""
+    from crdscale.analysis.pprof.decode import MAX_PROFILE_BYTES
+    from crdscale.errors import ProfileError
+
+    try:
+        data = read_bounded(path, MAX_PROFILE_BYTES)
+    except OSError as err:
+        raise ProfileError(f"{path}: cannot read: {err.strerror or err}") from None
+    if len(data) > MAX_PROFILE_BYTES:
+        raise ProfileError(f"{path}: larger than {MAX_PROFILE_BYTES >> 20} MiB; not a heap profile")
+    return data

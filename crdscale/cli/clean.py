@@ -15,6 +15,7 @@ from __future__ import annotations
 import argparse
 
 from crdscale.cli.common import add_cluster_arguments, resolve_kubeconfig
+from crdscale.cli.options import nonnegative_float
 from crdscale.errors import ClusterError
 
 
@@ -29,7 +30,7 @@ class Command:
         parser.add_argument("--dry-run", action="store_true", help="list what would be deleted, delete nothing")
         parser.add_argument(
             "--timeout",
-            type=float,
+            type=nonnegative_float,
             default=300,
             metavar="SECONDS",
             help="wait this long for deleted objects to be gone (default 300)",

@@ -13,6 +13,7 @@ import copy
 import logging
 import sys
 
+from crdscale.cli.options import finite_float
 from crdscale.errors import CrdscaleError, UsageError
 
 log = logging.getLogger(__name__)
@@ -43,11 +44,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     group.add_argument("--namespace", help=f"namespace of the Job (default {DEFAULT_NAMESPACE}; created when missing)")
     group.add_argument("--image", metavar="REF", help="crdscale image the pods run (see 'crdscale image build')")
     group.add_argument(
-        "--parallelism", type=int, metavar="N", help="cells running at once (default 1; a resume keeps the last value)"
+        "--parallelism",
+        type=int,
+        metavar="N",
+        help="cells running at once (default 1; a resume keeps the last value)",
     )
     group.add_argument(
         "--cpus",
-        type=float,
+        type=finite_float,  # the range is check_cpus's (at least 0.5), said in its own words
         metavar="N",
         help=f"CPUs per pod, requested = limit (default {DEFAULT_CPUS}; whole CPUs are exclusive under the static CPU "
         f"manager, a fraction such as 0.5 is a CFS quota that slows the cell's time-based numbers)",

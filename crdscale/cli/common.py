@@ -94,10 +94,13 @@ def check_output_file(path: str | Path, flag: str) -> Path:
 
 
 def write_output_text(path: str | Path, text: str, flag: str) -> Path:
-    """Write ``text`` to the file ``path`` a flag named; OSError becomes a one-line UsageError."""
+    """Write ``text`` to the file ``path`` a flag named, atomically (a reader never sees half of it, a
+    failed write leaves the file as it was); OSError becomes a one-line UsageError."""
+    from crdscale.fsutil import write_atomic
+
     path = Path(path)
     try:
-        path.write_text(text)
+        write_atomic(path, text)
     except OSError as err:
         raise UsageError(f"{flag} {path}: cannot write ({err.strerror or err})") from None
     return path

@@ -89,6 +89,8 @@ class Command:
         from crdscale.report.compare import comparison_json, comparison_markdown, render_comparison
         from crdscale.rundir.layout import FINDINGS_JSON
 
+        if args.out:  # never onto a run read, into a run directory, or over a non-empty directory
+            __import__("crdscale.outputs").outputs.check_out_directory(args.out, inputs=args.runs)
         if len(args.runs) < 2:
             raise UsageError("compare needs two or more run directories")
         # The gate's conditions and output paths are checked before any run is read.

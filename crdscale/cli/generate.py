@@ -15,7 +15,9 @@ from __future__ import annotations
 
 import argparse
 import sys
+from pathlib import Path
 
+from crdscale.cli.options import any_int, nonnegative_int
 from crdscale.crds.generate import (
     FORMATS,
     PRESETS,
@@ -31,6 +33,8 @@ from crdscale.crds.generate import (
     write_crds,
 )
 from crdscale.crds.summary import summarize
+from crdscale.errors import UsageError
+from crdscale.outputs import check_not_in_run, is_nonempty_directory, relocate, replacing_directory
 from crdscale.proc import available_memory_bytes
 
 
@@ -44,14 +48,16 @@ class Command:
             "--gv-count",
             "--groups",
             dest="groups",
-            type=int,
+            type=nonnegative_int,
             required=True,
             help="number of API groups; CRDs are spread over them round-robin",
         )
-        parser.add_argument("-c", "--crd-count", "--crds", dest="crds", type=int, required=True, help="number of CRDs")
+        parser.add_argument(
+            "-c", "--crd-count", "--crds", dest="crds", type=nonnegative_int, required=True, help="number of CRDs"
+        )
         parser.add_argument(
             "--property-count",
-            type=int,
+            type=nonnegative_int,
             default=None,
             help="properties per CRD schema, nested ones included; 0 = random 1..100 per CRD (apigen)",
         )
@@ -61,18 +67,20 @@ class Command:
             default="apigen",
             help="starting point for the options below (default: apigen)",
         )
-        parser.add_argument("--versions", type=int, help="versions per CRD, each repeating the schema")
-        parser.add_argument("--depth", type=int, dest="max_depth", help="maximum nesting levels of properties")
+        parser.add_argument("--versions", type=nonnegative_int, help="versions per CRD, each repeating the schema")
+        parser.add_argument(
+            "--depth", type=nonnegative_int, dest="max_depth", help="maximum nesting levels of properties"
+        )
         parser.add_argument("--type-mix", help="property type weights, e.g. string=5,object=2,array=1,integer")
-        parser.add_argument("--description-length", type=int, help="characters of description per property")
+        parser.add_argument("--description-length", type=nonnegative_int, help="characters of description per property")
         parser.add_argument("--scope", choices=SCOPES, help="CRD scope; mixed alternates")
-        parser.add_argument("--printer-columns", type=int, help="additional printer columns per version")
+        parser.add_argument("--printer-columns", type=nonnegative_int, help="additional printer columns per version")
         parser.add_argument("--categories", help="comma-separated spec.names.categories")
         parser.add_argument(
             "--shape", choices=SHAPES, help="flat (apigen) or provider (spec.forProvider/status.atProvider)"
         )
         parser.add_argument("--group-suffix", help="DNS suffix of generated groups")
-        parser.add_argument("--seed", type=int, default=0, help="random seed (default 0)")
+        parser.add_argument("--seed", type=any_int, default=0, help="random seed (default 0)")
         parser.add_argument(
             "-o",
             "--output",
@@ -105,6 +113,10 @@ class Command:
         params = preset(args.preset, **overrides)
         if args.output and args.output != "-":
             check_output(args.output, single_file=args.single_file)  # before minutes of generating
+            check_not_in_run(args.output, "-o")
+            if not args.single_file and is_nonempty_directory(args.output):
+                # Writing into it would leave the union of two sets, which footprint and install then count.
+                raise UsageError(f"-o {args.output}: is not empty; choose a new or empty directory")
         # Refuse what could not be installed before generating it (limits named in the message).
         estimate = estimate_set(params, available_memory=available_memory_bytes())
         crds = []
@@ -122,7 +134,7 @@ class Command:
             sys.stdout.flush()
         elif args.output:
             with _progress(len(crds), "writing") as bar:
-                written = write_crds(_counted(crds, bar), args.output, single_file=args.single_file, fmt=args.format)
+                written = _write(_counted(crds, bar), args.output, single_file=args.single_file, fmt=args.format)
             where = args.output if args.single_file else f"{len(written)} files in {args.output}"
             print(f"wrote {where}", file=report)
         if params.crd_count >= PROGRESS_FROM:
@@ -149,6 +161,16 @@ def _progress(total: int, what: str):
         leave=False,
         dynamic_ncols=True,
     )
+
+
+def _write(crds, output: str, *, single_file: bool, fmt: str) -> list:
+    """write_crds, a directory into a sibling renamed into place under a lock: a concurrent generate
+    into the same directory is refused instead of leaving a mixture of two sets."""
+    if single_file:
+        return write_crds(crds, output, single_file=True, fmt=fmt)
+    with replacing_directory(output, "-o") as staging:
+        written = write_crds(crds, staging, fmt=fmt)
+    return [relocate(path, staging, Path(output).absolute()) for path in written]
 
 
 def _counted(crds, bar):

@@ -20,6 +20,7 @@ import time
 from pathlib import Path
 
 from crdscale.cli.common import add_cluster_arguments, resolve_kubeconfig
+from crdscale.cli.options import nonnegative_float, nonnegative_int, positive_float, positive_int
 from crdscale.crds.options import DEFAULT_MAX_WATCHES, ERROR_MODES, EXISTING_MODES, SERVE_MODES
 from crdscale.errors import CRDError, UsageError
 from crdscale.ownership import new_run_id
@@ -58,10 +59,16 @@ class Command:
     @staticmethod
     def add_arguments(parser: argparse.ArgumentParser) -> None:
         parser.add_argument("sources", nargs="+", metavar="SOURCE", help="directory or file(s) with CRDs")
-        parser.add_argument("--step", type=int, default=0, metavar="N", help="CRDs per step (default: all in one step)")
-        parser.add_argument("--concurrency", type=int, default=16, help="parallel create requests (default 16)")
-        parser.add_argument("--qps", type=float, default=0, help="client-side request rate limit (default: none)")
-        parser.add_argument("--burst", type=int, help="rate limiter burst (default: qps)")
+        parser.add_argument(
+            "--step", type=nonnegative_int, default=0, metavar="N", help="CRDs per step (default: all in one step)"
+        )
+        parser.add_argument(
+            "--concurrency", type=positive_int, default=16, help="parallel create requests (default 16)"
+        )
+        parser.add_argument(
+            "--qps", type=nonnegative_float, default=0, help="client-side request rate limit (default: none)"
+        )
+        parser.add_argument("--burst", type=positive_int, help="rate limiter burst (default: qps)")
         parser.add_argument(
             "--serve",
             choices=SERVE_MODES,
@@ -70,19 +77,21 @@ class Command:
         )
         parser.add_argument(
             "--serve-clients",
-            type=int,
+            type=positive_int,
             default=1,
             metavar="N",
             help="with --serve watch: client processes sharing the informers, e.g. one per provider (default 1)",
         )
         parser.add_argument(
             "--hold",
-            type=float,
+            type=nonnegative_float,
             default=0,
             metavar="SECONDS",
             help="with --serve watch, keep the watches open this long after the last step",
         )
-        parser.add_argument("--max-watches", type=int, default=DEFAULT_MAX_WATCHES, help="upper bound on open watches")
+        parser.add_argument(
+            "--max-watches", type=positive_int, default=DEFAULT_MAX_WATCHES, help="upper bound on open watches"
+        )
         parser.add_argument(
             "--existing",
             choices=EXISTING_MODES,
@@ -97,7 +106,7 @@ class Command:
         )
         parser.add_argument(
             "--timeout",
-            type=float,
+            type=positive_float,
             default=300,
             metavar="SECONDS",
             help="per step, wait this long for Established (default 300)",

@@ -26,6 +26,8 @@ import os
 import signal
 from pathlib import Path
 
+from crdscale.cli.options import positive_int
+
 log = logging.getLogger(__name__)
 
 
@@ -47,7 +49,7 @@ class Command:
         )
         parser.add_argument(
             "--timeout",
-            type=int,
+            type=positive_int,
             default=600,
             metavar="SECONDS",
             help="longest a single notebook cell may run while executing a new copy (default 600)",

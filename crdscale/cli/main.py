@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import ast
+import errno
 import importlib
 import importlib.util
 import logging
@@ -207,6 +208,9 @@ def _log_level(args: argparse.Namespace) -> int:
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the CLI and return the exit code (tests call this directly)."""
     argv = sys.argv[1:] if argv is None else list(argv)
+    if any("\x00" in arg for arg in argv):  # no shell can pass one; os calls would raise ValueError deep inside
+        print("crdscale: error: an argument contains a NUL byte", file=sys.stderr)
+        return UsageError.exit_code
     # Only the subcommand named is imported: `crdscale --help` and `crdscale X --help` stay fast.
     argv, command_name = _join_command(argv, _command_in(argv))
     parser = build_parser(load=[command_name] if command_name in SUBCOMMANDS else ())
@@ -216,9 +220,14 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 2
     keep_freed_memory()  # numpy's temporaries of a few MB are reused, not faulted in again
     log_to_stderr(_log_level(args))
+    if sys.stdout is None:  # started with stdout closed (`>&-`): what the command prints would be lost
+        print("crdscale: error: standard output is closed; redirect it (> FILE or > /dev/null)", file=sys.stderr)
+        return 1
     try:
         require_extras(args.command)
-        return int(args._command.run(args) or 0)
+        code = int(args._command.run(args) or 0)
+        sys.stdout.flush()  # a full disk (`> /dev/full`) fails here, not silently at exit
+        return code
     except CrdscaleError as err:
         print(f"crdscale: error: {err}", file=sys.stderr)
         if err.details:
@@ -234,6 +243,40 @@ def main(argv: Sequence[str] | None = None) -> int:
         os.dup2(devnull, sys.stdout.fileno())
         os.close(devnull)
         return 128 + signal.SIGPIPE
+    except OSError as err:
+        if err.errno in PATH_ERRNOS:  # a path the user gave that cannot be used: theirs to change
+            where = f": {err.filename}" if err.filename else ""
+            print(f"crdscale: error: {err.strerror or err}{where}"[:1000], file=sys.stderr)
+            return UsageError.exit_code
+        if err.errno not in WRITE_ERRNOS:
+            raise
+        # A full disk or a closed descriptor: one line, and Python's exit flush kept off the broken stdout.
+        _detach_stdout()
+        print(f"crdscale: error: cannot write output: {err.strerror or err}", file=sys.stderr)
+        return 1
+
+
+# Write failures that are the machine's, not crdscale's: a full disk (or quota), a closed or broken
+# descriptor, an I/O error of the device. Anything else raised as OSError keeps its traceback.
+WRITE_ERRNOS = frozenset({errno.ENOSPC, errno.EDQUOT, errno.EBADF, errno.EIO, errno.EFBIG})
+
+# A path given that cannot be used as one: too long, a loop of links, a read-only file system, no
+# permission, a file where a directory is needed or the reverse. Raised wherever the path is first used,
+# they are one line naming the path (exit 2) instead of a traceback.
+PATH_ERRNOS = frozenset(
+    {errno.ENAMETOOLONG, errno.ELOOP, errno.EROFS, errno.EACCES, errno.EPERM, errno.ENOTDIR, errno.EISDIR}
+)
+
+
+def _detach_stdout() -> None:
+    """Point stdout's descriptor at /dev/null and drop its buffer, so the interpreter's exit flush cannot fail
+    again (and print 'Exception ignored' with exit 120)."""
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        os.close(devnull)
+    except (OSError, ValueError, AttributeError):
+        pass
 
 
 if __name__ == "__main__":

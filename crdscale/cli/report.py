@@ -37,6 +37,10 @@ from __future__ import annotations
 
 import argparse
 import logging
+from pathlib import Path
+
+from crdscale.cli.options import positive_int
+from crdscale.outputs import check_out_directory
 
 log = logging.getLogger(__name__)
 
@@ -59,18 +63,24 @@ class Command:
             "--results", metavar="URL", help="cluster experiment: gather from this store instead of the recorded one"
         )
         parser.add_argument(
+            "--force", action="store_true", help="replace a non-empty --out directory (its files are removed)"
+        )
+        parser.add_argument(
             "--timeout",
-            type=int,
+            type=positive_int,
             default=600,
             metavar="SECONDS",
-            help="longest a single notebook cell may run (default 600)",
+            help="longest a single notebook cell may run, > 0 (default 600)",
         )
 
     @staticmethod
     def run(args: argparse.Namespace) -> int:
         from crdscale.report.render import render_report
-        from crdscale.rundir.layout import is_experiment_directory
+        from crdscale.rundir.layout import REPORT, is_experiment_directory
         from crdscale.scenario.experiment import Experiment
+
+        if args.out:  # never onto the run read, into another run, or over a report without --force
+            check_out_directory(args.out, inputs=[args.run_dir], force=args.force, allow=[Path(args.run_dir) / REPORT])
 
         if is_experiment_directory(args.run_dir):
             from crdscale.errors import UsageError

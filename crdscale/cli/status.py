@@ -46,7 +46,9 @@ class Command:
             if ready:
                 print(ready[0].kubeconfig)
                 return 0
-            return 1
+            from crdscale.errors import CrdscaleError
+
+            raise CrdscaleError("no ready local instance (start one with 'crdscale up')")
         unfinished = _unfinished_runs()
         if args.output == "json":
             print_json(

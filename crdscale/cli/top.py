@@ -36,7 +36,9 @@ from pathlib import Path
 
 from crdscale.analysis.pprof.options import GRANULARITIES, PPROF_NODE_FRACTION
 from crdscale.cli.common import check_output_file, write_output_text, write_table
+from crdscale.cli.options import fraction, nonnegative_int
 from crdscale.errors import UsageError
+from crdscale.outputs import check_distinct, check_not_in_run, check_not_input
 
 
 class Command:
@@ -75,11 +77,14 @@ class Command:
         parser.add_argument("--granularity", default="functions", choices=GRANULARITIES)
         parser.add_argument("--cum", action="store_true", help="sort by cum instead of flat")
         parser.add_argument(
-            "--nodecount", type=int, default=0, help="show at most N nodes (0: all that pass --nodefraction)"
+            "--nodecount",
+            type=nonnegative_int,
+            default=0,
+            help="show at most N nodes (0: all that pass --nodefraction)",
         )
         parser.add_argument(
             "--nodefraction",
-            type=float,
+            type=fraction,
             default=PPROF_NODE_FRACTION,
             help="hide nodes whose |cum| is below this share of the total (default 0.005, as pprof; 0 = none)",
         )
@@ -117,8 +122,12 @@ class Command:
             raise UsageError("--nodefraction must be between 0 and 1")
         if args.nodecount < 0:
             raise UsageError("--nodecount must be >= 0")
-        for flag, target in (("--callgrind", args.callgrind), ("--folded", args.folded)):
-            if target:  # before decoding: a path that cannot be written fails at once
+        outputs = (("--callgrind", args.callgrind), ("--folded", args.folded), ("--table", args.table))
+        check_distinct(outputs)
+        for flag, target in outputs:
+            if target:  # before decoding: a path that cannot be written fails at once, an input is never overwritten
+                check_not_input(target, (args.profile, args.diff_base), flag)
+                check_not_in_run(target, flag)
                 check_output_file(target, flag)
         profile = read_profile(args.profile)
         base = read_profile(args.diff_base) if args.diff_base else None

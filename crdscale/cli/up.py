@@ -3,6 +3,7 @@ from __future__ import annotations
 import logging
 import sys
 
+from crdscale.cli.options import positive_float
 from crdscale.cluster.versions import DEFAULT_CONTROLLERS
 
 log = logging.getLogger(__name__)
@@ -85,7 +86,11 @@ class Command:
             "and kube-scheduler built like kube-apiserver (needs root; see docs: 'A test node on this machine')",
         )
         parser.add_argument(
-            "--timeout", type=float, default=180.0, metavar="SECONDS", help="wait this long for /readyz (default 180)"
+            "--timeout",
+            type=positive_float,
+            default=180.0,
+            metavar="SECONDS",
+            help="wait this long for /readyz (default 180)",
         )
 
     @staticmethod

@@ -117,6 +117,8 @@ def read_file(path: Path) -> dict[str, dict[str, dict[str, Any]]]:
         data = yaml.safe_load(path.read_text()) or {}
     except OSError as err:
         raise UsageError(f"cannot read kubeconfig {path}: {err.strerror}") from err
+    except UnicodeDecodeError:
+        raise UsageError(f"kubeconfig {path} is not a kubeconfig (not UTF-8 text)") from None
     except yaml.YAMLError as err:
         raise UsageError(f"kubeconfig {path} is not valid YAML: {' '.join(str(err).split())}") from err
     if not isinstance(data, dict):

@@ -8,10 +8,9 @@ local control plane and on any cluster where the user may GET ``/debug/pprof``.
 from __future__ import annotations
 
 import os
-from pathlib import Path
 
 from crdscale.cluster.clients import Cluster
-from crdscale.errors import ClusterError, ProfileError
+from crdscale.errors import ClusterError
 
 PathOrBytes = str | os.PathLike | bytes | bytearray | memoryview
 
@@ -59,8 +58,7 @@ def read_profile(source: PathOrBytes):
         data, name = bytes(source), "<bytes>"
     else:
         name = str(source)
-        try:
-            data = Path(source).read_bytes()
-        except OSError as err:
-            raise ProfileError(f"{name}: cannot read: {err.strerror or err}") from None
+        from crdscale.fsutil import read_profile_bytes
+
+        data = read_profile_bytes(source)
     return parse_profile(data, name)

@@ -17,8 +17,10 @@ give byte-identical CRDs, hence the same set hash in run manifests.
 from __future__ import annotations
 
 import json
+import math
 import os
 import random
+import re
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -83,6 +85,17 @@ _LOREM = (
     "documentation for the list of allowed values changing this forces a new resource to be "
     "created configuration block for the settings of the managed service"
 ).split()
+
+
+_DNS1123_SUBDOMAIN = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*")
+_DNS1035_LABEL = re.compile(r"[a-z]([-a-z0-9]*[a-z0-9])?")
+# The longest ``plural.adjective.noun.`` a generated CRD's name can have before the group suffix (a numeric
+# suffix of up to 6 digits once the word pairs run out, see _Namer).
+_LONGEST_NAME_WITHOUT_SUFFIX = (
+    (max(map(len, _ADJECTIVES)) + max(map(len, _NOUNS)) + 6 + 1)  # plural: adjectivenoun + digits + s
+    + 1
+    + (max(map(len, _ADJECTIVES)) + 1 + max(map(len, _NOUNS)) + 6 + 1)  # group: adjective.noun(+digits).
+)
 
 
 @dataclass(frozen=True)
@@ -153,10 +166,35 @@ class GeneratorParams:
         unknown = sorted({t for t, _ in self.type_weights} - set(PROPERTY_TYPES))
         if unknown:
             raise UsageError(f"unknown property type(s) {', '.join(unknown)}; known: {', '.join(PROPERTY_TYPES)}")
+        if not all(math.isfinite(w) for _, w in self.type_weights) or not math.isfinite(
+            sum(w for _, w in self.type_weights)
+        ):
+            raise UsageError("type weights must be finite numbers (and their sum too)")
         if any(w < 0 for _, w in self.type_weights) or not any(w > 0 for _, w in self.type_weights):
             raise UsageError("type weights must be >= 0 with at least one > 0")
         if not self.group_suffix or self.group_suffix.startswith(".") or self.group_suffix.endswith("."):
             raise UsageError(f"bad group suffix {self.group_suffix!r}")
+        # What kube-apiserver's CRD validation would refuse, refused before generating: a group is a DNS-1123
+        # subdomain and the CRD's name (plural.group) at most 253 characters; a category a DNS-1035 label.
+        if not _DNS1123_SUBDOMAIN.fullmatch(self.group_suffix) or any(
+            len(label) > 63 for label in self.group_suffix.split(".")
+        ):
+            raise UsageError(
+                f"group suffix {self.group_suffix!r} is not a DNS-1123 subdomain (lower-case letters, digits, '-' "
+                "and '.', each label starting and ending with a letter or digit, at most 63 characters)"
+            )
+        longest = _LONGEST_NAME_WITHOUT_SUFFIX + len(self.group_suffix)
+        if longest > 253:
+            raise UsageError(
+                f"group suffix {self.group_suffix!r} is too long: a CRD's name (plural.group) could be {longest} "
+                "characters, over kube-apiserver's 253"
+            )
+        for category in self.categories:
+            if not _DNS1035_LABEL.fullmatch(category) or len(category) > 63:
+                raise UsageError(
+                    f"category {category!r} is not a DNS-1035 label (lower-case letters, digits and '-', starting "
+                    "with a letter, ending with a letter or digit, at most 63 characters), as kube-apiserver requires"
+                )
         return self
 
     def to_dict(self) -> dict[str, Any]:
@@ -392,6 +430,19 @@ def crd_json_bytes(crd: Mapping[str, Any]) -> int:
     return len(json.dumps(crd, separators=(",", ":")).encode("utf-8"))
 
 
+# The fewest bytes one generated property takes in a CRD's JSON, its description aside:
+# ``"ab":{"type":"string"}`` (names are two words, types at least "array").
+MIN_PROPERTY_JSON_BYTES = 20
+
+
+def minimum_crd_json_bytes(params: GeneratorParams) -> int:
+    """A lower bound on the JSON size of each CRD ``params`` generates, from the arguments alone:
+    every version repeats the schema, every property costs :data:`MIN_PROPERTY_JSON_BYTES` plus its
+    description. Used to refuse a set before generating any of it."""
+    properties = params.property_count or 1  # 0: 1..100 at random
+    return params.versions * properties * (MIN_PROPERTY_JSON_BYTES + params.description_length)
+
+
 def check_crd_size(crd: Mapping[str, Any]) -> int:
     """The JSON size of ``crd``; :class:`UsageError` when it is over etcd's request limit, which
     the API server would answer with an error instead of storing it."""
@@ -423,6 +474,13 @@ def estimate_set(params: GeneratorParams, *, available_memory: int | None = None
     fraction of a second) and refuse, with :class:`UsageError` naming the limit, a set that
     crdscale could not install: a CRD over etcd's request limit, objects over the local etcd's
     backend quota, or more memory than ``available_memory`` bytes (when given)."""
+    least = minimum_crd_json_bytes(params.validate())
+    if least > ETCD_REQUEST_LIMIT_BYTES:  # refused from the arguments: generating one would take minutes
+        raise UsageError(
+            f"each CRD would be at least {fmt_bytes(least)} of JSON ({params.property_count or 1:,} properties "
+            f"x {params.versions} versions x {params.description_length:,} description characters), over etcd's "
+            f"{fmt_bytes(ETCD_REQUEST_LIMIT_BYTES)} request limit; use fewer properties, versions or description characters"
+        )
     sample = []
     for crd in iter_crds(params):
         sample.append(check_crd_size(crd))

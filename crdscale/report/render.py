@@ -98,6 +98,23 @@ class ReportResult:
     def ok(self) -> bool:
         return not self.failures
 
+    def relocated(self, staging: Path, final: Path) -> ReportResult:
+        """The same result with paths under ``staging`` named as under ``final`` (where it was renamed to)."""
+        from crdscale.outputs import relocate
+
+        def move(p: Path) -> Path:
+            return relocate(p, staging, final)
+
+        return ReportResult(
+            move(self.out_dir),
+            move(self.html),
+            move(self.html_nocode),
+            move(self.findings_md),
+            [move(p) for p in self.figures],
+            [move(p) for p in self.notebooks],
+            self.failures,
+        )
+
 
 # --------------------------------------------------------------------------
 # Which notebooks
@@ -333,6 +350,18 @@ def write_report(
     # half-initialised then (AttributeError: 'IPython' has no attribute 'version_info').
     # The notebooks run in their own kernels while this process analyses and draws the figures:
     # each waits on its kernel, so on two cores the report takes about as long as its slowest part.
+    from crdscale.outputs import replacing_directory
+
+    # Written into a sibling and renamed into place under a lock: a second report into ``out`` at the same
+    # time is refused, never mixed with this one, and an error leaves the previous report as it was.
+    with replacing_directory(out) as staging:
+        result = _execute_and_write(staging, notebooks, content, timeout)
+    return result.relocated(staging, Path(out).absolute())
+
+
+def _execute_and_write(
+    out: Path, notebooks: Sequence[tuple[Path, dict]], content: Callable[[], ReportContent], timeout: int
+) -> ReportResult:
     workers = max(1, min(len(notebooks), os.cpu_count() or 1))
     pool = ThreadPoolExecutor(max_workers=workers)
     running = [(path, out / "notebooks" / f"{path.stem}.ipynb") for path, _params in notebooks]

@@ -219,7 +219,9 @@ class Run:
         return self.path / file
 
     def profile_bytes(self, file: str) -> bytes:
-        return (self.path / file).read_bytes()
+        from crdscale.fsutil import read_profile_bytes  # bounded; a directory is a ProfileError
+
+        return read_profile_bytes(self.path / file)
 
     def read_profile(self, file: str):
         """A profile decoded (:class:`crdscale.analysis.pprof.Profile`) given its ``file`` entry."""

@@ -96,8 +96,14 @@ CASES = [
     ("analyze-cannot-write", _analysis_is_a_file, ["analyze", "{run}"], 2, "cannot create"),
     ("compare-same-run", None, ["compare", "{run}", "{run}"], 2, "are the same run"),
     ("compare-same-run-two-paths", None, ["compare", "{run}", "{run}/../run/"], 2, "are the same run"),
-    ("report-out-is-a-file", None, ["report", "{run}", "--out", "{run}/manifest.json"], 2, "is not a directory"),
-    ("compare-out-is-a-file", None, ["compare", str(REFERENCE), "{run}", "--out", "{run}/README.md"], 2, "not a dir"),
+    ("report-out-is-a-file", None, ["report", "{run}", "--out", "{run}/manifest.json"], 2, "inside the input"),
+    (
+        "compare-out-is-a-file",
+        None,
+        ["compare", str(REFERENCE), "{run}", "--out", "{run}/README.md"],
+        2,
+        "inside the input",
+    ),
     (
         "top-callgrind-no-directory",
         None,
@@ -110,9 +116,15 @@ CASES = [
         None,
         ["top", f"{REFERENCE}/{SERVED_3}", "--callgrind", "{run}/manifest.json/heap.callgrind"],
         2,
-        "no directory",
+        "inside the run directory",
     ),
-    ("top-folded-is-a-directory", None, ["top", f"{REFERENCE}/{SERVED_3}", "--folded", "{run}"], 2, "is a directory"),
+    (
+        "top-folded-is-a-directory",
+        None,
+        ["top", f"{REFERENCE}/{SERVED_3}", "--folded", "{run}"],
+        2,
+        "inside the run directory",
+    ),
 ]
 
 

@@ -1,0 +1,62 @@
+"""argparse types for numeric flags, declared once: finite, in range, or argparse's one-line usage error.
+
+``type=float`` takes ``nan``, ``inf`` and ``1e999``; each flag would then have to refuse them itself
+(and several did not: ``top --nodefraction nan`` ended in a traceback). A flag declares its range here
+and the value is checked where it enters::
+
+    parser.add_argument("--qps", type=number(minimum=0, exclusive_minimum=True), ...)
+    parser.add_argument("--timeout", type=positive_int, ...)
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+from collections.abc import Callable
+
+# Larger integers are typos or attacks: no count, size or duration crdscale takes comes near it.
+MAX_INT = 10**15
+
+
+def _describe(minimum, maximum, exclusive_minimum: bool) -> str:
+    low = None if minimum is None else (f"> {minimum}" if exclusive_minimum else f">= {minimum}")
+    high = None if maximum is None else f"<= {maximum}"
+    return " and ".join(part for part in (low, high) if part)
+
+
+def number(
+    *,
+    minimum: float | None = None,
+    maximum: float | None = None,
+    exclusive_minimum: bool = False,
+    integer: bool = False,
+) -> Callable[[str], float | int]:
+    """An argparse ``type``: a finite number (an int when ``integer``) within the bounds given."""
+
+    def parse(text: str) -> float | int:
+        try:
+            value: float | int = int(text, 10) if integer else float(text)
+        except ValueError:
+            kind = "an integer" if integer else "a number"
+            raise argparse.ArgumentTypeError(f"{text!r} is not {kind}") from None
+        if not integer and not math.isfinite(value):
+            raise argparse.ArgumentTypeError(f"{text!r} is not a finite number")
+        if integer and abs(value) > MAX_INT:
+            raise argparse.ArgumentTypeError(f"{text!r} is out of range")
+        too_low = minimum is not None and (value <= minimum if exclusive_minimum else value < minimum)
+        too_high = maximum is not None and value > maximum
+        if too_low or too_high:
+            raise argparse.ArgumentTypeError(f"{text!r} must be {_describe(minimum, maximum, exclusive_minimum)}")
+        return value
+
+    parse.__name__ = "integer" if integer else "number"  # argparse names the type in its message
+    return parse
+
+
+finite_float = number()
+nonnegative_float = number(minimum=0)
+positive_float = number(minimum=0, exclusive_minimum=True)
+fraction = number(minimum=0, maximum=1)
+nonnegative_int = number(minimum=0, integer=True)
+positive_int = number(minimum=1, integer=True)
+any_int = number(integer=True)
