@@ -64,10 +64,13 @@ class Verdict:
     provenance: dict = field(default_factory=dict)
     pairs: int | None = None
     notes: list[str] = field(default_factory=list)
+    object_causes: list[dict] = field(default_factory=list)
 
     @property
     def sentence(self) -> str:
         t = self.per_crd
+        if _finite(t.get("low")) is None and self.per_object:
+            return self._object_sentence()
         told = _told(t["low"], t["high"])
         parts = [
             f"**{self.change} changes kube-apiserver's heap by {_signed_bytes(t['difference'])} per served CRD "
@@ -89,15 +92,47 @@ class Verdict:
         )
         return "".join(parts)
 
+    def _object_sentence(self) -> str:
+        """For runs that grow objects (no per-CRD fit): per custom resource first, by cause."""
+        o = self.per_object
+        moved = max(self.object_causes, key=lambda c: abs(c["difference"] or 0), default=None)
+        cause = (
+            f", mostly {moved['cause']} ({_signed_bytes(moved['difference'])} {_interval(moved['low'], moved['high'])})"
+            if moved
+            else ""
+        )
+        told = "can" if _told(o["low"], o["high"]) else "cannot"
+        return (
+            f"**{self.change} changes kube-apiserver's heap by {_signed_bytes(o['difference'])} per custom resource "
+            f"(95% CI {_interval(o['low'], o['high'])}){cause}; the difference {told} be told from zero.**"
+        )
+
     def markdown(self) -> str:
         lines = [f"### crdscale verdict: {self.change}", "", self.sentence, ""]
         if self.pairs:
-            lines += [f"{self.pairs} interleaved base/changed pair(s) ({self.base} vs {self.changed}).", ""]
-        lines += [
-            "| cause | base per CRD | changed per CRD | difference | 95% CI | told from 0 |",
-            "|---|---|---|---|---|---|",
-        ]
-        for c in self.causes:
+            lines += [f"{self.pairs} interleaved base/changed pair(s), repeats pooled.", ""]
+        if self.object_causes:
+            lines += [
+                "| cause | base per object | changed per object | difference | 95% CI | told from 0 |",
+                "|---|---|---|---|---|---|",
+            ]
+            for c in self.object_causes:
+                lines.append(
+                    f"| {c['cause']} | {fmt_bytes(c['base'])} | {fmt_bytes(c['changed'])} | "
+                    f"{_signed_bytes(c['difference'])} | {_interval(c['low'], c['high'])} | "
+                    f"{'yes' if _told(c['low'], c['high']) else 'no'} |"
+                )
+            lines.append("")
+        per_crd_known = _finite(self.per_crd.get("low")) is not None
+        lines += (
+            [
+                "| cause | base per CRD | changed per CRD | difference | 95% CI | told from 0 |",
+                "|---|---|---|---|---|---|",
+            ]
+            if per_crd_known
+            else []
+        )
+        for c in self.causes if per_crd_known else []:
             lines.append(
                 f"| {c['cause']} | {fmt_bytes(c['base'])} | {fmt_bytes(c['changed'])} | "
                 f"{_signed_bytes(c['difference'])} | {_interval(c['low'], c['high'])} | "
@@ -148,6 +183,7 @@ class Verdict:
             "provenance": self.provenance,
             "pairs": self.pairs,
             "notes": self.notes,
+            "object_causes": self.object_causes,
         }
 
 
@@ -269,8 +305,24 @@ def build_verdict(
         else {"base": None, "changed": None, "difference": None, "low": None, "high": None}
     )
     per_object = None
+    object_causes: list[dict] = []
     joint = comparison.per_object_joint
     if joint is not None and not joint.empty:
+        rows = joint[(joint["run"] == run) & (joint["cause"] != "total")]
+        object_causes = [
+            {
+                "cause": r["cause"],
+                "base": _finite(r["per_object_reference"]) or 0.0,
+                "changed": _finite(r["per_object"]) or 0.0,
+                "difference": _finite(r["difference"]) or 0.0,
+                "low": _finite(r["difference_low"]),
+                "high": _finite(r["difference_high"]),
+            }
+            for r in rows.to_dict("records")
+            if _finite(r["per_object_reference"]) or _finite(r["per_object"])
+        ]
+        object_causes.sort(key=lambda c: -abs(c["difference"]))
+        object_causes = object_causes[:CAUSE_ROWS]
         picked = joint[(joint["run"] == run) & (joint["cause"] == "total")]
         if not picked.empty:
             r = picked.iloc[0]
@@ -296,4 +348,5 @@ def build_verdict(
         provenance=_provenance(comparison, run, changes),
         pairs=pairs,
         notes=list(comparison.warnings[:2]),
+        object_causes=object_causes,
     )

@@ -66,6 +66,7 @@ class Precision:
     low: float
     high: float
     base_total: float
+    per: str = "CRD"  # "CRD", or "custom resource" for runs that grow objects
 
     @property
     def half_width(self) -> float:
@@ -88,26 +89,31 @@ class Precision:
 
     def line(self) -> str:
         return (
-            f"after {self.pairs} pair(s): total per CRD {fmt_bytes(self.difference)} "
+            f"after {self.pairs} pair(s): total per {self.per} {fmt_bytes(self.difference)} "
             f"[{fmt_bytes(self.low)}, {fmt_bytes(self.high)}], half-width {100 * self.relative:.1f}% of the base's "
             f"{fmt_bytes(self.base_total)}"
         )
 
 
 def precision(comparison) -> Precision | None:
-    """The per-CRD total difference of ``comparison`` (changed against base) and its interval."""
-    joint = comparison.joint
-    if joint is None or joint.empty:
-        return None
-    rows = joint[(joint["cause"] == "total") & (joint["metric"] == "bytes")]
-    if rows.empty:
-        return None
-    r = rows.iloc[0]
+    """The difference ``--until`` judges (changed against base) and its interval: the per-CRD total, or
+    for runs that grow objects (their CRDs installed before the first step: no per-CRD fit) the per-object
+    total. None when neither has an interval yet."""
     pairs = sum(1 for label in comparison.labels if label.startswith("changed"))
-    return Precision(
-        pairs, float(r["difference"]), float(r["difference_low"]), float(r["difference_high"]),
-        float(r["per_crd_reference"]),
-    )  # fmt: skip
+    candidates = []
+    joint = comparison.joint
+    if joint is not None and not joint.empty:
+        rows = joint[(joint["cause"] == "total") & (joint["metric"] == "bytes")]
+        candidates += [(r, "per_crd_reference", "CRD") for r in rows.to_dict("records")]
+    objects = comparison.per_object_joint
+    if objects is not None and not objects.empty:
+        rows = objects[objects["cause"] == "total"]
+        candidates += [(r, "per_object_reference", "custom resource") for r in rows.to_dict("records")]
+    for r, reference, per in candidates:
+        low, high = float(r["difference_low"]), float(r["difference_high"])
+        if math.isfinite(low) and math.isfinite(high):
+            return Precision(pairs, float(r["difference"]), low, high, float(r[reference]), per)
+    return None
 
 
 def side_order(pair: int) -> tuple[str, str]:

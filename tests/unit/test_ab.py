@@ -55,7 +55,7 @@ def test_ab_runs_pairs_until_max_resumes_and_writes_the_verdict(tmp_path, caplog
     verdict = write_verdict(reopened)
     text = (ab.path / "verdict.md").read_text()
     assert text == verdict.markdown() and len(text.splitlines()) <= 60
-    assert "3 interleaved base/changed pair(s)" in text
+    assert "3 interleaved base/changed pair(s), repeats pooled" in text
     assert json.loads((ab.path / "verdict.json").read_text())["pairs"] == 3
     assert (ab.path / "flame.html").stat().st_size > 100_000
 
