@@ -145,7 +145,7 @@ class Verdict:
                 interval = (
                     f"[{fmt_value(p['low'], unit)}, {fmt_value(p['high'], unit)}]"
                     if _finite(p.get("low")) is not None
-                    else "one run per side"
+                    else "no interval (means of the runs)"
                 )
                 lines.append(
                     f"| {p['figure']} | {fmt_value(p['base'], unit)} | {fmt_value(p['changed'], unit)} | "
