@@ -34,6 +34,7 @@ from crdscale.report.render import (
     execute_notebook,
     find_failure,
     notebook_plan,
+    one_parameters_cell,
     unfinished_cell,
 )
 from crdscale.rundir import layout, read_run
@@ -99,6 +100,7 @@ def bind_notebooks(
                 failure = find_failure(nb, str(source), text) or (
                     unfinished_cell(nb, str(source), stopped, text) if stopped else None
                 )
+            _as_opened(nb, partial)
             try:
                 os.link(partial, path)  # fails if the name was taken meanwhile: never overwrite
             except FileExistsError:
@@ -110,6 +112,18 @@ def bind_notebooks(
             log.info(f"notebook failed: {failure.describe()} (the copy keeps the output before it)")
         bound.append(BoundNotebook(source, path, created=True, failure=failure))
     return bound
+
+
+def _as_opened(nb, path: Path) -> None:
+    """Write the copy as JupyterLab should open it, unmodified: one parameters cell (the run's
+    ``run_dir``, :func:`one_parameters_cell`) and no pairing with a ``.py`` file
+    (jupytext's ``formats``: the copy has no ``.py`` beside it) nor papermill's copy of the input."""
+    import nbformat
+
+    one_parameters_cell(nb)
+    nb.metadata.get("jupytext", {}).pop("formats", None)
+    nb.metadata.pop("papermill", None)
+    nbformat.write(nb, str(path))  # validates
 
 
 def lab_settings_dir() -> Path:
