@@ -143,3 +143,21 @@ def test_nav_pages_exist_or_are_generated(gen):
     generated = set(gen.FROM_CODE)
     missing = [p for p in nav if p not in generated and not (ROOT / "docs" / p).is_file()]
     assert not missing, missing
+
+
+def test_access_page_has_a_row_for_every_command(gen, code_pages):
+    """Every command --help lists (subcommands too) says what it reads, writes and needs; those that
+    ask before writing to a foreign cluster are the ones with --yes."""
+    from crdscale.cli.access import ACCESS
+
+    rows = {row.command: row for row in ACCESS}
+    assert len(rows) == len(ACCESS), "a command has two rows"
+    commands = {" ".join(path): parser for path, parser, _ in gen.cli_commands() if path}
+    assert set(rows) == set(commands)
+    page = code_pages["reference/access.md"]
+    for name, parser in commands.items():
+        assert f"| `crdscale {name}` |" in page
+        assert all((rows[name].reads, rows[name].writes, rows[name].rbac)), name
+        flags = {f for a in parser._actions for f in a.option_strings}
+        if not parser._subparsers:
+            assert ("--yes" in flags) == rows[name].asks, f"crdscale {name}: --yes and the table disagree"
