@@ -29,6 +29,7 @@ from crdscale.errors import CrdscaleError
 from crdscale.proc import start_ticks
 from crdscale.report.render import (
     CELL_TIMEOUT_S,
+    KERNEL_NAME,
     CellFailure,
     default_notebooks_dir,
     execute_notebook,
@@ -117,12 +118,19 @@ def bind_notebooks(
 def _as_opened(nb, path: Path) -> None:
     """Write the copy as JupyterLab should open it, unmodified: one parameters cell (the run's
     ``run_dir``, :func:`one_parameters_cell`) and no pairing with a ``.py`` file
-    (jupytext's ``formats``: the copy has no ``.py`` beside it) nor papermill's copy of the input."""
+    (jupytext's ``formats``: the copy has no ``.py`` beside it) nor papermill's copy of the input, and the
+    kernelspec of the kernel JupyterLab starts."""
     import nbformat
+    from jupyter_client.kernelspec import KernelSpecManager, NoSuchKernel
 
     one_parameters_cell(nb)
     nb.metadata.get("jupytext", {}).pop("formats", None)
     nb.metadata.pop("papermill", None)
+    try:  # the kernel JupyterLab will start, as it would write it back (else the copy opens modified)
+        spec = KernelSpecManager().get_kernel_spec(KERNEL_NAME)
+        nb.metadata["kernelspec"] = {"display_name": spec.display_name, "language": spec.language, "name": KERNEL_NAME}
+    except NoSuchKernel:
+        pass
     nbformat.write(nb, str(path))  # validates
 
 

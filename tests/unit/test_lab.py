@@ -211,6 +211,7 @@ def test_lab_shows_the_memory_notebook_as_a_notebook_in_chromium(run_copy, tmp_p
         assert re.search(r'<img[^>]+src="data:image/png;base64,', dom), "no figure among the rendered outputs"
         assert "Memory and CPU of kube-apiserver" in dom
         assert not re.search(r'class="[^"]*\bjp-FileEditor\b', dom)  # not opened as a text file
+        assert not re.search(r'class="[^"]*\bjp-mod-dirty\b', dom)  # opens unmodified
         assert shot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 
         lab.send_signal(signal.SIGINT)  # Ctrl-C
