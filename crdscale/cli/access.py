@@ -82,12 +82,54 @@ ACCESS = (
         "`RUN_DIR/report/` (or `--out`): HTML, findings.md/json, figures, executed notebooks",
         LOCAL_ONLY,
     ),
+    Access(
+        "ab",
+        "a scenario; a change (`--patch` diffs, build tags, feature gates, flags); Go module sources",
+        "an A/B directory under `./runs/` (or `--out`): each pair's runs, verdict.md/json, flame.html; binaries built "
+        "with the change into `~/.cache/crdscale`; local control planes it starts and stops",
+        LOCAL_ONLY,
+    ),
     Access("compare", "two or more run directories", "nothing unless `--out` names a report directory", LOCAL_ONLY),
     Access(
         "footprint",
         "CRD files, or with `--kubeconfig`/`--context` the CRDs a cluster has installed",
         "nothing (a prediction on stdout)",
         "with `--kubeconfig`: `customresourcedefinitions`: list (read-only)",
+    ),
+    Access(
+        "footprint fit",
+        "run and experiment directories",
+        "see each subcommand",
+        LOCAL_ONLY,
+    ),
+    Access(
+        "footprint fit model",
+        "sweep run directories",
+        "a footprint model file (`--out`, default the shipped model of the runs' version in `crdscale/footprint_models/`)",
+        LOCAL_ONLY,
+    ),
+    Access(
+        "footprint fit validate", "run directories; a model (`--model`)", "nothing (predictions on stdout)", LOCAL_ONLY
+    ),
+    Access("footprint fit peak", "run directories", "the peak RSS excess into the model of their version", LOCAL_ONLY),
+    Access("footprint fit record", "a model file", "that model's `provenance.uses`", LOCAL_ONLY),
+    Access(
+        "footprint fit error-model",
+        "run directories",
+        "nothing (each run predicted from the others, on stdout)",
+        LOCAL_ONLY,
+    ),
+    Access(
+        "footprint fit states",
+        "run directories",
+        "the state terms (installed, watched, openapi-v2) into the models",
+        LOCAL_ONLY,
+    ),
+    Access(
+        "footprint fit objects",
+        "object run directories",
+        "with `--write`: the per-object term into the models",
+        LOCAL_ONLY,
     ),
     Access(
         "lab",

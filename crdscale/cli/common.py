@@ -77,8 +77,8 @@ def confirm_cluster_write(files: KubeconfigFiles, context: str | None, *, yes: b
     crdscale local instance (its server is a ready instance's); otherwise name the cluster and the context,
     and go ahead with ``yes`` or when the user answers y on a terminal. Without a terminal and without
     ``yes``, and on any other answer: a UsageError, before anything was written."""
+    from crdscale.cluster.instances import list_instances
     from crdscale.cluster.kubeconfig import load, select
-    from crdscale.cluster.local import list_instances
 
     selection = select(load(files), context, where=str(files))
     server = selection.cluster["server"]

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from crdscale.cli.main import main
-from crdscale.cluster import local
+from crdscale.cluster import instances
 from crdscale.errors import ClusterError
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -39,7 +39,7 @@ class Connected(ClusterError):
 def kubeconfig(tmp_path, monkeypatch):
     path = tmp_path / "prod.yaml"
     path.write_text(KUBECONFIG)
-    monkeypatch.setattr(local, "list_instances", lambda: [])  # no local instance is up
+    monkeypatch.setattr(instances, "list_instances", lambda: [])  # no local instance is up
 
     def connect(*_a, **_k):
         raise Connected("connected")
@@ -90,7 +90,7 @@ def test_a_terminal_is_asked(kubeconfig, monkeypatch, capsys, answer, went_ahead
 
 
 def test_a_local_instance_is_not_asked_about(kubeconfig, monkeypatch, capsys):
-    ready = local.InstanceInfo("ci", "ready", SERVER + "/", str(kubeconfig), {}, "", {})
-    monkeypatch.setattr(local, "list_instances", lambda: [ready])
+    ready = instances.InstanceInfo("ci", "ready", SERVER + "/", str(kubeconfig), {}, "", {})
+    monkeypatch.setattr(instances, "list_instances", lambda: [ready])
     _stdin(monkeypatch, tty=False)
     assert main([*COMMANDS["install"], "--kubeconfig", str(kubeconfig)]) == Connected.exit_code
