@@ -301,8 +301,7 @@ def render_access() -> str:
     from crdscale.cli.access import ACCESS, FALLBACK
 
     lines = [
-        HEADER.format(source="crdscale/cli/access.py"),
-        "# What each command reads, writes and needs",
+        HEADER.format(source="crdscale/cli/access.py") + "# What each command reads, writes and needs",
         "",
         "Which commands touch a cluster, what they write and where, and the RBAC they need there. Without",
         f"`--kubeconfig`, the commands that use a cluster take {FALLBACK}: a command run on a machine with",
