@@ -212,8 +212,8 @@ class Command:
         if args.cluster:
             return cluster.submit(args, scenario)
         if not scenario.is_local:
-            kubeconfig = resolve_kubeconfig(scenario.target["kubeconfig"])
-            confirm_cluster_write(kubeconfig, scenario.target.get("context"), yes=args.yes, what="run")
+            kubeconfig = resolve_kubeconfig(scenario.target.kubeconfig)
+            confirm_cluster_write(kubeconfig, scenario.target.context, yes=args.yes, what="run")
         if scenario.matrix:
             from crdscale.paths import runs_dir
             from crdscale.scenario.experiment import Experiment
