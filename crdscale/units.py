@@ -65,7 +65,7 @@ def fmt_number(value: float | None, *, missing: str = MISSING) -> str:
 def fmt_value(value: float | None, unit: str, *, missing: str = MISSING) -> str:
     """A number in its unit, for tables: ``bytes``, ``bytes/CRD`` and ``bytes/object`` scaled
     (:func:`fmt_bytes`), ratios (``x``) with a ×, ``share`` in percent, ``CRDs`` and ``steps`` as
-    whole numbers, anything else to three significant digits followed by its unit."""
+    whole numbers, anything else to three significant digits (whole from 1,000 up) followed by its unit."""
     if is_missing(value):
         return missing
     if unit in ("bytes", "bytes/CRD", "bytes/object"):
@@ -76,6 +76,8 @@ def fmt_value(value: float | None, unit: str, *, missing: str = MISSING) -> str:
         return f"{100 * value:.1f}%"
     if unit in ("CRDs", "steps"):
         return f"{value:,.0f}"
+    if abs(value) >= 1000:  # whole: "4,657 goroutines", not "4.66e+03 goroutines"
+        return f"{value:,.0f} {unit}".strip()
     return f"{value:,.3g} {unit}".strip()
 
 

@@ -51,11 +51,12 @@ heap = heap[[str(run.path / f) in analysis.profiles for f in heap["file"]]]  # t
 first_file = heap["file"].iloc[0]
 last_file = heap.loc[heap["phase"].isna(), "file"].iloc[-1]
 first, last = run.read_profile(first_file), run.read_profile(last_file)
+label = figures.run_label(run)  # version and CRD count, in each figure's title
 
-# %% [markdown]
+# %% [markdown] tags=["summary"]
 # ## Key numbers
 
-# %%
+# %% tags=["summary"]
 Markdown(numbers_markdown(key_numbers(analysis)))
 
 # %% [markdown]
@@ -67,7 +68,8 @@ Markdown(numbers_markdown(key_numbers(analysis)))
 # by cause, with 95% confidence intervals (wide when a cause grows unevenly between steps).
 
 # %%
-figures.heap_by_cause_figure(analysis.points, fits, phase=phase)
+figures.heap_by_cause_figure(analysis.points, fits, phase=phase, label=label)
+plt.show()
 
 # %% [markdown]
 # ## Bytes per CRD by cause
@@ -121,7 +123,8 @@ growth.head(20).assign(
 
 # %%
 fig, ax = plt.subplots(figsize=(11, 5), layout="constrained")
-plots.plot_top_growth(ax, growth, n=15, title="The 15 functions whose own heap grew the most")
+plots.plot_top_growth(ax, growth, n=15, title=f"The 15 functions whose own heap grew the most ({label})")
+plt.show()
 
 # %% [markdown]
 # ## Icicle of the last profile
@@ -135,4 +138,7 @@ plots.plot_top_growth(ax, growth, n=15, title="The 15 functions whose own heap g
 folded = folded_stacks(last, "inuse_space")
 rects = icicle_layout(folded, stack_causes(folded), max_depth=30, min_fraction=0.004)
 fig, ax = plt.subplots(figsize=(14, 8), layout="constrained")
-plots.plot_icicle(ax, rects, colors=plots.cause_palette(fits, phase), title=f"Heap in use by call path: {last_file}")
+plots.plot_icicle(
+    ax, rects, colors=plots.cause_palette(fits, phase), title=f"Heap in use by call path: {last_file} ({label})"
+)
+plt.show()

@@ -61,6 +61,7 @@ differences_table(comparison).set_index(["run", "cause"])
 # %%
 fig, ax = plt.subplots(figsize=(10, 4.5), layout="constrained")
 plots.plot_difference_bars(ax, comparison.joint)
+plt.show()
 
 # %% [markdown]
 # ## Memory against CRDs
@@ -71,6 +72,7 @@ plots.plot_difference_bars(ax, comparison.joint)
 # %%
 fig, ax = plt.subplots(figsize=(10, 4.5), layout="constrained")
 plots.plot_runs_against_crds(ax, comparison.series_points)
+plt.show()
 
 # %% [markdown]
 # ## The process: per CRD, at the end, at peak

@@ -79,6 +79,7 @@ ax.axvline(1, color="grey", linewidth=0.8)
 ax.set_xlabel("etcd / watch cache")
 ax.invert_yaxis()
 ax.legend()
+plt.show()
 
 # %% [markdown]
 # ## Every request kind
@@ -96,6 +97,7 @@ for place, grp in lists.groupby("served_from"):
 ax.set_xlabel("response (MiB)")
 ax.set_ylabel("latency (ms)")
 ax.legend()
+plt.show()
 
 # %% [markdown]
 # ## Concurrent load (if measured)

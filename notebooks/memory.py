@@ -44,11 +44,12 @@ steps = series.crd_count_steps(data.events, start)
 marks = series.at_marks(memory, data.profile_marks())
 go_version = data.manifest.versions.kube_apiserver_go
 apiserver_env = dict(data.manifest.scenario.target.env)
+label = figures.run_label(data)  # version and CRD count, in each figure's title
 
-# %% [markdown]
+# %% [markdown] tags=["summary"]
 # ## What was run
 
-# %%
+# %% tags=["summary"]
 Markdown(provenance_markdown(provenance(data.manifest)))
 
 # %% [markdown]
@@ -65,7 +66,8 @@ Markdown(provenance_markdown(provenance(data.manifest)))
 # * The purple step line (right axis) is the number of CRDs installed.
 
 # %%
-figures.memory_over_time_figure(memory, phases, steps)
+figures.memory_over_time_figure(memory, phases, steps, label=label)
+plt.show()
 
 # %% [markdown]
 # First, last and peak value of each series (MiB):
@@ -82,7 +84,8 @@ series.memory_summary(memory).set_index("series").round(1)
 # `crdscale analyze` and the attribution notebook fit.
 
 # %%
-figures.memory_vs_crds_figure(marks)
+figures.memory_vs_crds_figure(marks, label=label)
+plt.show()
 
 # %%
 series.marks_table(marks)
@@ -108,8 +111,12 @@ Markdown(series.release_advice(go_version, apiserver_env))
 # %%
 fig, ax = plt.subplots(figsize=(11, 4.5), layout="constrained")
 plots.plot_gap(
-    ax, memory, phases=phases, title="RSS - (heap in use + stacks): memory RSS holds beyond live spans and stacks"
+    ax,
+    memory,
+    phases=phases,
+    title=f"RSS - (heap in use + stacks): memory RSS holds beyond live spans and stacks ({label})",
 )
+plt.show()
 
 # %% [markdown]
 # ## CPU, garbage collection and goroutines
@@ -136,6 +143,8 @@ plots.plot_activity(
 plots.plot_activity(
     axes[2], activity, "goroutines", ylabel="goroutines", title="Goroutines", phases=phases, color="#2ca02c"
 )
+fig.suptitle(label)
+plt.show()
 
 # %% [markdown]
 # ## Open file descriptors
@@ -155,3 +164,4 @@ plots.plot_activity(
     color="#1f77b4",
 )
 plots.plot_crd_steps(ax, steps)
+plt.show()

@@ -590,8 +590,8 @@ def per_object_differences(per_object: pd.DataFrame, reference: str, confidence:
 
 
 def differences_table(comparison: Comparison, metric: str = "bytes") -> pd.DataFrame:
-    """The per-CRD differences as a readable table: ``run, cause, reference (KiB/CRD),
-    run (KiB/CRD), difference (KiB/CRD), 95% CI low, 95% CI high, relative (%)``;
+    """The per-CRD differences as a readable table: ``run, cause, <reference's label> (reference) per CRD,
+    run per CRD (KiB), difference (KiB/CRD), 95% CI low, 95% CI high, relative (%)``;
     biggest |difference| first, total last."""
     sel = comparison.joint[comparison.joint["metric"] == metric].copy()
     sel["_total"] = sel["cause"] == TOTAL
@@ -602,7 +602,8 @@ def differences_table(comparison: Comparison, metric: str = "bytes") -> pd.DataF
         {
             "run": sel["run"].to_numpy(),
             "cause": sel["cause"].to_numpy(),
-            "reference per CRD": (sel["per_crd_reference"] / kib).round(1).to_numpy(),
+            # Named by the reference's label: "reference" alone reads as data/reference-run.
+            f"{comparison.reference} (reference) per CRD": (sel["per_crd_reference"] / kib).round(1).to_numpy(),
             "run per CRD": (sel["per_crd"] / kib).round(1).to_numpy(),
             "difference": (sel["difference"] / kib).round(1).to_numpy(),
             "95% CI low": (sel["difference_low"] / kib).round(1).to_numpy(),

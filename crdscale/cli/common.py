@@ -61,6 +61,42 @@ def add_cluster_arguments(parser: argparse.ArgumentParser, *, default: str = FIN
     parser.add_argument("--context", help="kubeconfig context (default: its current context)")
 
 
+def add_yes_argument(parser: argparse.ArgumentParser) -> None:
+    """``--yes``: go ahead on a cluster that is not a crdscale local instance without asking (see
+    :func:`confirm_cluster_write`)."""
+    parser.add_argument(
+        "--yes",
+        action="store_true",
+        help="write to a cluster that is not a crdscale local instance without asking "
+        "(needed when stdin is not a terminal)",
+    )
+
+
+def confirm_cluster_write(files: KubeconfigFiles, context: str | None, *, yes: bool, what: str) -> None:
+    """Before ``crdscale WHAT`` writes to the cluster of ``files``/``context``: nothing to ask when it is a
+    crdscale local instance (its server is a ready instance's); otherwise name the cluster and the context,
+    and go ahead with ``yes`` or when the user answers y on a terminal. Without a terminal and without
+    ``yes``, and on any other answer: a UsageError, before anything was written."""
+    from crdscale.cluster.instances import list_instances
+    from crdscale.cluster.kubeconfig import load, select
+
+    selection = select(load(files), context, where=str(files))
+    server = selection.cluster["server"]
+    if any(info.status == "ready" and info.server.rstrip("/") == server.rstrip("/") for info in list_instances()):
+        return
+    target = f"cluster {server} (context {selection.context} of {files})"
+    if yes:
+        log.info(f"{what} writes to {target}: --yes given")
+        return
+    if not sys.stdin.isatty():
+        raise UsageError(f"crdscale {what} would write to {target}, not a crdscale local instance: pass --yes")
+    answer = input(
+        f"crdscale {what} will create objects on {target}, which is not a crdscale local instance. Go ahead? [y/N] "
+    )
+    if answer.strip().lower() not in ("y", "yes"):
+        raise UsageError(f"not confirmed: crdscale {what} wrote nothing to {server}")
+
+
 def write_table(table: pd.DataFrame, path: str | Path) -> Path:
     """Write ``table`` to ``path`` as ``.csv`` or ``.parquet`` (chosen by extension); returns the path."""
     path = Path(path)

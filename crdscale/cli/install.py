@@ -19,7 +19,7 @@ import sys
 import time
 from pathlib import Path
 
-from crdscale.cli.common import add_cluster_arguments, resolve_kubeconfig
+from crdscale.cli.common import add_cluster_arguments, add_yes_argument, confirm_cluster_write, resolve_kubeconfig
 from crdscale.cli.options import nonnegative_float, nonnegative_int, positive_float, positive_int
 from crdscale.crds.options import DEFAULT_MAX_WATCHES, ERROR_MODES, EXISTING_MODES, SERVE_MODES
 from crdscale.errors import CRDError, UsageError
@@ -117,6 +117,7 @@ class Command:
         )
         parser.add_argument("--quiet", action="store_true", help="no progress bars")
         add_cluster_arguments(parser)
+        add_yes_argument(parser)
 
     @staticmethod
     def run(args: argparse.Namespace) -> int:
@@ -141,7 +142,9 @@ class Command:
             print(f"crdscale: warning: {warning}", file=sys.stderr)
 
         run_id = args.run_id or new_run_id()
-        cluster = connect(resolve_kubeconfig(args.kubeconfig), args.context)
+        kubeconfig = resolve_kubeconfig(args.kubeconfig)
+        confirm_cluster_write(kubeconfig, args.context, yes=args.yes, what="install")
+        cluster = connect(kubeconfig, args.context)
         steps = split_steps(loaded.crds, args.step)
         run = RunWriter.create(Path(args.out) if args.out else runs_dir(), "install")
         print(

@@ -29,7 +29,14 @@ import sys
 import time
 from pathlib import Path
 
-from crdscale.cli.common import add_cluster_arguments, add_output_argument, print_json, resolve_kubeconfig
+from crdscale.cli.common import (
+    add_cluster_arguments,
+    add_output_argument,
+    add_yes_argument,
+    confirm_cluster_write,
+    print_json,
+    resolve_kubeconfig,
+)
 from crdscale.collect.probes import configs
 from crdscale.units import COLUMN_FORMATS, blank_missing
 
@@ -60,6 +67,7 @@ class Command:
                 formatter_class=argparse.RawDescriptionHelpFormatter,
             )
             add_cluster_arguments(p)
+            add_yes_argument(p)
             p.add_argument(
                 "--runs-dir", metavar="DIR", help="parent of the run directory (default: $CRDSCALE_RUNS or ./runs)"
             )
@@ -103,6 +111,7 @@ class ProbeRun:
         self.name = name
         self.run_id = new_run_id()
         self.kubeconfig = resolve_kubeconfig(args.kubeconfig)
+        confirm_cluster_write(self.kubeconfig, args.context, yes=args.yes, what=f"probe {name}")
         self.cluster = connect(self.kubeconfig, args.context)
         self.server_version = self.cluster.server_version()
         self.writer = RunWriter.create(Path(args.runs_dir) if args.runs_dir else runs_dir(), f"probe-{name}")

@@ -3,7 +3,15 @@ from __future__ import annotations
 import logging
 import os
 
-from crdscale.cli.common import add_cluster_arguments, add_output_argument, print_json, run_with_progress
+from crdscale.cli.common import (
+    add_cluster_arguments,
+    add_output_argument,
+    add_yes_argument,
+    confirm_cluster_write,
+    print_json,
+    resolve_kubeconfig,
+    run_with_progress,
+)
 from crdscale.scenario.config import default_text, load_scenario
 
 log = logging.getLogger(__name__)
@@ -90,6 +98,7 @@ class Command:
             default="a local control plane the run starts; with it, the run uses that cluster and never "
             "touches objects it did not create",
         )
+        add_yes_argument(parser)
         prom = parser.add_argument_group("an existing Prometheus (credentials from files, never on the command line)")
         prom.add_argument("--prometheus-url", metavar="URL", help="an existing Prometheus scraping the target")
         prom.add_argument(
@@ -202,6 +211,9 @@ class Command:
             return _print_check(scenario.source_path or "default scenario", reports, args)
         if args.cluster:
             return cluster.submit(args, scenario)
+        if not scenario.is_local:
+            kubeconfig = resolve_kubeconfig(scenario.target.kubeconfig)
+            confirm_cluster_write(kubeconfig, scenario.target.context, yes=args.yes, what="run")
         if scenario.matrix:
             from crdscale.paths import runs_dir
             from crdscale.scenario.experiment import Experiment

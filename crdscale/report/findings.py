@@ -163,6 +163,11 @@ def _or(value, default):
     return default if value is None else value
 
 
+def _end_gap(seconds: float) -> str:
+    """Where the last sample lies against the run's end: "0.9 s before the end", "0.2 s after the end"."""
+    return f"{abs(seconds):.1f} s {'after' if round(seconds, 1) < 0 else 'before'} the end"
+
+
 def _resolution_line(metrics: MetricsRecord, process_job: str | None) -> str | None:
     """How dense the record behind the process figures is (``resolution_proc``: crdscale's /proc
     sampler; ``resolution``: kube-apiserver's /metrics), the record used first."""
@@ -175,7 +180,7 @@ def _resolution_line(metrics: MetricsRecord, process_job: str | None) -> str | N
             continue
         text = (
             f"{source_label(job)}: {r.samples:,} samples of {r.metric}, median gap {r.median_gap_s:g} s, "
-            f"largest {r.max_gap_s:g} s, last sample {r.end_gap_s:.1f} s before the end"
+            f"largest {r.max_gap_s:g} s, last sample {_end_gap(r.end_gap_s)}"
         )
         parts.append(("process figures (RSS, CPU, fds, threads) from " if job == used else "") + text)
     if parts and process_job is not None and records[used].max_gap_s is None:

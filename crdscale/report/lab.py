@@ -29,11 +29,13 @@ from crdscale.errors import CrdscaleError
 from crdscale.proc import start_ticks
 from crdscale.report.render import (
     CELL_TIMEOUT_S,
+    KERNEL_NAME,
     CellFailure,
     default_notebooks_dir,
     execute_notebook,
     find_failure,
     notebook_plan,
+    one_parameters_cell,
     unfinished_cell,
 )
 from crdscale.rundir import layout, read_run
@@ -99,6 +101,7 @@ def bind_notebooks(
                 failure = find_failure(nb, str(source), text) or (
                     unfinished_cell(nb, str(source), stopped, text) if stopped else None
                 )
+            _as_opened(nb, partial)
             try:
                 os.link(partial, path)  # fails if the name was taken meanwhile: never overwrite
             except FileExistsError:
@@ -110,6 +113,25 @@ def bind_notebooks(
             log.info(f"notebook failed: {failure.describe()} (the copy keeps the output before it)")
         bound.append(BoundNotebook(source, path, created=True, failure=failure))
     return bound
+
+
+def _as_opened(nb, path: Path) -> None:
+    """Write the copy as JupyterLab should open it, unmodified: one parameters cell (the run's
+    ``run_dir``, :func:`one_parameters_cell`) and no pairing with a ``.py`` file
+    (jupytext's ``formats``: the copy has no ``.py`` beside it) nor papermill's copy of the input, and the
+    kernelspec of the kernel JupyterLab starts."""
+    import nbformat
+    from jupyter_client.kernelspec import KernelSpecManager, NoSuchKernel
+
+    one_parameters_cell(nb)
+    nb.metadata.get("jupytext", {}).pop("formats", None)
+    nb.metadata.pop("papermill", None)
+    try:  # the kernel JupyterLab will start, as it would write it back (else the copy opens modified)
+        spec = KernelSpecManager().get_kernel_spec(KERNEL_NAME)
+        nb.metadata["kernelspec"] = {"display_name": spec.display_name, "language": spec.language, "name": KERNEL_NAME}
+    except NoSuchKernel:
+        pass
+    nbformat.write(nb, str(path))  # validates
 
 
 def lab_settings_dir() -> Path:

@@ -264,15 +264,39 @@ def summary_cells(title: str, findings, headline_png: bytes | None):
     return cells
 
 
+# A notebook cell tagged so shows what the report's first cells already show (what was run, the key
+# numbers): a notebook opened alone keeps it, the combined report leaves it out.
+SUMMARY_TAG = "summary"
+
+
+def _tags(cell) -> list[str]:
+    return list(cell.get("metadata", {}).get("tags", []))
+
+
+def one_parameters_cell(nb):
+    """``nb`` (as papermill executed it) with a single parameters cell: the injected values take the
+    place of the defaults' cell, tagged ``parameters``, so the notebook shows ``run_dir`` once."""
+    injected = [i for i, c in enumerate(nb.cells) if "injected-parameters" in _tags(c)]
+    if not injected:
+        return nb
+    cell = nb.cells[injected[0]]
+    cell.metadata["tags"] = ["parameters" if t == "injected-parameters" else t for t in _tags(cell)]
+    nb.cells = [c for i, c in enumerate(nb.cells) if i == injected[0] or "parameters" not in _tags(c)]
+    return nb
+
+
 def combine(parts: Sequence, first_cells: Sequence = ()):
-    """One notebook: ``first_cells`` then the cells of each executed notebook in order."""
+    """One notebook: ``first_cells`` then the cells of each executed notebook in order, each with one
+    parameters cell; with ``first_cells``, the notebooks' cells tagged :data:`SUMMARY_TAG` are left
+    out (the first cells show the same tables)."""
     import nbformat
 
     nb = nbformat.v4.new_notebook()
     nb.metadata = copy.deepcopy(parts[0].metadata) if parts else {}
     nb.cells = [copy.deepcopy(c) for c in first_cells]
     for part in parts:
-        nb.cells.extend(copy.deepcopy(part.cells))
+        cells = one_parameters_cell(copy.deepcopy(part)).cells
+        nb.cells.extend(c for c in cells if not (first_cells and SUMMARY_TAG in _tags(c)))
     return nb
 
 

@@ -143,3 +143,123 @@ def test_nav_pages_exist_or_are_generated(gen):
     generated = set(gen.FROM_CODE)
     missing = [p for p in nav if p not in generated and not (ROOT / "docs" / p).is_file()]
     assert not missing, missing
+
+
+def test_access_page_has_a_row_for_every_command(gen, code_pages):
+    """Every command --help lists (subcommands too) says what it reads, writes and needs; those that
+    ask before writing to a foreign cluster are the ones with --yes."""
+    from crdscale.cli.access import ACCESS
+
+    rows = {row.command: row for row in ACCESS}
+    assert len(rows) == len(ACCESS), "a command has two rows"
+    commands = {" ".join(path): parser for path, parser, _ in gen.cli_commands() if path}
+    assert set(rows) == set(commands)
+    page = code_pages["reference/access.md"]
+    for name, parser in commands.items():
+        assert f"| `crdscale {name}` |" in page
+        assert all((rows[name].reads, rows[name].writes, rows[name].rbac)), name
+        flags = {f for a in parser._actions for f in a.option_strings}
+        if not parser._subparsers:
+            assert ("--yes" in flags) == rows[name].asks, f"crdscale {name}: --yes and the table disagree"
+
+
+# --- quoted numbers ----------------------------------------------------------------------------------------
+# Every number the README and docs/ quote from the committed runs in data/, beside the command that prints it
+# today: command -> page -> the quoted phrases. A phrase must be on its page (whitespace, a Unicode minus and
+# Markdown emphasis aside), and its numbers must all be on one line of what the command prints (signs aside;
+# a number quoted with fewer decimals matches one printed with more, rounded). A changed number fails here:
+# fix the page, or the phrase if the page was rewritten. Results pages are rendered from docs/results/*.toml,
+# so their numbers are checked there.
+ANALYZE = "crdscale analyze data/reference-run --no-write"
+COMPARE = "crdscale compare data/reference-run-v1.24.0 data/reference-run"
+QUOTED = {
+    ANALYZE: {
+        "README.md": [
+            "937.0 KiB per CRD [704.8 KiB, 1.14 MiB]",
+            "OpenAPI 260.3",
+            "watch cache 240.5",
+            "CRD structural schemas 150.5 KiB",
+            "1.4 % unattributed",
+        ],
+        "docs/tutorials/first-look.md": [
+            "openapi 260.27 KiB [149.15 KiB, 371.38 KiB] 27.8% 37.42 MiB 0.987",
+            "watch-cache 240.49 KiB [60.64 KiB, 420.33 KiB] 25.7% 3.51 MiB 0.937",
+            "crd-schema 150.46 KiB [58.13 KiB, 242.79 KiB] 16.1% 0 B 0.937",
+            "total 937.04 KiB [704.80 KiB, 1.14 MiB] 100.0% 84.17 MiB 0.987",
+            "RSS 2.19 MiB per served CRD [-10.58 KiB, 4.40 MiB]",
+            "1.4 % of the growth",
+        ],
+        "docs/explanation/attribution.md": ["937 KiB per CRD", "OpenAPI 260", "cache 240", "CRD schemas 150 KiB"],
+    },
+    COMPARE: {
+        "README.md": ["461.0 KiB [338.7, 578.4]", "46 % less heap per CRD"],
+        "docs/tutorials/compare.md": [
+            "v1.37.1 holds 797.8 KiB less heap per served CRD than v1.24.0 (95% CI [-1.0 MiB, -526.7 KiB], -46%; "
+            "937.0 KiB vs 1.7 MiB per CRD); mostly zap-counters 461.0 KiB less per CRD [-578.4 KiB, -338.7 KiB]; "
+            "peak RSS 725.0 MiB vs 1.1 GiB (/proc).",
+        ],
+        "docs/explanation/error-model.md": ["-461.0 KiB [-578.4, -338.7]"],
+        "docs/results/seeds.toml": [
+            '"461.0 KiB [338.7, 578.4]"',
+            "797.8 KiB more per CRD on v1.24.0 ([526.7 KiB, 1.0 MiB]; 1.7 MiB vs 937.0 KiB per CRD, -46 %",
+            "OpenAPI 337.2 KiB more ([81.5, 592.9])",
+            "RSS 3.6",
+            "2.2 MiB per CRD",
+            "peak RSS 1.1 GiB vs 725.0 MiB",
+        ],
+    },
+}
+_NUMBER = re.compile(r"\d[\d,]*(?:\.\d+)?")
+
+
+def _normalized(text: str) -> str:
+    return " ".join(text.replace("\u2212", "-").replace("**", "").split())
+
+
+def _matches(quoted: str, printed: str) -> bool:
+    q, p = quoted.replace(",", ""), printed.replace(",", "")
+    decimals = len(q.partition(".")[2])
+    return len(p.partition(".")[2]) >= decimals and round(float(p), decimals) == float(q)
+
+
+@pytest.fixture(scope="module")
+def printed():
+    """What each command of QUOTED prints today, run from the checkout as the docs show it."""
+    import contextlib
+    import io
+    import os
+    import shlex
+
+    from crdscale.cli.main import main
+
+    out = {}
+    cwd = os.getcwd()
+    os.chdir(ROOT)
+    try:
+        for command in QUOTED:
+            buf = io.StringIO()
+            with contextlib.redirect_stdout(buf):
+                assert main(shlex.split(command)[1:]) == 0, command
+            out[command] = buf.getvalue()
+    finally:
+        os.chdir(cwd)
+    return out
+
+
+@pytest.mark.parametrize("command", list(QUOTED))
+def test_every_quoted_number_is_what_its_command_prints(printed, command):
+    lines = printed[command].splitlines()
+    wrong = []
+    for page, phrases in QUOTED[command].items():
+        text = _normalized((ROOT / page).read_text())
+        assert command.split(" --")[0] in text or page.startswith("docs/explanation/attribution"), (
+            f"{page} no longer shows `{command}` beside its numbers"
+        )
+        for phrase in phrases:
+            if _normalized(phrase) not in text:
+                wrong.append(f"{page}: {phrase!r} is no longer on the page")
+                continue
+            numbers = _NUMBER.findall(phrase)
+            if not any(all(any(_matches(n, t) for t in _NUMBER.findall(line)) for n in numbers) for line in lines):
+                wrong.append(f"{page}: {phrase!r} is not what `{command}` prints")
+    assert not wrong, "\n".join(wrong)

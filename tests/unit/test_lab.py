@@ -49,7 +49,7 @@ def run_copy(tmp_path):
         (["report", str(REFERENCE)], "papermill", "report"),
         (["report", str(REFERENCE)], "jinja2", "report"),
         (["lab"], "jupyterlab", "lab"),
-        (["lab"], "nbclient", "report"),
+        (["lab"], "nbclient", "lab"),  # lab brings report's modules too: one pip command, not two in turn
     ],
 )
 def test_a_missing_extra_is_one_line_naming_it(monkeypatch, capsys, argv, module, extra):
@@ -90,8 +90,13 @@ def test_copies_are_bound_to_the_run_and_never_overwritten(run_copy, monkeypatch
     first = bind_notebooks(run_copy.name, execute=False)
     assert [(b.path.name, b.created) for b in first] == [("memory.ipynb", True), ("attribution.ipynb", True)]
     nb = json.loads(first[0].path.read_text())
-    injected = [c for c in nb["cells"] if "injected-parameters" in c["metadata"].get("tags", [])]
-    assert len(injected) == 1 and f"run_dir = {str(run_copy)!r}".replace("'", '"') in "".join(injected[0]["source"])
+    # One parameters cell, holding the run's run_dir (papermill's defaults cell is gone), and no pairing
+    # with a .py file the copy does not have: the copy opens in JupyterLab as it was written.
+    params = [c for c in nb["cells"] if {"parameters", "injected-parameters"} & set(c["metadata"].get("tags", []))]
+    assert len(params) == 1 and params[0]["metadata"]["tags"] == ["parameters"]
+    assert f"run_dir = {str(run_copy)!r}".replace("'", '"') in "".join(params[0]["source"])
+    assert sum("run_dir =" in "".join(c["source"]) for c in nb["cells"]) == 1
+    assert "formats" not in nb["metadata"].get("jupytext", {}) and "papermill" not in nb["metadata"]
     assert not list(first[0].path.parent.glob(".*partial*"))  # nothing half-written left
 
     edited = first[0].path.read_text().replace("Memory and CPU", "My own edit")
@@ -206,6 +211,7 @@ def test_lab_shows_the_memory_notebook_as_a_notebook_in_chromium(run_copy, tmp_p
         assert re.search(r'<img[^>]+src="data:image/png;base64,', dom), "no figure among the rendered outputs"
         assert "Memory and CPU of kube-apiserver" in dom
         assert not re.search(r'class="[^"]*\bjp-FileEditor\b', dom)  # not opened as a text file
+        assert not re.search(r'class="[^"]*\bjp-mod-dirty\b', dom)  # opens unmodified
         assert shot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 
         lab.send_signal(signal.SIGINT)  # Ctrl-C

@@ -67,6 +67,43 @@ def test_html_embeds_figures_and_says_what_was_run(report):
     assert nocode.index("How memory grew and what one CRD costs") < nocode.index("Memory and CPU of kube-apiserver")
 
 
+def test_each_figure_and_table_appears_once_and_no_reprs(report):
+    """A cell that returns its figure while pyplot also shows it doubles the figure; a cell ending in a
+    plot call prints ``<Axes: ...>``; a notebook table the summary already has shows twice."""
+    import hashlib
+    from collections import Counter
+
+    _, _, out = report
+    for name in ("report.html", "report-nocode.html"):
+        html = (out / name).read_text()
+        images = re.findall(r'<img[^>]+src="data:image/png;base64,([^"]+)"', html)
+        assert len(images) >= 8, name
+        counts = Counter(hashlib.sha256(i.encode()).hexdigest() for i in images)
+        assert set(counts.values()) == {1}, f"{name}: a figure appears more than once"
+        assert "&lt;Axes" not in html and "<Axes" not in html, name
+        assert "matplotlib.legend.Legend object" not in html, name
+        for heading in ("What-was-run", "Key-numbers"):
+            assert len(re.findall(rf'<h2 id="{heading}"', html)) == 1, (name, heading)
+
+
+def test_figure_titles_say_version_and_crd_count():
+    """The headline figure is pasted alone into issues: each figure names what was measured."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    from crdscale.report.figures import standard_figures
+
+    run = read_run(REFERENCE)
+    specs = standard_figures(run, run.analysis())
+    assert [s.name for s in specs] == ["headline", "memory-over-time", "memory-vs-crds", "heap-by-cause"]
+    for spec in specs:
+        texts = [spec.figure.get_suptitle()] + [ax.get_title() for ax in spec.figure.axes]
+        assert any("kube-apiserver v1.37.1, 160 CRDs" in t for t in texts), spec.name
+        plt.close(spec.figure)
+
+
 def test_findings_numbers_equal_the_analysis(report):
     _, _, out = report
     analysis = read_run(REFERENCE).analysis()
