@@ -546,7 +546,7 @@ def compare_runs(
         repeat_spread=replicate_spread(stack_runs(per_crd), replicates, confidence) if replicates else pd.DataFrame(),
         per_object=stack_runs(per_object) if per_object else pd.DataFrame(),
         amplification=stack_runs(amplification) if amplification else pd.DataFrame(),
-        per_object_joint=per_object_differences(stack_runs(per_object), labels[0], confidence)
+        per_object_joint=per_object_differences(stack_runs(per_object), reference, confidence, replicates)
         if len(per_object) > 1
         else pd.DataFrame(),
         object_lists=stack_runs(object_lists),
@@ -560,27 +560,40 @@ PER_OBJECT_JOINT_COLUMNS = [
 ]  # fmt: skip
 
 
-def per_object_differences(per_object: pd.DataFrame, reference: str, confidence: float = 0.95) -> pd.DataFrame:
+def per_object_differences(
+    per_object: pd.DataFrame,
+    reference: str,
+    confidence: float = 0.95,
+    replicates: Mapping[str, str] | None = None,
+) -> pd.DataFrame:
     """Heap bytes per object of each kind and cause, each run minus ``reference``, with the
     difference's interval from both runs' own variances (Welch: :func:`~crdscale.analysis.intervals.difference`).
-    ``per_object`` is stacked :func:`~crdscale.analysis.perobject.fit_per_object` tables (a ``run`` column)."""
+    ``per_object`` is stacked :func:`~crdscale.analysis.perobject.fit_per_object` tables (a ``run`` column).
+    With ``replicates`` (label -> configuration) the repeats of a configuration are pooled, as for the
+    per-CRD differences: their mean, the interval from their spread, and ``reference`` names a configuration."""
     rows = []
-    if per_object.empty or reference not in set(per_object["run"]):
+    replicates = replicates or {}
+    if per_object.empty:
         return pd.DataFrame(columns=PER_OBJECT_JOINT_COLUMNS)
-    data = per_object[per_object["metric"] == "bytes"]
-    ref = data[data["run"] == reference].set_index(["kind", "cause"])
+    data = per_object[per_object["metric"] == "bytes"].copy()
+    data["config"] = data["run"].map(lambda label: replicates.get(label, label))
+    if reference not in set(data["config"]):
+        return pd.DataFrame(columns=PER_OBJECT_JOINT_COLUMNS)
 
     def estimate(r) -> Estimate:
         return Estimate(r["per_object"], r["per_object_se"], r["dof"], r["per_object_low"], r["per_object_high"])
 
-    for r in data[data["run"] != reference].to_dict("records"):
-        key = (r["kind"], r["cause"])
-        if key not in ref.index:
+    pooled = {
+        (config, kind, cause): _combine([estimate(r) for r in group.to_dict("records")], confidence)
+        for (config, kind, cause), group in data.groupby(["config", "kind", "cause"], sort=False)
+    }
+    for config, kind, cause in pooled:
+        if config == reference or (reference, kind, cause) not in pooled:
             continue
-        b = ref.loc[key]
-        d = difference(estimate(r), estimate(b), confidence)
-        relative = d.value / b["per_object"] if b["per_object"] else math.nan
-        rows.append((r["run"], reference, *key, b["per_object"], r["per_object"], d.value, d.low, d.high, relative))
+        b, e = pooled[(reference, kind, cause)], pooled[(config, kind, cause)]
+        d = difference(e, b, confidence)
+        relative = d.value / b.value if b.value else math.nan
+        rows.append((config, reference, kind, cause, b.value, e.value, d.value, d.low, d.high, relative))
     return pd.DataFrame(rows, columns=PER_OBJECT_JOINT_COLUMNS)
 
 

@@ -69,7 +69,7 @@ class Verdict:
     @property
     def sentence(self) -> str:
         t = self.per_crd
-        if _finite(t.get("low")) is None and self.per_object:
+        if self.per_object:  # runs that grow objects: their per-CRD fit means nothing
             return self._object_sentence()
         told = _told(t["low"], t["high"])
         parts = [
@@ -123,7 +123,7 @@ class Verdict:
                     f"{'yes' if _told(c['low'], c['high']) else 'no'} |"
                 )
             lines.append("")
-        per_crd_known = _finite(self.per_crd.get("low")) is not None
+        per_crd_known = _finite(self.per_crd.get("low")) is not None and not self.per_object
         lines += (
             [
                 "| cause | base per CRD | changed per CRD | difference | 95% CI | told from 0 |",

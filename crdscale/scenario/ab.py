@@ -101,14 +101,15 @@ def precision(comparison) -> Precision | None:
     total. None when neither has an interval yet."""
     pairs = sum(1 for label in comparison.labels if label.startswith("changed"))
     candidates = []
-    joint = comparison.joint
-    if joint is not None and not joint.empty:
-        rows = joint[(joint["cause"] == "total") & (joint["metric"] == "bytes")]
-        candidates += [(r, "per_crd_reference", "CRD") for r in rows.to_dict("records")]
     objects = comparison.per_object_joint
     if objects is not None and not objects.empty:
+        # Runs that grow objects install their CRDs before the first step: their per-CRD fit means nothing.
         rows = objects[objects["cause"] == "total"]
         candidates += [(r, "per_object_reference", "custom resource") for r in rows.to_dict("records")]
+    else:
+        joint = comparison.joint
+        rows = joint[(joint["cause"] == "total") & (joint["metric"] == "bytes")] if joint is not None else []
+        candidates += [(r, "per_crd_reference", "CRD") for r in (rows.to_dict("records") if len(rows) else [])]
     for r, reference, per in candidates:
         low, high = float(r["difference_low"]), float(r["difference_high"])
         if math.isfinite(low) and math.isfinite(high):
