@@ -86,19 +86,3 @@ def read_bounded(path: str | Path, limit: int) -> bytes:
             chunks.append(chunk)
             size += len(chunk)
     return b"".join(chunks)
-
-
-def read_profile_bytes(path) -> bytes:
-    """The bytes of the profile file ``path``, read at most up to the size limit of a profile (a path
-    symlinked to ``/dev/zero`` is refused, not read until memory runs out); ProfileError (one line) for a
-    directory, an unreadable file or one over the limit."""
-    from crdscale.analysis.pprof.decode import MAX_PROFILE_BYTES
-    from crdscale.errors import ProfileError
-
-    try:
-        data = read_bounded(path, MAX_PROFILE_BYTES)
-    except OSError as err:
-        raise ProfileError(f"{path}: cannot read: {err.strerror or err}") from None
-    if len(data) > MAX_PROFILE_BYTES:
-        raise ProfileError(f"{path}: larger than {MAX_PROFILE_BYTES >> 20} MiB; not a heap profile")
-    return data

@@ -51,7 +51,7 @@ PACKAGE = "crdscale"
 LAYERS: tuple[tuple[str, ...], ...] = (
     ("errors", "units", "paths", "fsutil", "timeutil", "proc", "schema", "ownership", "allocator", "models"),
     ("analysis.pprof", "image.oci", "image.containerd"),
-    ("rundir",),
+    ("rundir", "outputs"),  # outputs: where commands write, which asks rundir.layout what a run directory is
     ("cluster",),
     ("crds",),
     ("collect",),

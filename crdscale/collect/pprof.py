@@ -58,7 +58,7 @@ def read_profile(source: PathOrBytes):
         data, name = bytes(source), "<bytes>"
     else:
         name = str(source)
-        from crdscale.fsutil import read_profile_bytes
+        from crdscale.analysis.pprof.decode import read_profile_bytes
 
         data = read_profile_bytes(source)
     return parse_profile(data, name)

@@ -219,7 +219,7 @@ class Run:
         return self.path / file
 
     def profile_bytes(self, file: str) -> bytes:
-        from crdscale.fsutil import read_profile_bytes  # bounded; a directory is a ProfileError
+        from crdscale.analysis.pprof.decode import read_profile_bytes  # bounded; a directory is a ProfileError
 
         return read_profile_bytes(self.path / file)
 

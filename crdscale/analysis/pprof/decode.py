@@ -20,6 +20,7 @@ from functools import lru_cache
 import numpy as np
 import pandas as pd
 
+from crdscale import fsutil
 from crdscale.analysis.pprof import wire
 from crdscale.analysis.pprof.names import pprof_names
 from crdscale.analysis.pprof.schema import FILE_DESCRIPTOR, PACKAGE
@@ -810,3 +811,16 @@ def location_function_rows(profile: Profile) -> np.ndarray:
             profile, profile.column("locations", "function")
         )
     return cached
+
+
+def read_profile_bytes(path) -> bytes:
+    """The bytes of the profile file ``path``, read at most up to the size limit of a profile (a path
+    symlinked to ``/dev/zero`` is refused, not read until memory runs out); ProfileError (one line) for a
+    directory, an unreadable file or one over the limit."""
+    try:
+        data = fsutil.read_bounded(path, MAX_PROFILE_BYTES)
+    except OSError as err:
+        raise ProfileError(f"{path}: cannot read: {err.strerror or err}") from None
+    if len(data) > MAX_PROFILE_BYTES:
+        raise ProfileError(f"{path}: larger than {MAX_PROFILE_BYTES >> 20} MiB; not a heap profile")
+    return data
