@@ -268,12 +268,48 @@ def render_openapi_v2(analysis, metric: str = "bytes", confidence: float = 0.95)
     return lines
 
 
+def headline(analysis, metric: str = "bytes", confidence: float = 0.95) -> str | None:
+    """The answer in one sentence, as ``compare`` opens with one: heap per CRD of the last phase (served,
+    when the run served its CRDs) with its interval, the two causes that hold most, and RSS per CRD."""
+    fits = analysis.fits[analysis.fits["metric"] == metric] if len(analysis.fits) else analysis.fits
+    if not len(fits):
+        return None
+    phase = "served" if "served" in set(fits["phase"]) else fits["phase"].iloc[-1]
+    fits = fits[fits["phase"] == phase]
+    total = fits[fits["cause"] == "total"]
+    if not len(total):
+        return None
+    t = total.iloc[0]
+    manifest = analysis.manifest or {}
+    version = ((manifest.get("versions") or {}).get("kube-apiserver")) or "kube-apiserver"
+    causes = fits[(fits["cause"] != "total") & (fits["per_crd"] > 0)].nlargest(2, "per_crd")
+    mostly = " and ".join(f"{r.cause} ({fmt_per_crd(r.per_crd, metric)})" for r in causes.itertuples(index=False))
+    crds = int(analysis.points["crds"].max()) if len(analysis.points) and "crds" in analysis.points else None
+    what = "of heap" if metric == "bytes" else "heap objects"
+    sentence = (
+        f"**kube-apiserver {version} holds {fmt_per_crd(t.per_crd, metric)} {what} per {phase} CRD "
+        f"({100 * confidence:g}% CI [{fmt_per_crd(t.per_crd_low, metric)}, {fmt_per_crd(t.per_crd_high, metric)}]"
+        + (f", {crds} CRDs" if crds else "")
+        + ")"
+        + (f", mostly {mostly}" if mostly else "")
+    )
+    rss = analysis.series_fits
+    if len(rss):
+        rss = rss[(rss["metric"] == "rss_bytes") & (rss["phase"] == phase)]
+        if len(rss):
+            sentence += f"; RSS grows {fmt_per_crd(rss.iloc[0].per_crd, 'bytes')} per CRD"
+    return sentence + ".**"
+
+
 def render(analysis, metric: str = "bytes", confidence: float = 0.95) -> str:
-    """The per-CRD table as text: one block per phase, causes by cost, total last."""
+    """The per-CRD table as text: the answer in one sentence, then one block per phase, causes by cost,
+    total last, and what the columns mean."""
     from crdscale.analysis.process import source_label  # lazy: --help stays fast
 
     left_out = f"; {len(analysis.skipped)} left out" if analysis.skipped else ""
-    lines = [f"Run: {analysis.run_dir}  ({len(analysis.profiles)} heap profiles fitted{left_out})"]
+    answer = headline(analysis, metric, confidence)
+    lines = [answer, ""] if answer else []
+    lines += [f"Run: {analysis.run_dir}  ({len(analysis.profiles)} heap profiles fitted{left_out})"]
     lines += [f"warning: {w}" for w in analysis.warnings]
     unit = "bytes" if metric == "bytes" else "objects"
     level = f"{100 * confidence:g}% CI"
@@ -325,6 +361,10 @@ def render(analysis, metric: str = "bytes", confidence: float = 0.95) -> str:
             lines.append(f"{r.metric + ' (' + r.phase + ')':<30} {fmt_per_crd(r.per_crd, 'bytes'):>14} {ci:>29}")
     lines += [
         "",
+        "points: the CRD counts a phase was profiled at (the baseline and each step); the heap profiles fitted",
+        "count both phases. base: the fit's heap at 0 CRDs (what the cause held before the first CRD). r2: how",
+        "well a line through the points explains them (1 = all of it; negative: worse than a flat line, so read",
+        "that cause's interval, not its slope).",
         "per CRD: growth from the first profile to the last. CI: Student's t from the step increments (Go's",
         "heap sampling carries each profile's error into the next, so steps, not profiles, are independent):",
         "the sampling variance the profiles report plus what the increments add beyond it, never narrower",

@@ -10,7 +10,7 @@ each cause of heap growth (zap counters, watch caches, OpenAPI...) the bytes
 per served CRD of each run (its growth from first to last profile) and their
 difference, with an interval from both runs' own variances (Welch); repeats of
 a configuration (a matrix's repeat) are pooled and their spread gives the
-interval. A run compared with itself is refused. Also: RSS, heap in use, goroutines, open fds and CPU seconds
+interval. Also: RSS, heap in use, goroutines, open fds and CPU seconds
 per CRD and at the end, peak RSS, seconds to Established, and the last served
 heap profiles diffed (go tool pprof -diff_base) per CRD. Runs of different
 CRD sets (by sha256) are compared with a warning; so are runs that did not

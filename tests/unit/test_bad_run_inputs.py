@@ -164,7 +164,8 @@ def test_a_cpu_profile_under_a_heap_name_is_left_out_and_named(tmp_path, capsys)
     shutil.copyfile(CPU_PROFILE, run / SERVED_3)
     assert main(["analyze", "--no-write", str(run)]) == 0
     out = capsys.readouterr().out
-    first, second = out.splitlines()[:2]
+    answer, _, first, second = out.splitlines()[:4]
+    assert answer.startswith("**kube-apiserver v1.37.1 holds ")  # the answer in one sentence first
     assert first == f"Run: {run}  (8 heap profiles fitted; 1 left out)"  # never "9 heap profiles"
     assert second.startswith(f"warning: left out of the fits: {SERVED_3}: a cpu profile")
     assert "phase served, 4 points" in out
@@ -219,10 +220,9 @@ def test_a_failed_run_is_stated_with_its_reason_everywhere(failed_run, capsys):
 
     reason = "the run failed: memory guard: RSS 9.8 GiB passed the limit of 9.5 GiB"
     assert main(["analyze", "--no-write", str(failed_run)]) == 0
-    assert (
-        capsys.readouterr().out.splitlines()[1]
-        == f"warning: {reason}; its numbers cover only what it recorded before it stopped"
-    )
+    lines = capsys.readouterr().out.splitlines()
+    after_run = lines[next(i for i, line in enumerate(lines) if line.startswith("Run: ")) + 1]
+    assert after_run == f"warning: {reason}; its numbers cover only what it recorded before it stopped"
 
     assert main(["compare", str(failed_run), str(REFERENCE)]) == 0
     assert f"> **Warning:** failed: {reason}" in capsys.readouterr().out
