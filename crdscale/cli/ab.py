@@ -180,7 +180,9 @@ def _change_provenance(comparison) -> list[dict]:
     if not isinstance(change, dict):
         return []
     return [
-        {key: json.dumps(value, default=str) if not isinstance(value, str) else value} for key, value in change.items()
+        {key: json.dumps(value, default=str) if not isinstance(value, str) else value}
+        for key, value in change.items()
+        if value not in ([], {}, "", None)  # what the change left alone says nothing
     ]
 
 
