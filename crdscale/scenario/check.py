@@ -59,7 +59,12 @@ def _check_target(scenario: Scenario, where: str, report: CellReport, answers) -
             )
         except CrdscaleError as err:
             raise _with_where(where, key, err) from err
-        report.checks.append((plan.what, plan.how))
+        how = plan.how
+        if target.patches or target.build_tags or target.go not in ("", "local"):
+            # The release's own binary is not what runs: a build with the changes (or the Go) below does,
+            # cached apart by what changed.
+            how = "built with the changes below (cached by their sha256), from the release's modules"
+        report.checks.append((plan.what, how))
         if plan.warning:
             report.warnings.append(plan.warning)
         try:
