@@ -187,21 +187,23 @@ class Verdict:
         }
 
 
+def _difference_row(r: dict, per: str) -> dict:
+    """One cause's row of a joint table (``per``: ``per_crd`` or ``per_object``) as the verdict holds it."""
+    return {
+        "cause": r["cause"],
+        "base": _finite(r[f"{per}_reference"]) or 0.0,
+        "changed": _finite(r[per]) or 0.0,
+        "difference": _finite(r["difference"]) or 0.0,
+        "low": _finite(r["difference_low"]),
+        "high": _finite(r["difference_high"]),
+    }
+
+
 def _cause_rows(joint: pd.DataFrame, run: str) -> list[dict]:
     if joint is None or joint.empty:
         return []
     rows = joint[(joint["run"] == run) & (joint["metric"] == "bytes")]
-    records = [
-        {
-            "cause": r["cause"],
-            "base": _finite(r["per_crd_reference"]) or 0.0,
-            "changed": _finite(r["per_crd"]) or 0.0,
-            "difference": _finite(r["difference"]) or 0.0,
-            "low": _finite(r["difference_low"]),
-            "high": _finite(r["difference_high"]),
-        }
-        for r in rows.to_dict("records")
-    ]
+    records = [_difference_row(r, "per_crd") for r in rows.to_dict("records")]
     total = [r for r in records if r["cause"] == "total"]
     causes = [r for r in records if r["cause"] != "total" and (r["base"] or r["changed"])]
     causes.sort(key=lambda r: -abs(r["difference"]))
@@ -310,14 +312,7 @@ def build_verdict(
     if joint is not None and not joint.empty:
         rows = joint[(joint["run"] == run) & (joint["cause"] != "total")]
         object_causes = [
-            {
-                "cause": r["cause"],
-                "base": _finite(r["per_object_reference"]) or 0.0,
-                "changed": _finite(r["per_object"]) or 0.0,
-                "difference": _finite(r["difference"]) or 0.0,
-                "low": _finite(r["difference_low"]),
-                "high": _finite(r["difference_high"]),
-            }
+            _difference_row(r, "per_object")
             for r in rows.to_dict("records")
             if _finite(r["per_object_reference"]) or _finite(r["per_object"])
         ]
