@@ -305,7 +305,7 @@ def test_unreachable_cluster_fails_in_seconds(tmp_path, capsys):
         "contexts:\n- name: c\n  context: {cluster: c, user: u}\ncurrent-context: c\nusers:\n- name: u\n  user: {token: x}\n"
     )
     started = time.monotonic()
-    code = main(["run", "--kubeconfig", str(kubeconfig), "--out", str(tmp_path / "runs")])
+    code = main(["run", "--kubeconfig", str(kubeconfig), "--yes", "--out", str(tmp_path / "runs")])
     assert time.monotonic() - started < 15
     assert code == 4
     err = capsys.readouterr().err.strip().splitlines()
