@@ -198,6 +198,8 @@ class Command:
             raise UsageError("footprint needs a CRD_SOURCE (or --kubeconfig for a cluster's CRDs, or --calibrate)")
         if len(args.sources) > 2:
             raise UsageError("give one CRD_SOURCE, or two (OLD NEW) to see what an upgrade adds")
+        if [str(s) for s in args.sources].count("-") > 1:
+            raise UsageError("'-' (stdin) can be only one of OLD and NEW: stdin is read once")
         if args.shipped and args.model:
             raise UsageError("--shipped and --model choose different models; give one")
         if args.top < 0:

@@ -373,3 +373,9 @@ def test_chart_with_only_templated_crds_and_no_helm_says_why(tmp_path, capsys):
     code, _, err = run_cli(capsys, "footprint", str(tmp_path), "--shipped")
     assert code == 5 and err.count("\n") == 1
     assert "found nothing" in err and "helm is not on PATH" in err and "helm template" in err
+
+
+def test_stdin_can_be_only_one_of_old_and_new(capsys):
+    # Before: the first '-' read stdin whole and the second said "no CRDs in stdin".
+    assert main(["footprint", "-", "-"]) == 2
+    assert "stdin is read once" in capsys.readouterr().err
