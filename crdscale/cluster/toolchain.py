@@ -16,7 +16,6 @@ with its own Go (``target.go = "release"``):
 from __future__ import annotations
 
 import functools
-import json
 import os
 import platform
 import re
@@ -24,6 +23,7 @@ import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 
+from crdscale.cluster import gobuild
 from crdscale.errors import BinaryError, UsageError
 
 TOOLCHAIN_MODULE = "golang.org/toolchain"
@@ -92,10 +92,8 @@ def toolchain_module_version(go_version: str) -> str:
 
 
 def _go(*args: str, timeout: float) -> subprocess.CompletedProcess:
-    from crdscale.cluster.gobuild import go_binary
-
     return subprocess.run(
-        [go_binary(), *args],
+        [gobuild.go_binary(), *args],
         capture_output=True,
         text=True,
         timeout=timeout,
@@ -151,14 +149,7 @@ def newest_patch(go_version: str, served: tuple[str, ...] | None = None) -> str:
 def toolchain_go(go_version: str) -> Path:
     """The ``go`` binary of toolchain ``go_version``, downloaded into the module cache once (a few hundred MB)."""
     version = normalize_go_version(go_version)
-    try:
-        proc = _go("mod", "download", "-json", f"{TOOLCHAIN_MODULE}@{toolchain_module_version(version)}", timeout=1800)
-    except subprocess.TimeoutExpired:
-        raise BinaryError(f"downloading Go toolchain {version} took over 30 min") from None
-    try:
-        info = json.loads(proc.stdout)
-    except json.JSONDecodeError:
-        info = {"Error": (proc.stderr or proc.stdout).strip() or f"go mod download exited {proc.returncode}"}
+    info = gobuild.module_download(TOOLCHAIN_MODULE, toolchain_module_version(version))
     if info.get("Error") or not info.get("Dir"):
         raise BinaryError(f"Go toolchain {version}: {str(info.get('Error', 'no directory')).splitlines()[-1]}")
     go = Path(info["Dir"]) / "bin" / "go"
