@@ -415,6 +415,16 @@ class Comparison:
         """The first run label of a configuration (the label itself for a single run)."""
         return next((label for label in self.labels if self.replicates.get(label, label) == name), name)
 
+    def end_value(self, name: str, metric: str, column: str) -> float | None:
+        """A series' ``column`` of :attr:`end` (``last``, ``peak``) for run or configuration ``name``: the mean
+        over its repeats (no interval: one value per run); None when no run of it has a finite one."""
+        if self.end is None or not len(self.end):
+            return None
+        labels = [label for label in self.labels if self.replicates.get(label, label) == name]
+        picked = self.end[self.end["run"].isin(labels) & (self.end["metric"] == metric)][column]
+        values = [v for v in pd.to_numeric(picked, errors="coerce").tolist() if math.isfinite(v)]
+        return sum(values) / len(values) if values else None
+
 
 # A matrix cell's label ends in ",repeat=N" when its configuration was repeated (crdscale.scenario.matrix).
 _REPEAT = re.compile(r",?repeat=\d+$")

@@ -207,17 +207,8 @@ def _figures(comparison, condition: Condition, run: str) -> list[Figure]:
         ]
     metric = SERIES[condition.name][0]
     column = "peak" if condition.kind == "peak" else "last"
-    end = comparison.end
-    if end is None or not len(end):
-        return []
-
-    def value(name: str) -> float | None:
-        labels = [label for label in comparison.labels if comparison.replicates.get(label, label) == name]
-        rows = end[end["run"].isin(labels) & (end["metric"] == metric)]
-        values = [v for v in (_float(x) for x in rows[column].tolist()) if v is not None]
-        return sum(values) / len(values) if values else None
-
-    reference, compared = value(comparison.reference), value(run)
+    reference = comparison.end_value(comparison.reference, metric, column)
+    compared = comparison.end_value(run, metric, column)
     if reference is None or compared is None:
         return []
     return [("", reference, compared - reference, None, None)]

@@ -212,22 +212,11 @@ def _cause_rows(joint: pd.DataFrame, run: str) -> list[dict]:
 
 def _process_rows(comparison, run: str) -> list[dict]:
     rows = []
-    end = comparison.end
-    labels = {
-        name: [lb for lb in comparison.labels if comparison.replicates.get(lb, lb) == name]
-        for name in (comparison.reference, run)
-    }
     for metric, column, figure in (("rss_bytes", "peak", "peak RSS"), ("rss_bytes", "last", "settled RSS")):
-        if end is None or end.empty:
-            break
-        values = {}
-        for name, runs in labels.items():
-            picked = end[end["run"].isin(runs) & (end["metric"] == metric)][column]
-            numbers = [v for v in (_finite(x) for x in picked) if v is not None]
-            values[name] = sum(numbers) / len(numbers) if numbers else None
-        if values[comparison.reference] is None or values[run] is None:
+        base = comparison.end_value(comparison.reference, metric, column)
+        changed = comparison.end_value(run, metric, column)
+        if base is None or changed is None:
             continue
-        base, changed = values[comparison.reference], values[run]
         rows.append({"figure": figure, "unit": "bytes", "base": base, "changed": changed, "difference": changed - base})
     joint = comparison.series_joint
     if joint is not None and not joint.empty:
