@@ -18,7 +18,8 @@ from collections.abc import Mapping, Sequence
 
 import numpy as np
 import pandas as pd
-from scipy import stats
+
+from crdscale.analysis.intervals import replicate_mean, t_quantile
 
 HISTORY_COLUMNS = ["version", "cause", "per_crd", "low", "high", "runs"]
 CHANGE_COLUMNS = [
@@ -53,7 +54,7 @@ def history_table(
     data["version"] = data["run"].map(versions)
     data = data.dropna(subset=["version"])
     rows = []
-    z = stats.norm.ppf(0.5 + confidence / 2)
+    z = t_quantile(0.5 + confidence / 2, math.inf)
     for (version, cause), group in data.groupby(["version", "cause"], sort=False):
         n = len(group)
         values = group["per_crd"].to_numpy(dtype=float)
@@ -61,12 +62,11 @@ def history_table(
             r = group.iloc[0]
             rows.append((version, cause, float(r["per_crd"]), float(r["per_crd_low"]), float(r["per_crd_high"]), 1))
             continue
-        mean = float(values.mean())
+        spread = replicate_mean(values, confidence)  # the mean with a t interval on the repeats' spread
         own = group["per_crd_se"].to_numpy(dtype=float)
-        spread_se = float(values.std(ddof=1)) / math.sqrt(n)
         own_se = float(np.sqrt(np.nanmean(own**2)) / math.sqrt(n)) if np.isfinite(own).any() else 0.0
-        half = max(stats.t.ppf(0.5 + confidence / 2, n - 1) * spread_se, z * own_se)
-        rows.append((version, cause, mean, mean - half, mean + half, n))
+        half = max(spread.high - spread.value, z * own_se)
+        rows.append((version, cause, spread.value, spread.value - half, spread.value + half, n))
     table = pd.DataFrame(rows, columns=HISTORY_COLUMNS)
     order = {v: i for i, v in enumerate(release_order(table["version"]))}
     return table.sort_values(["cause", "version"], key=lambda s: s.map(order) if s.name == "version" else s)
