@@ -1,0 +1,62 @@
+"""The registry of named analyses: one entry is all an analysis needs to reach every output."""
+
+from __future__ import annotations
+
+import pandas as pd
+import pytest
+
+from crdscale.analysis import registry
+from crdscale.analysis.registry import CompareContext, NamedAnalysis, RunData, Section, Table
+
+POINTS = pd.DataFrame({"crds": [0, 10], "phase": ["served", "served"], "value": [1.0, 3.0]})
+
+
+def _widgets(data: RunData) -> registry.Result:
+    return {"widgets": pd.DataFrame({"crds": [int(data.points["crds"].max())], "widgets": [7.0]})}
+
+
+FAKE = NamedAnalysis(
+    name="widgets",
+    applies=lambda data: len(data.points) > 0,
+    compute=_widgets,
+    tables=(Table("widgets", file="widgets.csv"),),
+    text=lambda result, metric, confidence: ["", f"Widgets ({metric}): {result['widgets']['widgets'].iloc[0]:g}"],
+    findings=lambda result, top: [("widgets", "Widgets", 7.0, float("nan"), float("nan"), "widgets", "the fake")],
+    report=lambda result: [Section("Widgets", "What the fake counts.", pd.DataFrame({"widgets": ["7"]}))],
+    compare=lambda results, context: {"widgets": pd.DataFrame({"run": list(results), "reference": context.reference})},
+)
+NEVER = NamedAnalysis("never", applies=lambda data: False, compute=_widgets, tables=(Table("nothing"),))
+
+
+def test_each_output_holds_the_analyses_that_apply_in_order():
+    results = registry.compute_all(RunData(POINTS), [FAKE, NEVER])
+    assert list(results) == ["widgets"] and results["widgets"]["widgets"]["crds"].tolist() == [10]
+    assert registry.text_lines(results, "bytes", 0.95, [FAKE, NEVER]) == ["", "Widgets (bytes): 7"]
+    assert [r[0] for r in registry.findings_rows(results, 5, [FAKE, NEVER])] == ["widgets"]
+    assert [s.title for s in registry.report_sections(results, [FAKE, NEVER])] == ["Widgets"]
+    # JSON holds every table of every registered analysis: null where a run has none.
+    tables = registry.json_tables(results, [FAKE, NEVER])
+    assert list(tables) == ["widgets", "nothing"] and tables["nothing"] is None
+    assert [f for f, _ in registry.csv_files(results, [FAKE, NEVER])] == ["widgets.csv"]
+    assert registry.table(results, "widgets") is results["widgets"]["widgets"]
+    assert registry.table(results, "missing").empty
+
+
+def test_compare_takes_the_runs_it_applied_to():
+    context = CompareContext(labels=["a", "b", "c"], reference="a", replicates={})
+    per_run = {"a": {"widgets": {}}, "b": {}, "c": {"widgets": {}}}
+    out = registry.compare_all(per_run, context, [FAKE, NEVER])
+    assert list(out) == ["widgets"] and out["widgets"]["widgets"]["run"].tolist() == ["a", "c"]
+
+
+def test_the_registry_is_read_when_called(monkeypatch):
+    monkeypatch.setattr(registry, "ANALYSES", (*registry.ANALYSES, FAKE))
+    assert registry.named("widgets") is FAKE
+    assert "widgets" in registry.compute_all(RunData(POINTS))
+    with pytest.raises(KeyError, match="no analysis 'nope'"):
+        registry.named("nope")
+
+
+def test_names_are_distinct():
+    names = [a.name for a in registry.ANALYSES]
+    assert len(names) == len(set(names))
