@@ -26,6 +26,7 @@ from crdscale.analysis.compare import (  # noqa: E402
     replicate_spread,
     stack_runs,
 )
+from crdscale.analysis.run import analyze_run  # noqa: E402
 from crdscale.rundir import read_run  # noqa: E402
 from crdscale.scenario.experiment import Experiment  # noqa: E402
 
@@ -37,7 +38,7 @@ def main(argv=None) -> int:
     parser.add_argument("experiment", help="an experiment directory of a scenario with [matrix] repeat")
     args = parser.parse_args(argv)
     cells = Experiment.open(args.experiment).completed_runs()
-    fits = {name: read_run(path).analysis().fits for name, path in cells}
+    fits = {name: analyze_run(read_run(path)).fits for name, path in cells}
     per_crd = stack_runs(fits)
     replicates = configurations(list(fits))
     spread = replicate_spread(per_crd, replicates).query("phase == 'served' and metric == 'bytes'")

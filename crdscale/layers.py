@@ -74,11 +74,6 @@ FORBIDDEN: tuple[tuple[str, str, str], ...] = (
 # delete. (importer, imported: a module or package as in LAYERS, or ``name$`` for that module alone;
 # who and why)
 PENDING: tuple[tuple[str, str, str], ...] = (
-    (
-        "rundir.reader",
-        "analysis",
-        "h-manifest / the analyses registry (issue 30, item 5): Run computes analyses; they move above it",
-    ),
     ("collect.probes", "analysis.probes", "h-probes (issue 30, item 5): probes format their tables with analysis'"),
     # The probes' cycles: probes/__init__ -> configs -> discovery (and listcost) -> probes/__init__,
     # configs <-> listcost. ``$``: that module itself, not the package's modules.

@@ -33,6 +33,7 @@ from crdscale.analysis.attribution import rules_table
 from crdscale.analysis.export import folded_stacks
 from crdscale.analysis.percrd import unattributed_share
 from crdscale.analysis.pprof import diff
+from crdscale.analysis.run import analyze_run
 from crdscale.report import figures, plots
 from crdscale.report.findings import key_numbers, numbers_markdown, per_crd_table
 from crdscale.report.flame import icicle_layout, stack_causes
@@ -41,7 +42,7 @@ from crdscale.units import fmt_bytes
 
 pd.set_option("display.max_colwidth", 120)  # long Go function names and rule explanations
 run = read_run(run_dir)
-analysis = run.analysis()
+analysis = analyze_run(run)
 fits = analysis.fits
 phase = "served" if "served" in analysis.phases else analysis.phases[-1]
 for warning in analysis.warnings:  # a run that did not complete, profiles the fits leave out

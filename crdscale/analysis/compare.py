@@ -33,11 +33,12 @@ from typing import TYPE_CHECKING
 import numpy as np
 import pandas as pd
 
-from crdscale.analysis.intervals import Estimate, difference, growth_fit, replicate_mean
+from crdscale.analysis.intervals import Estimate, difference, growth_fit, pooled_estimate, replicate_mean
 from crdscale.analysis.percrd import fit_per_crd, fit_series_per_crd, heap_resolution, phase_points
-from crdscale.analysis.perobject import cost_moved
 from crdscale.analysis.pprof import diff
 from crdscale.analysis.process import end_values, points_by_source, process_source
+from crdscale.analysis.registry import CompareContext, Result, RunData, compare_all, compute_all, stack_runs, table
+from crdscale.analysis.rundata import crd_profiles, heap_points, heap_profile_set
 from crdscale.analysis.targets import TOTAL
 from crdscale.errors import UsageError
 from crdscale.rundir.manifest import Manifest
@@ -77,14 +78,6 @@ SERIES_UNITS = {
     "cpu_seconds": "CPU seconds",
     "threads": "threads",
 }
-
-
-def stack_runs(tables: Mapping[str, pd.DataFrame]) -> pd.DataFrame:
-    """One table from one per run, with a ``run`` column holding the label (dict order kept)."""
-    frames = [t.assign(run=label) for label, t in tables.items() if t is not None and len(t)]
-    if not frames:
-        return pd.DataFrame(columns=["run"])
-    return pd.concat(frames, ignore_index=True)
 
 
 def _run_estimate(group: pd.DataFrame, confidence: float) -> Estimate | None:
@@ -154,7 +147,7 @@ def per_crd_differences(
                 estimates.setdefault(config_of[run], []).append(est)
         if reference not in estimates:
             continue
-        combined = {c: _combine(e, confidence) for c, e in estimates.items()}
+        combined = {c: pooled_estimate(e, confidence) for c, e in estimates.items()}
         ref = combined[reference]
         scale = float(np.abs(group["value"]).max()) / max(float(np.ptp(group["crds"])), 1.0)
         # A per-CRD cost this small next to the data is rounding noise of a flat line: no relative change.
@@ -187,13 +180,6 @@ def _joint(points: pd.DataFrame, reference, by: list[str], confidence: float, re
     if not len(points) or reference not in {(replicates or {}).get(r, r) for r in points["run"]}:
         return pd.DataFrame(columns=JOINT_COLUMNS)
     return per_crd_differences(points, reference=reference, by=by, confidence=confidence, replicates=replicates)
-
-
-def _combine(estimates: list[Estimate], confidence: float) -> Estimate:
-    """A configuration's estimate: its one run's, or the mean of its repeats with their spread."""
-    if len(estimates) == 1:
-        return estimates[0]
-    return replicate_mean([e.value for e in estimates], confidence)
 
 
 def replicate_spread(per_crd: pd.DataFrame, replicates: Mapping[str, str], confidence: float = 0.95) -> pd.DataFrame:
@@ -395,15 +381,34 @@ class Comparison:
     process_jobs: dict[str, str | None] = field(default_factory=dict)
     replicates: dict[str, str] = field(default_factory=dict)
     repeat_spread: pd.DataFrame = field(default_factory=pd.DataFrame)
-    # Runs that grew objects: each run's per-object fits and amplification (crdscale.analysis.perobject),
-    # and the differences of heap per object from the reference run (Welch); empty otherwise.
-    per_object: pd.DataFrame = field(default_factory=pd.DataFrame)
-    amplification: pd.DataFrame = field(default_factory=pd.DataFrame)
-    per_object_joint: pd.DataFrame = field(default_factory=pd.DataFrame)
-    # What a LIST of each kind's objects cost in each run (perobject.list_costs), and beside the heap
-    # per object (perobject.cost_moved): where a watch cache turned off moves an object's cost.
-    object_lists: pd.DataFrame = field(default_factory=pd.DataFrame)
-    cost_moved: pd.DataFrame = field(default_factory=pd.DataFrame)
+    # Every analysis of the registry compared (crdscale.analysis.registry): name -> its tables.
+    results: dict[str, Result] = field(default_factory=dict)
+
+    # The per-object view's tables by their old names (empty when no run grew objects).
+    @property
+    def per_object(self) -> pd.DataFrame:
+        """Each run's per-object fits (crdscale.analysis.perobject.fit_per_object)."""
+        return table(self.results, "per_object")
+
+    @property
+    def amplification(self) -> pd.DataFrame:
+        """Each run's amplification ratio (crdscale.analysis.perobject.amplification)."""
+        return table(self.results, "amplification")
+
+    @property
+    def per_object_joint(self) -> pd.DataFrame:
+        """Heap per object, each run minus the reference, with the difference's interval (Welch)."""
+        return table(self.results, "per_object_joint")
+
+    @property
+    def object_lists(self) -> pd.DataFrame:
+        """What a LIST of each kind's objects cost in each run (perobject.list_costs)."""
+        return table(self.results, "object_lists")
+
+    @property
+    def cost_moved(self) -> pd.DataFrame:
+        """Each LIST beside the heap per object: where a watch cache turned off moves an object's cost."""
+        return table(self.results, "cost_moved")
 
     @property
     def compared(self) -> list[str]:
@@ -486,23 +491,19 @@ def compare_runs(
         raise UsageError("give one distinct label per run")
 
     points, spoints, ends, establish, per_crd, last_served = {}, {}, {}, {}, {}, {}
-    per_object, amplification, object_lists = {}, {}, {}
+    results = {}  # label -> the registry's results of that run
     notes = []  # what each run's numbers leave out or cannot vouch for
     for label, run in zip(labels, runs):
-        found = run.heap_profile_set()  # profiles that cannot be fitted are set aside, and said
+        every = heap_profile_set(run)  # profiles that cannot be fitted are set aside, and said
+        # Object steps add objects, not CRDs: they are the per-object view's, not the per-CRD fits'.
+        found = crd_profiles(run, every)
         heap, profiles = found.rows, found.decoded
-        if len(run.object_steps):
-            # Object steps add objects, not CRDs: they are the per-object view's, not the per-CRD fits'.
-            per_object[label], amplification[label] = run.per_object(confidence)
-            object_lists[label] = run.object_lists()
-            heap = heap[~heap["step"].isin(run.object_steps["step"])].reset_index(drop=True)
-            found = type(found)(heap, profiles, found.skipped)
         notes += [f"{label}: {w}" for w in run.warnings] + [
             f"{label}: left out of the fits: {s}" for s in found.skipped
         ]
         if heap["crds"].nunique() < 2:
             raise UsageError(f"{run.path}: needs heap profiles at two or more CRD counts")
-        points[label] = run.heap_points(profiles=found)
+        points[label] = heap_points(run, profiles=found)
         per_crd[label] = fit_per_crd(points[label], confidence)[0]
         spoints[label] = points_by_source(run.series, run.profile_marks(), COMPARE_SERIES)
         ends[label] = series_end_values(run.series)
@@ -511,6 +512,8 @@ def compare_runs(
         last = served.iloc[-1] if len(served) else heap.iloc[-1]
         first = (served if len(served) else heap).iloc[0]
         last_served[label] = (int(last["crds"]), profiles[last["file"]], int(first["crds"]), profiles[first["file"]])
+        data = RunData(points[label], run.series, run.profile_marks(heap), run.manifest, confidence, run, every)
+        results[label] = compute_all(data)
 
     replicates = configurations(labels)
     reference = replicates.get(labels[0], labels[0])
@@ -554,57 +557,8 @@ def compare_runs(
         process_jobs={label: process_source(run.series) for label, run in zip(labels, runs)},
         replicates=replicates,
         repeat_spread=replicate_spread(stack_runs(per_crd), replicates, confidence) if replicates else pd.DataFrame(),
-        per_object=stack_runs(per_object) if per_object else pd.DataFrame(),
-        amplification=stack_runs(amplification) if amplification else pd.DataFrame(),
-        per_object_joint=per_object_differences(stack_runs(per_object), reference, confidence, replicates)
-        if len(per_object) > 1
-        else pd.DataFrame(),
-        object_lists=stack_runs(object_lists),
-        cost_moved=cost_moved(stack_runs(per_object), stack_runs(object_lists)) if per_object else pd.DataFrame(),
+        results=compare_all(results, CompareContext(labels, reference, replicates, confidence)),
     )
-
-
-PER_OBJECT_JOINT_COLUMNS = [
-    "run", "reference", "kind", "cause", "per_object_reference", "per_object",
-    "difference", "difference_low", "difference_high", "relative",
-]  # fmt: skip
-
-
-def per_object_differences(
-    per_object: pd.DataFrame,
-    reference: str,
-    confidence: float = 0.95,
-    replicates: Mapping[str, str] | None = None,
-) -> pd.DataFrame:
-    """Heap bytes per object of each kind and cause, each run minus ``reference``, with the
-    difference's interval from both runs' own variances (Welch: :func:`~crdscale.analysis.intervals.difference`).
-    ``per_object`` is stacked :func:`~crdscale.analysis.perobject.fit_per_object` tables (a ``run`` column).
-    With ``replicates`` (label -> configuration) the repeats of a configuration are pooled, as for the
-    per-CRD differences: their mean, the interval from their spread, and ``reference`` names a configuration."""
-    rows = []
-    replicates = replicates or {}
-    if per_object.empty:
-        return pd.DataFrame(columns=PER_OBJECT_JOINT_COLUMNS)
-    data = per_object[per_object["metric"] == "bytes"].copy()
-    data["config"] = data["run"].map(lambda label: replicates.get(label, label))
-    if reference not in set(data["config"]):
-        return pd.DataFrame(columns=PER_OBJECT_JOINT_COLUMNS)
-
-    def estimate(r) -> Estimate:
-        return Estimate(r["per_object"], r["per_object_se"], r["dof"], r["per_object_low"], r["per_object_high"])
-
-    pooled = {
-        (config, kind, cause): _combine([estimate(r) for r in group.to_dict("records")], confidence)
-        for (config, kind, cause), group in data.groupby(["config", "kind", "cause"], sort=False)
-    }
-    for config, kind, cause in pooled:
-        if config == reference or (reference, kind, cause) not in pooled:
-            continue
-        b, e = pooled[(reference, kind, cause)], pooled[(config, kind, cause)]
-        d = difference(e, b, confidence)
-        relative = d.value / b.value if b.value else math.nan
-        rows.append((config, reference, kind, cause, b.value, e.value, d.value, d.low, d.high, relative))
-    return pd.DataFrame(rows, columns=PER_OBJECT_JOINT_COLUMNS)
 
 
 # --------------------------------------------------------------------------

@@ -111,7 +111,9 @@ def models_from_run(run) -> list[CauseModel]:
     The committed reference runs (``data/reference-run``, ``data/reference-run-v1.24.0``) are what
     ``benchmarks/coverage.py`` and the unit test simulate.
     """
-    analysis = run.analysis()
+    from crdscale.analysis.run import analyze_run  # run imports the registry, which is heavier than this module
+
+    analysis = analyze_run(run)
     heap = run.heap_profiles()
     last = heap[heap["phase"].isna() | heap["phase"].isin(["", "served"])].iloc[-1]
     return models_from_profile(run.read_profile(last["file"]), analysis.fits, analysis.install_serve)

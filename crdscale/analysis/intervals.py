@@ -460,6 +460,14 @@ def replicate_mean(values: Sequence[float], confidence: float = 0.95) -> Estimat
     return Estimate.from_se(float(values.mean()), sd / math.sqrt(len(values)), len(values) - 1, confidence)
 
 
+def pooled_estimate(estimates: Sequence[Estimate], confidence: float = 0.95) -> Estimate:
+    """One configuration's estimate from its runs': the one run's own, or the mean of its repeats
+    with the interval from their spread (:func:`replicate_mean`)."""
+    if len(estimates) == 1:
+        return estimates[0]
+    return replicate_mean([e.value for e in estimates], confidence)
+
+
 def repeats_for_half_width(sd: float, half_width: float, confidence: float = 0.95, *, at_most: int = 1000) -> int:
     """How many repeats give a ``confidence`` interval of the mean no wider than ± ``half_width``.
 

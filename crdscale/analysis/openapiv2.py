@@ -19,20 +19,24 @@ counted per CRD. The openapiv2 phase's own growth per CRD (in the run's fits)
 is the state "served, and a client fetched /openapi/v2" per CRD, whatever
 the server keeps.
 
-Nothing here reads files.
+Nothing here reads files. The registry's ``openapi_v2`` entry (:mod:`crdscale.analysis.registry`)
+computes it for a run with openapiv2 profiles and prints it in ``crdscale analyze`` (:func:`text_lines`).
 """
 
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 
 import numpy as np
 import pandas as pd
 
 from crdscale.analysis.intervals import growth_fit
+from crdscale.analysis.named import NamedAnalysis, RunData, Table
 from crdscale.analysis.percrd import heap_resolution
 from crdscale.analysis.targets import TOTAL
 from crdscale.rundir.layout import OPENAPI_V2_PHASE
+from crdscale.units import fmt_per_crd
 
 COLUMNS = [
     "metric", "cause", "per_crd", "per_crd_low", "per_crd_high", "per_crd_se", "dof", "steps", "at_baseline",
@@ -79,3 +83,49 @@ def openapi_v2_per_crd(points: pd.DataFrame, confidence: float = 0.95) -> pd.Dat
     out["_total"] = out["cause"] != TOTAL
     out = out.sort_values(["metric", "_total", "per_crd"], ascending=[True, True, False], kind="stable")
     return out.drop(columns="_total").reset_index(drop=True)
+
+
+# --------------------------------------------------------------------------
+# The registry's entry
+# --------------------------------------------------------------------------
+
+
+def applies(data: RunData) -> bool:
+    """A run that fetched /openapi/v2 after its profiles (profiles.openapi_v2): it has openapiv2 points."""
+    return len(data.points) > 0 and OPENAPI_V2_PHASE in set(data.points["phase"])
+
+
+def compute(data: RunData) -> dict[str, pd.DataFrame]:
+    """``openapi_v2``: the v2 spec's cost per CRD by cause (:func:`openapi_v2_per_crd`)."""
+    return {"openapi_v2": openapi_v2_per_crd(data.points, data.confidence)}
+
+
+def text_lines(result: Mapping[str, pd.DataFrame], metric: str = "bytes", confidence: float = 0.95) -> list[str]:
+    """What a client's GET of /openapi/v2 added per CRD, as ``crdscale analyze`` prints it (no lines
+    without rows of ``metric``)."""
+    table = result.get("openapi_v2")
+    if table is None or not len(table) or not len(table[table["metric"] == metric]):
+        return []
+    level = f"{100 * confidence:g}% CI"
+    table = table[table["metric"] == metric]
+    lines = [
+        "",
+        f"After a GET of /openapi/v2, per CRD ({metric}; each step's openapiv2 profile minus its served profile, "
+        f"over the CRDs it added; {int(table['steps'].iloc[0])} steps; {level}):",
+        f"{'cause':<18} {'per CRD':>14} {level:>29} {'at 0 CRDs':>14}",
+    ]
+    for r in table.itertuples(index=False):
+        ci = f"[{fmt_per_crd(r.per_crd_low, metric)}, {fmt_per_crd(r.per_crd_high, metric)}]"
+        lines.append(
+            f"{r.cause:<18} {fmt_per_crd(r.per_crd, metric):>14} {ci:>29} {fmt_per_crd(r.at_baseline, metric):>14}"
+        )
+    return lines
+
+
+ANALYSIS = NamedAnalysis(
+    name="openapi_v2",
+    applies=applies,
+    compute=compute,
+    tables=(Table("openapi_v2", file="openapi_v2.csv"),),
+    text=text_lines,
+)

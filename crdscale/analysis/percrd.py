@@ -13,7 +13,7 @@ and serving (paired increments), and for the RSS and heap-in-use series.
 
 Pure functions take DataFrames and decoded profiles; reading a run directory
 is :func:`crdscale.rundir.read_run`'s, and :func:`crdscale.analysis.run.analyze` puts these
-fits together for one run (``read_run(path).analysis()`` calls it).
+fits together for one run (``analyze_run(read_run(path))`` calls it).
 """
 
 from __future__ import annotations
@@ -40,6 +40,7 @@ from crdscale.analysis.pprof.decode import Profile
 from crdscale.analysis.targets import TOTAL
 from crdscale.errors import UsageError
 from crdscale.rundir.layout import PHASES
+from crdscale.rundir.reader import status_warning  # noqa: F401 (its home was here: analysis.run and callers import it)
 
 METRICS = {"inuse_space": "bytes", "inuse_objects": "objects"}
 SERIES_METRICS = {
@@ -175,23 +176,6 @@ class SkippedProfile:
 
     def __str__(self) -> str:
         return f"{self.file}: {self.reason}"
-
-
-def status_warning(status: str | None, reason: str | None = None) -> str | None:
-    """One sentence when a run did not complete (``failed``, ``interrupted``, ``abandoned``,
-    still ``running``), with its recorded reason; ``None`` for a completed run. Its numbers
-    cover only what it recorded before it stopped, which a reader must be told."""
-    if status in (None, "completed"):  # None: no run behind the numbers (a library caller's profiles)
-        return None
-    why = f": {reason}" if reason else " (no reason recorded)"
-    if status == "running":
-        return "the run is still running; its numbers cover what it recorded so far"
-    ended = {"failed": "failed", "interrupted": "was interrupted", "abandoned": "was abandoned"}
-    if status == "abandoned" and not reason:
-        why = ": its runner died without recording how the run ended"
-    if status in ended:
-        return f"the run {ended[status]}{why}; its numbers cover only what it recorded before it stopped"
-    return f"the run's manifest records status {status!r}{why}; it may not have completed"
 
 
 def phase_points(points: pd.DataFrame, phase: str) -> pd.DataFrame:

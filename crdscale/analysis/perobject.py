@@ -16,19 +16,38 @@ itself reports (``apiserver_resource_size_estimate_bytes`` over the objects: pro
 for built-ins; none for custom resources in v1.37.1) and the bytes crdscale sent
 (``sent_bytes``), so each checks the others.
 
-Pure: DataFrames in, DataFrames out (a run directory is read by
-:meth:`crdscale.rundir.Run.analysis`).
+Pure: DataFrames in, DataFrames out. The registry's ``per_object`` entry
+(:mod:`crdscale.analysis.registry`) computes the view for a run that grew objects (:func:`compute`)
+and says it in each output: ``analyze``'s text (:func:`text_lines`), the key numbers
+(:func:`findings_rows`), ``findings.md``'s LISTs (:func:`report_sections`) and ``compare``
+(:func:`compare_runs`).
 """
 
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
+from typing import TYPE_CHECKING
 
 import numpy as np
 import pandas as pd
 
-from crdscale.analysis.intervals import GO_HEAP_SAMPLING_RATE, increments_estimate
+from crdscale.analysis.attribution import OTHER
+from crdscale.analysis.intervals import (
+    GO_HEAP_SAMPLING_RATE,
+    Estimate,
+    difference,
+    increments_estimate,
+    pooled_estimate,
+)
+from crdscale.analysis.named import NamedAnalysis, Section, Table
+from crdscale.analysis.rundata import object_points
 from crdscale.analysis.targets import TOTAL
+from crdscale.rundir import layout
+from crdscale.units import fmt_bytes, fmt_interval, fmt_per_crd, is_missing
+
+if TYPE_CHECKING:
+    from crdscale.analysis.named import CompareContext, RunData
 
 # The server's own estimate of what a resource's objects take in etcd (summed serialized sizes).
 SIZE_ESTIMATE_METRIC = "apiserver_resource_size_estimate_bytes"
@@ -358,3 +377,344 @@ def cost_moved(per_object: pd.DataFrame, costs: pd.DataFrame) -> pd.DataFrame:
                 )
             )
     return pd.DataFrame(rows, columns=CELL_COLUMNS)
+
+
+PER_OBJECT_JOINT_COLUMNS = [
+    "run", "reference", "kind", "cause", "per_object_reference", "per_object",
+    "difference", "difference_low", "difference_high", "relative",
+]  # fmt: skip
+
+
+def per_object_differences(
+    per_object: pd.DataFrame,
+    reference: str,
+    confidence: float = 0.95,
+    replicates: Mapping[str, str] | None = None,
+) -> pd.DataFrame:
+    """Heap bytes per object of each kind and cause, each run minus ``reference``, with the
+    difference's interval from both runs' own variances (Welch: :func:`~crdscale.analysis.intervals.difference`).
+    ``per_object`` is stacked :func:`~crdscale.analysis.perobject.fit_per_object` tables (a ``run`` column).
+    With ``replicates`` (label -> configuration) the repeats of a configuration are pooled, as for the
+    per-CRD differences: their mean, the interval from their spread, and ``reference`` names a configuration."""
+    rows = []
+    replicates = replicates or {}
+    if per_object.empty:
+        return pd.DataFrame(columns=PER_OBJECT_JOINT_COLUMNS)
+    data = per_object[per_object["metric"] == "bytes"].copy()
+    data["config"] = data["run"].map(lambda label: replicates.get(label, label))
+    if reference not in set(data["config"]):
+        return pd.DataFrame(columns=PER_OBJECT_JOINT_COLUMNS)
+
+    def estimate(r) -> Estimate:
+        return Estimate(r["per_object"], r["per_object_se"], r["dof"], r["per_object_low"], r["per_object_high"])
+
+    pooled = {
+        (config, kind, cause): pooled_estimate([estimate(r) for r in group.to_dict("records")], confidence)
+        for (config, kind, cause), group in data.groupby(["config", "kind", "cause"], sort=False)
+    }
+    for config, kind, cause in pooled:
+        if config == reference or (reference, kind, cause) not in pooled:
+            continue
+        b, e = pooled[(reference, kind, cause)], pooled[(config, kind, cause)]
+        d = difference(e, b, confidence)
+        relative = d.value / b.value if b.value else math.nan
+        rows.append((config, reference, kind, cause, b.value, e.value, d.value, d.low, d.high, relative))
+    return pd.DataFrame(rows, columns=PER_OBJECT_JOINT_COLUMNS)
+
+
+# --------------------------------------------------------------------------
+# The registry's entry: a run that grew objects, in every output
+# --------------------------------------------------------------------------
+
+
+def applies(data: RunData) -> bool:
+    """A run that grew objects (``steps.grow = "objects"``: its events record object steps)."""
+    return data.run is not None and len(data.run.object_steps) > 0
+
+
+def compute(data: RunData) -> dict[str, pd.DataFrame]:
+    """The per-object view of a run that grew objects: ``per_object`` (:func:`fit_per_object`, plus the
+    memory series at the same steps), ``amplification`` (:func:`amplification`) and ``object_lists``
+    (what a LIST of each kind cost, ``objects.list_repeats``: :func:`list_costs`; empty otherwise)."""
+    run = data.run
+    steps = run.object_steps
+    heap = run.heap_profiles()
+    ends = heap[heap["phase"].isna() | (heap["phase"] == "")][["step", "timestamp"]]
+    points = object_points(run, profiles=data.profiles)
+    # The memory series at the same marks (kube-controller-manager's informers, etcd), fitted alike.
+    series = series_step_points(run.series, ends)
+    if len(series):
+        points = pd.concat([points, series.assign(phase="served")], ignore_index=True)
+    fits = fit_per_object(points, steps, data.confidence)
+    info = run.manifest.objects
+    counts = steps.groupby("kind")["objects_in_step"].sum().to_dict()
+    estimate = size_estimate_per_object(run.series, counts, dict(info.resources))
+    return {
+        "per_object": fits,
+        "amplification": amplification(fits, info.kinds_json(), estimate),
+        "object_lists": list_costs(run.probe_table(*layout.OBJECT_LISTS)),
+    }
+
+
+def text_lines(result: Mapping[str, pd.DataFrame], metric: str = "bytes", confidence: float = 0.95) -> list[str]:
+    """``crdscale analyze``'s per-object view (no lines without per-object fits): heap per object of
+    each kind by cause, the series at the same steps, the amplification ratio and the LISTs' cost."""
+    per_object = result.get("per_object")
+    if per_object is None or not len(per_object):
+        return []
+    level = f"{100 * confidence:g}% CI"
+    lines = []
+    for kind, fits in per_object[per_object["metric"] == metric].groupby("kind", sort=True):
+        lines.append("")
+        lines.append(
+            f"Heap in use per object of {kind} ({metric}; {int(fits['objects'].iloc[0]):,} objects added in "
+            f"{int(fits['increments'].iloc[0])} steps; {level}):"
+        )
+        for r in fits.itertuples(index=False):
+            ci = f"[{fmt_per_crd(r.per_object_low, metric)}, {fmt_per_crd(r.per_object_high, metric)}]"
+            if r.cause in TRANSIENT_CAUSES:
+                share = "transient, not in total"
+            else:
+                share = "" if is_missing(r.share) else f"{100 * r.share:6.1f}%"
+            lines.append(f"{r.cause:<18} {fmt_per_crd(r.per_object, metric):>14} {ci:>29} {share:>7}")
+    series = per_object[per_object["metric"] == "series"]
+    if len(series):
+        lines.append("")
+        lines.append(f"From the series at the same steps (bytes per object; {level}; RSS is noisy: freed heap stays):")
+        for r in series.sort_values(["kind", "cause"]).itertuples(index=False):
+            ci = f"[{fmt_per_crd(r.per_object_low, 'bytes')}, {fmt_per_crd(r.per_object_high, 'bytes')}]"
+            lines.append(f"{r.kind:<16} {r.cause:<38} {fmt_per_crd(r.per_object, 'bytes'):>12} {ci:>29}")
+    amp = result.get("amplification")
+    if amp is not None and len(amp):
+        lines.append("")
+        lines.append(f"Amplification (heap per object / serialized size; {level}):")
+        for r in amp.itertuples(index=False):
+            lines.append(
+                f"{r.kind:<18} {r.amplification:6.1f}x [{r.amplification_low:.1f}, {r.amplification_high:.1f}]  "
+                f"heap {fmt_per_crd(r.heap_per_object, 'bytes')} / {fmt_per_crd(r.serialized_bytes, 'bytes')} ({r.serialized_source}); "
+                f"sent {fmt_per_crd(r.sent_bytes, 'bytes')}, stored {fmt_per_crd(r.stored_bytes, 'bytes')}"
+                + (
+                    f", server estimate {fmt_per_crd(r.server_estimate_bytes, 'bytes')}"
+                    if not is_missing(r.server_estimate_bytes)
+                    else ""
+                )
+            )
+    return lines + object_lists_lines(result.get("object_lists"))
+
+
+def object_lists_lines(costs: pd.DataFrame | None) -> list[str]:
+    """What one LIST of each kind's objects cost (:func:`list_costs`), as text lines."""
+    if costs is None or not len(costs):
+        return []
+    lines = [
+        "",
+        f"LISTs of the objects (per LIST, {int(costs['repeats'].min())} repeats; CPU net of an idle window):",
+        f"{'kind':<16} {'LIST':<18} {'from':<6} {'items':>7} {'p50 ms':>8} {'p95 ms':>8} {'max ms':>8} "
+        f"{'apiserver CPU ms':>16} {'etcd CPU ms':>11}",
+    ]
+    for r in costs.itertuples(index=False):
+        lines.append(
+            f"{r.kind:<16} {r.list:<18} {r.served_from:<6} {r.items:7.0f} {1000 * r.latency_p50_s:8.1f} "
+            f"{1000 * r.latency_p95_s:8.1f} {1000 * r.latency_max_s:8.1f} {1000 * r.apiserver_cpu_s:16.1f} "
+            f"{1000 * r.etcd_cpu_s:11.1f}"
+        )
+    return lines
+
+
+# How the per-object view names its kinds in sentences.
+KIND_LABELS = {"customresources": "custom resource", "configmaps": "ConfigMap", "secrets": "Secret"}
+
+
+def findings_rows(result: Mapping[str, pd.DataFrame], top_causes: int = 5) -> list[tuple]:
+    """Key-numbers rows (:data:`crdscale.report.findings.NUMBER_COLUMNS`) for a run that grew objects (none otherwise): per kind, the
+    heap per object with its interval, the bytes sent per object, the amplification ratio and the
+    largest causes; custom resources over each control kind."""
+    per_object = result.get("per_object")
+    if per_object is None or not len(per_object):
+        return []
+    amp = result.get("amplification", pd.DataFrame())
+    amp = amp.set_index("kind") if len(amp) else amp
+    nan, rows = math.nan, []
+    bytes_ = per_object[per_object["metric"] == "bytes"]
+    for kind in sorted(bytes_["kind"].unique(), key=lambda k: (k != "customresources", k)):
+        fits = bytes_[bytes_["kind"] == kind]
+        label = KIND_LABELS.get(kind, kind)
+        total = fits[fits["cause"] == TOTAL].iloc[0]
+        source = f"growth over {int(total['increments'])} steps adding {int(total['objects']):,} {kind}"
+        rows.append(
+            (
+                f"heap_per_object:{kind}",
+                f"Heap in use per {label}",
+                float(total["per_object"]),
+                float(total["per_object_low"]),
+                float(total["per_object_high"]),
+                "bytes/object",
+                source + ", interval from their increments",
+            )
+        )
+        if kind in getattr(amp, "index", ()):
+            a = amp.loc[kind]
+            if a["sent_bytes"]:
+                rows.append(
+                    (
+                        f"object_bytes:{kind}",
+                        f"JSON bytes per {label} as sent",
+                        float(a["sent_bytes"]),
+                        nan,
+                        nan,
+                        "bytes",
+                        "objects.bytes",
+                    )
+                )
+            if not math.isnan(a["serialized_bytes"]):
+                rows.append(
+                    (
+                        f"serialized_bytes:{kind}",
+                        f"Serialized size per {label} as stored",
+                        float(a["serialized_bytes"]),
+                        nan,
+                        nan,
+                        "bytes",
+                        str(a["serialized_source"]),
+                    )
+                )
+                rows.append(
+                    (
+                        f"amplification:{kind}",
+                        f"Amplification: heap per {label} / its serialized size",
+                        float(a["amplification"]),
+                        float(a["amplification_low"]),
+                        float(a["amplification_high"]),
+                        "x",
+                        f"heap per object / {a['serialized_source']}",
+                    )
+                )
+        series = per_object[(per_object["metric"] == "series") & (per_object["kind"] == kind)].set_index("cause")
+        for name in ("kube-controller-manager heap in use", "etcd database in use"):
+            if name in series.index:
+                r = series.loc[name]
+                rows.append(
+                    (
+                        f"object_series:{kind}:{name}",
+                        f"{name[0].upper() + name[1:]} per {label}",
+                        float(r["per_object"]),
+                        float(r["per_object_low"]),
+                        float(r["per_object_high"]),
+                        "bytes/object",
+                        "metrics series at the same steps, interval from their increments",
+                    )
+                )
+        # A transient caught in flight (a consistency check's LIST) is no object's cause.
+        causes = fits[~fits["cause"].isin([TOTAL, OTHER, *TRANSIENT_CAUSES])].sort_values(
+            "per_object", ascending=False, kind="stable"
+        )
+        for r in causes.head(top_causes).itertuples(index=False):
+            rows.append(
+                (
+                    f"object_cause:{kind}:{r.cause}",
+                    f"per {label}: {r.cause} ({100 * r.share:.0f}%)",
+                    float(r.per_object),
+                    float(r.per_object_low),
+                    float(r.per_object_high),
+                    "bytes/object",
+                    "heap profiles by cause (OBJECT_RULES)",
+                )
+            )
+    kinds = list(bytes_["kind"].unique())
+    if "customresources" in kinds:
+        for other in [k for k in kinds if k != "customresources"]:
+            ratio = ratio_between(per_object, "customresources", other)
+            if not math.isnan(ratio):
+                rows.append(
+                    (
+                        f"ratio:customresources/{other}",
+                        f"Heap per custom resource / per {KIND_LABELS.get(other, other)} of the same bytes",
+                        ratio,
+                        nan,
+                        nan,
+                        "x",
+                        "heap per object, totals",
+                    )
+                )
+    return rows
+
+
+def object_lists_table(costs: pd.DataFrame) -> pd.DataFrame:
+    """What a LIST of each kind's objects cost (:func:`list_costs`, or
+    :func:`cost_moved`'s rows with ``run`` and the heap per object) as a
+    readable table: latencies and CPU per LIST in ms."""
+    if costs is None or not len(costs):
+        return pd.DataFrame()
+
+    def ms(values) -> list[str]:
+        return ["" if is_missing(v) else f"{1000 * v:,.1f}" for v in values]
+
+    out = pd.DataFrame()
+    if "run" in costs.columns:
+        out["run"] = costs["run"]
+    out["kind"] = costs["kind"]
+    if "heap_per_object" in costs.columns:
+        out["heap per object"] = [fmt_bytes(v) for v in costs["heap_per_object"]]
+        out["95% CI"] = [
+            fmt_interval(lo, hi, "bytes") for lo, hi in zip(costs["heap_per_object_low"], costs["heap_per_object_high"])
+        ]
+    out["LIST"] = costs["list"].fillna("")
+    out["served from"] = costs["served_from"].fillna("")
+    if "items" in costs.columns:
+        out["items"] = [f"{v:,.0f}" for v in costs["items"]]
+    out["p50 ms"] = ms(costs["latency_p50_s"])
+    out["p95 ms"] = ms(costs["latency_p95_s"])
+    out["max ms"] = ms(costs["latency_max_s"])
+    out["kube-apiserver CPU ms"] = ms(costs["apiserver_cpu_s"])
+    out["etcd CPU ms"] = ms(costs["etcd_cpu_s"])
+    return out
+
+
+OBJECT_LISTS_NOTE = (
+    "Each LIST of one resource's objects (a kind spread over several CRDs: the mean over them), timed after the last "
+    "object step: latency p50/p95/max over the repeats (whole LIST, every page), CPU seconds of kube-apiserver and "
+    "of etcd per LIST from `/proc`, net of an idle window; `served from` is what the server's own storage counters "
+    "say (watch cache or etcd). `consistent` leaves resourceVersion unset, `rv0` sets it to 0, `paged` adds limit=500."
+)
+
+
+def report_sections(result: Mapping[str, pd.DataFrame]) -> list[Section]:
+    """``findings.md``'s section on the LISTs of the objects, when the run timed them."""
+    lists = object_lists_table(result.get("object_lists"))
+    return [Section("LISTs of the objects", OBJECT_LISTS_NOTE, lists)] if len(lists) else []
+
+
+def compare_runs(stacked: Mapping[str, pd.DataFrame], context: CompareContext) -> dict[str, pd.DataFrame]:
+    """Runs that grew objects side by side: each run's ``per_object``, ``amplification`` and
+    ``object_lists``, the differences of heap per object from the reference (``per_object_joint``:
+    :func:`per_object_differences`, with two runs or more) and each LIST beside the heap per
+    object (``cost_moved``: :func:`cost_moved`)."""
+    per_object, lists = stacked.get("per_object", pd.DataFrame()), stacked.get("object_lists", pd.DataFrame())
+    runs = per_object["run"].nunique() if len(per_object) else 0
+    return {
+        "per_object": per_object if len(per_object) else pd.DataFrame(),
+        "amplification": stacked.get("amplification", pd.DataFrame()),
+        "per_object_joint": per_object_differences(
+            per_object, context.reference, context.confidence, context.replicates
+        )
+        if runs > 1
+        else pd.DataFrame(),
+        "object_lists": lists,
+        "cost_moved": cost_moved(per_object, lists),
+    }
+
+
+ANALYSIS = NamedAnalysis(
+    name="per_object",
+    applies=applies,
+    compute=compute,
+    tables=(
+        Table("per_object", file="perobject.csv"),
+        Table("amplification", file="amplification.csv"),
+        Table("object_lists", file="object_lists.csv"),
+    ),
+    text=text_lines,
+    findings=findings_rows,
+    report=report_sections,
+    compare=compare_runs,
+)

@@ -21,6 +21,7 @@ from collections.abc import Mapping, Sequence
 
 import pandas as pd
 
+from crdscale.analysis.named import NamedAnalysis, RunData, Table
 from crdscale.analysis.percrd import series_points
 from crdscale.rundir.layout import APISERVER_JOB, PROC_JOB
 
@@ -110,3 +111,25 @@ def end_values(series: pd.DataFrame | None, metrics: Mapping[str, str]) -> pd.Da
         one = sel.groupby(pd.to_datetime(sel["timestamp"], utc=True))["value"].sum().sort_index()
         rows.append((metric, float(one.iloc[0]), float(one.iloc[-1]), float(one.max()), len(one), job))
     return pd.DataFrame(rows, columns=columns)
+
+
+# --------------------------------------------------------------------------
+# The registry's entry
+# --------------------------------------------------------------------------
+
+
+def applies(data: RunData) -> bool:
+    """Every run: a run without a series has an empty table (the key numbers then fall back on the
+    memory frame for the peak RSS)."""
+    return True
+
+
+def compute(data: RunData) -> dict[str, pd.DataFrame]:
+    """``process``: RSS, CPU seconds, open fds and threads over the run (:func:`end_values`:
+    ``metric, first, last, peak, samples, source``), each from its most complete record."""
+    return {"process": end_values(data.series, {m: m for m in PROCESS_METRICS})}
+
+
+# Its numbers are read by the key numbers' memory rows (the peak RSS, beside RSS at the marks) and the
+# provenance (which record the process figures came from): not a section of its own, nor in -o json.
+ANALYSIS = NamedAnalysis(name="process", applies=applies, compute=compute, tables=(Table("process", json=False),))

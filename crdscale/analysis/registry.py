@@ -15,128 +15,38 @@ notebook gets the tables without the text (``analyze_run(run).results["openapi_v
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from collections.abc import Mapping, Sequence
+from typing import Any
 
 import pandas as pd
 
-from crdscale.rundir.manifest import Manifest
+from crdscale.analysis import openapiv2, perobject, process
+from crdscale.analysis.named import CompareContext, NamedAnalysis, Result, RunData, Section, Table
 
-if TYPE_CHECKING:
-    from crdscale.rundir import Run
-    from crdscale.rundir.reader import HeapProfiles
-
-# A result: table name -> DataFrame. Tables a run does not have are empty frames (or left out).
-Result = Mapping[str, pd.DataFrame]
-
-
-@dataclass(frozen=True)
-class RunData:
-    """What an analysis computes from: one run's inputs, read and decoded once.
-
-    Attributes:
-        points: heap in use by cause at each heap profile the per-CRD fits take (``crds, phase,
-            cause, metric, value, sampling_var``: :meth:`crdscale.rundir.Run.heap_points`).
-        series: the tidy metrics series (``timestamp, job, metric, labels, value``), or None.
-        marks: when each of those profiles was taken (``timestamp, crds, phase``).
-        manifest: the run's manifest (empty for profiles with no run behind them).
-        confidence: the level of every interval (0.95).
-        run: the run directory read (None for a library caller's points); an analysis that needs
-            more of the run than the above (its object steps, a probe table) reads it here.
-        profiles: every usable heap profile of the run decoded
-            (:meth:`crdscale.rundir.Run.heap_profile_set`; object steps included), or None.
-    """
-
-    points: pd.DataFrame
-    series: pd.DataFrame | None = None
-    marks: pd.DataFrame | None = None
-    manifest: Manifest = field(default_factory=lambda: Manifest.of({}))
-    confidence: float = 0.95
-    run: Run | None = None
-    profiles: HeapProfiles | None = None
-
-
-@dataclass(frozen=True)
-class Table:
-    """One table of an analysis' result and where it goes.
-
-    ``file``: the CSV ``crdscale analyze`` writes under ``RUN_DIR/analysis/`` when the table has rows
-    (None: not written). ``json``: a key of ``analyze -o json``'s run (null when empty or not computed).
-    """
-
-    name: str
-    file: str | None = None
-    json: bool = True
-
-
-@dataclass(frozen=True)
-class Section:
-    """A section of ``findings.md`` after the key numbers: a title, a note and a table of strings."""
-
-    title: str
-    note: str
-    table: pd.DataFrame
-
-
-@dataclass(frozen=True)
-class CompareContext:
-    """What a comparison hook needs besides the runs' results: ``labels`` (one per run, in order),
-    the ``reference`` (a label, or a configuration when runs repeat one), ``replicates`` (label ->
-    configuration; empty without repeats) and the ``confidence``."""
-
-    labels: Sequence[str]
-    reference: str
-    replicates: Mapping[str, str]
-    confidence: float = 0.95
-
-
-def _no_lines(_result: Result, _metric: str, _confidence: float) -> list[str]:
-    return []
-
-
-def _no_rows(_result: Result, _top_causes: int) -> list[tuple]:
-    return []
-
-
-def _no_sections(_result: Result) -> list[Section]:
-    return []
-
-
-@dataclass(frozen=True)
-class NamedAnalysis:
-    """One analysis beside the per-CRD fits, and its sections in every output.
-
-    Attributes:
-        name: its key in ``RunAnalysis.results`` and ``Comparison.results`` (snake_case).
-        applies: ``applies(data) -> bool``: whether the run has what it needs (an objects run, a
-            phase, a series). When False nothing else is called and the run has no result.
-        compute: ``compute(data) -> Result``: its tables (name -> DataFrame), from :class:`RunData`.
-        tables: the result's tables, in order: what ``analyze -o json`` holds and which CSVs it writes.
-        text: ``text(result, metric, confidence) -> lines``: what ``crdscale analyze`` prints (after
-            the per-CRD fits and the install/serve split, before the series), each block opened by
-            an empty line; ``metric`` is ``bytes`` or ``objects``.
-        findings: ``findings(result, top_causes) -> rows`` of the key numbers
-            (:data:`crdscale.report.findings.NUMBER_COLUMNS`: ``key, finding, value, low, high,
-            unit, source``); the registry's rows open the key numbers, in registry order.
-        report: ``report(result) -> [Section]``: sections of ``findings.md`` after the key numbers.
-        compare: ``compare(results, context) -> Result``: the comparison's tables from each run's
-            result (label -> Result, runs it did not apply to left out) and :class:`CompareContext`;
-            None when the analysis is not compared.
-    """
-
-    name: str
-    applies: Callable[[RunData], bool]
-    compute: Callable[[RunData], Result]
-    tables: tuple[Table, ...] = ()
-    text: Callable[[Result, str, float], list[str]] = _no_lines
-    findings: Callable[[Result, int], list[tuple]] = _no_rows
-    report: Callable[[Result], list[Section]] = _no_sections
-    compare: Callable[[Mapping[str, Result], CompareContext], Result] | None = None
-
+__all__ = [
+    "ANALYSES",
+    "CompareContext",
+    "NamedAnalysis",
+    "Result",
+    "RunData",
+    "Section",
+    "Table",
+    "compare_all",
+    "compute_all",
+    "csv_files",
+    "findings_rows",
+    "json_tables",
+    "named",
+    "registered",
+    "report_sections",
+    "stack_runs",
+    "table",
+    "text_lines",
+]
 
 # The registry, in the order of every output (analyze's text and JSON, the key numbers, findings.md).
-ANALYSES: tuple[NamedAnalysis, ...] = ()
+# Adding an analysis: its module defines ``ANALYSIS = NamedAnalysis(...)``; add it here.
+ANALYSES: tuple[NamedAnalysis, ...] = (process.ANALYSIS, perobject.ANALYSIS, openapiv2.ANALYSIS)
 
 
 def registered(analyses: Sequence[NamedAnalysis] | None = None) -> tuple[NamedAnalysis, ...]:
@@ -157,18 +67,30 @@ def compute_all(data: RunData, analyses: Sequence[NamedAnalysis] | None = None) 
     return {a.name: dict(a.compute(data)) for a in registered(analyses) if a.applies(data)}
 
 
+def stack_runs(tables: Mapping[str, pd.DataFrame]) -> pd.DataFrame:
+    """One table from one per run, with a ``run`` column holding the label (dict order kept)."""
+    frames = [t.assign(run=label) for label, t in tables.items() if t is not None and len(t)]
+    if not frames:
+        return pd.DataFrame(columns=["run"])
+    return pd.concat(frames, ignore_index=True)
+
+
 def compare_all(
     per_run: Mapping[str, Mapping[str, Result]],
     context: CompareContext,
     analyses: Sequence[NamedAnalysis] | None = None,
 ) -> dict[str, Result]:
-    """The comparison of every analysis that has a ``compare`` and applied to a run at least:
-    name -> its tables. ``per_run`` is label -> that run's results (``RunAnalysis.results``)."""
+    """The comparison of every analysis that has a ``compare`` and applied to one run at least:
+    name -> its tables. ``per_run`` is label -> that run's results (``RunAnalysis.results``); each
+    ``compare`` gets the runs' tables stacked (:func:`stack_runs`)."""
     out = {}
     for a in registered(analyses):
         results = {label: r[a.name] for label, r in per_run.items() if a.name in r}
-        if a.compare is not None and results:
-            out[a.name] = dict(a.compare(results, context))
+        if a.compare is None or not results:
+            continue
+        names = list(dict.fromkeys(name for result in results.values() for name in result))
+        stacked = {name: stack_runs({label: r.get(name) for label, r in results.items()}) for name in names}
+        out[a.name] = dict(a.compare(stacked, context))
     return out
 
 

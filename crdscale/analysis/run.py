@@ -1,21 +1,23 @@
 """One run's analysis: every fit ``crdscale analyze`` computes, put together.
 
 :func:`analyze` orchestrates the primitives of :mod:`crdscale.analysis.percrd` (heap profiles and
-memory series per CRD), :mod:`crdscale.analysis.process` (which record a process figure comes from)
-and :mod:`crdscale.analysis.openapiv2` (the v2 spec's cost) into one :class:`RunAnalysis`; it lives
-apart from them so that they never import it back. ``read_run(path).analysis()`` calls it.
+memory series per CRD) and every analysis of :data:`crdscale.analysis.registry.ANALYSES` (the
+process figures, the per-object view, the v2 spec's cost, ...) into one :class:`RunAnalysis`; it
+lives apart from them so that they never import it back. :func:`analyze_run` is it for a run
+directory read by :func:`crdscale.rundir.read_run` (what ``crdscale analyze`` and notebooks call).
 """
 
 from __future__ import annotations
 
+import weakref
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pandas as pd
 
 from crdscale.analysis.intervals import FEW_INCREMENTS
-from crdscale.analysis.openapiv2 import openapi_v2_per_crd
 from crdscale.analysis.percrd import (
     FEW_INCREMENTS_WARNING,
     SERIES_METRICS,
@@ -28,8 +30,15 @@ from crdscale.analysis.percrd import (
     properties_per_crd,
     status_warning,
 )
-from crdscale.analysis.process import PROCESS_METRICS, end_values, points_by_source
+from crdscale.analysis.process import points_by_source
+from crdscale.analysis.registry import Result, RunData, compute_all, table
+from crdscale.analysis.rundata import HeapProfiles, crd_profiles, heap_points, heap_profile_set
 from crdscale.errors import UsageError
+from crdscale.rundir import layout
+from crdscale.rundir.manifest import Manifest
+
+if TYPE_CHECKING:
+    from crdscale.rundir import Run
 
 
 @dataclass
@@ -50,17 +59,34 @@ class RunAnalysis:
     status: str | None = None
     reason: str | None = None
     notes: list[str] = field(default_factory=list)  # other problems of the run's files (a reader's)
-    # Process figures over the run (``metric, first, last, peak, samples, source``: see analysis.process).
-    process: pd.DataFrame = field(default_factory=pd.DataFrame)
-    # A run that grew objects: bytes per object by cause and kind, and the amplification ratio
-    # (crdscale.analysis.perobject); empty otherwise.
-    per_object: pd.DataFrame = field(default_factory=pd.DataFrame)
-    amplification: pd.DataFrame = field(default_factory=pd.DataFrame)
-    # What a LIST of each kind's objects cost once all were in (objects.list_repeats; perobject.list_costs).
-    object_lists: pd.DataFrame = field(default_factory=pd.DataFrame)
-    # A run that fetched /openapi/v2 after its profiles (profiles.openapi_v2): the v2 spec's cost per CRD
-    # by cause (crdscale.analysis.openapiv2); empty otherwise.
-    openapi_v2: pd.DataFrame = field(default_factory=pd.DataFrame)
+    # Every analysis of the registry that applied to the run: name -> its tables (crdscale.analysis.registry).
+    results: dict[str, Result] = field(default_factory=dict)
+
+    # The registry's tables by their old names (empty when the run has none), for code written before it.
+    @property
+    def process(self) -> pd.DataFrame:
+        """Process figures over the run (``metric, first, last, peak, samples, source``: analysis.process)."""
+        return table(self.results, "process")
+
+    @property
+    def per_object(self) -> pd.DataFrame:
+        """A run that grew objects: bytes per object by cause and kind (analysis.perobject)."""
+        return table(self.results, "per_object")
+
+    @property
+    def amplification(self) -> pd.DataFrame:
+        """A run that grew objects: heap per object over its serialized size (analysis.perobject)."""
+        return table(self.results, "amplification")
+
+    @property
+    def object_lists(self) -> pd.DataFrame:
+        """What a LIST of each kind's objects cost once all were in (objects.list_repeats; perobject.list_costs)."""
+        return table(self.results, "object_lists")
+
+    @property
+    def openapi_v2(self) -> pd.DataFrame:
+        """A run that fetched /openapi/v2 after its profiles: the v2 spec's cost per CRD by cause (analysis.openapiv2)."""
+        return table(self.results, "openapi_v2")
 
     @property
     def phases(self) -> list[str]:
@@ -98,6 +124,8 @@ def analyze(
     status: str | None = None,
     reason: str | None = None,
     notes: Sequence[str] = (),
+    run: Run | None = None,
+    profiles: HeapProfiles | None = None,
 ) -> RunAnalysis:
     """Fit per-CRD costs of one run: heap profiles by cause, and the memory series.
 
@@ -108,8 +136,9 @@ def analyze(
     ``run_dir`` and ``profile_files`` only label the result; ``skipped`` are the
     profiles the caller set aside (see :func:`heap_profile_problem`), ``status`` and
     ``reason`` how the run ended (default: the manifest's), both stated in
-    :attr:`RunAnalysis.warnings`. Raises UsageError unless there are heap profiles
-    at two or more CRD counts.
+    :attr:`RunAnalysis.warnings`. ``run`` and ``profiles`` (every usable heap profile of it,
+    decoded) are for the registry's analyses that read more of a run (its object steps). Raises
+    UsageError unless there are heap profiles at two or more CRD counts.
     """
     manifest = manifest or {}
     if points.empty or points["crds"].nunique() < 2:
@@ -124,6 +153,7 @@ def analyze(
         if len(spoints)
         else fit_series_per_crd(pd.DataFrame(columns=["crds", "phase", "metric", "value"]))
     )
+    data = RunData(points, series, marks, Manifest.of(manifest), confidence, run, profiles)
     return RunAnalysis(
         run_dir,
         manifest,
@@ -138,9 +168,49 @@ def analyze(
         status=status if status is not None else manifest.get("status"),
         reason=reason if reason is not None else manifest.get("reason"),
         notes=list(notes),
-        process=end_values(series, {m: m for m in PROCESS_METRICS}),
-        openapi_v2=openapi_v2_per_crd(points, confidence),
+        results=compute_all(data),
     )
+
+
+# analyze_run's results, kept while the Run is: a notebook may ask often, and decoding takes seconds.
+_ANALYSES: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+
+
+def analyze_run(run: Run, rules: Sequence | None = None, confidence: float = 0.95) -> RunAnalysis:
+    """Per-CRD cost fits of a run directory and the registry's analyses (:class:`RunAnalysis`).
+
+    Decodes every heap profile; the result for the default rules is kept while ``run`` is. Profiles
+    the fits cannot use are listed, with why, in the result's ``skipped`` and ``warnings``. A run
+    that grew objects is fitted per CRD up to its object steps. Raises UsageError unless there are
+    heap profiles at two or more CRD counts.
+    """
+    key = (id(rules) if rules is not None else None, confidence)
+    cache = _ANALYSES.setdefault(run, {})
+    if key not in cache:
+        every = heap_profile_set(run)
+        found = crd_profiles(run, every)  # object steps add objects, not CRDs
+        heap = found.rows
+        if heap["crds"].nunique() < 2:
+            left_out = f" ({len(found.skipped)} left out: {found.skipped[0]})" if found.skipped else ""
+            raise UsageError(
+                f"{run.path}: needs heap profiles at two or more CRD counts under {layout.PROFILES}/{left_out}"
+            )
+        cache[key] = analyze(
+            heap_points(run, rules, found),
+            manifest=run.manifest,
+            series=run.series,
+            marks=run.profile_marks(heap),
+            confidence=confidence,
+            run_dir=run.path,
+            profile_files=[str(run.path / f) for f in heap["file"]],
+            skipped=found.skipped,
+            status=run.status,
+            reason=run.manifest.reason,
+            notes=run.file_warnings,
+            run=run,
+            profiles=every,
+        )
+    return cache[key]
 
 
 def per_property_from_runs(

@@ -78,7 +78,8 @@ class Command:
     def run(args: argparse.Namespace) -> int:
         # Lazy: --help stays fast (see the note at the top).
         from crdscale.analysis.percrd import unattributed_share
-        from crdscale.analysis.run import per_property_from_runs
+        from crdscale.analysis.registry import csv_files
+        from crdscale.analysis.run import analyze_run, per_property_from_runs
         from crdscale.cli.common import write_table
         from crdscale.rundir import read_run
 
@@ -87,7 +88,7 @@ class Command:
         table = args.output == "table"
         analyses, results, runs = [], [], [read_run(run_dir) for run_dir in args.run_dirs]
         for run in runs:
-            analysis = run.analysis(confidence=args.confidence)
+            analysis = analyze_run(run, confidence=args.confidence)
             analyses.append(analysis)
             if not table:  # the table states them under its first line; a script's reader sees stderr
                 for warning in analysis.warnings:
@@ -113,13 +114,7 @@ class Command:
                     written.append(write_table(analysis.series_fits, out / "series_percrd.csv"))
                 if len(analysis.install_serve):
                     written.append(write_table(analysis.install_serve, out / "install_serve.csv"))
-                if len(analysis.openapi_v2):
-                    written.append(write_table(analysis.openapi_v2, out / "openapi_v2.csv"))
-                if len(analysis.per_object):
-                    written.append(write_table(analysis.per_object, out / "perobject.csv"))
-                    written.append(write_table(analysis.amplification, out / "amplification.csv"))
-                if len(analysis.object_lists):
-                    written.append(write_table(analysis.object_lists, out / "object_lists.csv"))
+                written += [write_table(frame, out / name) for name, frame in csv_files(analysis.results)]
                 if table:
                     print("wrote " + ", ".join(str(p) for p in written))
             if table:
@@ -155,6 +150,8 @@ class Command:
 
 def _json_run(analysis, metric: str, shares: dict, written: list) -> dict:
     """One run's results for ``-o json``: every fit (both metrics), the unattributed share of ``metric``."""
+    from crdscale.analysis.registry import json_tables  # lazy: --help stays fast
+
     return {
         "run_dir": analysis.run_dir,
         "status": analysis.status,
@@ -166,10 +163,7 @@ def _json_run(analysis, metric: str, shares: dict, written: list) -> dict:
         "fits": analysis.fits,
         "install_serve": analysis.install_serve,
         "series_fits": analysis.series_fits,
-        "per_object": analysis.per_object if len(analysis.per_object) else None,
-        "amplification": analysis.amplification if len(analysis.amplification) else None,
-        "object_lists": analysis.object_lists if len(analysis.object_lists) else None,
-        "openapi_v2": analysis.openapi_v2 if len(analysis.openapi_v2) else None,
+        **json_tables(analysis.results),  # the registry's analyses (crdscale.analysis.registry), in order
         "unattributed_share": shares,
         "written": written,
     }
@@ -177,95 +171,6 @@ def _json_run(analysis, metric: str, shares: dict, written: list) -> dict:
 
 def _r2(value: float) -> str:
     return "   n/a" if is_missing(value) else f"{value:6.3f}"
-
-
-def render_per_object(analysis, metric: str = "bytes", confidence: float = 0.95) -> list[str]:
-    """The per-object view of a run that grew objects (no lines otherwise): heap per object of
-    each kind by cause, then the amplification ratio."""
-    per_object = analysis.per_object
-    if per_object is None or not len(per_object):
-        return []
-    from crdscale.analysis.perobject import TRANSIENT_CAUSES  # lazy: --help stays fast
-
-    level = f"{100 * confidence:g}% CI"
-    lines = []
-    for kind, fits in per_object[per_object["metric"] == metric].groupby("kind", sort=True):
-        lines.append("")
-        lines.append(
-            f"Heap in use per object of {kind} ({metric}; {int(fits['objects'].iloc[0]):,} objects added in "
-            f"{int(fits['increments'].iloc[0])} steps; {level}):"
-        )
-        for r in fits.itertuples(index=False):
-            ci = f"[{fmt_per_crd(r.per_object_low, metric)}, {fmt_per_crd(r.per_object_high, metric)}]"
-            if r.cause in TRANSIENT_CAUSES:
-                share = "transient, not in total"
-            else:
-                share = "" if is_missing(r.share) else f"{100 * r.share:6.1f}%"
-            lines.append(f"{r.cause:<18} {fmt_per_crd(r.per_object, metric):>14} {ci:>29} {share:>7}")
-    series = per_object[per_object["metric"] == "series"]
-    if len(series):
-        lines.append("")
-        lines.append(f"From the series at the same steps (bytes per object; {level}; RSS is noisy: freed heap stays):")
-        for r in series.sort_values(["kind", "cause"]).itertuples(index=False):
-            ci = f"[{fmt_per_crd(r.per_object_low, 'bytes')}, {fmt_per_crd(r.per_object_high, 'bytes')}]"
-            lines.append(f"{r.kind:<16} {r.cause:<38} {fmt_per_crd(r.per_object, 'bytes'):>12} {ci:>29}")
-    amp = analysis.amplification
-    if amp is not None and len(amp):
-        lines.append("")
-        lines.append(f"Amplification (heap per object / serialized size; {level}):")
-        for r in amp.itertuples(index=False):
-            lines.append(
-                f"{r.kind:<18} {r.amplification:6.1f}x [{r.amplification_low:.1f}, {r.amplification_high:.1f}]  "
-                f"heap {fmt_per_crd(r.heap_per_object, 'bytes')} / {fmt_per_crd(r.serialized_bytes, 'bytes')} ({r.serialized_source}); "
-                f"sent {fmt_per_crd(r.sent_bytes, 'bytes')}, stored {fmt_per_crd(r.stored_bytes, 'bytes')}"
-                + (
-                    f", server estimate {fmt_per_crd(r.server_estimate_bytes, 'bytes')}"
-                    if not is_missing(r.server_estimate_bytes)
-                    else ""
-                )
-            )
-    lines += render_object_lists(analysis.object_lists)
-    return lines
-
-
-def render_object_lists(costs) -> list[str]:
-    """What one LIST of each kind's objects cost (``perobject.list_costs``), as text lines."""
-    if costs is None or not len(costs):
-        return []
-    lines = [
-        "",
-        f"LISTs of the objects (per LIST, {int(costs['repeats'].min())} repeats; CPU net of an idle window):",
-        f"{'kind':<16} {'LIST':<18} {'from':<6} {'items':>7} {'p50 ms':>8} {'p95 ms':>8} {'max ms':>8} "
-        f"{'apiserver CPU ms':>16} {'etcd CPU ms':>11}",
-    ]
-    for r in costs.itertuples(index=False):
-        lines.append(
-            f"{r.kind:<16} {r.list:<18} {r.served_from:<6} {r.items:7.0f} {1000 * r.latency_p50_s:8.1f} "
-            f"{1000 * r.latency_p95_s:8.1f} {1000 * r.latency_max_s:8.1f} {1000 * r.apiserver_cpu_s:16.1f} "
-            f"{1000 * r.etcd_cpu_s:11.1f}"
-        )
-    return lines
-
-
-def render_openapi_v2(analysis, metric: str = "bytes", confidence: float = 0.95) -> list[str]:
-    """What a client's GET of /openapi/v2 added per CRD (a run with profiles.openapi_v2; no lines otherwise)."""
-    table = analysis.openapi_v2
-    if table is None or not len(table) or not len(table[table["metric"] == metric]):
-        return []
-    level = f"{100 * confidence:g}% CI"
-    table = table[table["metric"] == metric]
-    lines = [
-        "",
-        f"After a GET of /openapi/v2, per CRD ({metric}; each step's openapiv2 profile minus its served profile, "
-        f"over the CRDs it added; {int(table['steps'].iloc[0])} steps; {level}):",
-        f"{'cause':<18} {'per CRD':>14} {level:>29} {'at 0 CRDs':>14}",
-    ]
-    for r in table.itertuples(index=False):
-        ci = f"[{fmt_per_crd(r.per_crd_low, metric)}, {fmt_per_crd(r.per_crd_high, metric)}]"
-        lines.append(
-            f"{r.cause:<18} {fmt_per_crd(r.per_crd, metric):>14} {ci:>29} {fmt_per_crd(r.at_baseline, metric):>14}"
-        )
-    return lines
 
 
 def headline(analysis, metric: str = "bytes", confidence: float = 0.95) -> str | None:
@@ -305,6 +210,7 @@ def render(analysis, metric: str = "bytes", confidence: float = 0.95) -> str:
     """The per-CRD table as text: the answer in one sentence, then one block per phase, causes by cost,
     total last, and what the columns mean."""
     from crdscale.analysis.process import source_label  # lazy: --help stays fast
+    from crdscale.analysis.registry import text_lines
 
     left_out = f"; {len(analysis.skipped)} left out" if analysis.skipped else ""
     answer = headline(analysis, metric, confidence)
@@ -342,8 +248,7 @@ def render(analysis, metric: str = "bytes", confidence: float = 0.95) -> str:
                 f"{r.cause:<18} {fmt_per_crd(r.per_installed, metric):>14} {ci_i:>29} "
                 f"{fmt_per_crd(r.per_served, metric):>14} {ci_s:>29}"
             )
-    lines += render_per_object(analysis, metric, confidence)
-    lines += render_openapi_v2(analysis, metric, confidence)
+    lines += text_lines(analysis.results, metric, confidence)  # the registry's analyses, in order
     if len(analysis.series_fits):
         lines.append("")
         points = analysis.series_points

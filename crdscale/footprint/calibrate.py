@@ -73,12 +73,13 @@ class RunInput:
 def read_run_input(path: str | Path) -> RunInput:
     """:class:`RunInput` of the run directory ``path``; UsageError when it has no CRD set summary."""
     from crdscale.analysis.percrd import series_points
+    from crdscale.analysis.rundata import heap_points, heap_profile_set
 
     run = read_run(path)
-    found = run.heap_profile_set()
+    found = heap_profile_set(run)
     for skipped in found.skipped:  # as analyze and compare do: left out of the fit, and said
         log.warning(f"{run.path}: left out of the fit: {skipped}")
-    points = run.heap_points(profiles=found)
+    points = heap_points(run, profiles=found)
     points = points[points["metric"] == "bytes"].rename(columns={"cause": "target"})
     marks = run.profile_marks()
     rss = pd.DataFrame(columns=["crds", "phase", "metric", "value"])

@@ -18,8 +18,11 @@ from dataclasses import dataclass, field
 import pandas as pd
 
 from crdscale.analysis.percrd import OTHER, unattributed_share
-from crdscale.analysis.perobject import TRANSIENT_CAUSES, ratio_between
+
+# KIND_LABELS, OBJECT_LISTS_NOTE and object_lists_table are crdscale.report.compare's too, from here.
+from crdscale.analysis.perobject import KIND_LABELS, OBJECT_LISTS_NOTE, object_lists_table  # noqa: F401
 from crdscale.analysis.process import METRICS_JOB, PROC_JOB, source_label
+from crdscale.analysis.registry import Section, findings_rows, report_sections
 from crdscale.analysis.targets import TOTAL
 from crdscale.cluster.kubesource import describe_build
 from crdscale.rundir.manifest import Manifest, MetricsRecord
@@ -39,8 +42,8 @@ class Findings:
     provenance: dict[str, str]
     numbers: pd.DataFrame
     warnings: list[str] = field(default_factory=list)  # said first, before any number
-    # What a LIST of each kind's objects cost (perobject.list_costs), when the run timed them.
-    object_lists: pd.DataFrame = field(default_factory=pd.DataFrame)
+    # The registry's sections after the key numbers (the LISTs of a run's objects, when it timed them).
+    sections: list[Section] = field(default_factory=list)
 
 
 # --------------------------------------------------------------------------
@@ -228,7 +231,8 @@ def key_numbers(
     95% interval ``low``/``high`` are the analysis functions' own numbers
     (bytes, bytes per CRD, CRDs, or a share 0-1); ``key`` is stable for code.
     """
-    rows: list[tuple] = per_object_numbers(analysis, top_causes=top_causes)
+    # The registry's analyses open the key numbers (a run that grew objects: its per-object view).
+    rows: list[tuple] = findings_rows(getattr(analysis, "results", {}), top_causes)
     nan = math.nan
     points, fits, sfits, spoints = analysis.points, analysis.fits, analysis.series_fits, analysis.series_points
     max_crds = int(points["crds"].max()) if len(points) else 0
@@ -354,163 +358,6 @@ def key_numbers(
     return pd.DataFrame(rows, columns=NUMBER_COLUMNS)
 
 
-# How the per-object view names its kinds in sentences.
-KIND_LABELS = {"customresources": "custom resource", "configmaps": "ConfigMap", "secrets": "Secret"}
-
-
-def per_object_numbers(analysis, *, top_causes: int = TOP_CAUSES) -> list[tuple]:
-    """Rows of :data:`NUMBER_COLUMNS` for a run that grew objects (none otherwise): per kind, the
-    heap per object with its interval, the bytes sent per object, the amplification ratio and the
-    largest causes; custom resources over each control kind."""
-    per_object = getattr(analysis, "per_object", None)
-    if per_object is None or not len(per_object):
-        return []
-    amp = getattr(analysis, "amplification", pd.DataFrame())
-    amp = amp.set_index("kind") if len(amp) else amp
-    nan, rows = math.nan, []
-    bytes_ = per_object[per_object["metric"] == "bytes"]
-    for kind in sorted(bytes_["kind"].unique(), key=lambda k: (k != "customresources", k)):
-        fits = bytes_[bytes_["kind"] == kind]
-        label = KIND_LABELS.get(kind, kind)
-        total = fits[fits["cause"] == TOTAL].iloc[0]
-        source = f"growth over {int(total['increments'])} steps adding {int(total['objects']):,} {kind}"
-        rows.append(
-            (
-                f"heap_per_object:{kind}",
-                f"Heap in use per {label}",
-                float(total["per_object"]),
-                float(total["per_object_low"]),
-                float(total["per_object_high"]),
-                "bytes/object",
-                source + ", interval from their increments",
-            )
-        )
-        if kind in getattr(amp, "index", ()):
-            a = amp.loc[kind]
-            if a["sent_bytes"]:
-                rows.append(
-                    (
-                        f"object_bytes:{kind}",
-                        f"JSON bytes per {label} as sent",
-                        float(a["sent_bytes"]),
-                        nan,
-                        nan,
-                        "bytes",
-                        "objects.bytes",
-                    )
-                )
-            if not math.isnan(a["serialized_bytes"]):
-                rows.append(
-                    (
-                        f"serialized_bytes:{kind}",
-                        f"Serialized size per {label} as stored",
-                        float(a["serialized_bytes"]),
-                        nan,
-                        nan,
-                        "bytes",
-                        str(a["serialized_source"]),
-                    )
-                )
-                rows.append(
-                    (
-                        f"amplification:{kind}",
-                        f"Amplification: heap per {label} / its serialized size",
-                        float(a["amplification"]),
-                        float(a["amplification_low"]),
-                        float(a["amplification_high"]),
-                        "x",
-                        f"heap per object / {a['serialized_source']}",
-                    )
-                )
-        series = per_object[(per_object["metric"] == "series") & (per_object["kind"] == kind)].set_index("cause")
-        for name in ("kube-controller-manager heap in use", "etcd database in use"):
-            if name in series.index:
-                r = series.loc[name]
-                rows.append(
-                    (
-                        f"object_series:{kind}:{name}",
-                        f"{name[0].upper() + name[1:]} per {label}",
-                        float(r["per_object"]),
-                        float(r["per_object_low"]),
-                        float(r["per_object_high"]),
-                        "bytes/object",
-                        "metrics series at the same steps, interval from their increments",
-                    )
-                )
-        # A transient caught in flight (a consistency check's LIST) is no object's cause.
-        causes = fits[~fits["cause"].isin([TOTAL, OTHER, *TRANSIENT_CAUSES])].sort_values(
-            "per_object", ascending=False, kind="stable"
-        )
-        for r in causes.head(top_causes).itertuples(index=False):
-            rows.append(
-                (
-                    f"object_cause:{kind}:{r.cause}",
-                    f"per {label}: {r.cause} ({100 * r.share:.0f}%)",
-                    float(r.per_object),
-                    float(r.per_object_low),
-                    float(r.per_object_high),
-                    "bytes/object",
-                    "heap profiles by cause (OBJECT_RULES)",
-                )
-            )
-    kinds = list(bytes_["kind"].unique())
-    if "customresources" in kinds:
-        for other in [k for k in kinds if k != "customresources"]:
-            ratio = ratio_between(per_object, "customresources", other)
-            if not math.isnan(ratio):
-                rows.append(
-                    (
-                        f"ratio:customresources/{other}",
-                        f"Heap per custom resource / per {KIND_LABELS.get(other, other)} of the same bytes",
-                        ratio,
-                        nan,
-                        nan,
-                        "x",
-                        "heap per object, totals",
-                    )
-                )
-    return rows
-
-
-def object_lists_table(costs: pd.DataFrame) -> pd.DataFrame:
-    """What a LIST of each kind's objects cost (:func:`crdscale.analysis.perobject.list_costs`, or
-    :func:`~crdscale.analysis.perobject.cost_moved`'s rows with ``run`` and the heap per object) as a
-    readable table: latencies and CPU per LIST in ms."""
-    if costs is None or not len(costs):
-        return pd.DataFrame()
-
-    def ms(values) -> list[str]:
-        return ["" if is_missing(v) else f"{1000 * v:,.1f}" for v in values]
-
-    out = pd.DataFrame()
-    if "run" in costs.columns:
-        out["run"] = costs["run"]
-    out["kind"] = costs["kind"]
-    if "heap_per_object" in costs.columns:
-        out["heap per object"] = [fmt_bytes(v) for v in costs["heap_per_object"]]
-        out["95% CI"] = [
-            fmt_interval(lo, hi, "bytes") for lo, hi in zip(costs["heap_per_object_low"], costs["heap_per_object_high"])
-        ]
-    out["LIST"] = costs["list"].fillna("")
-    out["served from"] = costs["served_from"].fillna("")
-    if "items" in costs.columns:
-        out["items"] = [f"{v:,.0f}" for v in costs["items"]]
-    out["p50 ms"] = ms(costs["latency_p50_s"])
-    out["p95 ms"] = ms(costs["latency_p95_s"])
-    out["max ms"] = ms(costs["latency_max_s"])
-    out["kube-apiserver CPU ms"] = ms(costs["apiserver_cpu_s"])
-    out["etcd CPU ms"] = ms(costs["etcd_cpu_s"])
-    return out
-
-
-OBJECT_LISTS_NOTE = (
-    "Each LIST of one resource's objects (a kind spread over several CRDs: the mean over them), timed after the last "
-    "object step: latency p50/p95/max over the repeats (whole LIST, every page), CPU seconds of kube-apiserver and "
-    "of etcd per LIST from `/proc`, net of an idle window; `served from` is what the server's own storage counters "
-    "say (watch cache or etcd). `consistent` leaves resourceVersion unset, `rv0` sets it to 0, `paged` adds limit=500."
-)
-
-
 def object_headline(numbers: pd.DataFrame) -> str | None:
     """The headline of a run that grew objects: what each kind's object holds, by cause, and the
     amplification, custom resources against the control kinds (``None`` without per-object rows)."""
@@ -546,13 +393,13 @@ def object_headline(numbers: pd.DataFrame) -> str | None:
 
 def compute_findings(manifest: Manifest | Mapping, analysis, memory: pd.DataFrame | None = None, **options) -> Findings:
     """:func:`provenance` and :func:`key_numbers` together, with the analysis' warnings (a run
-    that did not complete, profiles left out) and the LISTs of its objects when it timed them."""
-    lists = getattr(analysis, "object_lists", None)
+    that did not complete, profiles left out) and the sections of the registry's analyses
+    (:func:`crdscale.analysis.registry.report_sections`: the LISTs of its objects when it timed them)."""
     return Findings(
         provenance(manifest, _process_job(analysis)),
         key_numbers(analysis, memory, **options),
         list(getattr(analysis, "warnings", [])),
-        lists if lists is not None else pd.DataFrame(),
+        report_sections(getattr(analysis, "results", {})),
     )
 
 
@@ -658,9 +505,8 @@ def findings_markdown(
         numbers_markdown(findings.numbers),
         "",
     ]
-    lists = object_lists_table(findings.object_lists)
-    if len(lists):
-        parts += ["## LISTs of the objects", "", OBJECT_LISTS_NOTE, "", frame_markdown(lists), ""]
+    for section in findings.sections:
+        parts += [f"## {section.title}", "", section.note, "", frame_markdown(section.table), ""]
     if figures:
         parts += ["## Figures", ""]
         for caption, png in figures:

@@ -476,12 +476,13 @@ def render_report(
 
 def run_report_content(data: Run) -> ReportContent:
     """What the report on one run says besides its notebooks: the analysis, its findings and figures."""
+    from crdscale.analysis.run import analyze_run
     from crdscale.report import figures, series
     from crdscale.report.findings import compute_findings, findings_markdown
 
     run_dir = data.path
     log.info(f"analysing {run_dir}")
-    analysis = data.analysis()
+    analysis = analyze_run(data)
     for warning in analysis.warnings:  # also on the report's first screen and in findings.md
         log.warning(warning)
     findings = compute_findings(data.manifest, analysis, series.memory_frame(data.series, data.start))

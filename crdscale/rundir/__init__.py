@@ -4,7 +4,9 @@ Only this package knows file names inside a run directory::
 
     from crdscale.rundir import read_run, RunWriter
     run = read_run("runs/20261122T031500Z-default")
-    run.manifest, run.events, run.series, run.profiles, run.probe_table("list"), run.analysis()
+    run.manifest, run.events, run.series, run.profiles, run.probe_table("list")
+
+It reads; the analyses sit above it (``crdscale.analysis.run.analyze_run(run)``).
 
 The reader and the writer (pandas, pyarrow) are imported on first use, so the layout's names
 (``crdscale.rundir.layout``) cost the CLI's ``--help`` and the scenario loader nothing.

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
 from functools import cached_property
 from pathlib import Path
 from typing import Any
@@ -46,6 +45,23 @@ def run_start(events: pd.DataFrame, series: pd.DataFrame | None = None) -> pd.Ti
     if series is not None and len(series):
         return pd.to_datetime(series["timestamp"], utc=True).min()
     return None
+
+
+def status_warning(status: str | None, reason: str | None = None) -> str | None:
+    """One sentence when a run did not complete (``failed``, ``interrupted``, ``abandoned``,
+    still ``running``), with its recorded reason; ``None`` for a completed run. Its numbers
+    cover only what it recorded before it stopped, which a reader must be told."""
+    if status in (None, "completed"):  # None: no run behind the numbers (a library caller's profiles)
+        return None
+    why = f": {reason}" if reason else " (no reason recorded)"
+    if status == "running":
+        return "the run is still running; its numbers cover what it recorded so far"
+    ended = {"failed": "failed", "interrupted": "was interrupted", "abandoned": "was abandoned"}
+    if status == "abandoned" and not reason:
+        why = ": its runner died without recording how the run ended"
+    if status in ended:
+        return f"the run {ended[status]}{why}; its numbers cover only what it recorded before it stopped"
+    return f"the run's manifest records status {status!r}{why}; it may not have completed"
 
 
 class Run:
@@ -210,9 +226,10 @@ class Run:
         """The rows of :attr:`profiles` that are heap profiles."""
         return self.profiles[self.profiles["kind"] == "heap"].reset_index(drop=True)
 
-    def profile_marks(self) -> pd.DataFrame:
-        """When each heap profile was taken: ``timestamp, crds, phase`` (``served`` for the end of a step)."""
-        return _marks(self.heap_profiles())
+    def profile_marks(self, heap: pd.DataFrame | None = None) -> pd.DataFrame:
+        """When each heap profile was taken: ``timestamp, crds, phase`` (``served`` for the end of a step);
+        of the rows ``heap`` of :attr:`profiles` when given (those a fit takes), else of every heap profile."""
+        return _marks(self.heap_profiles() if heap is None else heap)
 
     def profile_path(self, file: str) -> Path:
         """Absolute path of a profile given its ``file`` entry (for ``go tool pprof`` and friends)."""
@@ -279,51 +296,7 @@ class Run:
             raise UsageError(f"{path}: cannot create ({err.strerror or err})") from None
         return path
 
-    # ------------------------------------------------------------ analysis
-
-    def heap_profile_set(self) -> HeapProfiles:
-        """Every heap profile decoded, those the fits cannot use set aside with why (not
-        a heap profile inside, no event recording it). Decodes each time: nothing is kept."""
-        from crdscale.analysis.percrd import SkippedProfile, heap_profile_problem
-
-        heap = self.heap_profiles()
-        skipped = [
-            SkippedProfile(f, why)
-            for f, why in self.unrecorded_profiles
-            if (p := layout.parse_profile_filename(Path(f).name)) and p.kind == "heap"
-        ]
-        decoded, usable = {}, []
-        for r in heap.itertuples(index=False):
-            profile = self.read_profile(r.file)
-            problem = heap_profile_problem(profile)
-            if problem:
-                skipped.append(SkippedProfile(r.file, problem))
-                continue
-            decoded[r.file] = profile
-            usable.append(r.file)
-        return HeapProfiles(heap[heap["file"].isin(usable)].reset_index(drop=True), decoded, skipped)
-
-    def heap_points(self, rules: Sequence | None = None, profiles: HeapProfiles | None = None) -> pd.DataFrame:
-        """Heap in use by cause at each usable heap profile: the points every fit of this run takes
-        (:func:`crdscale.analysis.percrd.profile_points`: ``crds, phase, cause, metric, value,
-        sampling_var``; ``phase`` is ``served`` for the end of a step, ``installed`` otherwise).
-
-        ``profiles`` is :meth:`heap_profile_set` when the caller has decoded them already; the
-        profiles it set aside (with why) are not points. ``rules`` default to
-        :data:`crdscale.analysis.attribution.RULES`.
-        """
-        from crdscale.analysis.attribution import RULES
-        from crdscale.analysis.percrd import profile_points
-
-        found = profiles if profiles is not None else self.heap_profile_set()
-        return profile_points(
-            # The one place a profile row's phase becomes a point's: no phase (None, NaN, "") is the end of a step.
-            (
-                (int(r.crds), r.phase if isinstance(r.phase, str) and r.phase else None, found.decoded[r.file])
-                for r in found.rows.itertuples(index=False)
-            ),
-            rules if rules is not None else RULES,
-        )
+    # ------------------------------------------------------------ steps
 
     @cached_property
     def object_steps(self) -> pd.DataFrame:
@@ -347,62 +320,10 @@ class Run:
         ]
         return pd.DataFrame(rows, columns=columns)
 
-    def object_points(self, rules: Sequence | None = None, profiles: HeapProfiles | None = None) -> pd.DataFrame:
-        """Heap in use by cause at each end-of-step heap profile, keyed by ``step`` (the per-object
-        view's points: ``step, phase, cause, metric, value, sampling_var``), attributed with
-        :data:`crdscale.analysis.attribution.OBJECT_RULES` unless ``rules`` are given."""
-        from crdscale.analysis.attribution import OBJECT_RULES
-        from crdscale.analysis.percrd import profile_points
-
-        found = profiles if profiles is not None else self.heap_profile_set()
-        rows = found.rows[found.rows["phase"].isna() | (found.rows["phase"] == "")]
-        points = profile_points(
-            ((int(r.step), None, found.decoded[r.file]) for r in rows.itertuples(index=False)),
-            rules if rules is not None else OBJECT_RULES,
-        )
-        return points.rename(columns={"crds": "step"})
-
-    def per_object(self, confidence: float = 0.95) -> tuple[pd.DataFrame, pd.DataFrame]:
-        """``(per_object, amplification)`` of a run that grew objects (empty frames otherwise):
-        see :mod:`crdscale.analysis.perobject`."""
-        from crdscale.analysis.perobject import (
-            AMPLIFICATION_COLUMNS,
-            PER_OBJECT_COLUMNS,
-            amplification,
-            fit_per_object,
-            series_step_points,
-            size_estimate_per_object,
-        )
-
-        steps = self.object_steps
-        if steps.empty:
-            return pd.DataFrame(columns=PER_OBJECT_COLUMNS), pd.DataFrame(columns=AMPLIFICATION_COLUMNS)
-        heap = self.heap_profiles()
-        ends = heap[heap["phase"].isna() | (heap["phase"] == "")][["step", "timestamp"]]
-        points = self.object_points()
-        # The memory series at the same marks (kube-controller-manager's informers, etcd), fitted alike.
-        series = series_step_points(self.series, ends)
-        if len(series):
-            points = pd.concat([points, series.assign(phase="served")], ignore_index=True)
-        fits = fit_per_object(points, steps, confidence)
-        info = self.manifest.objects
-        counts = steps.groupby("kind")["objects_in_step"].sum().to_dict()
-        estimate = size_estimate_per_object(self.series, counts, dict(info.resources))
-        return fits, amplification(fits, info.kinds_json(), estimate)
-
-    def object_lists(self) -> pd.DataFrame:
-        """What a LIST of each kind's objects cost at the end of a run that grew objects with
-        ``objects.list_repeats`` (:func:`crdscale.analysis.perobject.list_costs`; empty otherwise)."""
-        from crdscale.analysis.perobject import list_costs
-
-        return list_costs(self.probe_table(*layout.OBJECT_LISTS))
-
     @property
     def warnings(self) -> list[str]:
         """What a reader of this run's numbers must be told: a run that did not complete (with its
         reason), event-log lines that are not events (:attr:`skipped_event_lines`)."""
-        from crdscale.analysis.percrd import status_warning
-
         state = status_warning(self.status, self.manifest.reason)
         return ([state] if state else []) + self.file_warnings
 
@@ -418,62 +339,6 @@ class Run:
                 f"{layout.EVENTS}: {len(self.skipped_event_lines)} line(s) that are not events left out (line {lines})"
             )
         return out
-
-    def analysis(self, rules: Sequence | None = None, confidence: float = 0.95):
-        """Per-CRD cost fits of this run (:class:`crdscale.analysis.run.RunAnalysis`).
-
-        Decodes every heap profile; the result for the default rules is kept. Profiles the
-        fits cannot use are listed, with why, in the result's ``skipped`` and ``warnings``.
-        Raises UsageError unless there are heap profiles at two or more CRD counts.
-        """
-        from crdscale.analysis.run import analyze
-
-        key = (id(rules) if rules is not None else None, confidence)
-        cache = self.__dict__.setdefault("_analyses", {})
-        if key not in cache:
-            found = self.heap_profile_set()
-            heap = found.rows
-            if len(self.object_steps):
-                # Object steps add objects, not CRDs: the per-CRD fits end where the CRDs were installed.
-                found = HeapProfiles(
-                    heap[~heap["step"].isin(self.object_steps["step"])].reset_index(drop=True),
-                    found.decoded,
-                    found.skipped,
-                )
-                heap = found.rows
-            if heap["crds"].nunique() < 2:
-                left_out = f" ({len(found.skipped)} left out: {found.skipped[0]})" if found.skipped else ""
-                raise UsageError(
-                    f"{self.path}: needs heap profiles at two or more CRD counts under {layout.PROFILES}/{left_out}"
-                )
-            result = analyze(
-                self.heap_points(rules, found),
-                manifest=self.manifest,
-                series=self.series,
-                marks=_marks(heap),
-                confidence=confidence,
-                run_dir=self.path,
-                profile_files=[str(self.path / f) for f in heap["file"]],
-                skipped=found.skipped,
-                status=self.status,
-                reason=self.manifest.reason,
-                notes=self.file_warnings,
-            )
-            if len(self.object_steps):
-                result.per_object, result.amplification = self.per_object(confidence)
-                result.object_lists = self.object_lists()
-            cache[key] = result
-        return cache[key]
-
-
-@dataclass
-class HeapProfiles:
-    """A run's heap profiles the fits can use (``rows``: :attr:`Run.profiles` rows; ``decoded``:
-    file -> :class:`crdscale.analysis.pprof.Profile`) and those set aside (``skipped``)."""
-
-    rows: pd.DataFrame
-    decoded: dict
-    skipped: list
 
 
 def _marks(heap: pd.DataFrame) -> pd.DataFrame:

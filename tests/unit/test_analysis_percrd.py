@@ -21,6 +21,7 @@ from crdscale.analysis.percrd import (
     unattributed_share,
 )
 from crdscale.analysis.pprof.testing import encode_profile, synthetic_profile
+from crdscale.analysis.run import analyze_run
 from crdscale.cli.main import main
 from crdscale.errors import UsageError
 from crdscale.rundir import RunWriter, read_run
@@ -193,7 +194,7 @@ def test_analyze_cli_errors(tmp_path, capsys):
 def test_recorded_real_run_has_positive_openapi_and_schema_cost(tmp_path):
     run = tmp_path / "run"
     shutil.copytree(RUN, run)
-    analysis = read_run(run).analysis()
+    analysis = analyze_run(read_run(run))
     served = analysis.fits[(analysis.fits["phase"] == "served") & (analysis.fits["metric"] == "bytes")]
     per_crd = served.set_index("cause")["per_crd"]
     assert per_crd["openapi"] > 0

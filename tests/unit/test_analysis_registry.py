@@ -23,7 +23,7 @@ FAKE = NamedAnalysis(
     text=lambda result, metric, confidence: ["", f"Widgets ({metric}): {result['widgets']['widgets'].iloc[0]:g}"],
     findings=lambda result, top: [("widgets", "Widgets", 7.0, float("nan"), float("nan"), "widgets", "the fake")],
     report=lambda result: [Section("Widgets", "What the fake counts.", pd.DataFrame({"widgets": ["7"]}))],
-    compare=lambda results, context: {"widgets": pd.DataFrame({"run": list(results), "reference": context.reference})},
+    compare=lambda stacked, context: {"runs": stacked["widgets"][["run"]].assign(reference=context.reference)},
 )
 NEVER = NamedAnalysis("never", applies=lambda data: False, compute=_widgets, tables=(Table("nothing"),))
 
@@ -44,9 +44,10 @@ def test_each_output_holds_the_analyses_that_apply_in_order():
 
 def test_compare_takes_the_runs_it_applied_to():
     context = CompareContext(labels=["a", "b", "c"], reference="a", replicates={})
-    per_run = {"a": {"widgets": {}}, "b": {}, "c": {"widgets": {}}}
+    one = _widgets(RunData(POINTS))
+    per_run = {"a": {"widgets": one}, "b": {}, "c": {"widgets": one}}
     out = registry.compare_all(per_run, context, [FAKE, NEVER])
-    assert list(out) == ["widgets"] and out["widgets"]["widgets"]["run"].tolist() == ["a", "c"]
+    assert list(out) == ["widgets"] and out["widgets"]["runs"]["run"].tolist() == ["a", "c"]
 
 
 def test_the_registry_is_read_when_called(monkeypatch):

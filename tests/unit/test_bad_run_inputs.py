@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 
+from crdscale.analysis.run import analyze_run
 from crdscale.cli.main import main
 from crdscale.errors import UsageError
 
@@ -185,7 +186,7 @@ def test_a_profile_no_event_records_and_an_event_without_its_file_are_left_out_a
     run = _copy(tmp_path)
     shutil.copyfile(run / "profiles" / "heap-step04-crds0160.pb.gz", run / "profiles" / "heap-step05-crds0200.pb.gz")
     (run / "profiles" / "heap-step01-crds0040-installed.pb.gz").unlink()
-    analysis = read_run(run).analysis()
+    analysis = analyze_run(read_run(run))
     skipped = {s.file: s.reason for s in analysis.skipped}
     assert "no profile event" in skipped["profiles/heap-step05-crds0200.pb.gz"]
     assert "the file is missing" in skipped["profiles/heap-step01-crds0040-installed.pb.gz"]
@@ -201,7 +202,7 @@ def test_event_lines_that_are_not_events_are_counted(tmp_path):
         f.write('not json\n[1, 2]\n{"kind": "no time"}\n')
     data = read_run(run)
     assert len(data.skipped_event_lines) == 3
-    assert any("3 line(s) that are not events" in w for w in data.analysis().warnings)
+    assert any("3 line(s) that are not events" in w for w in analyze_run(data).warnings)
 
 
 @pytest.fixture
@@ -228,7 +229,7 @@ def test_a_failed_run_is_stated_with_its_reason_everywhere(failed_run, capsys):
     assert f"> **Warning:** failed: {reason}" in capsys.readouterr().out
 
     data = read_run(failed_run)
-    findings = compute_findings(data.manifest, data.analysis())
+    findings = compute_findings(data.manifest, analyze_run(data))
     md = findings_markdown(findings)
     assert md.splitlines()[2].startswith(f"> **Warning:** {reason}")  # right under the title
     first_screen = summary_cells("title", findings, None)[0].source

@@ -11,6 +11,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from crdscale.analysis.run import analyze_run
 from crdscale.cli import probe as probe_cli
 from crdscale.cli.common import jsonable
 from crdscale.cli.main import build_parser, main
@@ -81,7 +82,7 @@ def test_analyze_json_carries_the_fits(capsys):
     assert main(["analyze", str(REFERENCE), "--no-write", "-o", "json"]) == 0
     doc = json.loads(capsys.readouterr().out)  # the whole of stdout is one document
     (run,) = doc["runs"]
-    analysis = read_run(REFERENCE).analysis()
+    analysis = analyze_run(read_run(REFERENCE))
     assert run["run_dir"] == str(analysis.run_dir) and run["heap_profiles"] == len(analysis.profiles)
     assert run["phases"] == analysis.phases and run["written"] == []
     fits = analysis.fits

@@ -187,11 +187,7 @@ def test_a_transient_sorts_after_the_causes_held_with_no_share():
     assert shares["configmaps"] == pytest.approx(1.0) and shares["total"] == pytest.approx(1.0)
     assert math.isnan(shares["consistency-check"])
 
-    from argparse import Namespace
-
-    from crdscale.cli.analyze import render_per_object
-
-    text = render_per_object(Namespace(per_object=fits, amplification=None, object_lists=None))
+    text = perobject.text_lines({"per_object": fits})
     lines = [x for x in text if x.startswith("consistency-check")]
     assert len(lines) == 2  # one per kind
     assert all(x.endswith("transient, not in total") and "%" not in x for x in lines)

@@ -8,6 +8,7 @@ import pandas as pd
 import pytest
 
 from crdscale.analysis.percrd import unattributed_share
+from crdscale.analysis.run import analyze_run
 from crdscale.report import series
 from crdscale.report.findings import (
     compute_findings,
@@ -26,7 +27,7 @@ REFERENCE = Path(__file__).resolve().parents[2] / "data" / "reference-run"
 @pytest.fixture(scope="module")
 def reference():
     data = read_run(REFERENCE)
-    return data, data.analysis(), series.memory_frame(data.series, data.start)
+    return data, analyze_run(data), series.memory_frame(data.series, data.start)
 
 
 def test_numbers_equal_the_analysis(reference):
@@ -164,6 +165,7 @@ def test_provenance_states_what_the_scrapes_cost_the_server():
 def test_findings_of_a_run_that_timed_its_object_lists(reference):
     import dataclasses
 
+    from crdscale.analysis import perobject
     from crdscale.analysis.perobject import LIST_COST_COLUMNS
 
     data, analysis, memory = reference
@@ -171,7 +173,8 @@ def test_findings_of_a_run_that_timed_its_object_lists(reference):
         [("customresources", "consistent", 2, 2000.0, 3.2e6, 0.15, 0.2, 0.3, 0.05, 0.03, "etcd", 10)],
         columns=LIST_COST_COLUMNS,
     )
-    findings = dataclasses.replace(compute_findings(data.manifest, analysis, memory), object_lists=costs)
+    sections = perobject.report_sections({"object_lists": costs})  # the registry's per-object entry
+    findings = dataclasses.replace(compute_findings(data.manifest, analysis, memory), sections=sections)
     text = findings_markdown(findings)
     assert "## LISTs of the objects" in text
     assert "| customresources | consistent | etcd | 2,000 | 150.0 | 200.0 | 300.0 | 50.0 | 30.0 |" in text

@@ -14,6 +14,7 @@ import pytest
 pytest.importorskip("nbclient")
 
 from crdscale.analysis.percrd import unattributed_share  # noqa: E402
+from crdscale.analysis.run import analyze_run
 from crdscale.cli.main import main  # noqa: E402
 from crdscale.report.render import notebook_plan  # noqa: E402
 from crdscale.rundir import (
@@ -96,7 +97,7 @@ def test_figure_titles_say_version_and_crd_count():
     from crdscale.report.figures import standard_figures
 
     run = read_run(REFERENCE)
-    specs = standard_figures(run, run.analysis())
+    specs = standard_figures(run, analyze_run(run))
     assert [s.name for s in specs] == ["headline", "memory-over-time", "memory-vs-crds", "heap-by-cause"]
     for spec in specs:
         texts = [spec.figure.get_suptitle()] + [ax.get_title() for ax in spec.figure.axes]
@@ -106,7 +107,7 @@ def test_figure_titles_say_version_and_crd_count():
 
 def test_findings_numbers_equal_the_analysis(report):
     _, _, out = report
-    analysis = read_run(REFERENCE).analysis()
+    analysis = analyze_run(read_run(REFERENCE))
     found = {n["key"]: n for n in json.loads((out / "findings.json").read_text())["numbers"]}
     fits = analysis.fits
     total = fits[(fits.phase == "served") & (fits.metric == "bytes") & (fits.cause == "total")].iloc[0]

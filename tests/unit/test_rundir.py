@@ -13,6 +13,8 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
+from crdscale.analysis.run import analyze_run
+from crdscale.analysis.rundata import heap_points, heap_profile_set
 from crdscale.errors import UsageError
 from crdscale.rundir import EVENT_KINDS, EventLog, RunWriter, layout, read_events, read_run
 
@@ -154,21 +156,21 @@ def test_reference_run_reads_as_a_typed_run():
     assert heap["timestamp"].notna().all()
     assert {"timestamp", "job", "metric", "labels", "value"} <= set(run.series.columns)
     assert run.crd_summary is None or isinstance(run.crd_summary, dict)
-    analysis = run.analysis()
-    assert analysis is run.analysis()  # decoded once
+    analysis = analyze_run(run)
+    assert analysis is analyze_run(run)  # decoded once
     assert analysis.run_dir == run.path and len(analysis.profiles) == len(heap)
 
 
 def test_heap_points_are_the_one_converter_of_heap_profile_rows():
-    """Every fit (analyze, compare, calibrate) takes its points from Run.heap_points: a profile row
+    """Every fit (analyze, compare, calibrate) takes its points from rundata.heap_points: a profile row
     without a phase (None, NaN or "") is the end of a step, ``served``; a profile set aside is no point."""
     import dataclasses
 
     run = read_run(Path(__file__).resolve().parents[2] / "data" / "reference-run")
-    found = run.heap_profile_set()
-    points = run.heap_points(profiles=found)
+    found = heap_profile_set(run)
+    points = heap_points(run, profiles=found)
     assert set(points["phase"]) <= {"served", "installed"}
-    pd.testing.assert_frame_equal(points, run.analysis().points)
+    pd.testing.assert_frame_equal(points, analyze_run(run).points)
 
     rows = found.rows.copy()
     served = rows.index[rows["phase"].isna()]
@@ -176,11 +178,11 @@ def test_heap_points_are_the_one_converter_of_heap_profile_rows():
     rows.loc[served[0], "phase"] = ""
     rows.loc[served[1], "phase"] = float("nan")
     rows.loc[served[2], "phase"] = None
-    again = run.heap_points(profiles=dataclasses.replace(found, rows=rows))
+    again = heap_points(run, profiles=dataclasses.replace(found, rows=rows))
     pd.testing.assert_frame_equal(again, points)
 
     left_out = dataclasses.replace(found, rows=rows.drop(index=served[0]).reset_index(drop=True))
-    fewer = run.heap_points(profiles=left_out)
+    fewer = heap_points(run, profiles=left_out)
     assert len(fewer) < len(points) and int(rows.loc[served[0], "crds"]) not in set(
         fewer.loc[fewer["phase"] == "served", "crds"]
     )
