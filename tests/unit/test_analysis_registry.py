@@ -61,3 +61,60 @@ def test_the_registry_is_read_when_called(monkeypatch):
 def test_names_are_distinct():
     names = [a.name for a in registry.ANALYSES]
     assert len(names) == len(set(names))
+
+
+def _max_heap(data: RunData) -> registry.Result:
+    """The fake entry a test registers: the largest heap total the run's points hold."""
+    total = data.points[(data.points["cause"] == "total") & (data.points["metric"] == "bytes")]
+    return {"max_heap": pd.DataFrame({"crds": [int(total["crds"].max())], "bytes": [float(total["value"].max())]})}
+
+
+MAX_HEAP = NamedAnalysis(
+    name="max_heap",
+    applies=lambda data: data.run is not None,
+    compute=_max_heap,
+    tables=(Table("max_heap", file="max_heap.csv"),),
+    text=lambda result, metric, confidence: ["", f"Largest heap: {result['max_heap']['bytes'].iloc[0]:.0f} bytes"],
+    findings=lambda result, top: [
+        ("max_heap", "Largest heap in use", float(result["max_heap"]["bytes"].iloc[0]), NAN, NAN, "bytes", "fake")
+    ],
+    report=lambda result: [Section("Largest heap", "The fake's note.", pd.DataFrame({"CRDs": ["160"]}))],
+)
+NAN = float("nan")
+
+
+def test_one_entry_reaches_analyze_text_json_and_findings(monkeypatch, tmp_path, capsys):
+    """Registering an analysis is all it takes: analyze prints it, -o json and the CSVs hold it, the
+    key numbers and findings.md say it; no other module is edited."""
+    import json
+    import shutil
+    from pathlib import Path
+
+    from crdscale.analysis.run import analyze_run
+    from crdscale.cli.main import main
+    from crdscale.report.findings import compute_findings, findings_markdown
+    from crdscale.rundir import read_run
+
+    run_dir = tmp_path / "run"
+    shutil.copytree(Path(__file__).resolve().parents[2] / "data" / "reference-run", run_dir)
+    monkeypatch.setattr(registry, "ANALYSES", (*registry.ANALYSES, MAX_HEAP))
+
+    assert main(["analyze", str(run_dir)]) == 0
+    text = capsys.readouterr().out
+    assert "\nLargest heap: " in text and str(run_dir / "analysis" / "max_heap.csv") in text
+    assert pd.read_csv(run_dir / "analysis" / "max_heap.csv")["crds"].tolist() == [160]
+
+    assert main(["analyze", str(run_dir), "-o", "json", "--no-write"]) == 0
+    (doc,) = json.loads(capsys.readouterr().out)["runs"]
+    assert doc["max_heap"] == [{"crds": 160, "bytes": pytest.approx(doc["max_heap"][0]["bytes"])}]
+    assert doc["per_object"] is None  # the registered ones still there, null for a run that grew CRDs
+    assert list(doc)[list(doc).index("series_fits") + 1 :][:5] == [
+        "per_object", "amplification", "object_lists", "openapi_v2", "max_heap",
+    ]  # fmt: skip
+
+    data = read_run(run_dir)
+    findings = compute_findings(data.manifest, analyze_run(data))
+    assert findings.numbers["key"].iloc[0] == "max_heap"
+    markdown = findings_markdown(findings)
+    assert "| Largest heap in use |" in markdown
+    assert "## Largest heap\n\nThe fake's note.\n\n| CRDs |" in markdown
