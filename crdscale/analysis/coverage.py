@@ -44,6 +44,7 @@ from crdscale.analysis.intervals import (
     increments_batch,
     sampled_object_sizes,
 )
+from crdscale.analysis.run import analyze_run
 
 
 @dataclass(frozen=True)
@@ -111,8 +112,6 @@ def models_from_run(run) -> list[CauseModel]:
     The committed reference runs (``data/reference-run``, ``data/reference-run-v1.24.0``) are what
     ``benchmarks/coverage.py`` and the unit test simulate.
     """
-    from crdscale.analysis.run import analyze_run  # run imports the registry, which is heavier than this module
-
     analysis = analyze_run(run)
     heap = run.heap_profiles()
     last = heap[heap["phase"].isna() | heap["phase"].isin(["", "served"])].iloc[-1]

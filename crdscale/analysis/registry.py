@@ -11,6 +11,10 @@ analysis") walks through it.
 A result is plain data: a mapping of table name -> DataFrame (``{"openapi_v2": table}``), computed
 once from the run's inputs (:class:`RunData`) and rendered by the entry's section functions, so a
 notebook gets the tables without the text (``analyze_run(run).results["openapi_v2"]``).
+
+The types (:class:`NamedAnalysis`, :class:`RunData`, :class:`Table`, :class:`Section`,
+:class:`CompareContext`) are :mod:`crdscale.analysis.named`'s, re-exported here: an entry's module
+imports them from there, since this module imports it.
 """
 
 from __future__ import annotations
