@@ -18,7 +18,8 @@ role but fitting (its validation sets stay named as held out, its feature select
 calibration cells to a model whose other decisions stand. An experiment directory stands for its
 completed cells.
 
-validate: predicts each run with the model of its version and prints predicted vs measured growth.
+validate: predicts each run with the model of its version and prints predicted vs measured growth (heap,
+settled RSS, and peak RSS when the model has a peak excess).
 peak: measures peak minus settled RSS growth on each run (crdscale.footprint.fit.rss_growths) and writes
 its lognormal excess into the model of the runs' version, recording the runs under provenance.uses.peak_excess.
 record ROLE=TEXT: adds TEXT to provenance.uses.ROLE (fitting, feature_selection, peak_excess, validation):

@@ -32,7 +32,7 @@ from crdscale.footprint.fit import (
     rss_growths,
     training_rows,
 )
-from crdscale.footprint.model import ERROR_SCALES, RSS, FootprintModel, predict
+from crdscale.footprint.model import ERROR_SCALES, RSS, RSS_PEAK, FootprintModel, predict
 from crdscale.footprint.store import (
     choose_model,
     read_model,
@@ -266,14 +266,19 @@ def run_dirs_of(paths: Iterable[str | Path]) -> list[Path]:
 
 def validation_lines(paths: Iterable[str | Path], model_file: str | Path | None = None) -> list[str]:
     """Each run (one not fitted on) predicted by the model of its version (``model_file``, else the shipped
-    one) and compared with what it measured: total heap and settled RSS growth, MiB."""
+    one) and compared with what it measured: total heap, settled RSS growth and, when the model has a peak
+    excess, peak RSS growth (:func:`read_rss_growth`), MiB."""
     out = []
     for path in paths:
         run = read_run_input(path)
         chosen = choose_model(run.kube_version, path=model_file, shipped_only=model_file is None)
         measured = final_growth(training_rows(run.points, {str(run.path): run.features})).set_index("target")["added"]
         predicted = predict(chosen.model, run.features).set_index("target")
-        for target in (TOTAL, RSS):
+        targets = [TOTAL, RSS]
+        if RSS_PEAK in predicted.index:
+            measured[RSS_PEAK] = read_rss_growth(run.path)["peak"]
+            targets.append(RSS_PEAK)
+        for target in targets:
             p, m = predicted.loc[target], measured[target]
             out.append(
                 f"{path}: {target}: predicted {p['value'] / 2**20:,.1f} MiB "

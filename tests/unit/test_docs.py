@@ -172,6 +172,7 @@ def test_access_page_has_a_row_for_every_command(gen, code_pages):
 # so their numbers are checked there.
 ANALYZE = "crdscale analyze data/reference-run --no-write"
 COMPARE = "crdscale compare data/reference-run-v1.24.0 data/reference-run"
+FOOTPRINT_VALIDATE = "crdscale footprint fit validate data/reference-run data/reference-run-v1.24.0"
 QUOTED = {
     ANALYZE: {
         "README.md": [
@@ -206,6 +207,23 @@ QUOTED = {
             "RSS 3.6",
             "2.2 MiB per CRD",
             "peak RSS 1.1 GiB vs 725.0 MiB",
+        ],
+    },
+    # The footprint page's reference-runs row: rendered from this .toml, whose detail quotes each prediction.
+    FOOTPRINT_VALIDATE: {
+        "docs/results/footprint.toml": [
+            "148.3 MiB [110.4, 196.0] vs 146.4",
+            "417.6 [307.0, 557.5] vs 351.2",
+            "547.9 [307.9, 926.9] vs 456.2",
+            "279.6 [218.1, 354.4] vs 271.1",
+            "838.5 [551.3, 1,236.8] vs 581.6",
+            "1,063.6 [589.2, 1,820.6] vs 789.6",
+            "+1.3 %",
+            "+18.9 %",
+            "+20.1 %",
+            "+3.1 %",
+            "+44.2 %",
+            "+34.7 %",
         ],
     },
 }
