@@ -17,6 +17,8 @@ The modules, from the CRDs to the model's files:
 * :mod:`~crdscale.footprint.objects`: the per-object term (what each custom resource adds);
 * :mod:`~crdscale.footprint.store`: the shipped and calibrated models and terms (``models/``), and which applies;
 * :mod:`~crdscale.footprint.prediction`: :func:`predict_footprint` and its result;
+* :mod:`~crdscale.footprint.activation`: what activating part of a set costs (Crossplane's activation
+  patterns and policies, :func:`predict_activation`);
 * fitting: :mod:`~crdscale.footprint.fit` (the model, pure), :mod:`~crdscale.footprint.calibrate` (from
   runs, and the sweep), :mod:`~crdscale.footprint.terms` (state terms and the per-object term from runs),
   behind ``crdscale footprint --calibrate`` and ``crdscale footprint fit``.
@@ -24,6 +26,7 @@ The modules, from the CRDs to the model's files:
 
 from __future__ import annotations
 
+from crdscale.footprint.activation import ActivationPrediction, predict_activation
 from crdscale.footprint.prediction import (
     CrdSet,
     FootprintDifference,
@@ -39,6 +42,7 @@ from crdscale.footprint.prediction import (
 )
 
 __all__ = [
+    "ActivationPrediction",
     "CrdSet",
     "FootprintDifference",
     "FootprintPrediction",
@@ -47,6 +51,7 @@ __all__ = [
     "explain_model",
     "object_spec",
     "parse_size",
+    "predict_activation",
     "predict_footprint",
     "predict_upgrade",
     "read_crd_set",

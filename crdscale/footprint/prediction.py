@@ -555,6 +555,35 @@ def predict_footprint(
         )
     term = object_term(model_.kube_version) if spec is not None else None
     crd_set = read_crd_set(source, spec, kubeconfig=kubeconfig, context=context)
+    return footprint_of(
+        chosen,
+        crd_set,
+        state=state,
+        spec=spec,
+        term=term,
+        top=top,
+        budget_bytes=budget_bytes,
+        baseline_bytes=baseline_bytes,
+        baseline_given=baseline is not None,
+    )
+
+
+def footprint_of(
+    chosen: ChosenModel,
+    crd_set: CrdSet,
+    *,
+    state: str = SERVED,
+    spec: ObjectSpec | None = None,
+    term: ObjectTerm | None = None,
+    top: int = 10,
+    budget_bytes: int | None = None,
+    baseline_bytes: int = 0,
+    baseline_given: bool = False,
+) -> FootprintPrediction:
+    """The prediction of :func:`predict_footprint` for a CRD set already read (``crd_set``) with the model
+    ``chosen``, its options checked: what ``footprint --activate`` predicts twice, for the whole set and the
+    activated part, from one reading."""
+    model_ = chosen.model
     features = crd_set.features()
     # The served state without pandas (what most calls ask; pandas alone costs ~0.4 CPU-s to import).
     if state == SERVED:
@@ -581,7 +610,7 @@ def predict_footprint(
         fit = {
             k: (_clean(v) if not isinstance(v, dict) else {a: _clean(b) for a, b in v.items()}) for k, v in fit.items()
         }
-        if baseline is None:
+        if not baseline_given:
             warnings.append(
                 "--budget without --baseline: the budget is compared with RSS growth alone; pass the server's RSS "
                 "without these CRDs (e.g. --baseline 1.5GiB, from 'crdscale top' or your metrics)"
