@@ -70,7 +70,8 @@ MEASURES = (
     (RSS, "rss_bytes", "RSS settled growth"),
     (RSS_PEAK, "rss_peak_bytes", "RSS peak growth"),
 )
-REAL_CRDS = Path(__file__).resolve().parents[2] / "shared" / "data" / "crossplane-terrajet-2021-crds.tar.gz"
+SHARED_DATA = Path(__file__).resolve().parents[2] / "shared" / "data"
+REAL_CRDS = SHARED_DATA / "crossplane-terrajet-2021-crds.tar.gz"
 MEASURED = Path(__file__).resolve().parent / "footprint-measured.toml"
 # A measured set's [set] key -> where its CRDs come from: the shared real set, or a generated one.
 SHARED_SET = "shared:crossplane-terrajet-2021"
@@ -233,10 +234,11 @@ def measure(run_dir: Path) -> int:
 
 def _set_source(entry: dict, tmp: Path) -> Path:
     """The CRDs a measured set names: the shared tarball (read as is) or a generated set, regenerated."""
-    if entry["set"] == SHARED_SET:
-        if not REAL_CRDS.is_file():
-            raise SystemExit(f"{REAL_CRDS}: the shared real CRD set is not there")
-        return REAL_CRDS
+    if entry["set"] == SHARED_SET or "shared" in entry:
+        path = REAL_CRDS if entry["set"] == SHARED_SET else SHARED_DATA / entry["shared"]
+        if not path.is_file():
+            raise SystemExit(f"{path}: the shared real CRD set is not there")
+        return path
     g = entry["generate"]
     params = preset(
         g.get("preset", "apigen"),

@@ -10,6 +10,7 @@ Examples:
   crdscale footprint fit error-model RUN_OR_EXPERIMENT... [--features F,F] [-v] [-o json]
   crdscale footprint fit states --installed REPEATABILITY --openapi-v2 OPENAPI_V2 [--controller-manager CM]
   crdscale footprint fit objects EXPERIMENT_OR_RUNS... [--validate RUN...] [--write] [-o json]
+  crdscale footprint fit cel RUN CRD_SOURCE [--model FILE]  # heap per CEL rule, from a run of real CRDs with rules
 
 model: fits the model on sweep runs of one kube-apiserver version (the fit behind 'crdscale footprint
 --calibrate', crdscale.footprint.calibrate.fit_runs) and writes it over the shipped model of that version
@@ -34,6 +35,12 @@ states: writes crdscale/footprint/models/states-v<version>.json for every versio
 (scenarios/repeatability.toml: installed vs served, kube-controller-manager off; scenarios/openapi-v2.toml:
 before and after a GET of /openapi/v2; scenarios/controller-manager.toml: installed only, without and
 with it), each term's runs in its provenance (crdscale.footprint.terms says how each term is measured).
+
+cel: adds CEL validation rules (x-kubernetes-validations, which the sweep's generated CRDs lack) to the model of
+the run's version as a feature, cel_rules: the run's cel heap growth over the rules it had installed (CRD_SOURCE:
+the set it installed, in its order), into the cel cause, the total and settled RSS (crdscale.footprint.calibrate.
+add_cel_term), the run recorded under provenance.uses.cel_term. A refit ('fit model', --calibrate) leaves the
+feature out; run this again after it.
 
 objects: fits the per-object term on the cells of scenarios/objects-shapes.toml (one kube-apiserver
 version; crdscale.footprint.terms); --validate runs are predicted and compared, never fitted on; --write
@@ -71,7 +78,10 @@ class Command:
         record = sub.add_parser("record", help="add ROLE=TEXT to a model's provenance.uses")
         record.add_argument("entries", nargs="+", metavar="ROLE=TEXT")
         record.add_argument("--kube-version", metavar="V", help="the shipped model of this version")
-        for p in (validate, peak, record):
+        cel = sub.add_parser("cel", help="add heap per CEL rule, measured on a run of real CRDs, to the model")
+        cel.add_argument("runs", nargs=1, metavar="RUN")
+        cel.add_argument("crds", metavar="CRD_SOURCE", help="the CRDs the run installed, in its order")
+        for p in (validate, peak, record, cel):
             p.add_argument("--model", metavar="FILE", help="this model file instead of the shipped one")
         errors = sub.add_parser("error-model", help="each run predicted from the others, per error scale")
         errors.add_argument("runs", nargs="+", metavar="RUN_OR_EXPERIMENT")
@@ -125,6 +135,14 @@ def _peak(args: argparse.Namespace) -> int:
 
     path, lines = add_peak(args.runs, args.model)
     print("\n".join([*lines, str(path)]))
+    return 0
+
+
+def _cel(args: argparse.Namespace) -> int:
+    from crdscale.footprint.calibrate import add_cel_term
+
+    path, line = add_cel_term(args.runs[0], args.crds, args.model)
+    print("\n".join([line, str(path)]))
     return 0
 
 
@@ -200,6 +218,7 @@ FITS = {
     "error-model": _error_model,
     "states": _states,
     "objects": _objects,
+    "cel": _cel,
 }
 
 

@@ -13,6 +13,7 @@ no model written.
 from __future__ import annotations
 
 import logging
+import math
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
@@ -23,7 +24,7 @@ import pandas as pd
 
 from crdscale.analysis.targets import TOTAL
 from crdscale.errors import UsageError
-from crdscale.footprint.features import features_from_summary
+from crdscale.footprint.features import TERM_FEATURES, features_from_summary
 from crdscale.footprint.fit import (
     final_growth,
     fit_footprint,
@@ -150,7 +151,8 @@ def default_features(version: str) -> list[str]:
     """The features of the model shipped for ``version`` (so calibrating refits the same model),
     else :data:`DEFAULT_FEATURES`."""
     if version.lstrip("v") in shipped_versions():
-        return list(choose_model(version, shipped_only=True).model.features)
+        features = choose_model(version, shipped_only=True).model.features
+        return [f for f in features if f not in TERM_FEATURES]  # a sweep cannot fit those: terms, added after
     return list(DEFAULT_FEATURES)
 
 
@@ -371,3 +373,52 @@ def error_model(
             }
         )
     return version, len(inputs), table, summary
+
+
+# Go samples the heap about once per 512 KiB allocated: a cause's sampled bytes B carry a variance of ~B x 512 KiB.
+HEAP_SAMPLE_BYTES = 512 * 1024
+CEL = "cel"
+
+
+def add_cel_term(run_path: str | Path, crds: str | Path, model_file: str | Path | None = None) -> tuple[Path, str]:
+    """Add CEL validation rules to the model of the run's version (``model_file``, else the shipped one) as a
+    feature, ``cel_rules``, measured on one run of real CRDs that carry them (``crds``: the set the run
+    installed, in its order): heap per served rule = the run's ``cel`` growth over the rules it had installed
+    at its last profile, added to the ``cel`` cause and the total; settled RSS per rule = that times the run's
+    settled RSS over heap growth. Its variance is Go's heap sampling of that growth alone (the model's
+    multiplicative misfit, which scales with the predicted total, covers the rest). The sweep's generated CRDs
+    have no rules, so a refit leaves the feature out (:func:`default_features`); this adds it back. Returns
+    the file written and a line saying what was measured. UsageError when the run recorded no CEL growth or
+    its CRDs no rules."""
+    from crdscale.crds.load import load_crds
+    from crdscale.footprint.features import add_features, crd_features
+
+    run = read_run_input(run_path)
+    growth = final_growth(training_rows(run.points, {str(run.path): run.features}))
+    installed = int(growth["installed"].max())
+    added = growth.set_index("target")["added"]
+    rules = add_features(load_crds(crds, measure=crd_features).measures[:installed])["cel_rules"]
+    if not rules or CEL not in added or added[CEL] <= 0:
+        raise UsageError(f"{run_path}: no CEL rules installed or no CEL heap growth measured: nothing to fit")
+    per_rule = float(added[CEL]) / rules
+    se = math.sqrt(float(added[CEL]) * HEAP_SAMPLE_BYTES) / rules
+    rss_per_heap = float(added[RSS]) / float(added[TOTAL])
+    target = Path(model_file) if model_file else shipped_path(run.kube_version)
+    model = read_model(target)
+    if "cel_rules" not in model.features:
+        model.features.append("cel_rules")
+        for m in model.targets.values():
+            m.coef.append(0.0)
+            for row in m.cov:
+                row.append(0.0)
+            m.cov.append([0.0] * len(m.coef))
+    for name, scale in ((CEL, 1.0), (TOTAL, 1.0), (RSS, rss_per_heap)):
+        m = model.targets[name]
+        m.coef[-1], m.cov[-1][-1] = per_rule * scale, (se * scale) ** 2
+    line = (
+        f"{Path(run_path).name}: {rules:,.0f} CEL rules in {installed:,} CRDs, cel heap growth "
+        f"{added[CEL] / 2**20:,.1f} MiB: {per_rule / 1024:,.1f} KiB per rule (se {se / 1024:,.1f} KiB, heap "
+        f"sampling), settled RSS {rss_per_heap:.2f} x heap"
+    )
+    model.provenance.setdefault("uses", {})["cel_term"] = [line]
+    return write_model(model, target), line

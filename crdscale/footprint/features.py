@@ -17,8 +17,24 @@ from crdscale.schema import measure_schema
 # properties_squared (the sum over served versions of their property count squared) is there for
 # costs that grow faster than the schema; tried on v1.24.0's RSS, the sweep did not support it
 # (README, "Footprint"), so no shipped model uses it.
-FEATURES = ("crds", "served_versions", "properties", "properties_squared", "schema_bytes")
+FEATURES = ("crds", "served_versions", "properties", "properties_squared", "schema_bytes", "cel_rules")
 DESCRIPTIVE = ("max_depth",)
+# Features no sweep varies (its generated CRDs have no CEL rules): a model gets them as terms measured on real
+# sets (crdscale.footprint.calibrate.add_cel_term), and a refit leaves them out.
+TERM_FEATURES = ("cel_rules",)
+_VALIDATIONS = "x-kubernetes-validations"
+
+
+def cel_rules(schema: Any) -> int:
+    """CEL validation rules (``x-kubernetes-validations`` entries) anywhere in an OpenAPI v3 schema: what
+    kube-apiserver compiles for each served version (Crossplane's upjet providers of 2026 carry ~2 per CRD)."""
+    if isinstance(schema, list):
+        return sum(cel_rules(s) for s in schema)
+    if not isinstance(schema, Mapping):
+        return 0
+    rules = schema.get(_VALIDATIONS)
+    own = len(rules) if isinstance(rules, list) else 0
+    return own + sum(cel_rules(v) for k, v in schema.items() if k != _VALIDATIONS and isinstance(v, (Mapping, list)))
 
 
 def crd_features(crd: Mapping[str, Any]) -> dict[str, float]:
@@ -29,7 +45,9 @@ def crd_features(crd: Mapping[str, Any]) -> dict[str, float]:
     for version in (crd.get("spec") or {}).get("versions") or []:
         if not version.get("served", True):
             continue
-        measures = measure_schema((version.get("schema") or {}).get("openAPIV3Schema"))
+        schema = (version.get("schema") or {}).get("openAPIV3Schema")
+        measures = measure_schema(schema)
+        out["cel_rules"] += cel_rules(schema)
         out["served_versions"] += 1
         out["properties"] += measures.properties
         out["properties_squared"] += measures.properties**2
@@ -43,7 +61,7 @@ def add_features(per_crd: Sequence[Mapping[str, float]]) -> dict[str, float]:
     out = dict.fromkeys(FEATURES + DESCRIPTIVE, 0.0)
     for features in per_crd:
         for f in FEATURES:
-            out[f] += features[f]
+            out[f] += features.get(f, 0.0)
         out["max_depth"] = max(out["max_depth"], features["max_depth"])
     return out
 
@@ -52,7 +70,8 @@ def footprint_features(crds: Sequence[Mapping[str, Any]]) -> dict[str, float]:
     """The shape of a CRD set: ``crds``; ``served_versions`` (summed over CRDs);
     ``properties`` and ``schema_bytes`` (compact JSON) of the served versions' schemas,
     summed; ``properties_squared`` (each served version's properties squared, summed);
-    ``max_depth`` (deepest property nesting). Counts, bytes and levels."""
+    ``max_depth`` (deepest property nesting); ``cel_rules`` (CEL validation rules of the served versions).
+    Counts, bytes and levels."""
     return add_features([crd_features(c) for c in crds])
 
 
@@ -61,7 +80,8 @@ def features_from_summary(summary: Mapping[str, Any]) -> dict[str, float]:
     :class:`crdscale.crds.summary.CrdSetSummary`), taking every version as served and
     ``max_depth`` as unknown (NaN): what a recorded run tells without its CRDs. The summary
     has no per-version property counts, so ``properties_squared`` takes the versions as equal
-    in size: exact for generated sets, a lower bound for others."""
+    in size: exact for generated sets, a lower bound for others; nor does it count CEL rules: 0, exact for
+    generated sets (a real set's are counted from its CRDs, benchmarks/footprint.py --validation)."""
     versions, properties = float(summary["versions"]), float(summary["properties_total"])
     return {
         "crds": float(summary["count"]),
@@ -69,5 +89,6 @@ def features_from_summary(summary: Mapping[str, Any]) -> dict[str, float]:
         "properties": properties,
         "properties_squared": properties**2 / versions if versions else 0.0,
         "schema_bytes": float(summary["schema_bytes_total"]),
+        "cel_rules": 0.0,
         "max_depth": math.nan,
     }

@@ -71,7 +71,7 @@ def training_rows(
                         "share": share,
                         "target": target,
                         "added": r.value - float(base.iloc[0]),
-                        **{f: feats[f] * share for f in FEATURES},
+                        **{f: feats.get(f, 0.0) * share for f in FEATURES},  # a feature the run does not give: 0
                     }
                 )
     return pd.DataFrame(rows, columns=["run", "installed", "share", "target", "added", *FEATURES])

@@ -42,7 +42,7 @@ import numpy as np
 
 from crdscale.analysis.intervals import t_quantile
 from crdscale.analysis.targets import TOTAL
-from crdscale.footprint.features import add_features
+from crdscale.footprint.features import TERM_FEATURES, add_features
 from crdscale.units import is_missing
 
 if TYPE_CHECKING:
@@ -319,7 +319,7 @@ def prediction_rows(
 ) -> list[tuple[str, float, float, float]]:
     """:func:`predict` as ``(target, value, low, high)`` tuples in its order, without pandas (what the CLI
     prints)."""
-    x = [float(features[f]) for f in model.features]
+    x = [_feature(features, f) for f in model.features]
     scale = float(model.error_size(x))
     rows = [(t, *m.predict(x, scale, confidence)) for t, m in model.targets.items()]
     if model.peak is not None and RSS in model.targets:
@@ -343,8 +343,16 @@ def _ordered(out: pd.DataFrame) -> pd.DataFrame:
     return out.reset_index(drop=True)
 
 
+def _feature(features: Mapping[str, float], name: str) -> float:
+    """``features[name]``; a term feature (:data:`~crdscale.footprint.features.TERM_FEATURES`, such as CEL rules)
+    that a set's features do not give counts 0 (features from before it was counted, or a run's summary)."""
+    if name in TERM_FEATURES:
+        return float(features.get(name, 0.0))
+    return float(features[name])
+
+
 def _matrix(per_crd: Sequence[Mapping[str, float]], names: Sequence[str]) -> np.ndarray:
-    return np.array([[float(f[n]) for n in names] for f in per_crd], dtype=float).reshape(len(per_crd), len(names))
+    return np.array([[_feature(f, n) for n in names] for f in per_crd], dtype=float).reshape(len(per_crd), len(names))
 
 
 def crd_costs(model: FootprintModel, per_crd: Sequence[Mapping[str, float]], target: str = TOTAL) -> np.ndarray:
@@ -471,8 +479,8 @@ def predict_difference(
     For unrelated sets, compare two predictions instead. A difference can be negative, so its
     interval is additive (t times the standard deviation), not the lognormal of :func:`predict`;
     peak RSS is not differenced (its ratio is not known to carry to a difference)."""
-    x_old = np.array([float(old[f]) for f in model.features])
-    x_new = np.array([float(new[f]) for f in model.features])
+    x_old = np.array([_feature(old, f) for f in model.features])
+    x_new = np.array([_feature(new, f) for f in model.features])
     dx = x_new - x_old
     dscale = float(model.error_size(x_new)) - float(model.error_size(x_old))
     rows = []

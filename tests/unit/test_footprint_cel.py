@@ -1,0 +1,59 @@
+"""CEL validation rules in the footprint: counted per served version, and the v1.37.1 model's term for them
+(heap per rule, measured on a run of the Azure provider's 2026 CRDs; the sweep's generated CRDs have none)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from crdscale.errors import UsageError
+from crdscale.footprint import predict_footprint
+from crdscale.footprint.calibrate import add_cel_term, default_features
+from crdscale.footprint.features import cel_rules, crd_features
+from crdscale.footprint.store import choose_model
+
+ROOT = Path(__file__).resolve().parents[2]
+CRDS = ROOT / "tests" / "data" / "crds" / "azure-2026"
+RULE = {"rule": "self.a > 0", "message": "a must be positive"}
+
+
+def test_rules_are_counted_wherever_a_schema_nests_them():
+    schema = {
+        "type": "object",
+        "x-kubernetes-validations": [RULE, RULE],
+        "properties": {
+            "spec": {"type": "object", "x-kubernetes-validations": [RULE]},
+            "list": {"type": "array", "items": {"type": "object", "x-kubernetes-validations": [RULE]}},
+            "map": {"type": "object", "additionalProperties": {"x-kubernetes-validations": [RULE]}},
+            "plain": {"type": "string"},
+        },
+    }
+    assert cel_rules(schema) == 5
+    assert cel_rules({"type": "object"}) == 0 and cel_rules(None) == 0
+
+
+def test_only_served_versions_count():
+    def version(name, served):
+        return {"name": name, "served": served, "schema": {"openAPIV3Schema": {"x-kubernetes-validations": [RULE]}}}
+
+    crd = {"spec": {"versions": [version("v1", True), version("v2", True), version("v0", False)]}}
+    assert crd_features(crd)["cel_rules"] == 2
+
+
+def test_the_model_adds_heap_per_rule_to_the_cel_cause_and_the_total():
+    model = choose_model("1.37.1", shipped_only=True).model
+    assert "cel_rules" in model.features and model.provenance["uses"]["cel_term"]
+    i = model.features.index("cel_rules")
+    per_rule = model.targets["cel"].coef[i]
+    assert 10 * 1024 < per_rule < 1024 * 1024 and model.targets["total"].coef[i] == per_rule
+    prediction = predict_footprint(CRDS, shipped=True, top=0)
+    rules = prediction.features["cel_rules"]
+    assert rules == 14  # the nine recorded CRDs: 1 or 2 rules each (tests/data/crds/azure-2026)
+    assert prediction.rows["cel"]["value"] == pytest.approx(rules * per_rule)
+
+
+def test_a_refit_leaves_the_term_out_and_a_run_without_cel_gives_none():
+    assert "cel_rules" not in default_features("1.37.1")
+    with pytest.raises(UsageError, match="no CEL rules installed or no CEL heap growth"):
+        add_cel_term(ROOT / "data" / "reference-run", ROOT / "tests" / "data" / "crds" / "tree", model_file="none.json")
