@@ -114,6 +114,12 @@ ACCESS = (
     Access("footprint fit peak", "run directories", "the peak RSS excess into the model of their version", LOCAL_ONLY),
     Access("footprint fit record", "a model file", "that model's `provenance.uses`", LOCAL_ONLY),
     Access(
+        "footprint fit cel",
+        "a run directory; its CRD files",
+        "heap per CEL rule into the model of its version",
+        LOCAL_ONLY,
+    ),
+    Access(
         "footprint fit error-model",
         "run directories",
         "nothing (each run predicted from the others, on stdout)",
