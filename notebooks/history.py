@@ -87,14 +87,13 @@ changepoint_rows(history)
 # ## One release against the next
 #
 # Two releases compared as `crdscale compare` does (repeats pooled): heap per CRD by cause with the
-# difference's interval, then the functions whose heap per CRD moved most.
+# difference's interval, then the functions whose heap per CRD moved most. Set `pair` above for another
+# pair; a history of one release compares its repeats.
 
 # %%
-older, newer = pair or history.versions[-2:]  # a history of one release has no pair: this cell says so
-runs = [*history.runs[older], *history.runs[newer]]
-labels = [f"{older},repeat={i + 1}" for i in range(len(history.runs[older]))]
-labels += [f"{newer},repeat={i + 1}" for i in range(len(history.runs[newer]))]
-comparison = compare_runs(runs, labels)
+older, newer = pair or (history.versions[-2:] if len(history.versions) > 1 else history.versions * 2)
+# Labelled by their cells (kube_version=...,repeat=N), so each release's repeats are pooled; one release: its repeats.
+comparison = compare_runs(list(dict.fromkeys([*history.runs[older], *history.runs[newer]])))
 differences_table(comparison).set_index(["run", "cause"])
 
 # %%

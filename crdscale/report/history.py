@@ -67,8 +67,8 @@ class History:
 
 
 def load_history(path: str | Path, *, min_relative: float | None = None, frames: int = 3) -> History:
-    """Read a history directory (its completed cells) and compute its tables. UsageError when fewer than
-    one release has a completed run."""
+    """Read a history directory (its completed cells) and compute its tables. UsageError with fewer than two
+    completed runs."""
     from crdscale.analysis.compare import compare_runs
     from crdscale.rundir import read_runs
     from crdscale.scenario.history import completed_by_version, open_history, version_of
@@ -83,8 +83,13 @@ def load_history(path: str | Path, *, min_relative: float | None = None, frames:
             labels.append(state.cell.name)
             dirs.append(experiment.path / state.run_dir)
             versions[state.cell.name] = version_of(state.cell)
+    if len(dirs) < 2:
+        raise UsageError(
+            f"{path}: one completed run; a history's page needs two (another release, or --repeats 2): "
+            f"crdscale history --resume {path}"
+        )
     runs = read_runs(dirs)
-    comparison = compare_runs(runs, labels) if len(runs) > 1 else _single(runs, labels)
+    comparison = compare_runs(runs, labels)
     releases = h.release_table(comparison, versions)
     by_run = dict(zip(labels, runs))
     grouped = {v: [by_run[label] for label in labels if versions[label] == v] for v in by_version}
@@ -97,13 +102,6 @@ def load_history(path: str | Path, *, min_relative: float | None = None, frames:
         experiment.path, experiment.manifest, list(by_version), by_version, releases, changes,
         h.upstream_links(picked), missing,
     )  # fmt: skip
-
-
-def _single(runs, labels):
-    """A one-run history: compare_runs needs two, so the run is compared with itself under another label."""
-    from crdscale.analysis.compare import compare_runs
-
-    return compare_runs([runs[0], runs[0]], [labels[0], f"{labels[0]} (again)"])
 
 
 def _empty_changes() -> pd.DataFrame:

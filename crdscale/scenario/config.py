@@ -310,12 +310,9 @@ class Objects:
     )
     concurrency: int = key(16, "object writes in flight", gt=0, le=1_000)
     crd_steps: int = key(
-        1,
-        "install the CRDs in this many equal steps before the objects, each profiled; more than one gives "
-        "heap per CRD from increments too (a history's workload: per CRD and per custom resource in one run)",
-        gt=0,
+        1, "the CRDs first, in this many equal profiled steps; more than one: heap per CRD from increments too", gt=0,
         le=10_000,
-    )
+    )  # fmt: skip
     control: list[str] = key(
         [],
         'built-in kinds of the same count and bytes, in their own namespace: "configmaps", "secrets"',

@@ -265,3 +265,15 @@ def test_lab_binds_the_history_notebook(tmp_path):
     assert [b.path.name for b in bound] == ["history.ipynb"] and bound[0].created
     assert str(copy.resolve()) in bound[0].path.read_text()
     shutil.rmtree(copy)
+
+
+def test_a_page_needs_two_runs(tmp_path):
+    from crdscale.report.history import load_history
+
+    manifest = json.loads((RECORDED / "experiment.json").read_text())
+    for cell in manifest["cells"]:
+        cell["run_dir"] = str((RECORDED / cell["run_dir"]).resolve())
+    manifest["cells"][1].update(status="interrupted")
+    (tmp_path / "experiment.json").write_text(json.dumps(manifest))
+    with pytest.raises(UsageError, match="one completed run; a history's page needs two"):
+        load_history(tmp_path)
