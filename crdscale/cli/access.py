@@ -89,6 +89,15 @@ ACCESS = (
         "with the change into `~/.cache/crdscale`; local control planes it starts and stops",
         LOCAL_ONLY,
     ),
+    Access(
+        "history",
+        "a workload scenario (or the built-in one); the Go module proxy (which releases can be built, cached a day); "
+        "binaries in `~/.cache/crdscale`",
+        "a history directory under `./runs/` (or `--out`): one run directory per release and repeat; each release's "
+        "binaries (built with its own Go) into `~/.cache/crdscale`; local control planes it starts and stops; with "
+        "`--cluster` a Job and its objects on that cluster",
+        "none locally; with `--cluster`: `--print-manifests` prints the Role the submitting user needs",
+    ),
     Access("compare", "two or more run directories", "nothing unless `--out` names a report directory", LOCAL_ONLY),
     Access(
         "footprint",

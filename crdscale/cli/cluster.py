@@ -229,9 +229,10 @@ def print_manifests(plan) -> None:
     print(fanout.to_yaml([fanout.submitter_role(plan)]), end="")
 
 
-def submit(args: argparse.Namespace, scenario) -> int:
+def submit(args: argparse.Namespace, scenario, extra: dict | None = None) -> int:
     """`crdscale run SCENARIO --cluster ...` once the flags (:func:`check_submission`) and the
-    scenario's cells are checked: predict resources, dry-run, create, follow."""
+    scenario's cells are checked: predict resources, dry-run, create, follow. ``extra``: more tables of
+    ``experiment.json`` (a history's ``history``)."""
     from crdscale.cluster.clients import connect
     from crdscale.ownership import new_run_id
     from crdscale.paths import runs_dir
@@ -247,7 +248,7 @@ def submit(args: argparse.Namespace, scenario) -> int:
     experiment_id = fanout.experiment_id(scenario.name, run_id)
     peaks = clusterjob.cell_peaks(cells)
     resources = _resources(args, peaks, args.cpus or DEFAULT_CPUS)
-    manifest = new_manifest(scenario)
+    manifest = {**new_manifest(scenario), **(extra or {})}
     plan = _plan(experiment_id, run_id, manifest, [c.name for c, _s in cells], resources, args)
     if args.print_manifests:
         manifest[clusterjob.CLUSTER_KEY] = _cluster_table(plan, args, None, peaks)
@@ -265,6 +266,7 @@ def submit(args: argparse.Namespace, scenario) -> int:
             clusterjob.create(cluster, plan, dry_run=True)
         experiment = Experiment.create(args.out or runs_dir(), scenario, check=False)
         experiment.manifest[clusterjob.CLUSTER_KEY] = manifest[clusterjob.CLUSTER_KEY]
+        experiment.manifest.update(extra or {})
         experiment.save()
         plan.experiment = dict(experiment.manifest)
         _create(cluster, experiment, plan)

@@ -39,6 +39,7 @@ SUBCOMMANDS = {
     "report": "report",
     "compare": "compare",
     "ab": "ab",
+    "history": "history",
     "footprint": "footprint",
     "footprint fit": "footprint_fit",
     "lab": "lab",

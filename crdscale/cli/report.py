@@ -92,19 +92,26 @@ class Command:
             if is_cluster_experiment(experiment):
                 gathered = gather(experiment, args.results)
                 log.info(f"gathered {len(gathered)} of {len(experiment.cells)} cells from the results store")
+            from crdscale.scenario.history import is_history
+
             cells = experiment.completed_runs()
-            if len(cells) < 2:
+            if is_history(experiment):  # a history (crdscale history): the releases side by side
+                from crdscale.report.history import render_history
+
+                result = render_history(experiment.path, args.out, notebooks_dir=args.notebooks, timeout=args.timeout)
+            elif len(cells) < 2:
                 raise UsageError(
                     f"{args.run_dir}: {len(cells)} completed cells; a comparison needs two "
                     f"(finish it with: crdscale run --resume {args.run_dir})"
                 )
-            result = render_comparison(
-                [p for _n, p in cells],
-                args.out or experiment.path / "report",
-                labels=[n for n, _p in cells],
-                notebooks_dir=args.notebooks,
-                timeout=args.timeout,
-            )
+            else:
+                result = render_comparison(
+                    [p for _n, p in cells],
+                    args.out or experiment.path / "report",
+                    labels=[n for n, _p in cells],
+                    notebooks_dir=args.notebooks,
+                    timeout=args.timeout,
+                )
         else:
             result = render_report(args.run_dir, args.out, notebooks_dir=args.notebooks, timeout=args.timeout)
         print(f"findings: {result.findings_md}")

@@ -282,6 +282,10 @@ def release_toolchain(version: str, module_info: dict, go: str = "local") -> Too
         return None
     named = toolchain.release_go_version(module_info["Dir"]).version
     wanted = toolchain.check_toolchain_version(named if go == "release" else go)
+    if wanted == gobuild.go_version():
+        # This machine's Go is the one asked for: the local build (and its cache directory) is that build,
+        # not a second 10-50 minute one (v1.37.1 names go1.26.8, the Go here).
+        return None
     return Toolchain(wanted, toolchain.toolchain_go(wanted), named)
 
 

@@ -78,12 +78,18 @@ def bind_notebooks(
     left under the real name. A notebook that fails keeps its output up to the failing
     cell, in ``failure``. What is executed or written, and what failed, is logged at INFO.
     """
+    from crdscale.scenario.history import HISTORY_NOTEBOOK, is_history_directory
+
     # Absolute: the copy runs in RUN_DIR/notebooks/, where a relative run_dir names nothing.
-    run = read_run(Path(run_dir).resolve())
-    run_dir = run.path
+    notebooks_dir = Path(notebooks_dir or default_notebooks_dir()).resolve()
+    if is_history_directory(run_dir):  # a history (crdscale history): its one notebook, on the whole directory
+        run_dir, sources = Path(run_dir).resolve(), [notebooks_dir / f"{HISTORY_NOTEBOOK}.py"]
+    else:
+        run = read_run(Path(run_dir).resolve())
+        run_dir, sources = run.path, notebook_plan(run, notebooks_dir)
     out = run_dir / layout.NOTEBOOKS
     bound = []
-    for source in notebook_plan(run, Path(notebooks_dir or default_notebooks_dir()).resolve()):
+    for source in sources:
         path = out / f"{source.stem}.ipynb"
         if path.exists():
             bound.append(BoundNotebook(source, path, created=False))

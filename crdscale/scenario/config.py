@@ -309,6 +309,10 @@ class Objects:
         "create", '"create" (POST) or "server-side-apply" (PATCH, field manager crdscale)', choices=_apply_modes
     )
     concurrency: int = key(16, "object writes in flight", gt=0, le=1_000)
+    crd_steps: int = key(
+        1, "the CRDs first, in this many equal profiled steps; more than one: heap per CRD from increments too", gt=0,
+        le=10_000,
+    )  # fmt: skip
     control: list[str] = key(
         [],
         'built-in kinds of the same count and bytes, in their own namespace: "configmaps", "secrets"',
@@ -553,7 +557,8 @@ class Scenario:
             o = self.objects
             control = f" and the same in {' and '.join(o.control)}" if o.control else ""
             return (
-                f"{what} installed, then {o.count} {o.shape} custom resources of "
+                f"{what} installed{f' in {o.crd_steps} steps' if o.crd_steps > 1 else ''}, then {o.count} "
+                f"{o.shape} custom resources of "
                 f"{o.bytes} bytes per CRD{control} added in {st.count} steps each, {serve}, on {where}"
             )
         return f"{what} installed in {steps}, {serve}, on {where}"
@@ -597,6 +602,17 @@ class Scenario:
             size = self.steps.size
             return [min(size, total - i) for i in range(0, total, size)]
         count = min(self.steps.count, total)
+        base, extra = divmod(total, count)
+        return [base + (1 if i < extra else 0) for i in range(count)]
+
+    def crd_step_sizes(self, total: int) -> list[int]:
+        """How many CRDs each CRD step installs: :meth:`step_sizes`, or with ``steps.grow = "objects"``
+        ``objects.crd_steps`` equal steps (the object steps follow)."""
+        if not self.grows_objects:
+            return self.step_sizes(total)
+        if total == 0:
+            return []
+        count = min(self.objects.crd_steps, total)
         base, extra = divmod(total, count)
         return [base + (1 if i < extra else 0) for i in range(count)]
 
@@ -918,6 +934,8 @@ def _check_objects(objects: Objects, steps: Steps, where: str) -> None:
     growing = steps.grow == "objects"
     if growing and not objects.count:
         raise UsageError(f"{where}: steps.grow = \"objects\" needs 'objects.count' > 0")
+    if objects.crd_steps != 1 and not growing:
+        raise UsageError(f"{where}: 'objects.crd_steps' is set: add steps.grow = \"objects\" (or use steps.count)")
     if objects.count and not growing:
         raise UsageError(f"{where}: 'objects.count' is set: add steps.grow = \"objects\" (steps then add objects)")
     if growing and objects.count < steps.count:

@@ -231,8 +231,8 @@ class ScenarioRunner:
         stack.callback(server.close)
         ctx.settle = Settler(sc.steps, ctx.cluster, ctx.events, self.progress).settle
 
-        # Growing objects: every CRD in one step, then the object steps (see Scenario.object_steps).
-        sizes = [len(crds)] if sc.grows_objects and crds else sc.step_sizes(len(crds))
+        # Growing objects: the CRDs in objects.crd_steps steps, then the object steps (see Scenario.object_steps).
+        sizes = sc.crd_step_sizes(len(crds))
         total_steps = len(sizes) + len(sc.object_steps())
         self.progress.message(f"run directory: {self.run.path}")
         ctx.settle("baseline")

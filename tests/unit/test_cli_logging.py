@@ -71,9 +71,9 @@ def test_every_cluster_flag_comes_from_add_cluster_arguments():
         assert kubeconfig.help.startswith("kubeconfig file, or FILE:FILE:... merged as kubectl merges $KUBECONFIG")
         assert kubeconfig.metavar == "PATH"
         assert context is not None and context.help == "kubeconfig context (default: its current context)"
-        # run starts its own control plane without --kubeconfig; status and down act on the
+        # run and history start their own control planes without --kubeconfig; status and down act on the
         # cluster an EXPERIMENT recorded
-        if path[0] not in ("run", "status", "down"):
+        if path[0] not in ("run", "history", "status", "down"):
             assert FIND_CLUSTER in kubeconfig.help
     assert {"install", "clean", "run", "footprint", "probe list"} <= set(seen)
 

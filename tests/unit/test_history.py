@@ -60,9 +60,9 @@ def test_repeats_pool_with_a_floor():
 
 def test_changepoint_rule():
     rows = [
-        ("v1", "v2", "a", 1000.0, 1500.0, 500.0, 100.0, 900.0, 0.5, ""),  # sure and large
-        ("v1", "v2", "b", 1000.0, 1050.0, 50.0, 10.0, 90.0, 0.05, ""),  # sure, small
-        ("v1", "v2", "c", 1000.0, 2000.0, 1000.0, -100.0, 2100.0, 1.0, ""),  # large, unsure
+        ("heap per CRD", "v1", "v2", "a", 1000.0, 1500.0, 500.0, 100.0, 900.0, 0.5, ""),  # sure and large
+        ("heap per CRD", "v1", "v2", "b", 1000.0, 1050.0, 50.0, 10.0, 90.0, 0.05, ""),  # sure, small
+        ("heap per CRD", "v1", "v2", "c", 1000.0, 2000.0, 1000.0, -100.0, 2100.0, 1.0, ""),  # large, unsure
     ]
     found = changepoints(pd.DataFrame(rows, columns=CHANGE_COLUMNS), min_relative=0.10)
     assert found["cause"].tolist() == ["a"]
