@@ -62,6 +62,27 @@ FINISHED = ("completed", "failed", "interrupted")
 BUILD_INFO = "kubernetes_build_info"
 
 
+# Every problem the checks find: code -> (what it catches, which numbers, severity). The one catalogue: the
+# docs page (docs/explanation/evidence.md) and the tests are held to it.
+CODES: dict[str, tuple[str, str, str]] = {
+    "profile-sample-period": ("a heap profile sampled at another period: another program's", HEAP, REFUSE),
+    "profile-binary": ("a heap profile of another executable or build ID than the run's", HEAP, REFUSE),
+    "profile-time-order": ("profiles whose own times (time_nanos) run against the order they were saved", HEAP, REFUSE),
+    "profile-duplicate": ("byte-identical profiles under two steps or phases", HEAP, REFUSE),
+    "crd-count-falls": ("a step records fewer CRDs than the step before, where steps only add", HEAP, REFUSE),
+    "crd-count-disagrees": ("one step recorded at two CRD counts", HEAP, REFUSE),
+    "status-disagrees": ("manifest.json's status and the run.end event differ", ALL, UNRELIABLE),
+    "version-disagrees": ("manifest.json's kube-apiserver version and the server's own differ", VERSION, UNRELIABLE),
+    "series-not-a-file": ("the exported series is a directory", SERIES, REFUSE),
+    "series-missing": ("the exported series is missing, though the manifest counted its rows", SERIES, REFUSE),
+    "series-row-count": ("the series holds another number of rows than the manifest counted", SERIES, UNRELIABLE),
+    "series-outside-run": ("rows sampled outside the run's time span (all of them: refused)", SERIES, UNRELIABLE),
+    "series-not-finite": ("NaN or infinite values (a series with nothing finite: refused)", SERIES, UNRELIABLE),
+    "series-duplicate-timestamps": ("a series with two values at one timestamp", SERIES, REFUSE),
+    "series-duplicate-rows": ("rows copied within a series (same timestamp and value)", SERIES, UNRELIABLE),
+}
+
+
 @dataclass(frozen=True)
 class Problem:
     """One contradiction between a run's files.

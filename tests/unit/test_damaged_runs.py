@@ -283,3 +283,14 @@ def test_damages_combined_are_each_named_or_refused(tmp_path_factory, other, dra
             assert f"({BY_NAME[name].code}:" in out.getvalue(), (name, out.getvalue()[:2000])
         if not names:
             assert "evidence problem" not in out.getvalue()
+
+
+def test_every_problem_the_checks_make_is_in_the_catalogue_and_the_docs():
+    import crdscale.rundir.evidence as evidence
+
+    source = Path(evidence.__file__).read_text()
+    made = set(re.findall(r'Problem\(\s*"([a-z-]+)"', source))
+    assert made == set(evidence.CODES)
+    page = (Path(__file__).resolve().parents[2] / "docs" / "explanation" / "evidence.md").read_text()
+    assert [code for code in evidence.CODES if f"| `{code}` |" not in page] == []
+    assert {d.code for d in DAMAGES} <= set(evidence.CODES)
