@@ -356,9 +356,12 @@ def _clock(time_nanos: int) -> str:
 
 
 def _duplicate_problems(run, profiles: Sequence[_Header]) -> list[Problem]:
-    """Byte-identical profiles: one profile saved under two steps (or phases)."""
+    """Byte-identical profiles: one profile saved under two steps (or phases). A profile that says when
+    it was taken (as Go's do) is one of a kind; two that say it byte for byte are copies."""
     by_digest: dict[str, list[_Header]] = {}
     for p in profiles:
+        if not p.time_nanos:  # a profile that does not say when it was taken (a synthetic one) may repeat
+            continue
         by_digest.setdefault(hashlib.sha256(run.profile_bytes(p.file)).hexdigest(), []).append(p)
     return [
         Problem(

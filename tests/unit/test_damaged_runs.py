@@ -18,6 +18,7 @@ from pathlib import Path
 
 import pytest
 
+from crdscale.analysis.run import analyze_run
 from crdscale.cli.main import main
 from crdscale.rundir import layout, read_run
 from crdscale.rundir.evidence import REFUSE, SERIES, UNRELIABLE, Evidence, Problem
@@ -129,7 +130,7 @@ def test_a_damaged_series_gives_no_rss_figure(tmp_path, capsys, other, name):
     assert any(BY_NAME[name].code in w for w in doc["warnings"])
     assert f"{BY_NAME[name].code}" in captured.err  # -o json: the warnings on stderr
     # The heap numbers are the reference's, untouched.
-    reference = read_run(REFERENCE).analysis()
+    reference = analyze_run(read_run(REFERENCE))
     total = [f for f in doc["fits"] if f["cause"] == "total" and f["phase"] == "served" and f["metric"] == "bytes"]
     assert total[0]["per_crd"] == pytest.approx(
         reference.fits.query("cause == 'total' and phase == 'served' and metric == 'bytes'")["per_crd"].iloc[0]
@@ -161,7 +162,7 @@ def test_a_status_the_events_deny_is_stated_everywhere(tmp_path, capsys, other):
 
     run = damaged(tmp_path, other, "status-disagrees")
     data = read_run(run)
-    findings = compute_findings(data.manifest, data.analysis())
+    findings = compute_findings(data.manifest, analyze_run(data))
     md = findings_markdown(findings)
     said = "1 evidence problem in this run's files (status-disagrees)"
     assert said in md.split("## ")[0]  # before any section: under the title
