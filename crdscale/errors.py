@@ -29,6 +29,12 @@ class UsageError(CrdscaleError):
     exit_code = 2
 
 
+class EvidenceError(UsageError):
+    """A run directory whose files contradict each other where its numbers come from (a profile of
+    another program or build, profiles swapped or saved twice, a CRD count that falls): the numbers
+    are refused (exit 2, as any bad input file; see crdscale.rundir.evidence)."""
+
+
 class BinaryError(CrdscaleError):
     """A binary could not be found or built (kube-apiserver, etcd, prometheus, kubectl)."""
 

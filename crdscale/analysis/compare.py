@@ -41,6 +41,7 @@ from crdscale.analysis.registry import CompareContext, Result, RunData, compare_
 from crdscale.analysis.rundata import crd_profiles, heap_points, heap_profile_set
 from crdscale.analysis.targets import TOTAL
 from crdscale.errors import UsageError
+from crdscale.rundir.evidence import compare_problems
 from crdscale.rundir.manifest import Manifest
 
 if TYPE_CHECKING:
@@ -521,6 +522,7 @@ def compare_runs(
         {label: m.crds.to_json() or run.crd_summary for label, m, run in zip(labels, manifests, runs)}
     )
     warnings = notes + warnings
+    warnings += compare_problems({lb: r.evidence for lb, r in zip(labels, runs)}, dict(zip(labels, manifests)))
     stacked = stack_runs(points)
     sstacked = stack_runs(spoints)
     diffs = []

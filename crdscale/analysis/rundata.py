@@ -18,6 +18,7 @@ import pandas as pd
 from crdscale.analysis.attribution import OBJECT_RULES, RULES
 from crdscale.analysis.percrd import SkippedProfile, heap_profile_problem, profile_points
 from crdscale.rundir import Run, layout
+from crdscale.rundir.evidence import HEAP
 
 
 @dataclass
@@ -32,7 +33,9 @@ class HeapProfiles:
 
 def heap_profile_set(run: Run) -> HeapProfiles:
     """Every heap profile of ``run`` decoded, those the fits cannot use set aside with why (not
-    a heap profile inside, no event recording it). Decodes each time: nothing is kept."""
+    a heap profile inside, no event recording it). Decodes each time: nothing is kept. Refuses
+    (EvidenceError) a run whose profiles contradict its other files (crdscale.rundir.evidence)."""
+    run.evidence.require(HEAP, run.path)  # a foreign, swapped or copied profile: no fit
     heap = run.heap_profiles()
     skipped = [
         SkippedProfile(f, why)

@@ -41,6 +41,13 @@ is only a label: a name that disagrees with its event is an error). A profile
 that cannot be fitted (a CPU profile under a heap name, one no event records)
 is left out and named with why; a run that did not complete is stated with its
 reason; both under the table's first line (-o json: "warnings" and stderr).
+
+The run's files are checked against each other first (crdscale.rundir.evidence): a heap
+profile of another program or build, profiles swapped or copied between steps, or a CRD
+count that falls refuses the run (one line, exit 2); a series that is not finite, repeats
+a timestamp, lies outside the run or misses its rows is left out (no RSS figure from it);
+a status or version the run's other files deny is stated. Each is counted and named first
+among the warnings (docs/explanation/evidence.md).
 """
 
 from __future__ import annotations

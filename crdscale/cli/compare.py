@@ -15,7 +15,11 @@ per CRD and at the end, peak RSS, seconds to Established, and the last served
 heap profiles diffed (go tool pprof -diff_base) per CRD. Runs of different
 CRD sets (by sha256) are compared with a warning; so are runs that did not
 complete (with their recorded reason) and profiles a run's fits leave out. A
-run compared with itself (also by two paths) is refused.
+run compared with itself (also by two paths, or a copy with its run_id) is
+refused, and so is a run whose files contradict each other where its heap
+numbers come from; other evidence problems (a series left out, a version the
+server denies, one build under two versions) are named under the headline
+(docs/explanation/evidence.md).
 
 Process figures (RSS, CPU seconds, open fds, threads) come from the most
 complete record each run holds, named in the table's source column: the 1 s

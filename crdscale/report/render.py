@@ -38,6 +38,7 @@ from pathlib import Path
 import crdscale
 from crdscale.errors import UsageError
 from crdscale.rundir import Run, layout, read_run
+from crdscale.rundir.evidence import HEAP
 from crdscale.units import is_missing
 
 log = logging.getLogger(__name__)
@@ -464,6 +465,7 @@ def render_report(
     # What can be wrong with the run's files is found before the kernels start (they take minutes):
     # an unreadable series, a profile whose name disagrees with its event, too few CRD counts.
     data.series  # noqa: B018
+    data.evidence.require(HEAP, run_dir)  # a foreign, swapped or copied profile (crdscale.rundir.evidence)
     if data.heap_profiles()["crds"].nunique() < 2:
         raise UsageError(f"{run_dir}: needs heap profiles at two or more CRD counts under profiles/")
     return write_report(

@@ -18,7 +18,7 @@ import pandas as pd
 
 from crdscale.errors import UsageError
 from crdscale.proc import is_alive
-from crdscale.rundir import layout
+from crdscale.rundir import evidence, layout
 from crdscale.rundir.events import read_events
 from crdscale.rundir.manifest import Manifest
 
@@ -139,7 +139,19 @@ class Run:
 
     @cached_property
     def series(self) -> pd.DataFrame:
-        """The tidy metrics table ``timestamp (UTC), job, metric, labels, value``; empty if none."""
+        """The tidy metrics table ``timestamp (UTC), job, metric, labels, value``; empty if none. Rows that
+        cannot be the run's evidence (outside the run, not finite, a timestamp repeated) are left out, and
+        said in :attr:`evidence` (:func:`crdscale.rundir.evidence.screen_series`)."""
+        path = self.path / layout.SERIES
+        series, self.__dict__["series_problems"] = evidence.screen_series(
+            self.recorded_series, self.manifest, self.events, path
+        )
+        return series
+
+    @cached_property
+    def recorded_series(self) -> pd.DataFrame:
+        """The tidy metrics table as the run's files hold it, nothing left out (what ``crdscale recover``
+        exports); empty if none."""
         path = self.path / layout.SERIES
         if path.is_file():
             series = _read_parquet(path, TIDY_COLUMNS)
@@ -151,6 +163,17 @@ class Run:
         if len(series):
             series = series.assign(timestamp=pd.to_datetime(series["timestamp"], utc=True))
         return series
+
+    @property
+    def series_problems(self) -> list[evidence.Problem]:
+        """What :attr:`series` left out of the recorded series, and why."""
+        self.series  # noqa: B018 (reading the series screens it)
+        return self.__dict__.get("series_problems", [])
+
+    @cached_property
+    def evidence(self) -> evidence.Evidence:
+        """The run's files checked against each other (:func:`crdscale.rundir.evidence.check_run`)."""
+        return evidence.check_run(self)
 
     @property
     def start(self) -> pd.Timestamp | None:
@@ -329,8 +352,9 @@ class Run:
 
     @property
     def file_warnings(self) -> list[str]:
-        """Problems of the run's files that leave something out (event-log lines that are not events)."""
-        out = []
+        """Problems of the run's files that leave something out or contradict each other (evidence problems,
+        counted first; event-log lines that are not events)."""
+        out = self.evidence.warnings()
         if self.skipped_event_lines:
             lines = ", ".join(map(str, self.skipped_event_lines[:5])) + (
                 ", ..." if len(self.skipped_event_lines) > 5 else ""
@@ -416,6 +440,7 @@ def read_runs(paths: Sequence[str | Path]) -> list[Run]:
         if key in seen:
             raise UsageError(f"{run.path} and {seen[key]} are the same run; compare needs two different runs")
         seen[key] = run.path
+    evidence.check_distinct(runs)  # also a copy (the same run_id)
     return runs
 
 

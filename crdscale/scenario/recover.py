@@ -81,7 +81,7 @@ def recover_run(path) -> dict:
             parts.append(export_from_prometheus_tsdb(run, interval))
             sources.append("prometheus database")
         if (run.path / layout.SERIES_CHUNKS).is_dir():
-            parts.append(run.series)
+            parts.append(run.recorded_series)  # all of it: recovering leaves nothing out
             sources.append("/proc chunks" if sources else "direct-scrape chunks")
         parts = [p for p in parts if p is not None and len(p)]
         if parts:

@@ -23,8 +23,12 @@ SERVED_3 = "profiles/heap-step03-crds0120.pb.gz"
 
 
 def _copy(tmp_path: Path, name: str = "run") -> Path:
+    """A copy of the reference run that compare takes for another run (its own run_id: a copy that
+    keeps it is the reference run compared with itself, which compare refuses)."""
     run = tmp_path / name
     shutil.copytree(REFERENCE, run, ignore=shutil.ignore_patterns("analysis", "report", "notebooks"))
+    manifest = json.loads((run / "manifest.json").read_text())
+    (run / "manifest.json").write_text(json.dumps({**manifest, "run_id": f"{manifest['run_id']}-{name}"}))
     return run
 
 
@@ -211,6 +215,10 @@ def failed_run(tmp_path):
     manifest = json.loads((run / "manifest.json").read_text())
     manifest.update(status="failed", reason="memory guard: RSS 9.8 GiB passed the limit of 9.5 GiB")
     (run / "manifest.json").write_text(json.dumps(manifest))
+    # Its events say so too (a manifest and a run.end that disagree are an evidence problem of their own).
+    _rewrite_events(
+        run, lambda e: {**e, "status": "failed", "reason": manifest["reason"]} if e["kind"] == "run.end" else e
+    )
     return run
 
 

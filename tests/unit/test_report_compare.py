@@ -131,6 +131,10 @@ def test_repeated_cells_are_compared_as_configurations(tmp_path):
     runs = []
     for name, source in (("new-1", REFERENCE), ("new-2", REFERENCE), ("old-1", V124), ("old-2", V124)):
         shutil.copytree(source, tmp_path / name)
+        manifest = json.loads((tmp_path / name / "manifest.json").read_text())  # repeats are runs of their own
+        (tmp_path / name / "manifest.json").write_text(
+            json.dumps({**manifest, "run_id": f"{manifest['run_id']}-{name}"})
+        )
         runs.append(tmp_path / name)
     labels = ["v=new,repeat=1", "v=new,repeat=2", "v=old,repeat=1", "v=old,repeat=2"]
     comparison = compare_runs(runs, labels)

@@ -33,7 +33,7 @@ def test_writer_round_trip_and_reader(tmp_path):
     run.write_series(
         pd.DataFrame(
             {
-                "timestamp": [pd.Timestamp("2026-01-01", tz="UTC")],
+                "timestamp": [pd.Timestamp.now(tz="UTC").floor("s")],  # inside the run: a sample of it
                 "job": ["kube-apiserver"],
                 "metric": ["go_goroutines"],
                 "labels": ["{}"],
@@ -252,7 +252,7 @@ def _abandoned_run(parent: Path) -> RunWriter:
 
 
 def _tidy(seconds: list[int], value: float) -> pd.DataFrame:
-    t0 = pd.Timestamp("2026-11-23T10:00:00Z")
+    t0 = pd.Timestamp.now(tz="UTC").floor("s")  # while the run went: samples of it
     return pd.DataFrame(
         {
             "timestamp": [t0 + pd.Timedelta(seconds=s) for s in seconds],
