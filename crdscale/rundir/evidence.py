@@ -379,7 +379,7 @@ def _duplicate_problems(run, profiles: Sequence[_Header]) -> list[Problem]:
 def _crd_count_problems(run) -> list[Problem]:
     """CRD counts recorded per step (profile and step.end events) must never fall in a run whose steps
     only add (``steps.grow`` crds or objects), nor differ within one step."""
-    if run.manifest.scenario.steps.get("grow") not in MONOTONIC_GROWTH:
+    if run.manifest.scenario.steps.grow not in MONOTONIC_GROWTH:
         return []
     counts: dict[int, dict[int, list[str]]] = {}  # step -> crds -> files (or events) saying so
     profiles = run.profiles

@@ -238,6 +238,7 @@ class ScenarioSteps(Block):
     count: int | None = None
     serve: str | None = None
     settle_seconds: float | None = None
+    grow: str | None = None
 
 
 @dataclass(frozen=True)
