@@ -151,57 +151,6 @@ class Command:
 
 def write_verdict(ab):
     """verdict.md, verdict.json and flame.html of an A/B directory; returns the verdict."""
-    from crdscale.fsutil import write_atomic
-    from crdscale.report.verdict import build_verdict
-    from crdscale.scenario.ab import precision
+    from crdscale.report.ab import write_verdict_files
 
-    comparison = ab.comparison()
-    reached = precision(comparison)
-    changes = {"change": ab.change.describe()}
-    for record in _change_provenance(comparison):
-        changes.update(record)
-    verdict = build_verdict(
-        comparison, change=ab.change.name, changes=changes, pairs=reached.pairs if reached else None
-    )
-    write_atomic(ab.path / "verdict.md", verdict.markdown())
-    write_atomic(ab.path / "verdict.json", json.dumps(verdict.to_json(), indent=2, default=str) + "\n")
-    try:
-        _write_flame(ab, comparison)
-    except (ImportError, ValueError) as err:  # plotly missing (report extra), or a run without two profiles
-        log.warning(f"no flame.html: {err}")
-    return verdict
-
-
-def _change_provenance(comparison) -> list[dict]:
-    """What the changed side's manifest records of its change (diffs with sha256 and files, tags, gates)."""
-    label = comparison.first_run(comparison.compared[0])
-    manifest = comparison.manifests.get(label) or {}
-    change = (manifest.get("target") or {}).get("change") or manifest.get("change")
-    if not isinstance(change, dict):
-        return []
-    return [
-        {key: json.dumps(value, default=str) if not isinstance(value, str) else value}
-        for key, value in change.items()
-        if value not in ([], {}, "", None)  # what the change left alone says nothing
-    ]
-
-
-def _write_flame(ab, comparison) -> None:
-    from crdscale.report.diffflame import (
-        diff_icicle_figure,
-        diff_icicle_nodes,
-        run_growth_stacks,
-        write_diff_flame_html,
-    )
-    from crdscale.rundir import read_run
-
-    def pooled(side: str):
-        stacks = [run_growth_stacks(read_run(ab.path / r.run_dir)) for r in ab.completed() if r.side == side]
-        total = stacks[0]
-        for more in stacks[1:]:
-            total = total.add(more, fill_value=0)
-        return total / len(stacks)
-
-    nodes = diff_icicle_nodes(pooled("base"), pooled("changed"))
-    title = f"{ab.change.name}: heap growth per CRD, changed minus base (mean of the pairs)"
-    write_diff_flame_html(diff_icicle_figure(nodes, title=title), ab.path / "flame.html")
+    return write_verdict_files(ab)

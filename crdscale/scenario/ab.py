@@ -117,6 +117,11 @@ def precision(comparison) -> Precision | None:
     return None
 
 
+def is_ab_directory(path: str | Path) -> bool:
+    """Whether ``path`` is an A/B directory (it holds :data:`AB_MANIFEST`)."""
+    return (Path(path) / AB_MANIFEST).is_file()
+
+
 def side_order(pair: int) -> tuple[str, str]:
     """Which side runs first in pair ``pair`` (1-based): base first in odd pairs, changed first in even ones."""
     return SIDES if pair % 2 == 1 else SIDES[::-1]
@@ -228,18 +233,19 @@ class AB:
     def completed(self) -> list[ABRun]:
         return [r for r in self.runs if r.status == "completed" and r.run_dir]
 
-    def complete_pairs(self) -> int:
+    def paired(self) -> set[int]:
+        """The pairs whose two sides completed."""
         done = {(r.pair, r.side) for r in self.completed()}
-        pairs = {r.pair for r in self.runs}
-        return sum(1 for p in pairs if all((p, s) in done for s in SIDES))
+        return {p for p in {r.pair for r in self.runs} if all((p, s) in done for s in SIDES)}
+
+    def complete_pairs(self) -> int:
+        return len(self.paired())
 
     def comparison(self):
         """Base against changed, repeats pooled: a :class:`~crdscale.analysis.compare.Comparison`."""
         from crdscale.analysis.compare import compare_runs
 
-        done = {r.pair for r in self.completed() if r.side == "changed"} & {
-            r.pair for r in self.completed() if r.side == "base"
-        }
+        done = self.paired()
         runs = sorted((r for r in self.completed() if r.pair in done), key=lambda r: (r.side != "base", r.pair))
         if len(runs) < 2:
             raise UsageError(f"{self.path}: no complete base/changed pair yet")
