@@ -93,7 +93,13 @@ class Command:
 
         if is_ab_directory(args.run_dir):
             from crdscale.report.ab import render_ab_report
+            from crdscale.scenario.ab import AB
+            from crdscale.scenario.clusterjob import is_cluster_experiment
 
+            ab = AB.open(args.run_dir)
+            if is_cluster_experiment(ab):  # 'ab --cluster': its runs are in the results store
+                gathered = ab.gather(args.results)
+                log.info(f"gathered {len(gathered)} of {len(ab.runs)} runs from the results store")
             result = render_ab_report(args.run_dir, args.out, notebooks_dir=args.notebooks, timeout=args.timeout)
         elif is_experiment_directory(args.run_dir):
             from crdscale.errors import UsageError
