@@ -21,11 +21,28 @@ per-CRD and per-custom-resource difference by cause and its 95% interval, a tabl
 settled RSS and CPU, the frames that grew or shrank most, provenance), verdict.json, and flame.html
 (an interactive differential flame graph). verdict.md is printed.
 
+On your cluster: --cluster submits the pairs' runs as one Kubernetes Indexed Job,
+as 'run --cluster' submits a matrix's cells (the same flags: --image, --results,
+--parallelism, ...), one index per run in pair order (p01-base, p01-changed,
+p02-changed, p02-base, ...), so with --parallelism 1 they run interleaved as here,
+and with --parallelism 2 a pair's two sides run at the same time. Each pod starts
+its own control plane and leaves its run directory in the results store; when
+the Job is done they are gathered into the A/B directory and the verdict written.
+--min-pairs pairs are submitted; with --until the output says how many more pairs
+the asked precision needs, and 'crdscale ab --resume AB_DIR --min-pairs N'
+submits the missing ones. After --detach (or Ctrl-C, which leaves the Job
+running), 'crdscale status AB_DIR' follows it, 'crdscale down AB_DIR' stops it and
+'crdscale ab --resume AB_DIR' gathers the runs and writes the verdict. A change
+that needs a build (--patch, --build-tag) runs here only: the image carries
+released builds.
+
 Examples:
   crdscale ab scenarios/reference.toml --patch 142066.diff --until 10%
   crdscale ab scenarios/objects.toml --build-tag fieldsv1string --min-pairs 3
   crdscale ab scenarios/reference.toml --feature-gate CBORServingAndStorage=true
   crdscale ab --resume runs/20261127T170000Z-ab-reference
+  crdscale ab scenarios/reference.toml --feature-gate CBORServingAndStorage=true --cluster \
+      --image registry.example/crdscale:0.1.0 --results s3://bucket/crdscale --min-pairs 3
 """
 
 from __future__ import annotations
@@ -107,9 +124,15 @@ class Command:
         parser.add_argument("--resume", metavar="AB_DIR", help="continue an interrupted A/B")
         parser.add_argument("--check", action="store_true", help="validate both sides and exit; nothing is built")
         parser.add_argument("-o", "--output", choices=("text", "json"), default="text", help="stdout format")
+        from crdscale.cli import cluster
+        from crdscale.cli.common import add_cluster_arguments
+
+        add_cluster_arguments(parser, default="$KUBECONFIG, else ~/.kube/config; only with --cluster")
+        cluster.add_arguments(parser)
 
     @staticmethod
     def run(args: argparse.Namespace) -> int:
+        from crdscale.cli import cluster
         from crdscale.cli.common import run_with_progress
         from crdscale.cli.run import _parse_sets
         from crdscale.errors import UsageError
@@ -120,88 +143,206 @@ class Command:
         until = parse_until(args.until) if args.until else None
         if not 1 <= args.min_pairs <= 50 or not args.min_pairs <= args.max_pairs <= 50:
             raise UsageError("--min-pairs and --max-pairs: 1 <= min <= max <= 50")
+        cluster.check_flags(args)
+        if (args.kubeconfig or args.context) and not (args.cluster or args.resume):
+            raise UsageError("--kubeconfig and --context go with --cluster: an A/B here starts its own control planes")
         if args.resume:
             if args.scenario or args.set or args.patch or args.build_tag or args.feature_gate or args.apiserver_flag:
                 raise UsageError("--resume takes the scenario and the change from the A/B directory")
             ab = AB.open(args.resume)
+            if is_cluster_ab(ab):
+                return resume_on_cluster(args, ab, until)
+            if args.cluster or cluster.cluster_flags_given(args):
+                flag = "--cluster" if args.cluster else cluster.cluster_flags_given(args)[0]
+                raise UsageError(f"{flag}: {args.resume} ran on this machine; resume it here (without {flag})")
         else:
             change = change_from_args(args)
+            if args.cluster:
+                change.check_for_pods()  # before the diff is read: a pod could not build it anyway
+                cluster.check_submission(args, resume=False)
             scenario = load_scenario(args.scenario, overrides=_parse_sets(args.set))
+            if args.cluster:
+                return submit_to_cluster(args, scenario, change, until)
             if args.check:
                 AB.check(scenario, change)
                 print(f"ok: base and changed ({change.describe()}) can run")
                 return 0
             ab = AB.create(args.out or runs_dir(), scenario, change)
         log.info(f"A/B {ab.path}: {ab.change.describe()}")
-        reached = ab.run(run_with_progress, until=until, min_pairs=args.min_pairs, max_pairs=args.max_pairs)
-        verdict = write_verdict(ab)
-        if args.output == "json":
-            print(json.dumps(verdict.to_json(), indent=2, default=str))
-        else:
-            print(verdict.markdown(), end="")
-            print(ab.path / "verdict.md")
-        if until is not None and reached is not None and reached.relative > until:
-            log.warning(
-                f"not within ±{100 * until:g}% after {reached.pairs} pairs "
-                f"(±{100 * reached.relative:.1f}%); about {reached.pairs_needed(until)} pairs would be: "
-                f"crdscale ab --resume {ab.path} --until {args.until} --max-pairs {reached.pairs_needed(until)}"
-            )
+        ab.run(run_with_progress, until=until, min_pairs=args.min_pairs, max_pairs=args.max_pairs)
+        return finish(ab, args, until)
+
+
+def finish(ab, args: argparse.Namespace, until: float | None) -> int:
+    """Write and print the verdict; with ``until``, say how many pairs the asked precision would need."""
+    from crdscale.scenario.ab import precision
+
+    verdict = write_verdict(ab)
+    if args.output == "json":
+        print(json.dumps(verdict.to_json(), indent=2, default=str))
+    else:
+        print(verdict.markdown(), end="")
+        print(ab.path / "verdict.md")
+    reached = precision(ab.comparison())
+    if until is not None and reached is not None and reached.relative > until:
+        more = "--min-pairs" if is_cluster_ab(ab) else "--max-pairs"
+        log.warning(
+            f"not within ±{100 * until:g}% after {reached.pairs} pairs "
+            f"(±{100 * reached.relative:.1f}%); about {reached.pairs_needed(until)} pairs would be: "
+            f"crdscale ab --resume {ab.path} --until {args.until} {more} {reached.pairs_needed(until)}"
+        )
+    return 0
+
+
+# --------------------------------------------------------------------------
+# On a cluster: the runs as one Indexed Job (crdscale.cli.cluster does the same for a matrix)
+# --------------------------------------------------------------------------
+
+
+def is_cluster_ab(ab) -> bool:
+    from crdscale.scenario.clusterjob import CLUSTER_KEY
+
+    return isinstance(ab.manifest.get(CLUSTER_KEY), dict)
+
+
+def submit_to_cluster(args: argparse.Namespace, scenario, change, until: float | None) -> int:
+    """``crdscale ab SCENARIO --cluster ...``: both sides checked as for a pod, ``--min-pairs`` pairs' runs
+    as one Indexed Job (index = run, in pair order), then followed, gathered and judged."""
+    from crdscale.cli import cluster
+    from crdscale.cluster.clients import connect
+    from crdscale.ownership import new_run_id
+    from crdscale.paths import runs_dir
+    from crdscale.scenario import clusterjob, fanout
+    from crdscale.scenario.ab import AB
+
+    ab = AB.check(scenario, change)
+    ab.check_for_pods()
+    if args.check:
+        print(f"ok: base and changed ({change.describe()}) can run in pods")
         return 0
+    runs = [r.name for r in ab.plan(args.min_pairs)]
+    run_id = new_run_id()
+    experiment_id = fanout.experiment_id(f"ab-{scenario.name}", run_id)
+    peaks = _peaks(ab, runs)
+    resources = cluster._resources(args, peaks, args.cpus or cluster.DEFAULT_CPUS)
+    manifest = ab.new_manifest(scenario.name)
+    manifest["runs"] = [r.__dict__ for r in ab.runs]
+    plan = cluster._plan(experiment_id, run_id, manifest, runs, resources, args)
+    if args.print_manifests:
+        manifest[clusterjob.CLUSTER_KEY] = cluster._cluster_table(plan, args, None, peaks)
+        cluster.print_manifests(plan, "ab")
+        return 0
+    client = connect(cluster._user_kubeconfig(args.kubeconfig), args.context)
+    try:
+        client.server_version()
+        table = cluster._cluster_table(plan, args, client, peaks)
+        plan.create_namespace = not clusterjob.namespace_exists(client, plan.namespace)
+        if plan.results_secret:
+            clusterjob.check_secret(client, plan.namespace, plan.results_secret)
+        if not plan.create_namespace:
+            clusterjob.create(client, plan, dry_run=True)  # the server validates every object first
+        ab = AB.create(args.out or runs_dir(), scenario, change, checked=ab)
+        ab.manifest[clusterjob.CLUSTER_KEY] = table
+        ab.save()
+        plan.experiment = dict(ab.manifest)
+        cluster._create(client, ab, plan)
+        log.info(
+            f"A/B {ab.path}: job {plan.namespace}/{plan.job_name}, {len(runs)} runs ({args.min_pairs} pairs), "
+            f"parallelism {plan.parallelism}, each pod {resources.cpus:g} CPUs and "
+            f"{resources.memory_bytes / 2**30:.2f} GiB"
+        )
+        return _follow(client, ab, args, until)
+    finally:
+        client.close()
+
+
+def resume_on_cluster(args: argparse.Namespace, ab, until: float | None) -> int:
+    """``crdscale ab --resume AB_DIR`` of a cluster A/B: gather what the store holds; a new Job for the runs
+    of ``--min-pairs`` pairs (at least those planned) that did not complete; the verdict once all did."""
+    from crdscale.cli import cluster
+    from crdscale.errors import UsageError
+    from crdscale.ownership import new_run_id
+    from crdscale.scenario import clusterjob
+
+    cluster.check_submission(args, resume=True)
+    table = ab.manifest[clusterjob.CLUSTER_KEY]
+    client = clusterjob.connect_experiment(ab, args.kubeconfig, args.context)
+    try:
+        active = clusterjob.active_jobs(client, ab)
+        if active:
+            raise UsageError(
+                f"job {active[0]} of this A/B is still running; wait for it (crdscale status {ab.path}) "
+                f"or stop it (crdscale down {ab.path})"
+            )
+        gathered = ab.gather(args.results)
+        log.info(f"gathered {len(gathered)} of {len(ab.runs)} runs from the results store")
+        pairs = max([args.min_pairs, *(r.pair for r in ab.runs)])
+        missing = [r.name for r in ab.plan(pairs) if r.status != "completed"]
+        ab.save()
+        if not missing:
+            return finish(ab, args, until)
+        ab.check_for_pods()
+        peaks = _peaks(ab, missing)
+        resources = cluster._resources(args, peaks, args.cpus or table.get("cpus") or cluster.DEFAULT_CPUS)
+        attempt = len(table.get("jobs", []))
+        plan = cluster._plan(
+            table["experiment_id"], new_run_id(), dict(ab.manifest), missing, resources, args, attempt=attempt,
+            table=table,
+        )  # fmt: skip
+        if args.print_manifests:
+            cluster.print_manifests(plan, "ab")
+            return 0
+        table.update(image=plan.image, results=plan.results, results_secret=plan.results_secret)
+        if plan.results_secret:
+            clusterjob.check_secret(client, plan.namespace, plan.results_secret)
+        clusterjob.create(client, plan, dry_run=True)
+        cluster._create(client, ab, plan)
+        log.info(f"A/B {ab.path.name}: job {plan.job_name} runs {len(missing)} runs: {', '.join(missing)}")
+        return _follow(client, ab, args, until)
+    finally:
+        client.close()
+
+
+def _peaks(ab, runs: list[str]) -> dict:
+    """Predicted peak memory of each run's pod (:func:`crdscale.scenario.clusterjob.cell_peaks`)."""
+    from crdscale.scenario import clusterjob
+    from crdscale.scenario.ab import parse_run_name
+    from crdscale.scenario.matrix import Cell
+
+    sides = {side: ab.side_scenario(side) for side in ("base", "changed")}
+    return clusterjob.cell_peaks([(Cell(name, {}), sides[parse_run_name(name)[1]]) for name in runs])
+
+
+def _follow(client, ab, args: argparse.Namespace, until: float | None) -> int:
+    from crdscale.errors import CrdscaleError
+    from crdscale.scenario import clusterjob
+
+    hint = (
+        f"follow it with: crdscale status {ab.path}; stop it with: crdscale down {ab.path}; "
+        f"when done, gather the runs and write the verdict with: crdscale ab --resume {ab.path}"
+    )
+    if args.detach:
+        log.info(f"submitted; {hint}")
+        print(ab.path)
+        return 0
+    try:
+        states = clusterjob.follow(client, ab)
+    except KeyboardInterrupt:
+        log.info(f"stopped following; the Job goes on. {hint}")
+        print(ab.path)
+        return 0
+    failed = [c for c, st in clusterjob.cell_states(states).items() if st.state != clusterjob.SUCCEEDED]
+    ab.gather(args.results)
+    if failed:
+        raise CrdscaleError(
+            f"{len(failed)} run(s) failed ({', '.join(failed[:3])}{', ...' if len(failed) > 3 else ''}); "
+            f"their last log lines: crdscale status {ab.path}; rerun them: crdscale ab --resume {ab.path}"
+        )
+    return finish(ab, args, until)
 
 
 def write_verdict(ab):
     """verdict.md, verdict.json and flame.html of an A/B directory; returns the verdict."""
-    from crdscale.fsutil import write_atomic
-    from crdscale.report.verdict import build_verdict
-    from crdscale.scenario.ab import precision
+    from crdscale.report.ab import write_verdict_files
 
-    comparison = ab.comparison()
-    reached = precision(comparison)
-    changes = {"change": ab.change.describe()}
-    for record in _change_provenance(comparison):
-        changes.update(record)
-    verdict = build_verdict(
-        comparison, change=ab.change.name, changes=changes, pairs=reached.pairs if reached else None
-    )
-    write_atomic(ab.path / "verdict.md", verdict.markdown())
-    write_atomic(ab.path / "verdict.json", json.dumps(verdict.to_json(), indent=2, default=str) + "\n")
-    try:
-        _write_flame(ab, comparison)
-    except (ImportError, ValueError) as err:  # plotly missing (report extra), or a run without two profiles
-        log.warning(f"no flame.html: {err}")
-    return verdict
-
-
-def _change_provenance(comparison) -> list[dict]:
-    """What the changed side's manifest records of its change (diffs with sha256 and files, tags, gates)."""
-    label = comparison.first_run(comparison.compared[0])
-    manifest = comparison.manifests.get(label) or {}
-    change = (manifest.get("target") or {}).get("change") or manifest.get("change")
-    if not isinstance(change, dict):
-        return []
-    return [
-        {key: json.dumps(value, default=str) if not isinstance(value, str) else value}
-        for key, value in change.items()
-        if value not in ([], {}, "", None)  # what the change left alone says nothing
-    ]
-
-
-def _write_flame(ab, comparison) -> None:
-    from crdscale.report.diffflame import (
-        diff_icicle_figure,
-        diff_icicle_nodes,
-        run_growth_stacks,
-        write_diff_flame_html,
-    )
-    from crdscale.rundir import read_run
-
-    def pooled(side: str):
-        stacks = [run_growth_stacks(read_run(ab.path / r.run_dir)) for r in ab.completed() if r.side == side]
-        total = stacks[0]
-        for more in stacks[1:]:
-            total = total.add(more, fill_value=0)
-        return total / len(stacks)
-
-    nodes = diff_icicle_nodes(pooled("base"), pooled("changed"))
-    title = f"{ab.change.name}: heap growth per CRD, changed minus base (mean of the pairs)"
-    write_diff_flame_html(diff_icicle_figure(nodes, title=title), ab.path / "flame.html")
+    return write_verdict_files(ab)

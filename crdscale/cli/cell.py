@@ -15,8 +15,9 @@ class Command:
 
     SPEC_DIR holds the experiment's experiment.json and indexes.json (the Job's
     ConfigMap, mounted); the cell is indexes.json[INDEX], INDEX from --index or
-    $JOB_COMPLETION_INDEX (set by the Job controller). The cell runs exactly as
-    'crdscale run' runs it on this machine, in OUT/<experiment id>/, on a control
+    $JOB_COMPLETION_INDEX (set by the Job controller). SPEC_DIR may hold an A/B's
+    ab.json instead ('crdscale ab --cluster'): the cell is then one side of one
+    pair (p02-changed). The cell runs exactly as 'crdscale run' runs it on this machine, in OUT/<experiment id>/, on a control
     plane of its own. Its run directory, failed or not, then goes to the results
     store at <experiment id>/<cell name>/<run directory>/, where 'crdscale report
     EXPERIMENT' finds it. Exits non-zero when the cell failed, so the Job retries
@@ -62,14 +63,25 @@ class Command:
             raise UsageError(f"{spec}/{EXPERIMENT_KEY}: not a cluster experiment's (no cluster.experiment_id)")
         store = open_store(args.results)  # before the run: a bad URL fails in a second, not after it
         folder = Path(args.out) / experiment_id
-        write_json_atomic(folder / layout.EXPERIMENT_MANIFEST, manifest)
-        experiment = Experiment.open(folder)
-        if cell not in {c.cell.name for c in experiment.cells}:
-            raise UsageError(f"index {index}: cell {cell!r} is not in the experiment's matrix")
+        if manifest.get("kind") == "ab":  # an A/B's run ('crdscale ab --cluster'): one side of one pair
+            from crdscale.scenario.ab import AB, AB_MANIFEST
+
+            write_json_atomic(folder / AB_MANIFEST, manifest)
+            ab, experiment = AB.open(folder), None
+            ab.check_for_pods()
+        else:
+            ab = None
+            write_json_atomic(folder / layout.EXPERIMENT_MANIFEST, manifest)
+            experiment = Experiment.open(folder)
+            if cell not in {c.cell.name for c in experiment.cells}:
+                raise UsageError(f"index {index}: cell {cell!r} is not in the experiment's matrix")
         log.info(f"experiment {experiment_id}: index {index} is cell {cell}")
         before = {p.name for p in folder.iterdir()}
         try:
-            experiment.run(run_with_progress, only={cell})
+            if ab is not None:
+                ab.run_one(cell, run_with_progress)
+            else:
+                experiment.run(run_with_progress, only={cell})
         finally:
             # Failed or interrupted runs too: their logs say why, and a retry leaves its own directory.
             for run_dir in sorted(p for p in folder.iterdir() if p.is_dir() and p.name not in before):

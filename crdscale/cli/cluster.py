@@ -93,6 +93,15 @@ def cluster_flags_given(args: argparse.Namespace) -> list[str]:
     ]
 
 
+def open_cluster_directory(path: str):
+    """The experiment (``run --cluster``) or the A/B (``ab --cluster``) a directory holds, for ``status``
+    and ``down``: both record their Jobs in the same ``cluster`` table."""
+    from crdscale.scenario.ab import AB, is_ab_directory
+    from crdscale.scenario.experiment import Experiment
+
+    return AB.open(path) if is_ab_directory(path) else Experiment.open(path)
+
+
 def check_flags(args: argparse.Namespace) -> None:
     """One-line UsageError for cluster flags without --cluster, before anything else (a --resume
     takes them when its experiment turns out to be a cluster one)."""
@@ -212,13 +221,13 @@ def _user_kubeconfig(explicit: str | None):
     )
 
 
-def print_manifests(plan) -> None:
+def print_manifests(plan, command: str = "run") -> None:
     from crdscale.scenario import fanout
 
     plan = copy.copy(plan)
     plan.create_namespace = True
     print(
-        "# crdscale run --cluster: what it creates (the Namespace only when missing). The pods need no RBAC:\n"
+        f"# crdscale {command} --cluster: what it creates (the Namespace only when missing). The pods need no RBAC:\n"
         "# each starts its own etcd + kube-apiserver inside the pod (no service account token is mounted)."
     )
     print(fanout.to_yaml(fanout.manifests(plan)), end="")

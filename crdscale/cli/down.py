@@ -40,17 +40,17 @@ class Command:
     def run(args) -> int:
         from crdscale.cluster.local import list_instances, stop_instance
         from crdscale.rundir.layout import is_experiment_directory
+        from crdscale.scenario.ab import is_ab_directory
 
-        experiments = [n for n in args.names if "/" in n or is_experiment_directory(n)]
+        experiments = [n for n in args.names if "/" in n or is_experiment_directory(n) or is_ab_directory(n)]
         if experiments:
-            from crdscale.cli.cluster import down
+            from crdscale.cli.cluster import down, open_cluster_directory
             from crdscale.scenario.clusterjob import is_cluster_experiment
-            from crdscale.scenario.experiment import Experiment
 
             if len(experiments) != len(args.names) or args.all:
                 raise UsageError("name either local instances or experiment directories, not both")
             for path in experiments:
-                experiment = Experiment.open(path)
+                experiment = open_cluster_directory(path)
                 if not is_cluster_experiment(experiment):
                     raise UsageError(f"{path}: ran on this machine; it has no Job to delete")
                 down(experiment, args)

@@ -4,9 +4,11 @@ Examples:
   crdscale lab                                  # the shipped notebooks, on data/reference-run
   crdscale lab runs/20261122T031500Z-default    # that run's own notebooks
   crdscale lab runs/<run-a> runs/<run-b> --no-execute
+  crdscale lab runs/20261127T180250Z-ab-reference  # an A/B: the A/B notebook on it
 
 For each RUN_DIR, the notebooks that apply to it (memory and heap attribution;
-discovery, LIST and APF when the run has their probe tables) are copied once
+discovery, LIST and APF when the run has their probe tables; for an A/B
+directory of 'crdscale ab', the A/B notebook) are copied once
 into RUN_DIR/notebooks/NAME.ipynb with run_dir set (papermill's parameters
 cell) and executed, so they open with their figures. A copy that exists is
 never overwritten: edit it freely; delete it to get a fresh one. Without
@@ -37,7 +39,10 @@ class Command:
     @staticmethod
     def add_arguments(parser: argparse.ArgumentParser) -> None:
         parser.add_argument(
-            "run_dirs", nargs="*", metavar="RUN_DIR", help="run directory written by `crdscale run` or a probe"
+            "run_dirs",
+            nargs="*",
+            metavar="RUN_DIR",
+            help="run directory written by `crdscale run` or a probe, or an A/B directory (`crdscale ab`)",
         )
         parser.add_argument(
             "--notebooks",

@@ -16,6 +16,11 @@ fresh Jupyter kernel, then writes into OUT (default RUN_DIR/report/):
                        next to it: paste into a GitHub issue or KEP
   notebooks/*.ipynb    the executed notebooks (open them in JupyterLab)
 
+Given an A/B directory ('crdscale ab'), runs the A/B notebook on it instead:
+the verdict first, then the per-cause differences, the pairs' spread, the
+frames that changed and the interactive differential flame graph, in
+AB_DIR/report/.
+
 Given an experiment directory (a [matrix] scenario's, see 'crdscale run'),
 compares its completed cells instead, as 'crdscale compare CELL_RUNS...
 --out EXPERIMENT_DIR/report' does. A cluster experiment ('run --cluster')
@@ -51,7 +56,9 @@ class Command:
     @staticmethod
     def add_arguments(parser: argparse.ArgumentParser) -> None:
         parser.add_argument(
-            "run_dir", metavar="RUN_DIR", help="run directory written by `crdscale run`, or an experiment directory"
+            "run_dir",
+            metavar="RUN_DIR",
+            help="run directory written by `crdscale run`, an experiment directory or an A/B directory",
         )
         parser.add_argument("--out", metavar="DIR", help="output directory (default: RUN_DIR/report)")
         parser.add_argument(
@@ -82,7 +89,19 @@ class Command:
         if args.out:  # never onto the run read, into another run, or over a report without --force
             check_out_directory(args.out, inputs=[args.run_dir], force=args.force, allow=[Path(args.run_dir) / REPORT])
 
-        if is_experiment_directory(args.run_dir):
+        from crdscale.scenario.ab import is_ab_directory
+
+        if is_ab_directory(args.run_dir):
+            from crdscale.report.ab import render_ab_report
+            from crdscale.scenario.ab import AB
+            from crdscale.scenario.clusterjob import is_cluster_experiment
+
+            ab = AB.open(args.run_dir)
+            if is_cluster_experiment(ab):  # 'ab --cluster': its runs are in the results store
+                gathered = ab.gather(args.results)
+                log.info(f"gathered {len(gathered)} of {len(ab.runs)} runs from the results store")
+            result = render_ab_report(args.run_dir, args.out, notebooks_dir=args.notebooks, timeout=args.timeout)
+        elif is_experiment_directory(args.run_dir):
             from crdscale.errors import UsageError
             from crdscale.report.compare import render_comparison
 

@@ -26,7 +26,10 @@ class Command:
     @staticmethod
     def add_arguments(parser):
         parser.add_argument(
-            "experiment", nargs="?", metavar="EXPERIMENT", help="a cluster experiment directory ('run --cluster')"
+            "experiment",
+            nargs="?",
+            metavar="EXPERIMENT",
+            help="a cluster experiment directory ('run --cluster', 'ab --cluster')",
         )
         add_cluster_arguments(parser, default="with EXPERIMENT, the one it recorded")
         parser.add_argument(
@@ -83,11 +86,10 @@ class Command:
 
 
 def _experiment_status(args) -> int:
-    from crdscale.cli.cluster import print_status
+    from crdscale.cli.cluster import open_cluster_directory, print_status
     from crdscale.scenario.clusterjob import is_cluster_experiment
-    from crdscale.scenario.experiment import Experiment
 
-    experiment = Experiment.open(args.experiment)
+    experiment = open_cluster_directory(args.experiment)
     if not is_cluster_experiment(experiment):
         from crdscale.errors import UsageError
 

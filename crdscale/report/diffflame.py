@@ -8,7 +8,9 @@ Hovering shows the frame, its cause and both runs' bytes per CRD.
 
 :func:`diff_icicle_nodes` is pure (folded stacks in, a node table out); :func:`diff_icicle_figure` draws
 it; :func:`write_diff_flame_html` writes one self-contained HTML file (plotly.js embedded: it works
-offline, and the same figure displays in JupyterLab).
+offline). In a notebook, :class:`FlameView` shows the figure both ways at once: JupyterLab draws it with
+its plotly renderer, and the HTML report (``crdscale report``, nbconvert) carries it with plotly.js inside.
+:func:`frame_differences` is the same growth by function, as a table.
 """
 
 from __future__ import annotations
@@ -39,6 +41,36 @@ def growth_per_crd(first: pd.DataFrame, last: pd.DataFrame, crds: float) -> pd.S
         raise ValueError("growth per CRD needs a positive number of CRDs")
     grown = last.set_index("stack")["value"].sub(first.set_index("stack")["value"], fill_value=0)
     return grown / crds
+
+
+def mean_growth_stacks(growths: Sequence[pd.Series]) -> pd.Series:
+    """The mean of several runs' growths per CRD by folded stack (a stack missing from a run grew 0 there)."""
+    if not growths:
+        raise ValueError("no growths to pool")
+    total = growths[0]
+    for more in growths[1:]:
+        total = total.add(more, fill_value=0)
+    return total / len(growths)
+
+
+def frame_differences(base: pd.Series, changed: pd.Series, *, rules: Sequence[Rule] = RULES) -> pd.DataFrame:
+    """Bytes per CRD by function, as ``go tool pprof -diff_base`` shows them (flat: the stack's leaf),
+    from two growths per CRD by folded stack (root first, as :func:`growth_per_crd` gives them):
+    ``name``, ``cause`` (of the stacks carrying most of the bytes), ``base``, ``changed`` and
+    ``difference`` (changed minus base), largest ``|difference|`` first."""
+    stacks = pd.DataFrame({"base": base, "changed": changed}).fillna(0.0)
+    frames = [str(stack).split(";") for stack in stacks.index]
+    stacks = stacks.assign(
+        name=[f[-1] for f in frames],
+        cause=[classify_stack(f[::-1], rules) for f in frames],
+        weight=stacks["base"].abs() + stacks["changed"].abs(),
+    )
+    by_cause = stacks.groupby(["name", "cause"])["weight"].sum().reset_index()
+    cause = by_cause.sort_values("weight", ascending=False).drop_duplicates("name").set_index("name")["cause"]
+    table = stacks.groupby("name")[["base", "changed"]].sum()
+    table = table.assign(difference=table["changed"] - table["base"], cause=cause.reindex(table.index))
+    table = table.reset_index()[["name", "cause", "base", "changed", "difference"]]
+    return table.iloc[table["difference"].abs().argsort()[::-1]].reset_index(drop=True)
 
 
 def diff_icicle_nodes(
@@ -77,8 +109,16 @@ def diff_icicle_nodes(
     return pd.DataFrame(rows, columns=NODE_COLUMNS)
 
 
-def diff_icicle_figure(nodes: pd.DataFrame, *, title: str = "Heap growth per CRD: changed minus base"):
-    """A plotly icicle of :func:`diff_icicle_nodes`, coloured by difference, with a button to colour by cause."""
+COLOURINGS = ("growth", "cause")
+
+
+def diff_icicle_figure(
+    nodes: pd.DataFrame, *, title: str = "Heap growth per CRD: changed minus base", colour: str = "growth"
+):
+    """A plotly icicle of :func:`diff_icicle_nodes`, coloured by difference (``colour="growth"``) or by
+    cause (``"cause"``), with buttons to switch between the two."""
+    if colour not in COLOURINGS:
+        raise ValueError(f"colour: one of {', '.join(COLOURINGS)}")
     import plotly.graph_objects as go
 
     # The scale spans the frames', not the root's, difference: the root holds the sum and would wash the rest out.
@@ -109,7 +149,7 @@ def diff_icicle_figure(nodes: pd.DataFrame, *, title: str = "Heap growth per CRD
             labels=nodes["short_name"],
             values=nodes["size"],
             branchvalues="total",
-            marker=growth,
+            marker=growth if colour == "growth" else by_cause,
             hovertext=hover,
             hoverinfo="text",
             tiling={"orientation": "v"},
@@ -127,6 +167,7 @@ def diff_icicle_figure(nodes: pd.DataFrame, *, title: str = "Heap growth per CRD
                 "x": 1.0,
                 "y": 1.08,
                 "xanchor": "right",
+                "active": COLOURINGS.index(colour),
                 "buttons": [
                     {"label": "colour by growth", "method": "restyle", "args": [{"marker": [growth]}]},
                     {"label": "colour by cause", "method": "restyle", "args": [{"marker": [by_cause]}]},
@@ -137,11 +178,36 @@ def diff_icicle_figure(nodes: pd.DataFrame, *, title: str = "Heap growth per CRD
     return figure
 
 
+PLOTLY_CONFIG = {"displaylogo": False}
+PLOTLY_MIME = "application/vnd.plotly.v1+json"
+
+
 def write_diff_flame_html(figure, path: str | Path) -> Path:
     """One self-contained HTML file (plotly.js inside: it opens offline)."""
     path = Path(path)
-    figure.write_html(path, include_plotlyjs=True, full_html=True, config={"displaylogo": False})
+    figure.write_html(path, include_plotlyjs=True, full_html=True, config=PLOTLY_CONFIG)
     return path
+
+
+class FlameView:
+    """A plotly figure as a notebook output both JupyterLab and an exported HTML report draw: plotly's
+    own MIME type (JupyterLab's plotly renderer draws it, whether or not the notebook is trusted) and
+    HTML with plotly.js inside (what nbconvert writes into the report: it opens offline, and needs no
+    require.js, which the report leaves out)."""
+
+    def __init__(self, figure):
+        self.figure = figure
+
+    def _repr_mimebundle_(self, include=None, exclude=None):
+        import json
+
+        import plotly.io as pio
+
+        return {
+            PLOTLY_MIME: {**json.loads(pio.to_json(self.figure, validate=False)), "config": PLOTLY_CONFIG},
+            "text/html": self.figure.to_html(include_plotlyjs=True, full_html=False, config=PLOTLY_CONFIG),
+            "text/plain": f"<differential flame graph: {len(self.figure.data[0].ids)} frames>",
+        }
 
 
 def run_growth_stacks(run) -> pd.Series:

@@ -1,6 +1,6 @@
 """JupyterLab on the notebooks: the user's own copies bound to a run, and the server showing them.
 
-``crdscale lab`` calls :func:`bind_notebooks` for each run directory, makes
+``crdscale lab`` calls :func:`bind_notebooks` for each run (or A/B) directory, makes
 jupytext's notebook view the default for ``.py`` files (:func:`install_lab_settings`),
 then runs a :class:`LabServer` until Ctrl-C.
 
@@ -78,18 +78,11 @@ def bind_notebooks(
     left under the real name. A notebook that fails keeps its output up to the failing
     cell, in ``failure``. What is executed or written, and what failed, is logged at INFO.
     """
-    from crdscale.scenario.history import HISTORY_NOTEBOOK, is_history_directory
-
     # Absolute: the copy runs in RUN_DIR/notebooks/, where a relative run_dir names nothing.
-    notebooks_dir = Path(notebooks_dir or default_notebooks_dir()).resolve()
-    if is_history_directory(run_dir):  # a history (crdscale history): its one notebook, on the whole directory
-        run_dir, sources = Path(run_dir).resolve(), [notebooks_dir / f"{HISTORY_NOTEBOOK}.py"]
-    else:
-        run = read_run(Path(run_dir).resolve())
-        run_dir, sources = run.path, notebook_plan(run, notebooks_dir)
+    run_dir, plan = lab_plan(Path(run_dir).resolve(), Path(notebooks_dir or default_notebooks_dir()).resolve())
     out = run_dir / layout.NOTEBOOKS
     bound = []
-    for source in sources:
+    for source in plan:
         path = out / f"{source.stem}.ipynb"
         if path.exists():
             bound.append(BoundNotebook(source, path, created=False))
@@ -119,6 +112,23 @@ def bind_notebooks(
             log.info(f"notebook failed: {failure.describe()} (the copy keeps the output before it)")
         bound.append(BoundNotebook(source, path, created=True, failure=failure))
     return bound
+
+
+def lab_plan(path: Path, notebooks_dir: Path) -> tuple[Path, list[Path]]:
+    """The directory the notebooks are bound to and the notebooks that apply to it: a history
+    (``crdscale history``) gets the history notebook, an A/B directory (``crdscale ab``) the A/B notebook,
+    a run those of :func:`notebook_plan`."""
+    from crdscale.scenario.ab import AB, is_ab_directory
+    from crdscale.scenario.history import HISTORY_NOTEBOOK, is_history_directory
+
+    if is_history_directory(path):  # a history (crdscale history): its one notebook, on the whole directory
+        return path, [notebooks_dir / f"{HISTORY_NOTEBOOK}.py"]
+    if is_ab_directory(path):
+        from crdscale.report.ab import ab_notebook
+
+        return AB.open(path).path, [ab_notebook(notebooks_dir)]
+    run = read_run(path)
+    return run.path, notebook_plan(run, notebooks_dir)
 
 
 def _as_opened(nb, path: Path) -> None:

@@ -420,3 +420,22 @@ def plot_difference_bars(
     ax.set_title(title)
     ax.grid(alpha=0.3, axis="x")
     return ax
+
+
+def plot_pair_differences(ax, pairs: pd.DataFrame, *, title: str = "Each pair's difference, changed minus base"):
+    """One point per pair of :func:`crdscale.report.ab.pair_differences` (KiB; marked by the side that ran
+    first) and their mean as a line: how far apart the pairs are is what the pooled interval is made of."""
+    unit = pairs.attrs.get("unit", "bytes per CRD").replace("bytes", "KiB")
+    for first, marker in (("base", "o"), ("changed", "s")):
+        sel = pairs[pairs["first"] == first]
+        ax.scatter(sel["pair"], sel["difference"] / KIB, marker=marker, color="#d62728", label=f"{first} ran first")
+    if len(pairs):
+        ax.axhline(pairs["difference"].mean() / KIB, color="#d62728", lw=1, ls="--", label="mean of the pairs")
+    ax.axhline(0, color="black", lw=0.8)
+    ax.set_xticks(list(pairs["pair"]))
+    ax.set_xlabel("pair")
+    ax.set_ylabel(unit)
+    ax.set_title(title)
+    ax.grid(alpha=0.3, axis="y")
+    ax.legend(fontsize=8)
+    return ax

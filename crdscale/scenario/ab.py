@@ -42,6 +42,7 @@ log = logging.getLogger(__name__)
 
 AB_MANIFEST = "ab.json"
 SIDES = ("base", "changed")
+BUILD_KEYS = ("target.patches", "target.build_tags")  # changes that need kube-apiserver built with them
 
 
 @dataclass(frozen=True)
@@ -55,6 +56,16 @@ class Change:
 
     def describe(self) -> str:
         return ", ".join(f"{k} = {json.dumps(v)}" for k, v in self.overrides.items())
+
+    def check_for_pods(self) -> None:
+        """UsageError (one line) when the change needs a kube-apiserver built with it: a pod of
+        ``crdscale ab --cluster`` runs the crdscale image's binaries, released builds only."""
+        for key in BUILD_KEYS:
+            if self.overrides.get(key):
+                raise UsageError(
+                    f"--cluster: {key} needs a kube-apiserver built with the change, and the crdscale image "
+                    f"carries released builds only; run this A/B here (without --cluster)"
+                )
 
 
 @dataclass
@@ -117,6 +128,23 @@ def precision(comparison) -> Precision | None:
     return None
 
 
+def run_name(pair: int, side: str) -> str:
+    return f"p{pair:02d}-{side}"
+
+
+def parse_run_name(name: str) -> tuple[int, str]:
+    """``(pair, side)`` of :func:`run_name`'s ``p01-base``; UsageError for anything else."""
+    pair, _, side = name.partition("-")
+    if not (pair.startswith("p") and pair[1:].isdigit() and int(pair[1:]) >= 1 and side in SIDES):
+        raise UsageError(f"{name!r}: not an A/B run (p01-base, p01-changed, p02-changed, ...)")
+    return int(pair[1:]), side
+
+
+def is_ab_directory(path: str | Path) -> bool:
+    """Whether ``path`` is an A/B directory (it holds :data:`AB_MANIFEST`)."""
+    return (Path(path) / AB_MANIFEST).is_file()
+
+
 def side_order(pair: int) -> tuple[str, str]:
     """Which side runs first in pair ``pair`` (1-based): base first in odd pairs, changed first in even ones."""
     return SIDES if pair % 2 == 1 else SIDES[::-1]
@@ -129,6 +157,11 @@ class ABRun:
     run_dir: str | None = None  # relative to the A/B directory
     status: str = "pending"
     seconds: float | None = None
+
+    @property
+    def name(self) -> str:
+        """``p01-base``: what names its run directory, and its index's cell on a cluster."""
+        return run_name(self.pair, self.side)
 
     @property
     def label(self) -> str:
@@ -178,9 +211,10 @@ class AB:
         return ab
 
     @classmethod
-    def create(cls, parent: str | Path, scenario, change: Change) -> AB:
-        """A new A/B directory under ``parent``. Both sides are validated (``run --check``) before it exists."""
-        ab = cls.check(scenario, change)
+    def create(cls, parent: str | Path, scenario, change: Change, *, checked: AB | None = None) -> AB:
+        """A new A/B directory under ``parent``. Both sides are validated (``run --check``) before it exists
+        (``checked``: the unsaved A/B :meth:`check` returned, when the caller validated them already)."""
+        ab = checked or cls.check(scenario, change)
         base = Path(parent) / f"{time.strftime('%Y%m%dT%H%M%SZ', time.gmtime())}-ab-{scenario.name}"
         path, n = base, 1
         while path.exists():
@@ -188,19 +222,23 @@ class AB:
             path = base.with_name(f"{base.name}-{n}")
         path.mkdir(parents=True)
         ab.path = path
-        ab.manifest = {
-            "kind": "ab",
-            "crdscale_version": __version__,
-            "name": scenario.name,
-            "status": "running",
-            "scenario_file": scenario.source_path,
-            "scenario": ab.scenario_user,
-            "overrides": ab.scenario_overrides,
-            "change": {"name": change.name, "overrides": change.overrides},
-            "runs": [],
-        }
+        ab.manifest = ab.new_manifest(scenario.name)
         ab.save()
         return ab
+
+    def new_manifest(self, name: str) -> dict:
+        """The ``ab.json`` of a new A/B of the scenario ``name``, before its runs are recorded."""
+        return {
+            "kind": "ab",
+            "crdscale_version": __version__,
+            "name": name,
+            "status": "running",
+            "scenario_file": self.scenario_file,
+            "scenario": self.scenario_user,
+            "overrides": self.scenario_overrides,
+            "change": {"name": self.change.name, "overrides": self.change.overrides},
+            "runs": [],
+        }
 
     @classmethod
     def open(cls, path: str | Path) -> AB:
@@ -228,18 +266,19 @@ class AB:
     def completed(self) -> list[ABRun]:
         return [r for r in self.runs if r.status == "completed" and r.run_dir]
 
-    def complete_pairs(self) -> int:
+    def paired(self) -> set[int]:
+        """The pairs whose two sides completed."""
         done = {(r.pair, r.side) for r in self.completed()}
-        pairs = {r.pair for r in self.runs}
-        return sum(1 for p in pairs if all((p, s) in done for s in SIDES))
+        return {p for p in {r.pair for r in self.runs} if all((p, s) in done for s in SIDES)}
+
+    def complete_pairs(self) -> int:
+        return len(self.paired())
 
     def comparison(self):
         """Base against changed, repeats pooled: a :class:`~crdscale.analysis.compare.Comparison`."""
         from crdscale.analysis.compare import compare_runs
 
-        done = {r.pair for r in self.completed() if r.side == "changed"} & {
-            r.pair for r in self.completed() if r.side == "base"
-        }
+        done = self.paired()
         runs = sorted((r for r in self.completed() if r.pair in done), key=lambda r: (r.side != "base", r.pair))
         if len(runs) < 2:
             raise UsageError(f"{self.path}: no complete base/changed pair yet")
@@ -282,6 +321,69 @@ class AB:
         self.save()
         return reached
 
+    def plan(self, pairs: int) -> list[ABRun]:
+        """The runs of pairs 1 to ``pairs`` in the order they run (:func:`side_order`), recorded when new;
+        those not completed yet are what a cluster's Job runs, one index each, in this order."""
+        out = []
+        for pair in range(1, pairs + 1):
+            for side in side_order(pair):
+                state = next((r for r in self.runs if r.pair == pair and r.side == side), None)
+                if state is None:
+                    state = ABRun(pair, side)
+                    self.runs.append(state)
+                out.append(state)
+        return out
+
+    # --- on a cluster (crdscale ab --cluster): the runs as one Indexed Job, as a matrix's cells ---
+
+    def check_for_pods(self) -> None:
+        """UsageError (one line) when a pod of ``crdscale ab --cluster`` cannot run a side as this machine
+        would (:func:`crdscale.scenario.clusterjob.check_cells_for_pods`), or when the change needs a
+        kube-apiserver built with it: the crdscale image carries released builds only."""
+        from crdscale.scenario.clusterjob import check_cells_for_pods
+        from crdscale.scenario.matrix import Cell
+
+        self.change.check_for_pods()
+        check_cells_for_pods([(Cell(side, {}), self.side_scenario(side)) for side in SIDES])
+
+    def gather(self, results_url: str | None = None) -> list[str]:
+        """Copy each run's newest run directory from the results store of a cluster A/B into the A/B
+        directory and record it (completed or failed, as its run manifest says); returns the runs gathered.
+        As :func:`crdscale.scenario.clusterjob.gather` does for a matrix's cells."""
+        from crdscale.results.store import cell_prefix, open_store
+        from crdscale.rundir import read_run
+        from crdscale.scenario.clusterjob import CLUSTER_KEY
+
+        table = self.manifest[CLUSTER_KEY]
+        store = open_store(results_url or table["results"])
+        gathered = []
+        for state in self.runs:
+            runs = store.list_prefixes(cell_prefix(table["experiment_id"], state.name))
+            if not runs:
+                continue
+            for name in runs:
+                if not (self.path / name).is_dir():
+                    store.get_tree(cell_prefix(table["experiment_id"], state.name, name), self.path / name)
+            newest = runs[-1]  # run directory names start with their UTC start time
+            try:
+                status = read_run(self.path / newest).status
+            except UsageError:
+                status = "failed"
+            state.run_dir, state.status = newest, "completed" if status == "completed" else "failed"
+            gathered.append(state.name)
+        if self.runs and all(r.status == "completed" for r in self.runs):
+            self.manifest["status"] = "completed"
+        self.save()
+        return gathered
+
+    def run_one(self, name: str, run_cell: Callable[[Any, Path, str], Path]) -> ABRun:
+        """Run the one side ``name`` names (``p02-changed``): what a pod of ``crdscale ab --cluster`` runs."""
+        pair, side = parse_run_name(name)
+        if not any(r.pair == pair and r.side == side for r in self.runs):
+            raise UsageError(f"{name}: not a run of this A/B")
+        self._run_side(pair, side, self.side_scenario(side), run_cell, max(r.pair for r in self.runs))
+        return next(r for r in self.runs if r.pair == pair and r.side == side)
+
     def _run_side(self, pair: int, side: str, scenario, run_cell, last: int) -> None:
         state = next((r for r in self.runs if r.pair == pair and r.side == side), None)
         if state is None:
@@ -295,7 +397,7 @@ class AB:
         self.save()
         started = time.monotonic()
         try:
-            run_dir = Path(run_cell(scenario, self.path, f"p{pair:02d}-{side}"))
+            run_dir = Path(run_cell(scenario, self.path, run_name(pair, side)))
         except CrdscaleError as err:
             created = sorted(p.name for p in self.path.iterdir() if p.name not in before and p.is_dir())
             state.run_dir = created[-1] if created else None

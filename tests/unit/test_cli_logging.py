@@ -72,8 +72,8 @@ def test_every_cluster_flag_comes_from_add_cluster_arguments():
         assert kubeconfig.metavar == "PATH"
         assert context is not None and context.help == "kubeconfig context (default: its current context)"
         # run and history start their own control planes without --kubeconfig; status and down act on the
-        # cluster an EXPERIMENT recorded
-        if path[0] not in ("run", "history", "status", "down"):
+        # cluster an EXPERIMENT recorded; ab takes one only with --cluster (never a local instance)
+        if path[0] not in ("run", "history", "status", "down", "ab"):
             assert FIND_CLUSTER in kubeconfig.help
     assert {"install", "clean", "run", "footprint", "probe list"} <= set(seen)
 

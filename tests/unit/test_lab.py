@@ -239,3 +239,48 @@ def test_lab_shows_the_memory_notebook_as_a_notebook_in_chromium(run_copy, tmp_p
             if _alive(pid, ticks):
                 os.kill(pid, signal.SIGKILL)
         lab.wait(10)
+
+
+@pytest.mark.external
+@pytest.mark.skipif(CHROMIUM is None, reason="chromium is not installed (apt-get install chromium)")
+@pytest.mark.timeout(600)
+def test_lab_on_an_ab_draws_its_flame_graph_in_chromium(tmp_path):
+    """`crdscale lab AB_DIR` opens the A/B notebook, whose differential flame graph JupyterLab draws with
+    its plotly renderer (the copy is executed by papermill, so untrusted: HTML with scripts would not run)."""
+    ab = Path(shutil.copytree(ROOT / "data" / "ab-known-cost", tmp_path / "ab"))
+    lab = subprocess.Popen(
+        [sys.executable, "-m", "crdscale", "lab", str(ab)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
+    )
+    started: dict[int, int] = {}
+    try:
+        lines: list[str] = []
+        errors: list[str] = []
+        threading.Thread(target=lambda: lines.extend(lab.stdout), daemon=True).start()
+        threading.Thread(target=lambda: errors.extend(lab.stderr), daemon=True).start()
+        deadline = time.monotonic() + 420
+        while not lines and lab.poll() is None and time.monotonic() < deadline:
+            time.sleep(0.2)
+        assert lines and lines[0].startswith("http://127.0.0.1:"), (lines, lab.poll(), "".join(errors)[-2000:])
+        url = lines[0].strip()
+        assert re.fullmatch(r"http://127\.0\.0\.1:\d+/lab/tree/notebooks/ab\.ipynb\?token=[0-9a-f]{48}", url)
+        started = _descendants(lab.pid)
+        dom = _chromium(url, tmp_path / "profile", "--dump-dom").stdout
+        started |= _descendants(lab.pid)
+        assert "jp-Notebook" in dom, dom[-3000:]
+        assert 'class="trace icicle"' in dom  # drawn by plotly in the page, not left as text
+        assert not re.search(r'class="[^"]*\bjp-mod-dirty\b', dom)  # opens unmodified
+        lab.send_signal(signal.SIGINT)
+        assert lab.wait(60) == 0
+        assert "notebook failed" not in "".join(errors)
+    finally:
+        if lab.poll() is None:
+            started |= _descendants(lab.pid)
+            lab.kill()
+        for pid, ticks in started.items():
+            if _alive(pid, ticks):
+                os.kill(pid, signal.SIGKILL)
+        lab.wait(10)

@@ -1,0 +1,205 @@
+"""An A/B directory (``crdscale ab``) said in words, tables and a rendered report.
+
+The numbers are the A/B's comparison (:meth:`crdscale.scenario.ab.AB.comparison`: base against changed,
+repeats pooled) and its verdict (:mod:`crdscale.report.verdict`). :func:`write_verdict_files` writes
+``verdict.md``, ``verdict.json`` and ``flame.html`` into the A/B directory when an A/B ends;
+:func:`render_ab_report` executes ``notebooks/ab.py`` on it and writes, through the same pipeline as a
+run's report (:func:`crdscale.report.render.write_report`), into ``AB_DIR/report/``::
+
+    findings.md          the comparison's tables (base against changed), figures
+    findings.json        the same numbers, unformatted
+    *.png, *.svg         figures: the difference by cause, the pairs' differences
+    report.html, report-nocode.html   the verdict, then the notebook: per-cause differences, the pairs'
+                         spread, the frames that changed and the differential flame graph (interactive)
+    notebooks/ab.ipynb
+
+The flame graph pools each side's runs: the mean growth per CRD by stack over its runs.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from dataclasses import replace
+from pathlib import Path
+
+import pandas as pd
+
+from crdscale.analysis.targets import TOTAL
+from crdscale.errors import UsageError
+from crdscale.scenario.ab import AB, SIDES
+
+log = logging.getLogger(__name__)
+
+AB_NOTEBOOK = "ab"
+
+
+def side_growth(ab: AB, side: str) -> pd.Series:
+    """The mean heap growth per CRD by folded stack over one side's completed runs (in complete pairs)."""
+    from crdscale.report.diffflame import mean_growth_stacks, run_growth_stacks
+    from crdscale.rundir import read_run
+
+    runs = [r for r in ab.completed() if r.side == side and r.pair in ab.paired()]
+    if not runs:
+        raise ValueError(f"{ab.path}: no completed {side} run in a complete pair")
+    return mean_growth_stacks([run_growth_stacks(read_run(ab.path / r.run_dir)) for r in runs])
+
+
+def flame_nodes(ab: AB) -> pd.DataFrame:
+    """The differential flame graph's nodes (:func:`crdscale.report.diffflame.diff_icicle_nodes`) of the A/B."""
+    from crdscale.report.diffflame import diff_icicle_nodes
+
+    return diff_icicle_nodes(side_growth(ab, "base"), side_growth(ab, "changed"))
+
+
+def flame_figure(ab: AB, nodes: pd.DataFrame | None = None, *, colour: str = "growth"):
+    """The A/B's differential flame graph: changed minus base, heap growth per CRD, each side's mean;
+    coloured by ``colour`` (growth or cause) first."""
+    from crdscale.report.diffflame import diff_icicle_figure
+
+    nodes = flame_nodes(ab) if nodes is None else nodes
+    return diff_icicle_figure(
+        nodes, title=f"{ab.change.name}: heap growth per CRD, changed minus base (mean of the pairs)", colour=colour
+    )
+
+
+def frames_changed(ab: AB) -> pd.DataFrame:
+    """Bytes per CRD by function, each side's mean over its runs, largest ``|difference|`` first
+    (:func:`crdscale.report.diffflame.frame_differences`)."""
+    from crdscale.report.diffflame import frame_differences
+
+    return frame_differences(side_growth(ab, "base"), side_growth(ab, "changed"))
+
+
+def pair_differences(ab: AB, comparison) -> pd.DataFrame:
+    """One row per complete pair: which side ran first, each side's per-CRD (or per-object, for runs that
+    grow objects) heap total and their difference (changed minus base), in bytes; the pairs' spread is
+    what the pooled interval is made of."""
+    per_object = comparison.per_object_joint is not None and not comparison.per_object_joint.empty
+    if per_object:
+        frame = comparison.per_object
+        rows = frame[frame["cause"] == TOTAL]
+        value = "per_object"
+    else:
+        frame = comparison.per_crd
+        rows = frame[(frame["cause"] == TOTAL) & (frame["metric"] == "bytes") & (frame["phase"] == "served")]
+        value = "per_crd"
+    by_label = rows.groupby("run")[value].first()
+    out = []
+    for pair in sorted(ab.paired()):
+        labels = {side: f"{side},repeat={pair}" for side in SIDES}
+        if not all(label in by_label.index for label in labels.values()):
+            continue
+        base, changed = (float(by_label[labels[s]]) for s in SIDES)
+        first = next(r.side for r in ab.runs if r.pair == pair)
+        out.append((pair, first, base, changed, changed - base))
+    unit = "bytes per custom resource" if per_object else "bytes per CRD"
+    table = pd.DataFrame(out, columns=["pair", "first", "base", "changed", "difference"])
+    table.attrs["unit"] = unit
+    return table
+
+
+def change_provenance(comparison) -> dict:
+    """What the changed side's manifest records of its change (diffs with sha256 and files, tags, gates)."""
+    label = comparison.first_run(comparison.compared[0])
+    manifest = comparison.manifests.get(label) or {}
+    change = (manifest.get("target") or {}).get("change") or manifest.get("change")
+    if not isinstance(change, dict):
+        return {}
+    return {
+        key: json.dumps(value, default=str) if not isinstance(value, str) else value
+        for key, value in change.items()
+        if value not in ([], {}, "", None)  # what the change left alone says nothing
+    }
+
+
+def ab_verdict(ab: AB, comparison=None):
+    """The A/B's :class:`~crdscale.report.verdict.Verdict` (its comparison computed when not given)."""
+    from crdscale.report.verdict import build_verdict
+    from crdscale.scenario.ab import precision
+
+    comparison = ab.comparison() if comparison is None else comparison
+    reached = precision(comparison)
+    changes = {"change": ab.change.describe(), **change_provenance(comparison)}
+    return build_verdict(comparison, change=ab.change.name, changes=changes, pairs=reached.pairs if reached else None)
+
+
+def write_verdict_files(ab: AB):
+    """``verdict.md``, ``verdict.json`` and ``flame.html`` of an A/B directory; returns the verdict."""
+    from crdscale.fsutil import write_atomic
+
+    comparison = ab.comparison()
+    verdict = ab_verdict(ab, comparison)
+    write_atomic(ab.path / "verdict.md", verdict.markdown())
+    write_atomic(ab.path / "verdict.json", json.dumps(verdict.to_json(), indent=2, default=str) + "\n")
+    try:
+        from crdscale.report.diffflame import write_diff_flame_html
+
+        write_diff_flame_html(flame_figure(ab), ab.path / "flame.html")
+    except (ImportError, ValueError) as err:  # plotly missing (report extra), or a run without two profiles
+        log.warning(f"no flame.html: {err}")
+    return verdict
+
+
+# --------------------------------------------------------------------------
+# The rendered report
+# --------------------------------------------------------------------------
+
+
+def render_ab_report(
+    ab_dir: str | Path,
+    out_dir: str | Path | None = None,
+    *,
+    notebooks_dir: str | Path | None = None,
+    timeout: int | None = None,
+):
+    """Findings, figures and HTML of an A/B directory (see the module docstring); out defaults to
+    ``AB_DIR/report``. Returns a :class:`crdscale.report.render.ReportResult`."""
+    from crdscale.fsutil import check_output_dir
+    from crdscale.report.render import CELL_TIMEOUT_S, write_report
+
+    ab = AB.open(Path(ab_dir).resolve())
+    notebook = ab_notebook(notebooks_dir)
+    # Computed before the kernel starts and anything is written: an A/B without a complete pair is said
+    # before minutes of notebook.
+    comparison = ab.comparison()
+    out = check_output_dir(Path(out_dir).resolve() if out_dir else ab.path / "report")
+    return write_report(
+        out,
+        [(notebook, {"run_dir": str(ab.path)})],
+        lambda: ab_report_content(ab, comparison),
+        timeout=timeout or CELL_TIMEOUT_S,
+    )
+
+
+def ab_notebook(notebooks_dir: str | Path | None = None) -> Path:
+    """``notebooks/ab.py`` (of ``notebooks_dir``); UsageError when it is not there."""
+    from crdscale.report.render import default_notebooks_dir
+
+    notebooks_dir = (Path(notebooks_dir) if notebooks_dir else default_notebooks_dir()).resolve()
+    notebook = notebooks_dir / f"{AB_NOTEBOOK}.py"
+    if not notebook.is_file():
+        raise UsageError(f"notebook {notebook} not found (use --notebooks DIR: the notebooks/ of a crdscale checkout)")
+    return notebook
+
+
+def ab_report_content(ab: AB, comparison):
+    """What an A/B's report says besides its notebook: the verdict first, the comparison's findings and
+    figures (:func:`crdscale.report.compare.comparison_content`) and the pairs' differences."""
+    import nbformat
+
+    from crdscale.report import plots
+    from crdscale.report.compare import comparison_content
+    from crdscale.report.figures import FigureSpec, new_figure
+
+    content = comparison_content(comparison)
+    verdict = ab_verdict(ab, comparison)
+    fig, ax = new_figure(10, 3.5)
+    plots.plot_pair_differences(ax, pair_differences(ab, comparison))
+    title = f"crdscale A/B: {ab.change.name} ({ab.path.name})"
+    return replace(
+        content,
+        title=title,
+        figures=[*content.figures, FigureSpec("pair-differences", "The pairs' differences, changed minus base", fig)],
+        first_cells=lambda _pngs: [nbformat.v4.new_markdown_cell(f"# {title}\n\n{verdict.markdown()}")],
+    )
