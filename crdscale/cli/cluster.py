@@ -229,10 +229,11 @@ def print_manifests(plan) -> None:
     print(fanout.to_yaml([fanout.submitter_role(plan)]), end="")
 
 
-def submit(args: argparse.Namespace, scenario, extra: dict | None = None) -> int:
+def submit(args: argparse.Namespace, scenario, extra: dict | None = None, *, check: bool = False):
     """`crdscale run SCENARIO --cluster ...` once the flags (:func:`check_submission`) and the
     scenario's cells are checked: predict resources, dry-run, create, follow. ``extra``: more tables of
-    ``experiment.json`` (a history's ``history``)."""
+    ``experiment.json`` (a history's ``history``). ``check`` (``run --check --cluster``): everything up
+    to the server's dry run, nothing created; returns what was checked as ``(what, result)`` lines."""
     from crdscale.cluster.clients import connect
     from crdscale.ownership import new_run_id
     from crdscale.paths import runs_dir
@@ -264,6 +265,21 @@ def submit(args: argparse.Namespace, scenario, extra: dict | None = None) -> int
         if not plan.create_namespace:
             # The server validates every object (admission, quota, RBAC) before anything exists.
             clusterjob.create(cluster, plan, dry_run=True)
+        if check:
+            return [
+                ("cluster", f"{cluster.server} answers ({cluster.server_version()})"),
+                (
+                    "namespace",
+                    f"{plan.namespace}: "
+                    + ("does not exist yet: it would be created" if plan.create_namespace else "exists"),
+                ),
+                (
+                    "job",
+                    f"{len(plan.cells)} cells, parallelism {plan.parallelism}, each pod {resources.cpus:g} CPUs and "
+                    f"{resources.memory_bytes / 2**30:.2f} GiB ({_peak_line(peaks)}); "
+                    + ("objects not dry-run (no namespace yet)" if plan.create_namespace else "server dry run passed"),
+                ),
+            ]
         experiment = Experiment.create(args.out or runs_dir(), scenario, check=False)
         experiment.manifest[clusterjob.CLUSTER_KEY] = manifest[clusterjob.CLUSTER_KEY]
         experiment.manifest.update(extra or {})

@@ -207,6 +207,11 @@ class Command:
             raise UsageError("--context names a context of --kubeconfig; this run starts its own control plane")
         # Before a run directory exists or a binary is resolved: a bad cell fails in seconds, not after a build.
         reports = _check(scenario)
+        if args.check and args.cluster and not args.print_manifests:
+            # The cells are checked above; then what the submission would check, up to the server's dry run.
+            from crdscale.scenario.check import CellReport
+
+            reports.append(CellReport("cluster", checks=cluster.submit(args, scenario, check=True)))
         if args.check:
             return _print_check(scenario.source_path or "default scenario", reports, args)
         if args.cluster:
@@ -261,7 +266,8 @@ def _print_check(what: str, reports, args) -> int:
         return 0
     warnings = sum(len(r.warnings) for r in reports)
     found = f"{warnings} warning{'s' if warnings != 1 else ''}" if warnings else "nothing wrong found"
-    print(f"{what}: {len(reports)} cell{'s' if len(reports) != 1 else ''} checked, {found}")
+    cells = sum(r.cell != "cluster" for r in reports)  # run --check --cluster adds the cluster's checks
+    print(f"{what}: {cells} cell{'s' if cells != 1 else ''} checked, {found}")
     for report in reports:
         print(f"cell {report.cell}:")
         width = max((len(w) for w, _h in report.checks), default=0)
