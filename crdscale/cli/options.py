@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import argparse
 import math
+import re
 from collections.abc import Callable
 
 # Larger integers are typos or attacks: no count, size or duration crdscale takes comes near it.
@@ -90,3 +91,18 @@ def pprof_unit(text: str) -> str:
 
 
 pprof_unit.__name__ = "unit"
+
+
+def label_value(text: str) -> str:
+    """An argparse ``type`` for a value that becomes a Kubernetes label value (``--run-id``): at most 63
+    characters, alphanumerics with '-', '_' or '.' inside (k8s.io/apimachinery IsValidLabelValue),
+    checked as the flag is read, not when the server refuses the first object."""
+    if len(text) > 63 or not re.fullmatch(r"([A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?)?", text) or not text:
+        raise argparse.ArgumentTypeError(
+            f"{text!r} is not a Kubernetes label value (at most 63 letters, digits, '-', '_' or '.', "
+            "starting and ending with a letter or digit)"
+        )
+    return text
+
+
+label_value.__name__ = "label value"

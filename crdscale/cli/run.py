@@ -207,6 +207,8 @@ class Command:
             raise UsageError("--context names a context of --kubeconfig; this run starts its own control plane")
         # Before a run directory exists or a binary is resolved: a bad cell fails in seconds, not after a build.
         reports = _check(scenario)
+        if args.out and not args.cluster:
+            _check_out(args.out)
         if args.check and args.cluster and not args.print_manifests:
             # The cells are checked above; then what the submission would check, up to the server's dry run.
             from crdscale.scenario.check import CellReport
@@ -249,6 +251,25 @@ def _check(scenario, cells=None):
         for warning in report.warnings:
             log.warning(f"cell {report.cell}: {warning}" if scenario.matrix else warning)
     return reports
+
+
+def _check_out(out: str) -> None:
+    """``--out``: a run directory can be made there (tried with a temporary folder, removed at once),
+    so ``/proc/nope`` fails the check, not the run once it has started."""
+    import tempfile
+    from pathlib import Path
+
+    from crdscale.errors import UsageError
+
+    existing = Path(out).expanduser().absolute()
+    while not existing.exists() and existing != existing.parent:
+        existing = existing.parent
+    if not existing.is_dir():
+        raise UsageError(f"--out {out}: {existing} is not a directory")
+    try:
+        tempfile.TemporaryDirectory(dir=existing, prefix=".crdscale-check-").cleanup()
+    except OSError as err:
+        raise UsageError(f"--out {out}: cannot make a run directory in {existing}: {err.strerror or err}") from None
 
 
 def _print_check(what: str, reports, args) -> int:
