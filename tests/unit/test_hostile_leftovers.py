@@ -82,3 +82,38 @@ def test_flags_refused_as_they_are_read(argv, message, capsys):
         return
     assert exit_.value.code == 2
     assert message in capsys.readouterr().err
+
+
+def test_a_crd_tree_walk_is_bounded(tmp_path, monkeypatch):
+    from crdscale.crds import load
+    from crdscale.errors import CRDError
+
+    for i in range(10):
+        (tmp_path / f"{i}.yaml").write_text("{}")
+    assert len(load.find_files(tmp_path)) == 10
+    monkeypatch.setattr(load, "MAX_TREE_ENTRIES", 5)
+    with pytest.raises(CRDError, match="more than 5 files and folders: not a CRD set"):
+        load.find_files(tmp_path)
+
+
+@pytest.mark.parametrize(
+    "argv, message",
+    [
+        (["probe", "discovery", "--tolerance", "-1"], "--tolerance must be a finite number >= 0, got -1.0"),
+        (["probe", "apf", "--stats-wait-s", "nan"], "--stats-wait-s must be a finite number >= 0, got nan"),
+    ],
+)
+def test_probe_numbers_refused_before_connecting(argv, message, capsys, monkeypatch):
+    def connect(*_a, **_k):
+        raise AssertionError("connected before the flags were checked")
+
+    monkeypatch.setattr("crdscale.cluster.clients.connect", connect)
+    assert main([*argv, "--yes"]) == 2
+    assert message in _one_error(capsys)
+
+
+def test_install_run_id_is_a_label_value(capsys):
+    with pytest.raises(SystemExit) as exit_:
+        main(["install", "x.yaml", "--run-id", "../../etc"])
+    assert exit_.value.code == 2
+    assert "is not a Kubernetes label value" in capsys.readouterr().err
