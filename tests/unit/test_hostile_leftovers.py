@@ -117,3 +117,17 @@ def test_install_run_id_is_a_label_value(capsys):
         main(["install", "x.yaml", "--run-id", "../../etc"])
     assert exit_.value.code == 2
     assert "is not a Kubernetes label value" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(
+    "flags, message",
+    [
+        (["--image", "x:1", "--results", "s3://"], "an S3 results URL is s3://BUCKET[/PREFIX]"),
+        (["--image", "has space", "--results", "s3://b/p"], "--image 'has space': not an image reference"),
+        (["--image", "x:1", "--results", "pvc://"], "--results pvc://: names no claim"),
+    ],
+)
+def test_cluster_submission_flags_refused_before_anything(flags, message, capsys):
+    scenario = "scenarios/gogc.toml"
+    assert main(["run", "--cluster", "--print-manifests", *flags, scenario]) == 2
+    assert message in _one_error(capsys)
