@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from crdscale.cli.main import main
@@ -128,6 +130,6 @@ def test_install_run_id_is_a_label_value(capsys):
     ],
 )
 def test_cluster_submission_flags_refused_before_anything(flags, message, capsys):
-    scenario = "scenarios/gogc.toml"
+    scenario = str(Path(__file__).resolve().parents[2] / "scenarios" / "gogc.toml")
     assert main(["run", "--cluster", "--print-manifests", *flags, scenario]) == 2
     assert message in _one_error(capsys)
