@@ -74,8 +74,16 @@ class Try:
     leftover: list[int]
     stop_s: float | None
 
+    @property
+    def before_python(self) -> bool:
+        """The signal came while Python itself was starting (loading its ``site`` module): no program can
+        handle that, so the try says nothing about crdscale (counted apart, not as a problem)."""
+        return "Fatal Python error: init_" in self.stderr
+
     def problem(self) -> str | None:
         """What is wrong with this try, or None."""
+        if self.before_python:
+            return None
         if self.code is None:
             return f"hung: still running {STOP_BOUND_S} s after SIGINT at {self.delay_s:.2f} s"
         if self.leftover:
@@ -103,14 +111,16 @@ def interrupt_once(crds: Path, delay_s: float, env: dict) -> Try:
         text=True,
     )
     sid = proc.pid
+    signalled = False
     try:
         proc.wait(timeout=delay_s)
     except subprocess.TimeoutExpired:
         os.killpg(sid, signal.SIGINT)
+        signalled = True
     sent = time.monotonic()
     try:
         _, stderr = proc.communicate(timeout=STOP_BOUND_S)
-        code, stop_s = proc.returncode, time.monotonic() - sent
+        code, stop_s = proc.returncode, (time.monotonic() - sent if signalled else None)
     except subprocess.TimeoutExpired:
         code, stop_s, stderr = None, None, ""
     time.sleep(0.2)  # a worker the parent left behind would still be there
@@ -125,24 +135,19 @@ def interrupt_once(crds: Path, delay_s: float, env: dict) -> Try:
     return Try(delay_s, code, stderr, leftover, stop_s)
 
 
-def interpreter_start_s(env: dict) -> float:
-    """How long this Python takes to start (its ``site`` module loaded), the slowest of three, doubled:
-    a SIGINT before then interrupts Python's own start-up ("Fatal Python error: init_import_site"),
-    which no program can catch, so the random points start after it."""
-    times = []
-    for _ in range(3):
-        start = time.monotonic()
-        subprocess.run([sys.executable, "-c", "pass"], env=env, check=True)
-        times.append(time.monotonic() - start)
-    return 2 * max(times)
-
-
 def interrupt_many(crds: Path, tries: int, max_delay_s: float, env: dict, seed: int = 31) -> list[Try]:
-    """``tries`` interrupts at delays spread uniformly from the interpreter's start-up to ``max_delay_s``
-    (seeded)."""
+    """``tries`` interrupts at delays spread uniformly over [0.05 s, the window] (seeded). The window starts
+    at ``max_delay_s`` and shrinks to 90 % of any try that finished before its signal: on a loaded machine
+    a whole run's length varies, and a window longer than the run interrupts nothing."""
     rng = random.Random(seed)
-    first = min(interpreter_start_s(env), max_delay_s / 2)
-    return [interrupt_once(crds, rng.uniform(first, max_delay_s), env) for _ in range(tries)]
+    out = []
+    for _ in range(tries):
+        start = time.monotonic()
+        done = interrupt_once(crds, rng.uniform(0.05, max_delay_s), env)
+        if done.code == 0 and done.stop_s is None:
+            max_delay_s = min(max_delay_s, 0.9 * (time.monotonic() - start))
+        out.append(done)
+    return out
 
 
 def environment(tmp: Path) -> dict:

@@ -878,6 +878,9 @@ def build_scenario(
         check_env(target.env)
     except UsageError as err:
         raise UsageError(f"{where}: {err}") from None
+    for source, job in (target.prometheus_jobs or {}).items():
+        if not isinstance(job, str) or not job.strip():
+            raise UsageError(f"{where}: 'target.prometheus_jobs.{source}' must be a job label (a string), got {job!r}")
     # Before anything starts: a missing token file or a password in the URL is a one-line error now.
     PrometheusAccess.from_target(target.table(), where=where)
     _check_objects(objects, steps, where)

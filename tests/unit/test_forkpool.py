@@ -79,4 +79,4 @@ def test_ctrl_c_during_footprint_is_one_line_and_leaves_nothing(tmp_path):
     tries = footprint_interrupt.interrupt_many(crds, 3, max_delay_s=2.5, env=env)
     problems = [t.problem() for t in tries if t.problem()]
     assert not problems, problems
-    assert sum(t.code == 130 for t in tries) >= 2
+    assert sum(t.code == 130 for t in tries) >= 1

@@ -637,3 +637,32 @@ def test_every_scenario_key_holds_the_property(key, data, monkeypatch):
         outside = _written_outside(before, after, {tmp / "home", tmp / "cache"}, tmp)
         assert not outside, f"crdscale {argv}: wrote {outside[:5]}"
         assert not any((tmp / "runs").iterdir()), f"crdscale {argv}: left a run directory"
+        if how != "set" and code == 0:  # --set reads a bare word as a string: only a file's value has a type
+            wrong = _wrong_type(key, value)
+            assert not wrong, f"crdscale {argv}: exit 0 with {key} = {value} ({wrong})"
+
+
+def _wrong_type(key: str, text: str) -> str | None:
+    """Why a file's ``key = text`` can never be right (a value of another type than the key declares, or a
+    non-finite number), or None. Such a value must be refused, not run with."""
+    import math
+
+    import tomllib
+
+    from crdscale.scenario.config import declared_type
+
+    try:
+        value = tomllib.loads(f"v = {text}")["v"]
+    except tomllib.TOMLDecodeError:
+        return None  # not TOML: the file's refusal is the parser's
+    if isinstance(value, float) and not math.isfinite(value):
+        return "not a finite number"
+    declared = declared_type(key)
+    if declared is None or value is None:
+        return None
+    types = declared if isinstance(declared, tuple) else (declared,)
+    if isinstance(value, bool) and bool not in types:
+        return f"a boolean for {declared}"
+    if not isinstance(value, types):
+        return f"{type(value).__name__} for {declared}"
+    return None
