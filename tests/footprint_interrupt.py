@@ -108,6 +108,9 @@ def interrupt_once(crds: Path, delay_s: float, env: dict) -> Try:
         stderr=subprocess.PIPE,
         env=env,
         start_new_session=True,
+        # A shell's background job ignores SIGINT, and an ignored signal stays ignored across exec (Python
+        # then installs no KeyboardInterrupt): the command gets a terminal's default, as in a foreground shell.
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
         text=True,
     )
     sid = proc.pid
