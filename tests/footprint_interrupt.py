@@ -99,6 +99,20 @@ class Try:
         return f"exit {self.code} after SIGINT at {self.delay_s:.2f} s: {self.stderr[-500:]!r}"
 
 
+def _wait_for_work(proc: subprocess.Popen, crds: Path, limit_s: float = 120) -> None:
+    """Until crdscale reads the CRDs (one of its descriptors is under ``crds``): the random point is then in
+    its work, not in Python's start-up, where a SIGINT ends the interpreter before any program runs (exit -2,
+    or a KeyboardInterrupt in the import of the package, which runpy makes before crdscale's code)."""
+    fds, end = Path(f"/proc/{proc.pid}/fd"), time.monotonic() + limit_s
+    while proc.poll() is None and time.monotonic() < end:
+        try:
+            if any(os.readlink(fd).startswith(str(crds)) for fd in fds.iterdir()):
+                return
+        except OSError:
+            pass
+        time.sleep(0.005)
+
+
 def interrupt_once(crds: Path, delay_s: float, env: dict) -> Try:
     """Start ``crdscale footprint CRDS`` in its own session, SIGINT its process group after ``delay_s``
     (as a terminal's Ctrl-C does), and report how it ended."""
@@ -114,6 +128,7 @@ def interrupt_once(crds: Path, delay_s: float, env: dict) -> Try:
         text=True,
     )
     sid = proc.pid
+    _wait_for_work(proc, crds)
     signalled = False
     try:
         proc.wait(timeout=delay_s)

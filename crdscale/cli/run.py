@@ -262,7 +262,7 @@ def _check_out(out: str) -> None:
     from crdscale.errors import UsageError
 
     existing = Path(out).expanduser().absolute()
-    while not existing.exists() and existing != existing.parent:
+    while not existing.exists() and existing.parent != existing:
         existing = existing.parent
     if not existing.is_dir():
         raise UsageError(f"--out {out}: {existing} is not a directory")
