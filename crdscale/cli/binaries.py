@@ -5,7 +5,7 @@ import logging
 from crdscale.cluster import binaries
 from crdscale.cluster.gobuild import go_version
 from crdscale.cluster.kubesource import check_tree, describe_build
-from crdscale.errors import BinaryError, UsageError
+from crdscale.errors import BinaryError, CrdscaleError, UsageError
 
 log = logging.getLogger(__name__)
 
@@ -105,6 +105,7 @@ class Command:
                 "with --kube-source give at most one --kube-version: the release a tree without git tags is based on"
             )
         trees = [check_tree(tree) for tree in args.kube_source]  # a bad path fails before any build
+        _check_before_building(args, versions)
         kcm = binaries.KUBE_CONTROLLER_MANAGER
         if args.node:  # first: one go build makes whatever of the four is missing
             found += sorted(binaries.node_binaries(versions[0]).items())
@@ -138,3 +139,25 @@ class Command:
             if b.built_from:
                 print(f"{'':<23} {describe_build(b.built_from)}")
         return 0
+
+
+def _check_before_building(args, versions: list[str | None]) -> None:
+    """Every version and path asked for, checked before the first build (a kube-apiserver build takes
+    8-11 minutes; a bad --etcd or --kubectl-version after it wasted them): versions well-formed,
+    --etcd a version the module proxy serves, an executable, or "system"."""
+    from crdscale.cluster import buildable
+
+    for version in versions:
+        if version is not None:
+            buildable.kube_version(version)
+    for version in args.kubectl_version or []:
+        try:
+            buildable.kube_version(version)
+        except UsageError as err:
+            raise UsageError(f"--kubectl-version: {err}") from None
+    try:
+        plan = buildable.plan_etcd(args.etcd)
+    except CrdscaleError as err:
+        raise type(err)(f"--etcd: {err}") from None
+    if plan.warning:
+        log.warning(plan.warning)

@@ -11,6 +11,7 @@ from __future__ import annotations
 import argparse
 import copy
 import logging
+import re
 import sys
 
 from crdscale.cli.options import finite_float
@@ -110,6 +111,38 @@ def check_flags(args: argparse.Namespace) -> None:
         raise UsageError(f"{given[0]} goes with --cluster")
 
 
+# An image reference as the OCI distribution grammar has it (github.com/distribution/reference): an optional
+# registry host[:port], lower-case path components, an optional :tag and @digest.
+_IMAGE = re.compile(
+    r"(?:(?:[a-zA-Z0-9](?:[a-zA-Z0-9-]*[a-zA-Z0-9])?)(?:\.[a-zA-Z0-9](?:[a-zA-Z0-9-]*[a-zA-Z0-9])?)*(?::[0-9]+)?/)?"
+    r"[a-z0-9]+(?:(?:[._]|__|-+)[a-z0-9]+)*(?:/[a-z0-9]+(?:(?:[._]|__|-+)[a-z0-9]+)*)*"
+    r"(?::[A-Za-z0-9_][A-Za-z0-9_.-]{0,127})?(?:@[a-z0-9]+(?:[.+_-][a-z0-9]+)*:[0-9a-fA-F]{32,})?"
+)
+
+
+def check_image(ref: str) -> None:
+    """``--image``: an image reference a pod spec can name (``has space`` is refused here, not by the kubelet)."""
+    if not _IMAGE.fullmatch(ref):
+        raise UsageError(
+            f"--image {ref!r}: not an image reference (e.g. registry.example/crdscale:1.2 or crdscale@sha256:...)"
+        )
+
+
+def check_results_url(url: str, scheme: str) -> None:
+    """``--results``: the store's address has what the pods need (a bucket, a claim, a path)."""
+    from urllib.parse import urlsplit
+
+    parts = urlsplit(url)
+    if scheme == "s3":
+        from crdscale.results.s3 import S3Location
+
+        S3Location.parse(url)
+    elif scheme == "file" and not parts.path.strip("/"):
+        raise UsageError(f"--results {url}: a file store names a directory, file:///PATH")
+    elif scheme not in ("s3", "file") and not parts.netloc:
+        raise UsageError(f"--results {url}: names no {'claim' if scheme == 'pvc' else 'store'} ({scheme}://NAME)")
+
+
 def check_submission(args: argparse.Namespace, *, resume: bool) -> None:
     from crdscale.results.store import scheme_of
     from crdscale.scenario.fanout import check_namespace
@@ -121,8 +154,10 @@ def check_submission(args: argparse.Namespace, *, resume: bool) -> None:
             "--cluster needs --results URL (s3://BUCKET/PREFIX, pvc://CLAIM or file:///PATH): "
             "a pod's run directory is gone when the pod is"
         )
+    if args.image:
+        check_image(args.image)
     if args.results:
-        scheme_of(args.results)
+        check_results_url(args.results, scheme_of(args.results))
     if args.namespace:
         check_namespace(args.namespace)
     if args.results_secret:
@@ -238,10 +273,11 @@ def print_manifests(plan, command: str = "run") -> None:
     print(fanout.to_yaml([fanout.submitter_role(plan)]), end="")
 
 
-def submit(args: argparse.Namespace, scenario, extra: dict | None = None) -> int:
+def submit(args: argparse.Namespace, scenario, extra: dict | None = None, *, check: bool = False):
     """`crdscale run SCENARIO --cluster ...` once the flags (:func:`check_submission`) and the
     scenario's cells are checked: predict resources, dry-run, create, follow. ``extra``: more tables of
-    ``experiment.json`` (a history's ``history``)."""
+    ``experiment.json`` (a history's ``history``). ``check`` (``run --check --cluster``): everything up
+    to the server's dry run, nothing created; returns what was checked as ``(what, result)`` lines."""
     from crdscale.cluster.clients import connect
     from crdscale.ownership import new_run_id
     from crdscale.paths import runs_dir
@@ -273,6 +309,21 @@ def submit(args: argparse.Namespace, scenario, extra: dict | None = None) -> int
         if not plan.create_namespace:
             # The server validates every object (admission, quota, RBAC) before anything exists.
             clusterjob.create(cluster, plan, dry_run=True)
+        if check:
+            return [
+                ("cluster", f"{cluster.server} answers ({cluster.server_version()})"),
+                (
+                    "namespace",
+                    f"{plan.namespace}: "
+                    + ("does not exist yet: it would be created" if plan.create_namespace else "exists"),
+                ),
+                (
+                    "job",
+                    f"{len(plan.cells)} cells, parallelism {plan.parallelism}, each pod {resources.cpus:g} CPUs and "
+                    f"{resources.memory_bytes / 2**30:.2f} GiB ({_peak_line(peaks)}); "
+                    + ("objects not dry-run (no namespace yet)" if plan.create_namespace else "server dry run passed"),
+                ),
+            ]
         experiment = Experiment.create(args.out or runs_dir(), scenario, check=False)
         experiment.manifest[clusterjob.CLUSTER_KEY] = manifest[clusterjob.CLUSTER_KEY]
         experiment.manifest.update(extra or {})

@@ -114,6 +114,7 @@ import argparse
 import logging
 
 from crdscale.cli.common import add_cluster_arguments, resolve_kubeconfig
+from crdscale.cli.options import footprint_features
 from crdscale.errors import UsageError
 
 log = logging.getLogger(__name__)
@@ -141,7 +142,7 @@ OPTIONS = (
     (("--calibrate",), dict(action="store_true", help="run the footprint sweep on a local control plane, fit, and keep the model")),
     (("--out",), dict(metavar="DIR", help="--calibrate: parent of the sweep's experiment directory (default: ./runs)")),
     (("--sweep",), dict(metavar="SCENARIO.toml", help="--calibrate: the sweep to run (a scenario with a [matrix]; default: the shipped one)")),
-    (("--features",), dict(metavar="F,F", help="--calibrate: features to fit (default: the shipped model's, else crds,served_versions,properties)")),
+    (("--features",), dict(metavar="F,F", type=footprint_features, help="--calibrate: features to fit (default: the shipped model's, else crds,served_versions,properties)")),
     (("--explain",), dict(action="store_true", help="print the model (definitions, intervals, coefficients, which runs fitted and validated it)")),
     (("-o", "--output"), dict(choices=("text", "json"), default="text", help="stdout format")),
 )

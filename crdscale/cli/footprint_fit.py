@@ -54,6 +54,7 @@ import json
 import logging
 import sys
 
+from crdscale.cli.options import footprint_features
 from crdscale.errors import UsageError
 
 log = logging.getLogger(__name__)
@@ -68,7 +69,7 @@ class Command:
         model = sub.add_parser("model", help="fit the model on sweep runs and write it")
         model.add_argument("runs", nargs="+", metavar="RUN_OR_EXPERIMENT")
         model.add_argument("--experiment", help="how the provenance names the experiment (default: its directories)")
-        model.add_argument("--features", help="comma-separated (default: the shipped model's)")
+        model.add_argument("--features", type=footprint_features, help="comma-separated (default: the shipped model's)")
         model.add_argument("--out", metavar="FILE", help="write the model here instead of over the shipped one")
         model.add_argument("--keep-from", metavar="MODEL", help="keep this model's peak excess and provenance roles")
         validate = sub.add_parser("validate", help="predict runs with the model of their version, compare")
@@ -85,7 +86,9 @@ class Command:
             p.add_argument("--model", metavar="FILE", help="this model file instead of the shipped one")
         errors = sub.add_parser("error-model", help="each run predicted from the others, per error scale")
         errors.add_argument("runs", nargs="+", metavar="RUN_OR_EXPERIMENT")
-        errors.add_argument("--features", help="comma-separated (default: the shipped model's)")
+        errors.add_argument(
+            "--features", type=footprint_features, help="comma-separated (default: the shipped model's)"
+        )
         errors.add_argument("-v", "--verbose", action="store_true", help="every run's prediction")
         states = sub.add_parser("states", help="fit the state terms (installed, watched, openapi-v2) and write them")
         states.add_argument("--installed", nargs="+", required=True, metavar="RUN_OR_EXPERIMENT")

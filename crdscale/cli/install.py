@@ -20,7 +20,7 @@ import time
 from pathlib import Path
 
 from crdscale.cli.common import add_cluster_arguments, add_yes_argument, confirm_cluster_write, resolve_kubeconfig
-from crdscale.cli.options import nonnegative_float, nonnegative_int, positive_float, positive_int
+from crdscale.cli.options import label_value, nonnegative_float, nonnegative_int, positive_float, positive_int
 from crdscale.crds.options import DEFAULT_MAX_WATCHES, ERROR_MODES, EXISTING_MODES, SERVE_MODES
 from crdscale.errors import CRDError, UsageError
 from crdscale.ownership import new_run_id
@@ -111,7 +111,7 @@ class Command:
             metavar="SECONDS",
             help="per step, wait this long for Established (default 300)",
         )
-        parser.add_argument("--run-id", help="run id for the ownership labels (default: a new one)")
+        parser.add_argument("--run-id", type=label_value, help="run id for the ownership labels (default: a new one)")
         parser.add_argument(
             "--out", metavar="DIR", help="parent of the run directory (default: $CRDSCALE_RUNS or ./runs)"
         )
@@ -145,6 +145,7 @@ class Command:
         kubeconfig = resolve_kubeconfig(args.kubeconfig)
         confirm_cluster_write(kubeconfig, args.context, yes=args.yes, what="install")
         cluster = connect(kubeconfig, args.context)
+        cluster.server_version()  # a server that does not answer is one line now, not a failed run directory
         steps = split_steps(loaded.crds, args.step)
         run = RunWriter.create(Path(args.out) if args.out else runs_dir(), "install")
         print(

@@ -207,6 +207,14 @@ def _log_level(args: argparse.Namespace) -> int:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the CLI and return the exit code (tests call this directly)."""
+    try:
+        return _main(argv)
+    except KeyboardInterrupt:  # Ctrl-C while the subcommand's modules load or its flags are read
+        print("crdscale: interrupted", file=sys.stderr)
+        return 128 + signal.SIGINT
+
+
+def _main(argv: Sequence[str] | None) -> int:
     argv = sys.argv[1:] if argv is None else list(argv)
     if any("\x00" in arg for arg in argv):  # no shell can pass one; os calls would raise ValueError deep inside
         print("crdscale: error: an argument contains a NUL byte", file=sys.stderr)

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import argparse
 import math
+import re
 from collections.abc import Callable
 
 # Larger integers are typos or attacks: no count, size or duration crdscale takes comes near it.
@@ -60,3 +61,48 @@ fraction = number(minimum=0, maximum=1)
 nonnegative_int = number(minimum=0, integer=True)
 positive_int = number(minimum=1, integer=True)
 any_int = number(integer=True)
+
+
+def footprint_features(text: str) -> str:
+    """An argparse ``type`` for ``--features F,F``: every name a feature a footprint model may use
+    (:data:`crdscale.footprint.features.FEATURES`), checked as the flag is read, not after a sweep of
+    runs. Returns ``text`` as given (the commands split it)."""
+    from crdscale.footprint.features import FEATURES  # only when the flag is given: it costs every command
+
+    names = [name.strip() for name in text.split(",") if name.strip()]
+    unknown = [name for name in names if name not in FEATURES]
+    if not names or unknown:
+        said = f"unknown feature {unknown[0]!r}" if unknown else "no feature named"
+        raise argparse.ArgumentTypeError(f"{said} (known: {', '.join(FEATURES)})")
+    return text
+
+
+footprint_features.__name__ = "features"
+
+
+def pprof_unit(text: str) -> str:
+    """An argparse ``type`` for ``--unit``: a unit pprof scales to (B, kB, MB, ms, s, ...), ``minimum`` or
+    ``auto``; pprof itself would print an unknown one in the sample's unit without a word."""
+    from crdscale.analysis.pprof.measurement import is_display_unit
+
+    if not is_display_unit(text):
+        raise argparse.ArgumentTypeError(f"{text!r} is not a unit pprof knows (e.g. B, kB, MB, GB, ns, ms, s, auto)")
+    return text
+
+
+pprof_unit.__name__ = "unit"
+
+
+def label_value(text: str) -> str:
+    """An argparse ``type`` for a value that becomes a Kubernetes label value (``--run-id``): at most 63
+    characters, alphanumerics with '-', '_' or '.' inside (k8s.io/apimachinery IsValidLabelValue),
+    checked as the flag is read, not when the server refuses the first object."""
+    if len(text) > 63 or not re.fullmatch(r"([A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?)?", text) or not text:
+        raise argparse.ArgumentTypeError(
+            f"{text!r} is not a Kubernetes label value (at most 63 letters, digits, '-', '_' or '.', "
+            "starting and ending with a letter or digit)"
+        )
+    return text
+
+
+label_value.__name__ = "label value"

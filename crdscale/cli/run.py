@@ -207,6 +207,13 @@ class Command:
             raise UsageError("--context names a context of --kubeconfig; this run starts its own control plane")
         # Before a run directory exists or a binary is resolved: a bad cell fails in seconds, not after a build.
         reports = _check(scenario)
+        if args.out and not args.cluster:
+            _check_out(args.out)
+        if args.check and args.cluster and not args.print_manifests:
+            # The cells are checked above; then what the submission would check, up to the server's dry run.
+            from crdscale.scenario.check import CellReport
+
+            reports.append(CellReport("cluster", checks=cluster.submit(args, scenario, check=True)))
         if args.check:
             return _print_check(scenario.source_path or "default scenario", reports, args)
         if args.cluster:
@@ -246,6 +253,25 @@ def _check(scenario, cells=None):
     return reports
 
 
+def _check_out(out: str) -> None:
+    """``--out``: a run directory can be made there (tried with a temporary folder, removed at once),
+    so ``/proc/nope`` fails the check, not the run once it has started."""
+    import tempfile
+    from pathlib import Path
+
+    from crdscale.errors import UsageError
+
+    existing = Path(out).expanduser().absolute()
+    while not existing.exists() and existing.parent != existing:
+        existing = existing.parent
+    if not existing.is_dir():
+        raise UsageError(f"--out {out}: {existing} is not a directory")
+    try:
+        tempfile.TemporaryDirectory(dir=existing, prefix=".crdscale-check-").cleanup()
+    except OSError as err:
+        raise UsageError(f"--out {out}: cannot make a run directory in {existing}: {err.strerror or err}") from None
+
+
 def _print_check(what: str, reports, args) -> int:
     if args.output == "json":
         print_json(
@@ -261,7 +287,8 @@ def _print_check(what: str, reports, args) -> int:
         return 0
     warnings = sum(len(r.warnings) for r in reports)
     found = f"{warnings} warning{'s' if warnings != 1 else ''}" if warnings else "nothing wrong found"
-    print(f"{what}: {len(reports)} cell{'s' if len(reports) != 1 else ''} checked, {found}")
+    cells = sum(r.cell != "cluster" for r in reports)  # run --check --cluster adds the cluster's checks
+    print(f"{what}: {cells} cell{'s' if cells != 1 else ''} checked, {found}")
     for report in reports:
         print(f"cell {report.cell}:")
         width = max((len(w) for w, _h in report.checks), default=0)

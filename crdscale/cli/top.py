@@ -36,7 +36,7 @@ from pathlib import Path
 
 from crdscale.analysis.pprof.options import GRANULARITIES, PPROF_NODE_FRACTION
 from crdscale.cli.common import check_output_file, write_output_text, write_table
-from crdscale.cli.options import fraction, nonnegative_int
+from crdscale.cli.options import fraction, nonnegative_int, pprof_unit
 from crdscale.errors import UsageError
 from crdscale.outputs import check_distinct, check_not_in_run, check_not_input
 
@@ -92,6 +92,7 @@ class Command:
         parser.add_argument(
             "--unit",
             default="minimum",
+            type=pprof_unit,
             help="display unit as pprof names it, e.g. B, kB (2^10 B), MB (2^20 B), ms (default: as pprof picks)",
         )
         parser.add_argument("--peek", metavar="REGEXP", help="print callers and callees of matching nodes instead")

@@ -105,6 +105,9 @@ class Command:
 
                 raise UsageError(f"--env takes KEY=VALUE, got {item!r}")
             env[key] = value
+        from crdscale.cluster.goenv import check_env
+
+        check_env(env, "--env")
         cp = LocalControlPlane(
             args.kube_version,
             etcd=args.etcd,

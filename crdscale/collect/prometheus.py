@@ -109,6 +109,32 @@ class PrometheusAccess:
             raise UsageError(
                 f"{where}: Prometheus user {self.username!r} needs --prometheus-password-file or ${PASSWORD_ENV}"
             )
+        # What the first scrape would read, read now: an empty secret, a secret that cannot be a header
+        # (a newline in $CRDSCALE_PROMETHEUS_TOKEN) or a CA file without a certificate fail the check, not the run.
+        try:
+            secrets = [
+                (f"Prometheus {what} {path}", _read_secret(path, what))
+                for what, path in (("bearer token file", self.bearer_token_file), ("password file", self.password_file))
+                if path
+            ]
+        except UsageError as err:
+            raise UsageError(f"{where}: {err}") from None
+        for env in (TOKEN_ENV, PASSWORD_ENV):
+            if os.environ.get(env):
+                secrets.append((f"${env}", os.environ[env].strip()))
+        for what, value in secrets:
+            if any(c in value for c in "\r\n\0"):
+                raise UsageError(f"{where}: {what} holds a line break or NUL; a credential is one line")
+        if self.ca_file:
+            import ssl
+
+            try:
+                ssl.create_default_context(cafile=self.ca_file)
+            except (ssl.SSLError, OSError, ValueError) as err:
+                reason = getattr(err, "reason", None) or getattr(err, "strerror", None) or err
+                raise UsageError(
+                    f"{where}: Prometheus CA file {self.ca_file} holds no PEM certificate ({reason})"
+                ) from None
 
     def session(self) -> requests.Session:
         """A session carrying these credentials (secrets read now). Raises :class:`UsageError`."""

@@ -18,16 +18,15 @@ What :func:`load_crds` reads (each source):
 Only ``CustomResourceDefinition`` documents of ``apiextensions.k8s.io/v1`` are kept;
 everything else is counted by kind. :func:`require_crds` is the one refusal of a set
 without any, shared by every command that takes CRDs. A file that does not parse, a
-document that is not an object, an alias bomb or a CRD over etcd's request limit raises
+document that is not an object, an alias bomb, a CRD over etcd's request limit or one
+kube-apiserver would refuse (:mod:`crdscale.crds.validate`, in the server's words) raises
 :class:`CRDError` naming the file and the document (1-based index in its stream).
 """
 
 from __future__ import annotations
 
-import concurrent.futures
 import io
 import json
-import multiprocessing
 import os
 import re
 import shutil
@@ -42,7 +41,9 @@ from typing import Any
 
 import yaml
 
+from crdscale.crds import forkpool
 from crdscale.crds.summary import CrdSetSummary, summarize
+from crdscale.crds.validate import rejection
 from crdscale.crds.yamlstream import load_all
 from crdscale.errors import CRDError
 from crdscale.schema import json_bytes
@@ -56,6 +57,9 @@ STDIN = "-"
 # etcd refuses a request over --max-request-bytes (1.5 MiB by default), so the API server
 # cannot store a CRD larger than that ("etcdserver: request is too large").
 ETCD_REQUEST_LIMIT = 1_572_864
+# Entries walked under a CRD source before it is refused: real sets hold a few thousand files (the
+# Crossplane providers' 2,000), a Kubernetes checkout ~30,000; a million is a home directory or /.
+MAX_TREE_ENTRIES = 200_000
 # A member of a tarball read into memory: far above any provider's package.yaml (~100 MB),
 # far below what would hurt.
 MAX_MEMBER_BYTES = 1 << 30
@@ -136,20 +140,44 @@ def require_crds(loaded: LoadedCrdSet, where: str) -> None:
 
 
 def find_files(source: str | Path) -> list[Path]:
-    """YAML/JSON files under ``source`` (a file or directory), sorted; hidden entries skipped."""
+    """YAML/JSON files under ``source`` (a file or directory), sorted; hidden entries skipped.
+    :class:`CRDError` past :data:`MAX_TREE_ENTRIES` entries (``footprint /`` would walk the machine)."""
     root = Path(source)
     if root.is_file():
         return [root]
     if not root.is_dir():
         raise CRDError(f"no such file or directory: {root}")
-    files = []
-    for path in sorted(root.rglob("*")):
-        relative = path.relative_to(root).parts
-        if any(part.startswith(".") for part in relative):
-            continue
-        if path.is_file() and path.suffix.lower() in FILE_SUFFIXES:
-            files.append(path)
-    return files
+    files, seen, pseudo = [], 0, _pseudo_mounts()
+    for folder, dirs, names in os.walk(root):  # symlinked folders are not followed, as rglob did not
+        dirs[:] = [d for d in dirs if not d.startswith(".") and os.path.join(folder, d) not in pseudo]
+        seen += len(dirs) + len(names)
+        if seen > MAX_TREE_ENTRIES:
+            raise CRDError(
+                f"{root}: more than {MAX_TREE_ENTRIES:,} files and folders: not a CRD set "
+                f"(name the folder that holds the CRDs)"
+            )
+        here = Path(folder)
+        files += [
+            here / n
+            for n in names
+            if not n.startswith(".") and Path(n).suffix.lower() in FILE_SUFFIXES and (here / n).is_file()
+        ]
+    return sorted(files)
+
+
+# Kernel filesystems hold no CRDs, and walking /proc takes minutes (a folder per thread of every process).
+_PSEUDO_FILESYSTEMS = frozenset({"proc", "sysfs", "devtmpfs", "devpts", "cgroup", "cgroup2", "debugfs", "tracefs"})
+
+
+def _pseudo_mounts() -> frozenset[str]:
+    """Mount points of kernel filesystems (Linux's /proc/self/mounts; none elsewhere)."""
+    try:
+        lines = Path("/proc/self/mounts").read_text().splitlines()
+    except OSError:
+        return frozenset()
+    fields = [line.split() for line in lines]
+    # Octal escapes (a space is \040) are left as they are: such mount points are not pruned.
+    return frozenset(f[1] for f in fields if len(f) > 2 and f[2] in _PSEUDO_FILESYSTEMS)
 
 
 def _read(path: Path) -> bytes:
@@ -406,8 +434,19 @@ _Record = tuple[int, str | None, str | None, Any]
 Measure = Callable[[dict[str, Any]], Any]
 
 
-def _records(label: Path | str, documents: Iterable[tuple[int, Any]], measure: Measure | None) -> list[_Record]:
-    """Every object of one text, checked (a malformed or oversized CRD raises :class:`CRDError`)."""
+def check_accepted(crd: Mapping[str, Any], where: CrdSource | str) -> None:
+    """Raise :class:`CRDError` with kube-apiserver's own answer when it would refuse to create ``crd``
+    (:func:`crdscale.crds.validate.rejection`: field types, names, versions, storage, structural schema)."""
+    reason = rejection(crd)
+    if reason is not None:
+        raise CRDError(f"{where}: kube-apiserver would reject this CRD: {reason}")
+
+
+def _records(
+    label: Path | str, documents: Iterable[tuple[int, Any]], measure: Measure | None, *, validate: bool = True
+) -> list[_Record]:
+    """Every object of one text, checked (a malformed or oversized CRD raises :class:`CRDError`, and
+    with ``validate`` one kube-apiserver would refuse)."""
     out = []
     index = 0
     try:
@@ -419,6 +458,8 @@ def _records(label: Path | str, documents: Iterable[tuple[int, Any]], measure: M
                     out.append((index, skip, None, None))
                     continue
                 check_crd(obj, where)
+                if validate:
+                    check_accepted(obj, where)
                 check_size(obj, where)
                 out.append((index, None, obj["metadata"]["name"], obj if measure is None else measure(obj)))
     except RecursionError:
@@ -475,18 +516,11 @@ def _parse_texts(texts: list[tuple[Path, bytes]], measure: Measure | None) -> li
 
 
 def _parse(texts: list[tuple[Path, bytes]], measure: Measure | None) -> Iterator[tuple[Path, list[_Record]]]:
-    """Each text's records, in order; with ``measure`` and enough YAML, by one worker process per CPU."""
+    """Each text's records, in order; with ``measure`` and enough YAML, by one worker process per CPU
+    (:mod:`crdscale.crds.forkpool`: Ctrl-C stops them without a hang or a traceback)."""
     total = sum(len(data) for _, data in texts)
-    try:
-        cpus = len(os.sched_getaffinity(0))
-    except AttributeError:  # not Linux
-        cpus = os.cpu_count() or 1
-    if (
-        measure is None
-        or cpus < 2
-        or total < PARALLEL_MIN_BYTES
-        or "fork" not in multiprocessing.get_all_start_methods()
-    ):
+    cpus = forkpool.cpu_count()
+    if measure is None or cpus < 2 or total < PARALLEL_MIN_BYTES or not forkpool.can_fork():
         yield from _parse_texts(texts, measure)
         return
     # Chunks of about equal bytes, a few per worker so one slow chunk does not hold up the rest.
@@ -498,12 +532,10 @@ def _parse(texts: list[tuple[Path, bytes]], measure: Measure | None) -> Iterator
             size = 0
         chunks[-1].append(text)
         size += len(text[1])
-    # fork: the workers need nothing imported again and no __main__ guard. map keeps the order,
-    # so the first error in file order is the one raised, as in one process.
-    context = multiprocessing.get_context("fork")
-    with concurrent.futures.ProcessPoolExecutor(cpus, mp_context=context) as pool:
-        for parsed in pool.map(_parse_texts, chunks, [measure] * len(chunks)):
-            yield from parsed
+    # fork: the workers need nothing imported again and no __main__ guard. The chunks come back in
+    # order, so the first error in file order is the one raised, as in one process.
+    for parsed in forkpool.ordered_map(_parse_texts, chunks, (measure,), workers=cpus):
+        yield from parsed
 
 
 def cluster_crds(cluster, *, measure: Measure | None = None) -> LoadedCrdSet:
@@ -514,6 +546,8 @@ def cluster_crds(cluster, *, measure: Measure | None = None) -> LoadedCrdSet:
     items = [{"apiVersion": CRD_API_VERSION, "kind": CRD_KIND, **item} for item in items]
     label = f"cluster {cluster.server}"
     result = LoadedCrdSet()
-    _collect(result, [(label, _records(label, enumerate(items, start=1), measure))], measured=measure is not None)
+    # Not validated: the server has accepted them (perhaps under rules older than crdscale's).
+    records = _records(label, enumerate(items, start=1), measure, validate=False)
+    _collect(result, [(label, records)], measured=measure is not None)
     result.files = 0
     return result

@@ -679,16 +679,17 @@ def _choice(value, allowed, key: str, where: str) -> None:
         raise UsageError(f"{where}: '{key}' must be one of {', '.join(allowed)}, got {value!r}")
 
 
-def flatten_keys(table: dict, prefix: str = "") -> dict[str, Any]:
+def flatten_keys(table: dict, prefix: str = "", *, where: str = "scenario") -> dict[str, Any]:
     """``{"target": {"env": {"GOGC": [..]}}}`` -> ``{"target.env.GOGC": [..]}`` (TOML dotted keys,
-    quoted or not, end up the same)."""
+    quoted or not, end up the same). A key written both ways (``"steps.count" = [1, 2]`` beside
+    ``steps.count = [3, 4]``) is :class:`UsageError`: one of the two would be lost."""
     out: dict[str, Any] = {}
     for key, value in table.items():
         name = f"{prefix}{key}"
-        if isinstance(value, dict):
-            out.update(flatten_keys(value, name + "."))
-        else:
-            out[name] = value
+        found = flatten_keys(value, name + ".", where=where) if isinstance(value, dict) else {name: value}
+        for twice in found.keys() & out.keys():
+            raise UsageError(f"{where}: '{twice}' is given twice (as a quoted and as a dotted key)")
+        out.update(found)
     return out
 
 
@@ -754,7 +755,7 @@ def _check_matrix(matrix: Any, where: str) -> dict[str, Any]:
     """The ``[matrix]`` table, flattened and checked for shape (cells are validated when expanded)."""
     if not isinstance(matrix, dict):
         raise UsageError(f"{where}: [matrix] must be a table")
-    flat = flatten_keys(matrix)
+    flat = flatten_keys(matrix, where=f"{where}: [matrix]")
     for key, values in flat.items():
         if key == "repeat":
             if not isinstance(values, int) or isinstance(values, bool) or not 1 <= values <= MATRIX_REPEAT_MAX:
@@ -831,6 +832,7 @@ def build_scenario(
     ``base_dir``: the scenario file's directory; the file's relative ``target.prometheus_*_file``
     paths are taken from there (overrides come from the command line, relative to the current one).
     """
+    from crdscale.cluster.goenv import check_env
     from crdscale.collect.prometheus import FILE_KEYS, PrometheusAccess
 
     defaults = tomllib.loads(default_text())
@@ -872,9 +874,13 @@ def build_scenario(
             )
     if target.controller_manager and not target.controller_manager_controllers:
         raise UsageError(f"{where}: 'target.controller_manager_controllers' is empty; [\"*\"] runs the default set")
-    for k, v in target.env.items():
-        if not isinstance(v, str):
-            raise UsageError(f"{where}: 'target.env.{k}' must be a string, got {v!r}")
+    try:
+        check_env(target.env)
+    except UsageError as err:
+        raise UsageError(f"{where}: {err}") from None
+    for source, job in (target.prometheus_jobs or {}).items():
+        if not isinstance(job, str) or not job.strip():
+            raise UsageError(f"{where}: 'target.prometheus_jobs.{source}' must be a job label (a string), got {job!r}")
     # Before anything starts: a missing token file or a password in the URL is a one-line error now.
     PrometheusAccess.from_target(target.table(), where=where)
     _check_objects(objects, steps, where)

@@ -83,7 +83,7 @@ def test_budget_with_objects_fits_fewer_crds(tmp_path, capsys):
     folder.mkdir()
     for i in range(20):
         crd = _crd()
-        crd["metadata"]["name"] = f"k{i}s.example.org"
+        crd["metadata"]["name"] = f"k{i}s.{crd['spec']['group']}"
         crd["spec"]["names"].update(plural=f"k{i}s", singular=f"k{i}", kind=f"K{i}")
         (folder / f"{i}.yaml").write_text(yaml.safe_dump(crd))
     whole = _json(capsys, str(folder), "--budget", "64GiB")["budget"]["whole_set"]["value"]

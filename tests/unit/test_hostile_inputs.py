@@ -12,8 +12,15 @@ status, install and clean with no cluster to find, down, recover) are run whole,
 cwd with HOME, CRDSCALE_CACHE and CRDSCALE_RUNS inside it. Damaged copies of data/reference-run are analysed
 too: for now only "no traceback" is asserted (their numbers are issue 31 part 2).
 
-Budget: CRDSCALE_HYPOTHESIS_EXAMPLES (default 60) examples per property (the probe subcommands' a third),
-the same examples each run at the default; a larger budget explores new ones, e.g. ``CRDSCALE_HYPOTHESIS_EXAMPLES=2000 pytest tests/unit/test_hostile_inputs.py`` for a longer hunt.
+Every flag of every subcommand and of every probe (``test_every_flag_parses_or_refuses``, 256 flags) and every
+declared scenario key plus a name in each free-form table (``test_every_scenario_key_holds_the_property``, 78
+keys: in a file, as a [matrix] axis or through --set, checked by ``run --check``) is drawn on every run, each
+with its own few examples, instead of only the ones a random walk reaches.
+
+Budget: CRDSCALE_HYPOTHESIS_EXAMPLES (default 60) examples per property (the probe subcommands' a third; per
+flag and per scenario key a twentieth, at least 3): at the default about 1,150 command lines per run, the same
+each run; a larger budget explores new ones, e.g. ``CRDSCALE_HYPOTHESIS_EXAMPLES=2000 pytest
+tests/unit/test_hostile_inputs.py`` for a longer hunt.
 """
 
 from __future__ import annotations
@@ -199,16 +206,17 @@ def _tree(root: Path, skip: set[Path]) -> dict[str, tuple[int, int]]:
 
 
 @contextlib.contextmanager
-def _sandbox():
+def _sandbox(copy_run: bool = True):
     """A temporary cwd with HOME, CRDSCALE_CACHE and CRDSCALE_RUNS inside it and no $KUBECONFIG;
-    a copy of the reference run without its derived folders."""
+    a copy of the reference run without its derived folders (unless not ``copy_run``)."""
     saved_cwd, saved_env = os.getcwd(), dict(os.environ)
     with tempfile.TemporaryDirectory(prefix="crdscale-hostile-") as tmp:
         tmp = Path(tmp)
         for sub in ("home", "cache", "runs"):
             (tmp / sub).mkdir()
         run = tmp / "run"
-        shutil.copytree(REFERENCE, run, ignore=shutil.ignore_patterns("analysis", "report", "notebooks"))
+        if copy_run:
+            shutil.copytree(REFERENCE, run, ignore=shutil.ignore_patterns("analysis", "report", "notebooks"))
         os.environ.update(HOME=str(tmp / "home"), CRDSCALE_CACHE=str(tmp / "cache"), CRDSCALE_RUNS=str(tmp / "runs"))
         os.environ.pop("KUBECONFIG", None)
         os.chdir(tmp)
@@ -469,3 +477,192 @@ def test_damaged_run_never_crashes(damage, tmp_path, monkeypatch):
     argv = ["analyze", str(run), "--no-write", "-o", "json"]
     code, stderr, raised = _run(argv)
     _check(argv, code, stderr, raised)
+
+
+# --------------------------------------------------------------------------
+# Every flag of every subcommand, and every declared scenario key, each covered on every run
+# --------------------------------------------------------------------------
+
+PER_ITEM = settings(BUDGET, max_examples=max(EXAMPLES // 20, 3))
+
+
+def _all_flags() -> list[tuple[str, ...]]:
+    """``(command, flag)`` for every option of every subcommand, ``(probe, name, flag)`` for the probes'."""
+    out = [(command, action.option_strings[-1]) for command in sorted(PARSERS) for action in _options(command)]
+    probe = next((a for a in PARSERS["probe"]._actions if isinstance(a, argparse._SubParsersAction)), None)
+    for name, sub in sorted((probe.choices if probe else {}).items()):
+        out += [("probe", name, a.option_strings[-1]) for a in sub._actions if a.option_strings and a.dest != "help"]
+    return out
+
+
+ALL_FLAGS = _all_flags()
+
+
+def _action(item: tuple[str, ...]) -> argparse.Action:
+    parser = PARSERS[item[0]]
+    if len(item) == 3:
+        parser = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction)).choices[item[1]]
+    return next(a for a in parser._actions if item[-1] in a.option_strings)
+
+
+@PER_ITEM
+@pytest.mark.parametrize("item", ALL_FLAGS, ids=["/".join(i) for i in ALL_FLAGS])
+@given(data=st.data())
+def test_every_flag_parses_or_refuses(item, data):
+    """Each flag of each subcommand (and of each probe) with hostile values, through argparse and main's
+    dispatch (the command's ``run`` a stub): every flag is drawn on every run, not only the ones a
+    random walk reaches."""
+    command = item[0]
+    value = data.draw(_flag_values(_action(item)), label="flag")
+    positionals = [
+        a for a in PARSERS[command]._actions if not a.option_strings and not isinstance(a, argparse._SubParsersAction)
+    ]
+    args = (
+        list(item[1:2])
+        if len(item) == 3
+        else data.draw(st.lists(VALUES, min_size=len(positionals), max_size=len(positionals)))
+    )
+    argv = [command, *args, *value]
+    module = __import__(f"crdscale.cli.{SUBCOMMANDS[command]}", fromlist=["Command"])
+    original = module.Command.run
+    module.Command.run = staticmethod(lambda _args: 0)
+    try:
+        code, stderr, raised = _run(argv)
+    finally:
+        module.Command.run = original
+    _check(argv, code, stderr, raised)
+
+
+def _scenario_keys() -> list[str]:
+    """Every declared scenario key, and a name inside each free-form table (target.env.GOGC, ...)."""
+    from crdscale.scenario.config import KEYS
+
+    free = [
+        "target.env.GOGC",
+        "target.env.GOMEMLIMIT",
+        "target.env.X",
+        "target.feature_gates.APIServerTracing",
+        "target.prometheus_jobs.apiserver",
+        "probes.options.discovery.sweep",
+    ]
+    return [k.name for k in KEYS] + free
+
+
+SCENARIO_KEYS = _scenario_keys()
+
+# TOML values: the hostile ones of HOSTILE as TOML, and of every TOML type.
+TOML_VALUES = st.one_of(
+    st.sampled_from(
+        [
+            "nan",
+            "inf",
+            "-inf",
+            "+inf",
+            "1e308",
+            "-1",
+            "0",
+            "-0.0",
+            "1e-300",
+            "9223372036854775807",
+            "-9223372036854775808",
+            '""',
+            '" "',
+            '"💥"',
+            '"a\\u0000b"',
+            '"' + "x" * 300 + '"',
+            '"/proc/nope"',
+            '"/etc/passwd"',
+            '"/dev/zero"',
+            '"../../etc"',
+            '"{tmp}/out"',
+            '"-"',
+            '"--"',
+            '"--etcd-servers=http://x"',
+            '"a=b"',
+            '"generate"',
+            '"1.37.1"',
+            '"kubeconfig"',
+            "true",
+            "false",
+            "[]",
+            "[1, 2]",
+            '["", "💥"]',
+            "[nan]",
+            "{}",
+            "{ a = 1 }",
+            "1979-05-27T07:32:00Z",
+        ]
+    ),
+    st.integers(min_value=-(2**63), max_value=2**63 - 1).map(str),
+    st.floats(allow_nan=True, allow_infinity=True).map(repr).map(lambda r: r.replace("inf", "inf")),
+    # No "/" or "..": a path to / or to the temporary directory's parent would be walked as a CRD tree.
+    st.text(st.characters(blacklist_categories=("Cs",), blacklist_characters="/"), max_size=12)
+    .filter(lambda t: t.strip(". ") != "")
+    .map(lambda t: json.dumps(t)),
+)
+
+
+def _scenario_text(key: str, value: str, as_axis: bool) -> str:
+    if as_axis:
+        return f'[matrix]\n"{key}" = [{value}]\n'
+    section, _, name = key.rpartition(".")
+    return f"{name} = {value}\n" if not section else f"[{section}]\n{json.dumps(name)} = {value}\n"
+
+
+@PER_ITEM
+@pytest.mark.parametrize("key", SCENARIO_KEYS)
+@given(data=st.data())
+def test_every_scenario_key_holds_the_property(key, data, monkeypatch):
+    """Each declared scenario key with hostile TOML values, in a file, as a [matrix] axis or through --set,
+    checked by ``run --check``: documented exit, one error line, no traceback, nothing written, no run
+    directory. The Go module proxy is not asked (answers "could not ask")."""
+    from crdscale.cluster import buildable
+
+    monkeypatch.setattr(buildable, "ask_proxy", lambda *a, **k: buildable.ModuleAnswer(None, "not asked in tests"))
+    value = data.draw(TOML_VALUES, label="value")
+    how = data.draw(st.sampled_from(["file", "axis", "set"]), label="how")
+    with _sandbox(copy_run=False) as (tmp, run):
+        value = _fill([value], tmp, run)[0]
+        if how == "set":
+            argv = ["run", "--check", "--set", f"{key}={value}"]
+        else:
+            path = tmp / "s.toml"
+            path.write_text(_scenario_text(key, value, how == "axis"))
+            argv = ["run", "--check", str(path)]
+        skip = {tmp / "home", tmp / "cache"}
+        before = _tree(tmp, skip)
+        code, stderr, raised = _run(argv)
+        _check(argv, code, stderr, raised)
+        after = _tree(tmp, skip)
+        outside = _written_outside(before, after, {tmp / "home", tmp / "cache"}, tmp)
+        assert not outside, f"crdscale {argv}: wrote {outside[:5]}"
+        assert not any((tmp / "runs").iterdir()), f"crdscale {argv}: left a run directory"
+        if how != "set" and code == 0:  # --set reads a bare word as a string: only a file's value has a type
+            wrong = _wrong_type(key, value)
+            assert not wrong, f"crdscale {argv}: exit 0 with {key} = {value} ({wrong})"
+
+
+def _wrong_type(key: str, text: str) -> str | None:
+    """Why a file's ``key = text`` can never be right (a value of another type than the key declares, or a
+    non-finite number), or None. Such a value must be refused, not run with."""
+    import math
+
+    import tomllib
+
+    from crdscale.scenario.config import declared_type
+
+    try:
+        value = tomllib.loads(f"v = {text}")["v"]
+    except tomllib.TOMLDecodeError:
+        return None  # not TOML: the file's refusal is the parser's
+    if isinstance(value, float) and not math.isfinite(value):
+        return "not a finite number"
+    declared = declared_type(key)
+    if declared is None or value is None:
+        return None
+    types = declared if isinstance(declared, tuple) else (declared,)
+    if isinstance(value, bool) and bool not in types:
+        return f"a boolean for {declared}"
+    if not isinstance(value, types):
+        return f"{type(value).__name__} for {declared}"
+    return None

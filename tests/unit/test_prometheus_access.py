@@ -25,8 +25,22 @@ def secrets(tmp_path, monkeypatch):
     monkeypatch.delenv(PASSWORD_ENV, raising=False)
     (tmp_path / "token").write_text("s3cret-token\n")
     (tmp_path / "password").write_text("s3cret-password\n")
-    (tmp_path / "ca.crt").write_text("CA")
+    # A real certificate: the check reads the CA file as the first scrape would.
+    (tmp_path / "ca.crt").write_bytes(_CA_PEM)
     return tmp_path
+
+
+def _self_signed_pem() -> bytes:
+    import tempfile
+    from pathlib import Path
+
+    from crdscale.cluster.pki import create_credentials
+
+    with tempfile.TemporaryDirectory() as tmp:
+        return create_credentials(Path(tmp) / "pki").ca_cert.read_bytes()
+
+
+_CA_PEM = _self_signed_pem()
 
 
 def test_a_bearer_token_file_and_a_ca_file(secrets):

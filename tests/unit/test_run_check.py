@@ -90,7 +90,7 @@ BAD = [
     (["--set", "target.apiserver_binary={tmp}/not-executable"], BinaryError, "is not an executable file"),
     (["--set", "target.kube_source={tmp}/empty"], UsageError, "not a Kubernetes source tree"),
     (["--set", "crds.source={tmp}/missing"], CRDError, "no such file or directory"),
-    (["--set", "crds.source={tmp}/empty"], CRDError, "no .yaml/.yml/.json files"),
+    (["--set", "crds.source={tmp}/empty"], CRDError, "no apiextensions.k8s.io/v1 CustomResourceDefinitions"),
     (["--set", "crds.count=10000000"], UsageError, "etcd quota"),
     (["--set", "probes.each_step=bogus"], UsageError, "unknown probe 'bogus'"),
     (["--kubeconfig", "{tmp}/missing.yaml"], UsageError, "kubeconfig not found"),

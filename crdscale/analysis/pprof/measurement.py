@@ -55,6 +55,15 @@ def _sniff(units, unit: str):
     return None
 
 
+def is_display_unit(unit: str) -> bool:
+    """Whether ``unit`` is one pprof scales to (``-unit``): a unit of one of its kinds, in any of its
+    spellings, or ``minimum``/``auto`` (``count``/``sample``/``unit`` for counts). pprof itself prints an
+    unknown one in the sample's unit, unsaid."""
+    return unit in ("minimum", "auto", "count", "sample", "unit") or any(
+        _sniff(units, unit) for units, _default in _UNIT_TYPES
+    )
+
+
 def scale(value: int, from_unit: str, to_unit: str) -> tuple[float, str]:
     """pprof's ``measurement.Scale``: (scaled value, unit label); ``to_unit`` may be ``minimum``/``auto``."""
     if value < 0:

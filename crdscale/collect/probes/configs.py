@@ -25,6 +25,7 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import importlib
+import math
 import re
 import typing
 from collections.abc import Callable, Iterable, Mapping
@@ -552,8 +553,19 @@ def from_args(cls: type[ProbeConfig], args: argparse.Namespace):
             value = defaults[f.name]
         values[f.name] = value
     config = cls(**values)
+    check_numbers(config)
     config.validate()
     return config
+
+
+def check_numbers(config: ProbeConfig) -> None:
+    """Every number a probe takes is a count, a size, a duration or a tolerance: finite and >= 0
+    (``--stats-wait-s nan``, ``--tolerance -1`` are refused before connecting). :class:`UsageError`."""
+    for f in dataclasses.fields(config):
+        value = getattr(config, f.name)
+        if isinstance(value, (int, float)) and not isinstance(value, bool):
+            if not math.isfinite(value) or value < 0:
+                raise UsageError(f"{flag_of(f)} must be a finite number >= 0, got {value!r}")
 
 
 def from_options(name: str, options: Mapping[str, Any] | ProbeConfig | None):
@@ -587,6 +599,7 @@ def from_options(name: str, options: Mapping[str, Any] | ProbeConfig | None):
                 raise UsageError(f"[probes.options.{name}] {key} = {value!r}: expected {hint}".replace("typing.", ""))
         values[key] = tuple(value) if typing.get_origin(hint) is tuple else value
     config = cls(**values)
+    check_numbers(config)
     config.validate()
     return config
 
