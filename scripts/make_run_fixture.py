@@ -5,7 +5,12 @@ samples with memory in use (inuse views stay exact; alloc_* shrink), without
 labels; unreferenced locations and functions are dropped. The manifest,
 events (of the kept profiles) and metrics series are copied.
 
-Usage: python scripts/make_run_fixture.py RECORDED_RUN OUT [--counts 20,40,60]
+With --components, kube-controller-manager's and etcd's heap profiles at the same counts are kept
+too (shrunk alike); --served-only drops the installed-phase profiles; --series-metric NAME
+(repeatable) keeps only those series.
+
+Usage: python scripts/make_run_fixture.py RECORDED_RUN OUT [--counts 20,40,60] [--components]
+       [--served-only] [--series-metric process_resident_memory_bytes]
 """
 
 from __future__ import annotations
@@ -13,6 +18,8 @@ from __future__ import annotations
 import argparse
 import shutil
 from pathlib import Path
+
+import pandas as pd
 
 from crdscale.analysis.pprof.select import subset_samples
 from crdscale.analysis.pprof.testing import encode_profile
@@ -24,6 +31,9 @@ def main() -> None:
     ap.add_argument("run")
     ap.add_argument("out")
     ap.add_argument("--counts", default="20,40,60")
+    ap.add_argument("--components", action="store_true", help="also kube-controller-manager's and etcd's profiles")
+    ap.add_argument("--served-only", action="store_true", help="only the end-of-step profiles")
+    ap.add_argument("--series-metric", action="append", default=[], help="keep only these series")
     args = ap.parse_args()
     keep_counts = {0} | {int(c) for c in args.counts.split(",")}
     run, out = read_run(args.run), Path(args.out)
@@ -31,8 +41,13 @@ def main() -> None:
         shutil.rmtree(out)
     writer = RunWriter.create_at(out)
     writer.write_manifest(run.manifest)
-    heap = run.heap_profiles()
+    components = layout.COMPONENTS if args.components else (layout.APISERVER,)
+    heap = pd.concat([run.component_profiles(c) for c in layout.COMPONENTS], ignore_index=True)
+    heap = heap[heap["kind"] == "heap"]
     kept = heap[heap["crds"].isin(keep_counts)]
+    kept = kept[kept["file"].map(lambda f: layout.parse_profile_filename(Path(f).name).component in components)]
+    if args.served_only:
+        kept = kept[kept["phase"].isna()]
     dropped = set(heap["file"]) - set(kept["file"])
     for row in kept.itertuples(index=False):
         profile = run.read_profile(row.file)
@@ -42,7 +57,10 @@ def main() -> None:
     # The events of the kept profiles and every other event, as recorded.
     events = run.read_jsonl(layout.EVENTS)
     writer.write_jsonl(layout.EVENTS, [e for e in events if e.get("kind") != "profile" or e.get("file") not in dropped])
-    writer.write_series(run.series, csv=False)
+    series = run.series
+    if args.series_metric:
+        series = series[series["metric"].isin(args.series_metric)].reset_index(drop=True)
+    writer.write_series(series, csv=False)
 
 
 if __name__ == "__main__":
