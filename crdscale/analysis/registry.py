@@ -24,7 +24,7 @@ from typing import Any
 
 import pandas as pd
 
-from crdscale.analysis import openapiv2, perobject, process
+from crdscale.analysis import components, openapiv2, perobject, process
 from crdscale.analysis.named import CompareContext, NamedAnalysis, Result, RunData, Section, Table
 
 __all__ = [
@@ -50,7 +50,7 @@ __all__ = [
 
 # The registry, in the order of every output (analyze's text and JSON, the key numbers, findings.md).
 # Adding an analysis: its module defines ``ANALYSIS = NamedAnalysis(...)``; add it here.
-ANALYSES: tuple[NamedAnalysis, ...] = (process.ANALYSIS, perobject.ANALYSIS, openapiv2.ANALYSIS)
+ANALYSES: tuple[NamedAnalysis, ...] = (process.ANALYSIS, perobject.ANALYSIS, openapiv2.ANALYSIS, components.ANALYSIS)
 
 
 def registered(analyses: Sequence[NamedAnalysis] | None = None) -> tuple[NamedAnalysis, ...]:

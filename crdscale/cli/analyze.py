@@ -21,8 +21,14 @@ schemas differ in size, also fits bytes per schema property by cause.
 -o json prints one document instead of the tables: {"metric", "confidence",
 "runs": [{"run_dir", "status", "reason", "heap_profiles", "skipped_profiles",
 "warnings", "phases", "fits", "install_serve", "series_fits", "per_object",
-"amplification", "openapi_v2", "unattributed_share", "written"}], "per_property"}, each
-table a list of records (bytes and objects per CRD, null where undefined).
+"amplification", "openapi_v2", "components", "components_skipped", "unattributed_share",
+"written"}], "per_property"}, each table a list of records (bytes and objects per CRD, null
+where undefined).
+
+Per component: kube-apiserver's, kube-controller-manager's and etcd's heap in
+use per CRD (each from its own heap profiles, taken at the same marks, fitted
+as the total is) and RSS per CRD ("components", analysis/components.csv); a
+run without a component's profiles says why ("components_skipped").
 
 A run that grew objects (steps.grow = "objects") adds the per-object view:
 heap per object of each kind (custom resources, ConfigMaps, Secrets) by

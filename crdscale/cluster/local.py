@@ -54,8 +54,9 @@ log = logging.getLogger(__name__)
 SERVICE_CLUSTER_IP_RANGE = "10.0.0.0/24"
 CONTROLLER_MANAGER = "kube-controller-manager"
 # kube-controller-manager's HTTPS paths anyone may read: its default three, plus /metrics so
-# that Prometheus and the direct scraper need no credentials (the port listens on loopback only).
-CONTROLLER_MANAGER_OPEN_PATHS = "/healthz,/readyz,/livez,/metrics"
+# that Prometheus and the direct scraper need no credentials, and /debug/pprof so that a run takes
+# its heap profiles without them (the port listens on loopback only).
+CONTROLLER_MANAGER_OPEN_PATHS = "/healthz,/readyz,/livez,/metrics,/debug/pprof,/debug/pprof/*"
 
 
 _ETCD_FLAG_SUPPORT: dict[str, bool] = {}
@@ -205,6 +206,23 @@ class LocalControlPlane:
     @property
     def etcd_metrics_url(self) -> str:
         return f"http://{LOOPBACK}:{self.ports['etcd_client']}/metrics"
+
+    @property
+    def etcd_pid(self) -> int | None:
+        p = self.process("etcd")
+        return p.pid if p else None
+
+    def pprof_url(self, component: str) -> str | None:
+        """Where ``component`` (``etcd`` or ``kube-controller-manager``) serves ``/debug/pprof`` to anyone on
+        loopback, or ``None``: this instance runs none, or started it without (before crdscale asked for it)."""
+        if component == "etcd":
+            on = "--enable-pprof" in self.state.get("etcd_flags", [])
+            return f"http://{LOOPBACK}:{self.ports['etcd_client']}/debug/pprof" if on else None
+        if component == CONTROLLER_MANAGER and self.controller_manager_metrics_url:
+            flags = self.state.get("controller_manager", {}).get("flags", [])
+            on = f"--authorization-always-allow-paths={CONTROLLER_MANAGER_OPEN_PATHS}" in flags
+            return f"https://{LOOPBACK}:{self.ports['controller_manager']}/debug/pprof" if on else None
+        return None
 
     @property
     def versions(self) -> dict[str, str]:
@@ -366,6 +384,10 @@ class LocalControlPlane:
         if _etcd_supports(binary, "--unsafe-no-fsync"):
             # Loopback experiments measure the API server, not disk fsync latency.
             argv.append("--unsafe-no-fsync")
+        if _etcd_supports(binary, "--enable-pprof"):
+            # /debug/pprof on the client URL: a run takes etcd's heap profile at every step.
+            argv.append("--enable-pprof")
+        self.state["etcd_flags"] = argv[1:]
         record = self.spawn("etcd", argv)
         self._wait(record, f"{client}/health", lambda r: r.status_code == 200 and "true" in r.text, timeout_s=60)
 

@@ -8,6 +8,10 @@ local control plane and on any cluster where the user may GET ``/debug/pprof``.
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
+from typing import Any
+
+import requests
 
 from crdscale.cluster.clients import Cluster
 from crdscale.errors import ClusterError
@@ -34,14 +38,37 @@ def fetch_profile(cluster: Cluster, kind: str, *, cpu_seconds: int = 10, timeout
         params["seconds"] = str(cpu_seconds)
         timeout_s = max(timeout_s, cpu_seconds + 60)
     resp = cluster.get(path, params=params, timeout=timeout_s)
+    return _profile_body(resp, path)
+
+
+def fetch_component_profile(
+    get: Callable[..., Any], base_url: str, kind: str = "heap", *, timeout_s: float = 60.0
+) -> bytes:
+    """Profile ``kind`` (not ``cpu``) of another process of the control plane that serves ``/debug/pprof``
+    itself: ``base_url`` is its ``.../debug/pprof`` (etcd's client URL with ``--enable-pprof``,
+    kube-controller-manager's secure port), ``get`` a ``requests.Session.get`` that trusts it. Returns the
+    gzip ``profile.proto`` bytes; :class:`ClusterError` when it answers anything else."""
+    if kind not in PROFILE_ENDPOINTS or kind == "cpu":
+        raise ValueError(f"unknown profile kind {kind!r} for a component; expected heap, allocs or goroutine")
+    path, params = PROFILE_ENDPOINTS[kind]
+    url = base_url.rstrip("/") + path.removeprefix("/debug/pprof")
+    try:
+        resp = get(url, params=dict(params), timeout=timeout_s)
+    except requests.RequestException as err:
+        raise ClusterError(f"GET {url}: {type(err).__name__}: {err}") from None
+    return _profile_body(resp, url)
+
+
+def _profile_body(resp, where: str) -> bytes:
+    """A pprof answer's gzip body; :class:`ClusterError` for an error status or anything not gzip."""
     if resp.status_code != 200:
         raise ClusterError(
-            f"GET {path} -> HTTP {resp.status_code} (is profiling enabled and are you allowed "
+            f"GET {where} -> HTTP {resp.status_code} (is profiling enabled and are you allowed "
             f"to GET /debug/pprof?): {resp.text.strip()[:160]}"
         )
     body = resp.content
     if body[:2] != b"\x1f\x8b":
-        raise ClusterError(f"GET {path} did not return a gzip pprof profile ({len(body)} bytes)")
+        raise ClusterError(f"GET {where} did not return a gzip pprof profile ({len(body)} bytes)")
     return body
 
 

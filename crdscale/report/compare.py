@@ -31,6 +31,8 @@ from crdscale.analysis.compare import (
 )
 from crdscale.analysis.targets import TOTAL
 from crdscale.errors import UsageError
+from crdscale.report.components import COMPONENTS_NOTE
+from crdscale.report.components import compare_table as component_table
 from crdscale.report.findings import (
     KIND_LABELS,
     OBJECT_LISTS_NOTE,
@@ -287,6 +289,23 @@ def comparison_markdown(
             _markdown_table(shown),
             "",
         ]
+    components = component_table(comparison_components(comparison), comparison.reference)
+    if len(components):
+        why = comparison.results.get("components", {}).get("components_skipped")
+        missing = (
+            [f"- {r.run}: no {r.component} heap profiles: {r.reason}" for r in why.itertuples(index=False)]
+            if why is not None and len(why)
+            else []
+        )
+        parts += [
+            "## Per component: heap and RSS per served CRD, difference from " + comparison.reference,
+            "",
+            COMPONENTS_NOTE + " Intervals as for the causes above (Welch).",
+            "",
+            _markdown_table(components),
+            "",
+            *([*missing, ""] if missing else []),
+        ]
     if figures:
         parts += ["## Figures", ""]
         for caption, png in figures:
@@ -301,6 +320,13 @@ def comparison_markdown(
         + (f" Full report: {report_html}." if report_html else "")
     )
     return "\n".join(parts) + "\n"
+
+
+def comparison_components(comparison: Comparison) -> pd.DataFrame:
+    """Heap and RSS per CRD of each component against the reference: the ``components`` analysis'
+    comparison (:func:`crdscale.analysis.components.compare_result`); empty when it has none."""
+    found = comparison.results.get("components", {}).get("components")
+    return found if found is not None else pd.DataFrame()
 
 
 def comparison_json(comparison: Comparison) -> dict:
@@ -324,6 +350,7 @@ def comparison_json(comparison: Comparison) -> dict:
         "per_object_joint": records(comparison.per_object_joint),
         "object_lists": records(comparison.object_lists),
         "cost_moved": records(comparison.cost_moved),
+        "components": records(comparison_components(comparison)),
     }
 
 

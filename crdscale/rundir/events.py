@@ -142,8 +142,9 @@ EVENT_KINDS: dict[str, EventKind] = {
         EventKind(
             "profile",
             ("file", "profile", "step", "crds"),
-            ("phase", "bytes"),
-            "a profile was saved; phase None = end of step",
+            ("phase", "bytes", "component"),
+            "a profile was saved; phase None = end of step; component (kube-controller-manager, etcd) "
+            "when it is not kube-apiserver's",
         ),
         EventKind(
             "openapi_v2.fetch",
@@ -157,7 +158,7 @@ EVENT_KINDS: dict[str, EventKind] = {
             ("run_id",),
             "GET /openapi/v2 failed (e.g. 504 after the server's request timeout): no openapiv2 profile this step",
         ),
-        EventKind("profile.error", ("profile", "step", "error"), (), "a profile could not be taken"),
+        EventKind("profile.error", ("profile", "step", "error"), ("component",), "a profile could not be taken"),
         EventKind("probe.start", ("probe", "step"), (), "a probe began"),
         EventKind("probe.end", ("probe", "step"), ("status", "error"), "a probe ended"),
         EventKind(

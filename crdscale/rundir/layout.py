@@ -19,7 +19,8 @@ An experiment directory (a matrix of runs) holds ``experiment.json`` and one run
 directory per cell.
 
 Profiles are named ``{kind}-step{NN}-crds{NNNN}[-{phase}].pb.gz``; step 0 is the
-baseline before any CRD. ``phase`` is ``installed`` for a profile taken once a
+baseline before any CRD. kube-controller-manager's and etcd's heap profiles, taken at the
+same marks, are named the same with the component first (``etcd-heap-step03-crds0300.pb.gz``). ``phase`` is ``installed`` for a profile taken once a
 step's CRDs are Established but before they are served, ``install`` for a CPU
 profile sampled while the step installed; no phase means the end of the step
 (after serving and settling).
@@ -51,8 +52,20 @@ APISERVER_JOB = "kube-apiserver"
 PROC_JOB = "kube-apiserver-proc"
 # The same for a local kube-controller-manager (its /metrics job is ``kube-controller-manager``).
 CONTROLLER_MANAGER_PROC_JOB = "kube-controller-manager-proc"
+# The same for a local etcd (its /metrics job is ``etcd``).
+ETCD_PROC_JOB = "etcd-proc"
+# The control plane's processes a run measures. kube-apiserver's profiles keep the names they always had
+# (``heap-step03-crds0300.pb.gz``); the others' carry the component first
+# (``kube-controller-manager-heap-step03-crds0300.pb.gz``, ``etcd-heap-...``), as clusterloader2 names its
+# ``<component>_<measurement>`` files, so a file copied out of the run still says whose heap it is.
+APISERVER = APISERVER_JOB
+CONTROLLER_MANAGER = "kube-controller-manager"
+ETCD = "etcd"
+COMPONENTS = (APISERVER, CONTROLLER_MANAGER, ETCD)
+# Those besides kube-apiserver whose heap a run profiles at every profile mark (``profiles.components``).
+OTHER_COMPONENTS = (CONTROLLER_MANAGER, ETCD)
 # Component -> its /proc job.
-PROC_JOBS = {APISERVER_JOB: PROC_JOB, "kube-controller-manager": CONTROLLER_MANAGER_PROC_JOB}
+PROC_JOBS = {APISERVER_JOB: PROC_JOB, CONTROLLER_MANAGER: CONTROLLER_MANAGER_PROC_JOB, ETCD: ETCD_PROC_JOB}
 PROBES = "probes"
 LOGS = "logs"
 ANALYSIS = "analysis"
@@ -77,7 +90,8 @@ OPENAPI_V2_PHASE = "openapiv2"
 PHASES = ("installed", "served", OPENAPI_V2_PHASE)
 
 _PROFILE_RE = re.compile(
-    r"^(?P<kind>[a-z]+)-step(?P<step>\d+)-crds(?P<crds>\d+)(?:-(?P<phase>[a-z][a-z0-9]*))?\.pb\.gz$"
+    r"^(?:(?P<component>" + "|".join(re.escape(c) for c in OTHER_COMPONENTS) + r")-)?"
+    r"(?P<kind>[a-z]+)-step(?P<step>\d+)-crds(?P<crds>\d+)(?:-(?P<phase>[a-z][a-z0-9]*))?\.pb\.gz$"
 )
 _PROBE_RE = re.compile(r"^(?P<stem>.+)-step(?P<step>\d+)\.parquet$")
 
@@ -91,6 +105,7 @@ RUN_README = f"""\
 | `{CRD_SUMMARY}` | the CRD set: count, groups, schema sizes, sha256 | |
 | `{PROFILES}/heap-stepNN-crdsNNNN[-installed].pb.gz` | Go heap profiles (gc=1) after step NN with NNNN CRDs; `-installed` = Established but not yet served; `-openapiv2` = after a GET of /openapi/v2 | `crdscale top FILE`, `go tool pprof FILE` |
 | `{PROFILES}/cpu-stepNN-crdsNNNN-install.pb.gz` | CPU profile sampled while step NN installed | same |
+| `{PROFILES}/{CONTROLLER_MANAGER}-heap-stepNN-crdsNNNN[-phase].pb.gz`, `{PROFILES}/{ETCD}-heap-...` | the same heap profiles of kube-controller-manager and etcd (local targets; the manifest's `components` says why one is missing) | same |
 | `{SERIES}` (`.csv`) | tidy time series: timestamp (UTC), job, metric, labels, value | `crdscale.rundir.read_run(DIR).series`, pandas |
 | `{PROBES}/` | per-step probe tables, when the scenario ran probes | `read_run(DIR).probe_table(NAME)` |
 | `{LOGS}/` | kube-apiserver, etcd and kube-controller-manager logs of a local target | |
@@ -104,11 +119,13 @@ class ProfileName:
     step: int
     crds: int
     phase: str | None = None
+    component: str = APISERVER  # whose profile: kube-apiserver's names carry no component
 
     @property
     def filename(self) -> str:
         suffix = f"-{self.phase}" if self.phase else ""
-        return f"{self.kind}-step{self.step:02d}-crds{self.crds:04d}{suffix}.pb.gz"
+        prefix = "" if self.component == APISERVER else f"{self.component}-"
+        return f"{prefix}{self.kind}-step{self.step:02d}-crds{self.crds:04d}{suffix}.pb.gz"
 
     @property
     def relative(self) -> str:
@@ -116,9 +133,10 @@ class ProfileName:
         return f"{PROFILES}/{self.filename}"
 
 
-def profile_filename(kind: str, step: int, crds: int, phase: str | None = None) -> str:
-    """``profile_filename("heap", 3, 300)`` -> ``heap-step03-crds0300.pb.gz``."""
-    return ProfileName(kind, step, crds, phase).filename
+def profile_filename(kind: str, step: int, crds: int, phase: str | None = None, component: str = APISERVER) -> str:
+    """``profile_filename("heap", 3, 300)`` -> ``heap-step03-crds0300.pb.gz``; with ``component="etcd"``
+    -> ``etcd-heap-step03-crds0300.pb.gz``."""
+    return ProfileName(kind, step, crds, phase, component).filename
 
 
 def parse_profile_filename(name: str) -> ProfileName | None:
@@ -126,7 +144,7 @@ def parse_profile_filename(name: str) -> ProfileName | None:
     m = _PROFILE_RE.match(name)
     if not m:
         return None
-    return ProfileName(m["kind"], int(m["step"]), int(m["crds"]), m["phase"])
+    return ProfileName(m["kind"], int(m["step"]), int(m["crds"]), m["phase"], m["component"] or APISERVER)
 
 
 # The LISTs a run that grew objects times after its last object step (objects.list_repeats):

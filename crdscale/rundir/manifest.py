@@ -402,6 +402,7 @@ class Manifest(Block, Mapping[str, Any]):
     crds: CrdSet = _key("crds", _block(CrdSet), empty=CrdSet)
     objects: Objects = _key("objects", _block(Objects), empty=Objects)
     controller_manager: Mapping[str, Any] = _key("controller_manager", _mapping, empty=dict)
+    components: Mapping[str, Any] = _key("components", _mapping, empty=dict)
     target: Target = _key("target", _block(Target), empty=Target)
     processes: tuple[Process, ...] = _key("processes", _block_list(Process), empty=tuple)
     metrics: MetricsRecord = _key("metrics", _block(MetricsRecord), empty=MetricsRecord)
@@ -535,6 +536,8 @@ _SCALARS = {
     "packages": "versions of the Python packages behind the numbers",
     "binaries": "per binary (kube-apiserver, etcd, prometheus...): path, sha256, bytes, built_from",
     "controller_manager": "whether a local kube-controller-manager ran, with which controllers and flags",
+    "components": "per component besides kube-apiserver (kube-controller-manager, etcd): the heap profiles "
+    "taken at every profile mark and where from, or why there are none (`skipped`)",
     "processes": "harness processes the run started (name, pid, start_ticks): `crdscale recover` stops them",
     "metrics_error": "why the metrics series could not be exported",
     "sources": "`crdscale install`: the CRD sources",

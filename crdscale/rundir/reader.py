@@ -182,7 +182,7 @@ class Run:
 
     @cached_property
     def profiles(self) -> pd.DataFrame:
-        """Every profile file: ``file`` (path inside the run), ``kind``, ``step``, ``crds``,
+        """Every profile file of kube-apiserver: ``file`` (path inside the run), ``kind``, ``step``, ``crds``,
         ``phase`` (None = end of step), ``timestamp`` (UTC) and ``bytes``, ordered by file name
         (step, then installed before served).
 
@@ -190,20 +190,41 @@ class Run:
         it saved the file; the file name is only a label. A name that disagrees with its
         event (a renamed file) raises UsageError; a file no event records, or an event
         whose file is gone, is left out and listed in :attr:`unrecorded_profiles`.
+        The other components' profiles are :meth:`component_profiles`'.
         """
+        return self.component_profiles(layout.APISERVER)
+
+    def component_profiles(self, component: str = layout.APISERVER) -> pd.DataFrame:
+        """:attr:`profiles` of one component of the control plane (:data:`crdscale.rundir.layout.COMPONENTS`:
+        ``kube-controller-manager``, ``etcd``; default kube-apiserver), read and checked the same way;
+        empty for a run that took none of its profiles. What it leaves out is in
+        :meth:`unrecorded_component_profiles`."""
+        cache = self.__dict__.setdefault("_profiles_by_component", {})
+        if component not in cache:
+            cache[component] = self._read_profiles(component)
+        return cache[component][0]
+
+    def unrecorded_component_profiles(self, component: str = layout.APISERVER) -> list[tuple[str, str]]:
+        """:attr:`unrecorded_profiles` of one component."""
+        self.component_profiles(component)
+        return self.__dict__["_profiles_by_component"][component][1]
+
+    def _read_profiles(self, component: str) -> tuple[pd.DataFrame, list[tuple[str, str]]]:
         folder = self.path / layout.PROFILES
         files = {
             f"{layout.PROFILES}/{p.name}": p
             for p in (sorted(folder.iterdir()) if folder.is_dir() else [])
-            if layout.parse_profile_filename(p.name)
+            if (name := layout.parse_profile_filename(p.name)) and name.component == component
         }
         recorded = {}
         if len(self.events) and "file" in self.events.columns:
             for e in self.events[self.events["kind"] == "profile"].to_dict("records"):
-                recorded[e["file"]] = e
+                if _component(e.get("component")) == component:
+                    recorded[e["file"]] = e
         if files and not recorded:
+            whose = "" if component == layout.APISERVER else f"{component}'s "
             raise UsageError(
-                f"{self.path}: {layout.EVENTS} records none of its {len(files)} profiles, so their CRD counts "
+                f"{self.path}: {layout.EVENTS} records none of its {len(files)} {whose}profiles, so their CRD counts "
                 f"and phases are unknown (a file name is a label, not a record)"
             )
         by_slot = {(e.get("profile"), _int(e.get("step")), _phase(e.get("phase"))): e for e in recorded.values()}
@@ -233,17 +254,15 @@ class Run:
             rows.append((relative, *said[:3], said[3], event["ts"], path.stat().st_size))
         for relative in sorted(set(recorded) - set(files)):
             unrecorded.append((relative, f"recorded in {layout.EVENTS} but the file is missing"))
-        self.__dict__["unrecorded_profiles"] = unrecorded
         frame = pd.DataFrame(rows, columns=PROFILE_COLUMNS)
         frame["timestamp"] = pd.to_datetime(frame["timestamp"], utc=True)
-        return frame
+        return frame, unrecorded
 
     @property
     def unrecorded_profiles(self) -> list[tuple[str, str]]:
         """``(file, why)`` of the profiles :attr:`profiles` leaves out: files no event records,
         events whose file is missing."""
-        self.profiles  # noqa: B018 (listing the profiles finds them)
-        return self.__dict__.get("unrecorded_profiles", [])
+        return self.unrecorded_component_profiles(layout.APISERVER)
 
     def heap_profiles(self) -> pd.DataFrame:
         """The rows of :attr:`profiles` that are heap profiles."""
@@ -371,6 +390,11 @@ def _marks(heap: pd.DataFrame) -> pd.DataFrame:
     return pd.DataFrame(
         {"timestamp": heap["timestamp"], "crds": heap["crds"].astype(int), "phase": heap["phase"].fillna("served")}
     ).reset_index(drop=True)
+
+
+def _component(value) -> str:
+    """A profile event's component: kube-apiserver when it names none (NaN in a DataFrame's records)."""
+    return value if isinstance(value, str) and value else layout.APISERVER
 
 
 def _int(value) -> int | None:

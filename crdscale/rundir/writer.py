@@ -253,12 +253,16 @@ class RunWriter:
     def write_crd_summary(self, summary: dict[str, Any]) -> Path:
         return self.write_json(layout.CRD_SUMMARY, summary)
 
-    def write_profile(self, kind: str, step: int, crds: int, phase: str | None, data: bytes) -> str:
-        """Save a profile and log a ``profile`` event; returns its path inside the run directory."""
-        name = layout.ProfileName(kind, step, crds, phase)
+    def write_profile(
+        self, kind: str, step: int, crds: int, phase: str | None, data: bytes, component: str = layout.APISERVER
+    ) -> str:
+        """Save a profile of ``component`` (default kube-apiserver) and log a ``profile`` event; returns its
+        path inside the run directory. kube-apiserver's events carry no ``component``, as they always did."""
+        name = layout.ProfileName(kind, step, crds, phase, component)
         self.write_file(name.relative, data)
+        whose = {} if component == layout.APISERVER else {"component": component}
         self.events.emit(
-            "profile", file=name.relative, profile=kind, step=step, crds=crds, phase=phase, bytes=len(data)
+            "profile", file=name.relative, profile=kind, step=step, crds=crds, phase=phase, bytes=len(data), **whose
         )
         return name.relative
 

@@ -20,7 +20,7 @@ from typing import Any
 from crdscale.cluster.kubesource import check_tree
 from crdscale.crds.options import SERVE_MODES
 from crdscale.errors import UsageError
-from crdscale.rundir.layout import PROFILE_KINDS
+from crdscale.rundir.layout import OTHER_COMPONENTS, PROFILE_KINDS
 
 try:
     import tomllib
@@ -266,6 +266,11 @@ class Profiles:
         "none",
         '"protobuf" (as kubectl) or "json": after each step\'s profile, GET /openapi/v2 and profile again',
         choices=_openapi_v2_modes,
+    )
+    components: list[str] = key(
+        list(OTHER_COMPONENTS),
+        "also heap-profile these at every profile mark (a local target's; others are skipped, saying why)",
+        choices=OTHER_COMPONENTS,
     )
 
 

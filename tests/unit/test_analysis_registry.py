@@ -108,8 +108,8 @@ def test_one_entry_reaches_analyze_text_json_and_findings(monkeypatch, tmp_path,
     (doc,) = json.loads(capsys.readouterr().out)["runs"]
     assert doc["max_heap"] == [{"crds": 160, "bytes": pytest.approx(doc["max_heap"][0]["bytes"])}]
     assert doc["per_object"] is None  # the registered ones still there, null for a run that grew CRDs
-    assert list(doc)[list(doc).index("series_fits") + 1 :][:5] == [
-        "per_object", "amplification", "object_lists", "openapi_v2", "max_heap",
+    assert list(doc)[list(doc).index("series_fits") + 1 :][:7] == [
+        "per_object", "amplification", "object_lists", "openapi_v2", "components", "components_skipped", "max_heap",
     ]  # fmt: skip
 
     data = read_run(run_dir)

@@ -143,9 +143,10 @@ def test_a_failing_measurement_fails_the_run_and_still_exports(tmp_path):
 
 def test_the_registry_builds_what_the_scenario_asks_for():
     names = lambda text: [m.name for m in measurements.for_scenario(parse_scenario(text))]  # noqa: E731
-    assert names(None) == ["harness", "proc", "profiles"]
+    assert names(None) == ["harness", "proc", "profiles", "component-profiles"]
+    assert names("[profiles]\ncomponents = []\n") == ["harness", "proc", "profiles"]
     assert names('[profiles]\nkinds = ["heap", "cpu"]\nopenapi_v2 = "json"\n[probes]\neach_step = ["discovery"]\n') == [
-        "harness", "proc", "profiles", "cpu-profile", "openapi-v2", "probes",
+        "harness", "proc", "profiles", "component-profiles", "cpu-profile", "openapi-v2", "probes",
     ]  # fmt: skip
     objects = '[steps]\ngrow = "objects"\ncount = 2\n[objects]\ncount = 4\nlist_repeats = 2\n'
     assert names(objects)[-1] == "object-lists"

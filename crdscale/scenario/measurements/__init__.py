@@ -22,6 +22,7 @@ from crdscale.scenario.measurements.base import (
     RunContext,
     StepMeasurement,
 )
+from crdscale.scenario.measurements.componentprofiles import ComponentProfiles
 from crdscale.scenario.measurements.cpuprofile import CpuProfile
 from crdscale.scenario.measurements.harness import HarnessCost
 from crdscale.scenario.measurements.objectlists import ObjectLists
@@ -38,6 +39,7 @@ REGISTRY: dict[str, Factory] = {
     "harness": HarnessCost.create,
     "proc": ProcSamplers.create,
     "profiles": Profiles.create,
+    "component-profiles": ComponentProfiles.create,  # after kube-apiserver's, at the same marks
     "cpu-profile": CpuProfile.create,
     "openapi-v2": OpenApiV2Phase.create,
     "probes": StepProbes.create,

@@ -1,7 +1,8 @@
-"""RSS, CPU, fds and threads of the local kube-apiserver (and kube-controller-manager) read from /proc
+"""RSS, CPU, fds and threads of the local kube-apiserver, kube-controller-manager and etcd read from /proc
 at the scrape interval: complete even when a /metrics scrape of a server with thousands of CRDs takes
 longer than the interval. Rows go to the run directory as chunks while the run goes (``proc``,
-``controller-manager-proc``) and into the exported series at its end. Remote targets: nothing."""
+``controller-manager-proc``, ``etcd-proc``) and into the exported series at its end, as jobs
+:data:`crdscale.rundir.layout.PROC_JOBS`. Remote targets: nothing."""
 
 from __future__ import annotations
 
@@ -41,6 +42,15 @@ class ProcSamplers(Measurement):
                     self.interval_s,
                     job=layout.CONTROLLER_MANAGER_PROC_JOB,
                     sink=lambda frame: ctx.run.write_series_chunk(frame, "controller-manager-proc"),
+                ).start()
+            )
+        if plane.etcd_pid is not None:
+            self.samplers.append(
+                ProcSampler(
+                    plane.etcd_pid,
+                    self.interval_s,
+                    job=layout.ETCD_PROC_JOB,
+                    sink=lambda frame: ctx.run.write_series_chunk(frame, "etcd-proc"),
                 ).start()
             )
 
