@@ -20,6 +20,7 @@ from crdscale.analysis.run import analyze_run
 from crdscale.analysis.rundata import heap_points
 from crdscale.cli.main import main
 from crdscale.rundir import layout, read_run
+from crdscale.testing.damage import copy_run
 
 DATA = Path(__file__).resolve().parents[1] / "data"
 RUN = DATA / "run-components"
@@ -80,7 +81,8 @@ def test_compare_gives_a_row_per_component_and_metric(tmp_path):
 
 
 def test_compare_command_has_a_row_per_component(tmp_path, capsys):
-    a, b = (shutil.copytree(RUN, tmp_path / name) for name in ("a", "b"))
+    # Two runs as far as compare can tell (a plain copy is refused as a run compared with itself).
+    a, b = (copy_run(RUN, tmp_path / name, new_run_id=True) for name in ("a", "b"))
     assert main(["compare", str(a), str(b), "--label", "A", "--label", "B", "-o", "json"]) == 0
     rows = json.loads(capsys.readouterr().out)["components"]
     assert {(r["component"], r["metric"]) for r in rows} == {
