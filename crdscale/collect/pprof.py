@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 
+from crdscale.analysis.pprof.decode import parse_profile, read_profile_bytes
 from crdscale.cluster.clients import Cluster
 from crdscale.errors import ClusterError
 
@@ -52,13 +53,11 @@ def read_profile(source: PathOrBytes):
     docstring). Raises :class:`ProfileError` (one line) for an unreadable file
     or anything that is not a valid profile (see ``parse_profile``).
     """
-    from crdscale.analysis.pprof.decode import parse_profile
 
     if isinstance(source, (bytes, bytearray, memoryview)):
         data, name = bytes(source), "<bytes>"
     else:
         name = str(source)
-        from crdscale.analysis.pprof.decode import read_profile_bytes
 
         data = read_profile_bytes(source)
     return parse_profile(data, name)

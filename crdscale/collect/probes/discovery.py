@@ -35,11 +35,14 @@ from pathlib import Path
 
 import pandas as pd
 
+from crdscale.cluster import binaries, goclient
 from crdscale.errors import BinaryError, ClusterError
 from crdscale.models import tokenbucket
 
+from . import ProbeResult, Section, write_tables
 from ._http import fresh_transport, timed_get
 from .configs import kubectl_limit, validate_limits
+from .fixtures import ProbeFixtures, sweep_crds
 from .requests import (
     AGGREGATED_DISCOVERY_ACCEPT,
     LEGACY_DISCOVERY_ACCEPT,
@@ -248,7 +251,6 @@ def client_go_discovery(
     Returns a :class:`LegacyDiscovery` (seconds, bytes); raises :class:`BinaryError`
     when crdscale-client cannot be built.
     """
-    from crdscale.cluster import goclient
 
     args, env = goclient.connection(cluster.kubeconfig, cluster.context)
     args += [
@@ -270,7 +272,6 @@ def client_go_discovery(
 
 def _discoverer() -> Callable:
     """client-go's discovery (crdscale-client), or the Python imitation with a warning when it cannot be built."""
-    from crdscale.cluster import goclient
 
     try:
         goclient.binary()
@@ -379,8 +380,6 @@ def kubectl_discovery(
     if not binary:
         return {"mode": "kubectl", "available": False, "note": f"kubectl part skipped: {detail}"}
     with tempfile.TemporaryDirectory(prefix="crdscale-kubectl-cache-") as cache_dir:
-        from crdscale.cluster import goclient
-
         args, env = goclient.connection(kubeconfig, context)
         argv = [binary, *args, f"--cache-dir={cache_dir}", "-v=6", *verb]
         start = time.monotonic()
@@ -416,7 +415,6 @@ def kubectl_rows(
     ``requests`` (GETs in the ``-v=6`` log), ``wall_s``, ``errors``, and the model's
     ``predicted_delay_s`` for that kubectl's limiter (0 for aggregated discovery).
     """
-    from crdscale.cluster import binaries
 
     rows = []
     for version in versions:
@@ -518,7 +516,6 @@ def sweep(
 
     Returns ``{"sweep": one row per (group_versions, limit, repeat), "requests": per-request rows}``.
     """
-    from .fixtures import ProbeFixtures
 
     discover = _discoverer()
     kubectl_versions = list(kubectl_versions)
@@ -552,7 +549,6 @@ def sweep(
 def _grow_to(cluster, fixtures, target: int, created: int) -> int:
     """Add CRDs in new groups until the server has ``target`` group-versions (none when it has
     as many or more); returns how many CRDs the sweep has created so far."""
-    from .fixtures import sweep_crds
 
     current = count_group_versions(cluster)
     if current > target:
@@ -694,7 +690,6 @@ def run(cluster, config, writer, *, step: int = 0, run_id: str):
     """The discovery probe as one step (``config``: :class:`.configs.DiscoveryConfig`); with ``config.sweep``
     the sweep, checked against the token-bucket model within ``config.tolerance`` (exit code 1 beyond it).
     kubectl runs with the cluster's own kubeconfig and context."""
-    from . import ProbeResult, Section, write_tables
 
     config.validate()
     limits = validate_limits(config.limit_names())

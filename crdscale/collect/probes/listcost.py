@@ -26,6 +26,7 @@ import pandas as pd
 from crdscale.cluster.apiservers import DEFAULT_APISERVER, ApiServer, apiservers
 from crdscale.cluster.listing import ListTarget
 from crdscale.errors import UsageError
+from crdscale.models.apf import served_from_cache
 from crdscale.models.probecosts import cache_vs_etcd
 from crdscale.proc import rss_bytes, thread_cpu_seconds
 from crdscale.units import is_missing
@@ -198,7 +199,6 @@ def _list_row(
     target: ListTarget, request: ListRequest, server: ApiServer, timed: _TimedList, populated: Populated
 ) -> dict:
     """The row of :func:`measure_lists`' table for one request on one server."""
-    from crdscale.models.apf import served_from_cache
 
     results, repeats, served, cost = timed.results, timed.repeats, timed.served, timed.cost
     latencies = [r.latency_s for r in results]
