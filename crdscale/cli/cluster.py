@@ -13,6 +13,7 @@ import copy
 import logging
 import sys
 
+from crdscale.cli.common import print_json, resolve_kubeconfig
 from crdscale.cli.options import finite_float
 from crdscale.errors import CrdscaleError, UsageError
 
@@ -102,6 +103,7 @@ def check_flags(args: argparse.Namespace) -> None:
 
 
 def check_submission(args: argparse.Namespace, *, resume: bool) -> None:
+    # lazy: would add 8 modules to --help
     from crdscale.results.store import scheme_of
     from crdscale.scenario.fanout import check_namespace
 
@@ -117,12 +119,14 @@ def check_submission(args: argparse.Namespace, *, resume: bool) -> None:
     if args.namespace:
         check_namespace(args.namespace)
     if args.results_secret:
+        # lazy: would add 8 modules to --help
         from crdscale.scenario.fanout import check_secret_name
 
         check_secret_name(args.results_secret)
     if args.parallelism is not None and args.parallelism < 1:
         raise UsageError(f"--parallelism {args.parallelism}: at least 1")
     if args.cpus is not None:
+        # lazy: would add 8 modules to --help
         from crdscale.scenario.fanout import check_cpus
 
         check_cpus(args.cpus)
@@ -132,6 +136,7 @@ def check_submission(args: argparse.Namespace, *, resume: bool) -> None:
 
 def _memory(args: argparse.Namespace) -> int | None:
     """--memory in bytes (None when not given); UsageError for a size that is not one."""
+    # lazy: would add a module to --help
     from crdscale.units import parse_bytes
 
     if args.memory is None:
@@ -147,6 +152,7 @@ def _memory(args: argparse.Namespace) -> int | None:
 
 def _resources(args: argparse.Namespace, peaks: dict[str, float], cpus: int):
     """The pods' resources: the prediction (:func:`fanout.pod_resources`), or --memory as given."""
+    # lazy: would add 8 modules to --help
     from crdscale.scenario import fanout
 
     resources = fanout.pod_resources([p.value for p in peaks.values()], cpus)
@@ -163,6 +169,7 @@ def _peak_line(peaks) -> str:
 
 
 def _plan(experiment_id, run_id, manifest, cells, resources, args, *, attempt=0, table=None):
+    # lazy: would add 8 modules to --help
     from crdscale.scenario.fanout import JobPlan
 
     table = table or {}
@@ -205,7 +212,6 @@ def _cluster_table(plan, args, cluster, peaks) -> dict:
 def _user_kubeconfig(explicit: str | None):
     """--kubeconfig, else $KUBECONFIG, else ~/.kube/config: the user's cluster. Unlike other commands,
     never a local instance of 'crdscale up' found by itself: it may have no node to run pods on."""
-    from crdscale.cli.common import resolve_kubeconfig
 
     return resolve_kubeconfig(
         explicit, local_instance=False, missing="--cluster: which cluster? pass --kubeconfig (or set $KUBECONFIG)"
@@ -213,6 +219,7 @@ def _user_kubeconfig(explicit: str | None):
 
 
 def print_manifests(plan) -> None:
+    # lazy: would add 8 modules to --help
     from crdscale.scenario import fanout
 
     plan = copy.copy(plan)
@@ -232,6 +239,7 @@ def print_manifests(plan) -> None:
 def submit(args: argparse.Namespace, scenario) -> int:
     """`crdscale run SCENARIO --cluster ...` once the flags (:func:`check_submission`) and the
     scenario's cells are checked: predict resources, dry-run, create, follow."""
+    # lazy: would bring pandas, numpy, pyarrow, requests, yaml into --help
     from crdscale.cluster.clients import connect
     from crdscale.ownership import new_run_id
     from crdscale.paths import runs_dir
@@ -280,6 +288,7 @@ def submit(args: argparse.Namespace, scenario) -> int:
 
 def resume(args: argparse.Namespace, experiment) -> int:
     """`crdscale run --resume EXPERIMENT` of a cluster experiment: a new Job over the cells not succeeded."""
+    # lazy: would bring pandas, numpy, pyarrow, requests, yaml into --help
     from crdscale.ownership import new_run_id
     from crdscale.scenario import clusterjob
 
@@ -331,6 +340,7 @@ def resume(args: argparse.Namespace, experiment) -> int:
 
 def _create(cluster, experiment, plan) -> None:
     """Create the plan's objects and record the Job; when one is refused, delete this submission's others."""
+    # lazy: would bring pandas, numpy, pyarrow, requests, yaml into --help
     from crdscale.scenario import clusterjob
 
     try:
@@ -342,6 +352,7 @@ def _create(cluster, experiment, plan) -> None:
 
 
 def _follow_or_detach(cluster, experiment, args) -> int:
+    # lazy: would bring pandas, numpy, pyarrow, requests, yaml into --help
     from crdscale.scenario import clusterjob
 
     hint = (
@@ -372,7 +383,7 @@ def _follow_or_detach(cluster, experiment, args) -> int:
 
 def print_status(experiment, args) -> int:
     """`crdscale status EXPERIMENT`: every index of every Job, failed ones with their last log lines."""
-    from crdscale.cli.common import print_json
+    # lazy: would bring pandas, numpy, pyarrow, requests, yaml into --help
     from crdscale.scenario import clusterjob
 
     table = experiment.manifest[clusterjob.CLUSTER_KEY]
@@ -402,6 +413,7 @@ def print_status(experiment, args) -> int:
 
 def down(experiment, args) -> None:
     """`crdscale down EXPERIMENT`: delete its Jobs, pods, ConfigMaps and ServiceAccount (by its labels)."""
+    # lazy: would bring pandas, numpy, pyarrow, requests, yaml into --help
     from crdscale.scenario import clusterjob
 
     cluster = clusterjob.connect_experiment(
