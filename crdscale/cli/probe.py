@@ -37,7 +37,8 @@ from crdscale.cli.common import (
     print_json,
     resolve_kubeconfig,
 )
-from crdscale.collect.probes import configs, run_probe
+from crdscale.collect import probes
+from crdscale.collect.probes import configs
 from crdscale.units import COLUMN_FORMATS, blank_missing
 
 
@@ -80,7 +81,7 @@ class Command:
         config = configs.from_args(configs.PROBES[args.probe], args)  # bad values fail before anything starts
 
         def body(run: ProbeRun):
-            result = run_probe(args.probe, run.cluster, run.writer, config, run_id=run.run_id)
+            result = probes.run_probe(args.probe, run.cluster, run.writer, config, run_id=run.run_id)
             shown = {**result.tables, **result.derived}
             for section in result.sections:
                 print(f"\n{section.title}")
