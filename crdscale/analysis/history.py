@@ -19,6 +19,7 @@ from collections.abc import Mapping, Sequence
 import numpy as np
 import pandas as pd
 
+from crdscale.analysis.compare import compare_runs
 from crdscale.analysis.intervals import replicate_mean, t_quantile
 
 HISTORY_COLUMNS = ["version", "cause", "per_crd", "low", "high", "runs"]
@@ -95,7 +96,6 @@ def consecutive_differences(runs_by_version: Mapping[str, Sequence], *, frames: 
     """Each pair of consecutive releases compared (repeats pooled): :data:`CHANGE_COLUMNS` rows by cause,
     with the ``frames`` functions whose flat bytes per CRD moved most. ``runs_by_version``: version ->
     :class:`crdscale.rundir.Run` objects (or run directories)."""
-    from crdscale.analysis.compare import compare_runs
 
     ordered = release_order(runs_by_version)
     rows = []

@@ -40,6 +40,7 @@ import logging
 from pathlib import Path
 
 from crdscale.cli.options import positive_int
+from crdscale.errors import UsageError
 from crdscale.outputs import check_out_directory
 
 log = logging.getLogger(__name__)
@@ -75,6 +76,7 @@ class Command:
 
     @staticmethod
     def run(args: argparse.Namespace) -> int:
+        # lazy: would bring pandas, numpy, pyarrow, requests, yaml into --help
         from crdscale.report.render import render_report
         from crdscale.rundir.layout import REPORT, is_experiment_directory
         from crdscale.scenario.experiment import Experiment
@@ -83,10 +85,11 @@ class Command:
             check_out_directory(args.out, inputs=[args.run_dir], force=args.force, allow=[Path(args.run_dir) / REPORT])
 
         if is_experiment_directory(args.run_dir):
-            from crdscale.errors import UsageError
+            # lazy: would bring pandas, numpy, pyarrow into --help
             from crdscale.report.compare import render_comparison
 
             experiment = Experiment.open(args.run_dir)
+            # lazy: would bring pandas, numpy, pyarrow, requests, yaml into --help
             from crdscale.scenario.clusterjob import gather, is_cluster_experiment
 
             if is_cluster_experiment(experiment):
