@@ -35,12 +35,12 @@ import json
 import logging
 from pathlib import Path
 
+from crdscale.errors import UsageError
+
 log = logging.getLogger(__name__)
 
 
 def parse_until(text: str) -> float:
-    from crdscale.errors import UsageError
-
     value = text.strip().rstrip("%")
     try:
         number = float(value) / (100 if text.strip().endswith("%") else 1)
@@ -53,7 +53,7 @@ def parse_until(text: str) -> float:
 
 def change_from_args(args):
     """The :class:`~crdscale.scenario.ab.Change` the flags ask for."""
-    from crdscale.errors import UsageError
+    # lazy: would bring pandas, numpy, pyarrow, requests, yaml into --help
     from crdscale.scenario.ab import Change
 
     overrides: dict = {}
@@ -110,9 +110,9 @@ class Command:
 
     @staticmethod
     def run(args: argparse.Namespace) -> int:
+        # lazy: would bring pandas, numpy, pyarrow, requests, yaml into --help
         from crdscale.cli.common import run_with_progress
         from crdscale.cli.run import _parse_sets
-        from crdscale.errors import UsageError
         from crdscale.paths import runs_dir
         from crdscale.scenario.ab import AB
         from crdscale.scenario.config import load_scenario
@@ -151,6 +151,7 @@ class Command:
 
 def write_verdict(ab):
     """verdict.md, verdict.json and flame.html of an A/B directory; returns the verdict."""
+    # lazy: would bring pandas, numpy, pyarrow, requests, yaml into --help
     from crdscale.fsutil import write_atomic
     from crdscale.report.verdict import build_verdict
     from crdscale.scenario.ab import precision
@@ -187,6 +188,7 @@ def _change_provenance(comparison) -> list[dict]:
 
 
 def _write_flame(ab, comparison) -> None:
+    # lazy: would bring pandas, numpy, pyarrow into --help
     from crdscale.report.diffflame import (
         diff_icicle_figure,
         diff_icicle_nodes,

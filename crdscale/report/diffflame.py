@@ -19,6 +19,7 @@ from pathlib import Path
 import pandas as pd
 
 from crdscale.analysis.attribution import RULES, Rule, classify_stack
+from crdscale.analysis.export import folded_stacks
 from crdscale.report.flame import short_name
 from crdscale.units import fmt_bytes
 
@@ -79,7 +80,7 @@ def diff_icicle_nodes(
 
 def diff_icicle_figure(nodes: pd.DataFrame, *, title: str = "Heap growth per CRD: changed minus base"):
     """A plotly icicle of :func:`diff_icicle_nodes`, coloured by difference, with a button to colour by cause."""
-    import plotly.graph_objects as go
+    import plotly.graph_objects as go  # lazy: the optional report extra
 
     # The scale spans the frames', not the root's, difference: the root holds the sum and would wash the rest out.
     frames = nodes.loc[nodes["depth"] > 0, "difference"].abs()
@@ -147,7 +148,6 @@ def write_diff_flame_html(figure, path: str | Path) -> Path:
 def run_growth_stacks(run) -> pd.Series:
     """A run's heap growth per CRD by folded stack: its last served heap profile minus its first, over
     the CRDs installed between them (``run``: a :class:`crdscale.rundir.Run`)."""
-    from crdscale.analysis.export import folded_stacks
 
     served = run.heap_profiles()
     served = served[served["phase"].isna()].sort_values("step")
