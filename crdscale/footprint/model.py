@@ -39,6 +39,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
+import pandas as pd
 
 from crdscale.analysis.intervals import t_quantile
 from crdscale.analysis.targets import TOTAL
@@ -332,7 +333,6 @@ def predict(model: FootprintModel, features: Mapping[str, float], confidence: fl
     """What a CRD set with these :func:`footprint_features` adds: ``target, value, low, high``
     (bytes, non-negative prediction interval at ``confidence``); causes by size, then ``total``,
     ``rss`` (settled RSS growth) and ``rss_peak`` (peak RSS growth, when the model has a peak excess or ratio)."""
-    import pandas as pd
 
     return pd.DataFrame(prediction_rows(model, features, confidence), columns=["target", "value", "low", "high"])
 
@@ -480,6 +480,5 @@ def predict_difference(
         mean, var = m.moments(dx, dscale)
         half = m.quantile(confidence) * math.sqrt(var)
         rows.append((target, mean, mean - half, mean + half))
-    import pandas as pd
 
     return _ordered(pd.DataFrame(rows, columns=["target", "value", "low", "high"]))
