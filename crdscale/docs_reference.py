@@ -195,7 +195,6 @@ _CONTINUATION = re.compile(r"^\s{8,}#\s*(?P<comment>.*)$")
 
 def scenario_keys() -> list[ScenarioKey]:
     """Every scenario key with its type, default and help, as ``crdscale.scenario.config.KEYS`` declares it."""
-
     return [
         ScenarioKey(section, key, type_name, "" if default is None else _toml_value(default), help_text)
         for section, key, type_name, default, help_text in scenario_reference()
@@ -295,7 +294,6 @@ def render_attribution_rules() -> str:
 
 def render_access() -> str:
     """What each command reads, writes and where, and the RBAC it needs (:data:`crdscale.cli.access.ACCESS`)."""
-
     lines = [
         HEADER.format(source="crdscale/cli/access.py") + "# What each command reads, writes and needs",
         "",

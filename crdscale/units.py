@@ -155,7 +155,6 @@ def parse_bytes(text: str) -> int:
     """``"8GiB"``, ``"8Gi"`` (Kubernetes quantities), ``"512 MiB"``, ``"1.5G"`` (decimal), ``"1000"`` -> bytes.
 
     Raises ValueError naming the accepted forms."""
-
     match = re.fullmatch(r"\s*([0-9]+(?:\.[0-9]*)?)\s*([A-Za-z]*)\s*", text)
     factor = _SIZE_SUFFIXES.get(match.group(2).lower()) if match else None
     if factor is None:

@@ -81,7 +81,6 @@ def models_from_profile(
     negative parts taken as 0) and the baseline holds the served fit's
     ``base``. Causes that grow by less than ``min_bytes`` per CRD are skipped.
     """
-
     rules = rules or RULES
     causes = attribute(profile, rules)["cause"].to_numpy()
     space = profile.values("inuse_space").astype(float)
@@ -371,7 +370,6 @@ def comparison_coverage(
 def ols_coverage(sim: SimulatedRuns, confidence: float = 0.95, label: str = "") -> list[Coverage]:
     """Coverage of the interval crdscale gave before its error model: ordinary least squares through
     the served profiles as if they were independent (t with n - 2 degrees of freedom). For contrast."""
-
     idx = [m for m, (_n, phase, *_c) in enumerate(sim.marks) if phase == "served"]
     x = np.array([sim.marks[m][0] for m in idx], dtype=float)
     xc = x - x.mean()

@@ -96,7 +96,6 @@ def consecutive_differences(runs_by_version: Mapping[str, Sequence], *, frames: 
     """Each pair of consecutive releases compared (repeats pooled): :data:`CHANGE_COLUMNS` rows by cause,
     with the ``frames`` functions whose flat bytes per CRD moved most. ``runs_by_version``: version ->
     :class:`crdscale.rundir.Run` objects (or run directories)."""
-
     ordered = release_order(runs_by_version)
     rows = []
     for older, newer in zip(ordered, ordered[1:]):

@@ -170,7 +170,6 @@ def series_step_points(series: pd.DataFrame | None, marks: pd.DataFrame) -> pd.D
     ``step, metric, cause, value`` with ``metric`` = :data:`SERIES_METRIC` and ``cause`` the series'
     label, so :func:`fit_per_object` fits them as it fits the heap (last sample at or before a mark,
     summed over labels)."""
-
     columns = ["step", "metric", "cause", "value"]
     if series is None or not len(series) or marks.empty:
         return pd.DataFrame(columns=columns)

@@ -212,7 +212,6 @@ def _cluster_table(plan, args, cluster, peaks) -> dict:
 def _user_kubeconfig(explicit: str | None):
     """--kubeconfig, else $KUBECONFIG, else ~/.kube/config: the user's cluster. Unlike other commands,
     never a local instance of 'crdscale up' found by itself: it may have no node to run pods on."""
-
     return resolve_kubeconfig(
         explicit, local_instance=False, missing="--cluster: which cluster? pass --kubeconfig (or set $KUBECONFIG)"
     )

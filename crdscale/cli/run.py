@@ -297,7 +297,6 @@ def _report(path) -> int:
 def _parse_sets(items: list[str]) -> dict:
     """``--set KEY=VALUE`` items as overrides, each value typed by its key (see
     :func:`~crdscale.scenario.config.parse_override`)."""
-
     out = {}
     for item in items:
         key, sep, value = item.partition("=")

@@ -53,7 +53,6 @@ def read_profile(source: PathOrBytes):
     docstring). Raises :class:`ProfileError` (one line) for an unreadable file
     or anything that is not a valid profile (see ``parse_profile``).
     """
-
     if isinstance(source, (bytes, bytearray, memoryview)):
         data, name = bytes(source), "<bytes>"
     else:

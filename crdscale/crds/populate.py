@@ -235,7 +235,6 @@ class ObjectWriter:
         writes by more than the settle time). A metadata-only LIST with ``resourceVersion=0`` is
         answered by the cache with what it has seen (by etcd when the cache is off).
         """
-
         start = time.monotonic()
         for target in targets:
             want = self._next.get(target.path, 0)

@@ -434,7 +434,6 @@ def _start_informers(
     run_id: str | None,
 ):
     """crdscale-client informer processes, or ``None`` (with a warning) when they cannot be built."""
-
     try:
         informers = goclient.InformerClients(cluster.kubeconfig, cluster.context, clients=clients, qps=qps, burst=burst)
     except BinaryError as err:

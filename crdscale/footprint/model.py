@@ -333,7 +333,6 @@ def predict(model: FootprintModel, features: Mapping[str, float], confidence: fl
     """What a CRD set with these :func:`footprint_features` adds: ``target, value, low, high``
     (bytes, non-negative prediction interval at ``confidence``); causes by size, then ``total``,
     ``rss`` (settled RSS growth) and ``rss_peak`` (peak RSS growth, when the model has a peak excess or ratio)."""
-
     return pd.DataFrame(prediction_rows(model, features, confidence), columns=["target", "value", "low", "high"])
 
 

@@ -148,7 +148,6 @@ def predict_state(
     total and RSS bounds: the served prediction's, scaled by the state's total over the served total,
     plus the added term's bounds (bounds added: wider than a joint interval). ValueError for an unknown
     state, or a state other than served without ``terms``."""
-
     if state not in STATES:
         raise ValueError(f"unknown state {state!r}; one of {', '.join(STATES)}")
     served = predict(model, features, confidence)

@@ -238,7 +238,6 @@ def fit_state_terms(
 def object_cell(path: str | Path) -> dict[str, Any]:
     """One object run's heap and RSS per custom resource and its objects' mean features (``run, path,
     kube_version, shape, sent_bytes, crds, objects, features, heap, heap_low, heap_high, rss``)."""
-
     path = Path(path)
     run = read_run(path)
     manifest = run.manifest

@@ -316,7 +316,6 @@ def host_pip_cert() -> Path | None:
     """The CA bundle this machine's pip verifies PyPI with, when one is configured
     (``PIP_CERT``, ``[global] cert`` of /etc/pip.conf, ``REQUESTS_CA_BUNDLE``): behind a
     TLS-intercepting proxy the rootfs' own CA certificates would refuse PyPI."""
-
     candidates = [os.environ.get("PIP_CERT")]
     parser = configparser.ConfigParser()
     parser.read(["/etc/pip.conf", Path.home() / ".config/pip/pip.conf", Path.home() / ".pip/pip.conf"])

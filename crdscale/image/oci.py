@@ -343,7 +343,6 @@ def normalize_ref(ref: str) -> str:
 
 def split_ref(ref: str) -> tuple[str, str]:
     """``(repository with registry, tag)`` of a reference; tag ``latest`` when none is given."""
-
     ref = ref.strip()
     if "@" in ref:
         raise UsageError(f"give the image a tag, not a digest: {ref!r}")

@@ -278,7 +278,6 @@ def estimate_measured_lists(
     Returns ``lists`` with ``estimator_assumes`` (``cache``/``etcd``),
     ``object_count_seats``, ``size_based_seats`` and ``size_based_seats_measured_place``.
     """
-
     out = lists.copy()
     assumed, count_seats, size_seats, size_seats_measured = [], [], [], []
     for row in out.itertuples(index=False):

@@ -183,7 +183,6 @@ def _ms(seconds) -> str:
 
 def _short_source(job) -> str:
     """``/proc`` or ``/metrics``: where a process figure was read (see crdscale.analysis.process)."""
-
     return "/proc" if job == PROC_JOB else "/metrics"
 
 
@@ -349,7 +348,6 @@ def render_comparison(
     Returns a :class:`crdscale.report.render.ReportResult`; a failing notebook
     is kept with its partial output and listed in ``failures``.
     """
-
     out = check_output_dir(Path(out_dir).resolve())
     notebooks_dir = (Path(notebooks_dir) if notebooks_dir else default_notebooks_dir()).resolve()
     notebook = notebooks_dir / f"{COMPARE_NOTEBOOK}.py"

@@ -148,7 +148,6 @@ def write_diff_flame_html(figure, path: str | Path) -> Path:
 def run_growth_stacks(run) -> pd.Series:
     """A run's heap growth per CRD by folded stack: its last served heap profile minus its first, over
     the CRDs installed between them (``run``: a :class:`crdscale.rundir.Run`)."""
-
     served = run.heap_profiles()
     served = served[served["phase"].isna()].sort_values("step")
     if len(served) < 2:

@@ -132,7 +132,6 @@ def standard_figures(data, analysis) -> list[FigureSpec]:
     :class:`crdscale.analysis.run.RunAnalysis`. Figures whose input is
     missing (no metrics series) are left out.
     """
-
     start = data.start
     memory = series.memory_frame(data.series, start)
     phases = series.phase_intervals(data.events, start)

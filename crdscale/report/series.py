@@ -340,7 +340,6 @@ def release_advice(go_version: str | None, env: Mapping[str, str] | None = None)
     kernel needs them. Go 1.16 went back to ``MADV_DONTNEED`` (pages leave RSS
     at once) unless ``GODEBUG=madvdontneed=0``.
     """
-
     env = dict(env or {})
     match = re.match(r"go(\d+)\.(\d+)", go_version or "")
     if not match:

@@ -470,7 +470,6 @@ class Manifest(Block, Mapping[str, Any]):
 
     def write(self, run_dir: str | Path) -> Path:
         """Write ``manifest.json`` atomically (indented JSON, keys in the order written)."""
-
         return write_json_atomic(Path(run_dir) / layout.MANIFEST, self.json)
 
     # ------------------------------------------------------------ the mapping (the JSON)

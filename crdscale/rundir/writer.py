@@ -82,7 +82,6 @@ def machine_facts() -> dict[str, Any]:
 
 def package_versions(names: tuple[str, ...] = PROVENANCE_PACKAGES) -> dict[str, str | None]:
     """Installed versions of the Python packages behind the numbers (``None``: not installed)."""
-
     versions: dict[str, str | None] = {"crdscale": __version__}
     for name in names:
         try:

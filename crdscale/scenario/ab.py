@@ -154,7 +154,6 @@ class AB:
 
     def side_scenario(self, side: str):
         """The validated scenario of one side: the file's keys, ``--set`` overrides, then the change."""
-
         overrides = dict(self.scenario_overrides)
         if side == "changed":
             overrides.update(self.change.overrides)
@@ -169,7 +168,6 @@ class AB:
     @classmethod
     def check(cls, scenario, change: Change) -> AB:
         """Validate both sides as ``run --check`` does (nothing built, nothing created); an unsaved A/B."""
-
         if scenario.matrix:
             raise UsageError("an A/B takes a scenario without a [matrix]: the change is its one axis")
         if not change.overrides:
@@ -236,7 +234,6 @@ class AB:
 
     def comparison(self):
         """Base against changed, repeats pooled: a :class:`~crdscale.analysis.compare.Comparison`."""
-
         done = {r.pair for r in self.completed() if r.side == "changed"} & {
             r.pair for r in self.completed() if r.side == "base"
         }

@@ -111,7 +111,6 @@ def _check_changes(scenario: Scenario, where: str, report: CellReport) -> None:
     build and the start would check it, in seconds and before anything is built: a diff against the
     release's module sources, gates against those that version defines, flags against the binary's own
     (once the release is built; crdscale's own flags and a bare ``--`` always)."""
-
     t = scenario.target
     changed = bool(t.patches or t.build_tags or t.go not in ("", "local"))
     if changed and (t.apiserver_binary or t.kube_source):

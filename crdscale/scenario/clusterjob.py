@@ -98,7 +98,6 @@ def predict_peak_bytes(scenario) -> Peak:
     for the rest of the pod, plus the footprint model's RSS prediction for its CRD set (settled growth:
     kube-apiserver's measured peak growth was 18 % and 28 % above it at 2,000 and 5,000 CRDs, which the
     requests' 25 % margin on the whole pod covers), plus crdscale's own copy of the set."""
-
     params = scenario.generator_params()
     sample = [crd_features(c) for c in itertools.islice(iter_crds(params), PREDICTION_SAMPLE)]
     features = add_features(sample)
@@ -393,7 +392,6 @@ def follow(cluster: Cluster, experiment: Experiment, *, interval_s: float = 10.0
 
 def delete_submission(cluster: Cluster, plan: fanout.JobPlan) -> None:
     """Delete what a submission that failed half-way created (its ConfigMap and Job, by name and labels)."""
-
     for manifest in (fanout.job_manifest(plan), fanout.configmap_manifest(plan)):
         path = api_path(manifest, manifest["metadata"]["name"])
         resp = cluster.get(path)
@@ -430,7 +428,6 @@ def delete_experiment(cluster: Cluster, experiment: Experiment) -> dict[str, int
 def gather(experiment: Experiment, results_url: str | None = None) -> list[str]:
     """Copy every cell's newest run directory from the results store into the experiment directory
     and record it (completed or not, as its run manifest says); returns the cells gathered."""
-
     table = experiment.manifest[CLUSTER_KEY]
     store = open_store(results_url or table["results"])
     gathered = []
@@ -457,7 +454,6 @@ def gather(experiment: Experiment, results_url: str | None = None) -> list[str]:
 
 def connect_experiment(experiment: Experiment, kubeconfig: str | None = None, context: str | None = None) -> Cluster:
     """The cluster the experiment was submitted to (``kubeconfig``/``context`` override what it recorded)."""
-
     table = experiment.manifest[CLUSTER_KEY]
     files = kubeconfig or table.get("kubeconfig")
     if not files:

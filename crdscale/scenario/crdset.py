@@ -14,7 +14,6 @@ from crdscale.scenario.config import Scenario
 def load_crd_set(scenario: Scenario) -> tuple[list[dict], dict]:
     """The CRDs a run of ``scenario`` installs (generated or loaded; with the payload field the flat, nested
     and list object shapes need) and where they came from, with their summary."""
-
     if scenario.crds.source == "generate":
         params = scenario.generator_params()
         crds = generate_crds(params)

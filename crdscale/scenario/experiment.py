@@ -60,7 +60,6 @@ def eta_seconds(done: list[float], remaining: int) -> float | None:
 def _check_cells(scenario: Scenario, cells: list[CellState]) -> None:
     """:func:`~crdscale.scenario.check.check_cells` of every cell, so the last cell's bad path
     or version stops the experiment before the first cell runs, not hours later."""
-
     check_cells(scenario, [(state.cell, state.scenario) for state in cells])
 
 

@@ -358,5 +358,4 @@ def parse_indexes(text: str | None) -> set[int]:
 
 def to_yaml(documents: list[dict[str, Any]]) -> str:
     """``documents`` as one YAML stream (``---`` between them), keys in the order written."""
-
     return "---\n".join(yaml.safe_dump(d, sort_keys=False) for d in documents)

@@ -16,7 +16,6 @@ from crdscale.scenario.progress import StepSummary, current_metrics
 def grow_objects(ctx: RunContext, crds: list[dict], *, first_step: int, total_steps: int, started: float) -> None:
     """Run the object steps (numbered from ``first_step``); ``ctx.objects`` holds the targets and the
     writer afterwards, for the measurements of ``steps.end``."""
-
     sc, o, run_id = ctx.scenario, ctx.scenario.objects, ctx.run_id
     writer = ObjectWriter(
         ctx.cluster,

@@ -48,7 +48,6 @@ def _window(run) -> tuple[datetime, datetime]:
 
 def export_from_prometheus_tsdb(run, interval_s: float) -> pd.DataFrame:
     """Start a Prometheus on the run's own database (scraping nothing) and range-query the recorded series."""
-
     prom = LocalPrometheus.reopen(run.path / layout.PROMETHEUS_TSDB)
     prom.interval_s = interval_s
     prom.start()

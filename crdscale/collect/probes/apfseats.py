@@ -393,7 +393,6 @@ def run(cluster, config: ApfConfig, writer, *, step: int = 0, run_id: str) -> Pr
     """The APF probe as one step: the LIST probe's requests (same objects and kinds), both estimators on
     them, and with ``config.observe`` the seats the server observed and its priority levels' limits.
     Writes ``seats`` (main), ``lists`` and ``levels`` into ``writer``."""
-
     config.validate()
     with ProbeFixtures(cluster, run_id, keep=config.keep) as fixtures:
         populated = listobjects.populate(fixtures, config)

@@ -251,7 +251,6 @@ def client_go_discovery(
     Returns a :class:`LegacyDiscovery` (seconds, bytes); raises :class:`BinaryError`
     when crdscale-client cannot be built.
     """
-
     args, env = goclient.connection(cluster.kubeconfig, cluster.context)
     args += [
         f"--burst={limit.burst}",
@@ -272,7 +271,6 @@ def client_go_discovery(
 
 def _discoverer() -> Callable:
     """client-go's discovery (crdscale-client), or the Python imitation with a warning when it cannot be built."""
-
     try:
         goclient.binary()
     except BinaryError as err:
@@ -415,7 +413,6 @@ def kubectl_rows(
     ``requests`` (GETs in the ``-v=6`` log), ``wall_s``, ``errors``, and the model's
     ``predicted_delay_s`` for that kubectl's limiter (0 for aggregated discovery).
     """
-
     rows = []
     for version in versions:
         kubectl = binaries.kubectl(version)
@@ -516,7 +513,6 @@ def sweep(
 
     Returns ``{"sweep": one row per (group_versions, limit, repeat), "requests": per-request rows}``.
     """
-
     discover = _discoverer()
     kubectl_versions = list(kubectl_versions)
     limits = list(limits)
@@ -549,7 +545,6 @@ def sweep(
 def _grow_to(cluster, fixtures, target: int, created: int) -> int:
     """Add CRDs in new groups until the server has ``target`` group-versions (none when it has
     as many or more); returns how many CRDs the sweep has created so far."""
-
     current = count_group_versions(cluster)
     if current > target:
         log.info(f"server already has {current} group-versions > {target}; measuring at {current}")
@@ -690,7 +685,6 @@ def run(cluster, config, writer, *, step: int = 0, run_id: str):
     """The discovery probe as one step (``config``: :class:`.configs.DiscoveryConfig`); with ``config.sweep``
     the sweep, checked against the token-bucket model within ``config.tolerance`` (exit code 1 beyond it).
     kubectl runs with the cluster's own kubeconfig and context."""
-
     config.validate()
     limits = validate_limits(config.limit_names())
     if not config.sweep:

@@ -416,6 +416,5 @@ class ProbeFixtures:
 
 def _runs_namespace_controller(server: str) -> bool:
     """Whether ``server`` is a local instance that runs kube-controller-manager (by default it does)."""
-
     plane = instance_serving(server)
     return plane is not None and plane.runs_controller_manager

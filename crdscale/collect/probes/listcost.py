@@ -199,7 +199,6 @@ def _list_row(
     target: ListTarget, request: ListRequest, server: ApiServer, timed: _TimedList, populated: Populated
 ) -> dict:
     """The row of :func:`measure_lists`' table for one request on one server."""
-
     results, repeats, served, cost = timed.results, timed.repeats, timed.served, timed.cost
     latencies = [r.latency_s for r in results]
     nan = float("nan")

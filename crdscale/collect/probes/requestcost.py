@@ -327,7 +327,6 @@ def histogram_delta_by(before: Samples, after: Samples, name: str, label: str) -
 
 def scrape(cluster, *, names: Iterable[str] | None = None, timeout: float = 60.0) -> Samples:
     """GET ``/metrics`` and parse it: only metrics whose names start with one of ``names``, when given."""
-
     resp = cluster.get("/metrics", timeout=timeout)
     if resp.status_code != 200:
         raise ClusterError(f"GET /metrics -> HTTP {resp.status_code}; the probe needs permission to read /metrics")
