@@ -94,11 +94,6 @@ LAZY: tuple[tuple[str, str, str], ...] = (
         "its child (python -m crdscale.collect.probes.clientmem) imports the module and measures its own RSS: "
         "every import at the top would be in the client's baseline",
     ),
-    (
-        "rundir.reader$",
-        "analysis",
-        "PENDING's back-arrow (the analyses registry removes it): at the top it would close an import cycle",
-    ),
 )
 
 # The comment that gives a function-level import its reason: ``# lazy: pandas would add 0.4 s to --help``.

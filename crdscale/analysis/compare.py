@@ -33,7 +33,14 @@ from typing import TYPE_CHECKING
 import numpy as np
 import pandas as pd
 
-from crdscale.analysis.intervals import Estimate, difference, growth_fit, pooled_estimate, replicate_mean
+from crdscale.analysis.intervals import (
+    Estimate,
+    difference,
+    growth_fit,
+    pooled_estimate,
+    repeats_for_half_width,
+    replicate_mean,
+)
 from crdscale.analysis.percrd import fit_per_crd, fit_series_per_crd, heap_resolution, phase_points
 from crdscale.analysis.pprof import diff
 from crdscale.analysis.process import end_values, points_by_source, process_source
@@ -41,6 +48,7 @@ from crdscale.analysis.registry import CompareContext, Result, RunData, compare_
 from crdscale.analysis.rundata import crd_profiles, heap_points, heap_profile_set
 from crdscale.analysis.targets import TOTAL
 from crdscale.errors import UsageError
+from crdscale.rundir import Run, read_runs
 from crdscale.rundir.manifest import Manifest
 
 if TYPE_CHECKING:
@@ -197,7 +205,6 @@ def replicate_spread(per_crd: pd.DataFrame, replicates: Mapping[str, str], confi
     mean's interval from the between-run spread) and ``repeats_for_10pct``
     (repeats that would give a ±10 % interval of the mean at the observed spread).
     """
-    from crdscale.analysis.intervals import repeats_for_half_width
 
     columns = [
         "configuration", "phase", "metric", "cause", "repeats", "mean", "between_sd",
@@ -479,7 +486,6 @@ def compare_runs(
     when fewer than two runs are given, a directory is not a run, two are the same
     run, or a run has heap profiles at fewer than two CRD counts.
     """
-    from crdscale.rundir import Run, read_runs
 
     if len(runs) < 2:
         raise UsageError("compare needs two or more run directories")
