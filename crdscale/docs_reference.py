@@ -35,6 +35,12 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
+from crdscale.analysis.attribution import OBJECT_RULES, OTHER, RULES
+from crdscale.cli import main as cli_main
+from crdscale.cli.access import ACCESS, FALLBACK
+from crdscale.rundir import events, layout, manifest
+from crdscale.scenario.config import FREE_TABLES, scenario_reference
+
 try:
     import tomllib
 except ModuleNotFoundError:  # Python 3.10
@@ -121,9 +127,7 @@ def cli_commands(
 ) -> list[tuple[tuple[str, ...], argparse.ArgumentParser, str]]:
     """Every (command path, parser, summary) of ``crdscale``, the top level first."""
     if parser is None:
-        from crdscale.cli.main import build_parser
-
-        parser = build_parser()
+        parser = cli_main.build_parser()  # looked up at the call: a test adds a flag to it
     return list(_walk_commands(parser))
 
 
@@ -191,8 +195,6 @@ _CONTINUATION = re.compile(r"^\s{8,}#\s*(?P<comment>.*)$")
 
 def scenario_keys() -> list[ScenarioKey]:
     """Every scenario key with its type, default and help, as ``crdscale.scenario.config.KEYS`` declares it."""
-    from crdscale.scenario.config import scenario_reference
-
     return [
         ScenarioKey(section, key, type_name, "" if default is None else _toml_value(default), help_text)
         for section, key, type_name, default, help_text in scenario_reference()
@@ -200,8 +202,6 @@ def scenario_keys() -> list[ScenarioKey]:
 
 
 def render_scenario() -> str:
-    from crdscale.scenario.config import FREE_TABLES
-
     out = [HEADER.format(source="crdscale/scenario/config.py (KEYS)"), "# Scenario keys\n"]
     out.append(
         "A scenario file is TOML; it is laid over the built-in default (`crdscale run --print-default`), so a "
@@ -229,8 +229,6 @@ def render_scenario() -> str:
 
 
 def render_run_directory() -> str:
-    from crdscale.rundir import events, layout, manifest
-
     out = [HEADER.format(source="crdscale/rundir/layout.py and crdscale/rundir/events.py"), "# Run directory\n"]
     out.append(
         "What `crdscale run` (and `crdscale install`, every `crdscale probe`) writes. "
@@ -266,8 +264,6 @@ def render_run_directory() -> str:
 
 
 def render_attribution_rules() -> str:
-    from crdscale.analysis.attribution import OBJECT_RULES, OTHER, RULES
-
     out = [HEADER.format(source="crdscale/analysis/attribution.py RULES"), "# Attribution rules\n"]
     out.append(
         "The table `crdscale analyze` and the notebooks attribute heap samples with, top to bottom "
@@ -298,8 +294,6 @@ def render_attribution_rules() -> str:
 
 def render_access() -> str:
     """What each command reads, writes and where, and the RBAC it needs (:data:`crdscale.cli.access.ACCESS`)."""
-    from crdscale.cli.access import ACCESS, FALLBACK
-
     lines = [
         HEADER.format(source="crdscale/cli/access.py") + "# What each command reads, writes and needs",
         "",

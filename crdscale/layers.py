@@ -5,15 +5,23 @@ import only from the layers below it. The graph is read from the source with :mo
 importing anything, and counts every import: at module level, inside functions and under
 ``TYPE_CHECKING``, because a function-level import is still an arrow, one that only shows up late.
 
-``python -m crdscale.layers`` prints every cycle and every arrow that runs up the layers, and exits
-non-zero when there is one (the ``lint`` target of the Makefile, so CI runs it). It needs nothing
-but the standard library: import-linter would say the same with one dependency more.
-:func:`import_graph` and :func:`check` are what ``tests/unit/test_layers.py`` holds the package to.
+A function-level import is an import all the same, but a late one: it stays only where importing at
+the top would cost something, mostly the speed of ``crdscale --help`` and ``crdscale COMMAND --help``
+(each imports the command's module), and it says so. :func:`lazy_imports` finds every import inside a
+function; each needs a reason, a comment ``# lazy: WHY`` on it or directly above its block of imports,
+or an entry of :data:`LAZY`. One of a module the file already imports at the top is never needed.
+
+``python -m crdscale.layers`` prints every cycle, every arrow that runs up the layers and every
+function-level import without a reason, and exits non-zero when there is one (the ``lint`` target of
+the Makefile, so CI runs it). It needs nothing but the standard library: import-linter would say the
+same with one dependency more. :func:`import_graph`, :func:`lazy_imports` and :func:`check` are what
+``tests/unit/test_layers.py`` holds the package to.
 """
 
 from __future__ import annotations
 
 import ast
+import re
 import sys
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
@@ -73,14 +81,23 @@ FORBIDDEN: tuple[tuple[str, str, str], ...] = (
 # failed on, until that work lands. An entry that matches nothing any more is reported as one to
 # delete. (importer, imported: a module or package as in LAYERS, or ``name$`` for that module alone;
 # who and why)
-PENDING: tuple[tuple[str, str, str], ...] = (
-    ("collect.probes", "analysis.probes", "h-probes (issue 30, item 5): probes format their tables with analysis'"),
-    # The probes' cycles: probes/__init__ -> configs -> discovery (and listcost) -> probes/__init__,
-    # configs <-> listcost. ``$``: that module itself, not the package's modules.
-    ("collect.probes.discovery$", "collect.probes$", "h-probes (issue 30, item 4): the probes' cycle"),
-    ("collect.probes.listcost$", "collect.probes$", "h-probes (issue 30, item 4): the probes' cycle"),
-    ("collect.probes.listcost$", "collect.probes.configs$", "h-probes (issue 30, items 4-5): listcost's split"),
+PENDING: tuple[tuple[str, str, str], ...] = ()
+
+
+# Function-level imports whose reason is data rather than a comment: (importer, imported, why), matched
+# as PENDING's entries are (a module or package, ``name$`` for that module alone; ``*``: any import, of
+# crdscale or not). Everything else that imports inside a function says why in a ``# lazy:`` comment.
+LAZY: tuple[tuple[str, str, str], ...] = (
+    (
+        "collect.probes.clientmem$",
+        "*",
+        "its child (python -m crdscale.collect.probes.clientmem) imports the module and measures its own RSS: "
+        "every import at the top would be in the client's baseline",
+    ),
 )
+
+# The comment that gives a function-level import its reason: ``# lazy: pandas would add 0.4 s to --help``.
+LAZY_REASON = re.compile(r"#\s*lazy:\s*\S", re.IGNORECASE)
 
 
 @dataclass(frozen=True)
@@ -141,6 +158,128 @@ def import_graph(root: Path | None = None, package: str = PACKAGE) -> dict[str, 
             arrows += [Arrow(name, t, rel, node.lineno) for t in targets if t in modules and t != name]
         graph[name] = arrows
     return graph
+
+
+@dataclass(frozen=True)
+class LazyImport:
+    """An import inside a function of ``importer`` (``path``:``line``) of ``imported`` (the modules it
+    names, as written); ``reason`` is its ``# lazy:`` comment (None when it has none), ``redundant``
+    whether the module already imports the same at the top."""
+
+    importer: str
+    imported: tuple[str, ...]
+    path: str
+    line: int
+    reason: str | None
+    redundant: bool = False
+
+    def __str__(self) -> str:
+        return f"{self.importer} imports {', '.join(self.imported)} in a function ({self.path}:{self.line})"
+
+
+def _imported(node: ast.Import | ast.ImportFrom) -> tuple[str, ...]:
+    """What an import statement names, as written: ``a.b`` or ``..c.d``, one per name."""
+    if isinstance(node, ast.Import):
+        return tuple(alias.name for alias in node.names)
+    base = "." * node.level + (node.module or "")
+    return tuple(f"{base}:{alias.name}" for alias in node.names)
+
+
+def _reason(lines: list[str], node: ast.stmt, siblings: list[ast.stmt]) -> str | None:
+    """The ``# lazy:`` comment of an import: on one of its own lines, or in the comment lines directly above
+    the run of imports (no blank line between) it is part of."""
+    for text in lines[node.lineno - 1 : node.end_lineno]:
+        if match := LAZY_REASON.search(text):
+            return text[match.start() :].strip()
+    at = siblings.index(node)
+    while (
+        at > 0
+        and isinstance(siblings[at - 1], (ast.Import, ast.ImportFrom))
+        and (siblings[at - 1].end_lineno == siblings[at].lineno - 1)
+    ):
+        at -= 1
+    line = siblings[at].lineno - 2  # the line above the run, 0-based
+    while line >= 0 and lines[line].strip().startswith("#"):
+        if match := LAZY_REASON.search(lines[line]):
+            return lines[line][match.start() :].strip()
+        line -= 1
+    return None
+
+
+def lazy_imports(root: Path | None = None, package: str = PACKAGE) -> list[LazyImport]:
+    """Every import inside a function of ``package`` (under ``root``, the directory holding it), in any
+    block of it (an ``if``, a ``try``), with its reason."""
+    root = root if root is not None else Path(__file__).resolve().parent.parent
+    found: list[LazyImport] = []
+    for path in sorted((root / package).rglob("*.py")):
+        found += _lazy_in(path, _module_name(path, root), str(path.relative_to(root)))
+    return found
+
+
+def _lazy_in(path: Path, name: str, rel: str) -> list[LazyImport]:
+    """The function-level imports of one module (``name``, at ``rel``)."""
+    text = path.read_text(encoding="utf-8")
+    lines = text.splitlines()
+    tree = ast.parse(text, filename=str(path))
+    at_top = {i for node in tree.body if isinstance(node, (ast.Import, ast.ImportFrom)) for i in _imported(node)}
+    found: list[LazyImport] = []
+    functions = (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)
+    todo: list[tuple[ast.AST, bool]] = [(tree, False)]
+    while todo:
+        node, in_function = todo.pop()
+        for value in (v for _field, v in ast.iter_fields(node)):
+            block = value if isinstance(value, list) else [value]
+            statements = [s for s in block if isinstance(s, ast.stmt)]
+            for child in (c for c in block if isinstance(c, ast.AST)):
+                if in_function and isinstance(child, (ast.Import, ast.ImportFrom)):
+                    imported = _imported(child)
+                    reason = _reason(lines, child, statements)
+                    redundant = all(i in at_top for i in imported)
+                    found.append(LazyImport(name, imported, rel, child.lineno, reason, redundant))
+                todo.append((child, in_function or isinstance(child, functions)))
+    return sorted(found, key=lambda lazy: lazy.line)
+
+
+def unexplained(
+    imports: Iterable[LazyImport], entries: tuple[tuple[str, str, str], ...] = LAZY, package: str = PACKAGE
+) -> list[tuple[LazyImport, str]]:
+    """The function-level imports that break the contract, each with what is wrong: no reason (neither a
+    ``# lazy:`` comment nor an entry of ``entries``), or one of a module already imported at the top."""
+    bad = []
+    for lazy in imports:
+        if lazy.redundant:
+            bad.append((lazy, "already imported at the top of the module"))
+            continue
+        targets = [_absolute(lazy, t) for t in lazy.imported]
+        data = any(
+            _under(lazy.importer, importer, package) and all(_matches(t, imported, package) for t in targets)
+            for importer, imported, _why in entries
+        )
+        if lazy.reason is None and not data:
+            bad.append((lazy, "no reason: move it to the top, or say why it waits (# lazy: WHY)"))
+    return bad
+
+
+def _absolute(lazy: LazyImport, written: str) -> str:
+    """The module an import names, relative imports resolved (``from . import x`` names the package)."""
+    module = written.split(":")[0]
+    level = len(module) - len(module.lstrip("."))
+    if not level:
+        return module
+    base = lazy.importer.split(".")
+    keep = len(base) - level + (1 if lazy.path.endswith("__init__.py") else 0)
+    rest = module.lstrip(".")
+    return ".".join(base[:keep] + ([rest] if rest else []))
+
+
+def _matches(module: str, name: str, package: str = PACKAGE) -> bool:
+    """Whether ``module`` is ``name`` or inside it: a crdscale module or package as in LAYERS, or any
+    other (``pandas``)."""
+    if name == "*":
+        return True
+    if module.split(".")[0] == package:
+        return _under(module, name, package)
+    return module == name or module.startswith(name + ".")
 
 
 def find_cycle(graph: Mapping[str, Iterable[Arrow]]) -> list[Arrow] | None:
@@ -242,10 +381,11 @@ class Verdict:
     pending: list[tuple[Arrow, str]]
     stale: list[tuple[str, str, str]]
     forbidden: list[tuple[Arrow, str]] = field(default_factory=list)
+    lazy: list[tuple[LazyImport, str]] = field(default_factory=list)
 
     @property
     def kept(self) -> bool:
-        return not self.cycles and not self.back and not self.forbidden
+        return not self.cycles and not self.back and not self.forbidden and not self.lazy
 
     def lines(self) -> list[str]:
         """The verdict as text, one problem a line (a cycle's arrows indented under it)."""
@@ -255,6 +395,7 @@ class Verdict:
             out += [f"    {arrow}" for arrow in cycle]
         out += [f"import runs up the layers: {arrow}" for arrow in self.back]
         out += [f"forbidden import ({why}): {arrow}" for arrow, why in self.forbidden]
+        out += [f"function-level import, {why}: {lazy}" for lazy, why in self.lazy]
         out += [f"pending ({who}): {arrow}" for arrow, who in self.pending]
         out += [f"PENDING entry matches nothing any more, delete it: {entry[0]} -> {entry[1]}" for entry in self.stale]
         return out
@@ -266,9 +407,11 @@ def check(
     entries: tuple[tuple[str, str, str], ...] = PENDING,
     package: str = PACKAGE,
     forbidden: tuple[tuple[str, str, str], ...] = FORBIDDEN,
+    lazy: Iterable[LazyImport] = (),
+    lazy_entries: tuple[tuple[str, str, str], ...] = LAZY,
 ) -> Verdict:
     """Hold ``graph`` to the contract: no cycle, no import up ``layers`` and none of ``forbidden``,
-    except the arrows of ``entries``."""
+    except the arrows of ``entries``; and every function-level import of ``lazy`` with a reason."""
     for module in graph:  # every module has a place, imports or not (a ValueError names one that has none)
         layer_of(module, layers, package)
     known: list[tuple[Arrow, str]] = []
@@ -291,7 +434,8 @@ def check(
         for importer, imported, why in forbidden
         if _under(arrow.importer, importer, package) and _under(arrow.imported, imported, package)
     ]
-    return Verdict(find_cycles(rest), back_arrows(rest, layers, package), known, stale, banned)
+    late = unexplained(lazy, lazy_entries, package)
+    return Verdict(find_cycles(rest), back_arrows(rest, layers, package), known, stale, banned, late)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -300,21 +444,23 @@ def main(argv: list[str] | None = None) -> int:
     ``argv`` may name the directory holding the ``crdscale`` package to check (default: this one's).
     """
     argv = sys.argv[1:] if argv is None else argv
-    graph = import_graph(Path(argv[0]) if argv else None)
+    root = Path(argv[0]) if argv else None
+    graph = import_graph(root)
     try:
-        verdict = check(graph)
+        verdict = check(graph, lazy=lazy_imports(root))
     except ValueError as err:
         print(f"layers contract: {err}", file=sys.stderr)
         return 1
     for line in verdict.lines():
         print(line)
     if not verdict.kept:
-        problems = len(verdict.cycles) + len(verdict.back) + len(verdict.forbidden)
+        problems = len(verdict.cycles) + len(verdict.back) + len(verdict.forbidden) + len(verdict.lazy)
         print(f"{problems} layering problem(s): the contract is crdscale/layers.py's", file=sys.stderr)
         return 1
     waiting = f" ({len(verdict.pending)} pending arrow(s) above, each with who removes it)" if verdict.pending else ""
     print(
-        f"layers contract kept: {len(graph)} modules, no import cycle, no import up the layers, none forbidden{waiting}"
+        f"layers contract kept: {len(graph)} modules, no import cycle, no import up the layers, none forbidden, "
+        f"every function-level import with its reason{waiting}"
     )
     return 0
 

@@ -73,7 +73,8 @@ def check_distinct(outputs: Iterable[tuple[str, str | Path | None]]) -> None:
 
 def run_directory_of(path: str | Path) -> Path | None:
     """The run (or experiment) directory ``path`` is or lies in, else ``None``."""
-    from crdscale.rundir.layout import is_experiment_directory, is_run_directory  # only when checking
+    # lazy: rundir.layout (and its 10 modules) only when checking: generate, top and report --help do not load it
+    from crdscale.rundir.layout import is_experiment_directory, is_run_directory
 
     resolved = _resolved(path)
     for folder in (resolved, *resolved.parents):

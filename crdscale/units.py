@@ -8,6 +8,7 @@ otherwise (``missing=""`` for a blank table cell, ``"?"`` for a progress line).
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
 from typing import Any
 
@@ -154,8 +155,6 @@ def parse_bytes(text: str) -> int:
     """``"8GiB"``, ``"8Gi"`` (Kubernetes quantities), ``"512 MiB"``, ``"1.5G"`` (decimal), ``"1000"`` -> bytes.
 
     Raises ValueError naming the accepted forms."""
-    import re
-
     match = re.fullmatch(r"\s*([0-9]+(?:\.[0-9]*)?)\s*([A-Za-z]*)\s*", text)
     factor = _SIZE_SUFFIXES.get(match.group(2).lower()) if match else None
     if factor is None:

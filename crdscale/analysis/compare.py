@@ -28,13 +28,12 @@ import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 import numpy as np
 import pandas as pd
 
 from crdscale.analysis.differences import JOINT_COLUMNS, per_crd_differences
-from crdscale.analysis.intervals import replicate_mean
+from crdscale.analysis.intervals import repeats_for_half_width, replicate_mean
 from crdscale.analysis.percrd import fit_per_crd, fit_series_per_crd
 from crdscale.analysis.pprof import diff
 from crdscale.analysis.process import end_values, points_by_source, process_source
@@ -42,11 +41,9 @@ from crdscale.analysis.registry import CompareContext, Result, RunData, compare_
 from crdscale.analysis.rundata import crd_profiles, heap_points, heap_profile_set
 from crdscale.analysis.targets import TOTAL
 from crdscale.errors import UsageError
+from crdscale.rundir import Run, read_runs
 from crdscale.rundir.evidence import compare_problems
 from crdscale.rundir.manifest import Manifest
-
-if TYPE_CHECKING:
-    from crdscale.rundir import Run
 
 # Series compared per CRD and at the end: metric name -> column in series points.
 COMPARE_SERIES = {
@@ -90,8 +87,6 @@ def replicate_spread(per_crd: pd.DataFrame, replicates: Mapping[str, str], confi
     mean's interval from the between-run spread) and ``repeats_for_10pct``
     (repeats that would give a ±10 % interval of the mean at the observed spread).
     """
-    from crdscale.analysis.intervals import repeats_for_half_width
-
     columns = [
         "configuration", "phase", "metric", "cause", "repeats", "mean", "between_sd",
         "within_half_width", "sd_ratio", "low", "high", "repeats_for_10pct",
@@ -372,8 +367,6 @@ def compare_runs(
     when fewer than two runs are given, a directory is not a run, two are the same
     run, or a run has heap profiles at fewer than two CRD counts.
     """
-    from crdscale.rundir import Run, read_runs
-
     if len(runs) < 2:
         raise UsageError("compare needs two or more run directories")
     if not all(isinstance(r, Run) for r in runs):

@@ -38,11 +38,13 @@ from dataclasses import dataclass, field, replace
 import numpy as np
 import pandas as pd
 
+from crdscale.analysis.attribution import RULES, attribute
 from crdscale.analysis.intervals import (
     GO_HEAP_SAMPLING_RATE,
     difference_batch,
     increments_batch,
     sampled_object_sizes,
+    t_quantile,
 )
 from crdscale.analysis.run import analyze_run
 
@@ -79,8 +81,6 @@ def models_from_profile(
     negative parts taken as 0) and the baseline holds the served fit's
     ``base``. Causes that grow by less than ``min_bytes`` per CRD are skipped.
     """
-    from crdscale.analysis.attribution import RULES, attribute
-
     rules = rules or RULES
     causes = attribute(profile, rules)["cause"].to_numpy()
     space = profile.values("inuse_space").astype(float)
@@ -370,8 +370,6 @@ def comparison_coverage(
 def ols_coverage(sim: SimulatedRuns, confidence: float = 0.95, label: str = "") -> list[Coverage]:
     """Coverage of the interval crdscale gave before its error model: ordinary least squares through
     the served profiles as if they were independent (t with n - 2 degrees of freedom). For contrast."""
-    from crdscale.analysis.intervals import t_quantile
-
     idx = [m for m, (_n, phase, *_c) in enumerate(sim.marks) if phase == "served"]
     x = np.array([sim.marks[m][0] for m in idx], dtype=float)
     xc = x - x.mean()
@@ -412,8 +410,6 @@ def _coverage(
 
 
 def _normal_quantile(confidence: float) -> float:
-    from crdscale.analysis.intervals import t_quantile
-
     return t_quantile(0.5 + confidence / 2, math.inf)
 
 

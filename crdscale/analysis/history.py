@@ -23,6 +23,7 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
+from crdscale.analysis.compare import compare_runs
 from crdscale.analysis.intervals import replicate_mean, t_quantile
 
 CUSTOM_RESOURCES = "customresources"  # crdscale.crds.objects.CUSTOM_RESOURCES: the kind of a run's custom resources
@@ -116,8 +117,6 @@ def consecutive_differences(runs_by_version: Mapping[str, Sequence], *, frames: 
     """Each pair of consecutive releases compared (repeats pooled): :data:`CHANGE_COLUMNS` rows by cause,
     with the ``frames`` functions whose flat bytes per CRD moved most. ``runs_by_version``: version ->
     :class:`crdscale.rundir.Run` objects (or run directories)."""
-    from crdscale.analysis.compare import compare_runs
-
     ordered = release_order(runs_by_version)
     rows = []
     for older, newer in zip(ordered, ordered[1:]):

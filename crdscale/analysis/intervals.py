@@ -89,8 +89,8 @@ def t_quantile(p: float, dof: float) -> float:
         return _T975[int(dof) - 1] if p == 0.975 else -_T975[int(dof) - 1]
     if math.isinf(dof):
         return NormalDist().inv_cdf(p)  # the standard library's, exact: no scipy for the normal
-    # scipy.special's stdtrit is what scipy.stats.t.ppf calls: scipy.stats takes ~1 s of CPU to
-    # import (a footprint prediction's largest import), scipy.special ~0.3 s.
+    # lazy: scipy.special takes ~0.3 s of CPU to import, for the quantiles off the table only. Its stdtrit
+    # is what scipy.stats.t.ppf calls: scipy.stats takes ~1 s (a footprint prediction's largest import).
     from scipy.special import stdtrit
 
     return float(stdtrit(dof, p))
@@ -335,7 +335,7 @@ def _quantile(dof: np.ndarray, confidence: float) -> np.ndarray:
         out[dof == d] = t_quantile(p, float(d))
     rest = (dof > 0) & ~tabled
     if rest.any():
-        from scipy.special import stdtrit
+        from scipy.special import stdtrit  # lazy: ~0.3 s of CPU, for the quantiles off the table (t_quantile)
 
         out[rest] = stdtrit(dof[rest], p)
     return out
@@ -434,7 +434,7 @@ def difference_batch(a: tuple, b: tuple, confidence: float = 0.95):
         term_b = np.where(vb > 0, vb**2 / dof_b, 0.0)
         dof = np.where(var > 0, var**2 / (term_a + term_b), math.inf)
     se = np.sqrt(var)
-    from scipy.special import stdtrit
+    from scipy.special import stdtrit  # lazy: ~0.3 s of CPU, for Welch's comparison only (t_quantile)
 
     # t with infinite degrees of freedom is the normal distribution (a known variance).
     quantile = stdtrit(np.where(dof > 0, dof, np.nan), 0.5 + confidence / 2)

@@ -25,6 +25,7 @@ and says it in each output: ``analyze``'s text (:func:`text_lines`), the key num
 
 from __future__ import annotations
 
+import json
 import math
 from collections.abc import Mapping
 from typing import TYPE_CHECKING
@@ -41,6 +42,7 @@ from crdscale.analysis.intervals import (
     pooled_estimate,
 )
 from crdscale.analysis.named import NamedAnalysis, Section, Table
+from crdscale.analysis.percrd import series_points
 from crdscale.analysis.rundata import object_points
 from crdscale.analysis.targets import TOTAL
 from crdscale.rundir import layout
@@ -168,8 +170,6 @@ def series_step_points(series: pd.DataFrame | None, marks: pd.DataFrame) -> pd.D
     ``step, metric, cause, value`` with ``metric`` = :data:`SERIES_METRIC` and ``cause`` the series'
     label, so :func:`fit_per_object` fits them as it fits the heap (last sample at or before a mark,
     summed over labels)."""
-    from crdscale.analysis.percrd import series_points
-
     columns = ["step", "metric", "cause", "value"]
     if series is None or not len(series) or marks.empty:
         return pd.DataFrame(columns=columns)
@@ -227,7 +227,6 @@ def _labels(text) -> dict[str, str]:
         return text
     if not isinstance(text, str):
         return {}
-    import json
 
     try:
         value = json.loads(text)

@@ -52,12 +52,12 @@ import json
 import logging
 from pathlib import Path
 
+from crdscale.errors import UsageError
+
 log = logging.getLogger(__name__)
 
 
 def parse_until(text: str) -> float:
-    from crdscale.errors import UsageError
-
     value = text.strip().rstrip("%")
     try:
         number = float(value) / (100 if text.strip().endswith("%") else 1)
@@ -70,7 +70,7 @@ def parse_until(text: str) -> float:
 
 def change_from_args(args):
     """The :class:`~crdscale.scenario.ab.Change` the flags ask for."""
-    from crdscale.errors import UsageError
+    # lazy: would bring pandas, numpy, pyarrow, requests, yaml into --help
     from crdscale.scenario.ab import Change
 
     overrides: dict = {}
@@ -132,10 +132,10 @@ class Command:
 
     @staticmethod
     def run(args: argparse.Namespace) -> int:
+        # lazy: would bring pandas, numpy, pyarrow, requests, yaml into --help
         from crdscale.cli import cluster
         from crdscale.cli.common import run_with_progress
         from crdscale.cli.run import _parse_sets
-        from crdscale.errors import UsageError
         from crdscale.paths import runs_dir
         from crdscale.scenario.ab import AB
         from crdscale.scenario.config import load_scenario

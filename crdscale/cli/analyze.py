@@ -223,7 +223,7 @@ def render(analysis, metric: str = "bytes", confidence: float = 0.95) -> str:
     """The per-CRD table as text: the answer in one sentence, then one block per phase, causes by cost,
     total last, and what the columns mean."""
     from crdscale.analysis.process import source_label  # lazy: --help stays fast
-    from crdscale.analysis.registry import text_lines
+    from crdscale.analysis.registry import text_lines  # lazy: as above
 
     left_out = f"; {len(analysis.skipped)} left out" if analysis.skipped else ""
     answer = headline(analysis, metric, confidence)

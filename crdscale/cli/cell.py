@@ -36,6 +36,7 @@ class Command:
 
     @staticmethod
     def run(args) -> int:
+        # lazy: would bring pandas, numpy, pyarrow into --help
         from crdscale.cli.common import run_with_progress
         from crdscale.fsutil import read_json, write_json_atomic
         from crdscale.results.store import cell_prefix, open_store

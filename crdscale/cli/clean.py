@@ -39,6 +39,7 @@ class Command:
 
     @staticmethod
     def run(args: argparse.Namespace) -> int:
+        # lazy: would bring requests, yaml into --help
         from crdscale.cluster.clients import connect
         from crdscale.crds.clean import clean
 

@@ -14,6 +14,7 @@ import logging
 import re
 import sys
 
+from crdscale.cli.common import print_json, resolve_kubeconfig
 from crdscale.cli.options import finite_float
 from crdscale.errors import CrdscaleError, UsageError
 
@@ -144,6 +145,7 @@ def check_results_url(url: str, scheme: str) -> None:
 
 
 def check_submission(args: argparse.Namespace, *, resume: bool) -> None:
+    # lazy: would add 8 modules to --help
     from crdscale.results.store import scheme_of
     from crdscale.scenario.fanout import check_namespace
 
@@ -161,12 +163,14 @@ def check_submission(args: argparse.Namespace, *, resume: bool) -> None:
     if args.namespace:
         check_namespace(args.namespace)
     if args.results_secret:
+        # lazy: would add 8 modules to --help
         from crdscale.scenario.fanout import check_secret_name
 
         check_secret_name(args.results_secret)
     if args.parallelism is not None and args.parallelism < 1:
         raise UsageError(f"--parallelism {args.parallelism}: at least 1")
     if args.cpus is not None:
+        # lazy: would add 8 modules to --help
         from crdscale.scenario.fanout import check_cpus
 
         check_cpus(args.cpus)
@@ -176,6 +180,7 @@ def check_submission(args: argparse.Namespace, *, resume: bool) -> None:
 
 def _memory(args: argparse.Namespace) -> int | None:
     """--memory in bytes (None when not given); UsageError for a size that is not one."""
+    # lazy: would add a module to --help
     from crdscale.units import parse_bytes
 
     if args.memory is None:
@@ -191,6 +196,7 @@ def _memory(args: argparse.Namespace) -> int | None:
 
 def _resources(args: argparse.Namespace, peaks: dict[str, float], cpus: int):
     """The pods' resources: the prediction (:func:`fanout.pod_resources`), or --memory as given."""
+    # lazy: would add 8 modules to --help
     from crdscale.scenario import fanout
 
     resources = fanout.pod_resources([p.value for p in peaks.values()], cpus)
@@ -207,6 +213,7 @@ def _peak_line(peaks) -> str:
 
 
 def _plan(experiment_id, run_id, manifest, cells, resources, args, *, attempt=0, table=None):
+    # lazy: would add 8 modules to --help
     from crdscale.scenario.fanout import JobPlan
 
     table = table or {}
@@ -249,14 +256,13 @@ def _cluster_table(plan, args, cluster, peaks) -> dict:
 def _user_kubeconfig(explicit: str | None):
     """--kubeconfig, else $KUBECONFIG, else ~/.kube/config: the user's cluster. Unlike other commands,
     never a local instance of 'crdscale up' found by itself: it may have no node to run pods on."""
-    from crdscale.cli.common import resolve_kubeconfig
-
     return resolve_kubeconfig(
         explicit, local_instance=False, missing="--cluster: which cluster? pass --kubeconfig (or set $KUBECONFIG)"
     )
 
 
 def print_manifests(plan, command: str = "run") -> None:
+    # lazy: would add 8 modules to --help
     from crdscale.scenario import fanout
 
     plan = copy.copy(plan)
@@ -278,6 +284,7 @@ def submit(args: argparse.Namespace, scenario, extra: dict | None = None, *, che
     scenario's cells are checked: predict resources, dry-run, create, follow. ``extra``: more tables of
     ``experiment.json`` (a history's ``history``). ``check`` (``run --check --cluster``): everything up
     to the server's dry run, nothing created; returns what was checked as ``(what, result)`` lines."""
+    # lazy: would bring pandas, numpy, pyarrow, requests, yaml into --help
     from crdscale.cluster.clients import connect
     from crdscale.ownership import new_run_id
     from crdscale.paths import runs_dir
@@ -342,6 +349,7 @@ def submit(args: argparse.Namespace, scenario, extra: dict | None = None, *, che
 
 def resume(args: argparse.Namespace, experiment) -> int:
     """`crdscale run --resume EXPERIMENT` of a cluster experiment: a new Job over the cells not succeeded."""
+    # lazy: would bring pandas, numpy, pyarrow, requests, yaml into --help
     from crdscale.ownership import new_run_id
     from crdscale.scenario import clusterjob
 
@@ -393,6 +401,7 @@ def resume(args: argparse.Namespace, experiment) -> int:
 
 def _create(cluster, experiment, plan) -> None:
     """Create the plan's objects and record the Job; when one is refused, delete this submission's others."""
+    # lazy: would bring pandas, numpy, pyarrow, requests, yaml into --help
     from crdscale.scenario import clusterjob
 
     try:
@@ -404,6 +413,7 @@ def _create(cluster, experiment, plan) -> None:
 
 
 def _follow_or_detach(cluster, experiment, args) -> int:
+    # lazy: would bring pandas, numpy, pyarrow, requests, yaml into --help
     from crdscale.scenario import clusterjob
 
     hint = (
@@ -434,7 +444,7 @@ def _follow_or_detach(cluster, experiment, args) -> int:
 
 def print_status(experiment, args) -> int:
     """`crdscale status EXPERIMENT`: every index of every Job, failed ones with their last log lines."""
-    from crdscale.cli.common import print_json
+    # lazy: would bring pandas, numpy, pyarrow, requests, yaml into --help
     from crdscale.scenario import clusterjob
 
     table = experiment.manifest[clusterjob.CLUSTER_KEY]
@@ -464,6 +474,7 @@ def print_status(experiment, args) -> int:
 
 def down(experiment, args) -> None:
     """`crdscale down EXPERIMENT`: delete its Jobs, pods, ConfigMaps and ServiceAccount (by its labels)."""
+    # lazy: would bring pandas, numpy, pyarrow, requests, yaml into --help
     from crdscale.scenario import clusterjob
 
     cluster = clusterjob.connect_experiment(

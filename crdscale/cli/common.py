@@ -29,6 +29,7 @@ def resolve_kubeconfig(
     """``--kubeconfig`` (one file, or ``a:b`` merged), else the one ready local instance (unless
     ``local_instance`` is false; several are refused), else every file of ``$KUBECONFIG`` merged as kubectl merges them,
     else ``~/.kube/config``; else a UsageError saying ``missing``."""
+    # lazy: would bring requests, yaml into --help
     from crdscale.cluster.kubeconfig import KubeconfigFiles
     from crdscale.cluster.local import default_kubeconfig
 
@@ -77,6 +78,7 @@ def confirm_cluster_write(files: KubeconfigFiles, context: str | None, *, yes: b
     crdscale local instance (its server is a ready instance's); otherwise name the cluster and the context,
     and go ahead with ``yes`` or when the user answers y on a terminal. Without a terminal and without
     ``yes``, and on any other answer: a UsageError, before anything was written."""
+    # lazy: would bring yaml into --help
     from crdscale.cluster.instances import list_instances
     from crdscale.cluster.kubeconfig import load, select
 
@@ -132,6 +134,7 @@ def check_output_file(path: str | Path, flag: str) -> Path:
 def write_output_text(path: str | Path, text: str, flag: str) -> Path:
     """Write ``text`` to the file ``path`` a flag named, atomically (a reader never sees half of it, a
     failed write leaves the file as it was); OSError becomes a one-line UsageError."""
+    # lazy: would add 11 modules to --help
     from crdscale.fsutil import write_atomic
 
     path = Path(path)
@@ -156,11 +159,12 @@ def add_output_argument(parser: argparse.ArgumentParser) -> None:
 def jsonable(value: Any) -> Any:
     """``value`` made of JSON types only: DataFrames become lists of records, NaN and NaT
     become null, numpy scalars plain numbers, times ISO 8601 strings, paths strings."""
+    # lazy: would add 5 modules to --help (datetime, dataclasses, math, units), for -o json only
     import dataclasses
     import datetime
     import math
 
-    from crdscale.units import is_missing
+    from crdscale.units import is_missing  # lazy: as above
 
     if isinstance(value, dict):
         return {str(k): jsonable(v) for k, v in value.items()}
@@ -178,6 +182,7 @@ def jsonable(value: Any) -> Any:
         return str(value)
     module = type(value).__module__.split(".")[0]
     if module == "pandas":
+        # lazy: would bring pandas, numpy, pyarrow into --help
         import pandas as pd
 
         if isinstance(value, pd.DataFrame):
@@ -202,6 +207,7 @@ class BarProgress:
     one-line summary per step, on stderr."""
 
     def __init__(self):
+        # lazy: would bring tqdm into --help
         from tqdm import tqdm
 
         self._tqdm = tqdm
@@ -232,7 +238,7 @@ class BarProgress:
 def run_with_progress(scenario, parent, run_name: str | None = None) -> Path:
     """Run one scenario with progress bars on stderr; returns its run directory (``run_name``
     names it, e.g. an experiment's cell)."""
-    from crdscale.scenario.runner import ScenarioRunner  # pandas & co: only when running
+    from crdscale.scenario.runner import ScenarioRunner  # lazy: pandas & co, only when running
 
     progress = BarProgress()
     runner = ScenarioRunner(scenario, runs_parent=parent, progress=progress, run_name=run_name)

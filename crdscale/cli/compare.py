@@ -49,6 +49,8 @@ import json
 import logging
 from pathlib import Path
 
+from crdscale.errors import UsageError
+
 log = logging.getLogger(__name__)
 
 
@@ -86,10 +88,10 @@ class Command:
 
     @staticmethod
     def run(args: argparse.Namespace) -> int:
+        # lazy: would bring pandas, numpy, pyarrow into --help
         from crdscale.analysis.compare import compare_runs
         from crdscale.analysis.gate import evaluate, junit_xml, parse_condition, regressed, summary_markdown
         from crdscale.cli.common import check_output_file, write_output_text
-        from crdscale.errors import UsageError
         from crdscale.report.compare import comparison_json, comparison_markdown, render_comparison
         from crdscale.rundir.layout import FINDINGS_JSON
 

@@ -38,12 +38,14 @@ class Command:
 
     @staticmethod
     def run(args) -> int:
+        # lazy: would bring requests, yaml into --help
         from crdscale.cluster.local import list_instances, stop_instance
         from crdscale.rundir.layout import is_experiment_directory
         from crdscale.scenario.ab import is_ab_directory
 
         experiments = [n for n in args.names if "/" in n or is_experiment_directory(n) or is_ab_directory(n)]
         if experiments:
+            # lazy: would bring pandas, numpy, pyarrow, requests, yaml into --help
             from crdscale.cli.cluster import down, open_cluster_directory
             from crdscale.scenario.clusterjob import is_cluster_experiment
 

@@ -162,7 +162,7 @@ class Command:
 
     @staticmethod
     def run(args: argparse.Namespace) -> int:
-        # The package (numpy, the loaders) is imported here, not above: `crdscale --help` imports no command's.
+        # lazy: the package (numpy, the loaders), not for `crdscale footprint --help`.
         from crdscale import footprint
 
         which = {"kube_version": args.kube_version, "model": args.model, "shipped": args.shipped}
@@ -180,6 +180,7 @@ class Command:
         if args.calibrate:
             if args.sources or args.shipped or args.activate or args.activate_policy:
                 raise UsageError("--calibrate takes no CRD_SOURCE, --shipped or --activate")
+            # lazy: would add a module to --help
             from crdscale.cli.footprint_fit import calibrate
 
             return calibrate(args)

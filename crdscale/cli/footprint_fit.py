@@ -111,6 +111,7 @@ class Command:
 
 
 def _model(args: argparse.Namespace) -> int:
+    # lazy: would bring pandas, numpy, pyarrow, requests, yaml into --help
     from crdscale.footprint.calibrate import fit_runs, keep_from, read_run_input, run_dirs_of
     from crdscale.footprint.store import shipped_path, write_model
 
@@ -127,6 +128,7 @@ def _model(args: argparse.Namespace) -> int:
 
 
 def _validate(args: argparse.Namespace) -> int:
+    # lazy: would bring pandas, numpy, pyarrow, requests, yaml into --help
     from crdscale.footprint.calibrate import validation_lines
 
     print("\n".join(validation_lines(args.runs, args.model)))
@@ -134,6 +136,7 @@ def _validate(args: argparse.Namespace) -> int:
 
 
 def _peak(args: argparse.Namespace) -> int:
+    # lazy: would bring pandas, numpy, pyarrow, requests, yaml into --help
     from crdscale.footprint.calibrate import add_peak
 
     path, lines = add_peak(args.runs, args.model)
@@ -150,6 +153,7 @@ def _cel(args: argparse.Namespace) -> int:
 
 
 def _record(args: argparse.Namespace) -> int:
+    # lazy: would bring pandas, numpy, pyarrow, requests, yaml into --help
     from crdscale.footprint.calibrate import record_uses
 
     if not args.kube_version and not args.model:
@@ -159,6 +163,7 @@ def _record(args: argparse.Namespace) -> int:
 
 
 def _error_model(args: argparse.Namespace) -> int:
+    # lazy: would bring pandas, numpy, pyarrow, requests, yaml into --help
     from crdscale.footprint.calibrate import error_model
 
     version, runs, table, summary = error_model(args.runs, args.features.split(",") if args.features else None)
@@ -181,6 +186,7 @@ def _error_model(args: argparse.Namespace) -> int:
 
 
 def _states(args: argparse.Namespace) -> int:
+    # lazy: would bring pandas, numpy, pyarrow, requests, yaml into --help
     from crdscale.footprint.store import states_path
     from crdscale.footprint.terms import fit_state_terms
     from crdscale.fsutil import write_atomic
@@ -196,6 +202,7 @@ def _states(args: argparse.Namespace) -> int:
 
 
 def _objects(args: argparse.Namespace) -> int:
+    # lazy: would bring pandas, numpy, pyarrow, requests, yaml into --help
     from crdscale.footprint.store import objects_path
     from crdscale.footprint.terms import fit_object_cells, object_fit_lines
 
@@ -227,6 +234,7 @@ FITS = {
 
 def calibrate(args: argparse.Namespace) -> int:
     """``crdscale footprint --calibrate``: run the sweep here, fit, keep the model (its output as -o asks)."""
+    # lazy: would bring pandas, numpy, pyarrow, requests, yaml into --help
     from crdscale.cli.common import run_with_progress
     from crdscale.footprint.calibrate import calibrate
     from crdscale.footprint.store import calibrated_path, write_model

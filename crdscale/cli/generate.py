@@ -149,6 +149,7 @@ PROGRESS_FROM = 2000
 
 
 def _progress(total: int, what: str):
+    # lazy: would bring tqdm into --help
     from tqdm import tqdm
 
     return tqdm(

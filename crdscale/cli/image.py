@@ -1,8 +1,10 @@
 from __future__ import annotations
 
+import logging
 import os
 from pathlib import Path
 
+from crdscale import __version__
 from crdscale.errors import UsageError
 
 
@@ -86,7 +88,7 @@ class Command:
             return _load_into_node(args.archives, args.instance)
         if args.archives or args.instance:
             raise UsageError("FILE and --instance go with 'image load'")
-        from crdscale import __version__
+        # lazy: would bring pandas, numpy, pyarrow into --help
         from crdscale.cluster.versions import DEFAULT_KUBE_VERSION, normalize_version
         from crdscale.image import build, oci
 
@@ -109,10 +111,12 @@ class Command:
         build.requirements(build.checkout_root(), spec.extras)  # an unknown extra fails now
         built = build.build_image(spec, Path(args.out))
         if args.load:
+            # lazy: would add 35 modules to --help
             from crdscale.image.containerd import import_archive
 
             import_archive(built.path, address=args.containerd_address)
         if args.push:
+            # lazy: would bring requests into --help
             from crdscale.image.push import push_archive
 
             push_archive(built.path, args.push)
@@ -129,8 +133,8 @@ class Command:
 
 def _load_into_node(archives: list[str], instance: str | None) -> int:
     """Import ``archives`` into the containerd of a local instance's test node."""
-    import logging
 
+    # lazy: would bring requests, yaml into --help
     from crdscale.cluster import node
     from crdscale.cluster.local import LocalControlPlane, list_instances
 

@@ -38,6 +38,7 @@ class _Bars:
     def __call__(self, phase: str, done: int, total: int) -> None:
         if not self.enabled or total == 0:
             return
+        # lazy: would bring tqdm into --help
         from tqdm import tqdm
 
         bar = self.bars.get(phase)
@@ -122,6 +123,7 @@ class Command:
     @staticmethod
     def run(args: argparse.Namespace) -> int:
         # The HTTP client and the CRD machinery only when installing: `crdscale install --help` stays fast.
+        # lazy: would bring requests, yaml into --help
         from crdscale.cluster.clients import connect
         from crdscale.crds.install import Installer, split_steps
         from crdscale.crds.load import load_crds, require_crds

@@ -62,6 +62,7 @@ class Command:
 
     @staticmethod
     def run(args: argparse.Namespace) -> int:
+        # lazy: would bring pandas, numpy, pyarrow, requests into --help
         from crdscale.report.lab import LabServer, bind_notebooks, install_lab_settings
         from crdscale.report.render import default_notebooks_dir
 

@@ -37,6 +37,7 @@ from crdscale.cli.common import (
     print_json,
     resolve_kubeconfig,
 )
+from crdscale.collect import probes
 from crdscale.collect.probes import configs
 from crdscale.units import COLUMN_FORMATS, blank_missing
 
@@ -77,12 +78,10 @@ class Command:
 
     @staticmethod
     def run(args: argparse.Namespace) -> int:
-        from crdscale.collect.probes import run_probe
-
         config = configs.from_args(configs.PROBES[args.probe], args)  # bad values fail before anything starts
 
         def body(run: ProbeRun):
-            result = run_probe(args.probe, run.cluster, run.writer, config, run_id=run.run_id)
+            result = probes.run_probe(args.probe, run.cluster, run.writer, config, run_id=run.run_id)
             shown = {**result.tables, **result.derived}
             for section in result.sections:
                 print(f"\n{section.title}")
@@ -103,6 +102,7 @@ class ProbeRun:
     """A standalone probe's run directory (through the one run-directory writer) and its cluster."""
 
     def __init__(self, name: str, args: argparse.Namespace, parameters: dict):
+        # lazy: would bring requests, yaml into --help
         from crdscale.cluster.clients import connect
         from crdscale.ownership import new_run_id
         from crdscale.paths import runs_dir
@@ -127,6 +127,7 @@ class ProbeRun:
         self.writer.update_manifest(versions={**self.manifest["versions"], "kube-apiserver": self.server_version})
 
     def finish(self, status: str, reason: str | None = None, **extra) -> None:
+        # lazy: would add 8 modules to --help
         from crdscale.rundir import read_run
 
         tables = sorted(read_run(self.dir).probe_tables())
@@ -172,6 +173,7 @@ _INT_COLUMNS += ("pages", "errors")
 
 
 def _print(frame, columns, formats=None) -> None:
+    # lazy: would bring pandas, numpy, pyarrow into --help
     import pandas as pd
 
     shown = frame[[c for c in columns if c in frame.columns]].astype(object)

@@ -36,6 +36,7 @@ class Command:
 
     @staticmethod
     def run(args) -> int:
+        # lazy: would bring pandas, numpy, pyarrow, requests, yaml into --help
         from crdscale.rundir import read_run
         from crdscale.scenario.recover import recover_run
 

@@ -45,6 +45,7 @@ import logging
 from pathlib import Path
 
 from crdscale.cli.options import positive_int
+from crdscale.errors import UsageError
 from crdscale.outputs import check_out_directory
 
 log = logging.getLogger(__name__)
@@ -82,6 +83,7 @@ class Command:
 
     @staticmethod
     def run(args: argparse.Namespace) -> int:
+        # lazy: would bring pandas, numpy, pyarrow, requests, yaml into --help
         from crdscale.report.render import render_report
         from crdscale.rundir.layout import REPORT, is_experiment_directory
         from crdscale.scenario.experiment import Experiment
@@ -102,10 +104,11 @@ class Command:
                 log.info(f"gathered {len(gathered)} of {len(ab.runs)} runs from the results store")
             result = render_ab_report(args.run_dir, args.out, notebooks_dir=args.notebooks, timeout=args.timeout)
         elif is_experiment_directory(args.run_dir):
-            from crdscale.errors import UsageError
+            # lazy: would bring pandas, numpy, pyarrow into --help
             from crdscale.report.compare import render_comparison
 
             experiment = Experiment.open(args.run_dir)
+            # lazy: would bring pandas, numpy, pyarrow, requests, yaml into --help
             from crdscale.scenario.clusterjob import gather, is_cluster_experiment
 
             if is_cluster_experiment(experiment):

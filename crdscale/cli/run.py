@@ -1,8 +1,10 @@
 from __future__ import annotations
 
+import argparse
 import logging
 import os
 
+from crdscale.cli import cluster
 from crdscale.cli.common import (
     add_cluster_arguments,
     add_output_argument,
@@ -12,7 +14,8 @@ from crdscale.cli.common import (
     resolve_kubeconfig,
     run_with_progress,
 )
-from crdscale.scenario.config import default_text, load_scenario
+from crdscale.errors import UsageError
+from crdscale.scenario.config import default_text, load_scenario, parse_override
 
 log = logging.getLogger(__name__)
 
@@ -150,7 +153,6 @@ class Command:
             help="finish an interrupted experiment: skip completed cells, redo the interrupted one "
             "(a cluster experiment: a new Job over the cells not succeeded)",
         )
-        from crdscale.cli import cluster
 
         cluster.add_arguments(parser)
 
@@ -159,13 +161,12 @@ class Command:
         if args.print_default:
             print(default_text(), end="")
             return 0
-        from crdscale.cli import cluster
-        from crdscale.errors import UsageError
 
         if args.output == "json" and not args.check:
             raise UsageError("-o json goes with --check (a run prints its run directory)")
         cluster.check_flags(args)
         if args.resume:
+            # lazy: would bring pandas, numpy, pyarrow, requests, yaml into --help
             from crdscale.scenario.clusterjob import is_cluster_experiment
             from crdscale.scenario.experiment import Experiment
 
@@ -222,6 +223,7 @@ class Command:
             kubeconfig = resolve_kubeconfig(scenario.target.kubeconfig)
             confirm_cluster_write(kubeconfig, scenario.target.context, yes=args.yes, what="run")
         if scenario.matrix:
+            # lazy: would bring pandas, numpy, pyarrow into --help
             from crdscale.paths import runs_dir
             from crdscale.scenario.experiment import Experiment
 
@@ -244,6 +246,7 @@ PROMETHEUS_FLAGS = (
 
 def _check(scenario, cells=None):
     """:func:`~crdscale.scenario.check.check_cells`, its warnings on stderr."""
+    # lazy: would add 17 modules to --help
     from crdscale.scenario.check import check_cells
 
     reports = check_cells(scenario, cells)
@@ -309,8 +312,8 @@ def _run_experiment(experiment, args) -> int:
 
 def _report(path) -> int:
     """``crdscale report PATH`` with its defaults: one report pipeline, whoever asks."""
-    import argparse
 
+    # lazy: would add 4 modules to --help
     from crdscale.cli import report
 
     parser = argparse.ArgumentParser(prog="crdscale report")
@@ -321,9 +324,6 @@ def _report(path) -> int:
 def _parse_sets(items: list[str]) -> dict:
     """``--set KEY=VALUE`` items as overrides, each value typed by its key (see
     :func:`~crdscale.scenario.config.parse_override`)."""
-    from crdscale.errors import UsageError
-    from crdscale.scenario.config import parse_override
-
     out = {}
     for item in items:
         key, sep, value = item.partition("=")

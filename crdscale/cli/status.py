@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 from crdscale.cli.common import add_cluster_arguments, add_output_argument, print_json
+from crdscale.errors import CrdscaleError, UsageError
 
 
 class Command:
@@ -41,6 +42,7 @@ class Command:
     def run(args) -> int:
         if args.experiment:
             return _experiment_status(args)
+        # lazy: would bring requests, yaml into --help
         from crdscale.cluster.local import list_instances
 
         instances = list_instances()
@@ -49,7 +51,6 @@ class Command:
             if ready:
                 print(ready[0].kubeconfig)
                 return 0
-            from crdscale.errors import CrdscaleError
 
             raise CrdscaleError("no ready local instance (start one with 'crdscale up')")
         unfinished = _unfinished_runs()
@@ -86,20 +87,19 @@ class Command:
 
 
 def _experiment_status(args) -> int:
+    # lazy: would bring pandas, numpy, pyarrow, requests, yaml into --help
     from crdscale.cli.cluster import open_cluster_directory, print_status
     from crdscale.scenario.clusterjob import is_cluster_experiment
 
     experiment = open_cluster_directory(args.experiment)
     if not is_cluster_experiment(experiment):
-        from crdscale.errors import UsageError
-
         raise UsageError(f"{args.experiment} ran on this machine; its cells are in its experiment.json")
     return print_status(experiment, args)
 
 
 def _unfinished_runs() -> list:
     """Runs under the runs directory whose manifest says running (alive or abandoned)."""
-    from crdscale.errors import UsageError
+    # lazy: would add 11 modules to --help
     from crdscale.paths import runs_dir
     from crdscale.rundir import layout, read_run
 

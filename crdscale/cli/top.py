@@ -34,6 +34,7 @@ import json
 import sys
 from pathlib import Path
 
+from crdscale.analysis import pprof
 from crdscale.analysis.pprof.options import GRANULARITIES, PPROF_NODE_FRACTION
 from crdscale.cli.common import check_output_file, write_output_text, write_table
 from crdscale.cli.options import fraction, nonnegative_int, pprof_unit
@@ -116,7 +117,7 @@ class Command:
 
     @staticmethod
     def run(args: argparse.Namespace) -> int:
-        from crdscale.analysis import pprof
+        # lazy: would bring pandas, numpy, pyarrow, requests, yaml into --help
         from crdscale.collect.pprof import read_profile
 
         if args.nodefraction < 0 or args.nodefraction > 1:
@@ -134,10 +135,12 @@ class Command:
         base = read_profile(args.diff_base) if args.diff_base else None
 
         if args.callgrind:
+            # lazy: would bring pandas, numpy, pyarrow into --help
             from crdscale.analysis.export import callgrind
 
             write_output_text(args.callgrind, callgrind(profile, args.sample_index, base), "--callgrind")
         if args.folded:
+            # lazy: would bring pandas, numpy, pyarrow into --help
             from crdscale.analysis.export import folded_text
 
             write_output_text(args.folded, folded_text(profile, args.sample_index), "--folded")
@@ -186,6 +189,7 @@ class Command:
 
 def _warn_unmatched(table) -> None:
     """pprof's notes on stderr about the filters ("Focus expression matched no samples")."""
+    # lazy: would bring pandas, numpy, pyarrow into --help
     from crdscale.analysis.pprof.text import pprof_notes
 
     for line in pprof_notes(table):
@@ -206,6 +210,7 @@ def _json_default(value):
 
 
 def _print_causes(profile, base, sample_index, output: str) -> None:
+    # lazy: would bring pandas, numpy, pyarrow into --help
     from crdscale.analysis.attribution import attribution_table
 
     table = attribution_table(profile, sample_index)
@@ -232,6 +237,7 @@ def _print_causes(profile, base, sample_index, output: str) -> None:
 
 def _value_formatter(unit: str):
     """crdscale's own tables: bytes in KiB/MiB/GiB (units.fmt_bytes), other units as pprof scales them."""
+    # lazy: would add a module to --help
     from crdscale.analysis.pprof import scaled_label
     from crdscale.units import fmt_bytes
 

@@ -5,6 +5,7 @@ import sys
 
 from crdscale.cli.options import positive_float
 from crdscale.cluster.versions import DEFAULT_CONTROLLERS
+from crdscale.errors import UsageError
 
 log = logging.getLogger(__name__)
 
@@ -95,14 +96,13 @@ class Command:
 
     @staticmethod
     def run(args) -> int:
+        # lazy: would bring requests, yaml into --help
         from crdscale.cluster.local import LocalControlPlane
 
         env = {}
         for item in args.env:
             key, sep, value = item.partition("=")
             if not sep:
-                from crdscale.errors import UsageError
-
                 raise UsageError(f"--env takes KEY=VALUE, got {item!r}")
             env[key] = value
         from crdscale.cluster.goenv import check_env

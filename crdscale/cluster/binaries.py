@@ -681,6 +681,7 @@ def kubectl(version: str | None = None) -> Binary:
 def crdscale_client() -> Binary:
     """crdscale-client (:mod:`crdscale.cluster.goclient`): client-go informers, discovery and
     cache-memory modes, built from Go modules and cached per client-go version and source."""
+    # lazy: would bring yaml into --help
     from crdscale.cluster import goclient
 
     program = goclient.program()

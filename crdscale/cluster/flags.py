@@ -20,6 +20,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from crdscale.cluster.gates import check_feature_gates
 from crdscale.errors import BinaryError, UsageError
 from crdscale.fsutil import sha256_file, write_json_atomic
 from crdscale.paths import binaries_dir, cache_dir
@@ -242,8 +243,6 @@ def check_component_flags(
         "feature_gates": {},
     }
     if kube_version:
-        from crdscale.cluster.gates import check_feature_gates
-
         asked = feature_gates_in_flags(items)
         if asked:
             record["feature_gates"] = check_feature_gates(asked, kube_version)

@@ -13,6 +13,7 @@ from typing import Any
 
 import requests
 
+from crdscale.analysis.pprof.decode import parse_profile, read_profile_bytes
 from crdscale.cluster.clients import Cluster
 from crdscale.errors import ClusterError
 
@@ -79,13 +80,10 @@ def read_profile(source: PathOrBytes):
     docstring). Raises :class:`ProfileError` (one line) for an unreadable file
     or anything that is not a valid profile (see ``parse_profile``).
     """
-    from crdscale.analysis.pprof.decode import parse_profile
-
     if isinstance(source, (bytes, bytearray, memoryview)):
         data, name = bytes(source), "<bytes>"
     else:
         name = str(source)
-        from crdscale.analysis.pprof.decode import read_profile_bytes
 
         data = read_profile_bytes(source)
     return parse_profile(data, name)

@@ -363,7 +363,7 @@ class Installer:
         self.cluster = cluster
         self.run_id = run_id
         self.concurrency = concurrency
-        from crdscale.models.tokenbucket import Limiter  # numpy and pandas: only once installing
+        from crdscale.models.tokenbucket import Limiter  # lazy: numpy and pandas, only once installing
 
         # client-go's default burst for a given QPS is at least the QPS itself.
         self.limiter = Limiter(burst if burst is not None else int(max(qps or 0, 1)), qps or 0)

@@ -27,7 +27,7 @@ from crdscale.cluster.listing import METADATA_ONLY_ACCEPT, ListTarget
 from crdscale.cluster.retry import RetryPolicy, send_with_retry
 from crdscale.crds import objects
 from crdscale.errors import ClusterError
-from crdscale.ownership import ownership_labels
+from crdscale.ownership import owned_selector, ownership_labels
 
 log = logging.getLogger(__name__)
 
@@ -235,8 +235,6 @@ class ObjectWriter:
         writes by more than the settle time). A metadata-only LIST with ``resourceVersion=0`` is
         answered by the cache with what it has seen (by etcd when the cache is off).
         """
-        from crdscale.ownership import owned_selector
-
         start = time.monotonic()
         for target in targets:
             want = self._next.get(target.path, 0)

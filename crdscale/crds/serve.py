@@ -45,6 +45,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlencode, urlsplit
 
+from crdscale.cluster import goclient
 from crdscale.cluster.clients import Cluster, status_message
 from crdscale.cluster.retry import RetryPolicy, send_with_retry
 from crdscale.crds.install import ResourceRef, resource_ref
@@ -433,8 +434,6 @@ def _start_informers(
     run_id: str | None,
 ):
     """crdscale-client informer processes, or ``None`` (with a warning) when they cannot be built."""
-    from crdscale.cluster import goclient
-
     try:
         informers = goclient.InformerClients(cluster.kubeconfig, cluster.context, clients=clients, qps=qps, burst=burst)
     except BinaryError as err:

@@ -22,6 +22,8 @@ from typing import Any
 
 import pandas as pd
 
+from crdscale.analysis.percrd import series_points
+from crdscale.analysis.rundata import heap_points, heap_profile_set
 from crdscale.analysis.targets import TOTAL
 from crdscale.errors import UsageError
 from crdscale.footprint.features import TERM_FEATURES, features_from_summary
@@ -44,6 +46,8 @@ from crdscale.footprint.store import (
 )
 from crdscale.rundir import layout, read_run
 from crdscale.scenario.config import Scenario, load_scenario
+from crdscale.scenario.experiment import Experiment
+from crdscale.scenario.runner import ScenarioRunner
 
 # Per CRD, per served version, per schema property: what the sweep varies independently.
 DEFAULT_FEATURES = ("crds", "served_versions", "properties")
@@ -73,8 +77,6 @@ class RunInput:
 
 def read_run_input(path: str | Path) -> RunInput:
     """:class:`RunInput` of the run directory ``path``; UsageError when it has no CRD set summary."""
-    from crdscale.analysis.percrd import series_points
-    from crdscale.analysis.rundata import heap_points, heap_profile_set
 
     run = read_run(path)
     found = heap_profile_set(run)
@@ -209,7 +211,6 @@ def sweep_scenario(
 
 def run_quietly(scenario: Scenario, parent: Path, name: str) -> Path:
     """Run one cell without progress output (what a notebook wants); returns its run directory."""
-    from crdscale.scenario.runner import ScenarioRunner
 
     return Path(ScenarioRunner(scenario, runs_parent=parent, run_name=name).execute().path)
 
@@ -235,7 +236,6 @@ def calibrate(
     where it goes. ``run_cell`` runs one cell (the CLI's draws progress bars); the experiment
     logs its progress lines with an ETA. Raises what the runs raise (Ctrl-C:
     :class:`crdscale.errors.RunInterrupted`)."""
-    from crdscale.scenario.experiment import Experiment
 
     scenario = sweep_scenario(kube_version, sweep)
     experiment = Experiment.create(runs_parent, scenario)
@@ -251,8 +251,6 @@ def calibrate(
 
 def run_dirs_of(paths: Iterable[str | Path]) -> list[Path]:
     """Run directories from ``paths``: an experiment directory stands for its completed cells."""
-    from crdscale.rundir import layout
-    from crdscale.scenario.experiment import Experiment
 
     out: list[Path] = []
     for path in map(Path, paths):

@@ -16,8 +16,10 @@ from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
+import pandas as pd
 
 from crdscale.analysis.lstsq import least_squares
+from crdscale.analysis.percrd import phase_points
 from crdscale.analysis.targets import TOTAL
 from crdscale.footprint.features import FEATURES
 from crdscale.footprint.model import (
@@ -50,10 +52,6 @@ def training_rows(
     minus the run's value at 0 CRDs; a step's features are the set's scaled
     by the share of CRDs installed (runs install uniform slices of a set).
     """
-    import pandas as pd
-
-    from crdscale.analysis.percrd import phase_points
-
     rows = []
     for run, data in points.groupby("run", sort=False):
         feats = features[run]
@@ -80,8 +78,6 @@ def training_rows(
 def run_growth(rows: pd.DataFrame) -> pd.DataFrame:
     """One row per run and target of :func:`training_rows`: ``run, target, added`` (bytes the whole
     set adds, fitted through the run's steps and the origin) and the whole set's features."""
-    import pandas as pd
-
     out = []
     for (run, target), group in rows.groupby(["run", "target"], sort=False):
         share = group["share"].to_numpy(dtype=float)
@@ -132,8 +128,6 @@ def rss_growths(rss: pd.Series, marks: pd.DataFrame) -> dict[str, float]:
     ``end``: growth at the last sample, e.g. after a hold). The peak is taken up to the last mark: a run
     stopped early (its memory guard) measured the set it had profiled, not the step it was in.
     NaN where the run lacks the samples."""
-    import pandas as pd
-
     nan = {"baseline": math.nan, "settled": math.nan, "peak": math.nan, "end": math.nan}
     rss = rss.sort_index()
     if not len(rss) or not len(marks):
@@ -178,8 +172,6 @@ def fit_footprint(
     (e.g. served versions per CRD never varied: drop ``served_versions`` or ``crds`` then).
     With no more runs than features the coefficients have no interval (NaN).
     """
-    import pandas as pd
-
     features = list(features)
     unknown = [f for f in features if f not in FEATURES]
     if unknown:
@@ -240,8 +232,6 @@ def leave_one_run_out(
     """Each run of :func:`training_rows` predicted by a model fitted on the others: ``run, target,
     predicted, low, high, measured`` (its :func:`final_growth`), ``error`` (relative) and ``inside``.
     How an error model is chosen on the fitting runs alone, with no held-out set spent on it."""
-    import pandas as pd
-
     last = final_growth(rows).set_index(["run", "target"])["added"]
     out = []
     for run in dict.fromkeys(rows["run"]):
@@ -288,8 +278,6 @@ def held_out_growth_errors(steps: pd.DataFrame, forms: Mapping[str, Any] = GROWT
     predicts the largest: ``form, run, installed, predicted, measured, error`` (relative). The form
     with the smallest held-out error is the one the data supports; forms that coincide on these runs
     (one schema size makes ``crds_x_schema_bytes`` a multiple of ``quadratic``) tie."""
-    import pandas as pd
-
     out = []
     for run, group in steps.groupby("run", sort=False):
         last = group.loc[group["installed"].idxmax()]

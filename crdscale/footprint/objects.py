@@ -96,7 +96,7 @@ def generated_object_features(crd: Mapping[str, Any], shape: str, size: int) -> 
     """:func:`object_features` of the object crdscale's runs would write for ``crd``: ``shape`` (one of
     :data:`crdscale.crds.objects.SHAPES`; ``schema`` follows ``crd``'s own schema) of ``size`` JSON bytes
     as sent, with the metadata a run's objects carry (a name, a namespace when namespaced, two labels)."""
-    # Here, not above: crdscale.crds.objects (with the generator) costs a prediction without --objects ~60 ms.
+    # lazy: crdscale.crds.objects (with the generator) costs a prediction without --objects ~60 ms.
     from crdscale.crds.objects import custom_resource, with_payload_field
 
     namespaced = (crd.get("spec") or {}).get("scope", "Namespaced") == "Namespaced"

@@ -201,7 +201,7 @@ def object_spec(
     size = parse_size("--object-bytes", size) if size else DEFAULT_OBJECT_BYTES
     if sample:
         return ObjectSpec(count, "sample", 0, *read_sample(sample))
-    from crdscale.crds.objects import check_size  # with the generator: ~60 ms a prediction without objects saves
+    from crdscale.crds.objects import check_size  # lazy: with the generator, ~60 ms a prediction without objects saves
 
     check_size(size, "--object-bytes")
     return ObjectSpec(count, shape or "schema", size)
@@ -255,7 +255,7 @@ def read_crd_set(
     if objects is not None and objects.sample is None:
         measure = functools.partial(crd_and_object_features, shape=objects.shape, size=objects.size)
     if source is None:
-        from crdscale.cluster.clients import connect  # a cluster's client, only when one is read
+        from crdscale.cluster.clients import connect  # lazy: a cluster's client (requests, yaml), only when one is read
 
         cluster = connect(kubeconfig, context)
         try:

@@ -41,6 +41,7 @@ import numpy as np
 from crdscale.analysis.compare import compare_runs
 from crdscale.analysis.run import analyze_run
 from crdscale.analysis.targets import TOTAL
+from crdscale.crds.objects import CUSTOM_RESOURCES, custom_resource
 from crdscale.errors import UsageError
 from crdscale.footprint.calibrate import run_dirs_of
 from crdscale.footprint.features import features_from_summary
@@ -55,6 +56,8 @@ from crdscale.footprint.objects import (
 )
 from crdscale.footprint.states import StateTerms, fit_openapi_v2_term
 from crdscale.rundir import read_run
+from crdscale.scenario.config import build_scenario
+from crdscale.scenario.runner import load_crd_set
 
 # kube-controller-manager's per-CRD delta on installed, unserved CRDs (KiB: value, low, high), 160 apigen
 # CRDs of 100 properties, 45 s settle: docs/results/seeds.toml, row "installed only, with and without
@@ -235,10 +238,6 @@ def fit_state_terms(
 def object_cell(path: str | Path) -> dict[str, Any]:
     """One object run's heap and RSS per custom resource and its objects' mean features (``run, path,
     kube_version, shape, sent_bytes, crds, objects, features, heap, heap_low, heap_high, rss``)."""
-    from crdscale.crds.objects import CUSTOM_RESOURCES, custom_resource
-    from crdscale.scenario.config import build_scenario
-    from crdscale.scenario.runner import load_crd_set  # the runner's own CRD set: what the run installed
-
     path = Path(path)
     run = read_run(path)
     manifest = run.manifest

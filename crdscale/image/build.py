@@ -21,6 +21,7 @@ bytecode is hash-checked (``SOURCE_DATE_EPOCH``) instead of stamped with file ti
 
 from __future__ import annotations
 
+import configparser
 import fcntl
 import hashlib
 import json
@@ -33,6 +34,11 @@ from collections.abc import Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
+
+try:
+    import tomllib
+except ModuleNotFoundError:  # Python 3.10
+    import tomli as tomllib
 
 import crdscale
 from crdscale import __version__
@@ -287,10 +293,6 @@ def _cached_layer(name: str, make) -> tuple[oci.LayerBlob, bool]:
 
 def requirements(root: Path, extras: Sequence[str]) -> list[str]:
     """crdscale's requirements from pyproject.toml: the core ones and those of ``extras``."""
-    try:
-        import tomllib
-    except ModuleNotFoundError:  # Python 3.10
-        import tomli as tomllib
     project = tomllib.loads((root / "pyproject.toml").read_text())["project"]
     known = project.get("optional-dependencies", {})
     reqs = list(project["dependencies"])
@@ -314,8 +316,6 @@ def host_pip_cert() -> Path | None:
     """The CA bundle this machine's pip verifies PyPI with, when one is configured
     (``PIP_CERT``, ``[global] cert`` of /etc/pip.conf, ``REQUESTS_CA_BUNDLE``): behind a
     TLS-intercepting proxy the rootfs' own CA certificates would refuse PyPI."""
-    import configparser
-
     candidates = [os.environ.get("PIP_CERT")]
     parser = configparser.ConfigParser()
     parser.read(["/etc/pip.conf", Path.home() / ".config/pip/pip.conf", Path.home() / ".pip/pip.conf"])

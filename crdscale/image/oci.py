@@ -17,6 +17,7 @@ with the tag.
 
 from __future__ import annotations
 
+import datetime as dt
 import gzip
 import hashlib
 import io
@@ -31,6 +32,8 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import BinaryIO
+
+from crdscale.errors import UsageError
 
 MEDIA_INDEX = "application/vnd.oci.image.index.v1+json"
 MEDIA_MANIFEST = "application/vnd.oci.image.manifest.v1+json"
@@ -52,8 +55,6 @@ def source_date_epoch() -> int:
     try:
         return max(0, int(value))
     except ValueError:
-        from crdscale.errors import UsageError
-
         raise UsageError(f"SOURCE_DATE_EPOCH must be whole seconds since 1970, not {value!r}") from None
 
 
@@ -103,8 +104,6 @@ class ImageConfig:
 
 
 def _iso(epoch: int) -> str:
-    import datetime as dt
-
     return dt.datetime.fromtimestamp(epoch, dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
@@ -124,8 +123,6 @@ class _Entry:
 def _clean(name: str) -> str:
     parts = [p for p in name.replace("\\", "/").split("/") if p not in ("", ".")]
     if not parts or ".." in parts:
-        from crdscale.errors import UsageError
-
         raise UsageError(f"a layer entry needs a path inside the image, not {name!r}")
     return "/".join(parts)
 
@@ -346,8 +343,6 @@ def normalize_ref(ref: str) -> str:
 
 def split_ref(ref: str) -> tuple[str, str]:
     """``(repository with registry, tag)`` of a reference; tag ``latest`` when none is given."""
-    from crdscale.errors import UsageError
-
     ref = ref.strip()
     if "@" in ref:
         raise UsageError(f"give the image a tag, not a digest: {ref!r}")

@@ -28,6 +28,7 @@ compared with these models only once the statistics count the stored objects
 
 from __future__ import annotations
 
+import json
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
@@ -277,8 +278,6 @@ def estimate_measured_lists(
     Returns ``lists`` with ``estimator_assumes`` (``cache``/``etcd``),
     ``object_count_seats``, ``size_based_seats`` and ``size_based_seats_measured_place``.
     """
-    import json
-
     out = lists.copy()
     assumed, count_seats, size_seats, size_seats_measured = [], [], [], []
     for row in out.itertuples(index=False):

@@ -29,10 +29,14 @@ from crdscale.analysis.compare import (
     repeat_spread_table,
     series_table,
 )
+from crdscale.analysis.process import PROC_JOB
 from crdscale.analysis.targets import TOTAL
 from crdscale.errors import UsageError
+from crdscale.fsutil import check_output_dir
+from crdscale.report import plots
 from crdscale.report.components import COMPONENTS_NOTE
 from crdscale.report.components import compare_table as component_table
+from crdscale.report.figures import FigureSpec, new_figure
 from crdscale.report.findings import (
     KIND_LABELS,
     OBJECT_LISTS_NOTE,
@@ -40,6 +44,7 @@ from crdscale.report.findings import (
     provenance,
     warnings_markdown,
 )
+from crdscale.report.render import CELL_TIMEOUT_S, ReportContent, default_notebooks_dir, write_report
 from crdscale.rundir.manifest import Manifest
 from crdscale.units import fmt_bytes, fmt_interval, fmt_value, is_missing
 
@@ -180,8 +185,6 @@ def _ms(seconds) -> str:
 
 def _short_source(job) -> str:
     """``/proc`` or ``/metrics``: where a process figure was read (see crdscale.analysis.process)."""
-    from crdscale.analysis.process import PROC_JOB
-
     return "/proc" if job == PROC_JOB else "/metrics"
 
 
@@ -372,9 +375,6 @@ def render_comparison(
     Returns a :class:`crdscale.report.render.ReportResult`; a failing notebook
     is kept with its partial output and listed in ``failures``.
     """
-    from crdscale.fsutil import check_output_dir
-    from crdscale.report.render import CELL_TIMEOUT_S, default_notebooks_dir, write_report
-
     out = check_output_dir(Path(out_dir).resolve())
     notebooks_dir = (Path(notebooks_dir) if notebooks_dir else default_notebooks_dir()).resolve()
     notebook = notebooks_dir / f"{COMPARE_NOTEBOOK}.py"
@@ -394,11 +394,7 @@ def render_comparison(
 
 def comparison_content(comparison: Comparison):
     """What a comparison's report says besides its notebook (:class:`crdscale.report.render.ReportContent`)."""
-    import nbformat
-
-    from crdscale.report import plots
-    from crdscale.report.figures import FigureSpec, new_figure
-    from crdscale.report.render import ReportContent
+    import nbformat  # lazy: the optional report extra
 
     figures = []
     for name, caption, draw, data in (

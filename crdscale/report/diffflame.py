@@ -21,6 +21,7 @@ from pathlib import Path
 import pandas as pd
 
 from crdscale.analysis.attribution import RULES, Rule, classify_stack
+from crdscale.analysis.export import folded_stacks
 from crdscale.report.flame import short_name
 from crdscale.units import fmt_bytes
 
@@ -119,7 +120,7 @@ def diff_icicle_figure(
     cause (``"cause"``), with buttons to switch between the two."""
     if colour not in COLOURINGS:
         raise ValueError(f"colour: one of {', '.join(COLOURINGS)}")
-    import plotly.graph_objects as go
+    import plotly.graph_objects as go  # lazy: the optional report extra
 
     # The scale spans the frames', not the root's, difference: the root holds the sum and would wash the rest out.
     frames = nodes.loc[nodes["depth"] > 0, "difference"].abs()
@@ -213,8 +214,6 @@ class FlameView:
 def run_growth_stacks(run) -> pd.Series:
     """A run's heap growth per CRD by folded stack: its last served heap profile minus its first, over
     the CRDs installed between them (``run``: a :class:`crdscale.rundir.Run`)."""
-    from crdscale.analysis.export import folded_stacks
-
     served = run.heap_profiles()
     served = served[served["phase"].isna()].sort_values("step")
     if len(served) < 2:

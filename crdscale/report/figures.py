@@ -12,7 +12,7 @@ from dataclasses import dataclass
 import pandas as pd
 
 from crdscale.analysis.targets import TOTAL
-from crdscale.report import plots
+from crdscale.report import plots, series
 
 MEMORY_LINES = ("rss", "heap_inuse", "heap_alloc", "stack_inuse", "gc_goal", "idle_retained")
 
@@ -35,7 +35,7 @@ def _titled(title: str, label: str) -> str:
 
 def new_figure(width: float = 11, height: float = 4.5, **subplots):
     """A figure with a constrained layout (matplotlib imported lazily)."""
-    import matplotlib.pyplot as plt
+    import matplotlib.pyplot as plt  # lazy: pyplot (~0.3 s) only when drawing
 
     return plt.subplots(figsize=(width, height), layout="constrained", **subplots)
 
@@ -132,8 +132,6 @@ def standard_figures(data, analysis) -> list[FigureSpec]:
     :class:`crdscale.analysis.run.RunAnalysis`. Figures whose input is
     missing (no metrics series) are left out.
     """
-    from crdscale.report import series
-
     start = data.start
     memory = series.memory_frame(data.series, start)
     phases = series.phase_intervals(data.events, start)

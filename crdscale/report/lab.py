@@ -25,6 +25,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import quote
 
+import requests
+
 from crdscale.errors import CrdscaleError
 from crdscale.proc import start_ticks
 from crdscale.report.render import (
@@ -136,8 +138,8 @@ def _as_opened(nb, path: Path) -> None:
     ``run_dir``, :func:`one_parameters_cell`) and no pairing with a ``.py`` file
     (jupytext's ``formats``: the copy has no ``.py`` beside it) nor papermill's copy of the input, and the
     kernelspec of the kernel JupyterLab starts."""
-    import nbformat
-    from jupyter_client.kernelspec import KernelSpecManager, NoSuchKernel
+    import nbformat  # lazy: the optional report extra
+    from jupyter_client.kernelspec import KernelSpecManager, NoSuchKernel  # lazy: the optional report extra
 
     one_parameters_cell(nb)
     nb.metadata.get("jupytext", {}).pop("formats", None)
@@ -152,7 +154,7 @@ def _as_opened(nb, path: Path) -> None:
 
 def lab_settings_dir() -> Path:
     """Where this JupyterLab reads settings defaults from: ``<app dir>/settings/overrides.d``."""
-    from jupyterlab.commands import get_app_dir
+    from jupyterlab.commands import get_app_dir  # lazy: the optional lab extra
 
     return Path(get_app_dir()) / "settings" / "overrides.d"
 
@@ -241,8 +243,6 @@ class LabServer:
         return self
 
     def _answers(self) -> bool:
-        import requests
-
         try:
             return requests.get(f"{self.base_url}api/status", params={"token": self.token}, timeout=2).ok
         except requests.RequestException:

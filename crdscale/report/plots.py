@@ -14,6 +14,7 @@ import numpy as np
 import pandas as pd
 
 from crdscale.analysis.targets import TOTAL
+from crdscale.report.flame import short_name
 from crdscale.report.series import MEMORY_LABELS, MIB
 
 KIB = 2**10
@@ -206,7 +207,7 @@ def _time_axes(ax, *, ylabel: str, title: str, fontsize: float | None = None) ->
 
 def cause_colors(causes: Sequence[str]) -> dict[str, str]:
     """A stable colour per cause (``other`` grey), in the given order."""
-    import matplotlib
+    import matplotlib  # lazy: only when drawing
 
     palette = list(matplotlib.colormaps["tab20"].colors)
     out, i = {}, 0
@@ -305,7 +306,6 @@ def plot_top_growth(ax, growth: pd.DataFrame, *, n: int = 15, title: str = "Func
     """Horizontal bars of ``flat`` (bytes, a ``pprof.diff`` table) for the ``n`` biggest growers, in MiB."""
     data = growth.sort_values("flat", ascending=False).head(n).iloc[::-1]
     ax.barh(np.arange(len(data)), data["flat"] / MIB, color="#1f77b4")
-    from crdscale.report.flame import short_name
 
     ax.set_yticks(np.arange(len(data)), [short_name(n)[:60] for n in data["name"]], fontsize=7)
     ax.set_xlabel("heap in use grown between first and last profile (MiB)")
@@ -326,7 +326,7 @@ def plot_icicle(
 ):
     """Draw an icicle (root on top, callees below) from :func:`crdscale.report.flame.icicle_layout`;
     colour by cause; frames wide enough get a label."""
-    from matplotlib.patches import Patch, Rectangle
+    from matplotlib.patches import Patch, Rectangle  # lazy: only when drawing
 
     causes = list(dict.fromkeys(rects["cause"])) if len(rects) else []
     colors = dict(colors or cause_colors(causes))

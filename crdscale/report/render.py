@@ -36,7 +36,19 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import crdscale
+from crdscale.analysis.run import analyze_run
 from crdscale.errors import UsageError
+from crdscale.fsutil import check_output_dir
+from crdscale.outputs import relocate, replacing_directory
+from crdscale.report import figures, series
+from crdscale.report.findings import (
+    compute_findings,
+    findings_markdown,
+    headline,
+    numbers_markdown,
+    provenance_markdown,
+    warnings_markdown,
+)
 from crdscale.rundir import Run, layout, read_run
 from crdscale.rundir.evidence import HEAP
 from crdscale.units import is_missing
@@ -101,7 +113,6 @@ class ReportResult:
 
     def relocated(self, staging: Path, final: Path) -> ReportResult:
         """The same result with paths under ``staging`` named as under ``final`` (where it was renamed to)."""
-        from crdscale.outputs import relocate
 
         def move(p: Path) -> Path:
             return relocate(p, staging, final)
@@ -143,7 +154,7 @@ def notebook_plan(run: Run, notebooks_dir: str | Path) -> list[Path]:
 
 def read_notebook(path: str | Path):
     """A jupytext ``py:percent`` file (or an ``.ipynb``) as an nbformat notebook."""
-    import jupytext
+    import jupytext  # lazy: the optional report extra
 
     return jupytext.read(str(path))
 
@@ -181,8 +192,8 @@ def execute_notebook(
     ``(executed notebook, reason)``: ``reason`` is ``None``, or a one-line reason
     when the kernel died or a cell timed out (no error output then).
     """
-    import nbformat
-    import papermill
+    import nbformat  # lazy: the optional report extra
+    import papermill  # lazy: the optional report extra
 
     nb = read_notebook(source)
     output = Path(output)
@@ -236,9 +247,7 @@ def unfinished_cell(nb, name: str, reason: str, source_text: str | None = None) 
 def summary_cells(title: str, findings, headline_png: bytes | None):
     """The report's first cells: title and headline sentence, what was run, the headline
     figure (a Markdown attachment, so it shows with and without code) and the key numbers."""
-    import nbformat
-
-    from crdscale.report.findings import headline, numbers_markdown, provenance_markdown, warnings_markdown
+    import nbformat  # lazy: the optional report extra
 
     first = [
         f"# {title}",
@@ -290,7 +299,7 @@ def combine(parts: Sequence, first_cells: Sequence = ()):
     """One notebook: ``first_cells`` then the cells of each executed notebook in order, each with one
     parameters cell; with ``first_cells``, the notebooks' cells tagged :data:`SUMMARY_TAG` are left
     out (the first cells show the same tables)."""
-    import nbformat
+    import nbformat  # lazy: the optional report extra
 
     nb = nbformat.v4.new_notebook()
     nb.metadata = copy.deepcopy(parts[0].metadata) if parts else {}
@@ -304,8 +313,8 @@ def combine(parts: Sequence, first_cells: Sequence = ()):
 def export_html(nb, path: str | Path, *, title: str, with_code: bool = True) -> Path:
     """Write ``nb`` as self-contained HTML (images embedded; nothing fetched from the network);
     ``with_code=False`` leaves out code cells' input and the prompts."""
-    import jinja2
-    from nbconvert import HTMLExporter
+    import jinja2  # lazy: the optional report extra
+    from nbconvert import HTMLExporter  # lazy: the optional report extra
 
     exporter = HTMLExporter(
         template_name="lab",
@@ -365,8 +374,8 @@ def write_report(
     A notebook that fails does not stop the report: its partial output is kept and the failure is in
     ``result.failures``. Validate inputs before calling: the kernels start first.
     """
-    import IPython  # noqa: F401
-    import matplotlib
+    import IPython  # noqa: F401  # lazy: the report extra's, imported before the kernels start (below)
+    import matplotlib  # lazy: only when drawing; Agg is chosen before pyplot loads
 
     matplotlib.use("Agg")
 
@@ -375,7 +384,6 @@ def write_report(
     # half-initialised then (AttributeError: 'IPython' has no attribute 'version_info').
     # The notebooks run in their own kernels while this process analyses and draws the figures:
     # each waits on its kernel, so on two cores the report takes about as long as its slowest part.
-    from crdscale.outputs import replacing_directory
 
     # Written into a sibling and renamed into place under a lock: a second report into ``out`` at the same
     # time is refused, never mixed with this one, and an error leaves the previous report as it was.
@@ -404,7 +412,7 @@ def _execute_and_write(
 
 def _write(out: Path, content: ReportContent, running, futures) -> ReportResult:
     """Figures, findings and HTML of ``content`` while ``futures`` (one per notebook of ``running``) execute."""
-    import matplotlib.pyplot as plt
+    import matplotlib.pyplot as plt  # lazy: pyplot (~0.3 s) only when drawing
 
     figure_files, captions, pngs = [], [], {}
     for spec in content.figures:
@@ -455,7 +463,6 @@ def render_report(
     or more CRD counts. A notebook that fails does not stop the report: its
     partial output is kept and the failure is in ``result.failures``.
     """
-    from crdscale.fsutil import check_output_dir
 
     data = read_run(Path(run_dir).resolve())
     run_dir = data.path
@@ -478,9 +485,6 @@ def render_report(
 
 def run_report_content(data: Run) -> ReportContent:
     """What the report on one run says besides its notebooks: the analysis, its findings and figures."""
-    from crdscale.analysis.run import analyze_run
-    from crdscale.report import figures, series
-    from crdscale.report.findings import compute_findings, findings_markdown
 
     run_dir = data.path
     log.info(f"analysing {run_dir}")

@@ -11,6 +11,7 @@ Units: bytes stay bytes (plots convert to MiB), time is UTC timestamps plus
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping, Sequence
 
 import numpy as np
@@ -339,8 +340,6 @@ def release_advice(go_version: str | None, env: Mapping[str, str] | None = None)
     kernel needs them. Go 1.16 went back to ``MADV_DONTNEED`` (pages leave RSS
     at once) unless ``GODEBUG=madvdontneed=0``.
     """
-    import re
-
     env = dict(env or {})
     match = re.match(r"go(\d+)\.(\d+)", go_version or "")
     if not match:

@@ -27,6 +27,8 @@ from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 from urllib.parse import urlsplit
 
+import urllib3
+
 from crdscale.errors import UsageError
 from crdscale.results.store import ResultStore, _clean_prefix
 
@@ -88,6 +90,7 @@ class Endpoint:
 
 def credential_provider(env: Mapping[str, str] | None = None):
     """The MinIO credential chain for the environment variables and files named in the module doc."""
+    # lazy: minio is the optional s3 extra (see _import_minio)
     from minio.credentials import AWSConfigProvider, ChainedProvider, EnvAWSProvider, IamAwsProvider
 
     env = os.environ if env is None else env
@@ -100,7 +103,7 @@ def credential_provider(env: Mapping[str, str] | None = None):
 
 def _import_minio():
     try:
-        import minio
+        import minio  # lazy: the optional s3 extra; without it, s3:// is one line naming it
     except ImportError:
         raise UsageError("s3:// results need the MinIO client: pip install 'crdscale[s3]'") from None
     return minio
@@ -135,8 +138,6 @@ class S3Store(ResultStore):
             ) from None
         http_client = None
         if os.environ.get("AWS_CA_BUNDLE"):
-            import urllib3
-
             http_client = urllib3.PoolManager(
                 cert_reqs="CERT_REQUIRED",
                 ca_certs=os.environ["AWS_CA_BUNDLE"],
@@ -149,7 +150,7 @@ class S3Store(ResultStore):
 
     def _call(self, what: str, fn, *args, **kwargs):
         """One request, its failure turned into a one-line :class:`UsageError`."""
-        from minio.error import MinioException
+        from minio.error import MinioException  # lazy: the optional s3 extra (see _import_minio)
 
         try:
             return fn(*args, **kwargs)
@@ -160,8 +161,6 @@ class S3Store(ResultStore):
         except (OSError, ValueError) as err:  # refused connection, DNS, TLS (urllib3's are OSErrors)
             raise UsageError(f"{self.url}: {what}: {err}") from None
         except Exception as err:
-            import urllib3
-
             if isinstance(err, urllib3.exceptions.HTTPError):
                 raise UsageError(f"{self.url}: {what}: {err}") from None
             raise

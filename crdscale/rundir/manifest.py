@@ -30,6 +30,7 @@ from pathlib import Path
 from typing import Any
 
 from crdscale.errors import UsageError
+from crdscale.fsutil import write_json_atomic
 from crdscale.rundir import layout
 
 # Kinds of run directory, the manifest's ``kind``: ``crdscale run``, ``crdscale install``, ``crdscale probe``.
@@ -471,8 +472,6 @@ class Manifest(Block, Mapping[str, Any]):
 
     def write(self, run_dir: str | Path) -> Path:
         """Write ``manifest.json`` atomically (indented JSON, keys in the order written)."""
-        from crdscale.fsutil import write_json_atomic
-
         return write_json_atomic(Path(run_dir) / layout.MANIFEST, self.json)
 
     # ------------------------------------------------------------ the mapping (the JSON)

@@ -15,7 +15,9 @@ from pathlib import Path
 from typing import Any
 
 import pandas as pd
+import pyarrow
 
+from crdscale.analysis.pprof.decode import parse_profile, read_profile_bytes
 from crdscale.errors import UsageError
 from crdscale.proc import is_alive
 from crdscale.rundir import evidence, layout
@@ -278,14 +280,11 @@ class Run:
         return self.path / file
 
     def profile_bytes(self, file: str) -> bytes:
-        from crdscale.analysis.pprof.decode import read_profile_bytes  # bounded; a directory is a ProfileError
-
+        # bounded; a directory is a ProfileError
         return read_profile_bytes(self.path / file)
 
     def read_profile(self, file: str):
         """A profile decoded (:class:`crdscale.analysis.pprof.Profile`) given its ``file`` entry."""
-        from crdscale.analysis.pprof.decode import parse_profile
-
         return parse_profile(self.profile_bytes(file), name=str(self.path / file))
 
     def probe_table(self, name: str, table: str | None = None) -> pd.DataFrame:
@@ -429,8 +428,6 @@ def _read_json_object(path: Path) -> dict[str, Any]:
 def _read_parquet(path: Path, columns: Sequence[str] = ()) -> pd.DataFrame:
     """A parquet table of the run (with ``columns`` at least); UsageError (one line) when the file is
     empty, truncated or not parquet, as a copy interrupted or a disk filled up leaves it."""
-    import pyarrow
-
     try:
         frame = pd.read_parquet(path)
     except (OSError, ValueError, pyarrow.ArrowException) as err:

@@ -14,6 +14,7 @@ import platform
 import shutil
 import sys
 from collections.abc import Mapping
+from importlib import metadata
 from pathlib import Path
 from typing import Any
 
@@ -81,8 +82,6 @@ def machine_facts() -> dict[str, Any]:
 
 def package_versions(names: tuple[str, ...] = PROVENANCE_PACKAGES) -> dict[str, str | None]:
     """Installed versions of the Python packages behind the numbers (``None``: not installed)."""
-    from importlib import metadata
-
     versions: dict[str, str | None] = {"crdscale": __version__}
     for name in names:
         try:

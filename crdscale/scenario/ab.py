@@ -34,8 +34,12 @@ from pathlib import Path
 from typing import Any
 
 from crdscale import __version__
+from crdscale.analysis.compare import compare_runs
 from crdscale.errors import CrdscaleError, UsageError
 from crdscale.fsutil import write_json_atomic
+from crdscale.scenario.check import check_cells
+from crdscale.scenario.config import build_scenario, resolve_paths
+from crdscale.scenario.matrix import Cell
 from crdscale.units import fmt_bytes, fmt_duration
 
 log = logging.getLogger(__name__)
@@ -183,8 +187,6 @@ class AB:
 
     def side_scenario(self, side: str):
         """The validated scenario of one side: the file's keys, ``--set`` overrides, then the change."""
-        from crdscale.scenario.config import build_scenario, resolve_paths
-
         overrides = dict(self.scenario_overrides)
         if side == "changed":
             overrides.update(self.change.overrides)
@@ -199,9 +201,6 @@ class AB:
     @classmethod
     def check(cls, scenario, change: Change) -> AB:
         """Validate both sides as ``run --check`` does (nothing built, nothing created); an unsaved A/B."""
-        from crdscale.scenario.check import check_cells
-        from crdscale.scenario.matrix import Cell
-
         if scenario.matrix:
             raise UsageError("an A/B takes a scenario without a [matrix]: the change is its one axis")
         if not change.overrides:
@@ -276,8 +275,6 @@ class AB:
 
     def comparison(self):
         """Base against changed, repeats pooled: a :class:`~crdscale.analysis.compare.Comparison`."""
-        from crdscale.analysis.compare import compare_runs
-
         done = self.paired()
         runs = sorted((r for r in self.completed() if r.pair in done), key=lambda r: (r.side != "base", r.pair))
         if len(runs) < 2:

@@ -20,10 +20,19 @@ import shutil
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from crdscale.cluster import buildable
-from crdscale.errors import CrdscaleError
+from crdscale.cluster import buildable, flags, gates, gobuild, patches, toolchain
+from crdscale.cluster.binaries import prometheus
+from crdscale.cluster.clients import read_credentials
+from crdscale.cluster.versions import normalize_version
+from crdscale.collect.probes.configs import check_scenario_probes
+from crdscale.crds import objects as gen
+from crdscale.crds.generate import SET_LIMIT_BYTES, estimate_set, iter_crds
+from crdscale.crds.load import load_crds, require_crds
+from crdscale.errors import CrdscaleError, UsageError
+from crdscale.proc import available_memory_bytes
 from crdscale.scenario.config import Scenario, check_inputs
 from crdscale.scenario.matrix import Cell, cell_where, expand
+from crdscale.units import fmt_bytes
 
 
 @dataclass
@@ -76,15 +85,12 @@ def _check_target(scenario: Scenario, where: str, report: CellReport, answers) -
             report.warnings.append(plan.warning)
         _check_changes(scenario, where, report)
         if scenario.metrics.source == "prometheus" and target.prometheus_url in (None, ""):
-            from crdscale.cluster.binaries import prometheus
-
             try:
                 found = prometheus()
             except CrdscaleError as err:
                 raise _with_where(where, "metrics.source", err) from err
             report.checks.append(("prometheus", str(found.path)))
         return
-    from crdscale.cluster.clients import read_credentials
 
     try:
         # What connecting will read, without running or sending anything: the files, the context,
@@ -92,8 +98,6 @@ def _check_target(scenario: Scenario, where: str, report: CellReport, answers) -
         server, credentials = read_credentials(target.kubeconfig, target.context or None)
         plugin = getattr(credentials.authenticator, "plugin", None)
         if plugin is not None and not (shutil.which(plugin.command) or Path(plugin.command).is_file()):
-            from crdscale.errors import UsageError
-
             hint = f" ({plugin.install_hint.splitlines()[0]})" if plugin.install_hint else ""
             raise UsageError(f"its exec plugin {plugin.command!r} is not installed (not on PATH){hint}")
     except CrdscaleError as err:
@@ -107,10 +111,6 @@ def _check_changes(scenario: Scenario, where: str, report: CellReport) -> None:
     build and the start would check it, in seconds and before anything is built: a diff against the
     release's module sources, gates against those that version defines, flags against the binary's own
     (once the release is built; crdscale's own flags and a bare ``--`` always)."""
-    from crdscale.cluster import flags, gates, gobuild, patches, toolchain
-    from crdscale.cluster.versions import normalize_version
-    from crdscale.errors import UsageError
-
     t = scenario.target
     changed = bool(t.patches or t.build_tags or t.go not in ("", "local"))
     if changed and (t.apiserver_binary or t.kube_source):
@@ -177,9 +177,6 @@ def _check_changes(scenario: Scenario, where: str, report: CellReport) -> None:
 def _check_crds(scenario: Scenario, where: str, report: CellReport, loaded: dict) -> None:
     crds = scenario.crds
     if crds.source == "generate":
-        from crdscale.crds.generate import estimate_set
-        from crdscale.proc import available_memory_bytes
-
         params = scenario.generator_params()
         try:
             estimate = estimate_set(params, available_memory=available_memory_bytes())
@@ -189,7 +186,6 @@ def _check_crds(scenario: Scenario, where: str, report: CellReport, loaded: dict
             ("crds", f"generate {params.crd_count} CRDs in {params.group_count} groups, {estimate.line()}")
         )
         return
-    from crdscale.crds.load import load_crds, require_crds
 
     # Loaded as the run will load them (crdscale.scenario.crdset), each CRD checked as kube-apiserver
     # would check it; a matrix's cells share a source's answer. Nothing of the CRDs is kept.
@@ -217,10 +213,6 @@ def _check_objects(scenario: Scenario, where: str, report: CellReport) -> None:
     against the local etcd's quota."""
     if not scenario.grows_objects:
         return
-    from crdscale.crds import objects as gen
-    from crdscale.crds.generate import SET_LIMIT_BYTES, iter_crds
-    from crdscale.errors import UsageError
-    from crdscale.units import fmt_bytes
 
     o = scenario.objects
     crds = scenario.crds.count if scenario.crds.source == "generate" else None
@@ -249,8 +241,6 @@ def _check_probes(scenario: Scenario, where: str, report: CellReport) -> None:
     names = scenario.probes.each_step
     if not names and not scenario.probes.options:
         return
-    from crdscale.collect.probes.configs import check_scenario_probes
-    from crdscale.errors import UsageError
 
     try:
         # Every name is a probe and its options read into the probe's typed config.

@@ -14,6 +14,8 @@ and nothing without them is read for deletion, let alone deleted.
 
 from __future__ import annotations
 
+import calendar
+import itertools
 import logging
 import math
 import re
@@ -22,9 +24,15 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any
 
-from crdscale.cluster.clients import ApiError, Cluster
+from crdscale.cluster.clients import ApiError, Cluster, connect
+from crdscale.crds.generate import estimate_set, iter_crds
 from crdscale.errors import ClusterError, UsageError
-from crdscale.ownership import is_owned
+from crdscale.footprint.features import FEATURES, add_features, crd_features
+from crdscale.footprint.model import RSS, predict
+from crdscale.footprint.store import choose_model, shipped_versions
+from crdscale.ownership import RUN_ID_LABEL, is_owned
+from crdscale.results.store import cell_prefix, open_store
+from crdscale.rundir import read_run
 from crdscale.scenario import fanout
 from crdscale.scenario.experiment import Experiment
 from crdscale.units import fmt_duration
@@ -90,13 +98,6 @@ def predict_peak_bytes(scenario) -> Peak:
     for the rest of the pod, plus the footprint model's RSS prediction for its CRD set (settled growth:
     kube-apiserver's measured peak growth was 18 % and 28 % above it at 2,000 and 5,000 CRDs, which the
     requests' 25 % margin on the whole pod covers), plus crdscale's own copy of the set."""
-    import itertools
-
-    from crdscale.crds.generate import estimate_set, iter_crds
-    from crdscale.footprint.features import FEATURES, add_features, crd_features
-    from crdscale.footprint.model import RSS, predict
-    from crdscale.footprint.store import choose_model, shipped_versions
-
     params = scenario.generator_params()
     sample = [crd_features(c) for c in itertools.islice(iter_crds(params), PREDICTION_SAMPLE)]
     features = add_features(sample)
@@ -218,7 +219,6 @@ class IndexState:
 def _time(text: str | None) -> float | None:
     if not text:
         return None
-    import calendar
 
     return float(calendar.timegm(time.strptime(text, "%Y-%m-%dT%H:%M:%SZ")))
 
@@ -392,8 +392,6 @@ def follow(cluster: Cluster, experiment: Experiment, *, interval_s: float = 10.0
 
 def delete_submission(cluster: Cluster, plan: fanout.JobPlan) -> None:
     """Delete what a submission that failed half-way created (its ConfigMap and Job, by name and labels)."""
-    from crdscale.ownership import RUN_ID_LABEL
-
     for manifest in (fanout.job_manifest(plan), fanout.configmap_manifest(plan)):
         path = api_path(manifest, manifest["metadata"]["name"])
         resp = cluster.get(path)
@@ -430,9 +428,6 @@ def delete_experiment(cluster: Cluster, experiment: Experiment) -> dict[str, int
 def gather(experiment: Experiment, results_url: str | None = None) -> list[str]:
     """Copy every cell's newest run directory from the results store into the experiment directory
     and record it (completed or not, as its run manifest says); returns the cells gathered."""
-    from crdscale.results.store import cell_prefix, open_store
-    from crdscale.rundir import read_run
-
     table = experiment.manifest[CLUSTER_KEY]
     store = open_store(results_url or table["results"])
     gathered = []
@@ -459,8 +454,6 @@ def gather(experiment: Experiment, results_url: str | None = None) -> list[str]:
 
 def connect_experiment(experiment: Experiment, kubeconfig: str | None = None, context: str | None = None) -> Cluster:
     """The cluster the experiment was submitted to (``kubeconfig``/``context`` override what it recorded)."""
-    from crdscale.cluster.clients import connect
-
     table = experiment.manifest[CLUSTER_KEY]
     files = kubeconfig or table.get("kubeconfig")
     if not files:

@@ -42,24 +42,27 @@ def _serve_modes() -> tuple[str, ...]:
 
 
 def _openapi_v2_modes() -> tuple[str, ...]:
-    from crdscale.collect.openapi import OPENAPI_V2_FORMATS  # here: it imports requests, `--help` must not
+    from crdscale.collect.openapi import OPENAPI_V2_FORMATS  # lazy: it imports requests, `--help` must not
 
     return ("none", *OPENAPI_V2_FORMATS)
 
 
 def _object_shapes() -> tuple[str, ...]:
+    # lazy: would bring yaml into --help
     from crdscale.crds.objects import SHAPES
 
     return SHAPES
 
 
 def _apply_modes() -> tuple[str, ...]:
+    # lazy: would bring yaml into --help
     from crdscale.crds.objects import APPLY_MODES
 
     return APPLY_MODES
 
 
 def _control_kinds() -> tuple[str, ...]:
+    # lazy: would bring yaml into --help
     from crdscale.crds.objects import CONTROL_KINDS
 
     return CONTROL_KINDS
@@ -583,6 +586,7 @@ class Scenario:
         """
         if not self.grows_objects:
             return []
+        # lazy: would bring yaml into --help
         from crdscale.crds.objects import CUSTOM_RESOURCES
 
         count, rounds = self.objects.count, self.steps.count
@@ -592,6 +596,7 @@ class Scenario:
 
     def generator_params(self):
         """The :class:`~crdscale.crds.generate.GeneratorParams` for ``[crds] source = "generate"``."""
+        # lazy: would bring yaml into --help
         from crdscale.crds.generate import preset
 
         fields = self.crds.generator_fields()
@@ -929,6 +934,7 @@ def _check_values(data: dict, where: str) -> None:
 
 def _check_objects(objects: Objects, steps: Steps, where: str) -> None:
     """The [objects] section and steps.grow together, before anything slow starts."""
+    # lazy: would bring yaml into --help
     from crdscale.crds.objects import check_size
 
     try:

@@ -26,6 +26,7 @@ from typing import Any
 from crdscale import __version__
 from crdscale.errors import CrdscaleError, UsageError
 from crdscale.rundir import layout, read_experiment_manifest, write_experiment_manifest
+from crdscale.scenario.check import check_cells
 from crdscale.scenario.config import Scenario, build_scenario
 from crdscale.scenario.matrix import Cell, expand
 from crdscale.units import fmt_duration
@@ -59,8 +60,6 @@ def eta_seconds(done: list[float], remaining: int) -> float | None:
 def _check_cells(scenario: Scenario, cells: list[CellState]) -> None:
     """:func:`~crdscale.scenario.check.check_cells` of every cell, so the last cell's bad path
     or version stops the experiment before the first cell runs, not hours later."""
-    from crdscale.scenario.check import check_cells
-
     check_cells(scenario, [(state.cell, state.scenario) for state in cells])
 
 

@@ -29,6 +29,8 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
+import yaml
+
 from crdscale.errors import UsageError
 from crdscale.ownership import MANAGED_BY_LABEL, MANAGED_BY_VALUE, ownership_labels
 from crdscale.results.store import PVC_MOUNT, PVC_SCHEME
@@ -356,6 +358,4 @@ def parse_indexes(text: str | None) -> set[int]:
 
 def to_yaml(documents: list[dict[str, Any]]) -> str:
     """``documents`` as one YAML stream (``---`` between them), keys in the order written."""
-    import yaml
-
     return "---\n".join(yaml.safe_dump(d, sort_keys=False) for d in documents)

@@ -7,6 +7,8 @@ from __future__ import annotations
 import time
 from dataclasses import asdict
 
+from crdscale.crds.objects import CUSTOM_RESOURCES
+from crdscale.crds.populate import ObjectWriter, control_target, custom_resource_target, namespace_name
 from crdscale.scenario.measurements import PROFILE, STEP_END, STEP_START, Mark, RunContext
 from crdscale.scenario.progress import StepSummary, current_metrics
 
@@ -14,9 +16,6 @@ from crdscale.scenario.progress import StepSummary, current_metrics
 def grow_objects(ctx: RunContext, crds: list[dict], *, first_step: int, total_steps: int, started: float) -> None:
     """Run the object steps (numbered from ``first_step``); ``ctx.objects`` holds the targets and the
     writer afterwards, for the measurements of ``steps.end``."""
-    from crdscale.crds.objects import CUSTOM_RESOURCES
-    from crdscale.crds.populate import ObjectWriter, control_target, custom_resource_target, namespace_name
-
     sc, o, run_id = ctx.scenario, ctx.scenario.objects, ctx.run_id
     writer = ObjectWriter(
         ctx.cluster,

@@ -19,6 +19,7 @@ import pandas as pd
 
 from crdscale.cluster.local import ProcessRecord, terminate_process
 from crdscale.collect import metrics
+from crdscale.collect.sources import LocalPrometheus
 from crdscale.paths import instances_dir
 from crdscale.rundir import RunWriter, layout, read_run
 from crdscale.rundir.manifest import Manifest
@@ -47,8 +48,6 @@ def _window(run) -> tuple[datetime, datetime]:
 
 def export_from_prometheus_tsdb(run, interval_s: float) -> pd.DataFrame:
     """Start a Prometheus on the run's own database (scraping nothing) and range-query the recorded series."""
-    from crdscale.collect.sources import LocalPrometheus
-
     prom = LocalPrometheus.reopen(run.path / layout.PROMETHEUS_TSDB)
     prom.interval_s = interval_s
     prom.start()

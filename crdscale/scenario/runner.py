@@ -25,6 +25,8 @@ from pathlib import Path
 
 from crdscale.collect.prometheus import PrometheusAccess
 from crdscale.collect.sources import LocalPrometheus, MetricsSource, open_metrics_source
+from crdscale.crds.install import Installer
+from crdscale.crds.serve import Server
 from crdscale.errors import ClusterError, CrdscaleError, RunInterrupted
 from crdscale.ownership import new_run_id
 from crdscale.paths import runs_dir
@@ -46,6 +48,7 @@ from crdscale.scenario.measurements import (
 )
 from crdscale.scenario.objectsteps import grow_objects
 from crdscale.scenario.progress import Progress, StepSummary, current_metrics
+from crdscale.scenario.series import export_series
 from crdscale.scenario.settle import Settler
 from crdscale.scenario.targets import RunTarget
 from crdscale.scenario.watchdog import Watchdog as _Watchdog
@@ -207,9 +210,6 @@ class ScenarioRunner:
             self.watchdog.start()
             stack.callback(self.watchdog.stop)
 
-        from crdscale.crds.install import Installer
-        from crdscale.crds.serve import Server
-
         installer = Installer(
             ctx.cluster,
             run_id=self.run_id,
@@ -281,8 +281,6 @@ class ScenarioRunner:
             stack.callback(measurement.stop, ctx)
         # Callbacks unwind last-in first-out: the export runs before the measurements and the source
         # stop, after the last step -- or after a failure or Ctrl-C.
-        from crdscale.scenario.series import export_series
-
         stack.callback(export_series, ctx, self.measurements)
         ctx.window_start = datetime.now(timezone.utc)
         self.run.update_manifest(metrics=source.describe())

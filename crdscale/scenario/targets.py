@@ -9,6 +9,7 @@ from dataclasses import dataclass
 
 from crdscale.cluster import patches
 from crdscale.cluster.clients import Cluster, connect
+from crdscale.cluster.gates import check_feature_gates
 from crdscale.cluster.gobuild import go_version
 from crdscale.cluster.local import LocalControlPlane
 from crdscale.cluster.versions import normalize_version
@@ -109,8 +110,6 @@ def change_record(scenario: Scenario, built_from: dict) -> dict:
         if key in apiserver:
             record[f"built_{key}" if key == "go" else key] = apiserver[key]
     if t.feature_gates:
-        from crdscale.cluster.gates import check_feature_gates
-
         try:
             record["feature_gates"] = check_feature_gates(dict(t.feature_gates), normalize_version(t.kube_version))
         except CrdscaleError:  # checked before the run; a failure here only loses the stage

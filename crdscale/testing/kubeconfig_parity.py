@@ -31,6 +31,7 @@ import stat
 import sys
 import tempfile
 import threading
+import types
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -42,6 +43,9 @@ from cryptography import x509
 from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
+
+from crdscale.cluster.clients import read_credentials
+from crdscale.cluster.kubeconfig import KubeconfigFiles
 
 V1 = "client.authentication.k8s.io/v1"
 # A whole /version answer: kubernetes' VersionApi validates every field.
@@ -217,9 +221,6 @@ class ClientUnderTest:
 
 class CrdscaleClient(ClientUnderTest):
     def __init__(self, kubeconfig: str, context: str | None):
-        from crdscale.cluster.clients import read_credentials
-        from crdscale.cluster.kubeconfig import KubeconfigFiles
-
         self.server, self.credentials = read_credentials(KubeconfigFiles.parse(kubeconfig), context)
         self.session = self.credentials.session()
         self.offset = 0.0
@@ -250,7 +251,7 @@ class KubernetesClient(ClientUnderTest):
     _patched = False
 
     def __init__(self, kubeconfig: str, context: str | None):
-        from kubernetes import client, config
+        from kubernetes import client, config  # lazy: kubernetes is optional (kubernetes_available)
 
         self._patch_clock()
         type(self)._offset = 0.0
@@ -266,9 +267,8 @@ class KubernetesClient(ClientUnderTest):
         """Shift the clock kubernetes.config.kube_config reads (``datetime.datetime.now``) by ``_offset``."""
         if cls._patched:
             return
-        import types
 
-        from kubernetes.config import kube_config
+        from kubernetes.config import kube_config  # lazy: kubernetes is optional
 
         class ShiftedDatetime(dt.datetime):
             @classmethod
@@ -279,7 +279,7 @@ class KubernetesClient(ClientUnderTest):
         cls._patched = True
 
     def get(self) -> int:
-        from kubernetes.client.exceptions import ApiException
+        from kubernetes.client.exceptions import ApiException  # lazy: kubernetes is optional
 
         try:
             self.version.get_code()
@@ -780,7 +780,7 @@ def quiet_kubernetes_logs() -> None:
 def kubernetes_available() -> str | None:
     """kubernetes' version when it is importable, else ``None``."""
     try:
-        import kubernetes
+        import kubernetes  # lazy: optional; its absence is a None here
     except ImportError:
         return None
     return kubernetes.__version__

@@ -1,5 +1,5 @@
-"""The package's import graph: no cycle, counting function-level imports, and no import up the layers
-(crdscale/layers.py's contract, which `make lint` runs)."""
+"""The package's import graph: no cycle, counting function-level imports, no import up the layers, and
+no function-level import without its reason (crdscale/layers.py's contract, which `make lint` runs)."""
 
 import shutil
 import textwrap
@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from crdscale import layers
-from crdscale.layers import Arrow, check, find_cycle, import_graph
+from crdscale.layers import Arrow, LazyImport, check, find_cycle, import_graph, lazy_imports, unexplained
 
 ROOT = Path(layers.__file__).resolve().parent.parent
 
@@ -19,9 +19,10 @@ def graph():
 
 
 def test_the_package_keeps_the_layers_contract(graph):
-    verdict = check(graph)
+    verdict = check(graph, lazy=lazy_imports())
     assert not verdict.cycles, "import cycle(s):\n" + "\n".join(verdict.lines())
     assert not verdict.back, "import(s) up the layers:\n" + "\n".join(verdict.lines())
+    assert not verdict.lazy, "function-level import(s) without a reason:\n" + "\n".join(verdict.lines())
 
 
 def test_every_pending_exception_still_matches_an_import(graph):
@@ -138,4 +139,72 @@ def test_analysis_never_imports_collect_or_cluster():
     assert not verdict.kept and not verdict.back
     assert [(str(a), why.split(":")[0]) for a, why in verdict.forbidden] == [
         ("crdscale.analysis.percrd -> crdscale.collect.pprof (p.py:7)", "analysis is pure")
+    ]
+
+
+def test_a_function_level_import_without_a_reason_fails_the_contract(package_copy, capsys):
+    """An import added inside a function, with no ``# lazy:`` comment: `make lint` fails and names it."""
+    assert layers.main([str(package_copy)]) == 0
+    capsys.readouterr()
+    _append(package_copy, "crdscale/units.py", "def _late():\n    import fractions\n\n    return fractions\n")
+    assert layers.main([str(package_copy)]) == 1
+    out = capsys.readouterr().out
+    assert "function-level import, no reason" in out
+    assert "crdscale.units imports fractions in a function (crdscale/units.py:" in out
+
+
+@pytest.mark.parametrize(
+    "body",
+    [
+        "    import fractions  # lazy: only for exact ratios\n",
+        "    # lazy: only for exact ratios\n    import fractions\n    import decimal\n",
+        "    # Exact ratios need them,\n    # lazy: and nothing else does.\n    import fractions\n",
+    ],
+    ids=["on its line", "above its block", "in the comment above"],
+)
+def test_a_function_level_import_with_its_reason_keeps_it(package_copy, body):
+    _append(package_copy, "crdscale/units.py", "def _late():\n" + body + "    return fractions\n")
+    assert layers.main([str(package_copy)]) == 0
+
+
+def test_a_reason_covers_its_block_only(tmp_path):
+    root = _package(
+        tmp_path,
+        {
+            "__init__.py": "",
+            "units.py": "def f():\n    # lazy: exact ratios\n    import fractions\n\n    import decimal\n",
+        },
+    )
+    found = {lazy.imported: lazy.reason for lazy in lazy_imports(root)}
+    assert found == {("fractions",): "# lazy: exact ratios", ("decimal",): None}
+
+
+def test_a_function_level_import_of_what_the_top_imports_fails_even_with_a_reason(tmp_path):
+    root = _package(
+        tmp_path,
+        {
+            "__init__.py": "",
+            "errors.py": "class E(Exception): ...\n",
+            "units.py": "from crdscale.errors import E\n\n\ndef f():\n    from crdscale.errors import E  # lazy: why not\n",
+        },
+    )
+    [(lazy, why)] = unexplained(lazy_imports(root), entries=())
+    assert (lazy.importer, lazy.line, why) == ("crdscale.units", 5, "already imported at the top of the module")
+
+
+def test_lazy_entries_give_the_reason_as_data_for_their_own_imports_only():
+    def late(importer: str, *imported: str) -> LazyImport:
+        return LazyImport(importer, imported, importer.replace(".", "/") + ".py", 3, None)
+
+    entries = (("collect.probes.clientmem$", "*", "its child"), ("rundir.reader$", "analysis", "pending"))
+    imports = [
+        late("crdscale.collect.probes.clientmem", "pandas", "..fixtures:ProbeFixtures"),
+        late("crdscale.rundir.reader", "crdscale.analysis.percrd:profile_points"),
+        late("crdscale.rundir.reader", "crdscale.cluster.local:thing"),
+        late("crdscale.collect.probes.listcost", "pandas"),
+    ]
+    bad = [(lazy.importer, lazy.imported) for lazy, _why in unexplained(imports, entries)]
+    assert bad == [
+        ("crdscale.rundir.reader", ("crdscale.cluster.local:thing",)),
+        ("crdscale.collect.probes.listcost", ("pandas",)),
     ]

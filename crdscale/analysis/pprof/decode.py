@@ -352,7 +352,7 @@ def raw_profile_message_class():
     """A ``Profile`` look-alike whose samples, mappings, locations and functions stay
     undecoded (``repeated bytes``): protobuf splits the top level in C, :mod:`.wire`
     decodes each kind of message with numpy, all messages at once."""
-    # protobuf is imported when a profile is first decoded, not with the package: the CLI's --help
+    # lazy: protobuf is imported when a profile is first decoded, not with the package: the CLI's --help
     # and the readers that never decode one do not pay for it.
     from google.protobuf import descriptor_pb2, descriptor_pool, message_factory
 

@@ -44,7 +44,7 @@ FILE_DESCRIPTOR = base64.b64decode(
 @lru_cache(maxsize=1)
 def profile_message_class():
     """The ``Profile`` message class (parse with ``cls.FromString(data)``)."""
-    # protobuf when a profile is first decoded, not with the package (see decode.raw_profile_message_class).
+    # lazy: protobuf when a profile is first decoded, not with the package (see decode.raw_profile_message_class).
     from google.protobuf import descriptor_pb2, descriptor_pool, message_factory
 
     if protobuf_backend() == "python":
@@ -61,6 +61,6 @@ def profile_message_class():
 
 def protobuf_backend() -> str:
     """Which protobuf implementation parses profiles: ``upb`` (fast, C), ``cpp`` or ``python`` (slow)."""
-    from google.protobuf.internal import api_implementation
+    from google.protobuf.internal import api_implementation  # lazy: protobuf, as above
 
     return api_implementation.Type()

@@ -80,6 +80,7 @@ def write_tables(run: RunWriter, name: str, step: int, tables: Mapping[str, Any]
 
 
 def new_run_id() -> str:
+    # lazy: ownership and its imports, not for `crdscale probe --help` nor the client-memory child
     from crdscale.ownership import new_run_id as make
 
     return make()
@@ -100,7 +101,7 @@ def run_probe(
     (:func:`.configs.from_options`); ``run_id`` labels the objects it creates
     (default: a new one); ``step`` numbers its tables.
     """
-    # Imported here, not above: the client-memory child imports this package and measures its own RSS.
+    # lazy: the client-memory child imports this package and measures its own RSS.
     from .configs import PROBES, from_options
 
     config = from_options(name, config)

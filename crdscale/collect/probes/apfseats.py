@@ -31,7 +31,7 @@ from crdscale.errors import ClusterError
 from crdscale.models import apf
 from crdscale.units import is_missing
 
-from . import ProbeResult, Section, requestcost, write_tables
+from . import ProbeResult, Section, listcost, listobjects, requestcost, write_tables
 from ._http import check, fresh_transport, timed_get
 from .configs import STATS_WAIT_S, ApfConfig
 from .fixtures import ProbeFixtures, probe_labels
@@ -393,8 +393,6 @@ def run(cluster, config: ApfConfig, writer, *, step: int = 0, run_id: str) -> Pr
     """The APF probe as one step: the LIST probe's requests (same objects and kinds), both estimators on
     them, and with ``config.observe`` the seats the server observed and its priority levels' limits.
     Writes ``seats`` (main), ``lists`` and ``levels`` into ``writer``."""
-    from . import listcost, listobjects
-
     config.validate()
     with ProbeFixtures(cluster, run_id, keep=config.keep) as fixtures:
         populated = listobjects.populate(fixtures, config)

@@ -30,6 +30,7 @@ import re
 import typing
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from crdscale.errors import UsageError
@@ -294,7 +295,7 @@ DISCOVERY_LIMITS = ("legacy", "kubectl-1.24", "disabled")
 
 def validate_limits(names: Iterable[str]) -> list[tokenbucket.RateLimit]:
     """The rate limits ``names`` (presets or ``BURST,QPS``) name; a :class:`UsageError` for one that is neither."""
-    from crdscale.models import tokenbucket  # numpy and pandas: not for --help
+    from crdscale.models import tokenbucket  # lazy: numpy and pandas, not for --help
 
     try:
         return [tokenbucket.parse_rate_limit(n) for n in names]
@@ -314,7 +315,7 @@ KUBECTL_DISCOVERY = (
 
 def kubectl_limit(version: str) -> tokenbucket.RateLimit | None:
     """The discovery rate limit of kubectl ``version`` (``v1.23.3``), ``None`` for aggregated discovery."""
-    from crdscale.models import tokenbucket  # numpy and pandas: not for --help
+    from crdscale.models import tokenbucket  # lazy: numpy and pandas, not for --help
 
     m = re.match(r"v?(\d+)\.(\d+)\.(\d+)", version)
     if not m:
@@ -372,7 +373,7 @@ class DiscoveryConfig(ProbeConfig):
         """The limits to measure: the given ones, else the defaults of the mode."""
         if self.limits:
             return self.limits
-        from crdscale.models.tokenbucket import SWEEP_PRESETS
+        from crdscale.models.tokenbucket import SWEEP_PRESETS  # lazy: numpy and pandas, not for --help
 
         return tuple(SWEEP_PRESETS) if self.sweep else DISCOVERY_LIMITS
 
@@ -467,8 +468,6 @@ class ClientMemConfig(ProbeConfig):
             except re.error as err:
                 raise UsageError(f"--crd-match {self.crd_match!r}: {err}") from err
         if self.crds_from:
-            from pathlib import Path
-
             if not Path(self.crds_from).exists():
                 raise UsageError(f"--crds-from {self.crds_from}: no such file or directory")
 

@@ -35,11 +35,14 @@ from pathlib import Path
 
 import pandas as pd
 
+from crdscale.cluster import binaries, goclient
 from crdscale.errors import BinaryError, ClusterError
 from crdscale.models import tokenbucket
 
+from . import ProbeResult, Section, write_tables
 from ._http import fresh_transport, timed_get
 from .configs import kubectl_limit, validate_limits
+from .fixtures import ProbeFixtures, sweep_crds
 from .requests import (
     AGGREGATED_DISCOVERY_ACCEPT,
     LEGACY_DISCOVERY_ACCEPT,
@@ -248,8 +251,6 @@ def client_go_discovery(
     Returns a :class:`LegacyDiscovery` (seconds, bytes); raises :class:`BinaryError`
     when crdscale-client cannot be built.
     """
-    from crdscale.cluster import goclient
-
     args, env = goclient.connection(cluster.kubeconfig, cluster.context)
     args += [
         f"--burst={limit.burst}",
@@ -270,8 +271,6 @@ def client_go_discovery(
 
 def _discoverer() -> Callable:
     """client-go's discovery (crdscale-client), or the Python imitation with a warning when it cannot be built."""
-    from crdscale.cluster import goclient
-
     try:
         goclient.binary()
     except BinaryError as err:
@@ -379,8 +378,6 @@ def kubectl_discovery(
     if not binary:
         return {"mode": "kubectl", "available": False, "note": f"kubectl part skipped: {detail}"}
     with tempfile.TemporaryDirectory(prefix="crdscale-kubectl-cache-") as cache_dir:
-        from crdscale.cluster import goclient
-
         args, env = goclient.connection(kubeconfig, context)
         argv = [binary, *args, f"--cache-dir={cache_dir}", "-v=6", *verb]
         start = time.monotonic()
@@ -416,8 +413,6 @@ def kubectl_rows(
     ``requests`` (GETs in the ``-v=6`` log), ``wall_s``, ``errors``, and the model's
     ``predicted_delay_s`` for that kubectl's limiter (0 for aggregated discovery).
     """
-    from crdscale.cluster import binaries
-
     rows = []
     for version in versions:
         kubectl = binaries.kubectl(version)
@@ -518,8 +513,6 @@ def sweep(
 
     Returns ``{"sweep": one row per (group_versions, limit, repeat), "requests": per-request rows}``.
     """
-    from .fixtures import ProbeFixtures
-
     discover = _discoverer()
     kubectl_versions = list(kubectl_versions)
     limits = list(limits)
@@ -552,8 +545,6 @@ def sweep(
 def _grow_to(cluster, fixtures, target: int, created: int) -> int:
     """Add CRDs in new groups until the server has ``target`` group-versions (none when it has
     as many or more); returns how many CRDs the sweep has created so far."""
-    from .fixtures import sweep_crds
-
     current = count_group_versions(cluster)
     if current > target:
         log.info(f"server already has {current} group-versions > {target}; measuring at {current}")
@@ -694,8 +685,6 @@ def run(cluster, config, writer, *, step: int = 0, run_id: str):
     """The discovery probe as one step (``config``: :class:`.configs.DiscoveryConfig`); with ``config.sweep``
     the sweep, checked against the token-bucket model within ``config.tolerance`` (exit code 1 beyond it).
     kubectl runs with the cluster's own kubeconfig and context."""
-    from . import ProbeResult, Section, write_tables
-
     config.validate()
     limits = validate_limits(config.limit_names())
     if not config.sweep:

@@ -15,6 +15,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 
 from crdscale.cluster.listing import METADATA_ONLY_ACCEPT
+from crdscale.cluster.local import instance_serving
 from crdscale.errors import ClusterError
 from crdscale.ownership import owned_selector, ownership_labels
 
@@ -415,7 +416,5 @@ class ProbeFixtures:
 
 def _runs_namespace_controller(server: str) -> bool:
     """Whether ``server`` is a local instance that runs kube-controller-manager (by default it does)."""
-    from crdscale.cluster.local import instance_serving
-
     plane = instance_serving(server)
     return plane is not None and plane.runs_controller_manager

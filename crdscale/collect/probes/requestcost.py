@@ -12,6 +12,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 
 from crdscale.collect.promtext import Samples, samples_by_name
+from crdscale.errors import ClusterError
 
 
 def total(samples: Samples, name: str, **match: str) -> float:
@@ -326,8 +327,6 @@ def histogram_delta_by(before: Samples, after: Samples, name: str, label: str) -
 
 def scrape(cluster, *, names: Iterable[str] | None = None, timeout: float = 60.0) -> Samples:
     """GET ``/metrics`` and parse it: only metrics whose names start with one of ``names``, when given."""
-    from crdscale.errors import ClusterError
-
     resp = cluster.get("/metrics", timeout=timeout)
     if resp.status_code != 200:
         raise ClusterError(f"GET /metrics -> HTTP {resp.status_code}; the probe needs permission to read /metrics")

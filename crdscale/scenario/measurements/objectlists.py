@@ -6,6 +6,7 @@ Written as ``probes/objects-lists-stepNN.parquet`` (:data:`crdscale.rundir.layou
 
 from __future__ import annotations
 
+from crdscale.collect.probes.listcost import measure_targets
 from crdscale.rundir import layout
 from crdscale.scenario.measurements.base import STEPS_END, Mark, Measurement, RunContext
 
@@ -28,7 +29,6 @@ class ObjectLists(Measurement):
     def at(self, ctx: RunContext, mark: Mark) -> None:
         if mark.kind != STEPS_END or ctx.objects is None:
             return
-        from crdscale.collect.probes.listcost import measure_targets
 
         targets, writer = ctx.objects
         step = mark.step

@@ -9,6 +9,7 @@ per CRD is this phase's growth, and each step's increment is its profile minus t
 from __future__ import annotations
 
 from crdscale.cluster.clients import ApiError
+from crdscale.collect.openapi import fetch_openapi_v2
 from crdscale.rundir.layout import OPENAPI_V2_PHASE  # the profile phase taken after a GET of /openapi/v2
 from crdscale.scenario.measurements.base import PROFILE, STEP_END, Mark, Measurement, RunContext
 
@@ -27,7 +28,6 @@ class OpenApiV2Phase(Measurement):
     def at(self, ctx: RunContext, mark: Mark) -> None:
         if mark.kind != STEP_END or mark.grow != "crds":
             return
-        from crdscale.collect.openapi import fetch_openapi_v2
 
         step, crds = mark.step, mark.crds
         try:

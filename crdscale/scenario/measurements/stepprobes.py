@@ -3,6 +3,7 @@ the same entry point as `crdscale probe NAME`; ``probes.options`` is read into e
 
 from __future__ import annotations
 
+from crdscale.collect.probes import run_probe
 from crdscale.scenario.measurements.base import STEP_END, Mark, Measurement, RunContext
 
 
@@ -21,7 +22,6 @@ class StepProbes(Measurement):
     def at(self, ctx: RunContext, mark: Mark) -> None:
         if mark.kind != STEP_END or mark.step == 0:
             return
-        from crdscale.collect.probes import run_probe
 
         for name in self.names:
             ctx.events.emit("probe.start", probe=name, step=mark.step)
