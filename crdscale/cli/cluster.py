@@ -145,7 +145,7 @@ def check_results_url(url: str, scheme: str) -> None:
 
 
 def check_submission(args: argparse.Namespace, *, resume: bool) -> None:
-    # lazy: would add 8 modules to --help
+    # lazy: would bring yaml (scenario.fanout) into --help
     from crdscale.results.store import scheme_of
     from crdscale.scenario.fanout import check_namespace
 
@@ -163,14 +163,14 @@ def check_submission(args: argparse.Namespace, *, resume: bool) -> None:
     if args.namespace:
         check_namespace(args.namespace)
     if args.results_secret:
-        # lazy: would add 8 modules to --help
+        # lazy: would bring yaml (scenario.fanout) into --help
         from crdscale.scenario.fanout import check_secret_name
 
         check_secret_name(args.results_secret)
     if args.parallelism is not None and args.parallelism < 1:
         raise UsageError(f"--parallelism {args.parallelism}: at least 1")
     if args.cpus is not None:
-        # lazy: would add 8 modules to --help
+        # lazy: would bring yaml (scenario.fanout) into --help
         from crdscale.scenario.fanout import check_cpus
 
         check_cpus(args.cpus)
@@ -196,7 +196,7 @@ def _memory(args: argparse.Namespace) -> int | None:
 
 def _resources(args: argparse.Namespace, peaks: dict[str, float], cpus: int):
     """The pods' resources: the prediction (:func:`fanout.pod_resources`), or --memory as given."""
-    # lazy: would add 8 modules to --help
+    # lazy: would bring yaml (scenario.fanout) into --help
     from crdscale.scenario import fanout
 
     resources = fanout.pod_resources([p.value for p in peaks.values()], cpus)
@@ -213,7 +213,7 @@ def _peak_line(peaks) -> str:
 
 
 def _plan(experiment_id, run_id, manifest, cells, resources, args, *, attempt=0, table=None):
-    # lazy: would add 8 modules to --help
+    # lazy: would bring yaml (scenario.fanout) into --help
     from crdscale.scenario.fanout import JobPlan
 
     table = table or {}
@@ -262,7 +262,7 @@ def _user_kubeconfig(explicit: str | None):
 
 
 def print_manifests(plan, command: str = "run") -> None:
-    # lazy: would add 8 modules to --help
+    # lazy: would bring yaml (scenario.fanout) into --help
     from crdscale.scenario import fanout
 
     plan = copy.copy(plan)
