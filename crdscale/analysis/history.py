@@ -25,6 +25,7 @@ import pandas as pd
 
 from crdscale.analysis.compare import compare_runs
 from crdscale.analysis.intervals import replicate_mean, t_quantile
+from crdscale.analysis.percrd import fit_series_per_crd
 
 CUSTOM_RESOURCES = "customresources"  # crdscale.crds.objects.CUSTOM_RESOURCES: the kind of a run's custom resources
 
@@ -211,8 +212,6 @@ def release_table(comparison, versions: Mapping[str, str], *, confidence: float 
         rows += [(APISERVER, HEAP_PER_CR, *r) for r in pooled]
     points = comparison.series_points
     if points is not None and len(points):
-        from crdscale.analysis.percrd import fit_series_per_crd
-
         fits = []
         for label, group in _first_at_each_count(points).groupby("run", sort=False):
             fit = fit_series_per_crd(group, confidence)

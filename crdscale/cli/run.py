@@ -3,6 +3,8 @@ from __future__ import annotations
 import argparse
 import logging
 import os
+import tempfile
+from pathlib import Path
 
 from crdscale.cli import cluster
 from crdscale.cli.common import (
@@ -259,11 +261,6 @@ def _check(scenario, cells=None):
 def _check_out(out: str) -> None:
     """``--out``: a run directory can be made there (tried with a temporary folder, removed at once),
     so ``/proc/nope`` fails the check, not the run once it has started."""
-    import tempfile
-    from pathlib import Path
-
-    from crdscale.errors import UsageError
-
     existing = Path(out).expanduser().absolute()
     while not existing.exists() and existing.parent != existing:
         existing = existing.parent
