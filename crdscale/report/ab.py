@@ -27,7 +27,22 @@ import pandas as pd
 
 from crdscale.analysis.targets import TOTAL
 from crdscale.errors import UsageError
-from crdscale.scenario.ab import AB, SIDES
+from crdscale.fsutil import check_output_dir, write_atomic
+from crdscale.report import plots
+from crdscale.report.compare import comparison_content
+from crdscale.report.diffflame import (
+    diff_icicle_figure,
+    diff_icicle_nodes,
+    frame_differences,
+    mean_growth_stacks,
+    run_growth_stacks,
+    write_diff_flame_html,
+)
+from crdscale.report.figures import FigureSpec, new_figure
+from crdscale.report.render import CELL_TIMEOUT_S, default_notebooks_dir, write_report
+from crdscale.report.verdict import build_verdict
+from crdscale.rundir import read_run
+from crdscale.scenario.ab import AB, SIDES, precision
 
 log = logging.getLogger(__name__)
 
@@ -36,9 +51,6 @@ AB_NOTEBOOK = "ab"
 
 def side_growth(ab: AB, side: str) -> pd.Series:
     """The mean heap growth per CRD by folded stack over one side's completed runs (in complete pairs)."""
-    from crdscale.report.diffflame import mean_growth_stacks, run_growth_stacks
-    from crdscale.rundir import read_run
-
     runs = [r for r in ab.completed() if r.side == side and r.pair in ab.paired()]
     if not runs:
         raise ValueError(f"{ab.path}: no completed {side} run in a complete pair")
@@ -47,16 +59,12 @@ def side_growth(ab: AB, side: str) -> pd.Series:
 
 def flame_nodes(ab: AB) -> pd.DataFrame:
     """The differential flame graph's nodes (:func:`crdscale.report.diffflame.diff_icicle_nodes`) of the A/B."""
-    from crdscale.report.diffflame import diff_icicle_nodes
-
     return diff_icicle_nodes(side_growth(ab, "base"), side_growth(ab, "changed"))
 
 
 def flame_figure(ab: AB, nodes: pd.DataFrame | None = None, *, colour: str = "growth"):
     """The A/B's differential flame graph: changed minus base, heap growth per CRD, each side's mean;
     coloured by ``colour`` (growth or cause) first."""
-    from crdscale.report.diffflame import diff_icicle_figure
-
     nodes = flame_nodes(ab) if nodes is None else nodes
     return diff_icicle_figure(
         nodes, title=f"{ab.change.name}: heap growth per CRD, changed minus base (mean of the pairs)", colour=colour
@@ -66,8 +74,6 @@ def flame_figure(ab: AB, nodes: pd.DataFrame | None = None, *, colour: str = "gr
 def frames_changed(ab: AB) -> pd.DataFrame:
     """Bytes per CRD by function, each side's mean over its runs, largest ``|difference|`` first
     (:func:`crdscale.report.diffflame.frame_differences`)."""
-    from crdscale.report.diffflame import frame_differences
-
     return frame_differences(side_growth(ab, "base"), side_growth(ab, "changed"))
 
 
@@ -115,9 +121,6 @@ def change_provenance(comparison) -> dict:
 
 def ab_verdict(ab: AB, comparison=None):
     """The A/B's :class:`~crdscale.report.verdict.Verdict` (its comparison computed when not given)."""
-    from crdscale.report.verdict import build_verdict
-    from crdscale.scenario.ab import precision
-
     comparison = ab.comparison() if comparison is None else comparison
     reached = precision(comparison)
     changes = {"change": ab.change.describe(), **change_provenance(comparison)}
@@ -126,15 +129,11 @@ def ab_verdict(ab: AB, comparison=None):
 
 def write_verdict_files(ab: AB):
     """``verdict.md``, ``verdict.json`` and ``flame.html`` of an A/B directory; returns the verdict."""
-    from crdscale.fsutil import write_atomic
-
     comparison = ab.comparison()
     verdict = ab_verdict(ab, comparison)
     write_atomic(ab.path / "verdict.md", verdict.markdown())
     write_atomic(ab.path / "verdict.json", json.dumps(verdict.to_json(), indent=2, default=str) + "\n")
     try:
-        from crdscale.report.diffflame import write_diff_flame_html
-
         write_diff_flame_html(flame_figure(ab), ab.path / "flame.html")
     except (ImportError, ValueError) as err:  # plotly missing (report extra), or a run without two profiles
         log.warning(f"no flame.html: {err}")
@@ -155,9 +154,6 @@ def render_ab_report(
 ):
     """Findings, figures and HTML of an A/B directory (see the module docstring); out defaults to
     ``AB_DIR/report``. Returns a :class:`crdscale.report.render.ReportResult`."""
-    from crdscale.fsutil import check_output_dir
-    from crdscale.report.render import CELL_TIMEOUT_S, write_report
-
     ab = AB.open(Path(ab_dir).resolve())
     notebook = ab_notebook(notebooks_dir)
     # Computed before the kernel starts and anything is written: an A/B without a complete pair is said
@@ -174,8 +170,6 @@ def render_ab_report(
 
 def ab_notebook(notebooks_dir: str | Path | None = None) -> Path:
     """``notebooks/ab.py`` (of ``notebooks_dir``); UsageError when it is not there."""
-    from crdscale.report.render import default_notebooks_dir
-
     notebooks_dir = (Path(notebooks_dir) if notebooks_dir else default_notebooks_dir()).resolve()
     notebook = notebooks_dir / f"{AB_NOTEBOOK}.py"
     if not notebook.is_file():
@@ -186,11 +180,7 @@ def ab_notebook(notebooks_dir: str | Path | None = None) -> Path:
 def ab_report_content(ab: AB, comparison):
     """What an A/B's report says besides its notebook: the verdict first, the comparison's findings and
     figures (:func:`crdscale.report.compare.comparison_content`) and the pairs' differences."""
-    import nbformat
-
-    from crdscale.report import plots
-    from crdscale.report.compare import comparison_content
-    from crdscale.report.figures import FigureSpec, new_figure
+    import nbformat  # lazy: the optional report extra
 
     content = comparison_content(comparison)
     verdict = ab_verdict(ab, comparison)
