@@ -73,14 +73,7 @@ FORBIDDEN: tuple[tuple[str, str, str], ...] = (
 # failed on, until that work lands. An entry that matches nothing any more is reported as one to
 # delete. (importer, imported: a module or package as in LAYERS, or ``name$`` for that module alone;
 # who and why)
-PENDING: tuple[tuple[str, str, str], ...] = (
-    ("collect.probes", "analysis.probes", "h-probes (issue 30, item 5): probes format their tables with analysis'"),
-    # The probes' cycles: probes/__init__ -> configs -> discovery (and listcost) -> probes/__init__,
-    # configs <-> listcost. ``$``: that module itself, not the package's modules.
-    ("collect.probes.discovery$", "collect.probes$", "h-probes (issue 30, item 4): the probes' cycle"),
-    ("collect.probes.listcost$", "collect.probes$", "h-probes (issue 30, item 4): the probes' cycle"),
-    ("collect.probes.listcost$", "collect.probes.configs$", "h-probes (issue 30, items 4-5): listcost's split"),
-)
+PENDING: tuple[tuple[str, str, str], ...] = ()
 
 
 @dataclass(frozen=True)

@@ -27,8 +27,9 @@ run_dir = "runs/latest-probe-list"
 # %%
 import matplotlib.pyplot as plt
 
-from crdscale.analysis.probes import cache_vs_etcd, list_findings
+from crdscale.analysis.probes import list_findings
 from crdscale.collect.probes.listcost import LIST_COLUMNS
+from crdscale.models.probecosts import cache_vs_etcd
 from crdscale.rundir import read_run
 
 run = read_run(run_dir)

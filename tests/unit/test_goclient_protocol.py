@@ -7,9 +7,9 @@ import math
 import pandas as pd
 import pytest
 
-from crdscale.analysis import probes as probes_analysis
 from crdscale.cluster import binaries, goclient
 from crdscale.collect.probes import clientmem, discovery
+from crdscale.models import probecosts
 from crdscale.models.tokenbucket import PRESETS, RateLimit
 
 
@@ -198,7 +198,7 @@ def _runs(cache="custom-resources", heaps=None, watch_list=(False, True)):
 
 
 def test_clientmem_costs_per_object_per_crd_and_against_the_full_cache():
-    table = probes_analysis.clientmem_costs(_runs())
+    table = probecosts.clientmem_costs(_runs())
     by = table.set_index(["mode", "watch_list"])
     assert by.loc[("full", False), "heap_per_object_bytes"] == 6000
     assert by.loc[("metadata", True), "ratio_to_full"] == pytest.approx(1 / 3)
@@ -210,13 +210,13 @@ def test_clientmem_costs_per_object_per_crd_and_against_the_full_cache():
 
 
 def test_clientmem_costs_of_a_crd_cache_are_per_crd_and_of_secrets_per_no_crd():
-    crds = probes_analysis.clientmem_costs(_runs("crds", {"full": 90_000, "transform": 9_000}, (False,)))
+    crds = probecosts.clientmem_costs(_runs("crds", {"full": 90_000, "transform": 9_000}, (False,)))
     assert list(crds["heap_per_crd_bytes"]) == [90_000, 9_000]
     assert list(crds["ratio_to_full"]) == pytest.approx([1.0, 0.1])
-    secrets = probes_analysis.clientmem_costs(_runs("secrets", {"full": 10, "metadata": 1}, (True,)))
+    secrets = probecosts.clientmem_costs(_runs("secrets", {"full": 10, "metadata": 1}, (True,)))
     assert secrets["heap_per_crd_bytes"].isna().all()
 
 
 def test_clientmem_costs_without_a_full_run_has_no_ratio():
-    table = probes_analysis.clientmem_costs(_runs(heaps={"metadata": 2000}))
+    table = probecosts.clientmem_costs(_runs(heaps={"metadata": 2000}))
     assert table["ratio_to_full"].isna().all() and (table["heap_per_object_bytes"] == 2000).all()

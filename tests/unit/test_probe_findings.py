@@ -5,7 +5,8 @@ from __future__ import annotations
 import pandas as pd
 import pytest
 
-from crdscale.analysis.probes import apf_findings, cache_vs_etcd, discovery_findings, list_findings
+from crdscale.analysis.probes import apf_findings, discovery_findings, list_findings
+from crdscale.models.probecosts import cache_vs_etcd
 
 
 def test_discovery_findings_verdicts():

@@ -3,7 +3,7 @@
 import pandas as pd
 import pytest
 
-from crdscale.analysis.probes import shape_findings
+from crdscale.models.probecosts import shape_findings
 
 
 def _row(shape, objects, level, heap_growth, *, kind="rv0", requests=10, response_bytes=40_000_000, cpu_s=1.0):

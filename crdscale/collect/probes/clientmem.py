@@ -254,15 +254,15 @@ def probe(cluster, *, run_id: str, config: ClientMemConfig | None = None) -> pan
     """Create what ``config`` caches, measure a client-go cache of it per mode and WatchList setting,
     clean up (unless ``config.keep``).
 
-    Returns :func:`crdscale.analysis.probes.clientmem_costs` of the runs' rows (see :func:`measure_cache`)
+    Returns :func:`crdscale.models.probecosts.clientmem_costs` of the runs' rows (see :func:`measure_cache`)
     with ``client`` = ``client-go``, ``cache``, ``objects``, ``object_bytes`` and ``json_bytes``
     (one full JSON LIST of the cached objects). Without crdscale-client (no Go), Secrets are measured
     by the Python stand-in (:func:`measure`, ``client`` = ``python``) with a warning; other caches fail.
     """
     import pandas as pd
 
-    from crdscale.analysis.probes import clientmem_costs
     from crdscale.errors import BinaryError
+    from crdscale.models.probecosts import clientmem_costs
 
     from .configs import ClientMemConfig, ListObjects
     from .fixtures import CRD_PATH, ProbeFixtures

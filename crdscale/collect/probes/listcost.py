@@ -26,6 +26,7 @@ import pandas as pd
 from crdscale.cluster.apiservers import DEFAULT_APISERVER, ApiServer, apiservers
 from crdscale.cluster.listing import ListTarget
 from crdscale.errors import UsageError
+from crdscale.models.probecosts import cache_vs_etcd
 from crdscale.proc import rss_bytes, thread_cpu_seconds
 from crdscale.units import is_missing
 
@@ -401,15 +402,13 @@ LOAD_COLUMNS = (
 def run(cluster, config: ListProbeConfig, writer, *, step: int = 0, run_id: str) -> ProbeResult:
     """The LIST probe (or, with ``config.load_shapes``, the shape experiment) as one step: measures,
     writes its tables into ``writer`` and returns them with the etcd/cache comparison derived from them."""
-    from crdscale.analysis.probes import cache_vs_etcd
-
     if config.load_shapes:
         return run_shapes(cluster, config, writer, step=step, run_id=run_id)
     tables = probe(cluster, run_id=run_id, config=config)
     write_tables(writer, "list", step, tables, main="lists")
     lists = tables["lists"]
     note = tables["apiservers"]["note"].iloc[0]
-    # Derived from the rows (crdscale.analysis.probes.cache_vs_etcd), so not stored in the run directory.
+    # Derived from the rows (crdscale.models.probecosts.cache_vs_etcd), so not stored in the run directory.
     comparison = cache_vs_etcd(lists)
     paired = comparison[comparison["same_response"]]
     default = lists[lists["apiserver"] == DEFAULT_APISERVER]

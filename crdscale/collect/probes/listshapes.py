@@ -17,6 +17,7 @@ import pandas as pd
 from crdscale.cluster.apiservers import apiservers
 from crdscale.cluster.listing import ListTarget
 from crdscale.errors import UsageError
+from crdscale.models.probecosts import SHAPE_FINDING_COLUMNS, shape_findings
 
 from . import ProbeResult, Section
 from ._http import is_loopback
@@ -126,8 +127,6 @@ SHAPE_COLUMNS = (
 def run_shapes(cluster, config: ListProbeConfig, writer, *, step: int, run_id: str) -> ProbeResult:
     """The LIST probe with ``config.load_shapes``: runs :func:`shape_load`, writes its table
     (``list-shapes``) into ``writer`` and returns it with the findings derived from it."""
-    from crdscale.analysis.probes import SHAPE_FINDING_COLUMNS, shape_findings
-
     load = shape_load(
         cluster,
         run_id=run_id,
@@ -140,7 +139,7 @@ def run_shapes(cluster, config: ListProbeConfig, writer, *, step: int, run_id: s
         keep=config.keep,
     )
     writer.write_probe_table("list", step, load, "shapes")
-    # Derived from the rows (crdscale.analysis.probes.shape_findings), so not stored in the run directory.
+    # Derived from the rows (crdscale.models.probecosts.shape_findings), so not stored in the run directory.
     findings = shape_findings(load)
     units = {"latency_p50_s": "ms", "latency_p99_s": "ms", "cpu_s": "s", "bytes": "MiB"}
     units |= {c: "MiB" for c in SHAPE_COLUMNS if c.startswith(("heap_", "rss_"))}
