@@ -23,8 +23,8 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from crdscale.analysis.targets import TOTAL
-from crdscale.crds.load import cluster_crds, load_crds, objects_in_text, require_crds
-from crdscale.errors import CRDError, UsageError
+from crdscale.crds.load import cluster_crds, load_crds, read_objects_file, require_crds
+from crdscale.errors import UsageError
 from crdscale.footprint.features import add_features, crd_features
 from crdscale.footprint.model import (
     PREDICTED_TOTAL,
@@ -228,14 +228,7 @@ def read_sample(path: str | Path, check_size=None) -> tuple[dict[str, float], st
     """The mean features of the custom resources in ``path`` (documents, or a kubectl List's items), read by
     the loader CRD files go through, and a label naming them; ``check_size(bytes, what)`` refuses an object
     the API server could not store (over etcd's 1.5 MiB request limit)."""
-    try:
-        data = Path(path).read_bytes()
-    except OSError as err:
-        raise UsageError(f"--object-sample {path}: {err.strerror}") from None
-    try:
-        objects = objects_in_text(Path(path), data)
-    except CRDError as err:
-        raise UsageError(f"--object-sample {path}: not YAML or JSON objects ({err})") from None
+    objects = read_objects_file(path, f"--object-sample {path}")
     kinds = {o.get("kind") for o in objects}
     if not objects or not all(o.get("apiVersion") and o.get("kind") for o in objects):
         raise UsageError(f"--object-sample {path}: no Kubernetes objects (each needs apiVersion and kind)")
