@@ -314,22 +314,13 @@ def _peaks(ab, runs: list[str]) -> dict:
 
 
 def _follow(client, ab, args: argparse.Namespace, until: float | None) -> int:
+    from crdscale.cli.cluster import follow_job
     from crdscale.errors import CrdscaleError
     from crdscale.scenario import clusterjob
 
-    hint = (
-        f"follow it with: crdscale status {ab.path}; stop it with: crdscale down {ab.path}; "
-        f"when done, gather the runs and write the verdict with: crdscale ab --resume {ab.path}"
-    )
-    if args.detach:
-        log.info(f"submitted; {hint}")
-        print(ab.path)
-        return 0
-    try:
-        states = clusterjob.follow(client, ab)
-    except KeyboardInterrupt:
-        log.info(f"stopped following; the Job goes on. {hint}")
-        print(ab.path)
+    when_done = f"when done, gather the runs and write the verdict with: crdscale ab --resume {ab.path}"
+    states = follow_job(client, ab, args, when_done)
+    if states is None:
         return 0
     failed = [c for c, st in clusterjob.cell_states(states).items() if st.state != clusterjob.SUCCEEDED]
     ab.gather(args.results)

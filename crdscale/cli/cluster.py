@@ -412,23 +412,32 @@ def _create(cluster, experiment, plan) -> None:
     clusterjob.record_job(experiment, plan)
 
 
-def _follow_or_detach(cluster, experiment, args) -> int:
-    # lazy: would bring pandas, numpy, pyarrow, requests, yaml into --help
-    from crdscale.scenario import clusterjob
+def follow_job(cluster, experiment, args, when_done: str):
+    """Follow a submitted Job (an experiment's or an A/B's) to its end and return its index states; None, with
+    the directory printed and how to go on logged, when ``--detach`` asked not to follow or Ctrl-C stopped
+    following (the Job goes on). ``when_done``: what takes the results once the Job is done ("when done: ...")."""
+    from crdscale.scenario import clusterjob  # lazy: would bring pandas, numpy, pyarrow, requests, yaml into --help
 
     hint = (
-        f"follow it with: crdscale status {experiment.path}; stop it with: crdscale down {experiment.path}; "
-        f"when done: crdscale report {experiment.path}"
+        f"follow it with: crdscale status {experiment.path}; stop it with: crdscale down {experiment.path}; {when_done}"
     )
     if args.detach:
         log.info(f"submitted; {hint}")
         print(experiment.path)
-        return 0
+        return None
     try:
-        states = clusterjob.follow(cluster, experiment)
+        return clusterjob.follow(cluster, experiment)
     except KeyboardInterrupt:
         log.info(f"stopped following; the Job goes on. {hint}")
         print(experiment.path)
+        return None
+
+
+def _follow_or_detach(cluster, experiment, args) -> int:
+    from crdscale.scenario import clusterjob  # lazy: would bring pandas, numpy, pyarrow, requests, yaml into --help
+
+    states = follow_job(cluster, experiment, args, f"when done: crdscale report {experiment.path}")
+    if states is None:
         return 0
     cells = clusterjob.cell_states(states)
     failed = [c for c, st in cells.items() if st.state != clusterjob.SUCCEEDED]

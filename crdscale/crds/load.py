@@ -45,7 +45,7 @@ from crdscale.crds import forkpool
 from crdscale.crds.summary import CrdSetSummary, summarize
 from crdscale.crds.validate import rejection
 from crdscale.crds.yamlstream import load_all
-from crdscale.errors import CRDError
+from crdscale.errors import CRDError, UsageError
 from crdscale.schema import json_bytes
 from crdscale.units import fmt_bytes
 
@@ -357,6 +357,20 @@ def objects_in_text(label: Path, data: bytes) -> list[dict[str, Any]]:
     refused) with kubectl ``List`` documents opened into their items (:func:`_objects`): what
     ``footprint --object-sample`` reads. Raises :class:`CRDError` naming file and document."""
     return [obj for index, document in _documents(label, data) for obj in _objects(document, CrdSource(label, index))]
+
+
+def read_objects_file(path: str | Path, where: str) -> list[dict[str, Any]]:
+    """Every object of the YAML/JSON file ``path`` (:func:`objects_in_text`), for an option that names a file of
+    objects (``where``, e.g. ``--object-sample FILE``): a file that cannot be read or parsed is a one-line
+    :class:`UsageError` starting with ``where``."""
+    try:
+        data = Path(path).read_bytes()
+    except OSError as err:
+        raise UsageError(f"{where}: {err.strerror}") from None
+    try:
+        return objects_in_text(Path(path), data)
+    except CRDError as err:
+        raise UsageError(f"{where}: not YAML or JSON objects ({err})") from None
 
 
 def _yaml_error(err: yaml.YAMLError) -> str:

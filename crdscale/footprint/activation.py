@@ -24,8 +24,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from crdscale.analysis.targets import TOTAL
-from crdscale.crds.load import objects_in_text
-from crdscale.errors import CRDError, UsageError
+from crdscale.crds.load import read_objects_file
+from crdscale.errors import UsageError
 from crdscale.footprint.model import RSS, RSS_PEAK, predict_difference
 from crdscale.footprint.prediction import (
     MINOR_SHARE,
@@ -136,14 +136,7 @@ def read_policy(path: str | Path) -> list[Pattern]:
     kubectl List's items; other kinds are ignored), each compiled; UsageError (one line) for a file that
     cannot be read, holds no policy, or a policy without a non-empty ``spec.activate`` list of strings."""
     where = f"--activate-policy {path}"
-    try:
-        data = Path(path).read_bytes()
-    except OSError as err:
-        raise UsageError(f"{where}: {err.strerror}") from None
-    try:
-        objects = objects_in_text(Path(path), data)
-    except CRDError as err:
-        raise UsageError(f"{where}: not YAML or JSON objects ({err})") from None
+    objects = read_objects_file(path, where)
     policies = [o for o in objects if o.get("kind") == POLICY_KIND]
     if not policies:
         kinds = sorted({str(o.get("kind")) for o in objects}) or ["nothing"]

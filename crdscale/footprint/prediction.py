@@ -23,8 +23,8 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from crdscale.analysis.targets import TOTAL
-from crdscale.crds.load import cluster_crds, load_crds, objects_in_text, require_crds
-from crdscale.errors import CRDError, UsageError
+from crdscale.crds.load import cluster_crds, load_crds, read_objects_file, require_crds
+from crdscale.errors import UsageError
 from crdscale.footprint.features import add_features, crd_features
 from crdscale.footprint.model import (
     PREDICTED_TOTAL,
@@ -199,30 +199,46 @@ def object_spec(
     if sample and (shape or size):
         raise UsageError("--object-sample describes the objects itself; give it or --object-shape/--object-bytes")
     size = parse_size("--object-bytes", size) if size else DEFAULT_OBJECT_BYTES
-    if sample:
-        return ObjectSpec(count, "sample", 0, *read_sample(sample))
     from crdscale.crds.objects import check_size  # lazy: with the generator, ~60 ms a prediction without objects saves
 
-    check_size(size, "--object-bytes")
-    return ObjectSpec(count, shape or "schema", size)
+    if sample:
+        spec = ObjectSpec(count, "sample", 0, *read_sample(sample, check_size))
+    else:
+        spec = ObjectSpec(count, shape or "schema", check_size(size, "--object-bytes"))
+    _check_storable(count, spec.sample["bytes"] if spec.sample is not None else spec.size)
+    return spec
 
 
-def read_sample(path: str | Path) -> tuple[dict[str, float], str]:
+# etcd's largest database: --quota-backend-bytes defaults to 2 GiB and "8 GiB is a suggested maximum size for
+# normal environments" (etcd.io/docs/v3.6/dev-guide/limit/). One CRD's objects beyond it cannot be stored.
+ETCD_MAX_DATABASE_BYTES = 8 * 1024**3
+
+
+def _check_storable(count: int, object_bytes: float) -> None:
+    """Refuse ``count`` objects of ``object_bytes`` each when one CRD's objects alone could not fit in etcd:
+    a prediction for objects no cluster can hold is not a number to give."""
+    if count * max(object_bytes, 1) > ETCD_MAX_DATABASE_BYTES:
+        raise UsageError(
+            f"--objects {count:,} of ~{int(max(object_bytes, 1)):,} JSON bytes each is more than etcd's 8 GiB "
+            "suggested maximum database (--quota-backend-bytes) for one CRD's objects alone: no cluster stores that"
+        )
+
+
+def read_sample(path: str | Path, check_size=None) -> tuple[dict[str, float], str]:
     """The mean features of the custom resources in ``path`` (documents, or a kubectl List's items), read by
-    the loader CRD files go through, and a label naming them."""
-    try:
-        data = Path(path).read_bytes()
-    except OSError as err:
-        raise UsageError(f"--object-sample {path}: {err.strerror}") from None
-    try:
-        objects = objects_in_text(Path(path), data)
-    except CRDError as err:
-        raise UsageError(f"--object-sample {path}: not YAML or JSON objects ({err})") from None
+    the loader CRD files go through, and a label naming them; ``check_size(bytes, what)`` refuses an object
+    the API server could not store (over etcd's 1.5 MiB request limit)."""
+    objects = read_objects_file(path, f"--object-sample {path}")
     kinds = {o.get("kind") for o in objects}
     if not objects or not all(o.get("apiVersion") and o.get("kind") for o in objects):
         raise UsageError(f"--object-sample {path}: no Kubernetes objects (each needs apiVersion and kind)")
     if kinds & {"CustomResourceDefinition"}:
         raise UsageError(f"--object-sample {path}: holds CRDs; give custom resources (objects of a CRD's kind)")
+    if check_size is not None:
+        for number, obj in enumerate(objects, 1):
+            check_size(
+                len(json.dumps(obj, separators=(",", ":"), default=str)), f"--object-sample {path}: object {number}"
+            )
     return mean_features(objects), f"{path} ({len(objects)} object{'s' if len(objects) != 1 else ''})"
 
 

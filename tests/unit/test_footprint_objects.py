@@ -158,3 +158,20 @@ def test_nested_objects_warn_that_they_sit_high_in_the_interval(tmp_path, capsys
     flat = _json(capsys, str(path), "--objects", "10", "--object-shape", "flat")
     assert any("read the upper end" in w for w in nested["warnings"])
     assert not any("read the upper end" in w for w in flat["warnings"])
+
+
+def test_objects_no_cluster_could_store_are_refused(tmp_path, capsys):
+    """Issue 31: --objects 10^15 predicted 22 billion GiB; a 3 MiB sampled object was accepted while
+    --object-bytes 2MiB was refused. Both are inputs that cannot exist: one line, exit 2."""
+    crds = tmp_path / "crds"
+    crds.mkdir()
+    for n, crd in enumerate(generate_crds(preset("apigen", crd_count=2, group_count=1, property_count=20).validate())):
+        (crds / f"{n}.yaml").write_text(yaml.safe_dump(crd))
+    assert main(["footprint", str(crds), "--objects", "1000000000000000"]) == 2
+    assert "etcd's 8 GiB" in capsys.readouterr().err
+    big = tmp_path / "big.yaml"
+    big.write_text(yaml.safe_dump({"apiVersion": "x.example.com/v1", "kind": "Big", "metadata": {"name": "b"},
+                                   "spec": {"data": "a" * (3 * 1024 * 1024)}}))  # fmt: skip
+    assert main(["footprint", str(crds), "--objects", "10", "--object-sample", str(big)]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "object 1" in err[0] and "1.5 MiB" in err[0]
