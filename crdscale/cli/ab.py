@@ -52,7 +52,10 @@ import json
 import logging
 from pathlib import Path
 
-from crdscale.errors import UsageError
+from crdscale.cli import cluster
+from crdscale.cli.cluster import follow_job
+from crdscale.cli.common import add_cluster_arguments
+from crdscale.errors import CrdscaleError, UsageError
 
 log = logging.getLogger(__name__)
 
@@ -124,16 +127,13 @@ class Command:
         parser.add_argument("--resume", metavar="AB_DIR", help="continue an interrupted A/B")
         parser.add_argument("--check", action="store_true", help="validate both sides and exit; nothing is built")
         parser.add_argument("-o", "--output", choices=("text", "json"), default="text", help="stdout format")
-        from crdscale.cli import cluster
-        from crdscale.cli.common import add_cluster_arguments
 
         add_cluster_arguments(parser, default="$KUBECONFIG, else ~/.kube/config; only with --cluster")
         cluster.add_arguments(parser)
 
     @staticmethod
     def run(args: argparse.Namespace) -> int:
-        # lazy: would bring pandas, numpy, pyarrow, requests, yaml into --help
-        from crdscale.cli import cluster
+        # lazy: would bring pandas, numpy, pyarrow, requests, yaml into --help; tests patch common.run_with_progress
         from crdscale.cli.common import run_with_progress
         from crdscale.cli.run import _parse_sets
         from crdscale.paths import runs_dir
@@ -175,6 +175,7 @@ class Command:
 
 def finish(ab, args: argparse.Namespace, until: float | None) -> int:
     """Write and print the verdict; with ``until``, say how many pairs the asked precision would need."""
+    # lazy: would bring pandas, numpy, pyarrow, requests, yaml into --help
     from crdscale.scenario.ab import precision
 
     verdict = write_verdict(ab)
@@ -200,6 +201,7 @@ def finish(ab, args: argparse.Namespace, until: float | None) -> int:
 
 
 def is_cluster_ab(ab) -> bool:
+    # lazy: would bring pandas, numpy, pyarrow, requests, yaml into --help
     from crdscale.scenario.clusterjob import CLUSTER_KEY
 
     return isinstance(ab.manifest.get(CLUSTER_KEY), dict)
@@ -208,7 +210,7 @@ def is_cluster_ab(ab) -> bool:
 def submit_to_cluster(args: argparse.Namespace, scenario, change, until: float | None) -> int:
     """``crdscale ab SCENARIO --cluster ...``: both sides checked as for a pod, ``--min-pairs`` pairs' runs
     as one Indexed Job (index = run, in pair order), then followed, gathered and judged."""
-    from crdscale.cli import cluster
+    # lazy: would bring pandas, numpy, pyarrow, requests, yaml into --help
     from crdscale.cluster.clients import connect
     from crdscale.ownership import new_run_id
     from crdscale.paths import runs_dir
@@ -259,8 +261,7 @@ def submit_to_cluster(args: argparse.Namespace, scenario, change, until: float |
 def resume_on_cluster(args: argparse.Namespace, ab, until: float | None) -> int:
     """``crdscale ab --resume AB_DIR`` of a cluster A/B: gather what the store holds; a new Job for the runs
     of ``--min-pairs`` pairs (at least those planned) that did not complete; the verdict once all did."""
-    from crdscale.cli import cluster
-    from crdscale.errors import UsageError
+    # lazy: would bring pandas, numpy, pyarrow, requests, yaml into --help
     from crdscale.ownership import new_run_id
     from crdscale.scenario import clusterjob
 
@@ -305,6 +306,7 @@ def resume_on_cluster(args: argparse.Namespace, ab, until: float | None) -> int:
 
 def _peaks(ab, runs: list[str]) -> dict:
     """Predicted peak memory of each run's pod (:func:`crdscale.scenario.clusterjob.cell_peaks`)."""
+    # lazy: would bring pandas, numpy, pyarrow, requests, yaml into --help
     from crdscale.scenario import clusterjob
     from crdscale.scenario.ab import parse_run_name
     from crdscale.scenario.matrix import Cell
@@ -314,8 +316,7 @@ def _peaks(ab, runs: list[str]) -> dict:
 
 
 def _follow(client, ab, args: argparse.Namespace, until: float | None) -> int:
-    from crdscale.cli.cluster import follow_job
-    from crdscale.errors import CrdscaleError
+    # lazy: would bring pandas, numpy, pyarrow, requests, yaml into --help
     from crdscale.scenario import clusterjob
 
     when_done = f"when done, gather the runs and write the verdict with: crdscale ab --resume {ab.path}"
@@ -334,6 +335,7 @@ def _follow(client, ab, args: argparse.Namespace, until: float | None) -> int:
 
 def write_verdict(ab):
     """verdict.md, verdict.json and flame.html of an A/B directory; returns the verdict."""
+    # lazy: would bring pandas, numpy, pyarrow, requests, yaml into --help
     from crdscale.report.ab import write_verdict_files
 
     return write_verdict_files(ab)

@@ -61,7 +61,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from crdscale.cli.common import add_output_argument, print_json
+from crdscale.cli.common import add_output_argument, print_json, write_table
 from crdscale.errors import UsageError
 from crdscale.units import fmt_per_crd, is_missing
 
@@ -93,7 +93,6 @@ class Command:
         from crdscale.analysis.percrd import unattributed_share
         from crdscale.analysis.registry import csv_files
         from crdscale.analysis.run import analyze_run, per_property_from_runs
-        from crdscale.cli.common import write_table
         from crdscale.rundir import read_run
 
         if not 0 < args.confidence < 1:

@@ -65,6 +65,7 @@ class Command:
         store = open_store(args.results)  # before the run: a bad URL fails in a second, not after it
         folder = Path(args.out) / experiment_id
         if manifest.get("kind") == "ab":  # an A/B's run ('crdscale ab --cluster'): one side of one pair
+            # lazy: would bring pandas, numpy, pyarrow, requests, yaml into --help
             from crdscale.scenario.ab import AB, AB_MANIFEST
 
             write_json_atomic(folder / AB_MANIFEST, manifest)

@@ -13,6 +13,7 @@ import copy
 import logging
 import re
 import sys
+from urllib.parse import urlsplit
 
 from crdscale.cli.common import print_json, resolve_kubeconfig
 from crdscale.cli.options import finite_float
@@ -98,6 +99,7 @@ def cluster_flags_given(args: argparse.Namespace) -> list[str]:
 def open_cluster_directory(path: str):
     """The experiment (``run --cluster``) or the A/B (``ab --cluster``) a directory holds, for ``status``
     and ``down``: both record their Jobs in the same ``cluster`` table."""
+    # lazy: would bring pandas, numpy, pyarrow, requests, yaml into --help
     from crdscale.scenario.ab import AB, is_ab_directory
     from crdscale.scenario.experiment import Experiment
 
@@ -131,10 +133,9 @@ def check_image(ref: str) -> None:
 
 def check_results_url(url: str, scheme: str) -> None:
     """``--results``: the store's address has what the pods need (a bucket, a claim, a path)."""
-    from urllib.parse import urlsplit
-
     parts = urlsplit(url)
     if scheme == "s3":
+        # lazy: would add ~80 modules (urllib3, ssl) to --help
         from crdscale.results.s3 import S3Location
 
         S3Location.parse(url)

@@ -145,6 +145,7 @@ def _peak(args: argparse.Namespace) -> int:
 
 
 def _cel(args: argparse.Namespace) -> int:
+    # lazy: would bring pandas, numpy, pyarrow, requests, yaml into --help
     from crdscale.footprint.calibrate import add_cel_term
 
     path, line = add_cel_term(args.runs[0], args.crds, args.model)

@@ -45,6 +45,12 @@ from __future__ import annotations
 import argparse
 import logging
 
+from crdscale.cli import cluster
+from crdscale.cli.common import add_cluster_arguments, add_output_argument
+from crdscale.errors import UsageError
+from crdscale.scenario import history
+from crdscale.scenario.history import DEFAULT_REPEATS, DEFAULT_VERSIONS, progress_line
+
 log = logging.getLogger(__name__)
 
 
@@ -53,10 +59,6 @@ class Command:
 
     @staticmethod
     def add_arguments(parser: argparse.ArgumentParser) -> None:
-        from crdscale.cli import cluster
-        from crdscale.cli.common import add_cluster_arguments, add_output_argument
-        from crdscale.scenario.history import DEFAULT_REPEATS, DEFAULT_VERSIONS
-
         parser.add_argument(
             "workload", nargs="?", metavar="WORKLOAD.toml", help="a scenario without [matrix] (default: built-in)"
         )
@@ -96,10 +98,8 @@ class Command:
 
     @staticmethod
     def run(args: argparse.Namespace) -> int:
-        from crdscale.cli import cluster
+        # lazy: would add 37 modules (cli.run, scenario.config) to --help
         from crdscale.cli.run import _check, _parse_sets, _print_check
-        from crdscale.errors import UsageError
-        from crdscale.scenario import history
 
         if args.print_default:
             print(history.workload_text(), end="")
@@ -108,6 +108,7 @@ class Command:
             raise UsageError("-o json goes with --check (a history prints its directory)")
         cluster.check_flags(args)
         if args.resume:
+            # lazy: would bring pandas, numpy, pyarrow, requests, yaml into --help
             from crdscale.scenario.clusterjob import is_cluster_experiment
 
             if args.workload or args.set or args.go or args.versions != history.DEFAULT_VERSIONS:
@@ -130,6 +131,7 @@ class Command:
         if args.cluster:
             cluster.check_submission(args, resume=False)
         if args.go:
+            # lazy: would add 21 modules to --help
             from crdscale.cluster.toolchain import CHOICES, check_toolchain_version
 
             if args.go not in CHOICES:
@@ -152,15 +154,16 @@ class Command:
             log.info(f"release {line}")
         if args.cluster:
             return cluster.submit(args, scenario, extra={history.HISTORY_KEY: table})
+        # lazy: would add a module to --help
         from crdscale.paths import runs_dir
 
         return _run(history.create_history(args.out or runs_dir(), scenario, table, check=False), args)
 
 
 def _run(experiment, args) -> int:
+    # lazy: tests patch common.run_with_progress here (a top import would not see it); cli.run: 37 modules more
     from crdscale.cli.common import run_with_progress
     from crdscale.cli.run import _report
-    from crdscale.scenario.history import progress_line
 
     log.info(f"history {experiment.path}: {len(experiment.cells)} cells")
     experiment.run(run_with_progress)

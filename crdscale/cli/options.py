@@ -67,7 +67,7 @@ def footprint_features(text: str) -> str:
     """An argparse ``type`` for ``--features F,F``: every name a feature a footprint model may use
     (:data:`crdscale.footprint.features.FEATURES`), checked as the flag is read, not after a sweep of
     runs. Returns ``text`` as given (the commands split it)."""
-    from crdscale.footprint.features import FEATURES  # only when the flag is given: it costs every command
+    from crdscale.footprint.features import FEATURES  # lazy: only when the flag is given: numpy, yaml for every --help
 
     names = [name.strip() for name in text.split(",") if name.strip()]
     unknown = [name for name in names if name not in FEATURES]
@@ -83,6 +83,7 @@ footprint_features.__name__ = "features"
 def pprof_unit(text: str) -> str:
     """An argparse ``type`` for ``--unit``: a unit pprof scales to (B, kB, MB, ms, s, ...), ``minimum`` or
     ``auto``; pprof itself would print an unknown one in the sample's unit without a word."""
+    # lazy: would add 3 modules to --help
     from crdscale.analysis.pprof.measurement import is_display_unit
 
     if not is_display_unit(text):

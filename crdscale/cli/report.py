@@ -91,9 +91,11 @@ class Command:
         if args.out:  # never onto the run read, into another run, or over a report without --force
             check_out_directory(args.out, inputs=[args.run_dir], force=args.force, allow=[Path(args.run_dir) / REPORT])
 
+        # lazy: would bring pandas, numpy, pyarrow, requests, yaml into --help
         from crdscale.scenario.ab import is_ab_directory
 
         if is_ab_directory(args.run_dir):
+            # lazy: would bring pandas, numpy, pyarrow, requests, yaml into --help
             from crdscale.report.ab import render_ab_report
             from crdscale.scenario.ab import AB
             from crdscale.scenario.clusterjob import is_cluster_experiment
@@ -114,10 +116,12 @@ class Command:
             if is_cluster_experiment(experiment):
                 gathered = gather(experiment, args.results)
                 log.info(f"gathered {len(gathered)} of {len(experiment.cells)} cells from the results store")
+            # lazy: would add 16 modules to --help
             from crdscale.scenario.history import is_history
 
             cells = experiment.completed_runs()
             if is_history(experiment):  # a history (crdscale history): the releases side by side
+                # lazy: would bring pandas, numpy, pyarrow into --help
                 from crdscale.report.history import render_history
 
                 result = render_history(experiment.path, args.out, notebooks_dir=args.notebooks, timeout=args.timeout)

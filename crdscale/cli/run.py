@@ -214,6 +214,7 @@ class Command:
             _check_out(args.out)
         if args.check and args.cluster and not args.print_manifests:
             # The cells are checked above; then what the submission would check, up to the server's dry run.
+            # lazy: would bring requests, yaml into --help
             from crdscale.scenario.check import CellReport
 
             reports.append(CellReport("cluster", checks=cluster.submit(args, scenario, check=True)))

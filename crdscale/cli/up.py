@@ -105,6 +105,7 @@ class Command:
             if not sep:
                 raise UsageError(f"--env takes KEY=VALUE, got {item!r}")
             env[key] = value
+        # lazy: would add a module to --help
         from crdscale.cluster.goenv import check_env
 
         check_env(env, "--env")

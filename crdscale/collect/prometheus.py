@@ -20,6 +20,7 @@ cause (wrong password, unknown CA, unreachable) become one-line
 from __future__ import annotations
 
 import os
+import ssl
 from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import datetime
@@ -126,8 +127,6 @@ class PrometheusAccess:
             if any(c in value for c in "\r\n\0"):
                 raise UsageError(f"{where}: {what} holds a line break or NUL; a credential is one line")
         if self.ca_file:
-            import ssl
-
             try:
                 ssl.create_default_context(cafile=self.ca_file)
             except (ssl.SSLError, OSError, ValueError) as err:

@@ -25,8 +25,9 @@ import pandas as pd
 from crdscale.analysis.percrd import series_points
 from crdscale.analysis.rundata import heap_points, heap_profile_set
 from crdscale.analysis.targets import TOTAL
+from crdscale.crds.load import load_crds
 from crdscale.errors import UsageError
-from crdscale.footprint.features import TERM_FEATURES, features_from_summary
+from crdscale.footprint.features import TERM_FEATURES, add_features, crd_features, features_from_summary
 from crdscale.footprint.fit import (
     final_growth,
     fit_footprint,
@@ -388,9 +389,6 @@ def add_cel_term(run_path: str | Path, crds: str | Path, model_file: str | Path 
     have no rules, so a refit leaves the feature out (:func:`default_features`); this adds it back. Returns
     the file written and a line saying what was measured. UsageError when the run recorded no CEL growth or
     its CRDs no rules."""
-    from crdscale.crds.load import load_crds
-    from crdscale.footprint.features import add_features, crd_features
-
     run = read_run_input(run_path)
     growth = final_growth(training_rows(run.points, {str(run.path): run.features}))
     installed = int(growth["installed"].max())

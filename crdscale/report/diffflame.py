@@ -15,6 +15,7 @@ its plotly renderer, and the HTML report (``crdscale report``, nbconvert) carrie
 
 from __future__ import annotations
 
+import json
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -200,8 +201,7 @@ class FlameView:
         self.figure = figure
 
     def _repr_mimebundle_(self, include=None, exclude=None):
-        import json
-
+        # lazy: the optional report extra
         import plotly.io as pio
 
         return {

@@ -18,8 +18,13 @@ from pathlib import Path
 import pandas as pd
 
 from crdscale.analysis import history as h
+from crdscale.analysis.compare import compare_runs
 from crdscale.errors import UsageError
-from crdscale.scenario.history import HISTORY_NOTEBOOK
+from crdscale.fsutil import check_output_dir
+from crdscale.report.figures import FigureSpec, new_figure
+from crdscale.report.render import CELL_TIMEOUT_S, ReportContent, default_notebooks_dir, write_report
+from crdscale.rundir import read_runs
+from crdscale.scenario.history import HISTORY_NOTEBOOK, completed_by_version, open_history, version_of
 from crdscale.units import fmt_bytes, is_missing
 
 log = logging.getLogger(__name__)
@@ -69,10 +74,6 @@ class History:
 def load_history(path: str | Path, *, min_relative: float | None = None, frames: int = 3) -> History:
     """Read a history directory (its completed cells) and compute its tables. UsageError with fewer than two
     completed runs."""
-    from crdscale.analysis.compare import compare_runs
-    from crdscale.rundir import read_runs
-    from crdscale.scenario.history import completed_by_version, open_history, version_of
-
     experiment = open_history(path)
     by_version = completed_by_version(experiment)
     if not by_version:
@@ -308,10 +309,8 @@ FIGURES = (
 
 def history_content(history: History):
     """What the history page says besides its notebook (:class:`crdscale.report.render.ReportContent`)."""
+    # lazy: the optional report extra
     import nbformat
-
-    from crdscale.report.figures import FigureSpec, new_figure
-    from crdscale.report.render import ReportContent
 
     figures = []
     for name, quantity in FIGURES:
@@ -344,9 +343,6 @@ def render_history(
 ):
     """The history page of ``history_dir`` into ``out_dir`` (default ``HISTORY_DIR/report``): a
     :class:`crdscale.report.render.ReportResult`."""
-    from crdscale.fsutil import check_output_dir
-    from crdscale.report.render import CELL_TIMEOUT_S, default_notebooks_dir, write_report
-
     history = load_history(history_dir)  # before the kernel starts: what is wrong is said in seconds
     out = check_output_dir(Path(out_dir).resolve() if out_dir else history.path.resolve() / "report")
     notebooks_dir = (Path(notebooks_dir) if notebooks_dir else default_notebooks_dir()).resolve()

@@ -29,6 +29,7 @@ import requests
 
 from crdscale.errors import CrdscaleError
 from crdscale.proc import start_ticks
+from crdscale.report.ab import ab_notebook
 from crdscale.report.render import (
     CELL_TIMEOUT_S,
     KERNEL_NAME,
@@ -41,6 +42,8 @@ from crdscale.report.render import (
     unfinished_cell,
 )
 from crdscale.rundir import layout, read_run
+from crdscale.scenario.ab import AB, is_ab_directory
+from crdscale.scenario.history import HISTORY_NOTEBOOK, is_history_directory
 
 log = logging.getLogger(__name__)
 
@@ -120,14 +123,9 @@ def lab_plan(path: Path, notebooks_dir: Path) -> tuple[Path, list[Path]]:
     """The directory the notebooks are bound to and the notebooks that apply to it: a history
     (``crdscale history``) gets the history notebook, an A/B directory (``crdscale ab``) the A/B notebook,
     a run those of :func:`notebook_plan`."""
-    from crdscale.scenario.ab import AB, is_ab_directory
-    from crdscale.scenario.history import HISTORY_NOTEBOOK, is_history_directory
-
     if is_history_directory(path):  # a history (crdscale history): its one notebook, on the whole directory
         return path, [notebooks_dir / f"{HISTORY_NOTEBOOK}.py"]
     if is_ab_directory(path):
-        from crdscale.report.ab import ab_notebook
-
         return AB.open(path).path, [ab_notebook(notebooks_dir)]
     run = read_run(path)
     return run.path, notebook_plan(run, notebooks_dir)

@@ -32,6 +32,7 @@ from pathlib import Path, PurePosixPath
 
 import pandas as pd
 
+from crdscale.analysis.pprof.decode import parse_profile_header
 from crdscale.errors import EvidenceError, ProfileError, UsageError
 from crdscale.rundir import layout
 from crdscale.rundir.manifest import Manifest
@@ -226,8 +227,6 @@ def _heap_headers(run) -> list[_Header]:
     """The run's heap profiles that hold heap samples, in the order they were saved (their events'),
     with their headers. A profile that cannot be read or is not a heap profile inside is the fits'
     to set aside and name (as before): it is not evidence here."""
-    from crdscale.analysis.pprof.decode import parse_profile_header
-
     heap = run.heap_profiles().sort_values(["timestamp", "file"], kind="stable")
     out = []
     for r in heap.itertuples(index=False):

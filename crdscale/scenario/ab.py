@@ -37,7 +37,10 @@ from crdscale import __version__
 from crdscale.analysis.compare import compare_runs
 from crdscale.errors import CrdscaleError, UsageError
 from crdscale.fsutil import write_json_atomic
+from crdscale.results.store import cell_prefix, open_store
+from crdscale.rundir import read_run
 from crdscale.scenario.check import check_cells
+from crdscale.scenario.clusterjob import CLUSTER_KEY, check_cells_for_pods
 from crdscale.scenario.config import build_scenario, resolve_paths
 from crdscale.scenario.matrix import Cell
 from crdscale.units import fmt_bytes, fmt_duration
@@ -337,9 +340,6 @@ class AB:
         """UsageError (one line) when a pod of ``crdscale ab --cluster`` cannot run a side as this machine
         would (:func:`crdscale.scenario.clusterjob.check_cells_for_pods`), or when the change needs a
         kube-apiserver built with it: the crdscale image carries released builds only."""
-        from crdscale.scenario.clusterjob import check_cells_for_pods
-        from crdscale.scenario.matrix import Cell
-
         self.change.check_for_pods()
         check_cells_for_pods([(Cell(side, {}), self.side_scenario(side)) for side in SIDES])
 
@@ -347,10 +347,6 @@ class AB:
         """Copy each run's newest run directory from the results store of a cluster A/B into the A/B
         directory and record it (completed or failed, as its run manifest says); returns the runs gathered.
         As :func:`crdscale.scenario.clusterjob.gather` does for a matrix's cells."""
-        from crdscale.results.store import cell_prefix, open_store
-        from crdscale.rundir import read_run
-        from crdscale.scenario.clusterjob import CLUSTER_KEY
-
         table = self.manifest[CLUSTER_KEY]
         store = open_store(results_url or table["results"])
         gathered = []

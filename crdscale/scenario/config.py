@@ -842,6 +842,7 @@ def build_scenario(
     ``base_dir``: the scenario file's directory; the file's relative ``target.prometheus_*_file``
     paths are taken from there (overrides come from the command line, relative to the current one).
     """
+    # lazy: would bring requests into --help (collect.prometheus)
     from crdscale.cluster.goenv import check_env
     from crdscale.collect.prometheus import FILE_KEYS, PrometheusAccess
 

@@ -113,6 +113,7 @@ def parse_versions(spec: str) -> list[VersionItem]:
 
 def _cached(version: str) -> bool:
     """A kube-apiserver of ``version`` was built here already (with any Go): no need to ask the proxy."""
+    # lazy: would add 26 modules to --help
     from crdscale.cluster.binaries import cached_kube_apiserver
     from crdscale.paths import cache_dir
 
@@ -122,6 +123,7 @@ def _cached(version: str) -> bool:
 
 
 def _choose_minor(minor: str, lookup, cache: dict, now: float) -> tuple[str, Any]:
+    # lazy: would add 22 modules to --help
     from crdscale.cluster.releases import ReleaseChoice, newest_buildable
 
     entry = cache.get(minor)
@@ -143,12 +145,14 @@ def resolve_versions(
     :data:`CHOICE_TTL_S` in ``cache_path`` (default ``~/.cache/crdscale/history-releases.json``).
     Raises UsageError (exit 2) for a range with no buildable release and for a release the proxy does
     not serve (or serves without a staging module it needs)."""
+    # lazy: would bring pandas, numpy, pyarrow into --help
     from crdscale.analysis.history import release_order
     from crdscale.cluster import releases
 
     lookup = lookup or releases._lookup
     items = parse_versions(spec)
     if cache_path is None:
+        # lazy: would add a module to --help
         from crdscale.paths import cache_dir
 
         cache_path = cache_dir() / CHOICE_CACHE
@@ -189,6 +193,7 @@ def resolve_versions(
 def check_served(version: str, lookup) -> str:
     """``version`` if a build of it is cached here or the Go module proxy serves it whole; one-line
     UsageError otherwise (the build would fail minutes in)."""
+    # lazy: would add 22 modules to --help
     from crdscale.cluster.releases import missing_staging
     from crdscale.cluster.versions import staging_version, version_tuple
 
@@ -217,6 +222,7 @@ def _read_choices(path: Path) -> dict:
 
 
 def _write_choices(path: Path, data: dict) -> None:
+    # lazy: would add 10 modules to --help
     from crdscale.fsutil import write_json_atomic
 
     try:
@@ -227,6 +233,7 @@ def _write_choices(path: Path, data: dict) -> None:
 
 def workload_text() -> str:
     """The default workload of a history (``crdscale history --print-default``)."""
+    # lazy: would add 11 modules to --help
     from importlib import resources
 
     return resources.files("crdscale.scenario").joinpath(WORKLOAD_FILE).read_text()
@@ -243,6 +250,7 @@ def history_scenario(
     """The scenario of a history: ``workload`` (a scenario file without a ``[matrix]``; None: the default
     workload) with ``overrides`` (``--set``) and ``target.go`` = ``go``, and the matrix
     ``target.kube_version`` = ``versions`` times ``repeats``. UsageError for a workload that cannot be one."""
+    # lazy: would add 36 modules to --help
     from crdscale.scenario.config import load_scenario
 
     overrides = dict(overrides or {})
@@ -267,6 +275,7 @@ def history_scenario(
 
 
 def _default_workload_path() -> Path:
+    # lazy: would add 11 modules to --help
     from importlib import resources
 
     return Path(str(resources.files("crdscale.scenario").joinpath(WORKLOAD_FILE)))
@@ -274,6 +283,7 @@ def _default_workload_path() -> Path:
 
 def history_table(plan: VersionPlan, *, spec: str, repeats: int, go: str, workload: str | None) -> dict[str, Any]:
     """The ``history`` table of ``experiment.json``: what a report and a resume need beyond the matrix."""
+    # lazy: would bring pandas, numpy, pyarrow into --help
     from crdscale.analysis.history import DEFAULT_MIN_RELATIVE
 
     return {
@@ -294,6 +304,7 @@ def is_history(experiment) -> bool:
 
 
 def is_history_directory(path: str | Path) -> bool:
+    # lazy: would add 17 modules to --help
     from crdscale.rundir import layout
 
     manifest = Path(path) / layout.EXPERIMENT_MANIFEST
@@ -308,6 +319,7 @@ def is_history_directory(path: str | Path) -> bool:
 def create_history(parent: str | Path, scenario, table: dict[str, Any], *, check: bool = True):
     """A new history directory under ``parent``: an experiment of ``scenario`` (its cells checked first
     unless ``check`` is False) with the ``history`` table recorded."""
+    # lazy: would bring pandas, numpy, pyarrow, requests, yaml into --help
     from crdscale.scenario.experiment import Experiment
 
     experiment = Experiment.create(parent, scenario, check=check)
@@ -319,6 +331,7 @@ def create_history(parent: str | Path, scenario, table: dict[str, Any], *, check
 def open_history(path: str | Path):
     """Reopen a history directory (an :class:`~crdscale.scenario.experiment.Experiment`); UsageError if it is
     another kind of directory."""
+    # lazy: would bring pandas, numpy, pyarrow, requests, yaml into --help
     from crdscale.scenario.experiment import Experiment
 
     experiment = Experiment.open(path)
@@ -334,6 +347,7 @@ def version_of(cell) -> str:
 
 def completed_by_version(experiment) -> dict[str, list[Path]]:
     """Release -> the run directories of its completed cells (repeats), oldest release first."""
+    # lazy: would bring pandas, numpy, pyarrow into --help
     from crdscale.analysis.history import release_order
 
     runs: dict[str, list[Path]] = {}

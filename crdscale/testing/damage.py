@@ -18,6 +18,9 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
+import pandas as pd
+
+from crdscale.analysis.pprof.schema import profile_message_class
 from crdscale.rundir import layout
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -48,8 +51,6 @@ def edit_events(run: Path, edit: Callable[[dict], dict | None]) -> None:
 
 def edit_series(run: Path, edit) -> None:
     """Rewrite the run's exported series as ``edit(frame)``."""
-    import pandas as pd
-
     path = run / layout.SERIES
     frame = pd.read_parquet(path)
     edit(frame).to_parquet(path, index=False)
@@ -57,8 +58,6 @@ def edit_series(run: Path, edit) -> None:
 
 def edit_profile(path: Path, edit: Callable) -> None:
     """Rewrite one profile file after ``edit(message)`` changed its ``profile.proto`` message."""
-    from crdscale.analysis.pprof.schema import profile_message_class
-
     msg = profile_message_class().FromString(gzip.decompress(path.read_bytes()))
     edit(msg)
     path.write_bytes(gzip.compress(msg.SerializeToString(), mtime=0))
@@ -114,14 +113,10 @@ def _nan_series(run: Path, other: Path) -> None:
 
 
 def _duplicated_rows(run: Path, other: Path) -> None:
-    import pandas as pd
-
     edit_series(run, lambda f: pd.concat([f, f.assign(value=f["value"] * 10)], ignore_index=True))
 
 
 def _series_years_away(run: Path, other: Path) -> None:
-    import pandas as pd
-
     edit_series(run, lambda f: f.assign(timestamp=pd.to_datetime(f["timestamp"], utc=True) + pd.Timedelta(days=3652)))
 
 
