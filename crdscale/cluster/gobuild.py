@@ -237,8 +237,8 @@ def _failure_reason(step: str, log_path: Path) -> str:
         return ""
     more = f" and {len(missing) - 1} more" if len(missing) > 1 else ""
     return (
-        f": the Go module proxy does not serve {missing[0]}{more} (a mirror can lack a release's staging "
-        f"modules); choose another patch release of the same minor"
+        f": the Go module proxy or its checksum database lacks {missing[0]}{more} (a mirror can lack a "
+        f"release's staging modules or their checksums); choose another patch release of the same minor"
     )
 
 

@@ -6,12 +6,23 @@ releases), so patches are asked for one by one, newest first (``go list -m -json
 ``.mod`` files only, well under a second each, no zip). A release whose staging module is missing cannot be
 built (``go mod tidy`` would fail minutes in); it is named with the missing module, and the next older patch
 is tried.
+
+Served is not enough: ``go`` verifies every module it downloads against the checksum database
+(sum.golang.org, asked through the proxy), and ``go list -m`` does not. A mirror can serve a module whose
+checksum it cannot (k8s.io/legacy-cloud-providers v0.27.16 here), and the build then fails in ``go mod tidy``
+("verifying module: ... 404"). So a staging module counts as served only when the checksum database has it
+too (:func:`checksum_known`: one small HTTP request, skipped when ``GOSUMDB=off`` or ``GONOSUMDB`` covers it).
 """
 
 from __future__ import annotations
 
+import fnmatch
 import json
+import os
 import re
+import subprocess
+import urllib.error
+import urllib.request
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -33,8 +44,88 @@ UNUSED_STAGING = frozenset(
 Lookup = Callable[[str, str], dict]
 
 
+# One lookup in the checksum database: a few hundred bytes; the proxy answers well under a second here.
+SUMDB_TIMEOUT_S = 10.0
+
+
 def _lookup(path: str, version: str) -> dict:
-    return gobuild.module_info(path, version, timeout_s=30)
+    """``go list -m -json path@version``, with an ``Error`` also when go would refuse the module for want
+    of its checksum (:func:`checksum_known`)."""
+    info = gobuild.module_info(path, version, timeout_s=30)
+    if not info.get("Error") and checksum_known(path, version) is False:
+        return {"Error": f"{path}@{version}: the checksum database has no entry for it (go verifies every download)"}
+    return info
+
+
+_GO_ENV: dict[str, str] = {}
+
+
+def _go_env() -> dict[str, str]:
+    """``go env`` of the variables that decide where checksums come from (asked once per process)."""
+    if not _GO_ENV:
+        names = ["GOPROXY", "GOSUMDB", "GONOSUMDB", "GOPRIVATE", "GOFLAGS"]
+        try:
+            out = subprocess.run(
+                [gobuild.go_binary(), "env", "-json", *names], capture_output=True, text=True, timeout=30
+            )
+            _GO_ENV.update(json.loads(out.stdout or "{}"))
+        except (OSError, subprocess.SubprocessError, ValueError):
+            _GO_ENV.update({n: os.environ.get(n, "") for n in names})
+    return _GO_ENV
+
+
+def _escape(path: str) -> str:
+    """The module path as proxies and the checksum database spell it: an upper-case letter is ``!`` + lower."""
+    return re.sub(r"[A-Z]", lambda m: "!" + m.group(0).lower(), path)
+
+
+def _matches_prefix_patterns(patterns: str, path: str) -> bool:
+    """Go's GONOSUMDB/GOPRIVATE matching: comma-separated globs, each matching a leading run of path elements."""
+    parts = path.split("/")
+    for pattern in filter(None, (p.strip() for p in patterns.split(","))):
+        n = pattern.count("/") + 1
+        if len(parts) >= n and fnmatch.fnmatchcase("/".join(parts[:n]), pattern):
+            return True
+    return False
+
+
+def _http_status(url: str) -> int | None:
+    try:
+        with urllib.request.urlopen(url, timeout=SUMDB_TIMEOUT_S) as response:
+            return response.status
+    except urllib.error.HTTPError as e:
+        return e.code
+    except (OSError, ValueError):
+        return None
+
+
+def checksum_known(
+    path: str, version: str, *, env: dict[str, str] | None = None, status: Callable[[str], int | None] = _http_status
+) -> bool | None:
+    """Whether ``go`` will find ``path@version``'s checksum: True when the checksum database (through the
+    first HTTP proxy of ``GOPROXY``) has it, or when go does not check it (``GOSUMDB=off``, ``GONOSUMDB`` or
+    ``GOPRIVATE`` covers the path, ``-insecure``); False when the database answers 404/410; None when it could
+    not be asked (no HTTP proxy, no answer): then the build is left to find out."""
+    env = _go_env() if env is None else env
+    sumdb = (env.get("GOSUMDB") or "sum.golang.org").split()
+    if sumdb[0] == "off" or "-insecure" in (env.get("GOFLAGS") or ""):
+        return True
+    if _matches_prefix_patterns(env.get("GONOSUMDB") or env.get("GOPRIVATE") or "", path):
+        return True
+    name = sumdb[0].split("+", 1)[0]
+    if len(sumdb) > 1:
+        base = sumdb[1].rstrip("/")
+    else:
+        proxies = [p for p in re.split(r"[,|]", env.get("GOPROXY") or "") if p.startswith(("http://", "https://"))]
+        if not proxies:
+            return None
+        base = f"{proxies[0].rstrip('/')}/sumdb/{name}"
+    code = status(f"{base}/lookup/{_escape(path)}@{version}")
+    if code == 200:
+        return True
+    if code in (404, 410):
+        return False
+    return None
 
 
 @dataclass

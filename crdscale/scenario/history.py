@@ -207,7 +207,7 @@ def check_served(version: str, lookup) -> str:
     missing = missing_staging(version, info, lookup)
     if missing:
         raise UsageError(
-            f"--versions {version}: cannot be built, the Go module proxy lacks {', '.join(missing[:3])} "
+            f"--versions {version}: cannot be built, the Go module proxy (or its checksum database) lacks {', '.join(missing[:3])} "
             f"{staging_version(version)}; the minor's newest buildable patch: --versions 1.{version_tuple(version)[1]}"
         )
     return version

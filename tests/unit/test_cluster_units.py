@@ -141,7 +141,7 @@ def test_a_tidy_failure_names_the_modules_the_proxy_does_not_serve(tmp_path):
     log_file = tmp_path / "build.log"
     log_file.write_text(TIDY_UNSERVED_LOG)
     reason = _failure_reason("go mod tidy", log_file)
-    assert "does not serve k8s.io/endpointslice@v0.32.13 and 1 more" in reason
+    assert "checksum database lacks k8s.io/endpointslice@v0.32.13 and 1 more" in reason
     assert "another patch release" in reason
     # A compile error is not the proxy's: nothing is added.
     assert _failure_reason("go build", log_file) == ""

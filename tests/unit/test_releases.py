@@ -51,3 +51,39 @@ def test_choose_and_refuse(proxy):
     with pytest.raises(UsageError, match="from an older"):
         minors_between("1.30", "1.24")
     assert minors_between("1.24", "1.26") == ["1.24", "1.25", "1.26"]
+
+
+def test_checksum_known_asks_the_proxys_checksum_database():
+    from crdscale.cluster.releases import checksum_known
+
+    asked = []
+
+    def status(url):
+        asked.append(url)
+        return {"legacy-cloud-providers@v0.27.16": 404, "api@v0.27.16": 200}.get(url.rsplit("/", 1)[-1])
+
+    env = {"GOPROXY": "https://proxy.golang.org,direct", "GOSUMDB": "sum.golang.org"}
+    assert checksum_known("k8s.io/legacy-cloud-providers", "v0.27.16", env=env, status=status) is False
+    assert asked == ["https://proxy.golang.org/sumdb/sum.golang.org/lookup/k8s.io/legacy-cloud-providers@v0.27.16"]
+    assert checksum_known("k8s.io/api", "v0.27.16", env=env, status=status) is True
+    # No answer (a timeout, a 500): unknown, the build finds out.
+    assert checksum_known("k8s.io/kubelet", "v0.27.16", env=env, status=status) is None
+    # go does not check these: no request at all.
+    asked.clear()
+    assert checksum_known("k8s.io/x", "v1", env={**env, "GOSUMDB": "off"}, status=status) is True
+    assert checksum_known("k8s.io/x", "v1", env={**env, "GONOSUMDB": "k8s.io"}, status=status) is True
+    assert checksum_known("k8s.io/x", "v1", env={**env, "GOPRIVATE": "*.corp,k8s.io/x"}, status=status) is True
+    assert checksum_known("k8s.io/x", "v1", env={"GOPROXY": "direct"}, status=status) is None
+    assert asked == []
+    # A database named with its own URL is asked there; upper case is escaped as the protocol says.
+    checksum_known("github.com/Azure/x", "v1", env={"GOSUMDB": "sum.example+key https://sum.example/"}, status=status)
+    assert asked == ["https://sum.example/lookup/github.com/!azure/x@v1"]
+
+
+def test_a_module_without_its_checksum_is_not_served(monkeypatch):
+    from crdscale.cluster import gobuild, releases
+
+    monkeypatch.setattr(gobuild, "module_info", lambda path, version, timeout_s: {"Version": version})
+    monkeypatch.setattr(releases, "checksum_known", lambda path, version: path != "k8s.io/legacy-cloud-providers")
+    assert "checksum database has no entry" in releases._lookup("k8s.io/legacy-cloud-providers", "v0.27.16")["Error"]
+    assert releases._lookup("k8s.io/api", "v0.27.16") == {"Version": "v0.27.16"}
