@@ -46,6 +46,10 @@ ROOT = Path(__file__).resolve().parents[2]
 REFERENCE = ROOT / "data" / "reference-run"
 PROFILE = REFERENCE / "profiles" / "heap-step01-crds0040.pb.gz"
 SMALL_CRDS = ROOT / "tests" / "data" / "crds" / "tree"
+# The feature gates of v1.37.1 and v1.28.15 as recorded from their module sources: a sandbox's cache holds
+# them, so validating a gate reads no module (cold, that is a download of k8s.io/kubernetes). That the real
+# reader parses the module sources is tests/integration/test_changes_check.py's.
+RECORDED_GATES = ROOT / "tests" / "data" / "gates"
 
 EXAMPLES = int(os.environ.get("CRDSCALE_HYPOTHESIS_EXAMPLES", "60"))
 BUDGET = settings(
@@ -214,6 +218,7 @@ def _sandbox(copy_run: bool = True):
         tmp = Path(tmp)
         for sub in ("home", "cache", "runs"):
             (tmp / sub).mkdir()
+        shutil.copytree(RECORDED_GATES, tmp / "cache" / "feature-gates")
         run = tmp / "run"
         if copy_run:
             shutil.copytree(REFERENCE, run, ignore=shutil.ignore_patterns("analysis", "report", "notebooks"))
@@ -615,10 +620,16 @@ def _scenario_text(key: str, value: str, as_axis: bool) -> str:
 def test_every_scenario_key_holds_the_property(key, data, monkeypatch):
     """Each declared scenario key with hostile TOML values, in a file, as a [matrix] axis or through --set,
     checked by ``run --check``: documented exit, one error line, no traceback, nothing written, no run
-    directory. The Go module proxy is not asked (answers "could not ask")."""
-    from crdscale.cluster import buildable
+    directory. The Go module proxy is not asked (answers "could not ask"), nor are module sources read: the
+    feature gates are the recorded lists (RECORDED_GATES)."""
+    from crdscale.cluster import buildable, patches
+    from crdscale.errors import UsageError
+
+    def no_sources(module, version, **_kw):
+        raise UsageError(f"{module} {version} is not in the Go module cache")
 
     monkeypatch.setattr(buildable, "ask_proxy", lambda *a, **k: buildable.ModuleAnswer(None, "not asked in tests"))
+    monkeypatch.setattr(patches, "module_source", no_sources)
     value = data.draw(TOML_VALUES, label="value")
     how = data.draw(st.sampled_from(["file", "axis", "set"]), label="how")
     with _sandbox(copy_run=False) as (tmp, run):
