@@ -200,9 +200,9 @@ def test_lab_shows_the_memory_notebook_as_a_notebook_in_chromium(run_copy, tmp_p
         assert re.fullmatch(r"http://127\.0\.0\.1:\d+/lab/tree/notebooks/memory\.ipynb\?token=[0-9a-f]{48}", url)
         started = _descendants(lab.pid)
 
-        dom = _chromium(url, tmp_path / "profile", "--dump-dom").stdout
         shot = Path(os.environ.get("CRDSCALE_LAB_SCREENSHOT", tmp_path / "memory-notebook.png"))
-        _chromium(url, tmp_path / "profile2", f"--screenshot={shot}")
+        # One page load both dumps the DOM and shoots the screen (JupyterLab loads once, not twice).
+        dom = _chromium(url, tmp_path / "profile", "--dump-dom", f"--screenshot={shot}").stdout
         started |= _descendants(lab.pid)  # with the kernel JupyterLab started for the opened notebook
 
         assert "jp-Notebook" in dom, dom[-3000:]
