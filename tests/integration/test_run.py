@@ -192,7 +192,9 @@ def _instance_processes(run_id: str):
 
 
 def test_sigint_mid_step_leaves_an_interrupted_readable_run_and_no_process(tmp_path):
-    slow = SMALL.replace("settle_seconds = 2", "settle_seconds = 20")
+    # Slow enough that the signal lands mid-run: after step 2 starts, four 5-second settles are left. Each
+    # settle before it (baseline, step 1 installed, step 1) is waited for, so no longer than that.
+    slow = SMALL.replace("settle_seconds = 2", "settle_seconds = 5")
     proc, out = _start_run(tmp_path, slow)
     run, _ = _wait_for_event(out, lambda e: e["kind"] == "step.start" and e["step"] == 2)
     run_id = json.loads((run / "manifest.json").read_text())["run_id"]
@@ -213,7 +215,7 @@ def test_kill_9_of_the_runner_loses_no_series_and_down_leaves_no_process(tmp_pat
     """An OOM kill or a closed laptop: the manifest stays 'running', the run reads as
     'abandoned', `crdscale down` stops everything (Prometheus too) and `crdscale recover`
     exports the series collected up to the kill from the run's own Prometheus database."""
-    slow = SMALL.replace("settle_seconds = 2", "settle_seconds = 20")
+    slow = SMALL.replace("settle_seconds = 2", "settle_seconds = 5")  # as the SIGINT test's
     proc, out = _start_run(tmp_path, slow)
     run, _ = _wait_for_event(out, lambda e: e["kind"] == "step.start" and e["step"] == 2)
     time.sleep(3)  # a few scrapes into step 2
@@ -244,7 +246,9 @@ def test_kill_9_of_the_runner_loses_no_series_and_down_leaves_no_process(tmp_pat
 
 
 def test_apiserver_death_fails_the_run_within_30_seconds(tmp_path):
-    slow = SMALL.replace("settle_seconds = 2", "settle_seconds = 60")
+    # The kill lands as step 1's first settle starts; the settle outlasts the 30 s the run has to fail in,
+    # so only the death can end it. (The baseline settle before it is waited for too: no longer than that.)
+    slow = SMALL.replace("settle_seconds = 2", "settle_seconds = 40")
     proc, out = _start_run(tmp_path, slow)
     run, _ = _wait_for_event(out, lambda e: e["kind"] == "settle.start" and e.get("label", "").startswith("step 1"))
     run_id = json.loads((run / "manifest.json").read_text())["run_id"]
