@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # `make test`, after `make bootstrap` with BOOTSTRAP_EXTRAS=later:
-#   1. the unit tests, on every core (pytest-xdist);
-#   2. the integration tests one at a time, but those marked extra_binaries or extra_versions;
+#   1. the unit tests, on every core (pytest-xdist), and meanwhile the integration tests marked alongside
+#      (they wait on the network, not on the cores, and time nothing the unit tests could disturb);
+#   2. the integration tests one at a time, but those marked alongside, extra_binaries or extra_versions;
 #   3. those marked extra_binaries (a test node's kubelet and kube-scheduler, versitygw), once built;
 #   4. those marked extra_versions (EXTRA_KUBE_VERSIONS, EXTRA_KUBECTL_VERSIONS), once built.
 # Meanwhile scripts/bootstrap.sh builds those binaries, the cheap ones first (BOOTSTRAP_ONLY=extras-tools,
@@ -33,7 +34,9 @@ set -m
 ) >"$log" 2>&1 &
 builds=$!
 set +m
-trap 'kill -TERM -- "-$builds" 2>/dev/null; rm -rf "$state"' EXIT
+alongside=""
+# SIGINT for the alongside tests: pytest then tears their fixtures down (a containerd, ...).
+trap 'kill -TERM -- "-$builds" 2>/dev/null; [ -z "$alongside" ] || kill -INT -- "-$alongside" 2>/dev/null; rm -rf "$state"' EXIT
 say "building the extra binaries meanwhile (pid $builds, log: $log)"
 
 ran=0
@@ -59,12 +62,26 @@ built() {
   say "extra binaries ($1) ready, waited $(($(date +%s) - started)) s"
 }
 
+# Its own process group too: a background job of a script without job control would ignore SIGINT.
+set -m
+"$PYTEST" tests/integration -m "alongside and not extra_binaries and not extra_versions" "$@" >"$state/alongside.log" 2>&1 &
+alongside=$!
+set +m
 run tests/unit -n "${UNIT_WORKERS:-auto}" --dist worksteal "$@"
+wait "$alongside"
+rc=$?
+alongside=""
+cat "$state/alongside.log"
+case "$rc" in
+  0) ran=1 ;;
+  5) ;; # none selected
+  *) exit "$rc" ;;
+esac
 # Lowering a niceness needs root (CI's case); elsewhere the build stays at 10 and only goes slower.
 if [ "$low" != "$base" ]; then
   renice --priority "$base" -g "$builds" >/dev/null 2>&1 || say "the extra binaries keep building at nice $low (lowering a niceness needs root)"
 fi
-run tests/integration -m "not extra_binaries and not extra_versions" "$@"
+run tests/integration -m "not alongside and not extra_binaries and not extra_versions" "$@"
 built tools
 run tests/integration -m extra_binaries "$@"
 built versions

@@ -22,6 +22,7 @@ from crdscale.image import oci
 pytestmark = [
     pytest.mark.integration,
     pytest.mark.slow,
+    pytest.mark.alongside,  # debootstrap and pip wait on the network: make test runs it during the unit tests
     pytest.mark.skipif(os.geteuid() != 0 or not shutil.which("debootstrap"), reason="needs root and debootstrap"),
 ]
 
