@@ -7,11 +7,13 @@ releases), so patches are asked for one by one, newest first (``go list -m -json
 built (``go mod tidy`` would fail minutes in); it is named with the missing module, and the next older patch
 is tried.
 
-Served is not enough: ``go`` verifies every module it downloads against the checksum database
-(sum.golang.org, asked through the proxy), and ``go list -m`` does not. A mirror can serve a module whose
-checksum it cannot (k8s.io/legacy-cloud-providers v0.27.16 here), and the build then fails in ``go mod tidy``
-("verifying module: ... 404"). So a staging module counts as served only when the checksum database has it
-too (:func:`checksum_known`: one small HTTP request, skipped when ``GOSUMDB=off`` or ``GONOSUMDB`` covers it).
+An ``.info`` is not enough: ``go list -m`` reads only that, but a build downloads the zip and verifies it
+against the checksum database (sum.golang.org, asked through the proxy). A mirror can serve a module's
+``.info`` and refuse its zip (k8s.io/endpointslice v0.32.13 here: 403), or serve a module whose checksum it
+cannot (k8s.io/legacy-cloud-providers v0.27.16: the lookup is 404), and the build then fails in
+``go mod tidy``. So a staging module counts as served only when its zip answers a HEAD request
+(:func:`zip_served`) and the checksum database has it (:func:`checksum_known`, skipped when ``GOSUMDB=off``
+or ``GONOSUMDB`` covers it): two small HTTP requests.
 """
 
 from __future__ import annotations
@@ -49,10 +51,14 @@ SUMDB_TIMEOUT_S = 10.0
 
 
 def _lookup(path: str, version: str) -> dict:
-    """``go list -m -json path@version``, with an ``Error`` also when go would refuse the module for want
-    of its checksum (:func:`checksum_known`)."""
+    """``go list -m -json path@version``, with an ``Error`` also when go could not download the module:
+    its zip refused (:func:`zip_served`) or its checksum unknown (:func:`checksum_known`)."""
     info = gobuild.module_info(path, version, timeout_s=30)
-    if not info.get("Error") and checksum_known(path, version) is False:
+    if info.get("Error"):
+        return info
+    if zip_served(path, version) is False:
+        return {"Error": f"{path}@{version}: the proxy serves its .info but refuses its .zip"}
+    if checksum_known(path, version) is False:
         return {"Error": f"{path}@{version}: the checksum database has no entry for it (go verifies every download)"}
     return info
 
@@ -89,14 +95,37 @@ def _matches_prefix_patterns(patterns: str, path: str) -> bool:
     return False
 
 
-def _http_status(url: str) -> int | None:
+def _http_status(url: str, method: str = "GET") -> int | None:
     try:
-        with urllib.request.urlopen(url, timeout=SUMDB_TIMEOUT_S) as response:
+        with urllib.request.urlopen(urllib.request.Request(url, method=method), timeout=SUMDB_TIMEOUT_S) as response:
             return response.status
     except urllib.error.HTTPError as e:
         return e.code
     except (OSError, ValueError):
         return None
+
+
+def _http_proxy(env: dict[str, str]) -> str | None:
+    """The first HTTP(S) proxy of ``GOPROXY`` (go asks it first), or None (``direct``, ``off``, a file:// one)."""
+    proxies = [p for p in re.split(r"[,|]", env.get("GOPROXY") or "") if p.startswith(("http://", "https://"))]
+    return proxies[0].rstrip("/") if proxies else None
+
+
+def zip_served(
+    path: str, version: str, *, env: dict[str, str] | None = None, status: Callable[..., int | None] = _http_status
+) -> bool | None:
+    """Whether the first HTTP proxy of ``GOPROXY`` serves ``path@version``'s zip (a HEAD request: no
+    download). A mirror can serve a module's ``.info`` (all ``go list -m`` reads) and refuse its zip
+    (k8s.io/endpointslice v0.32.13 here: 403). None when it could not be asked."""
+    proxy = _http_proxy(_go_env() if env is None else env)
+    if proxy is None:
+        return None
+    code = status(f"{proxy}/{_escape(path)}/@v/{version}.zip", "HEAD")
+    if code == 200:
+        return True
+    if code in (403, 404, 410):
+        return False
+    return None
 
 
 def checksum_known(
@@ -116,10 +145,10 @@ def checksum_known(
     if len(sumdb) > 1:
         base = sumdb[1].rstrip("/")
     else:
-        proxies = [p for p in re.split(r"[,|]", env.get("GOPROXY") or "") if p.startswith(("http://", "https://"))]
-        if not proxies:
+        proxy = _http_proxy(env)
+        if proxy is None:
             return None
-        base = f"{proxies[0].rstrip('/')}/sumdb/{name}"
+        base = f"{proxy}/sumdb/{name}"
     code = status(f"{base}/lookup/{_escape(path)}@{version}")
     if code == 200:
         return True

@@ -85,5 +85,24 @@ def test_a_module_without_its_checksum_is_not_served(monkeypatch):
 
     monkeypatch.setattr(gobuild, "module_info", lambda path, version, timeout_s: {"Version": version})
     monkeypatch.setattr(releases, "checksum_known", lambda path, version: path != "k8s.io/legacy-cloud-providers")
+    monkeypatch.setattr(releases, "zip_served", lambda path, version: path != "k8s.io/endpointslice")
     assert "checksum database has no entry" in releases._lookup("k8s.io/legacy-cloud-providers", "v0.27.16")["Error"]
+    assert "refuses its .zip" in releases._lookup("k8s.io/endpointslice", "v0.32.13")["Error"]
     assert releases._lookup("k8s.io/api", "v0.27.16") == {"Version": "v0.27.16"}
+
+
+def test_zip_served_asks_with_head():
+    from crdscale.cluster.releases import zip_served
+
+    asked = []
+
+    def status(url, method):
+        asked.append((method, url))
+        return {"endpointslice": 403, "api": 200}.get(url.split("/")[4])
+
+    env = {"GOPROXY": "https://proxy.golang.org,direct"}
+    assert zip_served("k8s.io/endpointslice", "v0.32.13", env=env, status=status) is False
+    assert zip_served("k8s.io/api", "v0.32.13", env=env, status=status) is True
+    assert zip_served("k8s.io/kubelet", "v0.32.13", env=env, status=status) is None
+    assert asked[0] == ("HEAD", "https://proxy.golang.org/k8s.io/endpointslice/@v/v0.32.13.zip")
+    assert zip_served("k8s.io/api", "v0.32.13", env={"GOPROXY": "off"}, status=status) is None
