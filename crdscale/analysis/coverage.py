@@ -272,11 +272,26 @@ MODELS = ("components", "spread")
 
 def _served_estimates(sim: SimulatedRuns, cause: str, confidence: float, model: str = "components"):
     """The served per-CRD estimates of every run, as :func:`~crdscale.analysis.percrd.fit_per_crd` computes them."""
-    dx, dy, dv, first, _de = _chain_increments(sim, cause)
     if model == "spread":
+        dx, dy, _dv, first, _de = _chain_increments(sim, cause)
         return increments_batch(dx, dy, confidence, resolution=GO_HEAP_SAMPLING_RATE, first=first)
+    # Every profile from the first served one to the last, installed ones between (as fit_per_crd's chain).
+    y, v, _e = sim.series(cause)
+    served = [m for m, (_n, phase, *_c) in enumerate(sim.marks) if phase == "served"]
+    span = slice(served[0], served[-1] + 1)
+    installed = np.array([mark[2] for mark in sim.marks[span]], dtype=float)
+    crds = np.array([mark[3] for mark in sim.marks[span]], dtype=float)
+    y, v = y[:, span], v[:, span]
     return increments_batch(
-        dx, dy, confidence, resolution=GO_HEAP_SAMPLING_RATE, first=first, sampling_var=dv, chain=True
+        np.diff(crds),
+        np.diff(y, axis=1),
+        confidence,
+        resolution=GO_HEAP_SAMPLING_RATE,
+        first=y[:, 0],
+        sampling_var=np.diff(v, axis=1),
+        first_var=v[:, 0],
+        chain=True,
+        installed=np.diff(installed),
     )
 
 

@@ -17,7 +17,7 @@ import numpy as np
 import pandas as pd
 
 from crdscale.analysis.intervals import Estimate, difference, growth_fit, pooled_estimate
-from crdscale.analysis.percrd import heap_resolution, phase_points
+from crdscale.analysis.percrd import chain_points, heap_resolution
 
 JOINT_COLUMNS = [
     "run",
@@ -42,7 +42,12 @@ def _run_estimate(group: pd.DataFrame, confidence: float) -> Estimate | None:
     group = group.sort_values("crds", kind="stable")
     metric = str(group["metric"].iloc[0]) if "metric" in group else ""
     return growth_fit(
-        group["crds"], group["value"], confidence, resolution=heap_resolution(metric, group), sampling_var=_sv(group)
+        group["crds"],
+        group["value"],
+        confidence,
+        resolution=heap_resolution(metric, group),
+        sampling_var=_sv(group),
+        installed=group["installed"] if "installed" in group else None,
     ).estimate
 
 
@@ -89,7 +94,7 @@ def per_crd_differences(
     if configs and reference not in configs:
         raise ValueError(f"reference run {reference!r} is not among {configs}")
     by = list(by)
-    per_run = [phase_points(points[points["run"] == r], phase) for r in runs]
+    per_run = [chain_points(points[points["run"] == r], phase) for r in runs]
     data = pd.concat(per_run, ignore_index=True) if per_run else points.iloc[0:0]
     rows = []
     for key, group in data.groupby(by, sort=False) if len(data) else []:
@@ -109,7 +114,9 @@ def per_crd_differences(
         negligible = 1e-9 * scale
         for config in [c for c in configs if c != reference and c in combined]:
             d = difference(combined[config], ref, confidence)
-            n = int(group["run"].map(config_of).isin([config, reference]).sum())
+            # Points on the served line (the installed ones between them only inform the interval).
+            line = group[group["installed"] == group["crds"]]
+            n = int(line["run"].map(config_of).isin([config, reference]).sum())
             rows.append(
                 {
                     "run": config,

@@ -27,20 +27,33 @@ and its variance comes from a model of the increments ``e = Δy - b·Δx``::
   -1 beside it), so it adds ``2τ²`` to the growth, not ``2τ²`` per increment
   as the spread of the increments alone would count it.
 
+The chain of increments is every profile a run took from its first served
+profile to its last: each step's installed profile too (an install
+increment, then a serve increment), so 4 steps give 8 increments. The
+installed profiles add nothing to the growth; they double what the noise is
+estimated from (the mean of an increment is then a cost per CRD installed
+plus one per CRD served: two columns, fitted by weighted least squares).
+
 ``σ²`` and ``τ²`` come from the spread of the increments and their lag-1
-products set to their expectations, each kept at 0 or above (a MINQUE-like
-moment estimate); the interval is Student's t on Satterthwaite's degrees of
-freedom for the estimated part (the known part has none to lose), never
-fewer than the increments' ``m - 1``. Every half width is at least
-``1.96 · sampling_se`` (the sampling alone; a count of a few samples is given
-~3 samples' worth more, as the rule of three gives a cause no sample touched).
-Without a known sampling variance (the memory series, the OpenAPI v2 phase)
-the interval is the spread's t on ``m - 1`` degrees of freedom: conservative
-when per-profile noise dominates, and estimating both noises from the
-increments alone under-covers. With fewer than 3 increments, causes carried
-by a sample or two per step are unreliable (:data:`FEW_INCREMENTS`).
-``benchmarks/coverage.py`` checks coverage and width by simulating Go's
-sampling (:mod:`crdscale.analysis.coverage`).
+products set to their expectations, kept at 0 or above (a MINQUE-like moment
+estimate, non-negative least squares where the exact solution is not). Noise
+of one profile up to that profile's own sampling variance ``V`` is read as
+the sampling of objects rebuilt for that profile (the whole OpenAPI spec at
+every CRD change): a share ``λ = min(1, τ²/V̄)`` of the sampling does not
+carry over, which adds ``V_first + V_last`` to the growth instead of
+``V_last - V_first`` (``2λ·V_first`` on top of ``ΣK``) rather than ``2τ²``.
+The interval is Student's t on Satterthwaite's degrees of freedom for the
+estimated part (the known part has none to lose), never fewer than the
+increments' ``m - 1`` (``m - 2`` with installed and served). Every half width
+is at least ``1.96 · sampling_se`` (the sampling alone; a count of a few
+samples is given ~3 samples' worth more, as the rule of three gives a cause no
+sample touched). Without a known sampling variance (the memory series, the
+OpenAPI v2 phase) the interval is the spread's t on ``m - 1`` degrees of
+freedom over the served profiles: conservative when per-profile noise
+dominates, and estimating both noises from the increments alone under-covers.
+With fewer than 3 steps, causes carried by a sample or two per step are
+unreliable (:data:`FEW_INCREMENTS`). ``benchmarks/coverage.py`` checks
+coverage and width by simulating Go's sampling (:mod:`crdscale.analysis.coverage`).
 
 Differences between runs use each run's own variance (Welch–Satterthwaite),
 never a pooled one; repeated runs of one configuration are the unit of
@@ -52,6 +65,7 @@ Everything here is pure: arrays in, numbers out.
 from __future__ import annotations
 
 import functools
+import itertools
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -157,6 +171,7 @@ def growth_fit(
     *,
     resolution: float = 0.0,
     sampling_var: Sequence[float] | None = None,
+    installed: Sequence[float] | None = None,
 ) -> GrowthFit:
     """Per-unit growth of ``y`` in ``x`` with an interval from the step increments (see the module doc).
 
@@ -169,30 +184,65 @@ def growth_fit(
     (:func:`unseen_growth_bounds`) instead of a zero width. ``sampling_var``:
     each point's heap sampling variance (:func:`heap_sampling_variance`),
     which is the interval's floor and its known part (see the module doc).
+    ``installed``: CRDs installed at each point, when a run also profiled each
+    step's CRDs installed before serving them (``x`` is then the CRDs served):
+    the points with ``installed > x`` lie between two served ones, add
+    nothing to the growth (it is still from the first served point to the
+    last), and make the chain of increments twice as long, which tells the
+    noise of one profile from the noise that persists far better (used with
+    ``sampling_var`` only). ``n``, ``base``, ``r2`` and ``residuals`` are of
+    the served points.
     """
     x = np.asarray(x, dtype=float)
     y = np.asarray(y, dtype=float)
-    if len(x) < 2 or np.ptp(x) == 0:
+    sv = None if sampling_var is None else np.asarray(sampling_var, dtype=float)
+    inst = x if installed is None else np.asarray(installed, dtype=float)
+    served = inst == x
+    if len(x) < 2 or np.ptp(x[served]) == 0:
         raise UsageError("a per-CRD fit needs profiles at two or more different CRD counts")
-    order = np.argsort(x, kind="stable")
-    x, y = x[order], y[order]
-    ux, inverse = np.unique(x, return_inverse=True)
-    uy = np.bincount(inverse, weights=y) / np.bincount(inverse)
-    dx, dy = np.diff(ux), np.diff(uy)
-    dvar = None
-    if sampling_var is not None:
-        sv = np.asarray(sampling_var, dtype=float)[order]
+    between = None
+    if sv is not None and np.isfinite(sv).all() and (~served).any():
+        # Installed points after the last served one or before the first are no part of the growth.
+        keep = (inst <= x[served].max()) & (x >= x[served].min())
+        if (~served & keep).any():
+            between = keep
+    if between is None:
+        x, y, sv, inst = x[served], y[served], None if sv is None else sv[served], inst[served]
+    else:
+        x, y, sv, inst = x[between], y[between], sv[between], inst[between]
+    order = np.lexsort((x, inst))
+    x, y, inst = x[order], y[order], inst[order]
+    keys, inverse = np.unique(np.stack([inst, x], axis=1), axis=0, return_inverse=True)
+    inverse = inverse.ravel()
+    counts = np.bincount(inverse)
+    uy = np.bincount(inverse, weights=y) / counts
+    uinst, ux = keys[:, 0], keys[:, 1]
+    dx, dy, dinst = np.diff(ux), np.diff(uy), np.diff(uinst)
+    dvar, first_var = None, None
+    if sv is not None:
+        sv = sv[order]
         if np.isfinite(sv).all():
-            dvar = np.diff(np.bincount(inverse, weights=sv) / np.bincount(inverse))
+            usv = np.bincount(inverse, weights=sv) / counts
+            dvar, first_var = np.diff(usv), usv[0]
     estimate = increments_estimate(
-        dx, dy, confidence, resolution=resolution, first=uy[0], sampling_var=dvar, chain=True
+        dx,
+        dy,
+        confidence,
+        resolution=resolution,
+        first=uy[0],
+        sampling_var=dvar,
+        first_var=first_var,
+        chain=True,
+        installed=None if between is None else dinst,
     )
+    line = inst == x
+    x, y = x[line], y[line]
     base = float(uy[0] - estimate.value * ux[0])
     fitted = base + estimate.value * x
     residuals = y - fitted
     ss_tot = float(((y - y.mean()) ** 2).sum())
     r2 = 1.0 - float((residuals**2).sum()) / ss_tot if ss_tot > 0 else math.nan
-    return GrowthFit(estimate, base, len(x), len(dx), r2, residuals)
+    return GrowthFit(estimate, base, len(x), int((dx > 0).sum()), r2, residuals)
 
 
 # Poisson's "rule of three": seeing no event, 95 % of rates that could be true are below 3.0 events.
@@ -219,7 +269,9 @@ def increments_estimate(
     resolution: float = 0.0,
     first: float = 0.0,
     sampling_var: Sequence[float] | None = None,
+    first_var: float | None = None,
     chain: bool = False,
+    installed: Sequence[float] | None = None,
 ) -> Estimate:
     """Per-unit growth from increments ``dy`` over ``dx`` units each, with its interval (see the module doc).
 
@@ -233,7 +285,10 @@ def increments_estimate(
     noise is told apart from 4 increments on. ``resolution``: the least change
     one heap sample stands for; when no increment changed at all, the interval
     is what no sample allows (:func:`unseen_growth_bounds`, from the ``first``
-    value) instead of a zero width.
+    value) instead of a zero width. ``installed``: the CRDs each increment
+    installed, for a chain that also holds each step's installed profile
+    (``dx`` is then 0 for an increment that only installed; see
+    :func:`growth_fit`).
     """
     batch = increments_batch(
         np.asarray(dx, dtype=float),
@@ -242,7 +297,9 @@ def increments_estimate(
         resolution=resolution,
         first=np.atleast_1d(float(first)),
         sampling_var=None if sampling_var is None else np.atleast_2d(np.asarray(sampling_var, dtype=float)),
+        first_var=None if first_var is None else np.atleast_1d(float(first_var)),
         chain=chain,
+        installed=None if installed is None else np.asarray(installed, dtype=float),
     )
     return Estimate(*(float(v[0]) for v in batch))
 
@@ -255,24 +312,45 @@ def increments_batch(
     resolution: float = 0.0,
     first: np.ndarray | float = 0.0,
     sampling_var: np.ndarray | None = None,
+    first_var: np.ndarray | None = None,
     chain: bool = False,
+    installed: np.ndarray | None = None,
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """:func:`increments_estimate` for many series at once: ``dy`` is (series x increments) over one ``dx``
     (``first``: each series' first value; ``sampling_var``: how much each increment added to the
-    profiles' heap sampling variance, same shape as ``dy``).
+    profiles' heap sampling variance, same shape as ``dy``; ``first_var``: each series' first
+    profile's sampling variance; ``installed``: CRDs each increment installed, see :func:`growth_fit`).
 
     Returns arrays ``(value, se, dof, low, high)``, one entry per series: what
     simulations of thousands of runs need (``crdscale.analysis.coverage``).
     """
     dx = np.asarray(dx, dtype=float)
     dy = np.asarray(dy, dtype=float)
-    if dx.ndim != 1 or len(dx) == 0 or (dx <= 0).any():
-        raise UsageError("increments need a positive number of CRDs each")
+    if installed is None:
+        if dx.ndim != 1 or len(dx) == 0 or (dx <= 0).any():
+            raise UsageError("increments need a positive number of CRDs each")
+        design = dx[:, None]
+    else:
+        installed = np.asarray(installed, dtype=float)
+        if dx.ndim != 1 or installed.shape != dx.shape or (dx < 0).any() or (installed < 0).any():
+            raise UsageError("increments need a number of CRDs installed and served each")
+        if (dx + installed <= 0).any() or dx.sum() <= 0:
+            raise UsageError("increments need a positive number of CRDs each")
+        design = np.stack([installed, dx], axis=1)
     n = dy.shape[0]
     total = float(dx.sum())
     value = dy.sum(axis=1) / total
     m = len(dx)
+    steps = int((dx > 0).sum())  # increments that served CRDs: what the spread alone would have
     dvar = None if sampling_var is None else np.nan_to_num(np.broadcast_to(np.asarray(sampling_var, float), dy.shape))
+    if installed is not None and (dvar is None or steps < 2):
+        # The chain through installed profiles is for the variance components only: without them, the
+        # served profiles' own increments.
+        ends = np.flatnonzero(dx > 0)
+        cumulate = lambda a: np.diff(np.concatenate([np.zeros((n, 1)), np.cumsum(a, axis=1)[:, ends]], 1), axis=1)  # noqa: E731
+        dy = cumulate(dy)
+        dvar = None if dvar is None else cumulate(dvar)
+        dx, design, m = dx[ends], dx[ends, None], steps
     if dvar is not None and resolution > 0:
         # Counts of a few samples run low when unlucky, and the variance they give with them: up to ~3
         # samples could be missing unseen (the rule of three, as for a cause no sample touched), so the
@@ -281,23 +359,33 @@ def increments_batch(
         # (A growth's sampling variance below zero, from objects freed, counts as none.)
         dvar = dvar.copy()
         dvar[:, -1] += np.clip(-dvar.sum(axis=1), 0.0, None) + UNSEEN_EVENTS_95 * resolution**2
-    if m < 2:
+    if steps < 2:
         se = np.full(n, math.nan)
         dof = np.zeros(n)
     else:
-        spread = ((dy - value[:, None] * dx) ** 2 / dx).sum(axis=1) / (m - 1)
-        se = np.sqrt(spread / total)
-        dof = np.full(n, float(m - 1))
+        resid = dy @ _residual_maker(design).T
+        weight = design.sum(axis=1)
+        free = m - design.shape[1]
+        spread = (resid**2 / weight).sum(axis=1) / free
+        se = np.sqrt(spread * weight.sum()) / total
+        dof = np.full(n, float(free))
         if dvar is not None:
             # Only with the sampling variance known: estimating both noises from the increments alone
             # under-covered (0.83-0.89 in a one-off check on benchmarks/coverage.py's simulated runs at
             # 4 and 10 steps), where the spread holds 95 %.
-            resid = dy - value[:, None] * dx
-            se_c, dof_c = _variance_components(dx, resid, dvar, chain and m >= CHAIN_MIN_INCREMENTS)
+            chained = chain and m >= CHAIN_MIN_INCREMENTS
+            profile_var = None
+            if chained and first_var is not None:
+                # Each profile's own sampling variance: the first's, plus what every increment added.
+                start = np.clip(np.nan_to_num(np.broadcast_to(np.asarray(first_var, float), (n,))), 0.0, None)
+                profile_var = np.clip(start[:, None] + np.cumsum(dvar, axis=1), 0.0, None)
+                profile_var = np.concatenate([start[:, None], profile_var], axis=1)
+            var_c, dof_c = _variance_components(design, resid, dvar, chained, profile_var)
+            se_c = np.sqrt(var_c) / total
             use = se_c > 0
             se, dof = np.where(use, se_c, se), np.where(use, dof_c, dof)
     half = _quantile(dof, confidence) * se
-    if dvar is not None and m >= 2:
+    if dvar is not None and steps >= 2:
         # The sampling alone: sampled objects that stay carry their error from profile to profile, so
         # the growth's sampling variance is what the increments added. No interval is narrower.
         floor = np.sqrt(np.clip(dvar.sum(axis=1), 0.0, None)) / total
@@ -312,12 +400,22 @@ def increments_batch(
         bound_low, bound_high = unseen_growth_bounds(np.asarray(first, dtype=float), resolution, total)
         low, high = np.where(unseen, bound_low, low), np.where(unseen, bound_high, high)
         # Known only by those bounds (se 0 with a width): a difference combines them by their bounds.
-        se, dof = np.where(unseen, 0.0, se), np.where(unseen, float(max(m - 1, 0)), dof)
+        se, dof = np.where(unseen, 0.0, se), np.where(unseen, float(max(steps - 1, 0)), dof)
     return value, se, dof, low, high
+
+
+def _residual_maker(design: np.ndarray) -> np.ndarray:
+    """``I - H`` for the increments' mean ``design @ β`` fitted by weighted least squares with weights
+    ``1 / row sum`` (persistent noise grows with the CRDs an increment adds): the residual increments
+    are ``(I - H) @ Δy``. For one column it is ``Δy - (ΣΔy / ΣΔx)·Δx``."""
+    weight = 1.0 / design.sum(axis=1)
+    fitted = design @ np.linalg.pinv(design.T @ (design * weight[:, None])) @ (design * weight[:, None]).T
+    return np.eye(len(design)) - fitted
 
 
 # With fewer increments the persistent and the per-profile noise cannot both be estimated: only the known
 # sampling and the persistent noise are (per-profile noise is then counted in every increment: conservative).
+# A chain through the installed profiles has 4 from 2 steps on.
 CHAIN_MIN_INCREMENTS = 4
 # Below this many increments, causes carried by a sample or two per step are unreliable (their
 # increments are Poisson-like counts, far from normal): say so beside the numbers.
@@ -341,66 +439,107 @@ def _quantile(dof: np.ndarray, confidence: float) -> np.ndarray:
     return out
 
 
-def _variance_components(
-    dx: np.ndarray, resid: np.ndarray, known: np.ndarray, chain: bool
-) -> tuple[np.ndarray, np.ndarray]:
-    """Standard error and degrees of freedom of ``ΣΔy / ΣΔx`` from the residual increments ``resid``.
+def _nonnegative(coef: np.ndarray, rhs: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Variance components ``v >= 0`` with ``coef @ v`` nearest ``rhs``, per series (``coef``: series x
+    forms x components; least squares, exact when every component of the exact solution is 0 or
+    above), and how each weighs ``rhs`` (series x components x forms, for Satterthwaite). A handful
+    of components: every subset of them is tried, the best one that keeps them all at 0 or above wins."""
+    n, forms, k = coef.shape
+    best = np.full(n, np.inf)
+    tolerance = 1e-9 * (rhs**2).sum(axis=1)  # a smaller subset must fit better than rounding, not tie
+    solved, per_form = np.zeros((n, k)), np.zeros((n, k, forms))
+    for size in range(k, -1, -1):
+        for subset in itertools.combinations(range(k), size):
+            cols = list(subset)
+            pinv = np.linalg.pinv(coef[:, :, cols]) if cols else np.zeros((n, 0, forms))
+            beta = np.einsum("ncf,nf->nc", pinv, rhs)
+            miss = ((rhs - np.einsum("nfc,nc->nf", coef[:, :, cols], beta)) ** 2).sum(axis=1)
+            better = (beta >= 0).all(axis=1) & (miss + tolerance < best)
+            best = np.where(better, miss, best)
+            solved[better] = 0.0
+            per_form[better] = 0.0
+            for i, col in enumerate(cols):
+                solved[better, col] = beta[better, i]
+                per_form[better, col] = pinv[better, i]
+    return solved, per_form
 
-    Model (see the module doc): ``Var(e) = K + σ²·diag(Δx) (+ τ²·T for a chain)``. ``K`` is the heap
-    sampling variance each increment added (``known``, from the profiles; zeros without it), ``σ²``
-    any other persistent growth noise, ``τ²`` noise of each profile that does not carry over (``T``:
-    2 on the diagonal and -1 beside it, as differences of independent noise are; only when
-    consecutive increments share their profiles, ``chain``). ``σ²`` (and ``τ²``) come from quadratic
-    forms of the residuals (the spread, and for a chain the lag-1 products) set to their expectations,
-    each kept at 0 or above (MINQUE-like). The growth's variance is ``(ΣK + σ²·ΣΔx + 2τ²) / (ΣΔx)²``,
-    on Satterthwaite's degrees of freedom for the estimated part (the known part has no error).
+
+def _variance_components(
+    design: np.ndarray,
+    resid: np.ndarray,
+    known: np.ndarray,
+    chain: bool,
+    profile_var: np.ndarray | None = None,
+) -> tuple[np.ndarray, np.ndarray]:
+    """Variance and degrees of freedom of the growth ``ΣΔy`` (times the CRDs squared), from the residual
+    increments ``resid``.
+
+    Model (see the module doc): ``Var(e) = K + σ²·diag(w) (+ τ²·T for a chain)``, ``w`` the CRDs
+    each increment adds (``design``'s row sums: one column of CRDs, or CRDs installed and served).
+    ``K`` is the heap sampling variance each increment added (``known``, from the profiles; zeros
+    without it), ``σ²`` any other persistent growth noise, ``τ²`` noise of each profile that does not
+    carry over (``T``: 2 on the diagonal and -1 beside it, as differences of independent noise are;
+    only when consecutive increments share their profiles, ``chain``). ``σ²`` (and ``τ²``) come from
+    quadratic forms of the residuals (the spread, and for a chain the lag-1 products) set to their
+    expectations, each kept at 0 or above (MINQUE-like). The variance of the sum ``c·Δy`` is
+    ``c'Kc + σ²·c'diag(w)c + τ²·c'Tc`` (for a growth, all of a chain: ``ΣK + σ²·Σw + 2τ²``), on
+    Satterthwaite's degrees of freedom for the estimated part (the known part has no error).
+
+    ``profile_var`` (series x profiles, a chain's): each profile's own sampling variance ``V``. Noise
+    of one profile up to its ``V`` is read as the sampling of objects rebuilt for that profile (a share
+    ``λ = min(1, τ²/V̄)`` of the sampling does not carry over; ``V̄`` over the profiles two increments
+    share). Such sampling has the covariance ``T_V`` (``V_i + V_(i-1)`` on the diagonal, ``-V_i``
+    beside it) where the sampling that carries over has ``K``: the sum's variance is
+    ``(1 - λ)·c'Kc + λ·c'T_Vc + σ²·c'diag(w)c + (τ² - λ·V̄)·c'Tc`` (for a growth the sampling part is
+    ``ΣK + 2λ·V_first``: it lies between ``V_last - V_first`` and ``V_last + V_first``, whichever it is).
     """
     n, m = resid.shape
-    span = float(dx.sum())
+    c = np.ones(m)  # the growth adds up every increment
+    weight = design.sum(axis=1)
     eye = np.eye(m)
-    centre = eye - np.outer(dx, np.ones(m)) / span  # residuals = centre @ increments
-    shapes = [np.diag(dx)]  # covariance of each unknown component
-    forms = [np.diag(1 / dx)]  # the quadratic forms that estimate them
-    target = [span]  # the growth's variance (times span²) per unit of each component
+    centre = _residual_maker(design)  # residuals = centre @ increments
+    # The unknown components' covariances: persistent noise in proportion to an increment's CRDs, and for a
+    # chain noise of one profile; and the quadratic forms of the residuals that estimate them.
+    shapes = [np.diag(weight)]
+    forms = [np.diag(1 / weight)]
     if chain:
-        inv = 1 / np.sqrt(dx)
+        inv = 1 / np.sqrt(weight)
         shapes.append(2 * eye - np.eye(m, k=1) - np.eye(m, k=-1))
         forms.append((np.eye(m, k=1) + np.eye(m, k=-1)) * np.outer(inv, inv) / 2)
-        target.append(2.0)
-    k = len(shapes)
-    target = np.array(target)
+    k = len(forms)
     q = np.stack([np.einsum("ni,ij,nj->n", resid, a, resid) for a in forms], axis=1)
     g = [centre.T @ a @ centre for a in forms]
     rhs = q - np.stack([known @ np.diagonal(gi) for gi in g], axis=1)
-    coef = np.array([[np.trace(gi @ v) for v in shapes] for gi in g])  # E[q] - known part = coef @ components
-    solved = rhs @ np.linalg.inv(coef).T
-    weights = np.broadcast_to(target @ np.linalg.inv(coef), (n, k)).copy()
-    negative = solved < 0
-    if k == 2:
-        for j in (0, 1):
-            # One component below zero: 0, and the other by least squares on both forms.
-            keep = negative[:, 1 - j] & ~negative[:, j]
-            col = coef[:, j]
-            only = np.clip(rhs @ col / (col @ col), 0.0, None)
-            solved[keep] = 0.0
-            solved[keep, j] = only[keep]
-            weights[keep] = target[j] * col / (col @ col)
-    solved[negative.all(axis=1)] = 0.0
-    solved = np.clip(solved, 0.0, None)
-    known_total = np.clip(known.sum(axis=1), 0.0, None)
-    estimated = solved @ target
-    se = np.sqrt(known_total + estimated) / span
+    # E[q] - known part = coef @ components (the same for every series)
+    coef = np.broadcast_to(np.array([[np.trace(gi @ v) for v in shapes] for gi in g]), (n, k, k))
+    target = np.broadcast_to(np.array([c @ shape @ c for shape in shapes]), (n, k))  # the sum's variance per unit
+    solved, per_form = _nonnegative(coef, rhs)
+    targets = target.copy()
+    estimated = (solved * target).sum(axis=1)
+    known_part = np.clip(known @ (c * c), 0.0, None)
+    if chain and profile_var is not None:
+        # Noise of one profile up to its own sampling variance is rebuilt objects' sampling (see above):
+        # c'T_Vc - c'Kc = Σ c_i² (V_i + V_(i-1) - K_i) - 2 Σ c_i c_(i+1) V_i = 2 Σ c_i² V_(i-1) - 2 Σ c_i c_(i+1) V_i.
+        tau2, per_tau = solved[:, 1], target[:, 1]
+        shared = profile_var[:, 1:m].mean(axis=1)
+        rebuilt_gain = 2 * profile_var[:, :m] @ (c * c) - 2 * profile_var[:, 1:m] @ (c[:-1] * c[1:])
+        with np.errstate(divide="ignore", invalid="ignore"):
+            per_unit = np.where(shared > 0, rebuilt_gain / shared, per_tau)
+        rebuilt = np.minimum(tau2, shared)
+        estimated = estimated - rebuilt * (per_tau - per_unit)
+        # Below V̄ the sum moves by c'(T_V - K)c / V̄ per unit of τ², above it by c'Tc.
+        targets[:, 1] = np.where(tau2 < shared, per_unit, per_tau)
+    weights = np.einsum("nj,njf->nf", targets, per_form)
+    var = known_part + estimated
     # Satterthwaite: Var(w·q) = 2 tr(BWBW), B = Σ w_i A_i, W = E[resid residᵀ] at the estimates.
     b = sum(weights[:, i, None, None] * forms[i] for i in range(k))
     cov = known[:, :, None] * eye + sum(solved[:, i, None, None] * shapes[i] for i in range(k))
     bw = b @ (centre @ cov @ centre.T)
     var_estimated = 2 * np.einsum("nij,nji->n", bw, bw)
     with np.errstate(divide="ignore", invalid="ignore"):
-        dof = np.where(
-            (estimated > 0) & (var_estimated > 0), 2 * (known_total + estimated) ** 2 / var_estimated, math.inf
-        )
-    # Never fewer than the spread of the increments alone has: m - 1.
-    return se, np.maximum(dof, float(m - 1))
+        dof = np.where((estimated > 0) & (var_estimated > 0), 2 * var**2 / var_estimated, math.inf)
+    # Never fewer than the spread of the increments alone has: m - 1 (m - 2 with installed and served).
+    return var, np.maximum(dof, float(m - design.shape[1]))
 
 
 def difference(a: Estimate, b: Estimate, confidence: float = 0.95) -> Estimate:

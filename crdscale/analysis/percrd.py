@@ -189,6 +189,24 @@ def phase_points(points: pd.DataFrame, phase: str) -> pd.DataFrame:
     return pd.concat([base, ours], ignore_index=True)
 
 
+def chain_points(points: pd.DataFrame, phase: str) -> pd.DataFrame:
+    """:func:`phase_points` with an ``installed`` column (CRDs installed at each point), and for the served
+    phase the installed profiles between the served ones too, at the CRDs then served.
+
+    A served per-CRD fit is the growth from the first served profile to the last; the installed profiles
+    add nothing to it but twice the increments to tell the noise of one profile from the noise that
+    persists (:func:`~crdscale.analysis.intervals.growth_fit`'s ``installed``).
+    """
+    data = phase_points(points, phase)
+    data = data.assign(installed=data["crds"])
+    if phase != "served" or "installed" not in set(points["phase"]):
+        return data
+    counts = served_counts(points)
+    between = points[(points["phase"] == "installed") & (points["crds"] != 0)].merge(counts, on=["crds", "phase"])
+    between = between.assign(crds=between["served"]).drop(columns="served")
+    return pd.concat([data, between[data.columns]], ignore_index=True)
+
+
 FEW_INCREMENTS_WARNING = (
     f"fewer than {FEW_INCREMENTS} steps: the intervals of causes carried by a heap sample or two per step "
     "(goroutines, zap counters at a few CRDs) are unreliable; run more steps for them"
@@ -245,23 +263,25 @@ def fit_per_crd(points: pd.DataFrame, confidence: float = 0.95) -> tuple[pd.Data
     """
     fits, resid = [], []
     for phase in [p for p in PHASES if p in set(points["phase"])]:
-        data = phase_points(points, phase)
+        data = chain_points(points, phase)
         if data["crds"].nunique() < 2:
             continue
         for (metric, cause), group in data.groupby(["metric", "cause"], sort=False):
-            group = group.sort_values("crds", kind="stable")
+            group = group.sort_values(["installed", "crds"], kind="stable")
             fit = growth_fit(
                 group["crds"],
                 group["value"],
                 confidence,
                 resolution=heap_resolution(metric, group),
                 sampling_var=group["sampling_var"] if "sampling_var" in group else None,
+                installed=group["installed"],
             )
             e = fit.estimate
+            line = group[group["installed"] == group["crds"]]
             fits.append(
-                (phase, metric, cause, e.value, e.low, e.high, e.se, e.dof, sampling_se(group), fit.base, fit.r2, fit.n)
+                (phase, metric, cause, e.value, e.low, e.high, e.se, e.dof, sampling_se(line), fit.base, fit.r2, fit.n)
             )
-            for crds, value, r in zip(group["crds"], group["value"], fit.residuals):
+            for crds, value, r in zip(line["crds"], line["value"], fit.residuals):
                 resid.append((phase, metric, cause, int(crds), value, value - r, r))
     fits_df = pd.DataFrame(fits, columns=FIT_COLUMNS)
     if len(fits_df):
@@ -348,7 +368,9 @@ def fit_install_serve(points: pd.DataFrame, confidence: float = 0.95) -> pd.Data
     is what the install increments add per CRD installed, what an Established
     CRD costs that nobody uses; ``per_served`` what the serve increments add
     per CRD served (storage, etcd client, watch cache). Each has a t interval
-    from its own increments' spread (:func:`~crdscale.analysis.intervals.increments_estimate`).
+    from its own increments' spread (:func:`~crdscale.analysis.intervals.increments_estimate`):
+    increments of one kind share no profile, so the noise of one profile counts
+    in each of them, as it does in their sum.
     Returns ``metric, cause, per_installed, per_installed_low,
     per_installed_high, per_served, per_served_low, per_served_high, base, n``
     (bytes or objects per CRD; ``n`` increments of each kind; NaN intervals
