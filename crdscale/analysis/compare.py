@@ -38,7 +38,7 @@ from crdscale.analysis.percrd import fit_per_crd, fit_series_per_crd
 from crdscale.analysis.pprof import diff
 from crdscale.analysis.process import end_values, points_by_source, process_source
 from crdscale.analysis.registry import CompareContext, Result, RunData, compare_all, compute_all, stack_runs, table
-from crdscale.analysis.rundata import crd_profiles, heap_points, heap_profile_set
+from crdscale.analysis.rundata import crd_profiles, crd_step_marks, heap_points, heap_profile_set
 from crdscale.analysis.targets import TOTAL
 from crdscale.errors import UsageError
 from crdscale.rundir import Run, read_runs
@@ -234,7 +234,8 @@ class Comparison:
         per_crd: each run's own per-CRD fits (:func:`~crdscale.analysis.percrd.fit_per_crd`).
         joint: heap bytes per CRD by cause, difference to the reference with its
             95% CI of the difference (Welch, each run's own variance: :func:`~crdscale.analysis.compare.per_crd_differences`).
-        series_points: RSS, heap in use, goroutines, fds and CPU seconds at each profile mark.
+        series_points: RSS, heap in use, goroutines, fds and CPU seconds at each profile mark of a step that
+            added CRDs (:func:`~crdscale.analysis.rundata.crd_step_marks`: a run's object steps left out).
         series_fits: each run's own per-CRD slopes of those series
             (:func:`~crdscale.analysis.percrd.fit_series_per_crd`).
         series_joint: the same differences on those series (per CRD: bytes, goroutines, fds, CPU s).
@@ -391,14 +392,15 @@ def compare_runs(
             raise UsageError(f"{run.path}: needs heap profiles at two or more CRD counts")
         points[label] = heap_points(run, profiles=found)
         per_crd[label] = fit_per_crd(points[label], confidence)[0]
-        spoints[label] = points_by_source(run.series, run.profile_marks(), COMPARE_SERIES)
+        marks = crd_step_marks(run, found)  # the series per CRD at the CRD steps only, as analyze reads them
+        spoints[label] = points_by_source(run.series, marks, COMPARE_SERIES)
         ends[label] = series_end_values(run.series)
         establish[label] = establish_times(run.events)
         served = _served(heap)
         last = served.iloc[-1] if len(served) else heap.iloc[-1]
         first = (served if len(served) else heap).iloc[0]
         last_served[label] = (int(last["crds"]), profiles[last["file"]], int(first["crds"]), profiles[first["file"]])
-        data = RunData(points[label], run.series, run.profile_marks(heap), run.manifest, confidence, run, every)
+        data = RunData(points[label], run.series, marks, run.manifest, confidence, run, every)
         results[label] = compute_all(data)
 
     replicates = configurations(labels)

@@ -34,6 +34,7 @@ from crdscale.analysis.percrd import (
 )
 from crdscale.analysis.pprof.decode import Profile
 from crdscale.analysis.process import largest_gaps, process_source
+from crdscale.analysis.rundata import crd_step_marks
 from crdscale.analysis.targets import TOTAL
 from crdscale.rundir.layout import APISERVER, COMPONENTS, PHASES, PROC_JOBS
 from crdscale.rundir.manifest import Manifest
@@ -157,11 +158,11 @@ def compute_points(
     for component in components:
         if component == APISERVER and apiserver_points is not None:
             points = apiserver_points[apiserver_points["cause"] == TOTAL]
-            marks = run.profile_marks()
+            marks = crd_step_marks(run)
         else:
             points, marks = run_points(run, component)
         if not len(marks):
-            marks = run.profile_marks()
+            marks = crd_step_marks(run)
         heap = points.drop(columns="cause").assign(component=component, source=HEAP_SOURCE)
         rss = rss_points(run.series, marks, component).assign(component=component, sampling_var=math.nan)
         frames += [f[POINT_COLUMNS] for f in (heap, rss) if len(f)]
@@ -308,10 +309,12 @@ def compute_result(data: RunData) -> dict[str, pd.DataFrame]:
 
 
 def compare_result(stacked: Mapping[str, pd.DataFrame], context: CompareContext) -> dict[str, pd.DataFrame]:
-    """``components``: :func:`compare_points` of the runs' points against the reference, and
+    """``components``: :func:`compare_points` of the runs' points against the reference, ``component_fits``:
+    each run's own fits (:func:`fit_points`, with its ``run`` label: what a history pools by release), and
     ``components_skipped`` of every run (with its ``run`` label)."""
     points = stacked.get("component_points", pd.DataFrame())
     return {
+        "component_fits": stacked.get("components", pd.DataFrame(columns=["run", *COMPONENT_COLUMNS])),
         "components": compare_points(
             points, reference=context.reference, confidence=context.confidence, replicates=context.replicates or None
         )

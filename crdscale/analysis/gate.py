@@ -8,6 +8,8 @@ threshold on the *difference* (compared run minus reference):
     total.per_object > 1KiB       heap per custom resource (runs that grew objects)
     rss.per_crd > +20%            a process series' slope per CRD (rss, heap_inuse, cpu, goroutine_count, open_fds)
     rss_peak > +200MiB            a series' peak (``_peak``) or last value (``_end``)
+    kcm.per_crd > +10%            kube-controller-manager's heap per served CRD (``etcd.per_crd``: etcd's)
+    etcd.rss.per_crd > +50KiB     a component's RSS per served CRD (``kcm.rss.per_crd``)
 
 A condition is a **regression only when the interval's bound crosses the threshold**, not the point
 estimate alone: ``>`` needs the interval's low end above the threshold, ``<`` its high end below.
@@ -30,6 +32,7 @@ import pandas as pd
 
 from crdscale.analysis.attribution import OBJECT_RULES, OTHER, RULES
 from crdscale.errors import UsageError
+from crdscale.rundir.layout import CONTROLLER_MANAGER, ETCD
 from crdscale.units import fmt_value, parse_bytes
 
 # Series of Comparison.series_joint / .end, by the short name a condition uses, with their unit.
@@ -40,6 +43,10 @@ SERIES = {
     "goroutine_count": ("goroutines", "count"),
     "open_fds": ("open_fds", "count"),
 }
+# The other processes of the control plane (crdscale.analysis.components), by the name a condition uses:
+# COMPONENT.per_crd is its heap per served CRD, COMPONENT.rss.per_crd its RSS per served CRD.
+COMPONENTS = {"kcm": CONTROLLER_MANAGER, CONTROLLER_MANAGER: CONTROLLER_MANAGER, ETCD: ETCD}
+COMPONENT_METRICS = {"": "bytes", "rss": "rss_bytes"}
 TOTAL = "total"
 CAUSES = tuple(sorted({r.name for r in RULES} | {r.name for r in OBJECT_RULES} | {OTHER, TOTAL}))
 OPS = (">=", "<=", ">", "<")
@@ -55,8 +62,10 @@ class Condition:
     """One parsed ``--fail-on`` expression.
 
     ``kind`` is ``per_crd`` or ``per_object`` (heap by ``name``, a cause or ``total``), ``series``
-    (a series' slope per CRD), ``peak`` or ``end`` (a series' peak or last value). ``threshold`` is
-    in the figure's unit, or a fraction of the reference's value when ``relative``."""
+    (a series' slope per CRD), ``peak`` or ``end`` (a series' peak or last value), or ``component``
+    (``name`` a component of :data:`COMPONENTS`, its ``metric`` per served CRD: ``bytes`` of heap or
+    ``rss_bytes``). ``threshold`` is in the figure's unit, or a fraction of the reference's value when
+    ``relative``."""
 
     text: str
     kind: str
@@ -64,6 +73,7 @@ class Condition:
     op: str
     threshold: float
     relative: bool
+    metric: str = "bytes"
 
     @property
     def unit(self) -> str:
@@ -112,6 +122,11 @@ def parse_condition(text: str) -> Condition:
     if not match:
         raise UsageError(f"{where}: expected SUBJECT OP THRESHOLD, e.g. 'total.per_crd > +10%' or 'rss_peak > +200MiB'")
     subject, op = match["subject"], match["op"]
+    component = _component(subject, where)
+    if component:
+        name, metric = component
+        threshold, relative = _threshold(match["threshold"], "bytes", where)
+        return Condition(text.strip(), "component", name, op, threshold, relative, metric)
     if "." in subject:
         name, _, figure = subject.rpartition(".")
         if figure in ("per_crd", "per_object") and name in CAUSES:
@@ -121,8 +136,8 @@ def parse_condition(text: str) -> Condition:
         elif figure not in ("per_crd", "per_object"):
             raise UsageError(f"{where}: {figure!r} is not a figure; use NAME.per_crd or NAME.per_object")
         else:
-            known = ", ".join(CAUSES + tuple(SERIES) if figure == "per_crd" else CAUSES)
-            raise UsageError(f"{where}: unknown cause or series {name!r}; known: {known}")
+            known = ", ".join(CAUSES + tuple(SERIES) + tuple(COMPONENTS) if figure == "per_crd" else CAUSES)
+            raise UsageError(f"{where}: unknown cause, series or component {name!r}; known: {known}")
     else:
         name, _, figure = subject.rpartition("_")
         if figure not in ("peak", "end") or name not in SERIES:
@@ -132,6 +147,20 @@ def parse_condition(text: str) -> Condition:
     unit = SERIES[name][1] if name in SERIES else "bytes"
     threshold, relative = _threshold(match["threshold"], unit, where)
     return Condition(text.strip(), kind, name, op, threshold, relative)
+
+
+def _component(subject: str, where: str) -> tuple[str, str] | None:
+    """``(component, metric)`` of a subject naming a component (``kcm.per_crd``, ``etcd.rss.per_crd``), None
+    for any other subject; UsageError for a component's figure that does not exist."""
+    first, _, rest = subject.partition(".")
+    if first not in COMPONENTS:
+        return None
+    middle, _, figure = rest.rpartition(".")
+    if figure != "per_crd" or middle not in COMPONENT_METRICS:
+        raise UsageError(
+            f"{where}: {first} has {first}.per_crd (heap per served CRD) and {first}.rss.per_crd (RSS per served CRD)"
+        )
+    return COMPONENTS[first], COMPONENT_METRICS[middle]
 
 
 @dataclass(frozen=True)
@@ -172,6 +201,19 @@ Figure = tuple[str, "float | None", "float | None", "float | None", "float | Non
 def _figures(comparison, condition: Condition, run: str) -> list[Figure]:
     """``(what, reference value, difference, low, high)`` of the condition's figure for ``run``: one
     per object kind for per-object figures, else one; ``[]`` when the runs do not hold it."""
+    if condition.kind == "component":
+        table = (getattr(comparison, "results", None) or {}).get("components", {}).get("components")
+        if table is None or not len(table):
+            return []
+        rows = table[
+            (table["run"] == run) & (table["component"] == condition.name) & (table["metric"] == condition.metric)
+        ]
+        return [
+            ("", _float(r.get("per_crd_reference")), _float(r["difference"]), _float(r.get("difference_low")),
+             _float(r.get("difference_high")))
+            for r in rows.to_dict("records")
+            if _float(r["difference"]) is not None
+        ]  # fmt: skip
     if condition.kind in ("per_crd", "per_object", "series"):
         if condition.kind == "per_crd":
             table, key, column, ref_column = comparison.joint, condition.name, "cause", "per_crd_reference"
@@ -230,6 +272,8 @@ def evaluate(comparison, conditions: list[Condition]) -> list[GateResult]:
             figures = _figures(comparison, condition, run)
             if not figures:
                 message = "not measured in both runs: judged as passing"
+                if condition.kind == "component":
+                    message = f"{condition.name} not profiled in both runs: judged as passing"
                 results.append(GateResult(condition, run, None, None, None, None, None, False, message))
             for what, reference, difference, low, high in figures:
                 results.append(_judge(condition, f"{run} {what}".strip(), reference, difference, low, high))

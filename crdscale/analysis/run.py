@@ -32,7 +32,7 @@ from crdscale.analysis.percrd import (
 )
 from crdscale.analysis.process import points_by_source
 from crdscale.analysis.registry import Result, RunData, compute_all, table
-from crdscale.analysis.rundata import HeapProfiles, crd_profiles, heap_points, heap_profile_set
+from crdscale.analysis.rundata import HeapProfiles, crd_profiles, crd_step_marks, heap_points, heap_profile_set
 from crdscale.errors import UsageError
 from crdscale.rundir import layout
 from crdscale.rundir.manifest import Manifest
@@ -199,7 +199,7 @@ def analyze_run(run: Run, rules: Sequence | None = None, confidence: float = 0.9
             heap_points(run, rules, found),
             manifest=run.manifest,
             series=run.series,
-            marks=run.profile_marks(heap),
+            marks=crd_step_marks(run, found),
             confidence=confidence,
             run_dir=run.path,
             profile_files=[str(run.path / f) for f in heap["file"]],

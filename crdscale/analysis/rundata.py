@@ -90,11 +90,26 @@ def object_points(run: Run, rules: Sequence | None = None, profiles: HeapProfile
 def crd_profiles(run: Run, profiles: HeapProfiles) -> HeapProfiles:
     """``profiles`` without the steps that added objects: object steps add objects, not CRDs, so the
     per-CRD fits end where the CRDs were installed (``profiles`` itself for a run that grew CRDs)."""
-    steps = run.object_steps
-    if not len(steps):
+    if not len(run.object_steps):
         return profiles
-    rows = profiles.rows[~profiles.rows["step"].isin(steps["step"])].reset_index(drop=True)
-    return HeapProfiles(rows, profiles.decoded, profiles.skipped)
+    return HeapProfiles(_crd_step_rows(run, profiles.rows), profiles.decoded, profiles.skipped)
+
+
+def _crd_step_rows(run: Run, rows: pd.DataFrame) -> pd.DataFrame:
+    """The profile rows of the steps that added CRDs (every row of a run that grew CRDs)."""
+    steps = run.object_steps
+    return rows[~rows["step"].isin(steps["step"])].reset_index(drop=True) if len(steps) else rows
+
+
+def crd_step_marks(run: Run, profiles: HeapProfiles | None = None) -> pd.DataFrame:
+    """When each heap profile of a step that added CRDs was taken (``timestamp, crds, phase``): the marks
+    every per-CRD fit of a series (RSS, CPU, heap in use) reads the series at, in ``analyze``, ``compare``,
+    ``ab``, a history and the components' fits alike. Object steps stay at the last CRD count, and what
+    they add is the objects' memory, not the CRDs': with their marks a series' slope per CRD would take
+    the objects' growth for the CRDs'. ``profiles`` (:func:`heap_profile_set`, or :func:`crd_profiles`
+    of it) keeps the usable profiles' marks only; without it, every heap profile's (nothing decoded)."""
+    rows = profiles.rows if profiles is not None else run.heap_profiles()
+    return run.profile_marks(_crd_step_rows(run, rows))
 
 
 def profile_marks(heap: pd.DataFrame) -> pd.DataFrame:

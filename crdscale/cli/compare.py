@@ -33,9 +33,14 @@ alone. Then the command exits 1, appends a "Gate" section to its output, and
 writes JUnit XML (--junit FILE, one test case per condition and run) and the
 markdown summary (--summary FILE). Figures: CAUSE.per_crd (heap per served CRD
 by cause, or total), CAUSE.per_object, rss|heap_inuse|cpu|goroutine_count|open_fds
-.per_crd, and SERIES_peak / SERIES_end (e.g. rss_peak); thresholds are +10%
-(of the reference's value), 200MiB, -50KiB, 0.5, 2s. Examples:
+.per_crd, SERIES_peak / SERIES_end (e.g. rss_peak), and the other processes:
+kcm.per_crd and etcd.per_crd (kube-controller-manager's and etcd's heap per
+served CRD, from their own heap profiles), kcm.rss.per_crd and etcd.rss.per_crd
+(their RSS per served CRD); thresholds are +10% (of the reference's value),
+200MiB, -50KiB, 0.5, 2s. A component a run did not profile passes, and says so.
+Examples:
   crdscale compare runs/base runs/new --fail-on 'total.per_crd > +10%' --fail-on 'rss_peak > +200MiB' --junit gate.xml
+  crdscale compare runs/base runs/new --fail-on 'kcm.per_crd > +10%' --fail-on 'etcd.per_crd > +50KiB'
 
 With --out DIR, also executes notebooks/compare.py and writes DIR/findings.md
 (headline = the delta, both runs' provenance), report.html, report-nocode.html
@@ -79,7 +84,8 @@ class Command:
             action="append",
             default=[],
             metavar="CONDITION",
-            help="exit 1 when this holds with the interval's bound, e.g. 'total.per_crd > +10%%', 'rss_peak > +200MiB'",
+            help="exit 1 when this holds with the interval's bound, e.g. 'total.per_crd > +10%%', "
+            "'rss_peak > +200MiB', 'kcm.per_crd > +10%%', 'etcd.rss.per_crd > +50KiB'",
         )
         parser.add_argument(
             "--junit", metavar="FILE", help="with --fail-on: write JUnit XML, a test case per condition"

@@ -23,9 +23,12 @@ runs the cells as one Kubernetes Indexed Job instead (as 'crdscale run --cluster
 then 'crdscale status DIR', 'crdscale down DIR').
 
 'crdscale report DIR' (or --report) writes the history page: per-cause curves of heap per CRD and per
-custom resource, peak and settled RSS and CPU per CRD across releases with 95% intervals, and the
-changepoints (consecutive releases whose difference's interval excludes 0 and exceeds 10% of the older
-release's value) with the frames that moved most. 'crdscale lab DIR' opens its notebook.
+custom resource, peak and settled RSS and CPU per CRD across releases with 95% intervals, and
+kube-controller-manager's and etcd's heap and RSS per CRD; the changepoints (consecutive releases whose
+difference's interval excludes 0 and exceeds 10% of the older release's value) with the frames that
+moved most in that process's profiles and the upstream change they point to, when known; and the
+seeds' per-CRD numbers beside the measured ones. 'crdscale lab DIR' opens its notebook, and
+'crdscale history --show DIR' prints the same tables (-o json: every number, for scripts).
 
 A release not built yet is built when its first cell starts (8-50 minutes on 2 cores; the cell's time
 includes it). One cell of the default workload takes about 6-8 minutes once built.
@@ -38,11 +41,13 @@ Examples:
   crdscale history --resume runs/20261127T200000Z-history
   crdscale history --cluster --image REF --results s3://bucket/crdscale --parallelism 7
   crdscale report runs/20261127T200000Z-history
+  crdscale history --show runs/20261127T200000Z-history -o json
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import logging
 
 from crdscale.cli import cluster
@@ -91,6 +96,12 @@ class Command:
         )
         add_output_argument(parser)
         parser.add_argument("--resume", metavar="HISTORY_DIR", help="continue an interrupted history")
+        parser.add_argument(
+            "--show",
+            metavar="HISTORY_DIR",
+            help="print a history's tables (per release, changepoints, seeds) from its completed cells, then exit; "
+            "-o json: every number",
+        )
         parser.add_argument("--report", action="store_true", help="when every cell completes, write the history page")
         parser.add_argument("--print-default", action="store_true", help="print the default workload and exit")
         add_cluster_arguments(parser, default="with --cluster: $KUBECONFIG, else ~/.kube/config")
@@ -104,8 +115,10 @@ class Command:
         if args.print_default:
             print(history.workload_text(), end="")
             return 0
+        if args.show:
+            return _show(args)
         if args.output == "json" and not args.check:
-            raise UsageError("-o json goes with --check (a history prints its directory)")
+            raise UsageError("-o json goes with --check or --show (a history prints its directory)")
         cluster.check_flags(args)
         if args.resume:
             # lazy: would bring pandas, numpy, pyarrow, requests, yaml into --help
@@ -158,6 +171,20 @@ class Command:
         from crdscale.paths import runs_dir
 
         return _run(history.create_history(args.out or runs_dir(), scenario, table, check=False), args)
+
+
+def _show(args) -> int:
+    # lazy: would bring pandas, numpy and the report's modules into --help
+    from crdscale.report.history import history_json, history_markdown, load_history
+
+    if args.workload or args.set or args.go or args.resume or args.check or args.versions != DEFAULT_VERSIONS:
+        raise UsageError("--show reads the history directory alone: drop the workload, --versions, --set, --go")
+    shown = load_history(args.show)
+    if args.output == "json":
+        print(json.dumps(history_json(shown), indent=2, default=str))
+    else:
+        print(history_markdown(shown), end="")
+    return 0
 
 
 def _run(experiment, args) -> int:

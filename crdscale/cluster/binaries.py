@@ -486,6 +486,32 @@ def cached_kube_apiserver(version: str, changes: patches.BuildChanges | None = N
     return cached if cached.is_file() and os.access(cached, os.X_OK) else None
 
 
+def cached_build(version: str, changes: patches.BuildChanges | None = None, go: str = "local") -> Path | None:
+    """The kube-apiserver a run of release ``version`` with ``changes`` and ``target.go`` = ``go`` would start,
+    when it was built here already; None when it was not, or when which Go ``"release"`` means is not known
+    without a download (the release's module not fetched yet). Nothing is downloaded or built.
+
+    Each Go builds into a cache directory of its own (``v1.24.0-go1.18.1``) unless it is this machine's
+    Go, whose build is the ordinary one (as :func:`release_toolchain` decides)."""
+    if go in ("", "local"):
+        return cached_kube_apiserver(version, changes)
+    if go == "release":
+        source = gobuild.downloaded_module_dir("k8s.io/kubernetes", version)
+        if source is None:
+            return None
+        try:
+            wanted = toolchain.release_go_version(source).version
+        except BinaryError:
+            return None
+    else:
+        wanted = toolchain.normalize_go_version(go)
+    if wanted == gobuild.go_version():
+        return cached_kube_apiserver(version, changes)
+    name = (changes.cache_name(version) if changes else version) + f"-{wanted}"
+    cached = binaries_dir("kube-apiserver", name) / "kube-apiserver"
+    return cached if cached.is_file() and os.access(cached, os.X_OK) else None
+
+
 def kube_controller_manager(
     version: str | None = None,
     *,

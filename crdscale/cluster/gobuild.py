@@ -375,6 +375,24 @@ def module_download(path: str, version: str, *, timeout_s: float = 1800) -> dict
         return {"Error": (proc.stderr or proc.stdout).strip() or f"go mod download exited {proc.returncode}"}
 
 
+def downloaded_module_dir(path: str, version: str) -> Path | None:
+    """The directory of module ``path@version`` in Go's module cache when it was downloaded already, else
+    None: asks nothing of the proxy (``go env GOMODCACHE`` only). Paths with capitals are escaped as Go does."""
+    try:
+        out = subprocess.run(
+            [go_binary(), "env", "GOMODCACHE"], capture_output=True, text=True, timeout=30,
+            env=dict(os.environ, GOTOOLCHAIN="local"),
+        )  # fmt: skip
+    except (BinaryError, OSError, subprocess.SubprocessError):
+        return None
+    root = out.stdout.strip()
+    if not root:
+        return None
+    escaped = re.sub(r"[A-Z]", lambda m: "!" + m[0].lower(), f"{path}@{version}")
+    found = Path(root) / escaped
+    return found if found.is_dir() else None
+
+
 def module_info(path: str, version: str, *, timeout_s: float) -> dict:
     """``go list -m -json path@version``: the module's ``.info`` from the module cache or the
     proxy (a few hundred bytes, no download), so whether a version exists is answered in well

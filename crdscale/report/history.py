@@ -1,11 +1,12 @@
 """The history page: releases side by side (``crdscale report HISTORY_DIR``, :mod:`crdscale.scenario.history`).
 
 :func:`load_history` reads a history directory's completed runs and computes everything the page shows
-(:class:`History`: the releases' quantities by cause with 95 % intervals, the consecutive differences, the
-changepoints with the frames that moved and their upstream links); the notebook ``notebooks/history.py``
-starts from it too. :func:`render_history` writes the page through the one report pipeline
-(:func:`crdscale.report.render.write_report`): ``findings.md`` with the per-release table and the
-changepoints, the per-cause curves as PNG and SVG, and the notebook as HTML.
+(:class:`History`: the releases' quantities by cause with 95 % intervals, kube-controller-manager's and
+etcd's heap and RSS per CRD, the consecutive differences, the changepoints with the frames that moved and their
+upstream links, the seeds' per-CRD numbers beside the measured ones); the notebook ``notebooks/history.py``
+starts from it too, and :func:`history_json` is ``crdscale history --show DIR -o json``. :func:`render_history`
+writes the page through the one report pipeline (:func:`crdscale.report.render.write_report`): ``findings.md``
+with the per-release table, the changepoints and the seeds, the curves as PNG and SVG, and the notebook as HTML.
 """
 
 from __future__ import annotations
@@ -46,6 +47,7 @@ class History:
         changes: consecutive releases' differences (:data:`~crdscale.analysis.history.CHANGE_COLUMNS`).
         changepoints: the changes that are changepoints, largest first, with ``upstream`` links.
         missing: cells not completed (name -> status).
+        seeds: the seeds' per-CRD numbers beside the measured ones (:func:`~crdscale.analysis.history.seed_comparison`).
     """
 
     path: Path
@@ -56,6 +58,7 @@ class History:
     changes: pd.DataFrame
     changepoints: pd.DataFrame
     missing: dict[str, str] = field(default_factory=dict)
+    seeds: pd.DataFrame = field(default_factory=pd.DataFrame)
 
     def command(self) -> str:
         """The command that made (or would remake) this history."""
@@ -101,7 +104,7 @@ def load_history(path: str | Path, *, min_relative: float | None = None, frames:
     missing = {c.cell.name: c.status for c in experiment.cells if c.status != "completed"}
     return History(
         experiment.path, experiment.manifest, list(by_version), by_version, releases, changes,
-        h.upstream_links(picked), missing,
+        h.upstream_links(picked), missing, h.seed_comparison(releases),
     )  # fmt: skip
 
 
@@ -114,9 +117,13 @@ def _empty_changes() -> pd.DataFrame:
 # --------------------------------------------------------------------------
 
 
-def top_causes(releases: pd.DataFrame, quantity: str, n: int = TOP_CAUSES) -> list[str]:
-    """The ``n`` causes of ``quantity`` largest at any release, largest first (``total`` left out)."""
-    data = releases[(releases["quantity"] == quantity) & (releases["cause"] != "total")]
+def top_causes(
+    releases: pd.DataFrame, quantity: str, n: int = TOP_CAUSES, *, component: str = h.APISERVER
+) -> list[str]:
+    """The ``n`` causes of ``component``'s ``quantity`` largest at any release, largest first (``total`` left out)."""
+    data = releases[
+        (releases["quantity"] == quantity) & (releases["cause"] != "total") & (releases["component"] == component)
+    ]
     if data.empty:
         return []
     return data.groupby("cause")["value"].max().sort_values(ascending=False).head(n).index.tolist()
@@ -129,29 +136,46 @@ def plot_release_curves(
     KiB for bytes, milliseconds for CPU seconds."""
     data = releases[(releases["quantity"] == quantity) & (releases["component"] == component)]
     versions = h.release_order(data["version"]) if len(data) else []
+    names = ["total", *(causes if causes is not None else top_causes(releases, quantity, component=component))]
+    lines = [(cause, data[data["cause"] == cause]) for cause in names]
+    _draw_lines(ax, versions, quantity, lines)
+    ax.set_title(f"{component}: {quantity} by release (95 % intervals)")
+    return ax
+
+
+def plot_component_curves(ax, releases: pd.DataFrame, quantity: str = h.HEAP_PER_CRD):
+    """kube-controller-manager's and etcd's ``quantity`` (heap or RSS per CRD, their totals) across releases,
+    one line per component with its 95 % interval as a band; KiB."""
+    data = releases[(releases["quantity"] == quantity) & (releases["component"] != h.APISERVER)]
+    versions = h.release_order(data["version"]) if len(data) else []
+    lines = [(c, data[(data["component"] == c) & (data["cause"] == "total")]) for c in h.COMPONENTS if c != h.APISERVER]
+    _draw_lines(ax, versions, quantity, lines, bold=None)
+    ax.set_title(f"kube-controller-manager and etcd: {quantity} by release (95 % intervals)")
+    return ax
+
+
+def _draw_lines(ax, versions: list[str], quantity: str, lines, *, bold: str | None = "total") -> None:
+    """One line per ``(label, rows)`` (rows of :func:`~crdscale.analysis.history.release_table`) over
+    ``versions``, its interval a band; KiB for bytes, MiB for peak and settled RSS, ms for CPU seconds."""
     x = {v: i for i, v in enumerate(versions)}
     unit = h.UNITS.get(quantity, "")
     scale, label = (1024.0, "KiB") if unit == "bytes" else (1e-3, "ms") if unit == "CPU seconds" else (1.0, unit)
     if quantity in (h.RSS_PEAK, h.RSS_SETTLED):
         scale, label = 2.0**20, "MiB"
-    names = ["total", *(causes if causes is not None else top_causes(releases, quantity))]
-    for cause in names:
-        rows = data[data["cause"] == cause]
+    for name, rows in lines:
         if rows.empty:
             continue
         xs = [x[v] for v in rows["version"]]
-        style = {"color": "black", "linewidth": 2} if cause == "total" else {}
-        line = ax.plot(xs, rows["value"] / scale, marker="o", label=cause, **style)[0]
+        style = {"color": "black", "linewidth": 2} if name == bold else {}
+        line = ax.plot(xs, rows["value"] / scale, marker="o", label=name, **style)[0]
         low, high = rows["low"] / scale, rows["high"] / scale
         if low.notna().any():
             ax.fill_between(xs, low, high, color=line.get_color(), alpha=0.15, linewidth=0)
     ax.set_xticks(range(len(versions)), versions, rotation=45, ha="right")
     ax.set_ylabel(f"{quantity} ({label})")
-    ax.set_title(f"{component}: {quantity} by release (95 % intervals)")
     ax.grid(alpha=0.3)
     if ax.lines:
         ax.legend(fontsize="small", ncols=2)
-    return ax
 
 
 # --------------------------------------------------------------------------
@@ -184,23 +208,49 @@ def release_rows(history: History, cause: str = "total") -> pd.DataFrame:
 
 
 def changepoint_rows(history: History) -> pd.DataFrame:
-    """The changepoints for reading: pair, quantity, cause, difference with its interval, relative, frames, links."""
+    """The changepoints for reading: pair, component, quantity, cause, difference with its interval, relative,
+    frames, links."""
     rows, named = [], set()
     for r in history.changepoints.to_dict("records"):
         unit = h.UNITS.get(r["quantity"], "bytes")
-        pair = (r["older"], r["newer"])
+        component = r.get("component") or h.APISERVER
+        pair = (r["older"], r["newer"], component)
         frames = "" if pair in named else (r.get("frames") or "")  # the pair's frames (all causes'), once
         if frames:
             named.add(pair)
         rows.append(
             {
                 "releases": f"{r['older']} → {r['newer']}",
+                "component": component,
                 "quantity": r["quantity"],
                 "cause": r["cause"],
                 "difference": _fmt(r["difference"], r["low"], r["high"], unit),
                 "relative": "—" if is_missing(r["relative"]) else f"{100 * r['relative']:+.0f} %",
                 "frames that moved most": frames,
                 "upstream": r.get("upstream") or "",
+            }
+        )
+    return pd.DataFrame(rows)
+
+
+def seed_rows(history: History) -> pd.DataFrame:
+    """The seeds' per-CRD numbers beside the history's, for reading: seed, its release, quantity, its number
+    and words, the measured value at the release beside it and at the newest release."""
+    rows = []
+    for r in history.seeds.to_dict("records"):
+        unit = r["unit"]
+        rows.append(
+            {
+                "seed": f"[{r['source']}]({r['url']})",
+                "seed's release": r["seed_version"],
+                "quantity": r["quantity"] + ("" if r["cause"] == "total" else f" ({r['cause']})"),
+                "seed says": f"{_fmt(r['seed_value'], None, None, unit)}: {r['said']}",
+                "measured beside it": f"{r['release']}: {_fmt(r['value'], r['low'], r['high'], unit)}"
+                if r["release"]
+                else "—",
+                "newest release": f"{r['newest']}: {_fmt(r['newest_value'], r['newest_low'], r['newest_high'], unit)}"
+                if r["newest"]
+                else "—",
             }
         )
     return pd.DataFrame(rows)
@@ -218,7 +268,8 @@ def _markdown(frame: pd.DataFrame, index: bool = True) -> str:
 
 def headline(history: History) -> str:
     """One sentence: the releases, heap per CRD at the first and last, and the largest changepoint."""
-    heap = history.releases[(history.releases["quantity"] == h.HEAP_PER_CRD) & (history.releases["cause"] == "total")]
+    r = history.releases
+    heap = r[(r["component"] == h.APISERVER) & (r["quantity"] == h.HEAP_PER_CRD) & (r["cause"] == "total")]
     first, last = history.versions[0], history.versions[-1]
     text = f"{len(history.versions)} release(s) from {first} to {last}"
     values = heap.set_index("version")["value"]
@@ -259,17 +310,27 @@ def history_markdown(history: History, captions: Sequence[tuple[str, str]] = (),
         "",
         "Heap per CRD and per custom resource from the heap profiles, RSS and CPU per CRD from the served steps' "
         "series, peak and settled RSS over the run; a release's repeats pooled (their mean, the interval from "
-        "their spread, never narrower than the runs' own). kube-controller-manager and etcd columns fill when "
-        "runs carry their per-CRD figures.",
+        "their spread, never narrower than the runs' own). kube-controller-manager's and etcd's heap and RSS per "
+        "CRD come from their own heap profiles and /proc samples at every step (empty for runs that did not "
+        "profile them).",
         "",
         _markdown(release_rows(history)),
         "",
         "## Changepoints",
         "",
         f"Consecutive releases whose difference's 95 % interval excludes 0 and is at least "
-        f"{100 * float(t.get('min_relative', h.DEFAULT_MIN_RELATIVE)):.0f} % of the older release's value.",
+        f"{100 * float(t.get('min_relative', h.DEFAULT_MIN_RELATIVE)):.0f} % of the older release's value, "
+        "with the functions whose heap per CRD moved most in that process's profiles (the newer release's last "
+        "served profile against the older's, growth per CRD).",
         "",
         _markdown(changepoint_rows(history), index=False),
+        "",
+        "## Beside the seeds",
+        "",
+        "What the seeds quote per CRD for a release, beside the history's measurement at that release (its "
+        "minor, else the nearest release the history holds) and at the newest.",
+        "",
+        _markdown(seed_rows(history), index=False),
         "",
     ]
     for caption, png in captions:
@@ -280,6 +341,11 @@ def history_markdown(history: History, captions: Sequence[tuple[str, str]] = (),
 
 
 def history_json(history: History) -> dict:
+    """The history's numbers as plain JSON-able data (NaN -> None): ``crdscale history --show DIR -o json``
+    and the page's ``findings.json``. ``releases``: every quantity by component, cause and release;
+    ``changes``: every consecutive difference; ``changepoints``: those that are; ``seeds``: the seeds'
+    numbers beside the measured ones."""
+
     def records(frame: pd.DataFrame) -> list[dict]:
         return [{k: (None if is_missing(v) else v) for k, v in r.items()} for r in frame.to_dict("records")]
 
@@ -289,7 +355,9 @@ def history_json(history: History) -> dict:
         "versions": history.versions,
         "missing": history.missing,
         "releases": records(history.releases),
+        "changes": records(history.changes),
         "changepoints": records(history.changepoints),
+        "seeds": records(history.seeds),
     }
 
 
@@ -305,6 +373,8 @@ FIGURES = (
     ("peak-rss", h.RSS_PEAK),
     ("settled-rss", h.RSS_SETTLED),
 )
+# kube-controller-manager's and etcd's totals, one figure per quantity.
+COMPONENT_FIGURES = (("components-heap-per-crd", h.HEAP_PER_CRD), ("components-rss-per-crd", h.RSS_PER_CRD))
 
 
 def history_content(history: History):
@@ -313,17 +383,28 @@ def history_content(history: History):
     import nbformat
 
     figures = []
+    apiserver = history.releases[history.releases["component"] == h.APISERVER]
     for name, quantity in FIGURES:
-        if not (history.releases["quantity"] == quantity).any():
+        if not (apiserver["quantity"] == quantity).any():
             continue
         fig, ax = new_figure(10, 4.5)
         plot_release_curves(ax, history.releases, quantity)
         figures.append(FigureSpec(name, f"{quantity} by release and cause, 95 % intervals", fig))
+    others = history.releases[history.releases["component"] != h.APISERVER]
+    for name, quantity in COMPONENT_FIGURES:
+        if not (others["quantity"] == quantity).any():
+            continue
+        fig, ax = new_figure(10, 4.5)
+        plot_component_curves(ax, history.releases, quantity)
+        figures.append(
+            FigureSpec(name, f"kube-controller-manager and etcd: {quantity} by release, 95 % intervals", fig)
+        )
     title = f"crdscale history: {history.manifest.get('name', 'history')} ({', '.join(history.versions)})"
     first = (
         f"# {title}\n\n**{headline(history)}**\n\n```sh\n{history.command()}\n```\n\n"
         f"## Per release (totals)\n\n{_markdown(release_rows(history))}\n\n"
-        f"## Changepoints\n\n{_markdown(changepoint_rows(history), index=False)}"
+        f"## Changepoints\n\n{_markdown(changepoint_rows(history), index=False)}\n\n"
+        f"## Beside the seeds\n\n{_markdown(seed_rows(history), index=False)}"
     )
     return ReportContent(
         title=title,

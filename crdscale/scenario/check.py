@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from crdscale.cluster import buildable, flags, gates, gobuild, patches, toolchain
-from crdscale.cluster.binaries import prometheus
+from crdscale.cluster.binaries import cached_build, prometheus
 from crdscale.cluster.clients import read_credentials
 from crdscale.cluster.versions import normalize_version
 from crdscale.collect.probes.configs import check_scenario_probes
@@ -72,7 +72,12 @@ def _check_target(scenario: Scenario, where: str, report: CellReport, answers) -
         if target.patches or target.build_tags or target.go not in ("", "local"):
             # The release's own binary is not what runs: a build with the changes (or the Go) below does,
             # cached apart by what changed.
-            how = "built with the changes below (cached by their sha256), from the release's modules"
+            cached = _cached_changed_build(target)
+            how = (
+                f"cached: {cached} (built with the changes below)"
+                if cached
+                else "to build with the changes below (cached by their sha256), from the release's modules"
+            )
         report.checks.append((plan.what, how))
         if plan.warning:
             report.warnings.append(plan.warning)
@@ -104,6 +109,18 @@ def _check_target(scenario: Scenario, where: str, report: CellReport, answers) -
         raise _with_where(where, "target.kubeconfig", err) from err
     context = f", context {target.context}" if target.context else ""
     report.checks.append(("kubeconfig", f"{target.kubeconfig}{context} ({server})"))
+
+
+def _cached_changed_build(target):
+    """The build a target with changes (diffs, build tags, a Go) runs, when it is cached here; None when it
+    is not, or when the changes cannot be read (:func:`_check_changes` says why, with the key)."""
+    try:
+        changes = (
+            patches.build_changes(target.patches, target.build_tags) if (target.patches or target.build_tags) else None
+        )
+        return cached_build(normalize_version(target.kube_version), changes, target.go or "local")
+    except CrdscaleError:
+        return None
 
 
 def _check_changes(scenario: Scenario, where: str, report: CellReport) -> None:

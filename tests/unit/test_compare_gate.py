@@ -3,6 +3,7 @@ committed v1.24.0 / v1.37.1 pair (v1.24.0 holds ~460 KiB more zap counters per C
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from types import SimpleNamespace
 from xml.etree import ElementTree
@@ -31,18 +32,27 @@ V124 = ROOT / "data" / "reference-run-v1.24.0"
         ("rss_peak > +200MiB", "peak", "rss", ">", 200 * 2**20, False),
         ("heap_inuse_end <= -1GiB", "end", "heap_inuse", "<=", -(2**30), False),
         ("cpu_end > 2s", "end", "cpu", ">", 2.0, False),
+        ("kcm.per_crd > +10%", "component", "kube-controller-manager", ">", 0.10, True),
+        ("kube-controller-manager.rss.per_crd > 1MiB", "component", "kube-controller-manager", ">", 2**20, False),
+        ("etcd.per_crd > +50KiB", "component", "etcd", ">", 50 * 1024, False),
+        ("etcd.rss.per_crd < -5%", "component", "etcd", "<", -0.05, True),
     ],
 )
 def test_parse_condition(text, kind, name, op, threshold, relative):
     c = parse_condition(text)
     assert (c.kind, c.name, c.op, c.relative) == (kind, name, op, relative)
     assert c.threshold == pytest.approx(threshold)
+    if kind == "component":
+        assert c.metric == ("rss_bytes" if ".rss." in text else "bytes")
 
 
 @pytest.mark.parametrize(
     "text, says",
     [
-        ("zapp.per_crd > 1", "unknown cause or series 'zapp'"),
+        ("zapp.per_crd > 1", "unknown cause, series or component 'zapp'"),
+        ("kcm.per_object > 1KiB", "kcm has kcm.per_crd"),
+        ("etcd.heap.per_crd > 1KiB", "etcd has etcd.per_crd"),
+        ("etcd.per_crd > 2s", "not a size or a percentage"),
         ("total.per_crd > banana", "not a size or a percentage"),
         ("total.per_crd > nan%", "not a size or a percentage"),
         ("total.per_crd > inf", "not a size or a percentage"),
@@ -147,3 +157,55 @@ def test_cli_gate_refuses_before_reading_runs(tmp_path, capsys):
     assert not (V137 / "gate.xml").exists()
     err = capsys.readouterr().err
     assert err.count("crdscale: error:") == 4
+
+
+SMALL = ROOT / "tests" / "data" / "history-small"  # kube-controller-manager and etcd profiled on both releases
+
+
+def _component_comparison(low: float, value: float, high: float, reference: float = 100_000.0):
+    comparison = _comparison(0, 0, 0)
+    comparison.results = {
+        "components": {
+            "components": pd.DataFrame(
+                [
+                    {"run": "new", "component": c, "metric": m, "per_crd_reference": reference,
+                     "difference": value, "difference_low": low, "difference_high": high}
+                    for c in ("kube-controller-manager", "etcd") for m in ("bytes", "rss_bytes")
+                ]
+            )
+        }
+    }  # fmt: skip
+    return comparison
+
+
+@pytest.mark.parametrize(
+    "condition, low, value, high, regression",
+    [
+        ("kcm.per_crd > +10%", 5_000, 20_000, 35_000, False),  # the point is over 10 kB, the interval is not
+        ("kcm.per_crd > +10%", 12_000, 20_000, 28_000, True),
+        ("etcd.per_crd > +50KiB", 40_000, 60_000, 80_000, False),
+        ("etcd.per_crd > +50KiB", 52_000, 60_000, 80_000, True),
+        ("etcd.rss.per_crd < -10%", -30_000, -20_000, -11_000, True),
+    ],
+)
+def test_component_conditions_follow_the_interval_bound_rule(condition, low, value, high, regression):
+    results = evaluate(_component_comparison(low, value, high), [parse_condition(condition)])
+    assert [r.regression for r in results] == [regression]
+
+
+def test_cli_gate_on_the_components_of_a_recorded_pair(capsys):
+    v124, v137 = str(SMALL / "v1.24.0"), str(SMALL / "v1.37.1")
+    # etcd's heap per CRD, v1.24.0 as the new run: +57.8 KiB [-128.5, 244.1]. Not surely over +10% ...
+    assert main(["compare", v137, v124, "--fail-on", "etcd.per_crd > +10%", "-o", "json"]) == 0
+    gate = json.loads(capsys.readouterr().out)["gate"]["results"][0]
+    assert gate["difference"] / 1024 == pytest.approx(57.8, abs=0.1) and not gate["regression"]
+    # ... but surely over -1 MiB: the interval's low end crosses that threshold.
+    assert main(["compare", v137, v124, "--fail-on", "etcd.per_crd > -1MiB", "--fail-on", "kcm.rss.per_crd > 0"]) == 1
+    out = capsys.readouterr().out
+    assert "1 of 2 condition(s) regressed" in out
+
+
+def test_a_component_not_profiled_passes_and_says_so(capsys):
+    # The committed reference runs predate kube-controller-manager's profiles.
+    assert main(["compare", str(V137), str(V124), "--fail-on", "kcm.per_crd > +10%"]) == 0
+    assert "kube-controller-manager not profiled in both runs: judged as passing" in capsys.readouterr().out

@@ -39,8 +39,9 @@ def test_history_table_and_changepoints_on_recorded_releases():
     found = changepoints(diffs, min_relative=0.10)
     # The zap counters went and the etcd clients shrank: both sure and large.
     assert "zap-counters" in found["cause"].tolist() and "etcd-client" in found["cause"].tolist()
-    unsure = diffs[(diffs["low"] < 0) & (diffs["high"] > 0)]["cause"].tolist()
-    assert unsure and not set(unsure) & set(found["cause"])  # a difference whose interval spans 0 is never one
+    key = ["component", "quantity", "cause"]
+    unsure = set(map(tuple, diffs[(diffs["low"] < 0) & (diffs["high"] > 0)][key].to_numpy()))
+    assert unsure and not unsure & set(map(tuple, found[key].to_numpy()))  # an interval spanning 0 is never one
     assert "zapcore.newCounters" in found.loc[found["cause"] == "zap-counters", "frames"].iloc[0]
 
 
@@ -60,9 +61,22 @@ def test_repeats_pool_with_a_floor():
 
 def test_changepoint_rule():
     rows = [
-        ("heap per CRD", "v1", "v2", "a", 1000.0, 1500.0, 500.0, 100.0, 900.0, 0.5, ""),  # sure and large
-        ("heap per CRD", "v1", "v2", "b", 1000.0, 1050.0, 50.0, 10.0, 90.0, 0.05, ""),  # sure, small
-        ("heap per CRD", "v1", "v2", "c", 1000.0, 2000.0, 1000.0, -100.0, 2100.0, 1.0, ""),  # large, unsure
+        (
+            "kube-apiserver",
+            "heap per CRD",
+            "v1",
+            "v2",
+            "a",
+            1000.0,
+            1500.0,
+            500.0,
+            100.0,
+            900.0,
+            0.5,
+            "",
+        ),  # sure, large
+        ("kube-apiserver", "heap per CRD", "v1", "v2", "b", 1000.0, 1050.0, 50.0, 10.0, 90.0, 0.05, ""),  # sure, small
+        ("kube-apiserver", "heap per CRD", "v1", "v2", "c", 1000.0, 2000.0, 1000.0, -100.0, 2100.0, 1.0, ""),  # unsure
     ]
     found = changepoints(pd.DataFrame(rows, columns=CHANGE_COLUMNS), min_relative=0.10)
     assert found["cause"].tolist() == ["a"]

@@ -277,3 +277,111 @@ def test_a_page_needs_two_runs(tmp_path):
     (tmp_path / "experiment.json").write_text(json.dumps(manifest))
     with pytest.raises(UsageError, match="one completed run; a history's page needs two"):
         load_history(tmp_path)
+
+
+SMALL = ROOT / "tests" / "data" / "history-small"  # v1.24.0 and v1.37.1, kube-controller-manager and etcd profiled
+
+
+def test_kube_controller_manager_and_etcd_by_release():
+    from crdscale.report.history import load_history, release_rows
+
+    recorded = load_history(SMALL)
+    others = recorded.releases[recorded.releases["component"] != h.APISERVER]
+    got = set(zip(others["component"], others["quantity"], others["version"]))
+    assert got == {
+        (c, q, v) for c in ("kube-controller-manager", "etcd") for q in h.COMPONENT_METRICS.values()
+        for v in ("v1.24.0", "v1.37.1")
+    }  # fmt: skip
+    assert (others["cause"] == "total").all() and (others["low"] <= others["value"]).all()
+    etcd = others.set_index(["component", "quantity", "version"]).loc[("etcd", h.HEAP_PER_CRD, "v1.24.0")]
+    assert etcd["value"] / 1024 == pytest.approx(164.4, abs=0.1)  # what compare says of the run (components table)
+    rows = release_rows(recorded)
+    assert "—" not in set(rows["kube-controller-manager: heap per CRD"]) | set(rows["etcd: RSS per CRD"])
+    # Their consecutive differences, each with the frames of its own process's profiles.
+    changes = recorded.changes.set_index(["component", "quantity"])
+    assert changes.loc[("etcd", h.HEAP_PER_CRD), "frames"].startswith("go.etcd.io/")
+    assert changes.loc[("kube-controller-manager", h.HEAP_PER_CRD), "frames"].startswith("k8s.io/")
+    assert changes.loc[("etcd", h.RSS_PER_CRD), "frames"] == ""
+    # The numbers docs/how-to/history.md quotes of this fixture.
+    assert changes.loc[("etcd", h.HEAP_PER_CRD), "difference"] / 1024 == pytest.approx(-57.8, abs=0.05)
+    picked = recorded.changepoints.set_index("cause")
+    assert picked.loc["total", "difference"] / 1024 == pytest.approx(-1609.7, abs=0.05)
+    assert picked.loc["openapi", "difference"] / 1024 == pytest.approx(-991.5, abs=0.05)
+
+
+def test_the_history_json_and_show(capsys):
+    assert main(["history", "--show", str(SMALL), "-o", "json"]) == 0
+    data = json.loads(capsys.readouterr().out)
+    assert {"releases", "changes", "changepoints", "seeds"} <= set(data)
+    assert {r["component"] for r in data["releases"]} == {"kube-apiserver", "kube-controller-manager", "etcd"}
+    picked = {(r["component"], r["quantity"], r["cause"]) for r in data["changepoints"]}
+    assert picked == {("kube-apiserver", h.HEAP_PER_CRD, "total"), ("kube-apiserver", h.HEAP_PER_CRD, "openapi")}
+    assert "pull/111477" in next(r["upstream"] for r in data["changepoints"] if r["cause"] == "total")
+    assert main(["history", "--show", str(SMALL)]) == 0
+    text = capsys.readouterr().out
+    assert "## Changepoints" in text and "## Beside the seeds" in text and "etcd: heap per CRD" in text
+    assert main(["history", "--show", str(SMALL), "--versions", "1.30"]) == 2
+
+
+def test_the_page_draws_the_components():
+    pytest.importorskip("matplotlib")
+    from crdscale.report.history import history_content, load_history
+
+    content = history_content(load_history(SMALL))
+    names = [f.name for f in content.figures]
+    assert {"heap-per-crd", "heap-per-custom-resource", "components-heap-per-crd", "components-rss-per-crd"} <= set(
+        names
+    )
+    assert "kube-controller-manager: heap per CRD" in content.findings_md([], "")
+    assert content.findings_json["seeds"]
+
+
+def _change(component, quantity, cause, older_value, difference, low, high, frames=""):
+    return (component, quantity, "v1.30.0", "v1.31.0", cause, older_value, older_value + difference, difference, low,
+            high, difference / older_value, frames)  # fmt: skip
+
+
+def test_changepoints_need_a_sure_and_large_difference_in_any_component():
+    differences = pd.DataFrame(
+        [
+            _change("etcd", h.HEAP_PER_CRD, "total", 100_000, 30_000, 10_000, 50_000, "go.etcd.io/x.Grow +29.3 KiB"),
+            _change("etcd", h.RSS_PER_CRD, "total", 100_000, 30_000, -5_000, 65_000),  # the interval holds 0
+            _change("kube-controller-manager", h.HEAP_PER_CRD, "total", 100_000, 5_000, 1_000, 9_000),  # 5 %: small
+            _change("kube-apiserver", h.HEAP_PER_CRD, "openapi", 100_000, -60_000, -80_000, -40_000),
+        ],
+        columns=h.CHANGE_COLUMNS,
+    )
+    picked = h.changepoints(differences)
+    assert list(zip(picked["component"], picked["quantity"])) == [
+        ("kube-apiserver", h.HEAP_PER_CRD), ("etcd", h.HEAP_PER_CRD),
+    ]  # fmt: skip
+    known = (
+        h.UpstreamChange("-", r"go\.etcd\.io/x\.Grow", "an etcd change", (("etcd#1", "https://e/1"),), "etcd"),
+        h.UpstreamChange("-", r"go\.etcd\.io/x\.Grow", "same frame, another process", (("k#2", "https://k/2"),)),
+    )
+    linked = h.upstream_links(picked, known).set_index("component")["upstream"]
+    assert linked["etcd"] == "[etcd#1](https://e/1)" and linked["kube-apiserver"] == ""
+
+
+def test_the_seeds_beside_the_measured_release():
+    from crdscale.report.history import load_history
+
+    seeds = load_history(RECORDED).seeds.set_index(["source", "quantity", "cause"])
+    zap = seeds.loc[("one-pager", h.HEAP_PER_CRD, "zap-counters")]
+    # The one-pager's 448 KB of zap counters per served CRD (measured on 1.23): beside v1.24.0, the history's
+    # nearest release, which holds 461.0 KiB (README), and v1.37.1, which holds none.
+    assert zap["seed_value"] == 448 * 1024 and zap["release"] == "v1.24.0" and zap["newest"] == "v1.37.1"
+    assert zap["value"] / 1024 == pytest.approx(461.0, abs=0.1) and abs(zap["newest_value"]) < 1024
+    rss = seeds.loc[("upbound-blog", h.RSS_PER_CRD, "total")]
+    assert rss["seed_value"] == 4 * 2**20 and rss["value"] > 0
+
+
+def test_every_upstream_change_and_seed_is_on_the_sources_page():
+    import tomllib
+
+    sources = tomllib.loads((ROOT / "docs" / "results" / "sources.toml").read_text())["source"]
+    urls = {s["url"] for s in sources.values()}
+    for change in h.UPSTREAM_CHANGES:
+        assert {url for _name, url in change.links} <= urls, change.what
+    for quote in h.SEED_QUOTES:
+        assert quote.source in sources and sources[quote.source]["url"] == quote.url
