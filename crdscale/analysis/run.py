@@ -35,6 +35,7 @@ from crdscale.analysis.registry import Result, RunData, compute_all, table
 from crdscale.analysis.rundata import HeapProfiles, crd_profiles, heap_points, heap_profile_set
 from crdscale.errors import UsageError
 from crdscale.rundir import layout
+from crdscale.rundir.evidence import Problem
 from crdscale.rundir.manifest import Manifest
 
 if TYPE_CHECKING:
@@ -59,6 +60,8 @@ class RunAnalysis:
     status: str | None = None
     reason: str | None = None
     notes: list[str] = field(default_factory=list)  # other problems of the run's files (a reader's)
+    # The run's evidence problems (crdscale.rundir.evidence), stated among the notes in sentences.
+    evidence: list[Problem] = field(default_factory=list)
     # Every analysis of the registry that applied to the run: name -> its tables (crdscale.analysis.registry).
     results: dict[str, Result] = field(default_factory=dict)
 
@@ -126,6 +129,7 @@ def analyze(
     notes: Sequence[str] = (),
     run: Run | None = None,
     profiles: HeapProfiles | None = None,
+    evidence: Sequence[Problem] = (),
 ) -> RunAnalysis:
     """Fit per-CRD costs of one run: heap profiles by cause, and the memory series.
 
@@ -136,7 +140,8 @@ def analyze(
     ``run_dir`` and ``profile_files`` only label the result; ``skipped`` are the
     profiles the caller set aside (see :func:`heap_profile_problem`), ``status`` and
     ``reason`` how the run ended (default: the manifest's), both stated in
-    :attr:`RunAnalysis.warnings`. ``run`` and ``profiles`` (every usable heap profile of it,
+    :attr:`RunAnalysis.warnings`, as are ``notes`` (the run's other problems; ``evidence``: its evidence
+    problems, which the notes state). ``run`` and ``profiles`` (every usable heap profile of it,
     decoded) are for the registry's analyses that read more of a run (its object steps). Raises
     UsageError unless there are heap profiles at two or more CRD counts.
     """
@@ -168,6 +173,7 @@ def analyze(
         status=status if status is not None else manifest.get("status"),
         reason=reason if reason is not None else manifest.get("reason"),
         notes=list(notes),
+        evidence=list(evidence),
         results=compute_all(data),
     )
 
@@ -209,6 +215,7 @@ def analyze_run(run: Run, rules: Sequence | None = None, confidence: float = 0.9
             notes=run.file_warnings,
             run=run,
             profiles=every,
+            evidence=run.evidence.problems,
         )
     return cache[key]
 
