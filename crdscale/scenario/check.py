@@ -79,7 +79,7 @@ def _check_target(scenario: Scenario, where: str, report: CellReport, answers) -
         try:
             plan = buildable.plan_etcd(target.etcd, answers=answers)
         except CrdscaleError as err:
-            raise _with_where(where, "target.etcd", err) from err
+            raise _with_where(where, buildable.etcd_given(target.etcd, "target.etcd") or "target.etcd", err) from err
         report.checks.append((plan.what, plan.how))
         if plan.warning:
             report.warnings.append(plan.warning)
