@@ -246,7 +246,7 @@ def _check_probes(scenario: Scenario, where: str, report: CellReport) -> None:
         # Every name is a probe and its options read into the probe's typed config.
         check_scenario_probes(scenario.probes.table())
     except UsageError as err:
-        raise UsageError(f"{where}: 'probes.each_step': {err}") from None
+        raise UsageError(f"{where}: {err}") from None  # err names the key: each_step's, or an options table
     if names:
         report.checks.append(("probes", ", ".join(names)))
 
