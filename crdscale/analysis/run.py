@@ -31,7 +31,7 @@ from crdscale.analysis.percrd import (
     status_warning,
 )
 from crdscale.analysis.process import points_by_source
-from crdscale.analysis.registry import Result, RunData, compute_all, table
+from crdscale.analysis.registry import Result, RunData, compute_all
 from crdscale.analysis.rundata import HeapProfiles, crd_profiles, heap_points, heap_profile_set
 from crdscale.errors import UsageError
 from crdscale.rundir import layout
@@ -62,34 +62,9 @@ class RunAnalysis:
     notes: list[str] = field(default_factory=list)  # other problems of the run's files (a reader's)
     # The run's evidence problems (crdscale.rundir.evidence), stated among the notes in sentences.
     evidence: list[Problem] = field(default_factory=list)
-    # Every analysis of the registry that applied to the run: name -> its tables (crdscale.analysis.registry).
+    # Every analysis of the registry that applied to the run: name -> its tables (crdscale.analysis.registry);
+    # one table by its name, whichever analysis made it: table(analysis.results, "per_object").
     results: dict[str, Result] = field(default_factory=dict)
-
-    # The registry's tables by their old names (empty when the run has none), for code written before it.
-    @property
-    def process(self) -> pd.DataFrame:
-        """Process figures over the run (``metric, first, last, peak, samples, source``: analysis.process)."""
-        return table(self.results, "process")
-
-    @property
-    def per_object(self) -> pd.DataFrame:
-        """A run that grew objects: bytes per object by cause and kind (analysis.perobject)."""
-        return table(self.results, "per_object")
-
-    @property
-    def amplification(self) -> pd.DataFrame:
-        """A run that grew objects: heap per object over its serialized size (analysis.perobject)."""
-        return table(self.results, "amplification")
-
-    @property
-    def object_lists(self) -> pd.DataFrame:
-        """What a LIST of each kind's objects cost once all were in (objects.list_repeats; perobject.list_costs)."""
-        return table(self.results, "object_lists")
-
-    @property
-    def openapi_v2(self) -> pd.DataFrame:
-        """A run that fetched /openapi/v2 after its profiles: the v2 spec's cost per CRD by cause (analysis.openapiv2)."""
-        return table(self.results, "openapi_v2")
 
     @property
     def phases(self) -> list[str]:
