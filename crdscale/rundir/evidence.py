@@ -300,14 +300,18 @@ def _period_problems(manifest: Manifest, profiles: Sequence[_Header]) -> list[Pr
     said = ", ".join(f"{p.file} samples every {p.period:,} bytes" for p in foreign[:3])
     more = f" (and {len(foreign) - 3} more)" if len(foreign) > 3 else ""
     return [
-        Problem(
+        _about(
             "profile-sample-period",
             f"{said}{more}, not every {period:,} as kube-apiserver's heap profiles in this run do: "
             f"another program's profile",
-            tuple(p.file for p in foreign),
-            tuple(sorted({p.step for p in foreign})),
+            foreign,
         )
     ]
+
+
+def _about(code: str, what: str, profiles: Sequence[_Header]) -> Problem:
+    """A problem of some heap profiles: their files and their steps."""
+    return Problem(code, what, tuple(p.file for p in profiles), tuple(sorted({p.step for p in profiles})))
 
 
 def _same_binary(a: str, b: str) -> bool:
@@ -338,12 +342,11 @@ def _binary_problems(manifest: Manifest, profiles: Sequence[_Header]) -> tuple[s
         binary,
         build_id,
         [
-            Problem(
+            _about(
                 "profile-binary",
                 f"{f.file}{more} sampled {f.binary or 'an unnamed executable'} (build ID {_short(f.build_id)}), "
                 f"not {source} {binary or 'executable'} (build ID {_short(build_id)}): a profile of another build",
-                tuple(p.file for p in foreign),
-                tuple(sorted({p.step for p in foreign})),
+                foreign,
             )
         ],
     )
@@ -394,12 +397,11 @@ def _duplicate_problems(run, profiles: Sequence[_Header]) -> list[Problem]:
             continue
         by_digest.setdefault(hashlib.sha256(run.profile_bytes(p.file)).hexdigest(), []).append(p)
     return [
-        Problem(
+        _about(
             "profile-duplicate",
             f"{len(g)} byte-identical profiles: {_listed([p.file for p in g], 4, 'files')}: "
             f"one profile saved under {len(g)} steps or phases",
-            tuple(p.file for p in g),
-            tuple(sorted({p.step for p in g})),
+            g,
         )
         for g in by_digest.values()
         if len(g) > 1

@@ -329,7 +329,7 @@ def test_every_problem_the_checks_make_is_in_the_catalogue_and_the_docs():
     import crdscale.rundir.evidence as evidence
 
     source = Path(evidence.__file__).read_text()
-    made = set(re.findall(r'Problem\(\s*"([a-z-]+)"', source))
+    made = set(re.findall(r'(?:Problem|_about)\(\s*"([a-z-]+)"', source))
     assert made == set(evidence.CODES)
     page = (Path(__file__).resolve().parents[2] / "docs" / "explanation" / "evidence.md").read_text()
     assert [code for code in evidence.CODES if f"| `{code}` |" not in page] == []
