@@ -49,6 +49,23 @@ def read_json(path: str | Path) -> Any:
         return json.load(f)
 
 
+def read_json_object(path: str | Path, *, missing: str | None = None) -> dict[str, Any]:
+    """A JSON file that must hold an object (a run's manifest.json, crds.json...); :class:`UsageError`
+    (one line) when it cannot be read, is not JSON or holds something else: ``missing`` when given is the
+    error for a file that does not exist."""
+    try:
+        value = json.loads(Path(path).read_text(encoding="utf-8"))
+    except OSError as err:
+        if missing is not None and isinstance(err, FileNotFoundError):
+            raise UsageError(missing) from None
+        raise UsageError(f"{path}: cannot read ({err.strerror or err})") from None
+    except ValueError as err:  # also UnicodeDecodeError
+        raise UsageError(f"{path}: not JSON ({err})") from None
+    if not isinstance(value, dict):
+        raise UsageError(f"{path}: holds a JSON {type(value).__name__}, not an object")
+    return value
+
+
 def sha256_file(path: str | Path) -> str:
     """Hex sha256 of a file, read in 1 MiB chunks."""
     digest = hashlib.sha256()

@@ -42,7 +42,7 @@ from crdscale.analysis.rundata import crd_profiles, crd_step_marks, heap_points,
 from crdscale.analysis.targets import TOTAL
 from crdscale.errors import UsageError
 from crdscale.rundir import Run, read_runs
-from crdscale.rundir.evidence import compare_problems
+from crdscale.rundir.evidence import Problem, compare_problems
 from crdscale.rundir.manifest import Manifest
 
 # Series compared per CRD and at the end: metric name -> column in series points.
@@ -272,6 +272,9 @@ class Comparison:
     repeat_spread: pd.DataFrame = field(default_factory=pd.DataFrame)
     # Every analysis of the registry compared (crdscale.analysis.registry): name -> its tables.
     results: dict[str, Result] = field(default_factory=dict)
+    # Each run's evidence problems and the runs' against each other (crdscale.rundir.evidence), with the
+    # run's label: what warnings states in sentences.
+    evidence: list[tuple[str, Problem]] = field(default_factory=list)
 
     # The per-object view's tables by their old names (empty when no run grew objects).
     @property
@@ -409,7 +412,8 @@ def compare_runs(
         {label: m.crds.to_json() or run.crd_summary for label, m, run in zip(labels, manifests, runs)}
     )
     warnings = notes + warnings
-    warnings += compare_problems({lb: r.evidence for lb, r in zip(labels, runs)}, dict(zip(labels, manifests)))
+    across = compare_problems({lb: r.evidence for lb, r in zip(labels, runs)}, dict(zip(labels, manifests)))
+    warnings += [f"{label}: evidence: {problem}" for label, problem in across]
     stacked = stack_runs(points)
     sstacked = stack_runs(spoints)
     diffs = []
@@ -447,6 +451,7 @@ def compare_runs(
         replicates=replicates,
         repeat_spread=replicate_spread(stack_runs(per_crd), replicates, confidence) if replicates else pd.DataFrame(),
         results=compare_all(results, CompareContext(labels, reference, replicates, confidence)),
+        evidence=[(lb, p) for lb, run in zip(labels, runs) for p in run.evidence.problems] + across,
     )
 
 

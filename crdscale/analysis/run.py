@@ -31,10 +31,11 @@ from crdscale.analysis.percrd import (
     status_warning,
 )
 from crdscale.analysis.process import points_by_source
-from crdscale.analysis.registry import Result, RunData, compute_all, table
+from crdscale.analysis.registry import Result, RunData, compute_all
 from crdscale.analysis.rundata import HeapProfiles, crd_profiles, crd_step_marks, heap_points, heap_profile_set
 from crdscale.errors import UsageError
 from crdscale.rundir import layout
+from crdscale.rundir.evidence import Problem
 from crdscale.rundir.manifest import Manifest
 
 if TYPE_CHECKING:
@@ -59,34 +60,11 @@ class RunAnalysis:
     status: str | None = None
     reason: str | None = None
     notes: list[str] = field(default_factory=list)  # other problems of the run's files (a reader's)
-    # Every analysis of the registry that applied to the run: name -> its tables (crdscale.analysis.registry).
+    # The run's evidence problems (crdscale.rundir.evidence), stated among the notes in sentences.
+    evidence: list[Problem] = field(default_factory=list)
+    # Every analysis of the registry that applied to the run: name -> its tables (crdscale.analysis.registry);
+    # one table by its name, whichever analysis made it: table(analysis.results, "per_object").
     results: dict[str, Result] = field(default_factory=dict)
-
-    # The registry's tables by their old names (empty when the run has none), for code written before it.
-    @property
-    def process(self) -> pd.DataFrame:
-        """Process figures over the run (``metric, first, last, peak, samples, source``: analysis.process)."""
-        return table(self.results, "process")
-
-    @property
-    def per_object(self) -> pd.DataFrame:
-        """A run that grew objects: bytes per object by cause and kind (analysis.perobject)."""
-        return table(self.results, "per_object")
-
-    @property
-    def amplification(self) -> pd.DataFrame:
-        """A run that grew objects: heap per object over its serialized size (analysis.perobject)."""
-        return table(self.results, "amplification")
-
-    @property
-    def object_lists(self) -> pd.DataFrame:
-        """What a LIST of each kind's objects cost once all were in (objects.list_repeats; perobject.list_costs)."""
-        return table(self.results, "object_lists")
-
-    @property
-    def openapi_v2(self) -> pd.DataFrame:
-        """A run that fetched /openapi/v2 after its profiles: the v2 spec's cost per CRD by cause (analysis.openapiv2)."""
-        return table(self.results, "openapi_v2")
 
     @property
     def phases(self) -> list[str]:
@@ -126,6 +104,7 @@ def analyze(
     notes: Sequence[str] = (),
     run: Run | None = None,
     profiles: HeapProfiles | None = None,
+    evidence: Sequence[Problem] = (),
 ) -> RunAnalysis:
     """Fit per-CRD costs of one run: heap profiles by cause, and the memory series.
 
@@ -136,7 +115,8 @@ def analyze(
     ``run_dir`` and ``profile_files`` only label the result; ``skipped`` are the
     profiles the caller set aside (see :func:`heap_profile_problem`), ``status`` and
     ``reason`` how the run ended (default: the manifest's), both stated in
-    :attr:`RunAnalysis.warnings`. ``run`` and ``profiles`` (every usable heap profile of it,
+    :attr:`RunAnalysis.warnings`, as are ``notes`` (the run's other problems; ``evidence``: its evidence
+    problems, which the notes state). ``run`` and ``profiles`` (every usable heap profile of it,
     decoded) are for the registry's analyses that read more of a run (its object steps). Raises
     UsageError unless there are heap profiles at two or more CRD counts.
     """
@@ -168,6 +148,7 @@ def analyze(
         status=status if status is not None else manifest.get("status"),
         reason=reason if reason is not None else manifest.get("reason"),
         notes=list(notes),
+        evidence=list(evidence),
         results=compute_all(data),
     )
 
@@ -209,6 +190,7 @@ def analyze_run(run: Run, rules: Sequence | None = None, confidence: float = 0.9
             notes=run.file_warnings,
             run=run,
             profiles=every,
+            evidence=run.evidence.problems,
         )
     return cache[key]
 

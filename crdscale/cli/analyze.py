@@ -20,7 +20,7 @@ schemas differ in size, also fits bytes per schema property by cause.
 
 -o json prints one document instead of the tables: {"metric", "confidence",
 "runs": [{"run_dir", "status", "reason", "heap_profiles", "skipped_profiles",
-"warnings", "phases", "fits", "install_serve", "series_fits", "per_object",
+"warnings", "evidence", "phases", "fits", "install_serve", "series_fits", "per_object",
 "amplification", "openapi_v2", "components", "components_skipped", "unattributed_share",
 "written"}], "per_property"}, each table a list of records (bytes and objects per CRD, null
 where undefined).
@@ -53,7 +53,8 @@ profile of another program or build, profiles swapped or copied between steps, o
 count that falls refuses the run (one line, exit 2); a series that is not finite, repeats
 a timestamp, lies outside the run or misses its rows is left out (no RSS figure from it);
 a status or version the run's other files deny is stated. Each is counted and named first
-among the warnings (docs/explanation/evidence.md).
+among the warnings (docs/explanation/evidence.md); -o json also lists them in "evidence",
+one {"code", "severity", "affects", "message", "consequence", "files", "steps"} each.
 """
 
 from __future__ import annotations
@@ -171,6 +172,7 @@ def _json_run(analysis, metric: str, shares: dict, written: list) -> dict:
         "heap_profiles": len(analysis.profiles),
         "skipped_profiles": [{"file": s.file, "reason": s.reason} for s in analysis.skipped],
         "warnings": analysis.warnings,
+        "evidence": [p.to_json() for p in analysis.evidence],
         "phases": analysis.phases,
         "fits": analysis.fits,
         "install_serve": analysis.install_serve,

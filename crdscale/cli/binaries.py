@@ -157,8 +157,9 @@ def _check_before_building(args, versions: list[str | None]) -> None:
         except UsageError as err:
             raise UsageError(f"--kubectl-version: {err}") from None
     try:
-        plan = buildable.plan_etcd(args.etcd)
+        plan = buildable.plan_etcd(args.etcd, given="--etcd")
     except CrdscaleError as err:
-        raise type(err)(f"--etcd: {err}") from None
+        given = buildable.etcd_given(args.etcd, "--etcd")
+        raise type(err)(f"{given}: {err}" if given else str(err)) from None
     if plan.warning:
         log.warning(plan.warning)

@@ -19,7 +19,8 @@ run compared with itself (also by two paths, or a copy with its run_id) is
 refused, and so is a run whose files contradict each other where its heap
 numbers come from; other evidence problems (a series left out, a version the
 server denies, one build under two versions) are named under the headline
-(docs/explanation/evidence.md).
+(docs/explanation/evidence.md); -o json lists them in "evidence", one {"run",
+"code", "severity", "affects", "message", "consequence", "files", "steps"} each.
 
 Process figures (RSS, CPU seconds, open fds, threads) come from the most
 complete record each run holds, named in the table's source column: the 1 s

@@ -229,20 +229,35 @@ def plan_kube_apiserver(
     )
 
 
-def plan_etcd(spec: str | None, *, answers=None) -> Plan:
-    """Where etcd will come from for ``target.etcd`` = ``spec`` (a version, ``system`` or a path;
-    empty: ``$CRDSCALE_ETCD`` or the pinned default). Raises as :func:`plan_kube_apiserver`."""
+def etcd_given(spec: str | None, name: str) -> str | None:
+    """What the user gave etcd's spec as, for an error to start with: ``name`` (the scenario key or the flag
+    ``spec`` was written as) when ``spec`` is set, else ``$CRDSCALE_ETCD`` when that is, else None (the
+    pinned default: nothing the user wrote)."""
+    if spec:
+        return name
+    return f"${ETCD_ENV}" if os.environ.get(ETCD_ENV) else None
+
+
+def plan_etcd(spec: str | None, *, answers=None, given: str = "target.etcd") -> Plan:
+    """Where etcd will come from for ``spec`` (a version, ``system`` or a path; empty: ``$CRDSCALE_ETCD`` or
+    the pinned default), written as ``given`` (``target.etcd``, or a command's ``--etcd``). Raises as
+    :func:`plan_kube_apiserver`; the errors do not name where ``spec`` came from, which the caller puts in
+    front (:func:`etcd_given`)."""
     answers = answers if answers is not None else {}
+    source = etcd_given(spec, given) or "the default"
     spec = spec or os.environ.get(ETCD_ENV) or DEFAULT_ETCD_VERSION
     if spec == "system":
         found = binaries.system_etcd()
         if not found:
             raise BinaryError(
-                'no etcd on PATH for etcd = "system"; install Debian\'s etcd-server (apt-get install etcd-server)'
+                'no etcd on PATH for "system"; install Debian\'s etcd-server (apt-get install etcd-server)'
             )
         return Plan("etcd", f"{found} (system)")
     if "/" in spec:
-        return Plan("etcd", f"{_executable(spec, 'target.etcd')} (target.etcd)")
+        path = Path(spec).expanduser()
+        if not (path.is_file() and os.access(path, os.X_OK)):
+            raise BinaryError(f"{path} is not an executable file")
+        return Plan("etcd", f"{path.resolve()} ({source})")
     version = etcd_version(spec)
     binary = etcd_program(version).binary
     if binary.is_file():

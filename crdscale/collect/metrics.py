@@ -251,35 +251,28 @@ def query_prometheus(
             for lo, hi in raw_windows(start, end):
                 window = (hi - lo).total_seconds() + (0.001 if lo == start else 0.0)  # (hi - window, hi]
                 for result in client.query(f"{query}[{int(window * 1000)}ms]", hi):
-                    labels = json.dumps(
-                        {k: v for k, v in result["metric"].items() if k not in ("__name__", "job", "instance")},
-                        sort_keys=True,
-                    )
-                    for ts, value in result["values"]:
-                        rows.append(
-                            {
-                                "timestamp": datetime.fromtimestamp(float(ts), tz=timezone.utc),
-                                "job": s.job,
-                                "metric": s.key,
-                                "labels": labels,
-                                "value": float(value),
-                            }
-                        )
+                    rows += _sample_rows(result, s, drop=("__name__", "job", "instance"))
             continue
         for lo, hi in split_range(start, end, step_s):
             for result in _range_query_bisecting(client, query, lo, hi, step_s):
-                labels = json.dumps({k: v for k, v in result["metric"].items() if k != "__name__"}, sort_keys=True)
-                for ts, value in result["values"]:
-                    rows.append(
-                        {
-                            "timestamp": datetime.fromtimestamp(float(ts), tz=timezone.utc),
-                            "job": s.job,
-                            "metric": s.key,
-                            "labels": labels,
-                            "value": float(value),
-                        }
-                    )
+                rows += _sample_rows(result, s, drop=("__name__",))
     return tidy_frame(rows)
+
+
+def _sample_rows(result: dict, s: Series, drop: tuple[str, ...]) -> list[dict]:
+    """The tidy rows of one Prometheus result of series ``s``: one per ``[timestamp, value]``, its labels
+    but ``drop`` as the ``labels`` JSON."""
+    labels = json.dumps({k: v for k, v in result["metric"].items() if k not in drop}, sort_keys=True)
+    return [
+        {
+            "timestamp": datetime.fromtimestamp(float(ts), tz=timezone.utc),
+            "job": s.job,
+            "metric": s.key,
+            "labels": labels,
+            "value": float(value),
+        }
+        for ts, value in result["values"]
+    ]
 
 
 def resolution(

@@ -38,6 +38,7 @@ from typing import Any
 
 import numpy as np
 
+from crdscale.analysis import registry
 from crdscale.analysis.compare import compare_runs
 from crdscale.analysis.run import analyze_run
 from crdscale.analysis.targets import TOTAL
@@ -123,7 +124,7 @@ def openapi_v2_terms(paths: Iterable[str | Path]) -> dict[str, tuple[LinearModel
     dofs: dict[str, list[int]] = defaultdict(list)
     for path in run_dirs_of(paths):
         run = read_run(path)
-        table = analyze_run(run).openapi_v2
+        table = registry.table(analyze_run(run).results, "openapi_v2")
         if not len(table):
             raise UsageError(f"{path}: no openapiv2 profiles (profiles.openapi_v2) to measure the v2 spec with")
         total = table[(table["metric"] == "bytes") & (table["cause"] == TOTAL)].iloc[0]
@@ -255,7 +256,7 @@ def object_cell(path: str | Path) -> dict[str, Any]:
         custom_resource(crd, f"obj-{i:06d}", namespace=namespace, labels=labels, size=size, shape=shape, salt=i)
         for i in range(SAMPLE_OBJECTS)
     ]
-    per_object = analyze_run(run).per_object
+    per_object = registry.table(analyze_run(run).results, "per_object")
     mine = per_object[per_object["kind"] == CUSTOM_RESOURCES]
 
     def one(metric: str, cause: str) -> dict | None:

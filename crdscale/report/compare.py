@@ -343,6 +343,7 @@ def comparison_json(comparison: Comparison) -> dict:
         "reference": comparison.reference,
         "run_dirs": [str(p) for p in comparison.run_dirs],
         "warnings": comparison.warnings,
+        "evidence": [problem.to_json(run=label) for label, problem in comparison.evidence],
         "headline": headline(comparison),
         "provenance": comparison_provenances(comparison),
         "joint": records(comparison.joint),

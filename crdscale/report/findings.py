@@ -22,7 +22,7 @@ from crdscale.analysis.percrd import OTHER, unattributed_share
 # KIND_LABELS, OBJECT_LISTS_NOTE and object_lists_table are crdscale.report.compare's too, from here.
 from crdscale.analysis.perobject import KIND_LABELS, OBJECT_LISTS_NOTE, object_lists_table  # noqa: F401
 from crdscale.analysis.process import METRICS_JOB, PROC_JOB, source_label
-from crdscale.analysis.registry import Section, findings_rows, report_sections
+from crdscale.analysis.registry import Section, findings_rows, report_sections, table
 from crdscale.analysis.targets import TOTAL
 from crdscale.cluster.kubesource import describe_build
 from crdscale.rundir.manifest import Manifest, MetricsRecord
@@ -266,7 +266,7 @@ def key_numbers(
                     _at_mark_source(spoints, metric, "at the last profile"),
                 )
             )
-    process = getattr(analysis, "process", None)
+    process = table(getattr(analysis, "results", {}), "process")
     rss = process[process["metric"] == "process_resident_memory_bytes"] if process is not None and len(process) else ()
     if len(rss):
         r = rss.iloc[0]
@@ -405,7 +405,7 @@ def compute_findings(manifest: Manifest | Mapping, analysis, memory: pd.DataFram
 
 def _process_job(analysis) -> str | None:
     """The job the analysis read RSS from (``None`` when it had no process series)."""
-    process = getattr(analysis, "process", None)
+    process = table(getattr(analysis, "results", {}), "process")
     if process is None or not len(process):
         return None
     rss = process[process["metric"] == "process_resident_memory_bytes"]

@@ -505,6 +505,7 @@ def run_report_content(data: Run) -> ReportContent:
             "status": data.status,
             "reason": data.manifest.reason,
             "warnings": findings.warnings,
+            "evidence": [p.to_json() for p in data.evidence.problems],
             "provenance": findings.provenance,
             "numbers": [{k: _json_safe(v) for k, v in row.items()} for row in findings.numbers.to_dict("records")],
         },

@@ -29,6 +29,7 @@ from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
+from typing import NamedTuple
 
 import pandas as pd
 
@@ -63,24 +64,39 @@ FINISHED = ("completed", "failed", "interrupted")
 BUILD_INFO = "kubernetes_build_info"
 
 
-# Every problem the checks find: code -> (what it catches, which numbers, severity). The one catalogue: the
-# docs page (docs/explanation/evidence.md) and the tests are held to it.
-CODES: dict[str, tuple[str, str, str]] = {
-    "profile-sample-period": ("a heap profile sampled at another period: another program's", HEAP, REFUSE),
-    "profile-binary": ("a heap profile of another executable or build ID than the run's", HEAP, REFUSE),
-    "profile-time-order": ("profiles whose own times (time_nanos) run against the order they were saved", HEAP, REFUSE),
-    "profile-duplicate": ("byte-identical profiles under two steps or phases", HEAP, REFUSE),
-    "crd-count-falls": ("a step records fewer CRDs than the step before, where steps only add", HEAP, REFUSE),
-    "crd-count-disagrees": ("one step recorded at two CRD counts", HEAP, REFUSE),
-    "status-disagrees": ("manifest.json's status and the run.end event differ", ALL, UNRELIABLE),
-    "version-disagrees": ("manifest.json's kube-apiserver version and the server's own differ", VERSION, UNRELIABLE),
-    "series-not-a-file": ("the exported series is a directory", SERIES, REFUSE),
-    "series-missing": ("the exported series is missing, though the manifest counted its rows", SERIES, REFUSE),
-    "series-row-count": ("the series holds another number of rows than the manifest counted", SERIES, UNRELIABLE),
-    "series-outside-run": ("rows sampled outside the run's time span (all of them: refused)", SERIES, UNRELIABLE),
-    "series-not-finite": ("NaN or infinite values (a series with nothing finite: refused)", SERIES, UNRELIABLE),
-    "series-duplicate-timestamps": ("a series with two values at one timestamp", SERIES, REFUSE),
-    "series-duplicate-rows": ("rows copied within a series (same timestamp and value)", SERIES, UNRELIABLE),
+class Check(NamedTuple):
+    """One kind of problem: what it catches, which numbers it affects and its severity (a check may make it
+    :data:`REFUSE` where nothing of those numbers is left, as its row says)."""
+
+    catches: str
+    affects: str
+    severity: str
+
+
+# Every problem the checks find: code -> its Check. The one catalogue: a Problem takes its numbers and severity
+# from its row here, and the docs page (docs/explanation/evidence.md) and the tests are held to it.
+CODES: dict[str, Check] = {
+    "profile-sample-period": Check("a heap profile sampled at another period: another program's", HEAP, REFUSE),
+    "profile-binary": Check("a heap profile of another executable or build ID than the run's", HEAP, REFUSE),
+    "profile-time-order": Check(
+        "profiles whose own times (time_nanos) run against the order they were saved", HEAP, REFUSE
+    ),
+    "profile-duplicate": Check("byte-identical profiles under two steps or phases", HEAP, REFUSE),
+    "crd-count-falls": Check("a step records fewer CRDs than the step before, where steps only add", HEAP, REFUSE),
+    "crd-count-disagrees": Check("one step recorded at two CRD counts", HEAP, REFUSE),
+    "status-disagrees": Check("manifest.json's status and the run.end event differ", ALL, UNRELIABLE),
+    "version-disagrees": Check(
+        "manifest.json's kube-apiserver version and the server's own differ", VERSION, UNRELIABLE
+    ),
+    "series-not-a-file": Check("the exported series is a directory", SERIES, REFUSE),
+    "series-missing": Check("the exported series is missing, though the manifest counted its rows", SERIES, REFUSE),
+    "series-row-count": Check(
+        "the series holds another number of rows than the manifest counted (none: refused)", SERIES, UNRELIABLE
+    ),
+    "series-outside-run": Check("rows sampled outside the run's time span (all of them: refused)", SERIES, UNRELIABLE),
+    "series-not-finite": Check("NaN or infinite values (a series with nothing finite: refused)", SERIES, UNRELIABLE),
+    "series-duplicate-timestamps": Check("a series with two values at one timestamp", SERIES, REFUSE),
+    "series-duplicate-rows": Check("rows copied within a series (same timestamp and value)", SERIES, UNRELIABLE),
 }
 
 
@@ -93,16 +109,26 @@ class Problem:
         what: one sentence saying what contradicts what, naming the files and values.
         files: the run's files involved (paths inside the run directory).
         steps: the steps involved, when it is about steps.
-        affects: which numbers: :data:`HEAP`, :data:`SERIES`, :data:`ALL` or :data:`VERSION`.
-        severity: :data:`REFUSE` (those numbers are not given) or :data:`UNRELIABLE` (given and marked).
+        affects: which numbers: :data:`HEAP`, :data:`SERIES`, :data:`ALL` or :data:`VERSION` (default: its
+            code's in :data:`CODES`).
+        severity: :data:`REFUSE` (those numbers are not given) or :data:`UNRELIABLE` (given and marked)
+            (default: its code's in :data:`CODES`).
     """
 
     code: str
     what: str
     files: tuple[str, ...] = ()
     steps: tuple[int, ...] = ()
-    affects: str = HEAP
-    severity: str = REFUSE
+    affects: str = ""  # "": its code's in CODES
+    severity: str = ""
+
+    def __post_init__(self) -> None:
+        check = CODES.get(self.code)
+        for name in ("affects", "severity"):
+            if not getattr(self, name):
+                if check is None:
+                    raise ValueError(f"evidence problem {self.code!r}: not in CODES, so its {name} must be given")
+                object.__setattr__(self, name, getattr(check, name))
 
     @property
     def consequence(self) -> str:
@@ -124,14 +150,19 @@ class Problem:
     def __str__(self) -> str:
         return f"{self.what} ({self.code}: {self.consequence})"
 
-    def to_json(self) -> dict:
+    def to_json(self, run: str | None = None) -> dict:
+        """The problem as one item of an ``evidence`` list of ``-o json`` and ``findings.json``: the check
+        (``code``), ``severity``, which numbers it ``affects``, the ``message`` (:attr:`what`), its
+        ``consequence``, the ``files`` and ``steps`` involved, and the ``run`` (a label) when given."""
         return {
+            **({"run": run} if run is not None else {}),
             "code": self.code,
-            "what": self.what,
+            "severity": self.severity,
+            "affects": self.affects,
+            "message": self.what,
+            "consequence": self.consequence,
             "files": list(self.files),
             "steps": list(self.steps),
-            "affects": self.affects,
-            "severity": self.severity,
         }
 
 
@@ -269,14 +300,18 @@ def _period_problems(manifest: Manifest, profiles: Sequence[_Header]) -> list[Pr
     said = ", ".join(f"{p.file} samples every {p.period:,} bytes" for p in foreign[:3])
     more = f" (and {len(foreign) - 3} more)" if len(foreign) > 3 else ""
     return [
-        Problem(
+        _about(
             "profile-sample-period",
             f"{said}{more}, not every {period:,} as kube-apiserver's heap profiles in this run do: "
             f"another program's profile",
-            tuple(p.file for p in foreign),
-            tuple(sorted({p.step for p in foreign})),
+            foreign,
         )
     ]
+
+
+def _about(code: str, what: str, profiles: Sequence[_Header]) -> Problem:
+    """A problem of some heap profiles: their files and their steps."""
+    return Problem(code, what, tuple(p.file for p in profiles), tuple(sorted({p.step for p in profiles})))
 
 
 def _same_binary(a: str, b: str) -> bool:
@@ -307,12 +342,11 @@ def _binary_problems(manifest: Manifest, profiles: Sequence[_Header]) -> tuple[s
         binary,
         build_id,
         [
-            Problem(
+            _about(
                 "profile-binary",
                 f"{f.file}{more} sampled {f.binary or 'an unnamed executable'} (build ID {_short(f.build_id)}), "
                 f"not {source} {binary or 'executable'} (build ID {_short(build_id)}): a profile of another build",
-                tuple(p.file for p in foreign),
-                tuple(sorted({p.step for p in foreign})),
+                foreign,
             )
         ],
     )
@@ -363,12 +397,11 @@ def _duplicate_problems(run, profiles: Sequence[_Header]) -> list[Problem]:
             continue
         by_digest.setdefault(hashlib.sha256(run.profile_bytes(p.file)).hexdigest(), []).append(p)
     return [
-        Problem(
+        _about(
             "profile-duplicate",
             f"{len(g)} byte-identical profiles: {_listed([p.file for p in g], 4, 'files')}: "
             f"one profile saved under {len(g)} steps or phases",
-            tuple(p.file for p in g),
-            tuple(sorted({p.step for p in g})),
+            g,
         )
         for g in by_digest.values()
         if len(g) > 1
@@ -447,8 +480,6 @@ def _status_problems(manifest: Manifest, events: pd.DataFrame) -> list[Problem]:
             f"{layout.MANIFEST} says the run {manifest.status}{said}, but the run.end event in {layout.EVENTS} says "
             f"{status}{why}: how the run ended is unknown",
             (layout.MANIFEST, layout.EVENTS),
-            affects=ALL,
-            severity=UNRELIABLE,
         )
     ]
 
@@ -498,8 +529,6 @@ def _version_problems(
             "version-disagrees",
             f"{layout.MANIFEST} says kube-apiserver {claimed}, but the server said otherwise: {text}",
             (layout.MANIFEST,),
-            affects=VERSION,
-            severity=UNRELIABLE,
         )
     ]
 
@@ -526,7 +555,6 @@ def screen_series(
                 f"{where} is a directory, not the run's series: no series numbers"
                 + (f" ({layout.MANIFEST} records {rows:,} rows)" if rows else ""),
                 (where,),
-                affects=SERIES,
             )
         )
     elif isinstance(rows, int) and rows > 0 and not file.is_file() and not len(series):
@@ -535,7 +563,6 @@ def screen_series(
                 "series-missing",
                 f"{where} is missing, though {layout.MANIFEST} records {rows:,} rows: no series numbers",
                 (where,),
-                affects=SERIES,
             )
         )
     elif file.is_file() and isinstance(rows, int) and rows != len(series):
@@ -545,7 +572,6 @@ def screen_series(
                 f"{where} holds {len(series):,} rows, but {layout.MANIFEST} records {rows:,}"
                 + (": no series numbers" if not len(series) else ": rows lost or added since the run"),
                 (where,),
-                affects=SERIES,
                 severity=REFUSE if not len(series) else UNRELIABLE,
             )
         )
@@ -566,7 +592,6 @@ def screen_series(
                     f"({_day(out.min())} to {_day(out.max())}; the run's span, slack included: {_day(start)} to "
                     f"{_day(end) if end is not None else 'now'}), left out",
                     (where,),
-                    affects=SERIES,
                     severity=REFUSE if everything else UNRELIABLE,
                 )
             )
@@ -584,7 +609,6 @@ def screen_series(
                 + (f"; nothing finite in {_listed(wholly)}" if wholly else "")
                 + ", left out",
                 (where,),
-                affects=SERIES,
                 severity=REFUSE if wholly else UNRELIABLE,
             )
         )
@@ -606,7 +630,6 @@ def screen_series(
                     f"in {_names(pd.MultiIndex.from_frame(bad_series))}: which value was sampled is unknown, "
                     f"those series left out",
                     (where,),
-                    affects=SERIES,
                 )
             )
         extra = kept.duplicated(key, keep="first") & keep.loc[kept.index]
@@ -618,8 +641,6 @@ def screen_series(
                     f"{where}: {int(extra.sum()):,} rows are copies of another row (same series, timestamp "
                     f"and value), left out",
                     (where,),
-                    affects=SERIES,
-                    severity=UNRELIABLE,
                 )
             )
     if keep.all():
@@ -693,9 +714,10 @@ def check_distinct(runs: Sequence) -> None:
         seen[run_id] = run.path
 
 
-def compare_problems(evidence: Mapping[str, Evidence], manifests: Mapping[str, Manifest]) -> list[str]:
-    """Sentences about runs compared as different builds whose heap profiles come from one build
-    (label -> each run's :class:`Evidence` and manifest)."""
+def compare_problems(evidence: Mapping[str, Evidence], manifests: Mapping[str, Manifest]) -> list[tuple[str, Problem]]:
+    """Runs compared as different builds whose heap profiles come from one build (label -> each run's
+    :class:`Evidence` and manifest): ``(label, problem)`` for the later run of each such pair, whose
+    sentence is ``f"{label}: evidence: {problem}"``."""
     out = []
     labels = list(evidence)
     for i, a in enumerate(labels):
@@ -703,21 +725,25 @@ def compare_problems(evidence: Mapping[str, Evidence], manifests: Mapping[str, M
             ea, eb = evidence[a], evidence[b]
             va, vb = manifests[a].versions.kube_apiserver, manifests[b].versions.kube_apiserver
             if ea.build_id and ea.build_id == eb.build_id and va != vb:
-                out.append(
-                    f"{b}: evidence: its manifest says kube-apiserver {vb} and {a}'s says {va}, but both runs' heap "
-                    f"profiles sampled one build (build ID {_short(ea.build_id)}): a comparison of a build with "
-                    f"itself (version-disagrees: which kube-apiserver these numbers belong to is unreliable)"
+                problem = Problem(
+                    "version-disagrees",
+                    f"its manifest says kube-apiserver {vb} and {a}'s says {va}, but both runs' heap profiles "
+                    f"sampled one build (build ID {_short(ea.build_id)}): a comparison of a build with itself",
+                    (layout.MANIFEST,),
                 )
+                out.append((b, problem))
     return out
 
 
 __all__ = [
     "ALL",
+    "CODES",
     "HEAP",
     "REFUSE",
     "SERIES",
     "UNRELIABLE",
     "VERSION",
+    "Check",
     "Evidence",
     "Problem",
     "check_distinct",

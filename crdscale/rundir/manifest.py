@@ -29,8 +29,7 @@ from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
-from crdscale.errors import UsageError
-from crdscale.fsutil import write_json_atomic
+from crdscale.fsutil import read_json_object, write_json_atomic
 from crdscale.rundir import layout
 
 # Kinds of run directory, the manifest's ``kind``: ``crdscale run``, ``crdscale install``, ``crdscale probe``.
@@ -428,16 +427,7 @@ class Manifest(Block, Mapping[str, Any]):
         """The manifest of a run directory; UsageError (one line) when it is missing, not JSON or
         not a JSON object."""
         path = Path(run_dir) / layout.MANIFEST
-        try:
-            value = json.loads(path.read_text(encoding="utf-8"))
-        except FileNotFoundError:
-            raise UsageError(f"{run_dir} is not a crdscale run directory (no {layout.MANIFEST})") from None
-        except OSError as err:
-            raise UsageError(f"{path}: cannot read ({err.strerror or err})") from None
-        except ValueError as err:  # also UnicodeDecodeError
-            raise UsageError(f"{path}: not JSON ({err})") from None
-        if not isinstance(value, dict):
-            raise UsageError(f"{path}: holds a JSON {type(value).__name__}, not an object")
+        value = read_json_object(path, missing=f"{run_dir} is not a crdscale run directory (no {layout.MANIFEST})")
         return cls.from_json(value, where=str(path))
 
     @classmethod

@@ -19,6 +19,7 @@ import pyarrow
 
 from crdscale.analysis.pprof.decode import parse_profile, read_profile_bytes
 from crdscale.errors import UsageError
+from crdscale.fsutil import read_json_object
 from crdscale.proc import is_alive
 from crdscale.rundir import evidence, layout
 from crdscale.rundir.events import read_events
@@ -321,7 +322,7 @@ class Run:
     @cached_property
     def crd_summary(self) -> dict[str, Any] | None:
         path = self.path / layout.CRD_SUMMARY
-        return _read_json_object(path) if path.is_file() else None
+        return read_json_object(path) if path.is_file() else None
 
     def read_jsonl(self, relative: str) -> list[dict[str, Any]]:
         """Records of a JSON-lines file inside the run (e.g. ``crds.jsonl`` of ``crdscale install``)."""
@@ -412,19 +413,6 @@ def _describe(kind, phase) -> str:
     return f"{kind} profile" + (f" ({phase})" if phase else "")
 
 
-def _read_json_object(path: Path) -> dict[str, Any]:
-    """A JSON file that must hold an object; UsageError (one line) otherwise."""
-    try:
-        value = json.loads(path.read_text(encoding="utf-8"))
-    except OSError as err:
-        raise UsageError(f"{path}: cannot read ({err.strerror or err})") from None
-    except ValueError as err:  # also UnicodeDecodeError
-        raise UsageError(f"{path}: not JSON ({err})") from None
-    if not isinstance(value, dict):
-        raise UsageError(f"{path}: holds a JSON {type(value).__name__}, not an object")
-    return value
-
-
 def _read_parquet(path: Path, columns: Sequence[str] = ()) -> pd.DataFrame:
     """A parquet table of the run (with ``columns`` at least); UsageError (one line) when the file is
     empty, truncated or not parquet, as a copy interrupted or a disk filled up leaves it."""
@@ -470,4 +458,4 @@ def read_experiment_manifest(path: str | Path) -> dict[str, Any]:
     manifest_path = Path(path) / layout.EXPERIMENT_MANIFEST
     if not manifest_path.is_file():
         raise UsageError(f"{path} is not a crdscale experiment directory (no {layout.EXPERIMENT_MANIFEST})")
-    return _read_json_object(manifest_path)
+    return read_json_object(manifest_path)

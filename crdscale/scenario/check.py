@@ -84,7 +84,7 @@ def _check_target(scenario: Scenario, where: str, report: CellReport, answers) -
         try:
             plan = buildable.plan_etcd(target.etcd, answers=answers)
         except CrdscaleError as err:
-            raise _with_where(where, "target.etcd", err) from err
+            raise _with_where(where, buildable.etcd_given(target.etcd, "target.etcd") or "target.etcd", err) from err
         report.checks.append((plan.what, plan.how))
         if plan.warning:
             report.warnings.append(plan.warning)
@@ -263,7 +263,7 @@ def _check_probes(scenario: Scenario, where: str, report: CellReport) -> None:
         # Every name is a probe and its options read into the probe's typed config.
         check_scenario_probes(scenario.probes.table())
     except UsageError as err:
-        raise UsageError(f"{where}: 'probes.each_step': {err}") from None
+        raise UsageError(f"{where}: {err}") from None  # err names the key: each_step's, or an options table
     if names:
         report.checks.append(("probes", ", ".join(names)))
 

@@ -4,14 +4,11 @@ left behind (issue 31 part 4). About 4 minutes on 2 cores; no cluster needed, bu
 
 from __future__ import annotations
 
-import sys
 import time
-from pathlib import Path
 
 import pytest
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-import footprint_interrupt  # noqa: E402
+from crdscale.testing import footprint_interrupt
 
 pytestmark = [
     # Left out of make test (-m long): about 6 minutes, most of it waiting, which CI's budget has no room for.

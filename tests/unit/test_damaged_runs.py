@@ -128,6 +128,9 @@ def test_a_damaged_series_gives_no_rss_figure(tmp_path, capsys, other, name):
     doc = json.loads(captured.out)["runs"][0]
     assert doc["series_fits"] == []  # no "RSS per CRD 0 B [0 B, 0 B]", no 31.36 MiB from rows at 10x
     assert any(BY_NAME[name].code in w for w in doc["warnings"])
+    (item,) = [e for e in doc["evidence"] if e["code"] == BY_NAME[name].code]  # and as data
+    assert item["affects"] == "series" and item["severity"] in (REFUSE, UNRELIABLE)
+    assert item["message"] in " ".join(doc["warnings"]) and item["files"] == [layout.SERIES]
     assert f"{BY_NAME[name].code}" in captured.err  # -o json: the warnings on stderr
     # The heap numbers are the reference's, untouched.
     reference = analyze_run(read_run(REFERENCE))
@@ -196,6 +199,19 @@ def test_compare_names_a_version_the_server_denies(tmp_path, capsys, other):
     head = capsys.readouterr().out.split("## What was run")[0]
     assert "manifest.json says kube-apiserver v1.24.0, but the server said otherwise: v1.37.1" in head
     assert "both runs' heap profiles sampled one build (build ID 0889ada25438" in head
+    assert main(["compare", str(REFERENCE), str(run), "-o", "json"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    # As data too: the run's own problem and the pair's, each with the label of the run it is about.
+    assert [(e["run"], e["code"], e["severity"], e["affects"]) for e in doc["evidence"]] == [
+        (doc["labels"][1], "version-disagrees", UNRELIABLE, "version")
+    ] * 2
+    assert all(f"{e['run']}: evidence: {e['message']} (" in " ".join(doc["warnings"]) for e in doc["evidence"])
+    assert "both runs' heap profiles sampled one build" in doc["evidence"][1]["message"]
+
+
+def test_the_reference_runs_json_has_an_empty_evidence_list(capsys):
+    assert main(["analyze", "--no-write", str(REFERENCE), "-o", "json"]) == 0
+    assert json.loads(capsys.readouterr().out)["runs"][0]["evidence"] == []
 
 
 def test_a_refused_run_stops_compare_and_report_before_any_notebook(tmp_path, capsys, other):
@@ -223,6 +239,29 @@ def test_evidence_refuses_only_what_its_problems_affect(tmp_path):
     with pytest.raises(EvidenceError, match="1 evidence problem refuses its heap numbers: two copies") as err:
         Evidence((series, heap)).require("heap", tmp_path)
     assert isinstance(err.value, UsageError) and err.value.exit_code == 2
+
+
+def test_a_problem_takes_its_numbers_and_severity_from_its_code():
+    from crdscale.rundir.evidence import CODES, HEAP, VERSION
+
+    assert Problem("profile-duplicate", "two copies").affects == HEAP
+    assert Problem("version-disagrees", "v1.24.0").severity == UNRELIABLE
+    assert Problem("version-disagrees", "v1.24.0").affects == VERSION
+    assert Problem("series-not-finite", "all NaN", severity=REFUSE).severity == REFUSE  # nothing finite left
+    assert all((c.affects, c.severity) != ("", "") for c in CODES.values())
+    with pytest.raises(ValueError, match="not in CODES"):
+        Problem("no-such-check", "?")
+    item = Problem("crd-count-falls", "step 3 records 20 CRDs", ("profiles/a.pb.gz",), (2, 3)).to_json(run="B")
+    assert item == {
+        "run": "B",
+        "code": "crd-count-falls",
+        "severity": REFUSE,
+        "affects": HEAP,
+        "message": "step 3 records 20 CRDs",
+        "consequence": "the heap numbers are refused",
+        "files": ["profiles/a.pb.gz"],
+        "steps": [2, 3],
+    }
 
 
 def test_a_godebug_memprofilerate_sets_the_expected_period():
@@ -290,7 +329,7 @@ def test_every_problem_the_checks_make_is_in_the_catalogue_and_the_docs():
     import crdscale.rundir.evidence as evidence
 
     source = Path(evidence.__file__).read_text()
-    made = set(re.findall(r'Problem\(\s*"([a-z-]+)"', source))
+    made = set(re.findall(r'(?:Problem|_about)\(\s*"([a-z-]+)"', source))
     assert made == set(evidence.CODES)
     page = (Path(__file__).resolve().parents[2] / "docs" / "explanation" / "evidence.md").read_text()
     assert [code for code in evidence.CODES if f"| `{code}` |" not in page] == []

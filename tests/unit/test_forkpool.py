@@ -4,7 +4,6 @@ and Ctrl-C on a real footprint (a few tries here; 50 in tests/integration/test_f
 from __future__ import annotations
 
 import os
-import sys
 import time
 from pathlib import Path
 
@@ -12,9 +11,7 @@ import pytest
 
 from crdscale.crds import forkpool
 from crdscale.errors import CRDError
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-import footprint_interrupt  # noqa: E402
+from crdscale.testing import footprint_interrupt
 
 pytestmark = pytest.mark.skipif(not forkpool.can_fork(), reason="needs fork")
 

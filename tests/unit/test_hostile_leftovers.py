@@ -65,7 +65,11 @@ def test_binaries_checks_every_version_and_path_before_building(monkeypatch, cap
     assert main(["binaries", "--kubectl-version", "banana"]) == 2
     assert "--kubectl-version: not a version: 'banana'" in _one_error(capsys)
     assert main(["binaries", "--etcd", "/nonexistent/etcd"]) == 3
-    assert "--etcd: /nonexistent/etcd" in _one_error(capsys)
+    # What the user typed is named, not the scenario key it stands for.
+    assert _one_error(capsys) == "crdscale: error: --etcd: /nonexistent/etcd is not an executable file"
+    monkeypatch.setenv("CRDSCALE_ETCD", "/nonexistent/etcd")
+    assert main(["binaries"]) == 3
+    assert _one_error(capsys) == "crdscale: error: $CRDSCALE_ETCD: /nonexistent/etcd is not an executable file"
 
 
 @pytest.mark.parametrize(

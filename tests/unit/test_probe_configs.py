@@ -216,6 +216,21 @@ def test_a_scenarios_probes_are_checked_before_it_starts():
         configs.check_scenario_probes({"each_step": ["nope"]})
     with pytest.raises(UsageError, match=r"\[probes.options\]: list not in"):
         configs.check_scenario_probes({"each_step": ["apf"], "options": {"list": {}}})
+    # An options table's error is labelled with that table, not with each_step; its numbers by their keys.
+    with pytest.raises(UsageError, match=r"^\[probes.options.apf\]: stats_wait_s must be a finite number"):
+        configs.check_scenario_probes({"each_step": ["apf"], "options": {"apf": {"stats_wait_s": float("nan")}}})
+    with pytest.raises(UsageError, match=r"^\[probes.options.clientmem\]: --cache 'pods': choose from"):
+        configs.check_scenario_probes({"each_step": ["clientmem"], "options": {"clientmem": {"cache": "pods"}}})
+
+
+def test_run_check_labels_a_probe_options_error_with_its_table(tmp_path, capsys):
+    from crdscale.cli.main import main
+
+    path = tmp_path / "s.toml"
+    path.write_text('name = "s"\n[probes]\neach_step = ["apf"]\n[probes.options.apf]\nrepeats = "x"\n')
+    assert main(["run", "--check", str(path)]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err == f"crdscale: error: {path.name}: [probes.options.apf] repeats = 'x': expected <class 'int'>", err
 
 
 def test_the_scenario_runner_runs_its_probe_steps_through_run_probe(monkeypatch):

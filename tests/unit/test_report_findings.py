@@ -8,6 +8,7 @@ import pandas as pd
 import pytest
 
 from crdscale.analysis.percrd import unattributed_share
+from crdscale.analysis.registry import table
 from crdscale.analysis.run import analyze_run
 from crdscale.report import series
 from crdscale.report.findings import (
@@ -63,7 +64,7 @@ def test_numbers_equal_the_analysis(reference):
         == sp[(sp.metric == "rss_bytes") & (sp.crds == 160) & (sp.phase == "served")]["value"].iloc[-1]
     )
     # peak RSS from the most complete record of it (here /proc, read every second), which it names
-    rss = analysis.process.set_index("metric").loc["process_resident_memory_bytes"]
+    rss = table(analysis.results, "process").set_index("metric").loc["process_resident_memory_bytes"]
     assert rss["source"] == "kube-apiserver-proc"
     assert (
         numbers.loc["rss_bytes_peak", "value"]

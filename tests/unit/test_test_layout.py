@@ -1,7 +1,8 @@
 """The test tree itself: pytest (rootdir-relative, no packages) refuses two test modules with one
 basename in one session. `make unit` alone would not notice; this does (it broke CI twice).
 Helpers are shared through conftest.py fixtures, never by one test module importing another, and
-tests use the package, not files of scripts/ or benchmarks/ loaded by path."""
+tests use the package (shared harnesses live in crdscale/testing/), not files loaded by path or found
+through a sys.path of their own."""
 
 import ast
 import re
@@ -36,8 +37,8 @@ def test_no_test_module_imports_another_or_a_conftest():
     assert {k: v for k, v in offenders.items() if v} == {}
 
 
-def test_nothing_loads_scripts_or_benchmarks_by_path():
-    by_path = re.compile(r"spec_from_file_location|run_path|SourceFileLoader")
+def test_nothing_loads_a_file_by_path():
+    by_path = re.compile(r"spec_from_file_location|run_path|SourceFileLoader|sys\.path\.(insert|append)")
     offenders = {
         str(p.relative_to(TESTS))
         for p in TESTS.rglob("*.py")

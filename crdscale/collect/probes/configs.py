@@ -557,21 +557,23 @@ def from_args(cls: type[ProbeConfig], args: argparse.Namespace):
     return config
 
 
-def check_numbers(config: ProbeConfig) -> None:
+def check_numbers(config: ProbeConfig, name_of: Callable[[dataclasses.Field], str] = flag_of) -> None:
     """Every number a probe takes is a count, a size, a duration or a tolerance: finite and >= 0
-    (``--stats-wait-s nan``, ``--tolerance -1`` are refused before connecting). :class:`UsageError`."""
+    (``--stats-wait-s nan``, ``--tolerance -1`` are refused before connecting). :class:`UsageError` naming
+    the option by ``name_of`` (its flag; a scenario's table: its key)."""
     for f in dataclasses.fields(config):
         value = getattr(config, f.name)
         if isinstance(value, (int, float)) and not isinstance(value, bool):
             if not math.isfinite(value) or value < 0:
-                raise UsageError(f"{flag_of(f)} must be a finite number >= 0, got {value!r}")
+                raise UsageError(f"{name_of(f)} must be a finite number >= 0, got {value!r}")
 
 
 def from_options(name: str, options: Mapping[str, Any] | ProbeConfig | None):
     """The config of probe ``name`` from a scenario's ``[probes.options.NAME]`` table (validated).
 
-    Keys are the class's field names; an unknown key or a value of the wrong type is a :class:`UsageError`
-    naming the key. An existing config passes through (validated)."""
+    Keys are the class's field names; an unknown key, a value of the wrong type or one the probe cannot run
+    with is a :class:`UsageError` that starts with the table (``[probes.options.NAME]``). An existing config
+    passes through (validated)."""
     if name not in PROBES:
         raise UsageError(f"unknown probe {name!r}; known: {', '.join(PROBES)}")
     cls = PROBES[name]
@@ -598,16 +600,23 @@ def from_options(name: str, options: Mapping[str, Any] | ProbeConfig | None):
                 raise UsageError(f"[probes.options.{name}] {key} = {value!r}: expected {hint}".replace("typing.", ""))
         values[key] = tuple(value) if typing.get_origin(hint) is tuple else value
     config = cls(**values)
-    check_numbers(config)
-    config.validate()
+    try:
+        check_numbers(config, name_of=lambda f: f.name)
+        config.validate()
+    except UsageError as err:
+        raise UsageError(f"[probes.options.{name}]: {err}") from None
     return config
 
 
 def check_scenario_probes(section: Mapping[str, Any]) -> dict[str, ProbeConfig]:
     """A scenario's ``[probes]`` table checked before anything starts: every ``each_step`` name is a probe
-    and its ``options`` table makes a valid config. Returns the configs by name; raises :class:`UsageError`."""
+    and its ``options`` table makes a valid config. Returns the configs by name; raises :class:`UsageError`
+    starting with the key at fault (``'probes.each_step'``, ``[probes.options]``, ``[probes.options.NAME]``)."""
     names = list(section.get("each_step") or [])
     options = dict(section.get("options") or {})
+    unknown = [name for name in names if name not in PROBES]
+    if unknown:
+        raise UsageError(f"'probes.each_step': unknown probe {unknown[0]!r}; known: {', '.join(PROBES)}")
     stray = sorted(set(options) - set(names))
     if stray:
         raise UsageError(f"[probes.options]: {', '.join(stray)} not in [probes] each_step")

@@ -91,21 +91,25 @@ def legacy_discovery(
     *,
     max_parallel: int = MAX_PARALLEL,
     timeout_s: float = 120.0,
+    clock: Callable[[], float] = time.monotonic,
+    sleep: Callable[[float], None] = time.sleep,
 ) -> LegacyDiscovery:
     """Run one cold legacy discovery through a token bucket ``limit`` (fresh connections).
 
-    Returns a :class:`LegacyDiscovery` with per-request rows and a summary (seconds, bytes).
+    Returns a :class:`LegacyDiscovery` with per-request rows and a summary (seconds, bytes). ``clock`` and
+    ``sleep`` are the limiter's and the rows' times (seconds; a request's own latency is the transport's),
+    injectable so a test can hold the time still and see the limiter's waits exactly.
     """
     rows: list[dict] = []
     rows_lock = threading.Lock()
     transport = fresh_transport(cluster, pool_size=min(max_parallel, 1024))
     # The bucket starts full at t0, as a new client-go client's does, so the model's clock and the probe's agree.
-    limiter = tokenbucket.Limiter(limit.burst, limit.qps)
-    t0 = time.monotonic()
+    limiter = tokenbucket.Limiter(limit.burst, limit.qps, clock=clock, sleep=sleep)
+    t0 = clock()
 
     def fetch(path: str, phase: str, issued: float) -> tuple[dict, bytes]:
         wait = limiter.wait()
-        start = time.monotonic()
+        start = clock()
         error = ""
         try:
             result = timed_get(
@@ -113,7 +117,7 @@ def legacy_discovery(
             )
             status, size, latency, body = result.status, result.bytes, result.latency_s, result.body
         except ClusterError as err:
-            status, size, latency, body, error = 0, 0, time.monotonic() - start, b"", str(err)[-200:]
+            status, size, latency, body, error = 0, 0, clock() - start, b"", str(err)[-200:]
         row = {
             "path": path,
             "phase": phase,
@@ -131,16 +135,16 @@ def legacy_discovery(
         return row, body
 
     try:
-        core_row, core_body = fetch("/api", "groups", time.monotonic())
-        groups_row, groups_body = fetch("/apis", "groups", time.monotonic())
+        core_row, core_body = fetch("/api", "groups", clock())
+        groups_row, groups_body = fetch("/apis", "groups", clock())
         if core_row["status"] != 200 or groups_row["status"] != 200:
             raise ClusterError(f"discovery: GET /api -> {core_row['status']}, GET /apis -> {groups_row['status']}")
         paths = legacy_group_version_paths(json.loads(core_body), json.loads(groups_body))
-        preamble_s = time.monotonic() - t0
-        issued = time.monotonic()
+        preamble_s = clock() - t0
+        issued = clock()
         with ThreadPoolExecutor(max_workers=max(1, min(len(paths), max_parallel))) as pool:
             list(pool.map(lambda p: fetch(p, "resources", issued), paths))
-        wall = time.monotonic() - t0
+        wall = clock() - t0
     finally:
         transport.close()
 

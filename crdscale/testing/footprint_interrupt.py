@@ -15,7 +15,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]  # the checkout
 # ../shared/data beside the checkout (or beside the main checkout, from a worktree under ../wt/).
 REAL_CRDS = next(
     (
