@@ -357,12 +357,13 @@ def _headline(row: dict) -> str:
 
 
 def _interval(d: dict) -> str:
-    """``+1.2 KiB [+0.4, +2.0 KiB]``-style: the difference and its interval in one unit, the largest's."""
+    """``+1.2 KiB [+0.4 KiB, +2.0 KiB]``: the difference and its interval in one unit (KiB up to 100 MiB)."""
     from crdscale.units import fmt_bytes
 
     values = [v for v in (d["difference"], d["low"], d["high"]) if v is not None]
-    unit = fmt_bytes(max((abs(v) for v in values), default=0)).split()[-1]
-    unit = None if unit == "B" else unit
+    largest = max((abs(v) for v in values), default=0)
+    # KiB up to 100 MiB, as the other results pages write per-CRD costs (+2,015.6 KiB [+1,822.4, +2,208.8]).
+    unit = None if largest < 1024 else ("KiB" if largest < 100 * 2**20 else fmt_bytes(largest).split()[-1])
 
     def size(v):
         return fmt_bytes(v, signed=True, unit=unit)
