@@ -78,6 +78,11 @@ def _lists(frame) -> list[dict]:
 def summarize(ab: AB) -> dict:
     """summary.json's content for the A/B ``ab`` (its complete pairs, repeats pooled)."""
     comparison = ab.comparison()
+    # A run that grows objects installs its CRDs in objects.crd_steps steps: with one, no per-CRD fit means anything.
+    user = ab.scenario_user
+    one_crd_step = (user.get("steps") or {}).get("grow") == "objects" and (user.get("objects") or {}).get(
+        "crd_steps", 1
+    ) <= 1
     return {
         "name": ab.manifest.get("name"),
         "change": ab.change.name,
@@ -86,7 +91,7 @@ def summarize(ab: AB) -> dict:
         "per_object": _differences(
             comparison.per_object_joint, ("kind", "cause"), "per_object_reference", "per_object"
         ),
-        "per_crd": _differences(comparison.joint, ("cause",), "per_crd_reference", "per_crd"),
+        "per_crd": [] if one_crd_step else _differences(comparison.joint, ("cause",), "per_crd_reference", "per_crd"),
         "lists": _lists(comparison.object_lists),
     }
 
