@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import argparse
 import inspect
+import json
 import re
 import sys
 from dataclasses import dataclass
@@ -40,6 +41,7 @@ from crdscale.cli import main as cli_main
 from crdscale.cli.access import ACCESS, FALLBACK
 from crdscale.rundir import events, layout, manifest
 from crdscale.scenario.config import FREE_TABLES, scenario_reference
+from crdscale.units import fmt_bytes
 
 try:
     import tomllib
@@ -358,8 +360,6 @@ def _headline(row: dict) -> str:
 
 def _interval(d: dict) -> str:
     """``+1.2 KiB [+0.4 KiB, +2.0 KiB]``: the difference and its interval in one unit (KiB up to 100 MiB)."""
-    from crdscale.units import fmt_bytes
-
     values = [v for v in (d["difference"], d["low"], d["high"]) if v is not None]
     largest = max((abs(v) for v in values), default=0)
     # KiB up to 100 MiB, as the other results pages write per-CRD costs (+2,015.6 KiB [+1,822.4, +2,208.8]).
@@ -377,10 +377,6 @@ def ab_value(path: Path, causes: tuple[str, ...] | list[str] = ()) -> str:
     changed minus base, each side the mean of its runs, with the 95 % interval of the difference, of the
     heap per object of each kind, per CRD, and of ``causes`` (per object), and each LIST's cost base ->
     changed (p50 latency, kube-apiserver CPU per LIST, where it was served)."""
-    import json
-
-    from crdscale.units import fmt_bytes
-
     summary = json.loads((path / "summary.json").read_text())
     parts = []
     for kind in dict.fromkeys(r["kind"] for r in summary["per_object"]):
