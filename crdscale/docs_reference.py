@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import argparse
 import inspect
+import json
 import re
 import sys
 from dataclasses import dataclass
@@ -40,6 +41,7 @@ from crdscale.cli import main as cli_main
 from crdscale.cli.access import ACCESS, FALLBACK
 from crdscale.rundir import events, layout, manifest
 from crdscale.scenario.config import FREE_TABLES, scenario_reference
+from crdscale.units import fmt_bytes
 
 try:
     import tomllib
@@ -343,8 +345,62 @@ def render_sources(docs: Path = DOCS) -> str:
     return "\n".join(out)
 
 
+NOT_MEASURED = "not yet measured"
+
+
 def _headline(row: dict) -> str:
+    """The row's measured value: ``value`` as written, or rendered from the committed A/B summary ``ab``
+    names (:func:`ab_value`), or "not yet measured" for a row with ``measured = false``."""
+    if row.get("ab") and not row.get("value"):
+        return ab_value(ROOT / row["ab"], causes=row.get("causes", ()))
+    if row.get("measured") is False and not row.get("value"):
+        return NOT_MEASURED
     return row["value"] + (f" {row['unit']}" if row.get("unit") else "")
+
+
+def _interval(d: dict) -> str:
+    """``+1.2 KiB [+0.4 KiB, +2.0 KiB]``: the difference and its interval in one unit (KiB up to 100 MiB)."""
+    values = [v for v in (d["difference"], d["low"], d["high"]) if v is not None]
+    largest = max((abs(v) for v in values), default=0)
+    # KiB up to 100 MiB, as the other results pages write per-CRD costs (+2,015.6 KiB [+1,822.4, +2,208.8]).
+    unit = None if largest < 1024 else ("KiB" if largest < 100 * 2**20 else fmt_bytes(largest).split()[-1])
+
+    def size(v):
+        return fmt_bytes(v, signed=True, unit=unit)
+
+    told = d["low"] is not None and d["high"] is not None and (d["low"] > 0 or d["high"] < 0)
+    return f"{size(d['difference'])} [{size(d['low'])}, {size(d['high'])}]" + ("" if told else " (contains 0)")
+
+
+def ab_value(path: Path, causes: tuple[str, ...] | list[str] = ()) -> str:
+    """One results cell from a committed A/B summary (``scripts/make_ab_summary.py``: ``summary.json``):
+    changed minus base, each side the mean of its runs, with the 95 % interval of the difference, of the
+    heap per object of each kind, per CRD, and of ``causes`` (per object), and each LIST's cost base ->
+    changed (p50 latency, kube-apiserver CPU per LIST, where it was served)."""
+    summary = json.loads((path / "summary.json").read_text())
+    parts = []
+    for kind in dict.fromkeys(r["kind"] for r in summary["per_object"]):
+        rows = {r["cause"]: r for r in summary["per_object"] if r["kind"] == kind}
+        if "total" in rows:
+            total = rows["total"]
+            parts.append(f"heap per object of {kind} {_interval(total)} (base {fmt_bytes(total['base'])})")
+        parts += [f"{kind} {c} {_interval(rows[c])}" for c in causes if c in rows]
+    total = next((r for r in summary["per_crd"] if r["cause"] == "total"), None)
+    if total is not None and total["difference"] is not None:
+        parts.append(f"heap per CRD {_interval(total)} (base {fmt_bytes(total['base'])})")
+    lists = {(r["kind"], r["list"], r["side"]): r for r in summary["lists"]}
+    for kind, request in dict.fromkeys((k, q) for k, q, _ in lists):
+        base, changed = lists.get((kind, request, "base")), lists.get((kind, request, "changed"))
+        if base and changed:
+            where = base["served_from"] + (
+                "" if base["served_from"] == changed["served_from"] else f" -> {changed['served_from']}"
+            )
+            parts.append(
+                f"{request} LIST of {kind} p50 {1000 * base['latency_p50_s']:.1f} -> "
+                f"{1000 * changed['latency_p50_s']:.1f} ms, kube-apiserver CPU {1000 * base['apiserver_cpu_s']:.1f}"
+                f" -> {1000 * changed['apiserver_cpu_s']:.1f} ms per LIST, from {where}"
+            )
+    return "; ".join(parts) + f" ({summary['pairs']} pairs)"
 
 
 def render_results(path: Path, sources: dict[str, dict]) -> str:

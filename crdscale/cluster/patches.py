@@ -383,6 +383,29 @@ def _apply_failure(
     return UsageError(f"{diff.name}: does not apply to {where}: {last.removeprefix('error: ')}")
 
 
+# What a diff adds that a check before the build cannot find in the release: a feature gate (its
+# declaration, as every kube_features.go writes one) and a flag (a pflag registration). A pull request
+# that adds a gate or a flag is A/B'd with it set; kube-apiserver itself checks both when it starts.
+_ADDED_GATE = re.compile(r'^\+\s*(\w+)\s+featuregate\.Feature\s*=\s*"(\w+)"', re.MULTILINE)
+_ADDED_FLAG = re.compile(r'^\+.*\b(\w*)VarP?\([^"\n]*"([a-z0-9][a-z0-9-]*)"', re.MULTILINE)
+
+
+def added_gates(diffs: Sequence[Diff]) -> list[str]:
+    """The feature gates the diffs declare (``Name featuregate.Feature = "Name"`` on an added line)."""
+    return list(dict.fromkeys(m.group(2) for d in diffs for f in d.files for m in _ADDED_GATE.finditer(f.text)))
+
+
+def added_flags(diffs: Sequence[Diff]) -> dict[str, str]:
+    """The command-line flags the diffs register (``fs.StringVar(&o.X, "name", ...)`` on an added line):
+    name -> ``""`` for a boolean flag (it takes no separate value), ``"value"`` otherwise."""
+    found: dict[str, str] = {}
+    for d in diffs:
+        for f in d.files:
+            for m in _ADDED_FLAG.finditer(f.text):
+                found.setdefault(m.group(2), "" if m.group(1) == "Bool" else "value")
+    return found
+
+
 def check(diffs: Sequence[Diff], kube_version: str, *, download: bool = True) -> dict[str, list[str]]:
     """Refuse, as one :class:`UsageError` line, diffs that cannot be built on ``kube_version``:
     a file outside the modules kube-apiserver's build uses, or a hunk that does not apply

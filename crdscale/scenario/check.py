@@ -17,7 +17,7 @@ Not checked here: whether a remote cluster answers.
 from __future__ import annotations
 
 import shutil
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from crdscale.cluster import buildable, flags, gates, gobuild, patches, toolchain
@@ -142,6 +142,7 @@ def _check_changes(scenario: Scenario, where: str, report: CellReport) -> None:
         raise _with_where(where, "target.build_tags", err) from err
     if tags:
         report.checks.append(("build tags", ",".join(tags)))
+    diffs = []
     if t.patches:
         try:
             diffs = [patches.read_diff(path) for path in t.patches]
@@ -150,9 +151,16 @@ def _check_changes(scenario: Scenario, where: str, report: CellReport) -> None:
             raise _with_where(where, "target.patches", err) from err
         names = ", ".join(f"{d.name} (sha256 {d.sha256[:12]})" for d in diffs)
         report.checks.append(("patches", f"{names} apply to {', '.join(sorted(touched))} of {version}"))
+    # A gate or a flag the diffs add is not in the release: accepted here, kube-apiserver checks it at start.
+    new_gates, new_flags = patches.added_gates(diffs), patches.added_flags(diffs)
+    known_gates = None
+    if new_gates and (t.feature_gates or t.apiserver_flags):
+        known_gates = dict(gates.gates_for(version))
+        for name in new_gates:
+            known_gates.setdefault(name, gates.Gate(name, "added by the diff", False, False, ""))
     if t.feature_gates:
         try:
-            stages = gates.check_feature_gates(dict(t.feature_gates), version)
+            stages = gates.check_feature_gates(dict(t.feature_gates), version, known=known_gates)
         except CrdscaleError as err:
             raise _with_where(where, "target.feature_gates", err) from err
         listed = ", ".join(f"{name}={str(g['enabled']).lower()} ({g['stage']})" for name, g in stages.items())
@@ -167,6 +175,8 @@ def _check_changes(scenario: Scenario, where: str, report: CellReport) -> None:
             flags.CONTROLLER_MANAGER_RESERVED if component == "kube-controller-manager" else flags.APISERVER_RESERVED
         )
         known = None if t.apiserver_binary or t.kube_source else flags.released_flag_set(version, component)
+        if known is not None and new_flags and component == "kube-apiserver":
+            known = replace(known, flags={**new_flags, **known.flags})
         try:
             if known is None:
                 flags.check_reserved(items, component=component, reserved=reserved)
@@ -174,7 +184,7 @@ def _check_changes(scenario: Scenario, where: str, report: CellReport) -> None:
                 flags.check_flags(items, known, component=component, reserved=reserved)
                 asked = flags.feature_gates_in_flags(items)
                 if asked:
-                    gates.check_feature_gates(asked, version)
+                    gates.check_feature_gates(asked, version, known=known_gates)
         except CrdscaleError as err:
             raise _with_where(where, key, err) from err
         if known is None:

@@ -125,7 +125,12 @@ def test_every_results_row_has_a_command_and_a_known_source(gen):
         data = gen.tomllib.loads(path.read_text())
         for row in data["row"]:
             assert row.get("command", "").strip(), f"{path.name}: {row['quantity']!r} has no command"
-            assert row.get("value"), f"{path.name}: {row['quantity']!r} has no value"
+            # A value written, or one rendered from a committed A/B summary, or said not to be measured yet.
+            assert row.get("value") or row.get("ab") or row.get("measured") is False, (
+                f"{path.name}: {row['quantity']!r} has no value"
+            )
+            if row.get("ab"):
+                assert (ROOT / row["ab"] / "summary.json").is_file(), f"{path.name}: no summary in {row['ab']}"
             if "source" in row:
                 assert row["source"] in sources, f"{path.name}: unknown source {row['source']!r}"
 
