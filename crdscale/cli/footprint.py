@@ -167,14 +167,7 @@ class Command:
 
         which = {"kube_version": args.kube_version, "model": args.model, "shipped": args.shipped}
         if args.explain:
-            if (
-                args.sources
-                or args.calibrate
-                or args.kubeconfig
-                or args.context
-                or args.activate
-                or args.activate_policy
-            ):
+            if any((args.sources, args.calibrate, args.kubeconfig, args.context, args.activate, args.activate_policy)):
                 raise UsageError("--explain takes no CRD_SOURCE, cluster or --calibrate: it describes the model")
             return _render(args, footprint.explain_model(**which))
         if args.calibrate:
