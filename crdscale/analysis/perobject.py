@@ -524,6 +524,18 @@ def object_lists_lines(costs: pd.DataFrame | None) -> list[str]:
 KIND_LABELS = {"customresources": "custom resource", "configmaps": "ConfigMap", "secrets": "Secret"}
 
 
+def main_kind(kinds) -> str:
+    """The kind a one-line answer speaks of: the custom resources when the runs made any (a control kind of
+    ConfigMaps or Secrets only stands beside them), else the first kind."""
+    kinds = list(dict.fromkeys(kinds))
+    return "customresources" if "customresources" in kinds or not kinds else kinds[0]
+
+
+def kind_label(kind: str | None) -> str:
+    """``custom resource``, ``ConfigMap``, ``Secret`` (:data:`KIND_LABELS`), or the kind itself."""
+    return KIND_LABELS.get(kind or "customresources", str(kind))
+
+
 def findings_rows(result: Mapping[str, pd.DataFrame], top_causes: int = 5) -> list[tuple]:
     """Key-numbers rows (:data:`crdscale.report.findings.NUMBER_COLUMNS`) for a run that grew objects (none otherwise): per kind, the
     heap per object with its interval, the bytes sent per object, the amplification ratio and the

@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 
 import pandas as pd
 
+from crdscale.analysis.perobject import kind_label, main_kind
 from crdscale.rundir.manifest import Manifest
 from crdscale.units import fmt_bytes, fmt_value
 
@@ -85,7 +86,8 @@ class Verdict:
         if self.per_object:
             o = self.per_object
             parts.append(
-                f", and by {_signed_bytes(o['difference'])} per custom resource ({_interval(o['low'], o['high'])})"
+                f", and by {_signed_bytes(o['difference'])} per {kind_label(o.get('kind'))} "
+                f"({_interval(o['low'], o['high'])})"
             )
         parts.append(
             "; the difference can be told from zero.**" if told else "; the difference cannot be told from zero.**"
@@ -103,7 +105,7 @@ class Verdict:
         )
         told = "can" if _told(o["low"], o["high"]) else "cannot"
         return (
-            f"**{self.change} changes kube-apiserver's heap by {_signed_bytes(o['difference'])} per custom resource "
+            f"**{self.change} changes kube-apiserver's heap by {_signed_bytes(o['difference'])} per {kind_label(o.get('kind'))} "
             f"(95% CI {_interval(o['low'], o['high'])}){cause}; the difference {told} be told from zero.**"
         )
 
@@ -299,6 +301,9 @@ def build_verdict(
     object_causes: list[dict] = []
     joint = comparison.per_object_joint
     if joint is not None and not joint.empty:
+        # One kind: the custom resources when the runs made any, not whichever kind comes first (a control
+        # kind of ConfigMaps beside them once had its figure called "per custom resource").
+        joint = joint[joint["kind"] == main_kind(joint["kind"])]
         rows = joint[(joint["run"] == run) & (joint["cause"] != "total")]
         object_causes = [
             _difference_row(r, "per_object")

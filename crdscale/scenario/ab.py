@@ -35,6 +35,7 @@ from typing import Any
 
 from crdscale import __version__
 from crdscale.analysis.compare import compare_runs
+from crdscale.analysis.perobject import kind_label, main_kind
 from crdscale.errors import CrdscaleError, UsageError
 from crdscale.fsutil import write_json_atomic
 from crdscale.results.store import cell_prefix, open_store
@@ -122,8 +123,10 @@ def precision(comparison) -> Precision | None:
     objects = comparison.per_object_joint
     if objects is not None and not objects.empty:
         # Runs that grow objects install their CRDs before the first step: their per-CRD fit means nothing.
-        rows = objects[objects["cause"] == "total"]
-        candidates += [(r, "per_object_reference", "custom resource") for r in rows.to_dict("records")]
+        # The custom resources' total, not a control kind's that may come first.
+        kind = main_kind(objects["kind"])
+        rows = objects[(objects["cause"] == "total") & (objects["kind"] == kind)]
+        candidates += [(r, "per_object_reference", kind_label(kind)) for r in rows.to_dict("records")]
     else:
         joint = comparison.joint
         rows = joint[(joint["cause"] == "total") & (joint["metric"] == "bytes")] if joint is not None else []

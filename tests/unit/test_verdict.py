@@ -54,3 +54,45 @@ def test_json_matches_markdown(verdict):
     assert data["sentence"] in verdict.markdown()
     assert data["per_crd"]["difference"] == pytest.approx(-797.8 * 1024, rel=1e-3)
     assert data["pairs"] == 1 and data["per_object"] is None
+
+
+def test_a_control_kind_beside_the_custom_resources_is_not_called_custom_resource(monkeypatch):
+    """fieldsv1string's A/B runs ConfigMaps beside the custom resources; its verdict once took the ConfigMaps'
+    total (the first kind) and called it the change per custom resource."""
+    import pandas as pd
+
+    from crdscale.analysis.compare import Comparison
+    from crdscale.scenario.ab import precision
+
+    comparison = compare_runs([V124, V137])
+    run = comparison.compared[0]
+    rows = [  # kind, cause, base, changed, difference, low, high (bytes per object)
+        ("configmaps", "total", 7000.0, 5200.0, -1800.0, -2000.0, -1600.0),
+        ("configmaps", "managed-fields", 880.0, 0.0, -883.0, -976.0, -790.0),
+        ("customresources", "total", 6600.0, 6722.0, 122.0, -162.0, 406.0),
+        ("customresources", "unstructured", 3000.0, 3050.0, 50.0, -100.0, 200.0),
+    ]
+    joint = pd.DataFrame(
+        [(run, k, c, b, ch, d, lo, hi) for k, c, b, ch, d, lo, hi in rows],
+        columns=[
+            "run",
+            "kind",
+            "cause",
+            "per_object_reference",
+            "per_object",
+            "difference",
+            "difference_low",
+            "difference_high",
+        ],
+    )
+    monkeypatch.setattr(Comparison, "per_object_joint", property(lambda self: joint))
+    verdict = build_verdict(comparison, change="fieldsv1string")
+    assert verdict.per_object["kind"] == "customresources" and verdict.per_object["difference"] == 122.0
+    assert [c["cause"] for c in verdict.object_causes] == ["unstructured"]
+    assert "by +122 B per custom resource" in verdict.sentence
+    assert precision(comparison).difference == 122.0
+
+    only_configmaps = joint[joint["kind"] == "configmaps"]
+    monkeypatch.setattr(Comparison, "per_object_joint", property(lambda self: only_configmaps))
+    verdict = build_verdict(comparison, change="x")
+    assert "per ConfigMap" in verdict.sentence and "per custom resource" not in verdict.sentence
