@@ -353,6 +353,8 @@ def _headline(row: dict) -> str:
     names (:func:`ab_value`), or "not yet measured" for a row with ``measured = false``."""
     if row.get("ab") and not row.get("value"):
         return ab_value(ROOT / row["ab"], causes=row.get("causes", ()))
+    if row.get("history") and not row.get("value"):
+        return history_value(ROOT / row["history"], release=row.get("release"))
     if row.get("measured") is False and not row.get("value"):
         return NOT_MEASURED
     return row["value"] + (f" {row['unit']}" if row.get("unit") else "")
@@ -401,6 +403,61 @@ def ab_value(path: Path, causes: tuple[str, ...] | list[str] = ()) -> str:
                 f" -> {1000 * changed['apiserver_cpu_s']:.1f} ms per LIST, from {where}"
             )
     return "; ".join(parts) + f" ({summary['pairs']} pairs)"
+
+
+# What a release's row says, in this order: (component, quantity, label); kube-apiserver's first.
+HISTORY_FIGURES = (
+    ("kube-apiserver", "heap per CRD", "heap per CRD"),
+    ("kube-apiserver", "heap per custom resource", "per custom resource"),
+    ("kube-apiserver", "RSS per CRD", "RSS per CRD"),
+    ("kube-apiserver", "CPU per CRD", "CPU per CRD"),
+    ("kube-apiserver", "peak RSS", "peak RSS"),
+    ("kube-apiserver", "settled RSS", "settled RSS"),
+    ("kube-controller-manager", "heap per CRD", "kube-controller-manager heap per CRD"),
+    ("etcd", "heap per CRD", "etcd heap per CRD"),
+)
+
+
+def _history_number(value, low, high, unit: str) -> str:
+    if value is None:
+        return "—"
+    if unit == "CPU seconds":
+        text, bounds = f"{1e3 * value:.1f} ms", ("" if low is None else f" [{1e3 * low:.1f}, {1e3 * high:.1f}]")
+    else:
+        text, bounds = fmt_bytes(value), ("" if low is None else f" [{fmt_bytes(low)}, {fmt_bytes(high)}]")
+    return text + bounds
+
+
+def history_value(path: Path, release: str | None = None) -> str:
+    """One results cell from a committed history summary (``scripts/make_history_summary.py``): a release's
+    totals with their 95 % intervals, its Go and its runs (``release``), else the changepoints."""
+    findings = json.loads((path / "findings.json").read_text())
+    summary = json.loads((path / "summary.json").read_text())
+    if release is None:
+        points = findings["changepoints"]
+        parts = [
+            f"{r['older']} → {r['newer']}: {r.get('component') or 'kube-apiserver'} {r['quantity']}"
+            + ("" if r["cause"] == "total" else f" ({r['cause']})")
+            + f" {_interval({'difference': r['difference'], 'low': r['low'], 'high': r['high']})}"
+            + ("" if r.get("relative") is None else f" ({100 * r['relative']:+.0f} %)")
+            for r in points
+        ]
+        return f"{len(points)} changepoint(s)" + (": " + "; ".join(parts) if parts else "")
+    rows = {
+        (r["component"], r["quantity"]): r
+        for r in findings["releases"]
+        if r["version"] == release and r["cause"] == "total"
+    }
+    parts = []
+    for component, quantity, label in HISTORY_FIGURES:
+        r = rows.get((component, quantity))
+        if r is not None and r["value"] is not None:
+            parts.append(f"{label} {_history_number(r['value'], r['low'], r['high'], r['unit'])}")
+    info = summary["releases"][release]
+    own = {True: ", its own", False: ", not its own"}.get(info.get("go_is_release"), "")
+    runs = len(info["run_seconds"])
+    minutes = sum(s for s in info["run_seconds"] if s) / 60
+    return "; ".join(parts) + f" ({info['go']}{own}; {runs} run{'s' if runs != 1 else ''}, {minutes:.1f} min)"
 
 
 def render_results(path: Path, sources: dict[str, dict]) -> str:

@@ -12,6 +12,7 @@ Debian's 3.4), or a version built from Go modules (default).
 from __future__ import annotations
 
 import json
+import logging
 import os
 import re
 import shutil
@@ -32,6 +33,8 @@ from crdscale.cluster.versions import (
 from crdscale.errors import BinaryError, UsageError
 from crdscale.fsutil import write_json_atomic
 from crdscale.paths import binaries_dir
+
+log = logging.getLogger(__name__)
 
 KUBE_APISERVER_ENV = "CRDSCALE_KUBE_APISERVER"
 KUBE_CONTROLLER_MANAGER_ENV = "CRDSCALE_KUBE_CONTROLLER_MANAGER"
@@ -281,7 +284,15 @@ def release_toolchain(version: str, module_info: dict, go: str = "local") -> Too
     if go in ("", "local"):
         return None
     named = toolchain.release_go_version(module_info["Dir"]).version
-    wanted = toolchain.check_toolchain_version(named if go == "release" else go)
+    if go == "release":
+        wanted = toolchain.release_toolchain_version(named)
+        if wanted != named:
+            log.warning(
+                f"{version} names {named}, a toolchain the Go module proxy does not serve; building it with "
+                f"{wanted}, the newest served patch of that Go (its provenance says go_is_release: false)"
+            )
+    else:
+        wanted = toolchain.check_toolchain_version(go)
     if wanted == gobuild.go_version():
         # This machine's Go is the one asked for: the local build (and its cache directory) is that build,
         # not a second 10-50 minute one (v1.37.1 names go1.26.8, the Go here).
@@ -507,9 +518,13 @@ def cached_build(version: str, changes: patches.BuildChanges | None = None, go: 
         wanted = toolchain.normalize_go_version(go)
     if wanted == gobuild.go_version():
         return cached_kube_apiserver(version, changes)
-    name = (changes.cache_name(version) if changes else version) + f"-{wanted}"
-    cached = binaries_dir("kube-apiserver", name) / "kube-apiserver"
-    return cached if cached.is_file() and os.access(cached, os.X_OK) else None
+    name = changes.cache_name(version) if changes else version
+    candidates = [binaries_dir("kube-apiserver", f"{name}-{wanted}") / "kube-apiserver"]
+    if go == "release":  # built with a later patch of its Go when the proxy lacks the one it names
+        minor = ".".join(wanted.split(".")[:2])
+        later = binaries_dir("kube-apiserver", name).parent.glob(f"{name}-{minor}.*/kube-apiserver")
+        candidates += sorted(later, key=lambda p: toolchain.go_version_tuple(p.parent.name[len(name) + 1 :]))[::-1]
+    return next((p for p in candidates if p.is_file() and os.access(p, os.X_OK)), None)
 
 
 def kube_controller_manager(

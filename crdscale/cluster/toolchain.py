@@ -146,6 +146,15 @@ def newest_patch(go_version: str, served: tuple[str, ...] | None = None) -> str:
     return max(same, key=go_version_tuple)
 
 
+def release_toolchain_version(named: str, served: tuple[str, ...] | None = None) -> str:
+    """The toolchain that builds a release whose sources name Go ``named``: that one when the module proxy serves
+    it, else the newest served patch of its minor (v1.26.13 names go1.20.13, which the proxy does not serve as a
+    toolchain; go1.20.14 has the same GC and runtime). A build's provenance says which (``go_is_release``)."""
+    served = available_toolchains() if served is None else served
+    version = normalize_go_version(named)
+    return version if version in served else newest_patch(version, served)
+
+
 def toolchain_go(go_version: str) -> Path:
     """The ``go`` binary of toolchain ``go_version``, downloaded into the module cache once (a few hundred MB)."""
     version = normalize_go_version(go_version)

@@ -11,6 +11,7 @@ from crdscale.cluster.toolchain import (
     newest_patch,
     normalize_go_version,
     release_go_version,
+    release_toolchain_version,
     toolchain_module_version,
 )
 from crdscale.errors import UsageError
@@ -58,3 +59,11 @@ def test_module_version_and_choice():
         check_toolchain_version("1.18.99", SERVED)
     with pytest.raises(UsageError, match="serves no toolchain of go1.19"):
         newest_patch("1.19.3", SERVED)
+
+
+def test_a_release_naming_a_go_patch_the_proxy_lacks_builds_with_the_newest_of_that_go():
+    """v1.26.13 names go1.20.13, which the proxy does not serve as a toolchain (2026-11-28): go1.20.14 builds it."""
+    assert release_toolchain_version("go1.18.1", SERVED) == "go1.18.1"  # served: the release's own
+    assert release_toolchain_version("go1.18.5", SERVED) == "go1.18.10"
+    with pytest.raises(UsageError, match="serves no toolchain of go1.19"):
+        release_toolchain_version("go1.19.3", SERVED)
