@@ -354,7 +354,7 @@ def _headline(row: dict) -> str:
     if row.get("ab") and not row.get("value"):
         return ab_value(ROOT / row["ab"], causes=row.get("causes", ()))
     if row.get("history") and not row.get("value"):
-        return history_value(ROOT / row["history"], release=row.get("release"))
+        return history_value(ROOT / row["history"], release=row.get("release"), part=row.get("part", "changepoints"))
     if row.get("measured") is False and not row.get("value"):
         return NOT_MEASURED
     return row["value"] + (f" {row['unit']}" if row.get("unit") else "")
@@ -418,6 +418,9 @@ HISTORY_FIGURES = (
 )
 
 
+HISTORY_CHANGEPOINTS_SHOWN = 12  # in the changepoints row; every one is in the history's findings.md
+
+
 def _history_number(value, low, high, unit: str) -> str:
     if value is None:
         return "—"
@@ -428,11 +431,21 @@ def _history_number(value, low, high, unit: str) -> str:
     return text + bounds
 
 
-def history_value(path: Path, release: str | None = None) -> str:
+def history_value(path: Path, release: str | None = None, part: str = "changepoints") -> str:
     """One results cell from a committed history summary (``scripts/make_history_summary.py``): a release's
-    totals with their 95 % intervals, its Go and its runs (``release``), else the changepoints."""
+    totals with their 95 % intervals, its Go and its runs (``release``), else the changepoints
+    (``part = "changepoints"``) or the seeds' per-CRD numbers beside the measured ones (``part = "seeds"``)."""
     findings = json.loads((path / "findings.json").read_text())
     summary = json.loads((path / "summary.json").read_text())
+    if release is None and part == "seeds":
+        return "; ".join(
+            f"{r['source']} ({r['seed_version']}) {r['quantity']}"
+            + ("" if r["cause"] == "total" else f" ({r['cause']})")
+            + f" {_history_number(r['seed_value'], None, None, r['unit'])}: measured "
+            + f"{r['release']} {_history_number(r['value'], r['low'], r['high'], r['unit'])}, "
+            + f"{r['newest']} {_history_number(r['newest_value'], r['newest_low'], r['newest_high'], r['unit'])}"
+            for r in findings["seeds"]
+        )
     if release is None:
         points = findings["changepoints"]
         parts = [
@@ -440,9 +453,14 @@ def history_value(path: Path, release: str | None = None) -> str:
             + ("" if r["cause"] == "total" else f" ({r['cause']})")
             + f" {_interval({'difference': r['difference'], 'low': r['low'], 'high': r['high']})}"
             + ("" if r.get("relative") is None else f" ({100 * r['relative']:+.0f} %)")
-            for r in points
+            for r in points[:HISTORY_CHANGEPOINTS_SHOWN]
         ]
-        return f"{len(points)} changepoint(s)" + (": " + "; ".join(parts) if parts else "")
+        more = len(points) - len(parts)
+        return (
+            f"{len(points)} changepoint(s), largest first"
+            + (": " + "; ".join(parts) if parts else "")
+            + (f"; and {more} more (findings.md)" if more > 0 else "")
+        )
     rows = {
         (r["component"], r["quantity"]): r
         for r in findings["releases"]
