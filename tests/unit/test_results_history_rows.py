@@ -51,4 +51,6 @@ def test_a_release_row_and_the_changepoints_row(summary_dir):
                                                                             "bytes"))  # fmt: skip
     assert "(go1.26.8; 1 run," in cell and "CPU per CRD" in cell
     points = docs_reference.history_value(summary_dir)
-    assert points.startswith(f"{len(findings['changepoints'])} changepoint(s), largest first: v1.24.0 → v1.37.1: kube-apiserver heap")
+    assert points.startswith(
+        f"{len(findings['changepoints'])} changepoint(s), largest first: v1.24.0 → v1.37.1: kube-apiserver heap"
+    )
