@@ -8,7 +8,7 @@ Kept:
 - experiment.json and workload.toml: what ran, every cell's status;
 - summary.json: what the page says beside the numbers: each release's Go (and whether it is the release's own),
   its runs' wall time, and the history's wall time from its first run's start to its last run's end.
-- the figures (PNG) the page shows, into docs/results/img/history-<figure>.png (--figures DIR: the history's
+- the figures (PNG) the page shows, into docs/assets/history-<figure>.png (--figures DIR: the history's
   report directory, written by `crdscale report DIR`).
 
 The run directories (profiles, series: megabytes a run) stay where they were recorded; `crdscale report`
@@ -33,7 +33,7 @@ from crdscale.fsutil import write_json_atomic  # noqa: E402
 from crdscale.report.history import COMPONENT_FIGURES, FIGURES, history_json, history_markdown, load_history  # noqa: E402
 
 SUMMARY = "summary.json"
-FIGURE_DIR = ROOT / "docs" / "results" / "img"
+FIGURE_DIR = ROOT / "docs" / "assets"
 
 
 def _seconds(manifest: dict) -> float | None:

@@ -125,12 +125,13 @@ def test_every_results_row_has_a_command_and_a_known_source(gen):
         data = gen.tomllib.loads(path.read_text())
         for row in data["row"]:
             assert row.get("command", "").strip(), f"{path.name}: {row['quantity']!r} has no command"
-            # A value written, or one rendered from a committed A/B summary, or said not to be measured yet.
-            assert row.get("value") or row.get("ab") or row.get("measured") is False, (
+            # A value written, or one rendered from a committed A/B or history summary, or said not to be measured yet.
+            assert row.get("value") or row.get("ab") or row.get("history") or row.get("measured") is False, (
                 f"{path.name}: {row['quantity']!r} has no value"
             )
-            if row.get("ab"):
-                assert (ROOT / row["ab"] / "summary.json").is_file(), f"{path.name}: no summary in {row['ab']}"
+            for kind in ("ab", "history"):
+                if row.get(kind):
+                    assert (ROOT / row[kind] / "summary.json").is_file(), f"{path.name}: no summary in {row[kind]}"
             if "source" in row:
                 assert row["source"] in sources, f"{path.name}: unknown source {row['source']!r}"
 
