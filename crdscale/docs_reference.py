@@ -435,7 +435,7 @@ def history_value(path: Path, release: str | None = None, part: str = "changepoi
     """One results cell from a committed history summary (``scripts/make_history_summary.py``): a release's
     totals with their 95 % intervals, its Go and its runs (``release``), else the changepoints
     (``part = "changepoints"``) or the seeds' per-CRD numbers beside the measured ones (``part = "seeds"``)."""
-    findings = json.loads((path / "findings.json").read_text())
+    findings = json.loads((path / layout.FINDINGS_JSON).read_text())
     summary = json.loads((path / "summary.json").read_text())
     if release is None and part == "seeds":
         return "; ".join(

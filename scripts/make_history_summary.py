@@ -31,6 +31,7 @@ sys.path.insert(0, str(ROOT))  # this checkout's crdscale
 
 from crdscale.fsutil import write_json_atomic  # noqa: E402
 from crdscale.report.history import COMPONENT_FIGURES, FIGURES, history_json, history_markdown, load_history  # noqa: E402
+from crdscale.rundir import layout  # noqa: E402
 
 SUMMARY = "summary.json"
 FIGURE_DIR = ROOT / "docs" / "assets"
@@ -75,8 +76,8 @@ def main(argv: list[str] | None = None) -> int:
     args.out.mkdir(parents=True, exist_ok=True)
     findings = history_json(history)
     findings["history_dir"] = args.out.name  # not this machine's path
-    write_json_atomic(args.out / "findings.json", findings)
-    (args.out / "findings.md").write_text(history_markdown(history) + "\n")
+    write_json_atomic(args.out / layout.FINDINGS_JSON, findings)
+    (args.out / layout.FINDINGS_MD).write_text(history_markdown(history) + "\n")
     for name in ("experiment.json", "workload.toml"):
         if (args.history_dir / name).exists():
             shutil.copyfile(args.history_dir / name, args.out / name)
