@@ -20,9 +20,7 @@ from __future__ import annotations
 
 import fnmatch
 import json
-import os
 import re
-import subprocess
 import urllib.error
 import urllib.request
 from collections.abc import Callable
@@ -63,26 +61,13 @@ def _lookup(path: str, version: str) -> dict:
     return info
 
 
-_GO_ENV: dict[str, str] = {}
+# The variables that decide where modules and their checksums come from.
+_GO_ENV_NAMES = ("GOPROXY", "GOSUMDB", "GONOSUMDB", "GOPRIVATE", "GOFLAGS")
 
 
 def _go_env() -> dict[str, str]:
-    """``go env`` of the variables that decide where checksums come from (asked once per process)."""
-    if not _GO_ENV:
-        names = ["GOPROXY", "GOSUMDB", "GONOSUMDB", "GOPRIVATE", "GOFLAGS"]
-        try:
-            out = subprocess.run(
-                [gobuild.go_binary(), "env", "-json", *names], capture_output=True, text=True, timeout=30
-            )
-            _GO_ENV.update(json.loads(out.stdout or "{}"))
-        except (OSError, subprocess.SubprocessError, ValueError):
-            _GO_ENV.update({n: os.environ.get(n, "") for n in names})
-    return _GO_ENV
-
-
-def _escape(path: str) -> str:
-    """The module path as proxies and the checksum database spell it: an upper-case letter is ``!`` + lower."""
-    return re.sub(r"[A-Z]", lambda m: "!" + m.group(0).lower(), path)
+    """``go env`` of the variables that decide where modules and checksums come from (:func:`gobuild.go_env`)."""
+    return gobuild.go_env(*_GO_ENV_NAMES)
 
 
 def _matches_prefix_patterns(patterns: str, path: str) -> bool:
@@ -120,7 +105,7 @@ def zip_served(
     proxy = _http_proxy(_go_env() if env is None else env)
     if proxy is None:
         return None
-    code = status(f"{proxy}/{_escape(path)}/@v/{version}.zip", "HEAD")
+    code = status(f"{proxy}/{gobuild.escape_module_path(path)}/@v/{version}.zip", "HEAD")
     if code == 200:
         return True
     if code in (403, 404, 410):
@@ -149,7 +134,7 @@ def checksum_known(
         if proxy is None:
             return None
         base = f"{proxy}/sumdb/{name}"
-    code = status(f"{base}/lookup/{_escape(path)}@{version}")
+    code = status(f"{base}/lookup/{gobuild.escape_module_path(path)}@{version}")
     if code == 200:
         return True
     if code in (404, 410):
