@@ -69,15 +69,20 @@ def _check_target(scenario: Scenario, where: str, report: CellReport, answers) -
         except CrdscaleError as err:
             raise _with_where(where, key, err) from err
         how = plan.how
-        if target.patches or target.build_tags or target.go not in ("", "local"):
-            # The release's own binary is not what runs: a build with the changes (or the Go) below does,
-            # cached apart by what changed.
+        if target.patches or target.build_tags:
+            # The release's own binary is not what runs: a build with the changes below does, cached apart
+            # by what changed.
             cached = _cached_changed_build(target)
             how = (
                 f"cached: {cached} (built with the changes below)"
                 if cached
                 else "to build with the changes below (cached by their sha256), from the release's modules"
             )
+        elif target.go not in ("", "local"):
+            # The release itself, built with another Go than this machine's (when it is not the same one).
+            cached = _cached_changed_build(target)
+            go = "the Go it shipped with" if target.go == "release" else f"Go {target.go}"
+            how = f"cached: {cached} (built with {go})" if cached else f"to build from Go modules with {go}"
         report.checks.append((plan.what, how))
         if plan.warning:
             report.warnings.append(plan.warning)
