@@ -26,8 +26,8 @@ def _said(action: argparse.Action) -> str:
     [
         ("--notebooks", ["report", "lab", "compare"]),
         ("--timeout", ["report", "lab"]),
-        ("--set", ["run", "history"]),
-        ("--output", ["compare", "recover"]),
+        ("--set", ["run", "ab", "history"]),
+        ("--output", ["compare", "recover", "ab"]),
     ],
 )
 def test_one_declaration(flag, commands):
