@@ -27,7 +27,7 @@ def _said(action: argparse.Action) -> str:
         ("--notebooks", ["report", "lab", "compare"]),
         ("--timeout", ["report", "lab"]),
         ("--set", ["run", "ab", "history"]),
-        ("--output", ["compare", "recover", "ab"]),
+        ("--output", ["compare", "recover", "ab", "footprint"]),
     ],
 )
 def test_one_declaration(flag, commands):
