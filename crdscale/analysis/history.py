@@ -29,10 +29,9 @@ import pandas as pd
 from crdscale.analysis.compare import compare_runs, per_crd_profile_diff
 from crdscale.analysis.intervals import replicate_mean, t_quantile
 from crdscale.analysis.pprof import diff
+from crdscale.crds.objects import CUSTOM_RESOURCES
 from crdscale.errors import CrdscaleError
 from crdscale.rundir import Run, read_runs
-
-CUSTOM_RESOURCES = "customresources"  # crdscale.crds.objects.CUSTOM_RESOURCES: the kind of a run's custom resources
 
 HISTORY_COLUMNS = ["version", "cause", "per_crd", "low", "high", "runs"]
 CHANGE_COLUMNS = [

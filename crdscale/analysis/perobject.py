@@ -45,6 +45,7 @@ from crdscale.analysis.named import NamedAnalysis, Section, Table
 from crdscale.analysis.percrd import series_points
 from crdscale.analysis.rundata import object_points
 from crdscale.analysis.targets import TOTAL
+from crdscale.crds.objects import CUSTOM_RESOURCES
 from crdscale.rundir import layout
 from crdscale.units import fmt_bytes, fmt_interval, fmt_per_crd, is_missing
 
@@ -521,19 +522,19 @@ def object_lists_lines(costs: pd.DataFrame | None) -> list[str]:
 
 
 # How the per-object view names its kinds in sentences.
-KIND_LABELS = {"customresources": "custom resource", "configmaps": "ConfigMap", "secrets": "Secret"}
+KIND_LABELS = {CUSTOM_RESOURCES: "custom resource", "configmaps": "ConfigMap", "secrets": "Secret"}
 
 
 def main_kind(kinds) -> str:
     """The kind a one-line answer speaks of: the custom resources when the runs made any (a control kind of
     ConfigMaps or Secrets only stands beside them), else the first kind."""
     kinds = list(dict.fromkeys(kinds))
-    return "customresources" if "customresources" in kinds or not kinds else kinds[0]
+    return CUSTOM_RESOURCES if CUSTOM_RESOURCES in kinds or not kinds else kinds[0]
 
 
 def kind_label(kind: str | None) -> str:
     """``custom resource``, ``ConfigMap``, ``Secret`` (:data:`KIND_LABELS`), or the kind itself."""
-    return KIND_LABELS.get(kind or "customresources", str(kind))
+    return KIND_LABELS.get(kind or CUSTOM_RESOURCES, str(kind))
 
 
 def findings_rows(result: Mapping[str, pd.DataFrame], top_causes: int = 5) -> list[tuple]:
@@ -547,7 +548,7 @@ def findings_rows(result: Mapping[str, pd.DataFrame], top_causes: int = 5) -> li
     amp = amp.set_index("kind") if len(amp) else amp
     nan, rows = math.nan, []
     bytes_ = per_object[per_object["metric"] == "bytes"]
-    for kind in sorted(bytes_["kind"].unique(), key=lambda k: (k != "customresources", k)):
+    for kind in sorted(bytes_["kind"].unique(), key=lambda k: (k != CUSTOM_RESOURCES, k)):
         fits = bytes_[bytes_["kind"] == kind]
         label = KIND_LABELS.get(kind, kind)
         total = fits[fits["cause"] == TOTAL].iloc[0]
@@ -632,13 +633,13 @@ def findings_rows(result: Mapping[str, pd.DataFrame], top_causes: int = 5) -> li
                 )
             )
     kinds = list(bytes_["kind"].unique())
-    if "customresources" in kinds:
-        for other in [k for k in kinds if k != "customresources"]:
-            ratio = ratio_between(per_object, "customresources", other)
+    if CUSTOM_RESOURCES in kinds:
+        for other in [k for k in kinds if k != CUSTOM_RESOURCES]:
+            ratio = ratio_between(per_object, CUSTOM_RESOURCES, other)
             if not math.isnan(ratio):
                 rows.append(
                     (
-                        f"ratio:customresources/{other}",
+                        f"ratio:{CUSTOM_RESOURCES}/{other}",
                         f"Heap per custom resource / per {KIND_LABELS.get(other, other)} of the same bytes",
                         ratio,
                         nan,

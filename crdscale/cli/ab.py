@@ -54,7 +54,7 @@ from pathlib import Path
 
 from crdscale.cli import cluster
 from crdscale.cli.cluster import follow_job
-from crdscale.cli.common import add_cluster_arguments
+from crdscale.cli.common import add_cluster_arguments, add_output_argument, add_set_argument
 from crdscale.errors import CrdscaleError, UsageError
 
 log = logging.getLogger(__name__)
@@ -119,14 +119,14 @@ class Command:
             metavar="FLAG",
             help="a kube-apiserver flag (repeatable), e.g. --apiserver-flag=--watch-cache-sizes=x.example.com#0",
         )
-        parser.add_argument("--set", action="append", default=[], metavar="SECTION.KEY=VALUE", help="as in run")
+        add_set_argument(parser)
         parser.add_argument("--until", metavar="PRECISION", help="pairs until the total's 95%% interval is this tight")
         parser.add_argument("--min-pairs", type=int, default=2, metavar="N", help="pairs before judging (default 2)")
         parser.add_argument("--max-pairs", type=int, default=6, metavar="N", help="with --until: at most (default 6)")
         parser.add_argument("--out", metavar="DIR", help="parent of the A/B directory (default: runs/)")
         parser.add_argument("--resume", metavar="AB_DIR", help="continue an interrupted A/B")
         parser.add_argument("--check", action="store_true", help="validate both sides and exit; nothing is built")
-        parser.add_argument("-o", "--output", choices=("text", "json"), default="text", help="stdout format")
+        add_output_argument(parser, human="text")
 
         add_cluster_arguments(parser, default="$KUBECONFIG, else ~/.kube/config; only with --cluster")
         cluster.add_arguments(parser)

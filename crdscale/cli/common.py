@@ -10,6 +10,7 @@ import sys
 from pathlib import Path, PurePath
 from typing import TYPE_CHECKING, Any
 
+from crdscale.cli.options import positive_int
 from crdscale.errors import UsageError
 
 if TYPE_CHECKING:
@@ -145,15 +146,53 @@ def write_output_text(path: str | Path, text: str, flag: str) -> Path:
     return path
 
 
-def add_output_argument(parser: argparse.ArgumentParser) -> None:
-    """``-o/--output table|json``: the human table (default) or one JSON document on stdout, as kubectl's ``-o json``."""
+def add_output_argument(parser: argparse.ArgumentParser, *, human: str = "table") -> None:
+    """``-o/--output table|json``: the human output (default; ``human`` names it: ``table``, or ``text`` for
+    the commands that print prose) or one JSON document on stdout, as kubectl's ``-o json``."""
     parser.add_argument(
         "-o",
         "--output",
-        choices=("table", "json"),
-        default="table",
-        help="output format: table (default, for people) or json (one document on stdout, for scripts and CI)",
+        choices=(human, "json"),
+        default=human,
+        help=f"output format: {human} (default, for people) or json (one document on stdout, for scripts and CI)",
     )
+
+
+def add_set_argument(parser: argparse.ArgumentParser) -> None:
+    """``--set SECTION.KEY=VALUE`` (repeatable): override one key of the scenario (``run``) or of the workload
+    (``ab``, ``history``), read as ``crdscale.scenario.config.parse_override`` reads it."""
+    parser.add_argument(
+        "--set",
+        action="append",
+        default=[],
+        metavar="SECTION.KEY=VALUE",
+        help="override one scenario key; the value is read as TOML and typed by the key "
+        '(steps.count=3, steps.serve=list, target.kube_version=1.30 stays "1.30", target.env.GOGC=50 is "50", '
+        "profiles.kinds=heap,cpu); on a key that is a [matrix] axis it replaces the axis by that one value "
+        "(--set target.kube_version=1.37.1 runs one version of a two-version scenario)",
+    )
+
+
+# crdscale.report.render.CELL_TIMEOUT_S, which the commands' --help may not import (pandas); a test holds them equal.
+CELL_TIMEOUT_S = 600
+
+
+def add_notebook_arguments(parser: argparse.ArgumentParser, *, timeout: bool = True) -> None:
+    """``--notebooks DIR`` and (with ``timeout``) ``--timeout SECONDS``: where the jupytext notebooks are and
+    how long one of their cells may run, for the commands that execute them (report, lab, compare)."""
+    parser.add_argument(
+        "--notebooks",
+        metavar="DIR",
+        help="directory of the jupytext notebooks (default: notebooks/ of this checkout)",
+    )
+    if timeout:
+        parser.add_argument(
+            "--timeout",
+            type=positive_int,
+            default=CELL_TIMEOUT_S,
+            metavar="SECONDS",
+            help=f"longest a single notebook cell may run while the notebooks execute, > 0 (default {CELL_TIMEOUT_S})",
+        )
 
 
 def jsonable(value: Any) -> Any:

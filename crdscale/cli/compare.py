@@ -55,6 +55,7 @@ import json
 import logging
 from pathlib import Path
 
+from crdscale.cli.common import add_notebook_arguments, add_output_argument
 from crdscale.errors import UsageError
 
 log = logging.getLogger(__name__)
@@ -76,10 +77,8 @@ class Command:
         parser.add_argument(
             "--out", metavar="DIR", help="also render the comparison notebook, HTML and findings.md here"
         )
-        parser.add_argument(
-            "--notebooks", metavar="DIR", help="directory of the jupytext notebooks (default: notebooks/)"
-        )
-        parser.add_argument("-o", "--output", choices=("text", "json"), default="text", help="stdout format")
+        add_notebook_arguments(parser, timeout=False)
+        add_output_argument(parser, human="text")
         parser.add_argument(
             "--fail-on",
             action="append",

@@ -113,13 +113,14 @@ from __future__ import annotations
 import argparse
 import logging
 
-from crdscale.cli.common import add_cluster_arguments, resolve_kubeconfig
+from crdscale.cli.common import add_cluster_arguments, add_output_argument, resolve_kubeconfig
 from crdscale.cli.options import footprint_features
 from crdscale.errors import UsageError
 
 log = logging.getLogger(__name__)
 
 CLUSTER = ("--kubeconfig", "--context")  # add_cluster_arguments's, at their place in --help
+OUTPUT = ("-o", "--output")  # add_output_argument's
 # Every argument, one per line in --help's order: its flags, then argparse's keywords.
 # fmt: off
 OPTIONS = (
@@ -144,7 +145,7 @@ OPTIONS = (
     (("--sweep",), dict(metavar="SCENARIO.toml", help="--calibrate: the sweep to run (a scenario with a [matrix]; default: the shipped one)")),
     (("--features",), dict(metavar="F,F", type=footprint_features, help="--calibrate: features to fit (default: the shipped model's, else crds,served_versions,properties)")),
     (("--explain",), dict(action="store_true", help="print the model (definitions, intervals, coefficients, which runs fitted and validated it)")),
-    (("-o", "--output"), dict(choices=("text", "json"), default="text", help="stdout format")),
+    (OUTPUT, {}),
 )
 # fmt: on
 
@@ -157,6 +158,8 @@ class Command:
         for flags, options in OPTIONS:
             if flags == CLUSTER:
                 add_cluster_arguments(parser)
+            elif flags == OUTPUT:
+                add_output_argument(parser, human="text")
             else:
                 parser.add_argument(*flags, **options)
 

@@ -54,6 +54,7 @@ import json
 import logging
 import sys
 
+from crdscale.cli.common import add_output_argument
 from crdscale.cli.options import footprint_features
 from crdscale.errors import UsageError
 
@@ -100,7 +101,7 @@ class Command:
         objects.add_argument("--validate", nargs="*", default=[], metavar="RUN", help="object runs to predict, not fit")
         objects.add_argument("--write", action="store_true", help="write crdscale/footprint/models/objects-v<V>.json")
         for p in (errors, objects):
-            p.add_argument("-o", "--output", choices=("text", "json"), default="text", help="stdout format")
+            add_output_argument(p, human="text")
 
     @staticmethod
     def run(args: argparse.Namespace) -> int:

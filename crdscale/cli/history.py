@@ -51,7 +51,7 @@ import json
 import logging
 
 from crdscale.cli import cluster
-from crdscale.cli.common import add_cluster_arguments, add_output_argument
+from crdscale.cli.common import add_cluster_arguments, add_output_argument, add_set_argument
 from crdscale.errors import UsageError
 from crdscale.scenario import history
 from crdscale.scenario.history import DEFAULT_REPEATS, DEFAULT_VERSIONS, progress_line
@@ -87,7 +87,7 @@ class Command:
             help='"release" (each release with the Go it shipped with; the default workload\'s), "local" '
             "(this machine's Go) or a Go version such as 1.18.10",
         )
-        parser.add_argument("--set", action="append", default=[], metavar="SECTION.KEY=VALUE", help="as in run")
+        add_set_argument(parser)
         parser.add_argument("--out", metavar="DIR", help="parent of the history directory (default: ./runs)")
         parser.add_argument(
             "--check",

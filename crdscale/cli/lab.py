@@ -28,7 +28,7 @@ import os
 import signal
 from pathlib import Path
 
-from crdscale.cli.options import positive_int
+from crdscale.cli.common import add_notebook_arguments
 
 log = logging.getLogger(__name__)
 
@@ -45,20 +45,9 @@ class Command:
             help="run directory written by `crdscale run` or a probe, or an A/B directory (`crdscale ab`)",
         )
         parser.add_argument(
-            "--notebooks",
-            metavar="DIR",
-            help="directory of the jupytext notebooks (default: notebooks/ of this checkout)",
-        )
-        parser.add_argument(
             "--no-execute", action="store_true", help="write new copies with run_dir set but do not run them first"
         )
-        parser.add_argument(
-            "--timeout",
-            type=positive_int,
-            default=600,
-            metavar="SECONDS",
-            help="longest a single notebook cell may run while executing a new copy (default 600)",
-        )
+        add_notebook_arguments(parser)
 
     @staticmethod
     def run(args: argparse.Namespace) -> int:

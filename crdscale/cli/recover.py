@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import json
 
+from crdscale.cli.common import add_output_argument
 from crdscale.errors import UsageError
 
 
@@ -32,7 +33,7 @@ class Command:
             action="store_true",
             help="also for a run that is not abandoned (re-export from its Prometheus database)",
         )
-        parser.add_argument("-o", "--output", choices=["text", "json"], default="text", help="output format")
+        add_output_argument(parser, human="text")
 
     @staticmethod
     def run(args) -> int:

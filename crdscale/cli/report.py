@@ -44,7 +44,7 @@ import argparse
 import logging
 from pathlib import Path
 
-from crdscale.cli.options import positive_int
+from crdscale.cli.common import add_notebook_arguments
 from crdscale.errors import UsageError
 from crdscale.outputs import check_out_directory
 
@@ -63,23 +63,12 @@ class Command:
         )
         parser.add_argument("--out", metavar="DIR", help="output directory (default: RUN_DIR/report)")
         parser.add_argument(
-            "--notebooks",
-            metavar="DIR",
-            help="directory of the jupytext notebooks (default: notebooks/ of this checkout)",
-        )
-        parser.add_argument(
             "--results", metavar="URL", help="cluster experiment: gather from this store instead of the recorded one"
         )
         parser.add_argument(
             "--force", action="store_true", help="replace a non-empty --out directory (its files are removed)"
         )
-        parser.add_argument(
-            "--timeout",
-            type=positive_int,
-            default=600,
-            metavar="SECONDS",
-            help="longest a single notebook cell may run, > 0 (default 600)",
-        )
+        add_notebook_arguments(parser)
 
     @staticmethod
     def run(args: argparse.Namespace) -> int:

@@ -10,6 +10,7 @@ from crdscale.cli import cluster
 from crdscale.cli.common import (
     add_cluster_arguments,
     add_output_argument,
+    add_set_argument,
     add_yes_argument,
     confirm_cluster_write,
     print_json,
@@ -125,16 +126,7 @@ class Command:
             action="store_true",
             help="do not verify Prometheus' certificate (explicit only)",
         )
-        parser.add_argument(
-            "--set",
-            action="append",
-            default=[],
-            metavar="SECTION.KEY=VALUE",
-            help="override one scenario key; the value is read as TOML and typed by the key "
-            '(steps.count=3, steps.serve=list, target.kube_version=1.30 stays "1.30", target.env.GOGC=50 is "50", '
-            "profiles.kinds=heap,cpu); on a key that is a [matrix] axis it replaces the axis by that one value "
-            "(--set target.kube_version=1.37.1 runs one version of a two-version scenario)",
-        )
+        add_set_argument(parser)
         parser.add_argument(
             "--check",
             action="store_true",

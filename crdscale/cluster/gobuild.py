@@ -163,6 +163,54 @@ def go_version(go: str | None = None) -> str:
         return "none"
 
 
+# The variables crdscale reads of `go env`, asked in one call: the module cache (patches, downloaded_module_dir)
+# and where modules and checksums come from (crdscale.cluster.releases).
+GO_ENV_NAMES = ("GOFLAGS", "GOMODCACHE", "GONOSUMDB", "GOPRIVATE", "GOPROXY", "GOSUMDB")
+_GO_ENV: dict[tuple, dict[str, str]] = {}
+_GO_ENV_LOCK = threading.Lock()
+
+
+def _go_env_key(go: str) -> tuple:
+    """What a ``go env`` answer depends on besides go's own defaults: the go binary and the environment it
+    starts with (any GO* variable, e.g. GOMODCACHE or GOPATH set by a test or CI; HOME and XDG_CONFIG_HOME,
+    where go's env file and its default GOPATH are)."""
+    env = sorted((k, v) for k, v in os.environ.items() if k.startswith("GO") or k in ("HOME", "XDG_CONFIG_HOME"))
+    return go, tuple(env)
+
+
+def go_env(*names: str) -> dict[str, str]:
+    """``go env`` of ``names`` (name -> value, ``""`` for an unset one) as the go on PATH sees them: the
+    environment first, then go's env file (``go env -w``), then its defaults.
+
+    Asked once per process, in one ``go env -json`` of :data:`GO_ENV_NAMES` and ``names``, and again only
+    when the environment that decides the answer changes (a test that sets GOMODCACHE gets its own). When go
+    cannot answer (no answer within 30 s, no JSON), the environment's own values. :class:`BinaryError` when
+    Go is not installed."""
+    go = go_binary()
+    with _GO_ENV_LOCK:
+        known = _GO_ENV.setdefault(_go_env_key(go), {})
+        if not known.keys() >= set(names):
+            asked = sorted({*GO_ENV_NAMES, *names} - known.keys())
+            try:
+                out = subprocess.run(
+                    [go, "env", "-json", *asked], capture_output=True, text=True, timeout=30,
+                    env=dict(os.environ, GOTOOLCHAIN="local"),
+                )  # fmt: skip
+                answer = json.loads(out.stdout or "{}")
+            except (OSError, subprocess.SubprocessError, ValueError):
+                answer = {}
+            for name in asked:
+                value = answer.get(name) if isinstance(answer, dict) else None
+                known[name] = value if isinstance(value, str) else os.environ.get(name, "")
+        return {n: known[n] for n in names}
+
+
+def escape_module_path(path: str) -> str:
+    """A module path as Go's module cache, proxies and the checksum database spell it: an upper-case letter
+    is ``!`` + its lower case."""
+    return re.sub(r"[A-Z]", lambda m: "!" + m.group(0).lower(), path)
+
+
 @contextmanager
 def _build_lock(out_dir: Path):
     """Only one process builds a given component version at a time; others wait for it."""
@@ -377,19 +425,14 @@ def module_download(path: str, version: str, *, timeout_s: float = 1800) -> dict
 
 def downloaded_module_dir(path: str, version: str) -> Path | None:
     """The directory of module ``path@version`` in Go's module cache when it was downloaded already, else
-    None: asks nothing of the proxy (``go env GOMODCACHE`` only). Paths with capitals are escaped as Go does."""
+    None: asks nothing of the proxy (:func:`go_env` ``GOMODCACHE`` only). Paths with capitals are escaped as Go does."""
     try:
-        out = subprocess.run(
-            [go_binary(), "env", "GOMODCACHE"], capture_output=True, text=True, timeout=30,
-            env=dict(os.environ, GOTOOLCHAIN="local"),
-        )  # fmt: skip
-    except (BinaryError, OSError, subprocess.SubprocessError):
+        root = go_env("GOMODCACHE")["GOMODCACHE"]
+    except BinaryError:
         return None
-    root = out.stdout.strip()
     if not root:
         return None
-    escaped = re.sub(r"[A-Z]", lambda m: "!" + m[0].lower(), f"{path}@{version}")
-    found = Path(root) / escaped
+    found = Path(root) / escape_module_path(f"{path}@{version}")
     return found if found.is_dir() else None
 
 

@@ -273,20 +273,9 @@ def module_version(module: str, kube_version: str) -> str:
     return kube_version if module == KUBERNETES_MODULE else staging_version(kube_version)
 
 
-def _escape_module_path(path: str) -> str:
-    """Go's module cache escaping: an upper-case letter becomes ``!`` + its lower case."""
-    return re.sub(r"[A-Z]", lambda m: "!" + m.group(0).lower(), path)
-
-
-_GOMODCACHE: list[Path] = []
-
-
 def go_module_cache() -> Path:
-    """``go env GOMODCACHE`` (asked once per process)."""
-    if not _GOMODCACHE:
-        out = subprocess.run([gobuild.go_binary(), "env", "GOMODCACHE"], capture_output=True, text=True, timeout=30)
-        _GOMODCACHE.append(Path(out.stdout.strip() or Path.home() / "go" / "pkg" / "mod"))
-    return _GOMODCACHE[0]
+    """Go's module cache (``go env GOMODCACHE``, :func:`crdscale.cluster.gobuild.go_env`)."""
+    return Path(gobuild.go_env("GOMODCACHE")["GOMODCACHE"] or Path.home() / "go" / "pkg" / "mod")
 
 
 def module_source(module: str, version: str, *, download: bool = True, timeout_s: float = 600) -> Path:
@@ -295,7 +284,7 @@ def module_source(module: str, version: str, *, download: bool = True, timeout_s
 
     Raises :class:`UsageError` when it is not there and cannot be had.
     """
-    found = go_module_cache() / f"{_escape_module_path(module)}@{version}"
+    found = go_module_cache() / f"{gobuild.escape_module_path(module)}@{version}"
     if (found / "go.mod").is_file():
         return found
     if not download:
@@ -458,7 +447,7 @@ def patched_module_paths(diffs: Sequence[Diff], kube_version: str) -> dict[str, 
         key = hashlib.sha256(
             "\n".join([module, version, *(_section_for_module(c) for _, c in steps)]).encode()
         ).hexdigest()[:16]
-        out[module] = patched_modules_dir() / f"{_escape_module_path(module).replace('/', '_')}@{version}-{key}"
+        out[module] = patched_modules_dir() / f"{gobuild.escape_module_path(module).replace('/', '_')}@{version}-{key}"
     return out
 
 

@@ -20,9 +20,8 @@ from __future__ import annotations
 
 import fnmatch
 import json
-import os
 import re
-import subprocess
+import time
 import urllib.error
 import urllib.request
 from collections.abc import Callable
@@ -31,8 +30,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from crdscale.cluster import gobuild
+from crdscale.cluster.binaries import cached_kube_apiserver
 from crdscale.cluster.versions import staging_version, version_tuple
 from crdscale.errors import UsageError
+from crdscale.fsutil import write_json_atomic
+from crdscale.paths import cache_dir
 
 # The newest patch of a minor is under this (1.24 went to .17, 1.27 to .16; later ones stay lower).
 MAX_PATCH = 24
@@ -63,26 +65,13 @@ def _lookup(path: str, version: str) -> dict:
     return info
 
 
-_GO_ENV: dict[str, str] = {}
+# The variables that decide where modules and their checksums come from.
+_GO_ENV_NAMES = ("GOPROXY", "GOSUMDB", "GONOSUMDB", "GOPRIVATE", "GOFLAGS")
 
 
 def _go_env() -> dict[str, str]:
-    """``go env`` of the variables that decide where checksums come from (asked once per process)."""
-    if not _GO_ENV:
-        names = ["GOPROXY", "GOSUMDB", "GONOSUMDB", "GOPRIVATE", "GOFLAGS"]
-        try:
-            out = subprocess.run(
-                [gobuild.go_binary(), "env", "-json", *names], capture_output=True, text=True, timeout=30
-            )
-            _GO_ENV.update(json.loads(out.stdout or "{}"))
-        except (OSError, subprocess.SubprocessError, ValueError):
-            _GO_ENV.update({n: os.environ.get(n, "") for n in names})
-    return _GO_ENV
-
-
-def _escape(path: str) -> str:
-    """The module path as proxies and the checksum database spell it: an upper-case letter is ``!`` + lower."""
-    return re.sub(r"[A-Z]", lambda m: "!" + m.group(0).lower(), path)
+    """``go env`` of the variables that decide where modules and checksums come from (:func:`gobuild.go_env`)."""
+    return gobuild.go_env(*_GO_ENV_NAMES)
 
 
 def _matches_prefix_patterns(patterns: str, path: str) -> bool:
@@ -120,7 +109,7 @@ def zip_served(
     proxy = _http_proxy(_go_env() if env is None else env)
     if proxy is None:
         return None
-    code = status(f"{proxy}/{_escape(path)}/@v/{version}.zip", "HEAD")
+    code = status(f"{proxy}/{gobuild.escape_module_path(path)}/@v/{version}.zip", "HEAD")
     if code == 200:
         return True
     if code in (403, 404, 410):
@@ -149,7 +138,7 @@ def checksum_known(
         if proxy is None:
             return None
         base = f"{proxy}/sumdb/{name}"
-    code = status(f"{base}/lookup/{_escape(path)}@{version}")
+    code = status(f"{base}/lookup/{gobuild.escape_module_path(path)}@{version}")
     if code == 200:
         return True
     if code in (404, 410):
@@ -172,15 +161,21 @@ class ReleaseChoice:
         return f"{self.minor}: none buildable ({'; '.join(self.passed_over) or 'no patch release served'})"
 
 
-def missing_staging(version: str, info: dict, lookup: Lookup = _lookup) -> list[str]:
-    """The staging modules of ``k8s.io/kubernetes@version`` (``info``: its ``go list -m -json``) the proxy lacks."""
+def staging_errors(version: str, info: dict, lookup: Lookup = _lookup) -> dict[str, dict]:
+    """The staging modules of ``k8s.io/kubernetes@version`` (``info``: its ``go list -m -json``) the proxy does
+    not serve whole, module -> its lookup's answer (``Error``, and ``Unreachable`` when it could not be asked)."""
     gomod = info.get("GoMod")
     text = Path(gomod).read_text() if gomod and Path(gomod).is_file() else ""
     zero = staging_version(version)
     modules = [m for m in _STAGING.findall(text) if m not in UNUSED_STAGING]
     with ThreadPoolExecutor(max_workers=8) as pool:  # each answer is a round trip to the proxy
-        errors = list(pool.map(lambda m: bool(lookup(m, zero).get("Error")), modules))
-    return [m for m, missing in zip(modules, errors) if missing]
+        answers = list(pool.map(lambda m: lookup(m, zero), modules))
+    return {m: answer for m, answer in zip(modules, answers) if answer.get("Error")}
+
+
+def missing_staging(version: str, info: dict, lookup: Lookup = _lookup) -> list[str]:
+    """The staging modules of ``k8s.io/kubernetes@version`` (``info``: its ``go list -m -json``) the proxy lacks."""
+    return list(staging_errors(version, info, lookup))
 
 
 def newest_buildable(minor: str, lookup: Lookup = _lookup, max_patch: int = MAX_PATCH) -> ReleaseChoice:
@@ -224,6 +219,136 @@ def choose_releases(first: str, last: str, lookup: Lookup = _lookup) -> list[Rel
     if not any(c.version for c in choices):
         raise UsageError(f"no release from {first} to {last} can be built from the Go module proxy's modules")
     return choices
+
+
+# ---------------------------------------------------------------- the answers, cached
+
+# How long an answer about a release is believed: a newer patch may be released meanwhile, a mirror may fill in
+# a module. Each minor's choice (``"1.27": {"version", "passed_over", "checked_at"}``) and each release asked
+# about (``"v1.27.16": {"missing", "checked_at"}``) are kept in one file of the cache.
+CHOICE_TTL_S = 24 * 3600.0
+CHOICE_CACHE = "history-releases.json"
+
+
+def choice_cache_path() -> Path:
+    return cache_dir() / CHOICE_CACHE
+
+
+def read_answers(path: Path) -> dict:
+    """The cached answers (:data:`CHOICE_CACHE`); ``{}`` when there are none or the file is unreadable."""
+    try:
+        data = json.loads(Path(path).read_text())
+    except (OSError, ValueError):
+        return {}
+    return data if isinstance(data, dict) else {}
+
+
+def write_answers(path: Path, answers: dict) -> None:
+    try:
+        write_json_atomic(path, answers)
+    except OSError:
+        pass  # a read-only cache only costs the next check its questions again
+
+
+def _fresh(entry, now: float) -> dict | None:
+    """A cached answer still believed (younger than :data:`CHOICE_TTL_S`), else None."""
+    if isinstance(entry, dict) and now - float(entry.get("checked_at", 0)) < CHOICE_TTL_S:
+        return entry
+    return None
+
+
+def cached_choice(minor: str, answers: dict, now: float, lookup: Lookup | None = None) -> ReleaseChoice:
+    """:func:`newest_buildable` of ``minor`` from the cached ``answers`` while believed, else asked (with
+    ``lookup``, default :func:`_lookup`) and added to them."""
+    entry = _fresh(answers.get(minor), now)
+    if entry:
+        return ReleaseChoice(minor, entry.get("version"), list(entry.get("passed_over") or []))
+    choice = newest_buildable(minor, lookup or _lookup)
+    answers[minor] = {"version": choice.version, "passed_over": choice.passed_over, "checked_at": now}
+    return choice
+
+
+def _minor(version: str) -> str:
+    """``v1.27.16`` -> ``1.27``."""
+    return ".".join(version.lstrip("v").split(".")[:2])
+
+
+def built_here(version: str) -> bool:
+    """A kube-apiserver of release ``version`` was built here already (with any Go): nothing to ask the proxy."""
+    if cached_kube_apiserver(version):
+        return True
+    return any((d / "kube-apiserver").is_file() for d in (cache_dir() / "kube-apiserver").glob(f"{version}-go*"))
+
+
+@dataclass(frozen=True)
+class Unbuildable:
+    """A release the Go module proxy does not serve whole: the staging modules it lacks (``missing``), and
+    the newest patch of its minor it serves whole (``newest``; None when it serves none)."""
+
+    version: str
+    missing: list[str]
+    newest: str | None
+
+    @property
+    def minor(self) -> str:
+        return _minor(self.version)
+
+    def reason(self) -> str:
+        """``the Go module proxy (or its checksum database) lacks k8s.io/api v0.27.16 (and 2 more)``."""
+        more = f" (and {len(self.missing) - 1} more)" if len(self.missing) > 1 else ""
+        return (
+            f"the Go module proxy (or its checksum database) lacks {self.missing[0]} "
+            f"{staging_version(self.version)}{more}"
+        )
+
+    def fix(self, key: str) -> str:
+        """The release to take instead, as ``key`` names one: ``--versions`` (a history takes the minor) or a
+        scenario key (``kube_version``)."""
+        if self.newest is None:
+            return f"no {self.minor} patch is served whole"
+        if key == "--versions":
+            return f"the minor's newest buildable patch: --versions {self.minor} ({self.newest})"
+        return f'the newest {self.minor} patch it serves whole: {key} = "{self.newest.lstrip("v")}"'
+
+
+def unbuildable(version: str, *, lookup: Lookup | None = None, cache_path: Path | None = None) -> Unbuildable | None:
+    """Whether release ``version`` (``v1.27.16``) can be built from the Go module proxy's modules: None when it
+    can, when a build of it is cached here (it may have been built elsewhere), or when the proxy could not
+    say (the build will tell); else what it lacks and its minor's newest patch served whole.
+
+    ``lookup``: :func:`_lookup` by default. The answers are cached with the minors' choices (:data:`CHOICE_TTL_S`
+    in ``cache_path``, default ``~/.cache/crdscale/history-releases.json``): asked again, a release costs a
+    file read."""
+    if built_here(version):
+        return None
+    cache_path = cache_path or choice_cache_path()
+    answers = read_answers(cache_path)
+    found = unbuildable_from(version, answers, time.time(), lookup or _lookup)
+    write_answers(cache_path, answers)
+    return found
+
+
+def unbuildable_from(
+    version: str, answers: dict, now: float, lookup: Lookup, info: dict | None = None
+) -> Unbuildable | None:
+    """:func:`unbuildable` (but for a cached build) on the cached ``answers``, added to; ``info``:
+    k8s.io/kubernetes' lookup when the caller has it."""
+    minor = _minor(version)
+    chosen = _fresh(answers.get(minor), now)
+    if chosen and chosen.get("version") == version:
+        return None  # the minor's newest patch served whole
+    entry = _fresh(answers.get(version), now)
+    if entry is None:
+        info = info if info is not None else lookup("k8s.io/kubernetes", version)
+        if info.get("Error"):
+            return None  # not served at all, or no answer: the question about k8s.io/kubernetes itself says so
+        errors = staging_errors(version, info, lookup)
+        if any(answer.get("Unreachable") for answer in errors.values()):
+            return None  # not an answer to keep: the build will tell
+        entry = answers[version] = {"missing": list(errors), "checked_at": now}
+    if not entry.get("missing"):
+        return None
+    return Unbuildable(version, list(entry["missing"]), cached_choice(minor, answers, now, lookup).version)
 
 
 def recorded_lookup(path: str | Path) -> Lookup:

@@ -31,6 +31,7 @@ from crdscale.analysis.compare import (
 )
 from crdscale.analysis.process import PROC_JOB
 from crdscale.analysis.targets import TOTAL
+from crdscale.crds.objects import CUSTOM_RESOURCES
 from crdscale.errors import UsageError
 from crdscale.fsutil import check_output_dir
 from crdscale.report import plots
@@ -166,7 +167,7 @@ def list_headline(comparison: Comparison) -> list[str]:
             if (kind, r.list) not in ref.index:
                 continue
             b = ref.loc[(kind, r.list)]
-            if r.served_from == b["served_from"] and kind != "customresources":
+            if r.served_from == b["served_from"] and kind != CUSTOM_RESOURCES:
                 continue  # a control kind its flags did not touch
             parts.append(
                 f"{r.list} LIST p50 {_ms(r.latency_p50_s)} from {r.served_from} vs {_ms(b['latency_p50_s'])} from "

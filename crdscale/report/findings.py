@@ -25,6 +25,7 @@ from crdscale.analysis.process import METRICS_JOB, PROC_JOB, source_label
 from crdscale.analysis.registry import Section, findings_rows, report_sections, table
 from crdscale.analysis.targets import TOTAL
 from crdscale.cluster.kubesource import describe_build
+from crdscale.crds.objects import CUSTOM_RESOURCES
 from crdscale.rundir.manifest import Manifest, MetricsRecord
 from crdscale.units import fmt_bytes, fmt_interval, fmt_value, is_missing
 
@@ -366,7 +367,7 @@ def object_headline(numbers: pd.DataFrame) -> str | None:
     if not kinds:
         return None
     parts = []
-    for kind in sorted(kinds, key=lambda k: k != "customresources"):
+    for kind in sorted(kinds, key=lambda k: k != CUSTOM_RESOURCES):
         r = by.loc[f"heap_per_object:{kind}"]
         label = KIND_LABELS.get(kind, kind)
         sent = by.loc[f"object_bytes:{kind}", "value"] if f"object_bytes:{kind}" in by.index else None

@@ -3,8 +3,9 @@
 Everything a run needs that can be checked in seconds is checked for every
 cell of a matrix before the first cell starts, before a run directory exists
 and before a binary is resolved or built: the kube-apiserver and etcd crdscale
-would build (versions the Go module proxy serves; a cached binary always
-passes), binaries and source trees the scenario names, the CRDs of ``crds.source``
+would build (versions the Go module proxy serves, a kube-apiserver release with
+every staging module's zip and checksum; a cached binary always passes),
+binaries and source trees the scenario names, the CRDs of ``crds.source``
 (loaded as the run loads them, and each checked as kube-apiserver would check it:
 field types, names, versions, storage version, structural schema; a few seconds for
 two thousand CRDs), the kubeconfig files and context, Prometheus credential files,
@@ -20,7 +21,7 @@ import shutil
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
-from crdscale.cluster import buildable, flags, gates, gobuild, patches, toolchain
+from crdscale.cluster import buildable, flags, gates, gobuild, patches, releases, toolchain
 from crdscale.cluster.binaries import cached_build, prometheus
 from crdscale.cluster.clients import read_credentials
 from crdscale.cluster.versions import normalize_version
@@ -69,15 +70,22 @@ def _check_target(scenario: Scenario, where: str, report: CellReport, answers) -
         except CrdscaleError as err:
             raise _with_where(where, key, err) from err
         how = plan.how
-        if target.patches or target.build_tags or target.go not in ("", "local"):
-            # The release's own binary is not what runs: a build with the changes (or the Go) below does,
-            # cached apart by what changed.
+        if target.patches or target.build_tags:
+            # The release's own binary is not what runs: a build with the changes below does, cached apart
+            # by what changed.
             cached = _cached_changed_build(target)
             how = (
                 f"cached: {cached} (built with the changes below)"
                 if cached
                 else "to build with the changes below (cached by their sha256), from the release's modules"
             )
+        elif target.go not in ("", "local"):
+            # The release itself, built with another Go than this machine's (when it is not the same one).
+            cached = _cached_changed_build(target)
+            go = "the Go it shipped with" if target.go == "release" else f"Go {target.go}"
+            how = f"cached: {cached} (built with {go})" if cached else f"to build from Go modules with {go}"
+        if plan.what != "kube-apiserver" and not how.startswith("cached: "):
+            _check_whole(normalize_version(target.kube_version), where, key)  # to build from the release's modules
         report.checks.append((plan.what, how))
         if plan.warning:
             report.warnings.append(plan.warning)
@@ -109,6 +117,18 @@ def _check_target(scenario: Scenario, where: str, report: CellReport, answers) -
         raise _with_where(where, "target.kubeconfig", err) from err
     context = f", context {target.context}" if target.context else ""
     report.checks.append(("kubeconfig", f"{target.kubeconfig}{context} ({server})"))
+
+
+def _check_whole(version: str, where: str, key: str) -> None:
+    """UsageError (exit 2) when the Go module proxy does not serve release ``version`` whole: a staging module
+    the build needs has no zip or no checksum, and ``go mod tidy`` would fail minutes in. A build of it
+    cached here passes; the answer is cached as a history's choice of releases is."""
+    found = releases.unbuildable(version)
+    if found:
+        raise UsageError(
+            f"{where}: '{key}': kube-apiserver {version} cannot be built here: {found.reason()}; "
+            f"{found.fix('kube_version')}"
+        )
 
 
 def _cached_changed_build(target):

@@ -48,9 +48,6 @@ DEFAULT_REPEATS = 3
 WORKLOAD_FILE = "history.toml"
 # The notebook of a history (notebooks/history.py): rendered by `crdscale report`, opened by `crdscale lab`.
 HISTORY_NOTEBOOK = "history"
-# How long a minor's newest buildable patch is believed (a newer patch may be released meanwhile).
-CHOICE_TTL_S = 24 * 3600.0
-CHOICE_CACHE = "history-releases.json"
 
 MIN_MINOR = 16  # apiextensions.k8s.io/v1 (crdscale.cluster.buildable.MIN_KUBE_MINOR)
 _MINOR = re.compile(r"^v?1\.(\d+)$")
@@ -111,27 +108,6 @@ def parse_versions(spec: str) -> list[VersionItem]:
     return items
 
 
-def _cached(version: str) -> bool:
-    """A kube-apiserver of ``version`` was built here already (with any Go): no need to ask the proxy."""
-    # lazy: would add 26 modules to --help
-    from crdscale.cluster.binaries import cached_kube_apiserver
-    from crdscale.paths import cache_dir
-
-    if cached_kube_apiserver(version):
-        return True
-    return any((d / "kube-apiserver").is_file() for d in (cache_dir() / "kube-apiserver").glob(f"{version}-go*"))
-
-
-def _choose_minor(minor: str, lookup, cache: dict, now: float) -> tuple[str, Any]:
-    # lazy: would add 22 modules to --help
-    from crdscale.cluster.releases import ReleaseChoice, newest_buildable
-
-    entry = cache.get(minor)
-    if isinstance(entry, dict) and now - float(entry.get("checked_at", 0)) < CHOICE_TTL_S:
-        return minor, ReleaseChoice(minor, entry.get("version"), list(entry.get("passed_over") or []))
-    return minor, newest_buildable(minor, lookup)
-
-
 def resolve_versions(
     spec: str,
     *,
@@ -142,21 +118,17 @@ def resolve_versions(
     module proxy (``lookup``: :func:`crdscale.cluster.releases._lookup` by default) unless built already.
 
     Minors and ranges are resolved to each minor's newest buildable patch; the choices are cached for
-    :data:`CHOICE_TTL_S` in ``cache_path`` (default ``~/.cache/crdscale/history-releases.json``).
-    Raises UsageError (exit 2) for a range with no buildable release and for a release the proxy does
-    not serve (or serves without a staging module it needs)."""
+    :data:`~crdscale.cluster.releases.CHOICE_TTL_S` in ``cache_path`` (default
+    ``~/.cache/crdscale/history-releases.json``). Raises UsageError (exit 2) for a range with no buildable
+    release and for a release the proxy does not serve (or serves without a staging module it needs)."""
     # lazy: would bring pandas, numpy, pyarrow into --help
     from crdscale.analysis.history import release_order
     from crdscale.cluster import releases
 
     lookup = lookup or releases._lookup
     items = parse_versions(spec)
-    if cache_path is None:
-        # lazy: would add a module to --help
-        from crdscale.paths import cache_dir
-
-        cache_path = cache_dir() / CHOICE_CACHE
-    cache = _read_choices(cache_path)
+    cache_path = cache_path or releases.choice_cache_path()
+    cache = releases.read_answers(cache_path)
     now = time.time()
     minors = []
     for item in items:
@@ -166,16 +138,16 @@ def resolve_versions(
             minors.append(item.first)
     minors = list(dict.fromkeys(minors))
     with ThreadPoolExecutor(max_workers=4) as pool:  # each minor asks the proxy about its patches in turn
-        chosen = dict(pool.map(lambda m: _choose_minor(m, lookup, cache, now), minors))
-    for minor, choice in chosen.items():
-        if minor not in cache or now - float(cache[minor].get("checked_at", 0)) >= CHOICE_TTL_S:
-            cache[minor] = {"version": choice.version, "passed_over": choice.passed_over, "checked_at": now}
-    _write_choices(cache_path, cache)
+        chosen = dict(zip(minors, pool.map(lambda m: releases.cached_choice(m, cache, now, lookup), minors)))
+    releases.write_answers(cache_path, cache)
 
     versions, lines = [], []
     for item in items:
         if item.kind == "release":
-            versions.append(check_served(item.first, lookup))
+            try:
+                versions.append(check_served(item.first, lookup, cache=cache, now=now))
+            finally:  # what it asked, refused or not
+                releases.write_answers(cache_path, cache)
             lines.append(f"{item.first}: asked for")
             continue
         group = releases.minors_between(item.first, item.last) if item.kind == "range" else [item.first]
@@ -190,45 +162,25 @@ def resolve_versions(
     return VersionPlan(release_order(versions), list(dict.fromkeys(lines)))
 
 
-def check_served(version: str, lookup) -> str:
+def check_served(version: str, lookup, *, cache: dict | None = None, now: float | None = None) -> str:
     """``version`` if a build of it is cached here or the Go module proxy serves it whole; one-line
-    UsageError otherwise (the build would fail minutes in)."""
+    UsageError otherwise (the build would fail minutes in). ``cache``: the cached answers about releases
+    (:func:`crdscale.cluster.releases.read_answers`), read and added to."""
     # lazy: would add 22 modules to --help
-    from crdscale.cluster.releases import missing_staging
-    from crdscale.cluster.versions import staging_version, version_tuple
+    from crdscale.cluster import releases
 
-    if _cached(version):
+    if releases.built_here(version):
         return version
     info = lookup("k8s.io/kubernetes", version)
     if info.get("Error"):
         if info.get("Unreachable"):
             raise UsageError(f"--versions {version}: the Go module proxy did not answer ({info['Error']})")
         raise UsageError(f"--versions {version}: the Go module proxy does not serve k8s.io/kubernetes {version}")
-    missing = missing_staging(version, info, lookup)
-    if missing:
-        raise UsageError(
-            f"--versions {version}: cannot be built, the Go module proxy (or its checksum database) lacks {', '.join(missing[:3])} "
-            f"{staging_version(version)}; the minor's newest buildable patch: --versions 1.{version_tuple(version)[1]}"
-        )
+    cache = {} if cache is None else cache
+    found = releases.unbuildable_from(version, cache, time.time() if now is None else now, lookup, info)
+    if found:
+        raise UsageError(f"--versions {version}: cannot be built, {found.reason()}; {found.fix('--versions')}")
     return version
-
-
-def _read_choices(path: Path) -> dict:
-    try:
-        data = json.loads(Path(path).read_text())
-    except (OSError, ValueError):
-        return {}
-    return data if isinstance(data, dict) else {}
-
-
-def _write_choices(path: Path, data: dict) -> None:
-    # lazy: would add 10 modules to --help
-    from crdscale.fsutil import write_json_atomic
-
-    try:
-        write_json_atomic(path, data)
-    except OSError:
-        pass  # a read-only cache only costs the next history its questions again
 
 
 def workload_text() -> str:

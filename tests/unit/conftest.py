@@ -1,5 +1,6 @@
 """Unit tests need no network: the Go module proxy, which `crdscale run` asks whether a version to
-build exists (crdscale.cluster.buildable), answers "served" here unless a test fakes it otherwise, and nothing is remembered outside the test.
+build exists (crdscale.cluster.buildable) and serves whole (crdscale.cluster.releases), answers "served" here
+unless a test fakes it otherwise, and nothing is remembered outside the test.
 
 Fixtures shared by several modules live here: ``reference_report``, the report of the committed
 reference run, rendered once per test run, also when ``make test`` runs the unit tests on several
@@ -28,6 +29,12 @@ def _no_module_proxy(monkeypatch, tmp_path):
     monkeypatch.setattr(buildable, "ask_proxy", lambda *_a, **_k: buildable.ModuleAnswer(True))
     # ...and its answers stay out of the real cache (~/.cache/crdscale/go-module-versions.json).
     monkeypatch.setattr(buildable, "_cache_path", lambda: tmp_path / buildable.CACHE_FILE)
+    # Every release is served whole (its staging modules' zips and checksums), the answers kept in the test's own
+    # choice cache (not ~/.cache/crdscale/history-releases.json).
+    from crdscale.cluster import releases
+
+    monkeypatch.setattr(releases, "_lookup", lambda module, version: {})
+    monkeypatch.setattr(releases, "choice_cache_path", lambda: tmp_path / releases.CHOICE_CACHE)
 
 
 @dataclass(frozen=True)

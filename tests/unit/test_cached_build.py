@@ -58,7 +58,21 @@ def test_run_check_says_cached_for_a_release_go_build(cache, monkeypatch):
     scenario = parse_scenario('[target]\nkube_version = "1.24.0"\ngo = "release"\netcd = "/bin/true"\n')
     monkeypatch.setattr("crdscale.cluster.toolchain.check_toolchain_version", lambda v, served=None: v)
     checks = dict(check_cell(scenario, "test").checks)
-    assert checks["kube-apiserver v1.24.0"].startswith("to build with the changes below")
+    # No diff and no build tag: nothing is said of changes, only which Go.
+    assert checks["kube-apiserver v1.24.0"] == "to build from Go modules with the Go it shipped with"
     built = _binary(cache, "v1.24.0-go1.18.1")
     checks = dict(check_cell(scenario, "test").checks)
-    assert checks["kube-apiserver v1.24.0"] == f"cached: {built} (built with the changes below)"
+    assert checks["kube-apiserver v1.24.0"] == f"cached: {built} (built with the Go it shipped with)"
+    scenario = parse_scenario('[target]\nkube_version = "1.24.0"\ngo = "1.18.1"\netcd = "/bin/true"\n')
+    checks = dict(check_cell(scenario, "test").checks)
+    assert checks["kube-apiserver v1.24.0"] == f"cached: {built} (built with Go 1.18.1)"
+
+
+def test_run_check_speaks_of_changes_only_with_changes(cache):
+    _binary(cache, "v1.24.0")
+    plain = parse_scenario('[target]\nkube_version = "1.24.0"\netcd = "/bin/true"\n')
+    assert "changes" not in dict(check_cell(plain, "test").checks)["kube-apiserver v1.24.0"]
+    tagged = parse_scenario('[target]\nkube_version = "1.24.0"\nbuild_tags = ["x"]\netcd = "/bin/true"\n')
+    checks = dict(check_cell(tagged, "test").checks)
+    assert checks["kube-apiserver v1.24.0"].startswith("to build with the changes below")
+    assert checks["build tags"] == "x"

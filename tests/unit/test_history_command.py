@@ -44,7 +44,7 @@ def proxy(tmp_path, monkeypatch):
     from crdscale.cluster import releases
 
     monkeypatch.setattr(releases, "_lookup", lookup)
-    monkeypatch.setattr(history, "_cached", lambda version: False)
+    monkeypatch.setattr(releases, "built_here", lambda version: False)
     return lookup
 
 
@@ -108,8 +108,7 @@ def test_resolve_versions_refuses_what_cannot_be_built(proxy, tmp_path):
         (["--resume", str(RECORDED), "--versions", "1.30"], "--resume takes the workload"),
     ],
 )
-def test_bad_input_exits_2_before_anything_is_built(proxy, args, message, capsys, tmp_path, monkeypatch):
-    monkeypatch.setattr(history, "CHOICE_CACHE", str(tmp_path / "choices.json"))
+def test_bad_input_exits_2_before_anything_is_built(proxy, args, message, capsys):
     assert main(["history", "--check", *args]) == 2
     err = capsys.readouterr().err
     assert message in err and len(err.strip().splitlines()) == 1 and "Traceback" not in err
@@ -123,8 +122,7 @@ def test_a_toolchain_that_does_not_exist_exits_2(proxy, monkeypatch, capsys):
     assert "no toolchain go1.18.99" in capsys.readouterr().err
 
 
-def test_check_lists_the_releases_and_every_cell(proxy, capsys, tmp_path, monkeypatch):
-    monkeypatch.setattr(history, "CHOICE_CACHE", str(tmp_path / "choices.json"))
+def test_check_lists_the_releases_and_every_cell(proxy, capsys):
     assert main(["history", "--check", "--versions", "1.30..1.31", "--repeats", "2", "--go", "local"]) == 0
     out = capsys.readouterr().out
     assert "releases (2): v1.30.4, v1.31.2" in out and "4 cells checked" in out

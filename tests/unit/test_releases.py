@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 
+from crdscale.cluster.releases import _lookup as proxy_lookup  # the real one: conftest fakes releases._lookup
 from crdscale.cluster.releases import choose_releases, minors_between, newest_buildable
 from crdscale.errors import UsageError
 
@@ -86,9 +87,9 @@ def test_a_module_without_its_checksum_is_not_served(monkeypatch):
     monkeypatch.setattr(gobuild, "module_info", lambda path, version, timeout_s: {"Version": version})
     monkeypatch.setattr(releases, "checksum_known", lambda path, version: path != "k8s.io/legacy-cloud-providers")
     monkeypatch.setattr(releases, "zip_served", lambda path, version: path != "k8s.io/endpointslice")
-    assert "checksum database has no entry" in releases._lookup("k8s.io/legacy-cloud-providers", "v0.27.16")["Error"]
-    assert "refuses its .zip" in releases._lookup("k8s.io/endpointslice", "v0.32.13")["Error"]
-    assert releases._lookup("k8s.io/api", "v0.27.16") == {"Version": "v0.27.16"}
+    assert "checksum database has no entry" in proxy_lookup("k8s.io/legacy-cloud-providers", "v0.27.16")["Error"]
+    assert "refuses its .zip" in proxy_lookup("k8s.io/endpointslice", "v0.32.13")["Error"]
+    assert proxy_lookup("k8s.io/api", "v0.27.16") == {"Version": "v0.27.16"}
 
 
 def test_zip_served_asks_with_head():
