@@ -12,9 +12,13 @@ two recorded A/Bs of it (`crdscale ab scenarios/gates.toml --feature-gate CBORSe
 second): the base and CBORServingAndStorage=true 3 runs each, ListFromCacheSnapshot=false 1 (its second run
 recorded as interrupted). Its runs were not made in rotated rounds; the analysis does not need them to be.
 
-    python scripts/make_arms_fixture.py tests/data/ab-arms --scenario-from AB_DIR \\
+    A=.../20261127T234641Z-ab-gates L=.../20261128T002711Z-ab-gates   # the two recorded A/B directories
+    python scripts/make_arms_fixture.py tests/data/ab-arms --scenario-from $A \\
         --arm CBORServingAndStorage:CBORServingAndStorage=true --arm ListFromCacheSnapshot:ListFromCacheSnapshot=false \\
-        --run 1:base:RUN --run 1:CBORServingAndStorage:RUN --run 1:ListFromCacheSnapshot:RUN ... \\
+        --run 1:base:$A/20261127T234647Z-p01-base --run 1:CBORServingAndStorage:$A/20261127T235256Z-p01-changed \\
+        --run 1:ListFromCacheSnapshot:$L/20261128T003944Z-p01-changed \\
+        --run 2:base:$A/20261128T000322Z-p02-base --run 2:CBORServingAndStorage:$A/20261127T235818Z-p02-changed \\
+        --run 3:base:$A/20261128T001138Z-p03-base --run 3:CBORServingAndStorage:$A/20261128T001807Z-p03-changed \\
         --interrupted 2:ListFromCacheSnapshot
 """
 

@@ -257,11 +257,7 @@ def render_ab_report(
     """Findings, figures and HTML of an A/B directory (see the module docstring); out defaults to
     ``AB_DIR/report``. Returns a :class:`crdscale.report.render.ReportResult`."""
     ab = AB.open(Path(ab_dir).resolve())
-    if ab.arms:
-        raise UsageError(
-            f"{ab.path.name} has {len(ab.arms)} arms: its verdicts are verdict.md and verdict-<arm>.md; "
-            f"'crdscale compare' on an arm's and the base's runs shows the rest"
-        )
+    refuse_arms(ab, "crdscale report")
     notebook = ab_notebook(notebooks_dir)
     # Computed before the kernel starts and anything is written: an A/B without a complete pair is said
     # before minutes of notebook.
@@ -273,6 +269,15 @@ def render_ab_report(
         lambda: ab_report_content(ab, comparison),
         timeout=timeout or CELL_TIMEOUT_S,
     )
+
+
+def refuse_arms(ab: AB, command: str) -> None:
+    """UsageError (one line) for an A/B with arms: its report and notebook are an A/B of one change's."""
+    if ab.arms:
+        raise UsageError(
+            f"{command}: {ab.path.name} has {len(ab.arms)} arms: its verdicts are verdict.md and verdict-<arm>.md; "
+            f"'crdscale compare' on an arm's and the base's runs shows the rest"
+        )
 
 
 def ab_notebook(notebooks_dir: str | Path | None = None) -> Path:

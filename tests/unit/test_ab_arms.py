@@ -15,6 +15,7 @@ from crdscale.cli.ab import arms_from_args, parse_arm
 from crdscale.cli.main import main
 from crdscale.errors import UsageError
 from crdscale.report.ab import arms_verdict, render_ab_report, write_arms_verdict_files
+from crdscale.report.lab import lab_plan
 from crdscale.report.verdict import MAX_LINES, TOLD_NOT
 from crdscale.scenario import ab as ab_module
 from crdscale.scenario.ab import AB, Arm, Change, arm_order, check_arms, side_order
@@ -274,5 +275,8 @@ def test_json_holds_every_arm_and_the_model(recorded):
 
 
 def test_report_of_arms_is_refused_in_one_line(tmp_path):
-    with pytest.raises(UsageError, match="2 arms: its verdicts are verdict.md"):
+    with pytest.raises(UsageError, match="crdscale report: ab-arms has 2 arms: its verdicts are verdict.md"):
         render_ab_report(RECORDED, tmp_path / "out")
+    with pytest.raises(UsageError, match="crdscale lab: ab-arms has 2 arms"):
+        lab_plan(RECORDED, ROOT / "notebooks")
+    assert not (tmp_path / "out").exists()
