@@ -402,6 +402,11 @@ def ab_value(path: Path, causes: tuple[str, ...] | list[str] = ()) -> str:
                 f"{1000 * changed['latency_p50_s']:.1f} ms, kube-apiserver CPU {1000 * base['apiserver_cpu_s']:.1f}"
                 f" -> {1000 * changed['apiserver_cpu_s']:.1f} ms per LIST, from {where}"
             )
+    if summary.get("rounds"):  # an arm of an A/B with arms (crdscale ab --each)
+        return "; ".join(parts) + (
+            f" ({summary['pairs']} run(s) of the arm, {summary['rounds']} rounds of {summary['configurations']} "
+            f"configurations, intervals from their pooled spread)"
+        )
     return "; ".join(parts) + f" ({summary['pairs']} pairs)"
 
 

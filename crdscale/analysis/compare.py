@@ -64,12 +64,16 @@ SERIES_UNITS = {
 }
 
 
-def _joint(points: pd.DataFrame, reference, by: list[str], confidence: float, replicates) -> pd.DataFrame:
+def _joint(
+    points: pd.DataFrame, reference, by: list[str], confidence: float, replicates, spread: str = "own"
+) -> pd.DataFrame:
     """:func:`per_crd_differences` of a comparison, empty when the reference has no points of this kind
     (a run too short for a sample or a profile of its served phase): nothing to compare against, not an error."""
     if not len(points) or reference not in {(replicates or {}).get(r, r) for r in points["run"]}:
         return pd.DataFrame(columns=JOINT_COLUMNS)
-    return per_crd_differences(points, reference=reference, by=by, confidence=confidence, replicates=replicates)
+    return per_crd_differences(
+        points, reference=reference, by=by, confidence=confidence, replicates=replicates, spread=spread
+    )
 
 
 def replicate_spread(per_crd: pd.DataFrame, replicates: Mapping[str, str], confidence: float = 0.95) -> pd.DataFrame:
@@ -275,6 +279,9 @@ class Comparison:
     # Each run's evidence problems and the runs' against each other (crdscale.rundir.evidence), with the
     # run's label: what warnings states in sentences.
     evidence: list[tuple[str, Problem]] = field(default_factory=list)
+    # "pooled" when the differences' intervals come from the spread pooled over every configuration
+    # (crdscale.analysis.pooled: an A/B's arms), "own" otherwise.
+    spread: str = "own"
 
     # The per-object view's tables by their old names (empty when no run grew objects).
     @property
@@ -362,14 +369,20 @@ def _served(heap: pd.DataFrame) -> pd.DataFrame:
 
 
 def compare_runs(
-    runs: Sequence[Run | str | Path], labels: Sequence[str] | None = None, *, confidence: float = 0.95
+    runs: Sequence[Run | str | Path],
+    labels: Sequence[str] | None = None,
+    *,
+    confidence: float = 0.95,
+    spread: str = "own",
 ) -> Comparison:
     """Compare two or more runs against the first.
 
     ``runs`` are :class:`crdscale.rundir.Run` objects, or run directories, which
     :func:`crdscale.rundir.read_runs` opens (what a notebook passes). Raises UsageError
     when fewer than two runs are given, a directory is not a run, two are the same
-    run, or a run has heap profiles at fewer than two CRD counts.
+    run, or a run has heap profiles at fewer than two CRD counts. ``spread="pooled"``: the differences'
+    intervals from the spread pooled over every configuration's repeats (:mod:`crdscale.analysis.pooled`:
+    an A/B's arms), not from each pair of configurations' own.
     """
     if len(runs) < 2:
         raise UsageError("compare needs two or more run directories")
@@ -440,18 +453,19 @@ def compare_runs(
         warnings=warnings,
         points=stacked,
         per_crd=stack_runs(per_crd),
-        joint=_joint(stacked, reference, ["metric", "cause"], confidence, replicates),
+        joint=_joint(stacked, reference, ["metric", "cause"], confidence, replicates, spread),
         series_points=sstacked,
         series_fits=stack_runs({label: fit_series_per_crd(p, confidence) for label, p in spoints.items() if len(p)}),
-        series_joint=_joint(sstacked, reference, ["metric"], confidence, replicates),
+        series_joint=_joint(sstacked, reference, ["metric"], confidence, replicates, spread),
         end=stack_runs(ends),
         establish=stack_runs(establish),
         profile_diff=pd.concat(diffs, ignore_index=True) if diffs else pd.DataFrame(),
         process_jobs={label: process_source(run.series) for label, run in zip(labels, runs)},
         replicates=replicates,
         repeat_spread=replicate_spread(stack_runs(per_crd), replicates, confidence) if replicates else pd.DataFrame(),
-        results=compare_all(results, CompareContext(labels, reference, replicates, confidence)),
+        results=compare_all(results, CompareContext(labels, reference, replicates, confidence, spread)),
         evidence=[(lb, p) for lb, run in zip(labels, runs) for p in run.evidence.problems] + across,
+        spread=spread,
     )
 
 

@@ -16,8 +16,9 @@ from collections.abc import Mapping, Sequence
 import numpy as np
 import pandas as pd
 
-from crdscale.analysis.intervals import Estimate, difference, growth_fit, pooled_estimate
+from crdscale.analysis.intervals import Estimate, growth_fit
 from crdscale.analysis.percrd import chain_points, heap_resolution
+from crdscale.analysis.pooled import configuration_differences
 
 JOINT_COLUMNS = [
     "run",
@@ -64,6 +65,7 @@ def per_crd_differences(
     by: Sequence[str] = ("metric", "cause"),
     confidence: float = 0.95,
     replicates: Mapping[str, str] | None = None,
+    spread: str = "own",
 ) -> pd.DataFrame:
     """Per-CRD cost of every run (or configuration) against a reference, with the difference's interval.
 
@@ -76,6 +78,8 @@ def per_crd_differences(
     repeats (mean of their per-CRD costs, interval from their spread; a
     single run keeps its own interval). ``reference`` is a run label, or a
     configuration label with ``replicates`` (default: the first).
+    ``spread="pooled"``: each difference's interval from the spread pooled over every configuration's
+    repeats (:mod:`crdscale.analysis.pooled`: an A/B's arms), rather than from the two configurations' own.
 
     Returns one row per other run (configuration) and group: ``run,
     reference, metric, cause, per_crd_reference, per_crd`` (the two
@@ -107,13 +111,13 @@ def per_crd_differences(
                 estimates.setdefault(config_of[run], []).append(est)
         if reference not in estimates:
             continue
-        combined = {c: pooled_estimate(e, confidence) for c, e in estimates.items()}
+        combined, differences = configuration_differences(estimates, reference, confidence, spread)
         ref = combined[reference]
         scale = float(np.abs(group["value"]).max()) / max(float(np.ptp(group["crds"])), 1.0)
         # A per-CRD cost this small next to the data is rounding noise of a flat line: no relative change.
         negligible = 1e-9 * scale
         for config in [c for c in configs if c != reference and c in combined]:
-            d = difference(combined[config], ref, confidence)
+            d = differences[config]
             # Points on the served line (the installed ones between them only inform the interval).
             line = group[group["installed"] == group["crds"]]
             n = int(line["run"].map(config_of).isin([config, reference]).sum())

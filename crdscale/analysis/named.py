@@ -76,12 +76,14 @@ class Section:
 class CompareContext:
     """What a comparison hook needs besides the runs' results: ``labels`` (one per run, in order),
     the ``reference`` (a label, or a configuration when runs repeat one), ``replicates`` (label ->
-    configuration; empty without repeats) and the ``confidence``."""
+    configuration; empty without repeats), the ``confidence`` and the ``spread`` differences take their
+    intervals from (``own``, or ``pooled`` over every configuration: :mod:`crdscale.analysis.pooled`)."""
 
     labels: Sequence[str]
     reference: str
     replicates: Mapping[str, str]
     confidence: float = 0.95
+    spread: str = "own"
 
 
 def _no_lines(_result: Result, _metric: str, _confidence: float) -> list[str]:

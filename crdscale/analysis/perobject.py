@@ -37,12 +37,11 @@ from crdscale.analysis.attribution import OTHER
 from crdscale.analysis.intervals import (
     GO_HEAP_SAMPLING_RATE,
     Estimate,
-    difference,
     increments_estimate,
-    pooled_estimate,
 )
 from crdscale.analysis.named import NamedAnalysis, Section, Table
 from crdscale.analysis.percrd import series_points
+from crdscale.analysis.pooled import configuration_differences
 from crdscale.analysis.rundata import object_points
 from crdscale.analysis.targets import TOTAL
 from crdscale.crds.objects import CUSTOM_RESOURCES
@@ -390,12 +389,14 @@ def per_object_differences(
     reference: str,
     confidence: float = 0.95,
     replicates: Mapping[str, str] | None = None,
+    spread: str = "own",
 ) -> pd.DataFrame:
     """Heap bytes per object of each kind and cause, each run minus ``reference``, with the
     difference's interval from both runs' own variances (Welch: :func:`~crdscale.analysis.intervals.difference`).
     ``per_object`` is stacked :func:`~crdscale.analysis.perobject.fit_per_object` tables (a ``run`` column).
     With ``replicates`` (label -> configuration) the repeats of a configuration are pooled, as for the
-    per-CRD differences: their mean, the interval from their spread, and ``reference`` names a configuration."""
+    per-CRD differences: their mean, the interval from their spread, and ``reference`` names a configuration;
+    ``spread="pooled"``: the spread pooled over every configuration (:mod:`crdscale.analysis.pooled`)."""
     rows = []
     replicates = replicates or {}
     if per_object.empty:
@@ -408,15 +409,23 @@ def per_object_differences(
     def estimate(r) -> Estimate:
         return Estimate(r["per_object"], r["per_object_se"], r["dof"], r["per_object_low"], r["per_object_high"])
 
-    pooled = {
-        (config, kind, cause): pooled_estimate([estimate(r) for r in group.to_dict("records")], confidence)
+    runs = {
+        (config, kind, cause): [estimate(r) for r in group.to_dict("records")]
         for (config, kind, cause), group in data.groupby(["config", "kind", "cause"], sort=False)
     }
-    for config, kind, cause in pooled:
-        if config == reference or (reference, kind, cause) not in pooled:
+    differences = {}
+    for kind, cause in dict.fromkeys((k, c) for _, k, c in runs):
+        if (reference, kind, cause) not in runs:
             continue
-        b, e = pooled[(reference, kind, cause)], pooled[(config, kind, cause)]
-        d = difference(e, b, confidence)
+        mine = {config: e for (config, k, c), e in runs.items() if (k, c) == (kind, cause)}
+        combined, diffs = configuration_differences(mine, reference, confidence, spread)
+        differences.update(
+            {(config, kind, cause): (combined[reference], combined[config], d) for config, d in diffs.items()}
+        )
+    for config, kind, cause in runs:
+        if config == reference or (config, kind, cause) not in differences:
+            continue
+        b, e, d = differences[(config, kind, cause)]
         relative = d.value / b.value if b.value else math.nan
         rows.append((config, reference, kind, cause, b.value, e.value, d.value, d.low, d.high, relative))
     return pd.DataFrame(rows, columns=PER_OBJECT_JOINT_COLUMNS)
@@ -707,7 +716,7 @@ def compare_runs(stacked: Mapping[str, pd.DataFrame], context: CompareContext) -
         "per_object": per_object if len(per_object) else pd.DataFrame(),
         "amplification": stacked.get("amplification", pd.DataFrame()),
         "per_object_joint": per_object_differences(
-            per_object, context.reference, context.confidence, context.replicates
+            per_object, context.reference, context.confidence, context.replicates, context.spread
         )
         if runs > 1
         else pd.DataFrame(),

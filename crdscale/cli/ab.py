@@ -36,11 +36,34 @@ running), 'crdscale status AB_DIR' follows it, 'crdscale down AB_DIR' stops it a
 that needs a build (--patch, --build-tag) runs here only: the image carries
 released builds.
 
+Several changes at once, each an ARM against one shared base: --each makes every
+--patch, --build-tag, --feature-gate and --apiserver-flag given its own arm (named
+after the gate, the tag, the diff's file or the flag), and --arm 'NAME: FLAGS'
+(repeatable) makes an arm of several changes. Rounds then run the base and every
+arm once each, odd rounds in an order rotated by one more each time, even rounds
+the previous round backwards (a linear drift adds the same to every arm over two
+rounds); --min-pairs and --max-pairs count rounds. 7 arms of 3 rounds are 24 runs,
+where 7 A/Bs of 3 pairs are 42. Each arm's difference to the base gets its 95%
+interval from the spread pooled over every configuration's repeats (the model:
+each configuration its own mean, one common spread; 8 configurations of 3 runs
+give t with 16 degrees of freedom, where one arm and the base alone give about
+4). A configuration whose repeats spread out of line with the others' (an F test
+at 1%) keeps its own spread (Welch-Satterthwaite). With one round nothing is
+pooled: each run keeps its fit's interval. It ends with verdict.md (one row per
+arm: heap per CRD and per custom resource, LIST cost, peak RSS, each with its
+interval), verdict.json (every arm) and verdict-ARM.md (each arm's own verdict,
+as for one change). Arms run here only (not with --cluster). With --until, rounds
+continue until every arm's interval is that tight.
+
 Examples:
   crdscale ab scenarios/reference.toml --patch 142066.diff --until 10%
   crdscale ab scenarios/objects.toml --build-tag fieldsv1string --min-pairs 3
   crdscale ab scenarios/reference.toml --feature-gate CBORServingAndStorage=true
   crdscale ab --resume runs/20261127T170000Z-ab-reference
+  crdscale ab scenarios/gates.toml --each --min-pairs 3 \
+      --feature-gate ShardedListAndWatch=true --feature-gate ListFromCacheSnapshot=false
+  crdscale ab scenarios/objects.toml --arm 'budget: --patch 142066.diff --apiserver-flag=--watch-cache-max-bytes-per-resource=100Mi' \
+      --arm 'pr: --patch 142066.diff'
   crdscale ab scenarios/reference.toml --feature-gate CBORServingAndStorage=true --cluster \
       --image registry.example/crdscale:0.1.0 --results s3://bucket/crdscale --min-pairs 3
 """
@@ -50,6 +73,8 @@ from __future__ import annotations
 import argparse
 import json
 import logging
+import re
+import shlex
 from pathlib import Path
 
 from crdscale.cli import cluster
@@ -73,6 +98,14 @@ def parse_until(text: str) -> float:
 
 def change_from_args(args):
     """The :class:`~crdscale.scenario.ab.Change` the flags ask for."""
+    change = _change(args)
+    if change is None:
+        raise UsageError("ab needs a change: --patch, --build-tag, --feature-gate or --apiserver-flag")
+    return change
+
+
+def _change(args):
+    """The change of ``args``' --patch, --build-tag, --feature-gate and --apiserver-flag; None without any."""
     # lazy: would bring pandas, numpy, pyarrow, requests, yaml into --help
     from crdscale.scenario.ab import Change
 
@@ -97,8 +130,90 @@ def change_from_args(args):
         overrides["target.apiserver_flags"] = list(args.apiserver_flag)
         names += list(args.apiserver_flag)
     if not overrides:
-        raise UsageError("ab needs a change: --patch, --build-tag, --feature-gate or --apiserver-flag")
+        return None
     return Change(overrides, ", ".join(names))
+
+
+def _has_change(args) -> bool:
+    return bool(args.patch or args.build_tag or args.feature_gate or args.apiserver_flag)
+
+
+def _slug(text: str) -> str:
+    """An arm's name made of ``text``: what an arm's name may hold (scenario.ab.ARM_NAME), at most 40."""
+    return re.sub(r"[^A-Za-z0-9._-]+", "-", text).strip("-._")[:40] or "arm"
+
+
+def _each(args) -> list:
+    """--each: every change given its own arm, named after the gate, the tag, the diff's file or the flag."""
+    # lazy: would bring pandas, numpy, pyarrow, requests, yaml into --help
+    from crdscale.scenario.ab import Arm
+
+    arms = []
+    for dest, option, name in (
+        ("patch", "patch", lambda v: Path(v).stem),
+        ("build_tag", "build_tag", lambda v: v),
+        ("feature_gate", "feature_gate", lambda v: v.partition("=")[0]),
+        ("apiserver_flag", "apiserver_flag", lambda v: v.lstrip("-").partition("=")[0]),
+    ):
+        for value in getattr(args, dest):
+            one = argparse.Namespace(patch=[], build_tag=[], feature_gate=[], apiserver_flag=[])
+            setattr(one, option, [value])
+            base, n = _slug(name(value)), 1
+            taken = {a.name for a in arms}
+            while (arm_name := base if n == 1 else f"{base}-{n}") in taken:
+                n += 1
+            arms.append(Arm(arm_name, _change(one)))
+    return arms
+
+
+def _arm_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="--arm", add_help=False, exit_on_error=False)
+    for flag in ("--patch", "--build-tag", "--feature-gate", "--apiserver-flag"):
+        parser.add_argument(flag, action="append", default=[])
+    return parser
+
+
+def parse_arm(text: str):
+    """--arm 'NAME: --feature-gate X=true --apiserver-flag=--y=1': an :class:`~crdscale.scenario.ab.Arm`
+    (its name, when not given, that of its one change as --each names it)."""
+    # lazy: would bring pandas, numpy, pyarrow, requests, yaml into --help
+    from crdscale.scenario.ab import Arm
+
+    name, sep, rest = text.partition(":")
+    if not sep or name.strip().startswith("-") or " " in name.strip():
+        name, rest = "", text
+    try:
+        words = shlex.split(rest)
+        args, unknown = _arm_parser().parse_known_args(words)
+    except (ValueError, argparse.ArgumentError) as err:
+        raise UsageError(f"--arm {text!r}: {err}") from None
+    if unknown:
+        raise UsageError(
+            f"--arm {text!r}: {unknown[0]!r} is not --patch, --build-tag, --feature-gate or --apiserver-flag"
+        )
+    change = _change(args)
+    if change is None:
+        raise UsageError(
+            f"--arm {text!r}: no change (NAME: --patch FILE, --build-tag TAG, --feature-gate G=BOOL, --apiserver-flag=FLAG)"
+        )
+    if not name.strip():
+        named = _each(args)
+        if len(named) != 1:
+            raise UsageError(f"--arm {text!r}: an arm of several changes needs a name ('NAME: ...')")
+        return named[0]
+    return Arm(name.strip(), change)
+
+
+def arms_from_args(args) -> list:
+    """The arms --each and --arm ask for (empty for an A/B of one change)."""
+    if args.arm and _has_change(args) and not args.each:
+        raise UsageError("--arm: put every change in an --arm, or add --each to make each of the others an arm too")
+    arms = (_each(args) if args.each else []) + [parse_arm(text) for text in args.arm]
+    if args.each and not arms:
+        raise UsageError(
+            "--each: give the changes, each its own arm (--feature-gate, --apiserver-flag, --build-tag, --patch)"
+        )
+    return arms
 
 
 class Command:
@@ -119,9 +234,21 @@ class Command:
             metavar="FLAG",
             help="a kube-apiserver flag (repeatable), e.g. --apiserver-flag=--watch-cache-sizes=x.example.com#0",
         )
+        parser.add_argument(
+            "--each", action="store_true", help="every change given is its own arm against one shared base"
+        )
+        parser.add_argument(
+            "--arm",
+            action="append",
+            default=[],
+            metavar="'NAME: FLAGS'",
+            help="an arm of one or more changes, e.g. 'lfcs: --feature-gate ListFromCacheSnapshot=false' (repeatable)",
+        )
         add_set_argument(parser)
         parser.add_argument("--until", metavar="PRECISION", help="pairs until the total's 95%% interval is this tight")
-        parser.add_argument("--min-pairs", type=int, default=2, metavar="N", help="pairs before judging (default 2)")
+        parser.add_argument(
+            "--min-pairs", type=int, default=2, metavar="N", help="pairs (rounds, with arms) before judging (default 2)"
+        )
         parser.add_argument("--max-pairs", type=int, default=6, metavar="N", help="with --until: at most (default 6)")
         parser.add_argument("--out", metavar="DIR", help="parent of the A/B directory (default: runs/)")
         parser.add_argument("--resume", metavar="AB_DIR", help="continue an interrupted A/B")
@@ -147,7 +274,7 @@ class Command:
         if (args.kubeconfig or args.context) and not (args.cluster or args.resume):
             raise UsageError("--kubeconfig and --context go with --cluster: an A/B here starts its own control planes")
         if args.resume:
-            if args.scenario or args.set or args.patch or args.build_tag or args.feature_gate or args.apiserver_flag:
+            if args.scenario or args.set or _has_change(args) or args.each or args.arm:
                 raise UsageError("--resume takes the scenario and the change from the A/B directory")
             ab = AB.open(args.resume)
             if is_cluster_ab(ab):
@@ -156,6 +283,9 @@ class Command:
                 flag = "--cluster" if args.cluster else cluster.cluster_flags_given(args)[0]
                 raise UsageError(f"{flag}: {args.resume} ran on this machine; resume it here (without {flag})")
         else:
+            arms = arms_from_args(args)
+            if arms:
+                return run_arms(args, arms, until)
             change = change_from_args(args)
             if args.cluster:
                 change.check_for_pods()  # before the diff is read: a pod could not build it anyway
@@ -168,9 +298,31 @@ class Command:
                 print(f"ok: base and changed ({change.describe()}) can run")
                 return 0
             ab = AB.create(args.out or runs_dir(), scenario, change)
-        log.info(f"A/B {ab.path}: {ab.change.describe()}")
+        log.info(f"A/B {ab.path}: {ab.describe()}")
         ab.run(run_with_progress, until=until, min_pairs=args.min_pairs, max_pairs=args.max_pairs)
         return finish(ab, args, until)
+
+
+def run_arms(args: argparse.Namespace, arms: list, until: float | None) -> int:
+    """``crdscale ab SCENARIO --each ...`` / ``--arm ...``: every arm checked, then rounds, then the verdicts."""
+    # lazy: would bring pandas, numpy, pyarrow, requests, yaml into --help; tests patch common.run_with_progress
+    from crdscale.cli.common import run_with_progress
+    from crdscale.cli.run import _parse_sets
+    from crdscale.paths import runs_dir
+    from crdscale.scenario.ab import AB
+    from crdscale.scenario.config import load_scenario
+
+    if args.cluster:
+        raise UsageError("--cluster: an A/B with arms runs here only; give each change its own 'crdscale ab --cluster'")
+    scenario = load_scenario(args.scenario, overrides=_parse_sets(args.set))
+    checked = AB.check(scenario, None, arms=arms)
+    if args.check:
+        print(f"ok: base and {len(arms)} arm(s) can run: {checked.describe()}")
+        return 0
+    ab = AB.create(args.out or runs_dir(), scenario, None, checked=checked)
+    log.info(f"A/B {ab.path}: base and {len(arms)} arm(s): {ab.describe()}")
+    ab.run(run_with_progress, until=until, min_pairs=args.min_pairs, max_pairs=args.max_pairs)
+    return finish(ab, args, until)
 
 
 def finish(ab, args: argparse.Namespace, until: float | None) -> int:
@@ -178,6 +330,8 @@ def finish(ab, args: argparse.Namespace, until: float | None) -> int:
     # lazy: would bring pandas, numpy, pyarrow, requests, yaml into --help
     from crdscale.scenario.ab import precision
 
+    if ab.arms:
+        return finish_arms(ab, args, until)
     verdict = write_verdict(ab)
     if args.output == "json":
         print(json.dumps(verdict.to_json(), indent=2, default=str))
@@ -191,6 +345,28 @@ def finish(ab, args: argparse.Namespace, until: float | None) -> int:
             f"not within ±{100 * until:g}% after {reached.pairs} pairs "
             f"(±{100 * reached.relative:.1f}%); about {reached.pairs_needed(until)} pairs would be: "
             f"crdscale ab --resume {ab.path} --until {args.until} {more} {reached.pairs_needed(until)}"
+        )
+    return 0
+
+
+def finish_arms(ab, args: argparse.Namespace, until: float | None) -> int:
+    """Write verdict.md, verdict.json and each arm's verdict-ARM.md and print the first (or the JSON); with
+    ``until``, say how many rounds the widest arm's interval would need."""
+    # lazy: would bring pandas, numpy, pyarrow, requests, yaml into --help
+    from crdscale.report.ab import write_arms_verdict_files
+
+    verdict = write_arms_verdict_files(ab)
+    if args.output == "json":
+        print(json.dumps(verdict.to_json(), indent=2, default=str))
+    else:
+        print(verdict.markdown(), end="")
+        print(ab.path / "verdict.md")
+    reached = verdict.widest
+    if until is not None and reached is not None and reached.relative > until:
+        log.warning(
+            f"{reached.arm} not within ±{100 * until:g}% after {reached.pairs} rounds "
+            f"(±{100 * reached.relative:.1f}%); about {reached.pairs_needed(until)} rounds would be: "
+            f"crdscale ab --resume {ab.path} --until {args.until} --max-pairs {reached.pairs_needed(until)}"
         )
     return 0
 

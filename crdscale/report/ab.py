@@ -14,6 +14,10 @@ run's report (:func:`crdscale.report.render.write_report`), into ``AB_DIR/report
     notebooks/ab.ipynb
 
 The flame graph pools each side's runs: the mean growth per CRD by stack over its runs.
+
+An A/B with arms (``crdscale ab --each``) ends in :func:`write_arms_verdict_files`: ``verdict.md`` (one row
+per arm, :class:`~crdscale.report.verdict.ArmsVerdict`), ``verdict.json`` and each arm's ``verdict-<arm>.md``;
+no flame graph or rendered report (``crdscale compare`` on an arm's and the base's runs shows them).
 """
 
 from __future__ import annotations
@@ -25,6 +29,8 @@ from pathlib import Path
 
 import pandas as pd
 
+from crdscale.analysis.perobject import main_kind
+from crdscale.analysis.pooled import common_spread
 from crdscale.analysis.targets import TOTAL
 from crdscale.errors import UsageError
 from crdscale.fsutil import check_output_dir, write_atomic
@@ -40,9 +46,9 @@ from crdscale.report.diffflame import (
 )
 from crdscale.report.figures import FigureSpec, new_figure
 from crdscale.report.render import CELL_TIMEOUT_S, default_notebooks_dir, write_report
-from crdscale.report.verdict import build_verdict
+from crdscale.report.verdict import ArmsVerdict, arm_lists, build_verdict
 from crdscale.rundir import read_run
-from crdscale.scenario.ab import AB, SIDES, precision
+from crdscale.scenario.ab import AB, BASE, SIDES, precision
 
 log = logging.getLogger(__name__)
 
@@ -105,9 +111,10 @@ def pair_differences(ab: AB, comparison) -> pd.DataFrame:
     return table
 
 
-def change_provenance(comparison) -> dict:
-    """What the changed side's manifest records of its change (diffs with sha256 and files, tags, gates)."""
-    label = comparison.first_run(comparison.compared[0])
+def change_provenance(comparison, run: str | None = None) -> dict:
+    """What the changed side's (or arm ``run``'s) manifest records of its change (diffs with sha256 and
+    files, tags, gates)."""
+    label = comparison.first_run(comparison.compared[0] if run is None else run)
     manifest = comparison.manifests.get(label) or {}
     change = (manifest.get("target") or {}).get("change") or manifest.get("change")
     if not isinstance(change, dict):
@@ -141,6 +148,101 @@ def write_verdict_files(ab: AB):
 
 
 # --------------------------------------------------------------------------
+# An A/B with arms
+# --------------------------------------------------------------------------
+
+
+def _per_crd_shown(ab: AB) -> bool:
+    """Whether the runs have a per-CRD fit: not when they grow objects after installing every CRD in one step."""
+    user = ab.scenario_user
+    steps, objects = user.get("steps") or {}, user.get("objects") or {}
+    return not (steps.get("grow") == "objects" and objects.get("crd_steps", 1) <= 1)
+
+
+def headline_spread(comparison) -> dict:
+    """The spread pooled over every configuration's runs of the headline figure (the custom resources' total
+    heap per object, else the total heap per CRD): ``what``, ``sd``, ``dof`` and the configurations whose
+    spread is out of line (``own``, :func:`crdscale.analysis.pooled.common_spread`)."""
+    config = comparison.replicates
+    per_object = comparison.per_object
+    if comparison.per_object_joint is not None and not comparison.per_object_joint.empty and len(per_object):
+        kind = main_kind(per_object["kind"])
+        rows = per_object[(per_object["kind"] == kind) & (per_object["cause"] == "total")]
+        rows = rows[rows["metric"] == "bytes"] if "metric" in rows else rows
+        what, column = "total heap per custom resource", "per_object"
+    else:
+        frame = comparison.per_crd
+        rows = frame[(frame["cause"] == "total") & (frame["metric"] == "bytes") & (frame["phase"] == "served")]
+        what, column = "total heap per CRD", "per_crd"
+    values: dict[str, list[float]] = {}
+    for r in rows.to_dict("records"):
+        values.setdefault(config.get(r["run"], r["run"]), []).append(float(r[column]))
+    spread = common_spread(values)
+    dof = spread.dof if spread.usable else 0
+    return {"what": what, "sd": spread.sd if dof else None, "dof": dof, "own": sorted(spread.own)}
+
+
+def arms_verdict(ab: AB, comparison=None) -> ArmsVerdict:
+    """The :class:`~crdscale.report.verdict.ArmsVerdict` of an A/B with arms, each arm's own verdict in it."""
+    comparison = ab.comparison() if comparison is None else comparison
+    per_crd_shown = _per_crd_shown(ab)
+    completed = [r for r in ab.completed() if r.side in ab.sides]
+    rounds = len({r.pair for r in completed})
+    base_runs = ab.arm_runs(BASE)
+    arms = []
+    for arm in ab.arms:
+        if arm.name not in comparison.compared:
+            log.warning(f"arm {arm.name}: no completed run yet; left out of the verdict")
+            continue
+        runs = ab.arm_runs(arm.name)
+        mine = {label for label in comparison.labels if comparison.replicates.get(label, label) in (BASE, arm.name)}
+        notes = [w for w in comparison.warnings if w.split(":", 1)[0] in mine][:2]
+        design = (
+            f"{runs} run(s) of {arm.name} and {base_runs} of the base, in {rounds} round(s) beside "
+            f"{len(ab.arms) - 1} other arm(s); intervals from the spread pooled over all {len(ab.sides)} "
+            f"configurations' runs (`verdict.md` says how)."
+        )
+        changes = {"change": arm.change.describe(), **change_provenance(comparison, arm.name)}
+        verdict = build_verdict(
+            comparison, change=arm.change.name, changes=changes, pairs=runs, run=arm.name, notes=notes, design=design
+        )
+        arms.append(
+            {
+                "name": arm.name,
+                "change": arm.change.name,
+                "runs": runs,
+                "per_crd": verdict.per_crd if per_crd_shown else None,
+                "per_object": verdict.per_object,
+                "lists": arm_lists(comparison, arm.name),
+                "peak_rss": next((p for p in verdict.process if p["figure"] == "peak RSS"), None),
+                "verdict": verdict,
+            }
+        )
+    provenance = {"base": arms[0]["verdict"].provenance.get("base")} if arms else {}
+    provenance["scenario"] = ab.scenario_file or ab.manifest.get("name", "")
+    return ArmsVerdict(
+        name=str(ab.manifest.get("name", "")),
+        rounds=rounds,
+        runs=len(completed),
+        arms=arms,
+        spread=headline_spread(comparison),
+        per_crd_shown=per_crd_shown,
+        provenance=provenance,
+        widest=ab.widest(comparison),
+    )
+
+
+def write_arms_verdict_files(ab: AB) -> ArmsVerdict:
+    """``verdict.md``, ``verdict.json`` and each arm's ``verdict-<arm>.md`` of an A/B with arms."""
+    verdict = arms_verdict(ab)
+    for arm in verdict.arms:
+        write_atomic(ab.path / f"verdict-{arm['name']}.md", arm["verdict"].markdown())
+    write_atomic(ab.path / "verdict.md", verdict.markdown())
+    write_atomic(ab.path / "verdict.json", json.dumps(verdict.to_json(), indent=2, default=str) + "\n")
+    return verdict
+
+
+# --------------------------------------------------------------------------
 # The rendered report
 # --------------------------------------------------------------------------
 
@@ -155,6 +257,7 @@ def render_ab_report(
     """Findings, figures and HTML of an A/B directory (see the module docstring); out defaults to
     ``AB_DIR/report``. Returns a :class:`crdscale.report.render.ReportResult`."""
     ab = AB.open(Path(ab_dir).resolve())
+    refuse_arms(ab, "crdscale report")
     notebook = ab_notebook(notebooks_dir)
     # Computed before the kernel starts and anything is written: an A/B without a complete pair is said
     # before minutes of notebook.
@@ -166,6 +269,15 @@ def render_ab_report(
         lambda: ab_report_content(ab, comparison),
         timeout=timeout or CELL_TIMEOUT_S,
     )
+
+
+def refuse_arms(ab: AB, command: str) -> None:
+    """UsageError (one line) for an A/B with arms: its report and notebook are an A/B of one change's."""
+    if ab.arms:
+        raise UsageError(
+            f"{command}: {ab.path.name} has {len(ab.arms)} arms: its verdicts are verdict.md and verdict-<arm>.md; "
+            f"'crdscale compare' on an arm's and the base's runs shows the rest"
+        )
 
 
 def ab_notebook(notebooks_dir: str | Path | None = None) -> Path:

@@ -29,7 +29,7 @@ import requests
 
 from crdscale.errors import CrdscaleError
 from crdscale.proc import start_ticks
-from crdscale.report.ab import ab_notebook
+from crdscale.report.ab import ab_notebook, refuse_arms
 from crdscale.report.render import (
     CELL_TIMEOUT_S,
     KERNEL_NAME,
@@ -126,7 +126,9 @@ def lab_plan(path: Path, notebooks_dir: Path) -> tuple[Path, list[Path]]:
     if is_history_directory(path):  # a history (crdscale history): its one notebook, on the whole directory
         return path, [notebooks_dir / f"{HISTORY_NOTEBOOK}.py"]
     if is_ab_directory(path):
-        return AB.open(path).path, [ab_notebook(notebooks_dir)]
+        ab = AB.open(path)
+        refuse_arms(ab, "crdscale lab")
+        return ab.path, [ab_notebook(notebooks_dir)]
     run = read_run(path)
     return run.path, notebook_plan(run, notebooks_dir)
 

@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 import pandas as pd
 
 from crdscale.analysis.perobject import kind_label, main_kind
+from crdscale.analysis.pooled import value_differences
 from crdscale.rundir.manifest import Manifest
 from crdscale.units import fmt_bytes, fmt_value
 
@@ -66,6 +67,7 @@ class Verdict:
     pairs: int | None = None
     notes: list[str] = field(default_factory=list)
     object_causes: list[dict] = field(default_factory=list)
+    design: str | None = None  # the line on how the runs were made, when not "N interleaved ... pair(s)"
 
     @property
     def sentence(self) -> str:
@@ -111,7 +113,9 @@ class Verdict:
 
     def markdown(self) -> str:
         lines = [f"### crdscale verdict: {self.change}", "", self.sentence, ""]
-        if self.pairs:
+        if self.design:
+            lines += [self.design, ""]
+        elif self.pairs:
             lines += [f"{self.pairs} interleaved base/changed pair(s), repeats pooled.", ""]
         if self.object_causes:
             lines += [
@@ -186,6 +190,7 @@ class Verdict:
             "pairs": self.pairs,
             "notes": self.notes,
             "object_causes": self.object_causes,
+            **({"design": self.design} if self.design else {}),
         }
 
 
@@ -220,6 +225,8 @@ def _process_rows(comparison, run: str) -> list[dict]:
         if base is None or changed is None:
             continue
         rows.append({"figure": figure, "unit": "bytes", "base": base, "changed": changed, "difference": changed - base})
+        if getattr(comparison, "spread", "own") == "pooled":  # one number a run: an interval from the pooled spread
+            rows[-1].update(_pooled_end(comparison, run, metric, column))
     joint = comparison.series_joint
     if joint is not None and not joint.empty:
         for metric, figure, unit in (("rss_bytes", "RSS per CRD", "bytes"), ("cpu_seconds", "CPU per CRD", "s")):
@@ -239,6 +246,21 @@ def _process_rows(comparison, run: str) -> list[dict]:
                 }
             )
     return rows
+
+
+def _pooled_end(comparison, run: str, metric: str, column: str) -> dict:
+    """``low``/``high`` of a run's end figure (peak or settled RSS), ``run`` against the reference, from the
+    spread pooled over every configuration's runs; nothing when nothing was repeated."""
+    end = comparison.end
+    picked = end[end["metric"] == metric] if end is not None and len(end) else None
+    if picked is None or not len(picked):
+        return {}
+    found = value_differences(picked, column, configuration=comparison.replicates, reference=comparison.reference)
+    found = found[found["run"] == run]
+    if found.empty:
+        return {}
+    r = found.iloc[0]
+    return {"low": _finite(r["low"]), "high": _finite(r["high"])}
 
 
 def _frames(profile_diff: pd.DataFrame, run: str) -> tuple[list[dict], list[dict]]:
@@ -283,13 +305,24 @@ def _provenance(comparison, run: str, changes: dict | None) -> dict:
 
 
 def build_verdict(
-    comparison, *, change: str = "the change", changes: dict | None = None, pairs: int | None = None
+    comparison,
+    *,
+    change: str = "the change",
+    changes: dict | None = None,
+    pairs: int | None = None,
+    run: str | None = None,
+    notes: list[str] | None = None,
+    design: str | None = None,
 ) -> Verdict:
-    """The verdict of ``comparison``'s first compared run (or configuration) against its reference (the base).
-    ``changes``: provenance lines of what was changed (diffs with sha256 and files, tags, gates, flags)."""
+    """The verdict of ``comparison``'s first compared run (or configuration; ``run``: that one) against its
+    reference (the base). ``changes``: provenance lines of what was changed (diffs with sha256 and files, tags,
+    gates, flags); ``notes``: the notes to end with (the comparison's first two warnings when None);
+    ``design``: the line on how the runs were made (else "N interleaved base/changed pair(s)")."""
     if not comparison.compared:
         raise ValueError("a verdict needs a changed run besides the base")
-    run = comparison.compared[0]
+    run = comparison.compared[0] if run is None else run
+    if run not in comparison.compared:
+        raise ValueError(f"{run!r} is not compared in this comparison ({', '.join(comparison.compared)})")
     causes = _cause_rows(comparison.joint, run)
     total = next((c for c in causes if c["cause"] == "total"), None)
     per_crd = (
@@ -336,6 +369,138 @@ def build_verdict(
         frames_shrank=shrank,
         provenance=_provenance(comparison, run, changes),
         pairs=pairs,
-        notes=list(comparison.warnings[:2]),
+        notes=list(comparison.warnings[:2]) if notes is None else notes,
         object_causes=object_causes,
+        design=design,
     )
+
+
+# --------------------------------------------------------------------------
+# An A/B with arms: one verdict per arm, and one table of them all
+# --------------------------------------------------------------------------
+
+TOLD_NOT = "cannot be told from zero"
+
+
+def _cell(d: dict | None, fmt=_signed_bytes) -> str:
+    """``+1.2 KiB [-0.3 KiB, +2.7 KiB]``, and ", cannot be told from zero" when the interval holds 0."""
+    if not d or d.get("difference") is None:
+        return "n/a"
+    low, high = _finite(d.get("low")), _finite(d.get("high"))
+    interval = f" [{fmt(low)}, {fmt(high)}]" if low is not None and high is not None else " (no interval)"
+    told = "" if _told(low, high) else f", {TOLD_NOT}"
+    return f"{fmt(d['difference'])}{interval}{told}"
+
+
+def _signed_ms(value: float | None) -> str:
+    if value is None:
+        return "n/a"
+    return f"{'+' if value > 0 else ''}{1000 * value:.2f} ms"
+
+
+def arm_lists(comparison, run: str) -> list[dict]:
+    """What a LIST of the custom resources cost, ``run`` against the reference, per LIST kind: kube-apiserver
+    CPU seconds and p50 latency per LIST, each side the mean of its runs, the difference's interval from the
+    spread pooled over every configuration (``spread="pooled"``) or none."""
+    lists = comparison.object_lists
+    if lists is None or lists.empty or "kind" not in lists.columns:
+        return []
+    lists = lists[lists["kind"] == main_kind(lists["kind"])]
+    out: dict = {}
+    for figure in ("apiserver_cpu_s", "latency_p50_s"):
+        found = value_differences(
+            lists, figure, by=["list"], configuration=comparison.replicates, reference=comparison.reference
+        )
+        for r in found[found["run"] == run].to_dict("records"):
+            out.setdefault(r["list"], {"list": r["list"], "kind": kind_label(lists["kind"].iloc[0])})[figure] = {
+                "base": _finite(r["base"]),
+                "changed": _finite(r["value"]),
+                "difference": _finite(r["difference"]),
+                "low": _finite(r["low"]),
+                "high": _finite(r["high"]),
+            }
+    return list(out.values())
+
+
+@dataclass(frozen=True)
+class ArmsVerdict:
+    """``verdict.md`` of an A/B with arms: one row per arm (heap per CRD and per custom resource, LIST cost,
+    peak RSS, each difference to the base with its interval), the model the intervals come from, and each
+    arm's own :class:`Verdict` (``verdict-<arm>.md``)."""
+
+    name: str
+    rounds: int
+    runs: int
+    arms: list[dict]  # name, change, runs, per_crd, per_object, lists, peak_rss, verdict (a Verdict)
+    spread: dict  # the headline's pooled sd, dof and the configurations that keep their own
+    per_crd_shown: bool = True
+    provenance: dict = field(default_factory=dict)
+    widest: object | None = None  # crdscale.scenario.ab.Precision of the widest arm, for --until
+
+    def model_line(self) -> str:
+        dof = self.spread.get("dof")
+        kept = self.spread.get("own") or []
+        configurations = len(self.arms) + 1
+        if not dof:
+            return (
+                "Each configuration ran once: each difference's interval comes from the two runs' own fits "
+                "(Welch), nothing is pooled."
+            )
+        return (
+            f"Each difference is the arm minus the base with its 95% interval from the spread pooled over the "
+            f"{configurations} configurations' runs (each configuration its own mean, one common spread: "
+            f"{dof} degrees of freedom for the {self.spread.get('what', 'total')}, pooled sd "
+            f"{fmt_bytes(self.spread.get('sd') or 0)})"
+            + (
+                f"; {', '.join(kept)} spread out of line with the others (F test, 1%) and keep their own spread."
+                if kept
+                else "; no configuration's spread is out of line with the others' (F test, 1%)."
+            )
+        )
+
+    def markdown(self) -> str:
+        configurations = len(self.arms) + 1
+        lines = [
+            f"### crdscale verdict: {len(self.arms)} arm(s) against one base ({self.name})",
+            "",
+            f"{self.rounds} round(s) of the base and {len(self.arms)} arm(s) ({self.runs} runs of "
+            f"{configurations} configurations), each round in a rotated order. {self.model_line()} "
+            f'"{TOLD_NOT}" where the interval holds 0.',
+            "",
+        ]
+        lists = list(dict.fromkeys(entry["list"] for arm in self.arms for entry in arm["lists"]))
+        head = ["arm", "change", *(["heap per CRD"] if self.per_crd_shown else [])]
+        kind = next((a["per_object"].get("kind") for a in self.arms if a["per_object"]), None)
+        head += [f"heap per {kind_label(kind)}"] if kind else []
+        head += [f"kube-apiserver CPU per {request} LIST" for request in lists] + ["peak RSS"]
+        lines += ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+        for arm in self.arms:
+            cells = [f"[{arm['name']}](verdict-{arm['name']}.md)", f"`{arm['change']}`"]
+            cells += [_cell(arm["per_crd"])] if self.per_crd_shown else []
+            cells += [_cell(arm["per_object"])] if kind else []
+            by_list = {e["list"]: e for e in arm["lists"]}
+            cells += [_cell((by_list.get(request) or {}).get("apiserver_cpu_s"), _signed_ms) for request in lists]
+            cells.append(_cell(arm["peak_rss"]))
+            lines.append("| " + " | ".join(cells) + " |")
+        lines += ["", "Each arm's own verdict (by cause, RSS, CPU, provenance): `verdict-<arm>.md`."]
+        if self.provenance:
+            lines += ["", "<details><summary>Provenance</summary>", ""]
+            lines += [f"- {key}: {value}" for key, value in self.provenance.items()]
+            lines += ["", "</details>"]
+        lines.append("")
+        return "\n".join(lines)
+
+    def to_json(self) -> dict:
+        return {
+            "kind": "arms",
+            "name": self.name,
+            "rounds": self.rounds,
+            "runs": self.runs,
+            "model": self.model_line(),
+            "spread": self.spread,
+            "provenance": self.provenance,
+            "arms": [
+                {**{k: v for k, v in arm.items() if k != "verdict"}, "verdict": arm["verdict"].to_json()}
+                for arm in self.arms
+            ],
+        }

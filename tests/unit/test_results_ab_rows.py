@@ -8,6 +8,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import tomllib
+
 from crdscale import docs_reference
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -76,3 +78,42 @@ def test_summary_of_the_recorded_known_cost_ab(tmp_path):
     total = next(r for r in summary["per_crd"] if r["cause"] == "total")
     assert total["low"] <= 2 << 20 <= total["high"]
     assert "heap per CRD +" in docs_reference.ab_value(out)
+
+
+ROWS = '''title = "t"
+
+[[row]]
+quantity = "ListFromCacheSnapshot (beta, on in v1.37.1) set to false"
+measured = false
+command = """
+crdscale ab scenarios/gates.toml --feature-gate ListFromCacheSnapshot=false --min-pairs 3
+"""
+'''
+
+
+def test_rows_from_an_ab_with_arms_one_per_arm_leaving_the_rows_there(tmp_path):
+    """scripts/make_ab_summary.py on tests/data/ab-arms (a base and two gates as arms): a summary per arm, and a
+    row per arm appended, the file's rows before it untouched; run again, nothing more appended."""
+    rows = tmp_path / "rows.toml"
+    rows.write_text(ROWS)
+    out = tmp_path / "gates-arms"
+    script = [sys.executable, str(ROOT / "scripts" / "make_ab_summary.py"), str(ROOT / "tests" / "data" / "ab-arms")]
+    done = subprocess.run([*script, str(out), "--rows", str(rows)], check=True, capture_output=True, text=True)
+    assert "not measured yet, answered by a new row (delete it by hand): ListFromCacheSnapshot" in done.stdout
+    text = rows.read_text()
+    assert text.startswith(ROWS)
+    added = tomllib.loads(text)["row"][1:]
+    assert [r["ab"] for r in added] == [str(out / "CBORServingAndStorage"), str(out / "ListFromCacheSnapshot")]
+    assert added[1]["quantity"].startswith("ListFromCacheSnapshot (beta, on in v1.37.1) set to false")
+    assert added[0]["command"].strip() == (
+        "crdscale ab scenarios/gates.toml \\\n    --each \\\n    --feature-gate CBORServingAndStorage=true \\\n"
+        "    --feature-gate ListFromCacheSnapshot=false \\\n    --min-pairs 3"
+    )
+    summary = json.loads((out / "ListFromCacheSnapshot" / "summary.json").read_text())
+    assert summary["pairs"] == 1 and summary["rounds"] == 3 and summary["spread"] == "pooled"
+    assert {r["side"] for r in summary["lists"]} == {"base", "changed"}
+    cell = docs_reference.ab_value(out / "ListFromCacheSnapshot")
+    assert cell.startswith("heap per object of customresources +0.2 KiB [")
+    assert cell.endswith("(1 run(s) of the arm, 3 rounds of 3 configurations, intervals from their pooled spread)")
+    subprocess.run([*script, str(out), "--rows", str(rows)], check=True, capture_output=True)
+    assert rows.read_text() == text
