@@ -497,6 +497,25 @@ def cached_kube_apiserver(version: str, changes: patches.BuildChanges | None = N
     return cached if cached.is_file() and os.access(cached, os.X_OK) else None
 
 
+def built_with_go(binary: Path) -> str | None:
+    """The Go a cached build was built with, as its ``build.json`` records it (None when it does not)."""
+    try:
+        return json.loads((binary.parent / "build.json").read_text()).get("go")
+    except (OSError, ValueError, AttributeError):
+        return None
+
+
+def release_go_named(version: str) -> str | None:
+    """The Go release ``version``'s own sources name, when its module is downloaded here (nothing is fetched)."""
+    source = gobuild.downloaded_module_dir("k8s.io/kubernetes", version)
+    if source is None:
+        return None
+    try:
+        return toolchain.release_go_version(source).version
+    except BinaryError:
+        return None
+
+
 def cached_build(version: str, changes: patches.BuildChanges | None = None, go: str = "local") -> Path | None:
     """The kube-apiserver a run of release ``version`` with ``changes`` and ``target.go`` = ``go`` would start,
     when it was built here already; None when it was not, or when which Go ``"release"`` means is not known

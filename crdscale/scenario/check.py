@@ -22,7 +22,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from crdscale.cluster import buildable, flags, gates, gobuild, patches, releases, toolchain
-from crdscale.cluster.binaries import cached_build, prometheus
+from crdscale.cluster.binaries import built_with_go, cached_build, prometheus, release_go_named
 from crdscale.cluster.clients import read_credentials
 from crdscale.cluster.versions import normalize_version
 from crdscale.collect.probes.configs import check_scenario_probes
@@ -83,7 +83,9 @@ def _check_target(scenario: Scenario, where: str, report: CellReport, answers) -
             # The release itself, built with another Go than this machine's (when it is not the same one).
             cached = _cached_changed_build(target)
             go = "the Go it shipped with" if target.go == "release" else f"Go {target.go}"
-            how = f"cached: {cached} (built with {go})" if cached else f"to build from Go modules with {go}"
+            how = (
+                f"cached: {cached} ({_built_with(cached, target)})" if cached else f"to build from Go modules with {go}"
+            )
         if plan.what != "kube-apiserver" and not how.startswith("cached: "):
             _check_whole(normalize_version(target.kube_version), where, key)  # to build from the release's modules
         report.checks.append((plan.what, how))
@@ -129,6 +131,18 @@ def _check_whole(version: str, where: str, key: str) -> None:
             f"{where}: '{key}': kube-apiserver {version} cannot be built here: {found.reason()}; "
             f"{found.fix('kube_version')}"
         )
+
+
+def _built_with(cached: Path, target) -> str:
+    """How a cached release build was built: its Go, and whether that is the one its release names (the proxy
+    can lack that patch as a toolchain: v1.26.13 names go1.20.13 and is built with go1.20.14)."""
+    built = built_with_go(cached)
+    if target.go != "release" or built is None:
+        return f"built with {built or ('the Go it shipped with' if target.go == 'release' else 'Go ' + target.go)}"
+    named = release_go_named(normalize_version(target.kube_version))
+    if named is None or named == built:
+        return f"built with {built}, the Go it shipped with" if named else f"built with {built}"
+    return f"built with {built}, not the {named} it shipped with, which the Go module proxy does not serve"
 
 
 def _cached_changed_build(target):

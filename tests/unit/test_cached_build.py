@@ -76,3 +76,21 @@ def test_run_check_speaks_of_changes_only_with_changes(cache):
     checks = dict(check_cell(tagged, "test").checks)
     assert checks["kube-apiserver v1.24.0"].startswith("to build with the changes below")
     assert checks["build tags"] == "x"
+
+
+def test_run_check_names_the_go_a_cached_release_build_was_built_with(cache):
+    """Its build.json's Go; and, when the proxy lacked the patch the release names, that it is not that one
+    (v1.26.13 names go1.20.13, built with go1.20.14)."""
+    scenario = parse_scenario('[target]\nkube_version = "1.24.0"\ngo = "release"\netcd = "/bin/true"\n')
+    later = _binary(cache, "v1.24.0-go1.18.10")  # the newest served go1.18, the release's go1.18.1 not served
+    (later.parent / "build.json").write_text('{"go": "go1.18.10"}')
+    assert binaries.cached_build("v1.24.0", go="release") == later
+    assert dict(check_cell(scenario, "test").checks)["kube-apiserver v1.24.0"] == (
+        f"cached: {later} (built with go1.18.10, not the go1.18.1 it shipped with, which the Go module proxy does "
+        "not serve)"
+    )
+    own = _binary(cache, "v1.24.0-go1.18.1")
+    (own.parent / "build.json").write_text('{"go": "go1.18.1"}')
+    assert dict(check_cell(scenario, "test").checks)["kube-apiserver v1.24.0"] == (
+        f"cached: {own} (built with go1.18.1, the Go it shipped with)"
+    )
