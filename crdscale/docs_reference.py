@@ -39,6 +39,7 @@ from pathlib import Path
 from crdscale.analysis.attribution import OBJECT_RULES, OTHER, RULES
 from crdscale.cli import main as cli_main
 from crdscale.cli.access import ACCESS, FALLBACK
+from crdscale.report.history import fmt_value
 from crdscale.rundir import events, layout, manifest
 from crdscale.scenario.config import FREE_TABLES, scenario_reference
 from crdscale.units import fmt_bytes
@@ -426,16 +427,6 @@ HISTORY_FIGURES = (
 HISTORY_CHANGEPOINTS_SHOWN = 12  # in the changepoints row; every one is in the history's findings.md
 
 
-def _history_number(value, low, high, unit: str) -> str:
-    if value is None:
-        return "—"
-    if unit == "CPU seconds":
-        text, bounds = f"{1e3 * value:.1f} ms", ("" if low is None else f" [{1e3 * low:.1f}, {1e3 * high:.1f}]")
-    else:
-        text, bounds = fmt_bytes(value), ("" if low is None else f" [{fmt_bytes(low)}, {fmt_bytes(high)}]")
-    return text + bounds
-
-
 def history_value(path: Path, release: str | None = None, part: str = "changepoints") -> str:
     """One results cell from a committed history summary (``scripts/make_history_summary.py``): a release's
     totals with their 95 % intervals, its Go and its runs (``release``), else the changepoints
@@ -446,9 +437,9 @@ def history_value(path: Path, release: str | None = None, part: str = "changepoi
         return "; ".join(
             f"{r['source']} ({r['seed_version']}) {r['quantity']}"
             + ("" if r["cause"] == "total" else f" ({r['cause']})")
-            + f" {_history_number(r['seed_value'], None, None, r['unit'])}: measured "
-            + f"{r['release']} {_history_number(r['value'], r['low'], r['high'], r['unit'])}, "
-            + f"{r['newest']} {_history_number(r['newest_value'], r['newest_low'], r['newest_high'], r['unit'])}"
+            + f" {fmt_value(r['seed_value'], None, None, r['unit'])}: measured "
+            + f"{r['release']} {fmt_value(r['value'], r['low'], r['high'], r['unit'])}, "
+            + f"{r['newest']} {fmt_value(r['newest_value'], r['newest_low'], r['newest_high'], r['unit'])}"
             for r in findings["seeds"]
         )
     if release is None:
@@ -475,7 +466,7 @@ def history_value(path: Path, release: str | None = None, part: str = "changepoi
     for component, quantity, label in HISTORY_FIGURES:
         r = rows.get((component, quantity))
         if r is not None and r["value"] is not None:
-            parts.append(f"{label} {_history_number(r['value'], r['low'], r['high'], r['unit'])}")
+            parts.append(f"{label} {fmt_value(r['value'], r['low'], r['high'], r['unit'])}")
     info = summary["releases"][release]
     own = {True: ", its own", False: ", not its own"}.get(info.get("go_is_release"), "")
     runs = len(info["run_seconds"])

@@ -526,12 +526,8 @@ def cached_build(version: str, changes: patches.BuildChanges | None = None, go: 
     if go in ("", "local"):
         return cached_kube_apiserver(version, changes)
     if go == "release":
-        source = gobuild.downloaded_module_dir("k8s.io/kubernetes", version)
-        if source is None:
-            return None
-        try:
-            wanted = toolchain.release_go_version(source).version
-        except BinaryError:
+        wanted = release_go_named(version)
+        if wanted is None:
             return None
     else:
         wanted = toolchain.normalize_go_version(go)

@@ -183,7 +183,8 @@ def _draw_lines(ax, versions: list[str], quantity: str, lines, *, bold: str | No
 # --------------------------------------------------------------------------
 
 
-def _fmt(value, low, high, unit: str) -> str:
+def fmt_value(value, low, high, unit: str) -> str:
+    """``value [low, high]`` in the quantity's unit (CPU seconds as ms, bytes as KiB/MiB/GiB), "—" when missing."""
     if is_missing(value):
         return "—"
     if unit == "CPU seconds":
@@ -202,7 +203,7 @@ def release_rows(history: History, cause: str = "total") -> pd.DataFrame:
         for quantity in quantities:
             name = quantity if component == h.APISERVER else f"{component}: {quantity}"
             parts = [wide[(component, quantity, part)] for part in ("value", "low", "high")]
-            out[name] = [_fmt(v, lo, hi, h.UNITS[quantity]) for v, lo, hi in zip(*parts)]
+            out[name] = [fmt_value(v, lo, hi, h.UNITS[quantity]) for v, lo, hi in zip(*parts)]
     out["runs"] = [len(history.runs.get(v, [])) for v in out.index]
     return out
 
@@ -224,7 +225,7 @@ def changepoint_rows(history: History) -> pd.DataFrame:
                 "component": component,
                 "quantity": r["quantity"],
                 "cause": r["cause"],
-                "difference": _fmt(r["difference"], r["low"], r["high"], unit),
+                "difference": fmt_value(r["difference"], r["low"], r["high"], unit),
                 "relative": "—" if is_missing(r["relative"]) else f"{100 * r['relative']:+.0f} %",
                 "frames that moved most": frames,
                 "upstream": r.get("upstream") or "",
@@ -244,11 +245,11 @@ def seed_rows(history: History) -> pd.DataFrame:
                 "seed": f"[{r['source']}]({r['url']})",
                 "seed's release": r["seed_version"],
                 "quantity": r["quantity"] + ("" if r["cause"] == "total" else f" ({r['cause']})"),
-                "seed says": f"{_fmt(r['seed_value'], None, None, unit)}: {r['said']}",
-                "measured beside it": f"{r['release']}: {_fmt(r['value'], r['low'], r['high'], unit)}"
+                "seed says": f"{fmt_value(r['seed_value'], None, None, unit)}: {r['said']}",
+                "measured beside it": f"{r['release']}: {fmt_value(r['value'], r['low'], r['high'], unit)}"
                 if r["release"]
                 else "—",
-                "newest release": f"{r['newest']}: {_fmt(r['newest_value'], r['newest_low'], r['newest_high'], unit)}"
+                "newest release": f"{r['newest']}: {fmt_value(r['newest_value'], r['newest_low'], r['newest_high'], unit)}"
                 if r["newest"]
                 else "—",
             }

@@ -47,7 +47,7 @@ def test_a_release_row_and_the_changepoints_row(summary_dir):
         and r["cause"] == "total"
     )  # fmt: skip
     cell = docs_reference.history_value(summary_dir, release="v1.24.0")
-    assert cell.startswith("heap per CRD " + docs_reference._history_number(heap["value"], heap["low"], heap["high"],
+    assert cell.startswith("heap per CRD " + docs_reference.fmt_value(heap["value"], heap["low"], heap["high"],
                                                                             "bytes"))  # fmt: skip
     assert "(go1.26.8; 1 run," in cell and "CPU per CRD" in cell
     points = docs_reference.history_value(summary_dir)
