@@ -12,7 +12,9 @@ and `crdscale compare`, and counts how often the intervals hold the true cost.
 Prints, per case, the coverage of the totals, OpenAPI and the zap counters over
 every interval kind, their median half width against the ideal (1.96 times the
 estimates' standard deviation), the lowest and highest cause, and the largest
-share of zero-width intervals. The simulator is crdscale.analysis.coverage.
+share of zero-width intervals; then issue 32's goals (crdscale.analysis.coverage.goals):
+how many interval kinds and causes miss each, and the one farthest off. The
+simulator is crdscale.analysis.coverage.
 """
 
 from __future__ import annotations
@@ -27,7 +29,7 @@ import pandas as pd
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from crdscale.analysis.coverage import MODELS, benchmark_table, models_from_run, summary  # noqa: E402
+from crdscale.analysis.coverage import MODELS, benchmark_table, goals, models_from_run, summary  # noqa: E402
 from crdscale.rundir import read_run  # noqa: E402
 
 RUNS = {"v1.24.0": ROOT / "data" / "reference-run-v1.24.0", "v1.37.1": ROOT / "data" / "reference-run"}
@@ -73,6 +75,12 @@ def main(argv=None) -> int:
             print(markdown(summary(table)))
         else:
             print(summary(table).to_string(index=False, float_format=lambda v: f"{v:.2f}"))
+        print("\nIssue 32's goals (every interval kind and cause; misses of those scored, and the worst):\n")
+        checked = goals(table)
+        if args.markdown:
+            print(markdown(checked))
+        else:
+            print(checked.to_string(index=False))
         ols = table[table["interval"].str.startswith("OLS")]
         if len(ols):
             print(

@@ -15,6 +15,7 @@ from crdscale.analysis.coverage import (
     _install_serve_estimates,
     _served_estimates,
     benchmark_table,
+    goals,
     models_from_run,
     simulate_runs,
     summary,
@@ -126,6 +127,8 @@ def test_coverage_of_every_interval_kind_holds_95_percent(models):
     # Every cause, including those carried by a handful of samples, stays near its 95 %.
     assert table["coverage"].min() >= 0.90, table.loc[table["coverage"].idxmin()]
     assert len(summary(table)) == len(CASES)
+    checked = goals(table).set_index("goal")
+    assert (checked["scored"] > 0).all() and checked["misses"].le(checked["scored"]).all()
 
 
 def test_a_run_with_two_steps_says_low_count_causes_are_unreliable():
