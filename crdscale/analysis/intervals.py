@@ -45,15 +45,16 @@ repeat shares (a cause that starts late) is no noise (the growth itself is
 unchanged). Noise
 of one profile up to that profile's own sampling variance ``V`` is read as
 the sampling of objects rebuilt for that profile (the whole OpenAPI spec at
-every CRD change): a share ``λ = min(1, τ²/V̄)`` of the sampling does not
-carry over, which adds ``V_first + V_last`` to the growth instead of
+every CRD change): a share ``λ`` of the sampling does not carry over (``λ``
+rising from 0 at ``τ² = 0.3·V̄`` to 1 at ``V̄``: less is transient objects,
+not rebuilt ones, :data:`REBUILT_FROM`), which adds ``V_first + V_last`` to the growth instead of
 ``V_last - V_first`` (``2λ·V_first`` on top of ``ΣK``) rather than ``2τ²``.
 The interval is Student's t on Satterthwaite's degrees of freedom for the
 estimated part (the known part has none to lose), never fewer than the
 increments' ``m - 1`` (``m - 2`` with installed and served). Every half width
 is at least ``1.96 · sampling_se`` (the sampling alone; a count of a few
 samples is given ~3 samples' worth more, as the rule of three gives a cause no
-sample touched). Without a known sampling variance (the memory series, the
+sample touched, fading beyond :data:`UNSEEN_SAMPLES_UP_TO` samples). Without a known sampling variance (the memory series, the
 OpenAPI v2 phase) the interval is the spread's t on ``m - 1`` degrees of
 freedom over the served profiles: conservative when per-profile noise
 dominates, and estimating both noises from the increments alone under-covers.
@@ -364,7 +365,12 @@ def increments_batch(
         # bytes). Negligible for a cause of hundreds of samples; keeps those of a few near 95 %.
         # (A growth's sampling variance below zero, from objects freed, counts as none.)
         dvar = dvar.copy()
-        dvar[:, -1] += np.clip(-dvar.sum(axis=1), 0.0, None) + UNSEEN_EVENTS_95 * resolution**2
+        # Beyond UNSEEN_SAMPLES_UP_TO samples (about what a growth's sampling variance is worth, in samples
+        # of `resolution`²), the 3 samples fade as UNSEEN_SAMPLES_UP_TO / samples: a count of many is
+        # near normal, and 3 more made causes of 20-50 samples cover 0.97-0.98.
+        samples = np.clip(dvar.sum(axis=1), 0.0, None) / resolution**2
+        extra = UNSEEN_EVENTS_95 * resolution**2 * np.minimum(1.0, UNSEEN_SAMPLES_UP_TO / np.maximum(samples, 1e-9))
+        dvar[:, -1] += np.clip(-dvar.sum(axis=1), 0.0, None) + extra
     if steps < 2:
         se = np.full(n, math.nan)
         dof = np.zeros(n)
@@ -386,10 +392,15 @@ def increments_batch(
             # (t test, TREND_LEVEL), the noise is what is left around the bend.
             bent = _with_trend(design, weight)
             se_bent, dof_bent, cov = _growth_variance(bent, weight, dy, dvar, chained, profile_var, total)
-            inverse = 1.0 / weight
-            row = (np.linalg.pinv(bent.T @ (bent * inverse[:, None])) @ (bent * inverse[:, None]).T)[-1]
+            # The bend's coefficient by generalised least squares at the covariance found around it, and its t.
+            scale = np.trace(cov, axis1=1, axis2=2)[:, None, None] / m
+            scale = np.where(scale > 0, scale, 1.0)
+            inv_cov = np.linalg.pinv(cov / scale + 1e-9 * np.eye(m)) / scale
+            xtv = np.swapaxes(inv_cov @ bent, 1, 2)  # series x columns x increments
+            info = np.linalg.pinv(xtv @ bent)
+            slope = np.einsum("np,npm,nm->n", info[:, -1, :], xtv, dy)
             with np.errstate(divide="ignore", invalid="ignore"):
-                t = np.abs(dy @ row) / np.sqrt(np.einsum("i,nij,j->n", row, cov, row))
+                t = np.abs(slope) / np.sqrt(info[:, -1, -1])
             bends = t > t_quantile(1 - TREND_LEVEL / 2, m - bent.shape[1])
             se, dof = np.where(bends, se_bent, se), np.where(bends, dof_bent, dof)
     half = _quantile(dof, confidence) * se
@@ -467,14 +478,23 @@ CHAIN_MIN_INCREMENTS = 4
 # Below this many increments, causes carried by a sample or two per step are unreliable (their
 # increments are Poisson-like counts, far from normal): say so beside the numbers.
 FEW_INCREMENTS = 3
-# From this many served steps on, a chain's noise is estimated around a cost per CRD that may bend
-# linearly along the run (:func:`_with_trend`) where the bend is significant at TREND_LEVEL (two-sided).
-# Always (at any level) it also narrowed where nothing bends, and OpenAPI on v1.24.0 (noise of a few 3-4 MB
-# objects) fell from 0.926 to 0.921 under strong GC noise in benchmarks/coverage.py; at 0.10 too, at 0.05
-# no interval kind or cause covers less than before. Not on the install/serve split: with 4 increments of
-# a kind it made the late cause's installs no narrower (4.1 -> 3.9 times the ideal) and OpenAPI's shorter.
+# From this many served steps on, a chain's noise is also estimated around a cost per CRD that bends
+# linearly along the run (:func:`_with_trend`), and used where the bend is significant at TREND_LEVEL
+# (two-sided t test by generalised least squares). benchmarks/coverage.py (2,000 runs, seeds 1-3): the
+# column always on narrowed where nothing bends too, and OpenAPI on v1.24.0 (noise of a few 3-4 MB objects,
+# no sampling variance to speak of) fell from 0.926 to 0.921 under strong GC noise; a test at 10 % still
+# cost it 1-5 runs of 2,000 on seeds 2 and 3, weighted least squares' test at 5 % too; this one at 5 % none.
+# Not on the install/serve split: with 4 increments of a kind it made a late cause's installs no narrower
+# (4.1 -> 3.9 times the ideal) and OpenAPI's installs shorter (0.938 -> 0.929).
 TREND_MIN_STEPS = 4
 TREND_LEVEL = 0.05
+# The rule of three's 3 samples more (see increments_batch) in full up to this many samples in a growth.
+UNSEEN_SAMPLES_UP_TO = 20
+# Noise of one profile below this share of the profiles' own sampling variance V̄ is not read as rebuilt
+# objects' sampling; from there to V̄ a share rising to all of it is (see _variance_components). Read in
+# full from 0 on, transient objects (GC noise) were taken for rebuilt ones: OpenAPI on v1.24.0 under strong
+# GC noise covered 0.926 instead of 0.929, while OpenAPI rebuilt at every profile is as wide either way.
+REBUILT_FROM = 0.3
 
 
 def _quantile(dof: np.ndarray, confidence: float) -> np.ndarray:
@@ -543,8 +563,9 @@ def _variance_components(
 
     ``profile_var`` (series x profiles, a chain's): each profile's own sampling variance ``V``. Noise
     of one profile up to its ``V`` is read as the sampling of objects rebuilt for that profile (a share
-    ``λ = min(1, τ²/V̄)`` of the sampling does not carry over; ``V̄`` over the profiles two increments
-    share). Such sampling has the covariance ``T_V`` (``V_i + V_(i-1)`` on the diagonal, ``-V_i``
+    ``λ`` of the sampling does not carry over, rising from 0 at ``τ² = REBUILT_FROM·V̄`` to 1 at ``V̄``:
+    below, it is more likely transient objects; ``V̄`` over the profiles two increments share; the sum
+    below writes ``λ·V̄`` for the τ² so read). Such sampling has the covariance ``T_V`` (``V_i + V_(i-1)`` on the diagonal, ``-V_i``
     beside it) where the sampling that carries over has ``K``: the sum's variance is
     ``(1 - λ)·c'Kc + λ·c'T_Vc + σ²·c'diag(w)c + (τ² - λ·V̄)·c'Tc`` (for a growth the sampling part is
     ``ΣK + 2λ·V_first``: it lies between ``V_last - V_first`` and ``V_last + V_first``, whichever it is).
@@ -580,10 +601,14 @@ def _variance_components(
         rebuilt_gain = 2 * profile_var[:, :m] @ (c * c) - 2 * profile_var[:, 1:m] @ (c[:-1] * c[1:])
         with np.errstate(divide="ignore", invalid="ignore"):
             per_unit = np.where(shared > 0, rebuilt_gain / shared, per_tau)
-        rebuilt = np.minimum(tau2, shared)
-        estimated = estimated - rebuilt * (per_tau - per_unit)
-        # Below V̄ the sum moves by c'(T_V - K)c / V̄ per unit of τ², above it by c'Tc.
-        targets[:, 1] = np.where(tau2 < shared, per_unit, per_tau)
+        # λ·V̄ of τ² is rebuilt sampling, λ rising from 0 at τ² = REBUILT_FROM·V̄ to 1 at V̄.
+        start = REBUILT_FROM
+        with np.errstate(divide="ignore", invalid="ignore"):
+            share = np.where(shared > 0, np.clip((tau2 / shared - start) / (1 - start), 0.0, 1.0), 0.0)
+        estimated = estimated - share * shared * (per_tau - per_unit)
+        # On the ramp the sum moves by c'Tc - (c'Tc - c'(T_V - K)c / V̄) / (1 - start) per unit of τ², off it by c'Tc.
+        ramp = (share > 0) & (share < 1)
+        targets[:, 1] = np.where(ramp, per_tau - (per_tau - per_unit) / (1 - start), per_tau)
     weights = np.einsum("nj,njf->nf", targets, per_form)
     var = known_part + estimated
     # Satterthwaite: Var(w·q) = 2 tr(BWBW), B = Σ w_i A_i, W = E[resid residᵀ] at the estimates.

@@ -182,17 +182,17 @@ FOOTPRINT_VALIDATE = "crdscale footprint fit validate data/reference-run data/re
 QUOTED = {
     ANALYZE: {
         "README.md": [
-            "937.0 KiB per CRD [682.9 KiB, 1.16 MiB]",
+            "937.0 KiB per CRD [674.05 KiB, 1.17 MiB]",
             "OpenAPI 260.3",
             "watch cache 240.5",
             "CRD structural schemas 150.5 KiB",
             "1.4 % unattributed",
         ],
         "docs/tutorials/first-look.md": [
-            "openapi 260.27 KiB [174.61 KiB, 345.92 KiB] 27.8% 37.42 MiB 0.987",
+            "openapi 260.27 KiB [174.87 KiB, 345.67 KiB] 27.8% 37.42 MiB 0.987",
             "watch-cache 240.49 KiB [122.84 KiB, 358.14 KiB] 25.7% 3.51 MiB 0.937",
-            "crd-schema 150.46 KiB [86.93 KiB, 213.99 KiB] 16.1% 0 B 0.937",
-            "total 937.04 KiB [682.93 KiB, 1.16 MiB] 100.0% 84.17 MiB 0.987",
+            "crd-schema 150.46 KiB [84.37 KiB, 216.55 KiB] 16.1% 0 B 0.937",
+            "total 937.04 KiB [674.05 KiB, 1.17 MiB] 100.0% 84.17 MiB 0.987",
             "RSS 2.19 MiB per served CRD [-10.58 KiB, 4.40 MiB]",
             "1.4 % of the growth",
         ],
@@ -201,15 +201,15 @@ QUOTED = {
     COMPARE: {
         "README.md": ["461.0 KiB [359.4, 557.8]", "46 % less heap per CRD"],
         "docs/tutorials/compare.md": [
-            "v1.37.1 holds 797.8 KiB less heap per served CRD than v1.24.0 (95% CI [-1.1 MiB, -515.8 KiB], -46%; "
+            "v1.37.1 holds 797.8 KiB less heap per served CRD than v1.24.0 (95% CI [-1.1 MiB, -502.8 KiB], -46%; "
             "937.0 KiB vs 1.7 MiB per CRD); mostly zap-counters 461.0 KiB less per CRD [-557.8 KiB, -359.4 KiB]; "
             "peak RSS 725.0 MiB vs 1.1 GiB (/proc).",
         ],
         "docs/explanation/error-model.md": ["-461.0 KiB [-557.8, -359.4]"],
         "docs/results/seeds.toml": [
             '"461.0 KiB [359.4, 557.8]"',
-            "797.8 KiB more per CRD on v1.24.0 ([515.8 KiB, 1.1 MiB]; 1.7 MiB vs 937.0 KiB per CRD, -46 %",
-            "OpenAPI 337.2 KiB more ([21.0, 653.4])",
+            "797.8 KiB more per CRD on v1.24.0 ([502.8 KiB, 1.1 MiB]; 1.7 MiB vs 937.0 KiB per CRD, -46 %",
+            "OpenAPI 337.2 KiB more ([17.4, 657.0])",
             "RSS 3.6",
             "2.2 MiB per CRD",
             "peak RSS 1.1 GiB vs 725.0 MiB",
