@@ -40,10 +40,9 @@ estimate, non-negative least squares where the exact solution is not). From
 :data:`TREND_MIN_STEPS` served steps on, a chain's noise is also estimated
 around a cost per CRD that bends linearly along the run (one more column of
 the increments' mean), and where that bend is significant (t test at
-:data:`TREND_LEVEL`) the noise left around it is the one used: a growth every
-repeat shares (a cause that starts late) is no noise (the growth itself is
-unchanged). Noise
-of one profile up to that profile's own sampling variance ``V`` is read as
+:data:`TREND_LEVEL`, by generalised least squares) the noise left around it is
+the one used: a growth every repeat shares (a cause that starts late) is no
+noise (the growth itself is unchanged). Noise of one profile up to that profile's own sampling variance ``V`` is read as
 the sampling of objects rebuilt for that profile (the whole OpenAPI spec at
 every CRD change): a share ``λ`` of the sampling does not carry over (``λ``
 rising from 0 at ``τ² = 0.3·V̄`` to 1 at ``V̄``: less is transient objects,
