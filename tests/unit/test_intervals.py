@@ -21,10 +21,12 @@ from crdscale.analysis.coverage import (
     summary,
 )
 from crdscale.analysis.intervals import (
+    UNSEEN_EVENTS_95,
     Estimate,
     difference,
     growth_fit,
     heap_sampling_variance,
+    increments_batch,
     increments_estimate,
     repeats_for_half_width,
     replicate_mean,
@@ -156,3 +158,45 @@ def test_the_analysis_of_a_two_step_run_warns_about_low_count_causes(models):
     assert not four.few_increments and FEW_INCREMENTS_WARNING not in four.warnings
     served = two.fits.query("phase == 'served' and metric == 'bytes'")
     assert (served["per_crd_high"] > served["per_crd_low"]).all()  # never zero-wide
+
+
+def test_a_growth_that_bends_is_not_read_as_noise(monkeypatch):
+    """From 4 steps, a cost per CRD that bends along the run (a cause that starts late) is left out of the
+    noise where the bend is significant: narrower than around a straight line, and still holding the truth."""
+    import crdscale.analysis.intervals as intervals
+
+    rng = np.random.default_rng(5)
+    # A chain of 4 steps of 40 CRDs, installed then served: the cause grows only from the third step on.
+    installed = np.array([40, 0, 40, 0, 40, 0, 40, 0], float)
+    served = np.array([0, 40, 0, 40, 0, 40, 0, 40], float)
+    mean = np.array([0, 0, 0, 0, 2, 2, 2, 2], float) * 40 * 524_288 / 4
+    known = np.full(8, 1e11)
+    dy = mean + rng.normal(0, np.sqrt(known), size=(200, 8))
+
+    def half_widths():
+        value, _se, _dof, low, high = intervals.increments_batch(
+            served, dy, sampling_var=np.broadcast_to(known, dy.shape), first_var=np.full(200, 1e11),
+            chain=True, installed=installed,
+        )  # fmt: skip
+        return (high - low) / 2, (low <= mean.sum() / 160) & (mean.sum() / 160 <= high)
+
+    bent, held = half_widths()
+    monkeypatch.setattr(intervals, "TREND_LEVEL", 1e-12)  # never significant: the straight line's noise
+    straight, held_straight = half_widths()
+    assert np.median(bent) < 0.6 * np.median(straight)
+    assert held.mean() >= 0.93 and held_straight.all()
+
+
+def test_the_rule_of_three_fades_for_causes_of_many_samples():
+    """3 samples' worth more for a count of a few, 20/N of them for N samples beyond 20."""
+    rate = 524_288.0
+
+    def half_width(samples):
+        var = np.full((1, 4), samples / 4 * rate**2)
+        _v, se, _dof, low, high = increments_batch(np.full(4, 40.0), np.full((1, 4), samples / 4 * rate),
+                                                   resolution=rate, sampling_var=var)  # fmt: skip
+        return float((high - low)[0] / 2), float(se[0])
+
+    for samples, extra in ((5, 3.0), (20, 3.0), (200, 0.3)):
+        _half, se = half_width(samples)
+        assert se * 160 == pytest.approx(rate * np.sqrt(samples + UNSEEN_EVENTS_95 * extra / 3), rel=1e-6)
