@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import math
+import shutil
 from pathlib import Path
 
 import pandas as pd
@@ -14,10 +15,12 @@ from crdscale.cli.main import main
 from crdscale.crds.generate import generate_crds, preset, write_crds
 from crdscale.errors import UsageError
 from crdscale.footprint import store
-from crdscale.footprint.calibrate import RunInput, fit_runs
+from crdscale.footprint.calibrate import RunInput, fit_runs, validation_lines
 from crdscale.footprint.features import features_from_summary
 from crdscale.footprint.model import predict
 from crdscale.footprint.store import CALIBRATED, FILE, SHIPPED, choose_model, read_model, write_model
+
+REFERENCE = Path(__file__).resolve().parents[2] / "data" / "reference-run"
 
 MANIFEST = {
     "versions": {"kube-apiserver": "v1.37.1"},
@@ -196,3 +199,18 @@ def test_the_footprint_cli_says_when_another_patch_releases_model_stands_in(crds
     out = json.loads(capsys.readouterr().out)
     assert out["model"]["stands_in_for"] == "1.37.9" and out["kube_version"] == "1.37.1"
     assert "no model shipped for kube-apiserver v1.37.9; using v1.37.1's" in caplog.text
+
+
+def test_validate_names_a_run_stopped_before_its_whole_set_instead_of_comparing_it(tmp_path):
+    """A prediction is for the whole set: a run stopped early (its last step's profiles gone) is named, not
+    compared, where the whole run is compared."""
+    stopped = tmp_path / "stopped"
+    shutil.copytree(REFERENCE, stopped)
+    for profile in (stopped / "profiles").glob("heap-step04-*"):
+        profile.unlink()
+    whole, cut = validation_lines([REFERENCE, stopped])[0], validation_lines([stopped])
+    assert "predicted" in whole
+    assert cut == [
+        f"{stopped}: stopped at 120 of its 160 CRDs: not compared (a prediction is for the whole set; "
+        "benchmarks/footprint.py --validation compares the CRDs a run installed)"
+    ]
