@@ -14,7 +14,7 @@ from dataclasses import asdict, dataclass
 from typing import Any
 
 from crdscale.ownership import MANAGED_BY_LABEL, RUN_ID_LABEL
-from crdscale.schema import compact_json, count_properties, json_bytes
+from crdscale.schema import cel_rules, compact_json, count_properties, json_bytes
 from crdscale.units import fmt_number
 
 # Fields the server or a tool fills in; they differ between two copies of the
@@ -100,6 +100,8 @@ class CrdSetSummary:
         properties_min/median/max/total: per-CRD property count, summed over versions.
         scopes: CRDs per scope, e.g. ``{"Cluster": 500}``.
         sha256: :func:`crd_set_sha256` of the set.
+        cel_rules: CEL validation rules (``x-kubernetes-validations``) in the served versions' schemas; None in
+            summaries recorded before it was counted (2026-11-28).
     """
 
     count: int
@@ -116,6 +118,7 @@ class CrdSetSummary:
     properties_total: int
     scopes: dict[str, int]
     sha256: str
+    cel_rules: int | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -143,7 +146,7 @@ def summarize(crds: Sequence[Mapping[str, Any]]) -> CrdSetSummary:
     group_versions = set()
     scopes: dict[str, int] = {}
     sizes, properties = [], []
-    versions = 0
+    versions = rules = 0
     for crd in crds:
         spec = crd.get("spec") or {}
         group = spec.get("group", "")
@@ -152,6 +155,7 @@ def summarize(crds: Sequence[Mapping[str, Any]]) -> CrdSetSummary:
             versions += 1
             if version.get("served", True):
                 group_versions.add((group, version.get("name")))
+                rules += cel_rules((version.get("schema") or {}).get("openAPIV3Schema"))
         scope = spec.get("scope", "?")
         scopes[scope] = scopes.get(scope, 0) + 1
         sizes.append(schema_bytes(crd))
@@ -173,4 +177,5 @@ def summarize(crds: Sequence[Mapping[str, Any]]) -> CrdSetSummary:
         properties_total=sum(properties),
         scopes=scopes,
         sha256=crd_set_sha256(crds),
+        cel_rules=rules,
     )

@@ -27,7 +27,13 @@ from crdscale.analysis.rundata import heap_points, heap_profile_set
 from crdscale.analysis.targets import TOTAL
 from crdscale.crds.load import load_crds
 from crdscale.errors import UsageError
-from crdscale.footprint.features import TERM_FEATURES, add_features, crd_features, features_from_summary
+from crdscale.footprint.features import (
+    TERM_FEATURES,
+    add_features,
+    crd_features,
+    features_from_summary,
+    summary_counts_cel,
+)
 from crdscale.footprint.fit import (
     final_growth,
     fit_footprint,
@@ -286,6 +292,13 @@ def validation_lines(paths: Iterable[str | Path], model_file: str | Path | None 
             continue
         measured = final.set_index("target")["added"]
         predicted = predict(chosen.model, run.features).set_index("target")
+        # A summary recorded before CEL rules were counted reads as none: said, since the model charges for them
+        # (generated sets have none).
+        generated = ((run.manifest.get("scenario") or {}).get("crds") or {}).get("source") == "generate"
+        unknown_cel = "cel_rules" in chosen.model.features and not (
+            generated or summary_counts_cel(run.manifest["crds"])
+        )
+        note = " (CEL rules not counted in this run's manifest: predicted without them)" if unknown_cel else ""
         targets = [TOTAL, RSS]
         if RSS_PEAK in predicted.index:
             measured[RSS_PEAK] = read_rss_growth(run.path)["peak"]
@@ -295,7 +308,7 @@ def validation_lines(paths: Iterable[str | Path], model_file: str | Path | None 
             out.append(
                 f"{path}: {target}: predicted {p['value'] / 2**20:,.1f} MiB "
                 f"[{p['low'] / 2**20:,.1f}, {p['high'] / 2**20:,.1f}], measured {m / 2**20:,.1f} MiB "
-                f"({100 * (p['value'] - m) / m:+.1f}%)"
+                f"({100 * (p['value'] - m) / m:+.1f}%){note}"
             )
     return out
 

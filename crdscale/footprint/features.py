@@ -11,7 +11,7 @@ import math
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from crdscale.schema import measure_schema
+from crdscale.schema import cel_rules, measure_schema
 
 # Features a model may use, in the order they are reported; max_depth describes, it does not add up.
 # properties_squared (the sum over served versions of their property count squared) is there for
@@ -22,19 +22,6 @@ DESCRIPTIVE = ("max_depth",)
 # Features no sweep varies (its generated CRDs have no CEL rules): a model gets them as terms measured on real
 # sets (crdscale.footprint.calibrate.add_cel_term), and a refit leaves them out.
 TERM_FEATURES = ("cel_rules",)
-_VALIDATIONS = "x-kubernetes-validations"
-
-
-def cel_rules(schema: Any) -> int:
-    """CEL validation rules (``x-kubernetes-validations`` entries) anywhere in an OpenAPI v3 schema: what
-    kube-apiserver compiles for each served version (Crossplane's upjet providers of 2026 carry ~2 per CRD)."""
-    if isinstance(schema, list):
-        return sum(cel_rules(s) for s in schema)
-    if not isinstance(schema, Mapping):
-        return 0
-    rules = schema.get(_VALIDATIONS)
-    own = len(rules) if isinstance(rules, list) else 0
-    return own + sum(cel_rules(v) for k, v in schema.items() if k != _VALIDATIONS and isinstance(v, (Mapping, list)))
 
 
 def crd_features(crd: Mapping[str, Any]) -> dict[str, float]:
@@ -75,13 +62,19 @@ def footprint_features(crds: Sequence[Mapping[str, Any]]) -> dict[str, float]:
     return add_features([crd_features(c) for c in crds])
 
 
+def summary_counts_cel(summary: Mapping[str, Any]) -> bool:
+    """Whether a run's CRD set summary counted CEL rules (summaries recorded before 2026-11-28 did not)."""
+    return summary.get("cel_rules") is not None
+
+
 def features_from_summary(summary: Mapping[str, Any]) -> dict[str, float]:
     """:func:`footprint_features` from a run's CRD set summary (``manifest["crds"]``, see
     :class:`crdscale.crds.summary.CrdSetSummary`), taking every version as served and
     ``max_depth`` as unknown (NaN): what a recorded run tells without its CRDs. The summary
     has no per-version property counts, so ``properties_squared`` takes the versions as equal
-    in size: exact for generated sets, a lower bound for others; nor does it count CEL rules: 0, exact for
-    generated sets (a real set's are counted from its CRDs, benchmarks/footprint.py --validation)."""
+    in size: exact for generated sets, a lower bound for others. CEL rules are counted in summaries recorded
+    since 2026-11-28 (``cel_rules``); an older summary's count as 0, exact for generated sets (a real set's
+    are then counted from its CRDs, benchmarks/footprint.py --validation; :func:`summary_counts_cel` tells)."""
     versions, properties = float(summary["versions"]), float(summary["properties_total"])
     return {
         "crds": float(summary["count"]),
@@ -89,6 +82,6 @@ def features_from_summary(summary: Mapping[str, Any]) -> dict[str, float]:
         "properties": properties,
         "properties_squared": properties**2 / versions if versions else 0.0,
         "schema_bytes": float(summary["schema_bytes_total"]),
-        "cel_rules": 0.0,
+        "cel_rules": float(summary.get("cel_rules") or 0),
         "max_depth": math.nan,
     }

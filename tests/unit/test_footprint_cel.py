@@ -57,3 +57,17 @@ def test_a_refit_leaves_the_term_out_and_a_run_without_cel_gives_none():
     assert "cel_rules" not in default_features("1.37.1")
     with pytest.raises(UsageError, match="no CEL rules installed or no CEL heap growth"):
         add_cel_term(ROOT / "data" / "reference-run", ROOT / "tests" / "data" / "crds" / "tree", model_file="none.json")
+
+
+def test_a_run_manifest_counts_its_served_rules_and_a_fit_reads_them_back():
+    """The set summary a run records counts CEL rules (served versions only), so `footprint fit validate` predicts
+    with them; a summary recorded before they were counted is told apart from one with none."""
+    from crdscale.crds.load import load_crds
+    from crdscale.crds.summary import summarize
+    from crdscale.footprint.features import features_from_summary, summary_counts_cel
+
+    summary = summarize(load_crds(CRDS).crds).to_dict()
+    assert summary["cel_rules"] == 14 and summary_counts_cel(summary)
+    assert features_from_summary(summary)["cel_rules"] == 14
+    older = {k: v for k, v in summary.items() if k != "cel_rules"}
+    assert not summary_counts_cel(older) and features_from_summary(older)["cel_rules"] == 0
