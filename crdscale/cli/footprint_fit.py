@@ -10,7 +10,7 @@ Examples:
   crdscale footprint fit error-model RUN_OR_EXPERIMENT... [--features F,F] [-v] [-o json]
   crdscale footprint fit states --installed REPEATABILITY --openapi-v2 OPENAPI_V2 [--controller-manager CM]
   crdscale footprint fit objects EXPERIMENT_OR_RUNS... [--validate RUN...] [--write] [-o json]
-  crdscale footprint fit cel RUN CRD_SOURCE [--model FILE]  # heap per CEL rule, from a run of real CRDs with rules
+  crdscale footprint fit cel RUN [CRD_SOURCE] [--model FILE]  # heap per CEL rule, from a run of CRDs with rules
 
 model: fits the model on sweep runs of one kube-apiserver version (the fit behind 'crdscale footprint
 --calibrate', crdscale.footprint.calibrate.fit_runs) and writes it over the shipped model of that version
@@ -38,7 +38,8 @@ with it), each term's runs in its provenance (crdscale.footprint.terms says how 
 
 cel: adds CEL validation rules (x-kubernetes-validations, which the sweep's generated CRDs lack) to the model of
 the run's version as a feature, cel_rules: the run's cel heap growth over the rules it had installed (CRD_SOURCE:
-the set it installed, in its order), into the cel cause, the total and settled RSS (crdscale.footprint.calibrate.
+the set it installed, in its order; omitted, the rules its manifest counted, for a run that installed its whole
+set, e.g. scenarios/calibration-cel.toml's generated upjet-shaped rules), into the cel cause, the total and settled RSS (crdscale.footprint.calibrate.
 add_cel_term), the run recorded under provenance.uses.cel_term. A refit ('fit model', --calibrate) leaves the
 feature out; run this again after it.
 
@@ -82,7 +83,12 @@ class Command:
         record.add_argument("--kube-version", metavar="V", help="the shipped model of this version")
         cel = sub.add_parser("cel", help="add heap per CEL rule, measured on a run of real CRDs, to the model")
         cel.add_argument("runs", nargs=1, metavar="RUN")
-        cel.add_argument("crds", metavar="CRD_SOURCE", help="the CRDs the run installed, in its order")
+        cel.add_argument(
+            "crds",
+            metavar="CRD_SOURCE",
+            nargs="?",
+            help="the CRDs the run installed, in its order (default: the rules its manifest counted)",
+        )
         for p in (validate, peak, record, cel):
             p.add_argument("--model", metavar="FILE", help="this model file instead of the shipped one")
         errors = sub.add_parser("error-model", help="each run predicted from the others, per error scale")

@@ -79,6 +79,12 @@ class Command:
         parser.add_argument(
             "--shape", choices=SHAPES, help="flat (apigen) or provider (spec.forProvider/status.atProvider)"
         )
+        parser.add_argument(
+            "--cel-rules",
+            type=nonnegative_int,
+            help="upjet-shaped CEL rules on each version's spec, one per top-level parameter up to this many "
+            "(provider shape; real providers of 2026 carry ~2 per CRD)",
+        )
         parser.add_argument("--group-suffix", help="DNS suffix of generated groups")
         parser.add_argument("--seed", type=any_int, default=0, help="random seed (default 0)")
         parser.add_argument(
@@ -102,6 +108,7 @@ class Command:
             "printer_columns",
             "shape",
             "group_suffix",
+            "cel_rules",
         ):
             value = getattr(args, name)
             if value is not None:

@@ -403,21 +403,33 @@ HEAP_SAMPLE_BYTES = 512 * 1024
 CEL = "cel"
 
 
-def add_cel_term(run_path: str | Path, crds: str | Path, model_file: str | Path | None = None) -> tuple[Path, str]:
+def add_cel_term(
+    run_path: str | Path, crds: str | Path | None = None, model_file: str | Path | None = None
+) -> tuple[Path, str]:
     """Add CEL validation rules to the model of the run's version (``model_file``, else the shipped one) as a
     feature, ``cel_rules``, measured on one run of real CRDs that carry them (``crds``: the set the run
     installed, in its order): heap per served rule = the run's ``cel`` growth over the rules it had installed
     at its last profile, added to the ``cel`` cause and the total; settled RSS per rule = that times the run's
     settled RSS over heap growth. Its variance is Go's heap sampling of that growth alone (the model's
     multiplicative misfit, which scales with the predicted total, covers the rest). The sweep's generated CRDs
-    have no rules, so a refit leaves the feature out (:func:`default_features`); this adds it back. Returns
+    have no rules, so a refit leaves the feature out (:func:`default_features`); this adds it back. Without
+    ``crds``, the rules the run's manifest counted (a run that installed its whole set, whose summary counts
+    them: generated upjet-shaped rules, ``scenarios/calibration-cel.toml``). Returns
     the file written and a line saying what was measured. UsageError when the run recorded no CEL growth or
     its CRDs no rules."""
     run = read_run_input(run_path)
     growth = final_growth(training_rows(run.points, {str(run.path): run.features}))
     installed = int(growth["installed"].max())
     added = growth.set_index("target")["added"]
-    rules = add_features(load_crds(crds, measure=crd_features).measures[:installed])["cel_rules"]
+    if crds is not None:
+        rules = add_features(load_crds(crds, measure=crd_features).measures[:installed])["cel_rules"]
+    elif not summary_counts_cel(run.manifest["crds"]) or installed < run.features["crds"]:
+        raise UsageError(
+            f"{run_path}: its manifest does not count the CEL rules of the {installed:,} CRDs it installed "
+            f"(recorded before they were counted, or stopped early): name the CRDs it installed"
+        )
+    else:
+        rules = run.features["cel_rules"]
     if not rules or CEL not in added or added[CEL] <= 0:
         raise UsageError(f"{run_path}: no CEL rules installed or no CEL heap growth measured: nothing to fit")
     per_rule = float(added[CEL]) / rules

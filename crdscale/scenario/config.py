@@ -188,6 +188,9 @@ class Crds:
     shape: str | None = key(None, '"flat" or "provider" (spec.forProvider/status.atProvider); from the preset')
     group_suffix: str | None = key(None, "DNS suffix of generated groups (default crdscale.example.org)")
     seed: int = key(1, "random seed: the same parameters and seed give the same CRDs")
+    cel_rules: int | None = key(
+        None, "upjet-shaped CEL rules on each version's spec, one per top-level parameter up to this many (provider)"
+    )
 
     def generator_fields(self) -> dict[str, Any]:
         """The keys set (not ``source``/``preset``) as :class:`~crdscale.crds.generate.GeneratorParams` fields."""

@@ -71,3 +71,26 @@ def test_a_run_manifest_counts_its_served_rules_and_a_fit_reads_them_back():
     assert features_from_summary(summary)["cel_rules"] == 14
     older = {k: v for k, v in summary.items() if k != "cel_rules"}
     assert not summary_counts_cel(older) and features_from_summary(older)["cel_rules"] == 0
+
+
+def test_generated_provider_crds_carry_upjet_shaped_rules_on_request_only():
+    from crdscale.crds.generate import generate_crds, preset
+
+    plain = generate_crds(preset("provider", crd_count=3, group_count=1, property_count=5, seed=3))
+    ruled = generate_crds(preset("provider", crd_count=3, group_count=1, property_count=5, seed=3, cel_rules=2))
+    assert sum(crd_features(c)["cel_rules"] for c in plain) == 0
+    assert [crd_features(c)["cel_rules"] for c in ruled] == [4, 4, 4]  # 2 rules x 2 served versions (the preset's)
+    spec = ruled[0]["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["properties"]["spec"]
+    checked = list(spec["properties"]["forProvider"]["properties"])[:2]
+    assert list(spec["properties"]["initProvider"]["properties"]) == checked
+    assert [r["message"] for r in spec["x-kubernetes-validations"]] == [
+        f"spec.forProvider.{name} is a required parameter" for name in checked
+    ]
+    assert f"has(self.initProvider.{checked[0]})" in spec["x-kubernetes-validations"][0]["rule"]
+    with pytest.raises(UsageError, match="provider shape"):
+        preset("apigen", crd_count=1, group_count=1, cel_rules=1)
+
+
+def test_a_cel_term_from_a_run_without_its_crds_needs_a_manifest_that_counted_them(tmp_path):
+    with pytest.raises(UsageError, match="does not count the CEL rules"):
+        add_cel_term(ROOT / "data" / "reference-run", model_file=tmp_path / "m.json")
