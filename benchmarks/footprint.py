@@ -301,7 +301,15 @@ def validation(args) -> int:
             growth = {TOTAL: m.get("heap_bytes"), RSS: m.get("rss_settled_bytes"), RSS_PEAK: m.get("rss_peak_bytes")}
             for r in compare(prediction, growth):
                 if r["measured"] is not None:
-                    rows.append({"set": m["set"], "kube_version": m["kube_version"], "held_out": held_out, **r})
+                    rows.append(
+                        {
+                            "set": m["set"],
+                            "run": m.get("run"),
+                            "kube_version": m["kube_version"],
+                            "held_out": held_out,
+                            **r,
+                        }
+                    )
     coverage = _coverage(rows)
     if args.output == "json":
         print(json.dumps({"results": rows, "coverage": coverage}, indent=2))

@@ -124,8 +124,14 @@ ACCESS = (
     Access("footprint fit record", "a model file", "that model's `provenance.uses`", LOCAL_ONLY),
     Access(
         "footprint fit cel",
-        "a run directory; its CRD files",
+        "a run directory; its CRD files, if named",
         "heap per CEL rule into the model of its version",
+        LOCAL_ONLY,
+    ),
+    Access(
+        "footprint fit descriptions",
+        "run directories of generated cells",
+        "heap per byte of description text into the model of their version",
         LOCAL_ONLY,
     ),
     Access(

@@ -11,6 +11,7 @@ Examples:
   crdscale footprint fit states --installed REPEATABILITY --openapi-v2 OPENAPI_V2 [--controller-manager CM]
   crdscale footprint fit objects EXPERIMENT_OR_RUNS... [--validate RUN...] [--write] [-o json]
   crdscale footprint fit cel RUN [CRD_SOURCE] [--model FILE]  # heap per CEL rule, from a run of CRDs with rules
+  crdscale footprint fit descriptions CELL CELL... [--model FILE]  # heap per byte of description text
 
 model: fits the model on sweep runs of one kube-apiserver version (the fit behind 'crdscale footprint
 --calibrate', crdscale.footprint.calibrate.fit_runs) and writes it over the shipped model of that version
@@ -42,6 +43,12 @@ the set it installed, in its order; omitted, the rules its manifest counted, for
 set, e.g. scenarios/calibration-cel.toml's generated upjet-shaped rules), into the cel cause, the total and settled RSS (crdscale.footprint.calibrate.
 add_cel_term), the run recorded under provenance.uses.cel_term. A refit ('fit model', --calibrate) leaves the
 feature out; run this again after it.
+
+descriptions: adds description text (which the sweep's generated schemas lack) to the model of the cells'
+version as a feature, description_bytes: per target, what provider-scale cells of generated CRDs with
+descriptions (benchmarks/footprint-calibration-provider-scale.toml, no CEL rules) measured beyond the model's
+prediction, per byte of their text (crdscale.footprint.calibrate.add_description_term), recorded under
+provenance.uses.description_term. Run it after 'fit model' and, like 'fit cel', again after a refit.
 
 objects: fits the per-object term on the cells of scenarios/objects-shapes.toml (one kube-apiserver
 version; crdscale.footprint.terms); --validate runs are predicted and compared, never fitted on; --write
@@ -81,6 +88,8 @@ class Command:
         record = sub.add_parser("record", help="add ROLE=TEXT to a model's provenance.uses")
         record.add_argument("entries", nargs="+", metavar="ROLE=TEXT")
         record.add_argument("--kube-version", metavar="V", help="the shipped model of this version")
+        described = sub.add_parser("descriptions", help="add heap per byte of description text, from generated cells")
+        described.add_argument("runs", nargs="+", metavar="CELL")
         cel = sub.add_parser("cel", help="add heap per CEL rule, measured on a run of real CRDs, to the model")
         cel.add_argument("runs", nargs=1, metavar="RUN")
         cel.add_argument(
@@ -89,7 +98,7 @@ class Command:
             nargs="?",
             help="the CRDs the run installed, in its order (default: the rules its manifest counted)",
         )
-        for p in (validate, peak, record, cel):
+        for p in (validate, peak, record, cel, described):
             p.add_argument("--model", metavar="FILE", help="this model file instead of the shipped one")
         errors = sub.add_parser("error-model", help="each run predicted from the others, per error scale")
         errors.add_argument("runs", nargs="+", metavar="RUN_OR_EXPERIMENT")
@@ -157,6 +166,15 @@ def _cel(args: argparse.Namespace) -> int:
 
     path, line = add_cel_term(args.runs[0], args.crds, args.model)
     print("\n".join([line, str(path)]))
+    return 0
+
+
+def _descriptions(args: argparse.Namespace) -> int:
+    # lazy: would bring pandas, numpy, pyarrow, requests, yaml into --help
+    from crdscale.footprint.calibrate import add_description_term
+
+    path, lines = add_description_term(args.runs, args.model)
+    print("\n".join([*lines, str(path)]))
     return 0
 
 
@@ -237,6 +255,7 @@ FITS = {
     "states": _states,
     "objects": _objects,
     "cel": _cel,
+    "descriptions": _descriptions,
 }
 
 

@@ -14,7 +14,7 @@ from dataclasses import asdict, dataclass
 from typing import Any
 
 from crdscale.ownership import MANAGED_BY_LABEL, RUN_ID_LABEL
-from crdscale.schema import cel_rules, compact_json, count_properties, json_bytes
+from crdscale.schema import cel_rules, compact_json, count_properties, description_bytes, json_bytes
 from crdscale.units import fmt_number
 
 # Fields the server or a tool fills in; they differ between two copies of the
@@ -102,6 +102,7 @@ class CrdSetSummary:
         sha256: :func:`crd_set_sha256` of the set.
         cel_rules: CEL validation rules (``x-kubernetes-validations``) in the served versions' schemas; None in
             summaries recorded before it was counted (2026-11-28).
+        description_bytes: ``description`` text in the served versions' schemas, bytes; None likewise.
     """
 
     count: int
@@ -119,6 +120,7 @@ class CrdSetSummary:
     scopes: dict[str, int]
     sha256: str
     cel_rules: int | None = None
+    description_bytes: int | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -146,7 +148,7 @@ def summarize(crds: Sequence[Mapping[str, Any]]) -> CrdSetSummary:
     group_versions = set()
     scopes: dict[str, int] = {}
     sizes, properties = [], []
-    versions = rules = 0
+    versions = rules = described = 0
     for crd in crds:
         spec = crd.get("spec") or {}
         group = spec.get("group", "")
@@ -155,7 +157,9 @@ def summarize(crds: Sequence[Mapping[str, Any]]) -> CrdSetSummary:
             versions += 1
             if version.get("served", True):
                 group_versions.add((group, version.get("name")))
-                rules += cel_rules((version.get("schema") or {}).get("openAPIV3Schema"))
+                schema = (version.get("schema") or {}).get("openAPIV3Schema")
+                rules += cel_rules(schema)
+                described += description_bytes(schema)
         scope = spec.get("scope", "?")
         scopes[scope] = scopes.get(scope, 0) + 1
         sizes.append(schema_bytes(crd))
@@ -178,4 +182,5 @@ def summarize(crds: Sequence[Mapping[str, Any]]) -> CrdSetSummary:
         scopes=scopes,
         sha256=crd_set_sha256(crds),
         cel_rules=rules,
+        description_bytes=described,
     )

@@ -20,12 +20,15 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pandas as pd
 
 from crdscale.analysis.percrd import series_points
 from crdscale.analysis.rundata import heap_points, heap_profile_set
 from crdscale.analysis.targets import TOTAL
+from crdscale.crds.generate import generate_crds, preset
 from crdscale.crds.load import load_crds
+from crdscale.crds.summary import summarize
 from crdscale.errors import UsageError
 from crdscale.footprint.features import (
     TERM_FEATURES,
@@ -52,7 +55,7 @@ from crdscale.footprint.store import (
     write_model,
 )
 from crdscale.rundir import layout, read_run
-from crdscale.scenario.config import Scenario, load_scenario
+from crdscale.scenario.config import GENERATOR_FIELD, Scenario, load_scenario
 from crdscale.scenario.experiment import Experiment
 from crdscale.scenario.runner import ScenarioRunner
 
@@ -106,8 +109,27 @@ def read_run_input(path: str | Path) -> RunInput:
     if not summary:
         raise UsageError(f"{path}: no CRD set summary in its manifest: not a run of a scenario")
     return RunInput(
-        run.path, run.manifest, both.assign(run=str(run.path)), features_from_summary(summary), _rss_growth(run)
+        run.path,
+        run.manifest,
+        both.assign(run=str(run.path)),
+        features_from_summary(_with_term_counts(summary, run.manifest.get("scenario") or {})),
+        _rss_growth(run),
     )
+
+
+def _with_term_counts(summary: Mapping[str, Any], scenario: Mapping[str, Any]) -> Mapping[str, Any]:
+    """``summary`` with its CEL rules and description text counted: a summary recorded before they were (2026-11-28)
+    of a generated set gets them from the set regenerated from its recorded parameters (the same CRDs: checked
+    by the summary's sha256); any other is returned as it is."""
+    crds = scenario.get("crds") or {}
+    if summary.get("description_bytes") is not None or crds.get("source") != "generate":
+        return summary
+    params = {GENERATOR_FIELD.get(k, k): v for k, v in crds.items() if k not in ("source", "preset") and v is not None}
+    if "categories" in params:
+        params["categories"] = tuple(params["categories"])
+    generated = generate_crds(preset(crds.get("preset", "apigen"), **params))
+    again = summarize(generated).to_dict()
+    return again if again["sha256"] == summary.get("sha256") else summary
 
 
 def read_rss_growth(path: str | Path) -> dict[str, float]:
@@ -444,9 +466,10 @@ def add_cel_term(
             for row in m.cov:
                 row.append(0.0)
             m.cov.append([0.0] * len(m.coef))
+    i = model.features.index("cel_rules")  # not the last feature once another term is in
     for name, scale in ((CEL, 1.0), (TOTAL, 1.0), (RSS, rss_per_heap)):
         m = model.targets[name]
-        m.coef[-1], m.cov[-1][-1] = per_rule * scale, (se * scale) ** 2
+        m.coef[i], m.cov[i][i] = per_rule * scale, (se * scale) ** 2
     line = (
         f"{Path(run_path).name}: {rules:,.0f} CEL rules in {installed:,} CRDs, cel heap growth "
         f"{added[CEL] / 2**20:,.1f} MiB: {per_rule / 1024:,.1f} KiB per rule (se {se / 1024:,.1f} KiB, heap "
@@ -454,3 +477,68 @@ def add_cel_term(
     )
     model.provenance.setdefault("uses", {})["cel_term"] = [line]
     return write_model(model, target), line
+
+
+DESCRIPTIONS = "description_bytes"
+
+
+def add_description_term(paths: Iterable[str | Path], model_file: str | Path | None = None) -> tuple[Path, list[str]]:
+    """Add description text to the model of the cells' version (``model_file``, else the shipped one) as a feature,
+    ``description_bytes``, measured on provider-scale cells of generated CRDs whose schemas carry it: per target
+    (each heap cause, the total, settled RSS), what the cells measured beyond the model's prediction, summed over
+    the cells, per byte of description text they served; kept at 0 or above (text holds memory, it frees none).
+    Its variance is the spread of the cells' own per-byte figures. The sweep's generated schemas have no
+    descriptions, so a refit leaves the feature out (:func:`default_features`); this adds it back.
+
+    ``paths``: completed runs or experiments of one version, generated sets with descriptions and without CEL
+    rules (their term is measured apart, :func:`add_cel_term`), e.g. two cells of
+    ``benchmarks/footprint-calibration-provider-scale.toml``. Returns the file written and a line per target;
+    the cells and lines go to ``provenance.uses.description_term``. UsageError for runs of several versions, sets
+    with CEL rules or without descriptions, a run stopped early, or fewer than two cells."""
+    inputs = [read_run_input(p) for p in run_dirs_of(paths)]
+    if len(inputs) < 2:
+        raise UsageError(f"a description term needs at least two cells, got {len(inputs)}")
+    versions = {i.kube_version for i in inputs}
+    if len(versions) != 1:
+        raise UsageError(f"cells of one kube-apiserver version, got {', '.join(sorted(map(str, versions)))}")
+    version = versions.pop()
+    target = Path(model_file) if model_file else shipped_path(version)
+    model = read_model(target)
+    if DESCRIPTIONS not in model.features:
+        model.features.append(DESCRIPTIONS)
+        for m in model.targets.values():
+            m.coef.append(0.0)
+            for row in m.cov:
+                row.append(0.0)
+            m.cov.append([0.0] * len(m.coef))
+    measured, predicted, text = [], [], []
+    for run in inputs:
+        if run.features.get("cel_rules"):
+            raise UsageError(f"{run.path}: its CRDs carry CEL rules, whose term is measured apart: use cells without")
+        if not run.features.get(DESCRIPTIONS):
+            raise UsageError(f"{run.path}: no description text counted in its manifest: nothing to fit")
+        final = final_growth(training_rows(run.points, {str(run.path): run.features}))
+        if int(final["installed"].max()) < int(run.features["crds"]):
+            raise UsageError(f"{run.path}: stopped before its whole set was in")
+        measured.append(final.set_index("target")["added"])
+        without = {**run.features, DESCRIPTIONS: 0.0}
+        predicted.append(predict(model, without).set_index("target")["value"])
+        text.append(run.features[DESCRIPTIONS])
+    text_ = np.asarray(text)
+    column = model.features.index(DESCRIPTIONS)
+    lines = []
+    for name, m in model.targets.items():
+        beyond = np.array([float(g.get(name, np.nan)) - float(p.get(name, 0.0)) for g, p in zip(measured, predicted)])
+        if np.isnan(beyond).any():
+            continue
+        per_byte = max(float(beyond.sum() / text_.sum()), 0.0)
+        cells = beyond / text_
+        var = float(np.var(cells, ddof=1) / len(cells))
+        m.coef[column], m.cov[column][column] = per_byte, var
+        lines.append(
+            f"{name}: {per_byte:.2f} bytes per byte of text (se {math.sqrt(var):.2f}; cells "
+            f"{', '.join(f'{c:.2f}' for c in cells)})"
+        )
+    cells_line = ", ".join(f"{Path(i.path).name} ({t / 2**20:,.1f} MiB of text)" for i, t in zip(inputs, text))
+    model.provenance.setdefault("uses", {})["description_term"] = [f"cells {cells_line}"] + lines
+    return write_model(model, target), lines

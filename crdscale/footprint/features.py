@@ -11,17 +11,25 @@ import math
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from crdscale.schema import cel_rules, measure_schema
+from crdscale.schema import cel_rules, description_bytes, measure_schema
 
 # Features a model may use, in the order they are reported; max_depth describes, it does not add up.
 # properties_squared (the sum over served versions of their property count squared) is there for
 # costs that grow faster than the schema; tried on v1.24.0's RSS, the sweep did not support it
 # (README, "Footprint"), so no shipped model uses it.
-FEATURES = ("crds", "served_versions", "properties", "properties_squared", "schema_bytes", "cel_rules")
+FEATURES = (
+    "crds",
+    "served_versions",
+    "properties",
+    "properties_squared",
+    "schema_bytes",
+    "cel_rules",
+    "description_bytes",
+)
 DESCRIPTIVE = ("max_depth",)
 # Features no sweep varies (its generated CRDs have no CEL rules): a model gets them as terms measured on real
 # sets (crdscale.footprint.calibrate.add_cel_term), and a refit leaves them out.
-TERM_FEATURES = ("cel_rules",)
+TERM_FEATURES = ("cel_rules", "description_bytes")
 
 
 def crd_features(crd: Mapping[str, Any]) -> dict[str, float]:
@@ -35,6 +43,7 @@ def crd_features(crd: Mapping[str, Any]) -> dict[str, float]:
         schema = (version.get("schema") or {}).get("openAPIV3Schema")
         measures = measure_schema(schema)
         out["cel_rules"] += cel_rules(schema)
+        out["description_bytes"] += description_bytes(schema)
         out["served_versions"] += 1
         out["properties"] += measures.properties
         out["properties_squared"] += measures.properties**2
@@ -83,5 +92,6 @@ def features_from_summary(summary: Mapping[str, Any]) -> dict[str, float]:
         "properties_squared": properties**2 / versions if versions else 0.0,
         "schema_bytes": float(summary["schema_bytes_total"]),
         "cel_rules": float(summary.get("cel_rules") or 0),
+        "description_bytes": float(summary.get("description_bytes") or 0),
         "max_depth": math.nan,
     }
