@@ -314,13 +314,19 @@ def validation_lines(paths: Iterable[str | Path], model_file: str | Path | None 
             continue
         measured = final.set_index("target")["added"]
         predicted = predict(chosen.model, run.features).set_index("target")
-        # A summary recorded before CEL rules were counted reads as none: said, since the model charges for them
-        # (generated sets have none).
+        # A real set's summary recorded before its CEL rules and description text were counted reads as none of
+        # either: said, since the model charges for them (a generated set's are counted again on reading).
         generated = ((run.manifest.get("scenario") or {}).get("crds") or {}).get("source") == "generate"
-        unknown_cel = "cel_rules" in chosen.model.features and not (
-            generated or summary_counts_cel(run.manifest["crds"])
+        uncounted = [
+            what
+            for feature, what in (("cel_rules", "CEL rules"), ("description_bytes", "description text"))
+            if feature in chosen.model.features and run.manifest["crds"].get(feature) is None and not generated
+        ]
+        note = (
+            f" ({' and '.join(uncounted)} not counted in this run's manifest: predicted without them)"
+            if uncounted
+            else ""
         )
-        note = " (CEL rules not counted in this run's manifest: predicted without them)" if unknown_cel else ""
         targets = [TOTAL, RSS]
         if RSS_PEAK in predicted.index:
             measured[RSS_PEAK] = read_rss_growth(run.path)["peak"]

@@ -214,3 +214,18 @@ def test_validate_names_a_run_stopped_before_its_whole_set_instead_of_comparing_
         f"{stopped}: stopped at 120 of its 160 CRDs: not compared (a prediction is for the whole set; "
         "benchmarks/footprint.py --validation compares the CRDs a run installed)"
     ]
+
+
+def test_validate_says_when_a_real_sets_manifest_did_not_count_the_terms(tmp_path):
+    """A real set's run recorded before CEL rules and description text were counted is predicted without them,
+    and each line says so; a generated set's counts are regenerated, so its lines say nothing."""
+    real = tmp_path / "real"
+    shutil.copytree(REFERENCE, real)
+    manifest = json.loads((real / "manifest.json").read_text())
+    manifest["scenario"]["crds"] = {"source": "/somewhere/provider-crds.tar.gz"}
+    for key in ("cel_rules", "description_bytes"):
+        manifest["crds"].pop(key, None)
+    (real / "manifest.json").write_text(json.dumps(manifest))
+    note = "(CEL rules and description text not counted in this run's manifest: predicted without them)"
+    assert all(line.endswith(note) for line in validation_lines([real]))
+    assert not any(note in line for line in validation_lines([REFERENCE]))
