@@ -12,6 +12,7 @@ no model written.
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import math
 import time
@@ -26,7 +27,7 @@ import pandas as pd
 from crdscale.analysis.percrd import series_points
 from crdscale.analysis.rundata import heap_points, heap_profile_set
 from crdscale.analysis.targets import TOTAL
-from crdscale.crds.generate import generate_crds, preset
+from crdscale.crds.generate import generate_crds
 from crdscale.crds.load import load_crds
 from crdscale.crds.summary import summarize
 from crdscale.errors import UsageError
@@ -55,7 +56,7 @@ from crdscale.footprint.store import (
     write_model,
 )
 from crdscale.rundir import layout, read_run
-from crdscale.scenario.config import GENERATOR_FIELD, Scenario, load_scenario
+from crdscale.scenario.config import Crds, Scenario, load_scenario
 from crdscale.scenario.experiment import Experiment
 from crdscale.scenario.runner import ScenarioRunner
 
@@ -124,11 +125,8 @@ def _with_term_counts(summary: Mapping[str, Any], scenario: Mapping[str, Any]) -
     crds = scenario.get("crds") or {}
     if summary.get("description_bytes") is not None or crds.get("source") != "generate":
         return summary
-    params = {GENERATOR_FIELD.get(k, k): v for k, v in crds.items() if k not in ("source", "preset") and v is not None}
-    if "categories" in params:
-        params["categories"] = tuple(params["categories"])
-    generated = generate_crds(preset(crds.get("preset", "apigen"), **params))
-    again = summarize(generated).to_dict()
+    keys = {f.name for f in dataclasses.fields(Crds)}
+    again = summarize(generate_crds(Crds(**{k: v for k, v in crds.items() if k in keys}).generator_params())).to_dict()
     return again if again["sha256"] == summary.get("sha256") else summary
 
 
@@ -431,6 +429,19 @@ HEAP_SAMPLE_BYTES = 512 * 1024
 CEL = "cel"
 
 
+def _term_column(model: FootprintModel, feature: str) -> int:
+    """The column of the term ``feature`` in ``model``, added (coefficient 0, no covariance) if it is not there:
+    a term measured apart from the fit (CEL rules, description text) sits beside the fitted features."""
+    if feature not in model.features:
+        model.features.append(feature)
+        for m in model.targets.values():
+            m.coef.append(0.0)
+            for row in m.cov:
+                row.append(0.0)
+            m.cov.append([0.0] * len(m.coef))
+    return model.features.index(feature)
+
+
 def add_cel_term(
     run_path: str | Path, crds: str | Path | None = None, model_file: str | Path | None = None
 ) -> tuple[Path, str]:
@@ -465,14 +476,7 @@ def add_cel_term(
     rss_per_heap = float(added[RSS]) / float(added[TOTAL])
     target = Path(model_file) if model_file else shipped_path(run.kube_version)
     model = read_model(target)
-    if "cel_rules" not in model.features:
-        model.features.append("cel_rules")
-        for m in model.targets.values():
-            m.coef.append(0.0)
-            for row in m.cov:
-                row.append(0.0)
-            m.cov.append([0.0] * len(m.coef))
-    i = model.features.index("cel_rules")  # not the last feature once another term is in
+    i = _term_column(model, "cel_rules")
     for name, scale in ((CEL, 1.0), (TOTAL, 1.0), (RSS, rss_per_heap)):
         m = model.targets[name]
         m.coef[i], m.cov[i][i] = per_rule * scale, (se * scale) ** 2
@@ -510,13 +514,7 @@ def add_description_term(paths: Iterable[str | Path], model_file: str | Path | N
     version = versions.pop()
     target = Path(model_file) if model_file else shipped_path(version)
     model = read_model(target)
-    if DESCRIPTIONS not in model.features:
-        model.features.append(DESCRIPTIONS)
-        for m in model.targets.values():
-            m.coef.append(0.0)
-            for row in m.cov:
-                row.append(0.0)
-            m.cov.append([0.0] * len(m.coef))
+    column = _term_column(model, DESCRIPTIONS)
     measured, predicted, text = [], [], []
     for run in inputs:
         if run.features.get("cel_rules"):
@@ -531,7 +529,6 @@ def add_description_term(paths: Iterable[str | Path], model_file: str | Path | N
         predicted.append(predict(model, without).set_index("target")["value"])
         text.append(run.features[DESCRIPTIONS])
     text_ = np.asarray(text)
-    column = model.features.index(DESCRIPTIONS)
     lines = []
     for name, m in model.targets.items():
         beyond = np.array([float(g.get(name, np.nan)) - float(p.get(name, 0.0)) for g, p in zip(measured, predicted)])

@@ -192,6 +192,16 @@ class Crds:
         None, "upjet-shaped CEL rules on each version's spec, one per top-level parameter up to this many (provider)"
     )
 
+    def generator_params(self):
+        """The :class:`~crdscale.crds.generate.GeneratorParams` these keys generate (``source = "generate"``)."""
+        # lazy: would bring yaml into --help
+        from crdscale.crds.generate import preset
+
+        fields = self.generator_fields()
+        if "categories" in fields:
+            fields["categories"] = tuple(fields["categories"])
+        return preset(self.preset, **fields).validate()
+
     def generator_fields(self) -> dict[str, Any]:
         """The keys set (not ``source``/``preset``) as :class:`~crdscale.crds.generate.GeneratorParams` fields."""
         return {
@@ -599,13 +609,7 @@ class Scenario:
 
     def generator_params(self):
         """The :class:`~crdscale.crds.generate.GeneratorParams` for ``[crds] source = "generate"``."""
-        # lazy: would bring yaml into --help
-        from crdscale.crds.generate import preset
-
-        fields = self.crds.generator_fields()
-        if "categories" in fields:
-            fields["categories"] = tuple(fields["categories"])
-        return preset(self.crds.preset, **fields).validate()
+        return self.crds.generator_params()
 
     def step_sizes(self, total: int) -> list[int]:
         """How many CRDs each step installs (sizes differ by at most one; ``size`` wins over ``count``)."""
