@@ -189,7 +189,9 @@ class Crds:
     group_suffix: str | None = key(None, "DNS suffix of generated groups (default crdscale.example.org)")
     seed: int = key(1, "random seed: the same parameters and seed give the same CRDs")
     cel_rules: int | None = key(
-        None, "upjet-shaped CEL rules on each version's spec, one per top-level parameter up to this many (provider)"
+        None,
+        "upjet-shaped CEL rules on each version's spec, one per top-level parameter up to this many (provider)",
+        ge=0,
     )
 
     def generator_params(self):

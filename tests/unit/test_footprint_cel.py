@@ -94,3 +94,10 @@ def test_generated_provider_crds_carry_upjet_shaped_rules_on_request_only():
 def test_a_cel_term_from_a_run_without_its_crds_needs_a_manifest_that_counted_them(tmp_path):
     with pytest.raises(UsageError, match="does not count the CEL rules"):
         add_cel_term(ROOT / "data" / "reference-run", model_file=tmp_path / "m.json")
+
+
+def test_a_scenarios_cel_rules_are_checked_where_they_enter():
+    from crdscale.scenario.config import build_scenario
+
+    with pytest.raises(UsageError, match="'crds.cel_rules' must be >= 0, got -1"):
+        build_scenario({"crds": {"preset": "provider", "cel_rules": -1}})
