@@ -351,18 +351,19 @@ def per_run_coverage(
     suffix = f" ({label})" if label else ""
     results = []
     for cause in sim.values:
-        value, _se, _dof, low, high = _served_estimates(sim, cause, confidence, model)
+        served = _served_estimates(sim, cause, confidence, model)
         samples = _samples(sim, cause, _served_ends(sim))
         true = _served_truth(sim, cause)
-        results.append(
-            replace(_coverage(f"per-run{suffix}", cause, value, low, high, true, confidence), samples=samples)
-        )
+        found = _coverage(f"per-run{suffix}", cause, served.value, served.low, served.high, true, confidence)
+        results.append(replace(found, samples=samples))
         increments = _split_increments(sim, cause)
-        for kind, (value, _se, _dof, low, high) in _install_serve_estimates(sim, cause, confidence, model).items():
+        for kind, part in _install_serve_estimates(sim, cause, confidence, model).items():
             dx, _dy, _dv, _first, de = increments[kind]
             true = float(de.sum() / dx.sum())
             ends = range(1 if kind == "installed" else 2, len(sim.marks), 2)
-            found = _coverage(f"install/serve: {kind}{suffix}", cause, value, low, high, true, confidence)
+            found = _coverage(
+                f"install/serve: {kind}{suffix}", cause, part.value, part.low, part.high, true, confidence
+            )
             results.append(replace(found, samples=_samples(sim, cause, ends)))
     return results
 
