@@ -423,7 +423,7 @@ def increments_batch(
         unseen = ~dy.any(axis=1)
         bound_low, bound_high = unseen_growth_bounds(np.asarray(first, dtype=float), resolution, total)
         low, high = np.where(unseen, bound_low, low), np.where(unseen, bound_high, high)
-        # Known only by those bounds (se 0 with a width): a difference combines them by their bounds.
+        # Known only by those bounds (se 0 with a width): a difference combines them by their margins (MOVER).
         se, dof = np.where(unseen, 0.0, se), np.where(unseen, float(max(steps - 1, 0)), dof)
         allowance = np.where(unseen, 0.0, allowance)
     return Growths(value, se, dof, low, high, allowance)
@@ -661,7 +661,9 @@ def difference(a: Estimate, b: Estimate, confidence: float = 0.95) -> Estimate:
     interval that holds ~91 %). An exact side (se 0, e.g. a cause absent
     from every profile) leaves the other side's degrees of freedom; a side
     known only by bounds (se 0 with a width: no heap sample came or went) is
-    combined by its bounds (``a.low - b.high`` to ``a.high - b.low``). Growths
+    combined by its margins below and above its value, each side's added in
+    quadrature (MOVER: from ``a - b - hypot(a - a.low, b.high - b)`` to
+    ``a - b + hypot(a.high - a, b - b.low)``). Growths
     of heap samples carry the rule of three's allowance for a count of a few
     (:func:`unseen_allowance`); a difference of two such growths leaves it out.
     """
@@ -705,8 +707,11 @@ def difference_batch(a: tuple, b: tuple, confidence: float = 0.95):
     half = np.where(undefined, math.nan, half)
     low, high = value - half, value + half
     bounded = ((se_a == 0) & (high_a > low_a)) | ((se_b == 0) & (high_b > low_b))
-    low = np.where(bounded, low_a - high_b, low)
-    high = np.where(bounded, high_a - low_b, high)
+    # A side known by its bounds: each side's margins below and above its value added in quadrature (MOVER,
+    # Zou & Donner 2008), not end to end: adding the bounds of the side no sample touched to the other's made
+    # the zap counters' difference (v1.37.1 has none) cover 0.974 at 1.10 times the ideal width.
+    low = np.where(bounded, value - np.hypot(value_a - low_a, high_b - value_b), low)
+    high = np.where(bounded, value + np.hypot(high_a - value_a, value_b - low_b), high)
     return value, np.where(undefined, math.nan, se), np.where(undefined, 0.0, dof), low, high
 
 

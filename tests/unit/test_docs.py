@@ -199,15 +199,15 @@ QUOTED = {
         "docs/explanation/attribution.md": ["937 KiB per CRD", "OpenAPI 260", "cache 240", "CRD schemas 150 KiB"],
     },
     COMPARE: {
-        "README.md": ["461.0 KiB [359.4, 557.8]", "46 % less heap per CRD"],
+        "README.md": ["461.0 KiB [368.4, 553.1]", "46 % less heap per CRD"],
         "docs/tutorials/compare.md": [
             "v1.37.1 holds 797.8 KiB less heap per served CRD than v1.24.0 (95% CI [-1.1 MiB, -502.8 KiB], -46%; "
-            "937.0 KiB vs 1.7 MiB per CRD); mostly zap-counters 461.0 KiB less per CRD [-557.8 KiB, -359.4 KiB]; "
+            "937.0 KiB vs 1.7 MiB per CRD); mostly zap-counters 461.0 KiB less per CRD [-553.1 KiB, -368.4 KiB]; "
             "peak RSS 725.0 MiB vs 1.1 GiB (/proc).",
         ],
-        "docs/explanation/error-model.md": ["-461.0 KiB [-557.8, -359.4]"],
+        "docs/explanation/error-model.md": ["-461.0 KiB [-553.1, -368.4]"],
         "docs/results/seeds.toml": [
-            '"461.0 KiB [359.4, 557.8]"',
+            '"461.0 KiB [368.4, 553.1]"',
             "797.8 KiB more per CRD on v1.24.0 ([502.8 KiB, 1.1 MiB]; 1.7 MiB vs 937.0 KiB per CRD, -46 %",
             "OpenAPI 337.2 KiB more ([17.4, 656.9])",
             "RSS 3.6",

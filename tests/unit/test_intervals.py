@@ -221,3 +221,13 @@ def test_a_difference_of_two_sampled_growths_leaves_the_rule_of_three_out():
     assert difference(ea, eb).se == pytest.approx(se[0])
     repeats = Estimate(eb.value, eb.se, eb.dof, eb.low, eb.high)
     assert difference(ea, repeats).se ** 2 == pytest.approx(ea.se**2 + eb.se**2)
+
+
+def test_a_side_known_by_its_bounds_adds_its_margins_in_quadrature():
+    """MOVER: a cause no sample touched on one side (its bounds, se 0) widens the other's interval by
+    √(margin_a² + margin_b²), not by the bounds end to end."""
+    seen = Estimate(100.0, 10.0, math.inf, 100 - 19.6, 100 + 19.6)
+    unseen = Estimate(0.0, 0.0, 3, 0.0, 9.6)
+    d = difference(seen, unseen)
+    assert d.value == 100
+    assert d.low == pytest.approx(100 - math.hypot(19.6, 9.6)) and d.high == pytest.approx(100 + 19.6)
