@@ -131,6 +131,7 @@ def test_coverage_of_every_interval_kind_holds_95_percent(models):
     assert len(summary(table)) == len(CASES)
     checked = goals(table).set_index("goal")
     assert (checked["scored"] > 0).all() and checked["misses"].le(checked["scored"]).all()
+    assert checked["clear_misses"].le(checked["misses"]).all()
 
 
 def test_a_run_with_two_steps_says_low_count_causes_are_unreliable():
