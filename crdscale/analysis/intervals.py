@@ -42,12 +42,18 @@ around a cost per CRD that bends linearly along the run (one more column of
 the increments' mean), and where that bend is significant (t test at
 :data:`TREND_LEVEL`, by generalised least squares) the noise left around it is
 the one used: a growth every repeat shares (a cause that starts late) is no
-noise (the growth itself is unchanged). Noise of one profile up to that profile's own sampling variance ``V`` is read as
-the sampling of objects rebuilt for that profile (the whole OpenAPI spec at
-every CRD change): a share ``λ`` of the sampling does not carry over (``λ``
-rising from 0 at ``τ² = 0.3·V̄`` to 1 at ``V̄``: less is transient objects,
-not rebuilt ones, :data:`REBUILT_FROM`), which adds ``V_first + V_last`` to the growth instead of
-``V_last - V_first`` (``2λ·V_first`` on top of ``ΣK``) rather than ``2τ²``.
+noise (the growth itself is unchanged). Objects rebuilt for every profile
+(the whole OpenAPI spec at every CRD change) are sampled afresh each time, so
+their sampling does not carry over: their increments' covariance is ``T_V``
+(``V_i + V_(i-1)`` on the diagonal, ``-V_i`` beside it, ``V`` each profile's
+own sampling variance) instead of ``K``, which adds ``V_first + V_last`` to the
+growth instead of ``V_last - V_first``. Weighed by ``T_V``, the residual
+increments' dispersion ``φ`` is about 1 when the sampling is rebuilt and far
+below when it carries over (the increments then vary by what each added
+only); from ``φ`` = :data:`REBUILT_FROM` to :data:`REBUILT_FULL` a share
+``λ`` rising from 0 to 1 of the variance is the rebuilt reading's: ``T_V``'s
+plus the ``σ²`` and ``τ²`` beyond it, estimated by quadratic forms weighed by
+``T_V`` (REML's at no other noise), the rest the carried reading's.
 The interval is Student's t on Satterthwaite's degrees of freedom for the
 estimated part (the known part has none to lose), never fewer than the
 increments' ``m - 1`` (``m - 2`` with installed and served). Every half width
@@ -521,11 +527,18 @@ TREND_MIN_STEPS = 4
 TREND_LEVEL = 0.05
 # The rule of three's 3 samples more (see increments_batch) in full up to this many samples in a growth.
 UNSEEN_SAMPLES_UP_TO = 20
-# Noise of one profile below this share of the profiles' own sampling variance V̄ is not read as rebuilt
-# objects' sampling; from there to V̄ a share rising to all of it is (see _variance_components). Read in
-# full from 0 on, transient objects (GC noise) were taken for rebuilt ones: OpenAPI on v1.24.0 under strong
-# GC noise covered 0.926 instead of 0.929, while OpenAPI rebuilt at every profile is as wide either way.
-REBUILT_FROM = 0.3
+# Whether a chain's sampling is rebuilt for every profile (the whole OpenAPI spec at every CRD change) is read
+# from the dispersion φ of its residual increments weighed by the covariance rebuilt sampling would have (T_V,
+# see _variance_components): ~1 when the sampling does not carry over (a χ² over its m - p degrees of
+# freedom), far below when it does. Below REBUILT_FROM the rebuilt reading gets no share of the variance, from
+# REBUILT_FULL on all of it, linearly between. benchmarks/coverage.py (2,000 runs, seeds 1-3): OpenAPI rebuilt
+# at every profile at 4×40 has φ below 0.3 in ~6 % of runs; OpenAPI on v1.24.0 under strong GC noise (its
+# sampling carries over) above 0.3 in ~12 %, and from 0.3 on it lost a run of 2,000 at seed 2 (0.928 -> 0.9275),
+# from 0.35 none. Before (until 2026-11-28) the noise of one profile τ² of the carried reading was read as
+# rebuilt up to V̄: σ² and τ² are then told apart by the lag-1 products of 8 increments alone and σ² costs the
+# growth Σw where τ² costs 2, so σ² took what τ² missed: OpenAPI rebuilt covered 0.99 at 1.6-1.7× the ideal width.
+REBUILT_FROM = 0.35
+REBUILT_FULL = 0.6
 
 
 def _quantile(dof: np.ndarray, confidence: float) -> np.ndarray:
@@ -592,14 +605,14 @@ def _variance_components(
     ``c'Kc + σ²·c'diag(w)c + τ²·c'Tc`` (for a growth, all of a chain: ``ΣK + σ²·Σw + 2τ²``), on
     Satterthwaite's degrees of freedom for the estimated part (the known part has no error).
 
-    ``profile_var`` (series x profiles, a chain's): each profile's own sampling variance ``V``. Noise
-    of one profile up to its ``V`` is read as the sampling of objects rebuilt for that profile (a share
-    ``λ`` of the sampling does not carry over, rising from 0 at ``τ² = REBUILT_FROM·V̄`` to 1 at ``V̄``:
-    below, it is more likely transient objects; ``V̄`` over the profiles two increments share; the sum
-    below writes ``λ·V̄`` for the τ² so read). Such sampling has the covariance ``T_V`` (``V_i + V_(i-1)`` on the diagonal, ``-V_i``
-    beside it) where the sampling that carries over has ``K``: the sum's variance is
-    ``(1 - λ)·c'Kc + λ·c'T_Vc + σ²·c'diag(w)c + (τ² - λ·V̄)·c'Tc`` (for a growth the sampling part is
-    ``ΣK + 2λ·V_first``: it lies between ``V_last - V_first`` and ``V_last + V_first``, whichever it is).
+    ``profile_var`` (series x profiles, a chain's): each profile's own sampling variance ``V``, for the
+    reading that the sampling is rebuilt for every profile (:func:`_with_rebuilt`): its covariance is then
+    ``T_V`` (``V_i + V_(i-1)`` on the diagonal, ``-V_i`` beside it) where the sampling that carries over
+    has ``K``, and ``σ²``, ``τ²`` are what lies beyond ``T_V``. Why not the carried reading's ``τ²`` read as
+    rebuilt up to ``V̄`` (what crdscale did before): ``σ²`` and ``τ²`` are told apart by the lag-1
+    products alone there, and ``σ²`` costs a growth ``Σw`` where ``τ²`` costs 2, so ``σ²`` took what a low
+    ``τ²`` missed; weighed by ``T_V`` the profiles' own scatter tells them apart (persistent noise drifts
+    from profile to profile, rebuilt sampling does not).
     """
     n, m = resid.shape
     c = np.ones(m)  # the growth adds up every increment
@@ -621,36 +634,68 @@ def _variance_components(
     coef = np.broadcast_to(np.array([[np.trace(gi @ v) for v in shapes] for gi in g]), (n, k, k))
     target = np.broadcast_to(np.array([c @ shape @ c for shape in shapes]), (n, k))  # the sum's variance per unit
     solved, per_form = _nonnegative(coef, rhs)
-    targets = target.copy()
     estimated = (solved * target).sum(axis=1)
     known_part = np.clip(known @ (c * c), 0.0, None)
-    if chain and profile_var is not None:
-        # Noise of one profile up to its own sampling variance is rebuilt objects' sampling (see above):
-        # c'T_Vc - c'Kc = Σ c_i² (V_i + V_(i-1) - K_i) - 2 Σ c_i c_(i+1) V_i = 2 Σ c_i² V_(i-1) - 2 Σ c_i c_(i+1) V_i.
-        tau2, per_tau = solved[:, 1], target[:, 1]
-        shared = profile_var[:, 1:m].mean(axis=1)
-        rebuilt_gain = 2 * profile_var[:, :m] @ (c * c) - 2 * profile_var[:, 1:m] @ (c[:-1] * c[1:])
-        with np.errstate(divide="ignore", invalid="ignore"):
-            per_unit = np.where(shared > 0, rebuilt_gain / shared, per_tau)
-        # λ·V̄ of τ² is rebuilt sampling, λ rising from 0 at τ² = REBUILT_FROM·V̄ to 1 at V̄.
-        start = REBUILT_FROM
-        with np.errstate(divide="ignore", invalid="ignore"):
-            share = np.where(shared > 0, np.clip((tau2 / shared - start) / (1 - start), 0.0, 1.0), 0.0)
-        estimated = estimated - share * shared * (per_tau - per_unit)
-        # On the ramp the sum moves by c'Tc - (c'Tc - c'(T_V - K)c / V̄) / (1 - start) per unit of τ², off it by c'Tc.
-        ramp = (share > 0) & (share < 1)
-        targets[:, 1] = np.where(ramp, per_tau - (per_tau - per_unit) / (1 - start), per_tau)
-    weights = np.einsum("nj,njf->nf", targets, per_form)
+    weights = np.einsum("nj,njf->nf", target, per_form)
     var = known_part + estimated
     # Satterthwaite: Var(w·q) = 2 tr(BWBW), B = Σ w_i A_i, W = E[resid residᵀ] at the estimates.
     b = sum(weights[:, i, None, None] * forms[i] for i in range(k))
     cov = known[:, :, None] * eye + sum(solved[:, i, None, None] * shapes[i] for i in range(k))
     bw = b @ (centre @ cov @ centre.T)
     var_estimated = 2 * np.einsum("nij,nji->n", bw, bw)
+    if chain and profile_var is not None:
+        var, var_estimated, cov, estimated = _with_rebuilt(
+            (var, var_estimated, cov, estimated), centre, shapes, target, resid, profile_var, design.shape[1]
+        )
     with np.errstate(divide="ignore", invalid="ignore"):
         dof = np.where((estimated > 0) & (var_estimated > 0), 2 * var**2 / var_estimated, math.inf)
     # Never fewer than the spread of the increments alone has: m - 1 (m - 2 with installed and served).
     return var, np.maximum(dof, float(m - design.shape[1])), cov
+
+
+def _with_rebuilt(carried, centre, shapes, target, resid, profile_var, columns):
+    """The carried reading's ``(var, var_estimated, cov, estimated)`` of a chain's growth blended with the
+    rebuilt one's by the share ``λ`` the increments' dispersion φ gives (:data:`REBUILT_FROM`; see
+    :func:`_variance_components`)."""
+    n, m = resid.shape
+    c = np.ones(m)
+    i = np.arange(m)
+    rebuilt = np.zeros((n, m, m))  # T_V: V_i + V_(i-1) on the diagonal, -V_i beside it
+    rebuilt[:, i, i] = profile_var[:, :m] + profile_var[:, 1 : m + 1]
+    rebuilt[:, i[:-1], i[1:]] = rebuilt[:, i[1:], i[:-1]] = -profile_var[:, 1:m]
+    expected = centre @ rebuilt @ centre.T  # the residual increments' covariance if nothing else varied
+    scale = np.trace(expected, axis1=1, axis2=2)[:, None, None] / m
+    scale = np.where(scale > 0, scale, 1.0)
+    weigh = np.linalg.pinv(expected / scale, hermitian=True) / scale
+    phi = np.einsum("ni,nij,nj->n", resid, weigh, resid) / (m - columns)
+    # σ² and τ² beyond T_V, from quadratic forms weighed by T_V (REML's score at none): E[q] = tr(F_j E) + coef θ.
+    parts = [centre @ shape @ centre.T for shape in shapes]
+    forms = [weigh @ part @ weigh for part in parts]
+    q = np.stack([np.einsum("ni,nij,nj->n", resid, f, resid) for f in forms], axis=1)
+    rhs = q - np.stack([np.einsum("nij,nji->n", f, expected) for f in forms], axis=1)
+    coef = np.stack([np.stack([np.einsum("nij,ji->n", f, part) for part in parts], axis=1) for f in forms], axis=1)
+    norm = np.sqrt((coef**2).sum(axis=(1, 2)))[:, None]  # the forms' scale is T_V's: make it 1 for the subsets' fits
+    norm = np.where(norm > 0, norm, 1.0)
+    solved, per_form = _nonnegative(coef / norm[:, :, None], rhs / norm)
+    per_form = per_form / norm[:, None, :]
+    estimated = (solved * target).sum(axis=1)
+    var = np.einsum("i,nij,j->n", c, rebuilt, c) + estimated  # V_first + V_last + what is beyond it
+    b = sum(w[:, None, None] * f for w, f in zip(np.einsum("nj,njf->fn", target, per_form), forms))
+    cov = rebuilt + sum(solved[:, j, None, None] * shape for j, shape in enumerate(shapes))
+    bw = b @ (centre @ cov @ centre.T)
+    var_estimated = 2 * np.einsum("nij,nji->n", bw, bw)
+    with np.errstate(invalid="ignore"):
+        share = np.clip((phi - REBUILT_FROM) / (REBUILT_FULL - REBUILT_FROM), 0.0, 1.0)
+    share = np.where(np.isfinite(share), share, 0.0)
+    var_c, var_estimated_c, cov_c, estimated_c = carried
+    # The estimated parts' standard deviations add (their errors go together: the same residuals).
+    sd = (1 - share) * np.sqrt(np.clip(var_estimated_c, 0.0, None)) + share * np.sqrt(np.clip(var_estimated, 0.0, None))
+    return (
+        (1 - share) * var_c + share * var,
+        sd**2,
+        (1 - share)[:, None, None] * cov_c + share[:, None, None] * cov,
+        (1 - share) * estimated_c + share * estimated,
+    )
 
 
 def difference(a: Estimate, b: Estimate, confidence: float = 0.95) -> Estimate:
