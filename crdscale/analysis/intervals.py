@@ -50,8 +50,10 @@ own sampling variance) instead of ``K``, which adds ``V_first + V_last`` to the
 growth instead of ``V_last - V_first``. Weighed by ``T_V``, the residual
 increments' dispersion ``φ`` is about 1 when the sampling is rebuilt and far
 below when it carries over (the increments then vary by what each added
-only); from ``φ`` = :data:`REBUILT_FROM` to :data:`REBUILT_FULL` a share
-``λ`` rising from 0 to 1 of the variance is the rebuilt reading's: ``T_V``'s
+only); from the :data:`REBUILT_FROM` quantile of the χ² that ``φ`` follows
+when rebuilt to its :data:`REBUILT_FULL` quantile (``φ`` from 0.35 to 0.6 at
+4 steps) a share ``λ`` rising from 0 to 1 of the variance is the rebuilt
+reading's: ``T_V``'s
 plus the ``σ²`` and ``τ²`` beyond it, estimated by quadratic forms weighed by
 ``T_V`` (REML's at no other noise), the rest the carried reading's.
 The interval is Student's t on Satterthwaite's degrees of freedom for the
@@ -529,16 +531,18 @@ TREND_LEVEL = 0.05
 UNSEEN_SAMPLES_UP_TO = 20
 # Whether a chain's sampling is rebuilt for every profile (the whole OpenAPI spec at every CRD change) is read
 # from the dispersion φ of its residual increments weighed by the covariance rebuilt sampling would have (T_V,
-# see _variance_components): ~1 when the sampling does not carry over (a χ² over its m - p degrees of
-# freedom), far below when it does. Below REBUILT_FROM the rebuilt reading gets no share of the variance, from
-# REBUILT_FULL on all of it, linearly between. benchmarks/coverage.py (2,000 runs, seeds 1-3): OpenAPI rebuilt
-# at every profile at 4×40 has φ below 0.3 in ~6 % of runs; OpenAPI on v1.24.0 under strong GC noise (its
-# sampling carries over) above 0.3 in ~12 %, and from 0.3 on it lost a run of 2,000 at seed 2 (0.928 -> 0.9275),
-# from 0.35 none. Before (until 2026-11-28) the noise of one profile τ² of the carried reading was read as
-# rebuilt up to V̄: σ² and τ² are then told apart by the lag-1 products of 8 increments alone and σ² costs the
-# growth Σw where τ² costs 2, so σ² took what τ² missed: OpenAPI rebuilt covered 0.99 at 1.6-1.7× the ideal width.
-REBUILT_FROM = 0.35
-REBUILT_FULL = 0.6
+# see _variance_components): ~1 when the sampling does not carry over (φ·(m - p) a χ² on m - p degrees of
+# freedom), far below when it does. Below the χ²'s REBUILT_FROM quantile the rebuilt reading gets no share of
+# the variance, from its REBUILT_FULL quantile on all of it, linearly in the χ²'s distribution function between
+# (at 4 steps, m - p = 6: φ from 0.35 to 0.6). benchmarks/coverage.py (2,000 runs, seeds 1-3): OpenAPI on
+# v1.24.0 under strong GC noise (its sampling carries over) lost a run of 2,000 at seed 2 with a ramp from
+# φ = 0.3, none from 0.35; a ramp in φ itself, the same at every length, read crd-schema's comparisons at
+# 10×16 (m - p = 18, where rebuilt sampling's φ lies near 1) as partly rebuilt (0.968 -> 0.977). Before
+# (until 2026-11-28) the carried reading's noise of one profile τ² was read as rebuilt up to V̄: σ² and τ²
+# are then told apart by the lag-1 products alone, and σ² costs a growth Σw where τ² costs 2, so σ² took what
+# a low τ² missed: OpenAPI rebuilt at every profile covered 0.99 at 1.6-1.7 times the ideal width.
+REBUILT_FROM = 0.09
+REBUILT_FULL = 0.27
 
 
 def _quantile(dof: np.ndarray, confidence: float) -> np.ndarray:
@@ -655,7 +659,7 @@ def _variance_components(
 
 def _with_rebuilt(carried, centre, shapes, target, resid, profile_var, columns):
     """The carried reading's ``(var, var_estimated, cov, estimated)`` of a chain's growth blended with the
-    rebuilt one's by the share ``λ`` the increments' dispersion φ gives (:data:`REBUILT_FROM`; see
+    rebuilt one's by the share ``λ`` the increments' dispersion φ against ``T_V`` gives (:data:`REBUILT_FROM`; see
     :func:`_variance_components`)."""
     n, m = resid.shape
     c = np.ones(m)
@@ -684,8 +688,12 @@ def _with_rebuilt(carried, centre, shapes, target, resid, profile_var, columns):
     cov = rebuilt + sum(solved[:, j, None, None] * shape for j, shape in enumerate(shapes))
     bw = b @ (centre @ cov @ centre.T)
     var_estimated = 2 * np.einsum("nij,nji->n", bw, bw)
+    from scipy.special import chdtr  # lazy: ~0.3 s of CPU, for a chain with known sampling only (t_quantile)
+
+    # φ's place in the χ² it would follow if the sampling were rebuilt: λ ramps between two of its quantiles.
+    level = chdtr(m - columns, np.nan_to_num(phi, nan=0.0, posinf=1e300) * (m - columns))
     with np.errstate(invalid="ignore"):
-        share = np.clip((phi - REBUILT_FROM) / (REBUILT_FULL - REBUILT_FROM), 0.0, 1.0)
+        share = np.clip((level - REBUILT_FROM) / (REBUILT_FULL - REBUILT_FROM), 0.0, 1.0)
     share = np.where(np.isfinite(share), share, 0.0)
     var_c, var_estimated_c, cov_c, estimated_c = carried
     # The estimated parts' standard deviations add (their errors go together: the same residuals).
