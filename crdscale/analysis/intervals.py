@@ -38,11 +38,14 @@ plus one per CRD served: two columns, fitted by weighted least squares).
 products set to their expectations, kept at 0 or above (a MINQUE-like moment
 estimate, non-negative least squares where the exact solution is not). From
 :data:`TREND_MIN_STEPS` served steps on, a chain's noise is also estimated
-around a cost per CRD that bends linearly along the run (one more column of
-the increments' mean), and where that bend is significant (t test at
-:data:`TREND_LEVEL`, by generalised least squares) the noise left around it is
-the one used: a growth every repeat shares (a cause that starts late) is no
-noise (the growth itself is unchanged). Noise of one profile up to that profile's own sampling variance ``V`` is read as
+around a cost per CRD that bends: linearly along the run (one more column of
+the increments' mean), or at a served profile (a kink: a cost per CRD
+installed and one per CRD served from there on, two more columns, as a cause
+that starts late has); where the best of them is significant (by generalised
+least squares: a t test at :data:`TREND_LEVEL` for the line, a Wald test for a
+kink at ``TREND_LEVEL`` shared among the profiles tried) the noise left around
+it is the one used: a growth every repeat shares is no noise (the growth
+itself is unchanged; the install/serve split is not bent). Noise of one profile up to that profile's own sampling variance ``V`` is read as
 the sampling of objects rebuilt for that profile (the whole OpenAPI spec at
 every CRD change): a share ``λ`` of the sampling does not carry over (``λ``
 rising from 0 at ``τ² = 0.3·V̄`` to 1 at ``V̄``: less is transient objects,
@@ -390,24 +393,7 @@ def increments_batch(
             profile_var = np.concatenate([start[:, None], profile_var], axis=1)
         se, dof, _cov = _growth_variance(design, weight, dy, dvar, chained, profile_var, total)
         if chained and steps >= TREND_MIN_STEPS:
-            # A growth that bends the same way in every repeat (a cause that starts late, a cache that
-            # fills) is no noise, but around a straight line it reads as persistent noise: a run's totals
-            # 2.7 times wider than the data need, coverage 1.00. Around a cost per CRD that changes
-            # linearly along the run it does not; where that bend is told from the noise found around it
-            # (t test, TREND_LEVEL), the noise is what is left around the bend.
-            bent = _with_trend(design, weight)
-            se_bent, dof_bent, cov = _growth_variance(bent, weight, dy, dvar, chained, profile_var, total)
-            # The bend's coefficient by generalised least squares at the covariance found around it, and its t.
-            scale = np.trace(cov, axis1=1, axis2=2)[:, None, None] / m
-            scale = np.where(scale > 0, scale, 1.0)
-            inv_cov = np.linalg.pinv(cov / scale + 1e-9 * np.eye(m)) / scale
-            xtv = np.swapaxes(inv_cov @ bent, 1, 2)  # series x columns x increments
-            info = np.linalg.pinv(xtv @ bent)
-            slope = np.einsum("np,npm,nm->n", info[:, -1, :], xtv, dy)
-            with np.errstate(divide="ignore", invalid="ignore"):
-                t = np.abs(slope) / np.sqrt(info[:, -1, -1])
-            bends = t > t_quantile(1 - TREND_LEVEL / 2, m - bent.shape[1])
-            se, dof = np.where(bends, se_bent, se), np.where(bends, dof_bent, dof)
+            se, dof = _around_bend(design, weight, dy, dvar, profile_var, total, se, dof)
     half = _quantile(dof, confidence) * se
     if dvar is not None and steps >= 2:
         # The sampling alone: sampled objects that stay carry their error from profile to profile, so
@@ -481,6 +467,72 @@ def _growth_variance(
         use = se_c > 0
         se, dof = np.where(use, se_c, se), np.where(use, dof_c, dof)
     return se, dof, cov
+
+
+def _around_bend(design, weight, dy, dvar, profile_var, total, se, dof):
+    """A chain's growth se and dof around the bend that fits each series best, where that bend is significant.
+
+    A growth that bends the same way in every repeat (a cause that starts late, a cache that fills) is no
+    noise, but around a straight line it reads as persistent noise: a run's totals 2.7 times wider than the
+    data need, coverage 1.00. Around a bent cost per CRD it does not: the noise is what is left around the
+    bend where the bend is told from that noise. Two shapes are tried: a cost per CRD that changes linearly
+    along the run (:func:`_with_trend`, t test at :data:`TREND_LEVEL` on the increments' ``m - p`` degrees of
+    freedom), and a kink: a cost per CRD installed and one per CRD served that change at a served profile
+    (a cause that starts late: 0, then its cost; :func:`_kinks`), each by a Wald test of its columns at
+    ``TREND_LEVEL`` shared among the served profiles tried (Bonferroni), on the Satterthwaite degrees of
+    freedom of the noise found around it (the sampling is known, so a kink that leaves only the sampling
+    is told at once). The bend whose test is passed by the widest margin wins. The coefficients come from
+    generalised least squares at the covariance found around the bend; the growth ``ΣΔy / ΣΔx`` is unchanged.
+    """
+    m, columns = design.shape
+    kinks = _kinks(design, weight)
+    best = np.ones(len(dy))  # the margin (Wald statistic over its critical value) to beat
+    for bent in [_with_trend(design, weight), *kinks]:
+        se_bent, dof_bent, cov = _growth_variance(bent, weight, dy, dvar, True, profile_var, total)
+        scale = np.trace(cov, axis1=1, axis2=2)[:, None, None] / m
+        scale = np.where(scale > 0, scale, 1.0)
+        inv_cov = np.linalg.pinv(cov / scale + 1e-9 * np.eye(m)) / scale
+        xtv = np.swapaxes(inv_cov @ bent, 1, 2)  # series x columns x increments
+        info = np.linalg.pinv(xtv @ bent)
+        q = bent.shape[1] - columns  # the bend's columns: a Wald test of them all (t² for one)
+        coef = np.einsum("npm,nm->np", info[:, -q:, :] @ xtv, dy)
+        wald = np.einsum("np,npq,nq->n", coef, np.linalg.pinv(info[:, -q:, -q:]), coef)
+        linear = not any(bent is k for k in kinks)
+        if linear:
+            critical = np.full(len(dy), t_quantile(1 - TREND_LEVEL / 2, m - bent.shape[1]) ** 2)
+        else:
+            critical = _wald_critical(q, dof_bent, TREND_LEVEL / len(kinks))
+        with np.errstate(divide="ignore", invalid="ignore"):
+            margin = np.nan_to_num(wald / critical)
+        better = margin > best
+        best = np.where(better, margin, best)
+        se, dof = np.where(better, se_bent, se), np.where(better, dof_bent, dof)
+    return se, dof
+
+
+def _kinks(design: np.ndarray, weight: np.ndarray) -> list[np.ndarray]:
+    """``design`` with its columns again from one served profile on, one design per served profile
+    between the first and the last: a cost per CRD installed and one per CRD served that change there."""
+    m = len(weight)
+    serves = design[:, -1] > 0  # increments that served CRDs (all of them without installed profiles)
+    return [
+        np.concatenate([design, design * (np.arange(m) >= j)[:, None]], axis=1) for j in range(1, m) if serves[j - 1]
+    ]
+
+
+def _wald_critical(q: int, dof: np.ndarray, level: float) -> np.ndarray:
+    """The Wald statistic of ``q`` columns that is significant at ``level``: ``q·F(q, dof)``'s upper quantile
+    (``χ²(q)``'s for infinite ``dof``; one column: ``t²``, two: closed forms, no scipy)."""
+    dof = np.asarray(dof, dtype=float)
+    if q == 1:
+        return _quantile(dof, 1 - level) ** 2
+    if q == 2:
+        with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
+            finite = dof * (level ** (-2 / dof) - 1)  # P(F(2, d) > f) = (1 + 2f/d)^(-d/2)
+        return np.where(np.isinf(dof), -2 * math.log(level), finite)
+    from scipy.special import chdtri, fdtri  # lazy, as for the t quantiles off the table
+
+    return np.where(np.isinf(dof), chdtri(q, level), q * fdtri(q, np.where(np.isinf(dof), 1.0, dof), 1 - level))
 
 
 def _with_trend(design: np.ndarray, weight: np.ndarray) -> np.ndarray:
