@@ -481,7 +481,7 @@ def _around_bend(design, weight, dy, dvar, profile_var, total, se, dof):
     (a cause that starts late: 0, then its cost; :func:`_kinks`), each by a Wald test of its columns at
     ``TREND_LEVEL`` shared among the served profiles tried (Bonferroni), on the Satterthwaite degrees of
     freedom of the noise found around it (the sampling is known, so a kink that leaves only the sampling
-    is told at once). The bend whose test is passed by the widest margin wins. The coefficients come from
+    is told at once), at most :data:`KINK_DOF_CAP` times the increments' ``m - p``. The bend whose test is passed by the widest margin wins. The coefficients come from
     generalised least squares at the covariance found around the bend; the growth ``ΣΔy / ΣΔx`` is unchanged.
     """
     m, columns = design.shape
@@ -501,7 +501,8 @@ def _around_bend(design, weight, dy, dvar, profile_var, total, se, dof):
         if linear:
             critical = np.full(len(dy), t_quantile(1 - TREND_LEVEL / 2, m - bent.shape[1]) ** 2)
         else:
-            critical = _wald_critical(q, dof_bent, TREND_LEVEL / len(kinks))
+            test_dof = np.minimum(dof_bent, KINK_DOF_CAP * (m - bent.shape[1]))
+            critical = _wald_critical(q, test_dof, TREND_LEVEL / len(kinks))
         with np.errstate(divide="ignore", invalid="ignore"):
             margin = np.nan_to_num(wald / critical)
         better = margin > best
@@ -567,10 +568,29 @@ FEW_INCREMENTS = 3
 # column always on narrowed where nothing bends too, and OpenAPI on v1.24.0 (noise of a few 3-4 MB objects,
 # no sampling variance to speak of) fell from 0.926 to 0.921 under strong GC noise; a test at 10 % still
 # cost it 1-5 runs of 2,000 on seeds 2 and 3, weighted least squares' test at 5 % too; this one at 5 % none.
-# Not on the install/serve split: with 4 increments of a kind it made a late cause's installs no narrower
-# (4.1 -> 3.9 times the ideal) and OpenAPI's installs shorter (0.938 -> 0.929).
+# A kink too (_kinks: a cost per CRD installed and one per CRD served from a served profile on), for a cause that
+# starts late (the watch cache from 80 of 160 CRDs, seed 1; v1.37.1/v1.24.0): a run's totals 1.53/1.43 ->
+# 1.05/1.08 times the ideal, coverage 0.987/0.974 -> 0.974/0.961; the watch cache 0.988/0.991 at 1.9/1.7 ->
+# 0.962/0.956 at 1.03; comparisons 0.987 at 1.50 (total) and 0.997 at 1.75 (watch cache) -> 0.972 at 1.19 and
+# 0.965 at 1.03 (uncapped, KINK_DOF_CAP: 1.00-1.02 times, seeds 1-3). Tried and dropped: one kink column for
+# both kinds (the CRDs an increment adds) left the watch cache on v1.24.0 (installs 14 times its serves) at
+# 1.53 times, coverage 0.985; the kink tested on the increments' m - p degrees of
+# freedom (a Wald test of two columns on 4) missed it: totals 1.8-2.3 times; the line tested on
+# Satterthwaite's degrees of freedom as the kink is took OpenAPI on v1.24.0 per run from 0.9275 to 0.9205
+# under strong GC noise and from 0.9355 to 0.9295 at 10×16 (its noise around a bend read as none now and then,
+# then the sampling alone tells any bend). Not on the install/serve split: with 4 increments of a kind the
+# line made a late cause's installs no narrower (4.1 -> 3.9 times the ideal) and OpenAPI's installs shorter
+# (0.938 -> 0.929); a kink at any profile tested on Satterthwaite's degrees of freedom made the late installs
+# 1.0 times the ideal (coverage 0.94-0.97), but OpenAPI rebuilt at every profile's installs 0.938 -> 0.849
+# (its noise grows along the run; 2 increments left around a kink read it as none one run in ten).
 TREND_MIN_STEPS = 4
 TREND_LEVEL = 0.05
+# A kink's Wald test believes Satterthwaite's degrees of freedom only up to this many times the increments'
+# m - p: noise around a kink estimated as none (m - p = 4 at 4 steps) is not taken for the sampling alone.
+# Uncapped, OpenAPI on v1.24.0 per run fell under strong GC noise 0.9275/0.928/0.9305 -> 0.9185/0.9195/0.9245
+# (seeds 1-3) and at 10×16 0.9355/0.9305 -> 0.929/0.9255 (seeds 1-2); capped at 2 (seed 1): 0.9235 under strong
+# GC noise (4: 0.9225), the late cause's totals per run 1.05/1.08 times the ideal, coverage 0.974/0.961.
+KINK_DOF_CAP = 2
 # The rule of three's 3 samples more (see increments_batch) in full up to this many samples in a growth.
 UNSEEN_SAMPLES_UP_TO = 20
 # Noise of one profile below this share of the profiles' own sampling variance V̄ is not read as rebuilt
