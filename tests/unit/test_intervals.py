@@ -202,11 +202,11 @@ def test_a_cause_that_starts_at_a_served_profile_is_not_read_as_noise(monkeypatc
     noise = rng.normal(0, np.sqrt(known), size=(400, 8))
 
     def intervals_of(mean):
-        value, _se, _dof, low, high = intervals.increments_batch(
+        growths = intervals.increments_batch(
             served, mean + noise, sampling_var=np.broadcast_to(known, noise.shape), first_var=np.full(400, 1e11),
             chain=True, installed=installed,
         )  # fmt: skip
-        truth = mean.sum() / 160
+        truth, low, high = mean.sum() / 160, growths.low, growths.high
         return (high - low) / 2, (low <= truth) & (truth <= high)
 
     ideal = 1.96 * np.sqrt(known.sum()) / 160
