@@ -38,11 +38,15 @@ plus one per CRD served: two columns, fitted by weighted least squares).
 products set to their expectations, kept at 0 or above (a MINQUE-like moment
 estimate, non-negative least squares where the exact solution is not). From
 :data:`TREND_MIN_STEPS` served steps on, a chain's noise is also estimated
-around a cost per CRD that bends linearly along the run (one more column of
-the increments' mean), and where that bend is significant (t test at
-:data:`TREND_LEVEL`, by generalised least squares) the noise left around it is
-the one used: a growth every repeat shares (a cause that starts late) is no
-noise (the growth itself is unchanged). Objects rebuilt for every profile
+around a cost per CRD that bends: linearly along the run (one more column of
+the increments' mean), or at a served profile (a kink: a cost per CRD
+installed and one per CRD served from there on, two more columns, as a cause
+that starts late has); where the best of them is significant (by generalised
+least squares: a t test at :data:`TREND_LEVEL` for the line, a Wald test for a
+kink at ``TREND_LEVEL`` shared among the profiles tried) the noise left around
+it is the one used: a growth every repeat shares is no noise (the growth
+itself is unchanged; the install/serve split is not bent).
+Objects rebuilt for every profile
 (the whole OpenAPI spec at every CRD change) are sampled afresh each time, so
 their sampling does not carry over: their increments' covariance is ``T_V``
 (``V_i + V_(i-1)`` on the diagonal, ``-V_i`` beside it, ``V`` each profile's
@@ -398,24 +402,7 @@ def increments_batch(
             profile_var = np.concatenate([start[:, None], profile_var], axis=1)
         se, dof, _cov = _growth_variance(design, weight, dy, dvar, chained, profile_var, total)
         if chained and steps >= TREND_MIN_STEPS:
-            # A growth that bends the same way in every repeat (a cause that starts late, a cache that
-            # fills) is no noise, but around a straight line it reads as persistent noise: a run's totals
-            # 2.7 times wider than the data need, coverage 1.00. Around a cost per CRD that changes
-            # linearly along the run it does not; where that bend is told from the noise found around it
-            # (t test, TREND_LEVEL), the noise is what is left around the bend.
-            bent = _with_trend(design, weight)
-            se_bent, dof_bent, cov = _growth_variance(bent, weight, dy, dvar, chained, profile_var, total)
-            # The bend's coefficient by generalised least squares at the covariance found around it, and its t.
-            scale = np.trace(cov, axis1=1, axis2=2)[:, None, None] / m
-            scale = np.where(scale > 0, scale, 1.0)
-            inv_cov = np.linalg.pinv(cov / scale + 1e-9 * np.eye(m)) / scale
-            xtv = np.swapaxes(inv_cov @ bent, 1, 2)  # series x columns x increments
-            info = np.linalg.pinv(xtv @ bent)
-            slope = np.einsum("np,npm,nm->n", info[:, -1, :], xtv, dy)
-            with np.errstate(divide="ignore", invalid="ignore"):
-                t = np.abs(slope) / np.sqrt(info[:, -1, -1])
-            bends = t > t_quantile(1 - TREND_LEVEL / 2, m - bent.shape[1])
-            se, dof = np.where(bends, se_bent, se), np.where(bends, dof_bent, dof)
+            se, dof = _around_bend(design, weight, dy, dvar, profile_var, total, se, dof)
     half = _quantile(dof, confidence) * se
     if dvar is not None and steps >= 2:
         # The sampling alone: sampled objects that stay carry their error from profile to profile, so
@@ -491,6 +478,73 @@ def _growth_variance(
     return se, dof, cov
 
 
+def _around_bend(design, weight, dy, dvar, profile_var, total, se, dof):
+    """A chain's growth se and dof around the bend that fits each series best, where that bend is significant.
+
+    A growth that bends the same way in every repeat (a cause that starts late, a cache that fills) is no
+    noise, but around a straight line it reads as persistent noise: a run's totals 2.7 times wider than the
+    data need, coverage 1.00. Around a bent cost per CRD it does not: the noise is what is left around the
+    bend where the bend is told from that noise. Two shapes are tried: a cost per CRD that changes linearly
+    along the run (:func:`_with_trend`, t test at :data:`TREND_LEVEL` on the increments' ``m - p`` degrees of
+    freedom), and a kink: a cost per CRD installed and one per CRD served that change at a served profile
+    (a cause that starts late: 0, then its cost; :func:`_kinks`), each by a Wald test of its columns at
+    ``TREND_LEVEL`` shared among the served profiles tried (Bonferroni), on the Satterthwaite degrees of
+    freedom of the noise found around it (the sampling is known, so a kink that leaves only the sampling
+    is told at once), at most :data:`KINK_DOF_CAP` times the increments' ``m - p``. The bend whose test is passed by the widest margin wins. The coefficients come from
+    generalised least squares at the covariance found around the bend; the growth ``ΣΔy / ΣΔx`` is unchanged.
+    """
+    m, columns = design.shape
+    kinks = _kinks(design, weight)
+    best = np.ones(len(dy))  # the margin (Wald statistic over its critical value) to beat
+    for bent in [_with_trend(design, weight), *kinks]:
+        se_bent, dof_bent, cov = _growth_variance(bent, weight, dy, dvar, True, profile_var, total)
+        scale = np.trace(cov, axis1=1, axis2=2)[:, None, None] / m
+        scale = np.where(scale > 0, scale, 1.0)
+        inv_cov = np.linalg.pinv(cov / scale + 1e-9 * np.eye(m)) / scale
+        xtv = np.swapaxes(inv_cov @ bent, 1, 2)  # series x columns x increments
+        info = np.linalg.pinv(xtv @ bent)
+        q = bent.shape[1] - columns  # the bend's columns: a Wald test of them all (t² for one)
+        coef = np.einsum("npm,nm->np", info[:, -q:, :] @ xtv, dy)
+        wald = np.einsum("np,npq,nq->n", coef, np.linalg.pinv(info[:, -q:, -q:]), coef)
+        linear = not any(bent is k for k in kinks)
+        if linear:
+            critical = np.full(len(dy), t_quantile(1 - TREND_LEVEL / 2, m - bent.shape[1]) ** 2)
+        else:
+            test_dof = np.minimum(dof_bent, KINK_DOF_CAP * (m - bent.shape[1]))
+            critical = _wald_critical(q, test_dof, TREND_LEVEL / len(kinks))
+        with np.errstate(divide="ignore", invalid="ignore"):
+            margin = np.nan_to_num(wald / critical)
+        better = margin > best
+        best = np.where(better, margin, best)
+        se, dof = np.where(better, se_bent, se), np.where(better, dof_bent, dof)
+    return se, dof
+
+
+def _kinks(design: np.ndarray, weight: np.ndarray) -> list[np.ndarray]:
+    """``design`` with its columns again from one served profile on, one design per served profile
+    between the first and the last: a cost per CRD installed and one per CRD served that change there."""
+    m = len(weight)
+    serves = design[:, -1] > 0  # increments that served CRDs (all of them without installed profiles)
+    return [
+        np.concatenate([design, design * (np.arange(m) >= j)[:, None]], axis=1) for j in range(1, m) if serves[j - 1]
+    ]
+
+
+def _wald_critical(q: int, dof: np.ndarray, level: float) -> np.ndarray:
+    """The Wald statistic of ``q`` columns that is significant at ``level``: ``q·F(q, dof)``'s upper quantile
+    (``χ²(q)``'s for infinite ``dof``; one column: ``t²``, two: closed forms, no scipy)."""
+    dof = np.asarray(dof, dtype=float)
+    if q == 1:
+        return _quantile(dof, 1 - level) ** 2
+    if q == 2:
+        with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
+            finite = dof * (level ** (-2 / dof) - 1)  # P(F(2, d) > f) = (1 + 2f/d)^(-d/2)
+        return np.where(np.isinf(dof), -2 * math.log(level), finite)
+    from scipy.special import chdtri, fdtri  # lazy: ~0.3 s of CPU, for three or more columns only (none today)
+
+    return np.where(np.isinf(dof), chdtri(q, level), q * fdtri(q, np.where(np.isinf(dof), 1.0, dof), 1 - level))
+
+
 def _with_trend(design: np.ndarray, weight: np.ndarray) -> np.ndarray:
     """``design`` with one more column: a cost per CRD that changes linearly along the run (the
     increment's CRDs times its midpoint's distance from the run's CRD-weighted middle), so that the
@@ -523,10 +577,30 @@ FEW_INCREMENTS = 3
 # column always on narrowed where nothing bends too, and OpenAPI on v1.24.0 (noise of a few 3-4 MB objects,
 # no sampling variance to speak of) fell from 0.926 to 0.921 under strong GC noise; a test at 10 % still
 # cost it 1-5 runs of 2,000 on seeds 2 and 3, weighted least squares' test at 5 % too; this one at 5 % none.
-# Not on the install/serve split: with 4 increments of a kind it made a late cause's installs no narrower
-# (4.1 -> 3.9 times the ideal) and OpenAPI's installs shorter (0.938 -> 0.929).
+# A kink too (_kinks: a cost per CRD installed and one per CRD served from a served profile on), for a cause that
+# starts late (the watch cache from 80 of 160 CRDs, seed 1; v1.37.1/v1.24.0): a run's totals 1.53/1.43 ->
+# 1.05/1.08 times the ideal, coverage 0.987/0.974 -> 0.974/0.961; the watch cache 0.988/0.991 at 1.9/1.7 ->
+# 0.962/0.956 at 1.03; comparisons 0.987 at 1.50 (total) and 0.997 at 1.75 (watch cache) -> 0.972 at 1.19 and
+# 0.965 at 1.03 (uncapped, KINK_DOF_CAP: 1.00-1.02 times, seeds 1-3). Tried and dropped: one kink column for
+# both kinds (the CRDs an increment adds) left the watch cache on v1.24.0 (installs 14 times its serves) at
+# 1.53 times, coverage 0.985; the kink tested on the increments' m - p degrees of
+# freedom (a Wald test of two columns on 4) missed it: totals 1.8-2.3 times; the line tested on
+# Satterthwaite's degrees of freedom as the kink is took OpenAPI on v1.24.0 per run from 0.9275 to 0.9205
+# under strong GC noise and from 0.9355 to 0.9295 at 10×16 (its noise around a bend read as none now and then,
+# then the sampling alone tells any bend). Not on the install/serve split: with 4 increments of a kind the
+# line made a late cause's installs no narrower (4.1 -> 3.9 times the ideal) and OpenAPI's installs shorter
+# (0.938 -> 0.929); a kink at any profile tested on Satterthwaite's degrees of freedom made the late installs
+# 1.0 times the ideal (coverage 0.94-0.97), but OpenAPI rebuilt at every profile's installs 0.938 -> 0.849
+# (its noise grows along the run; 2 increments left around a kink read it as none one run in ten).
 TREND_MIN_STEPS = 4
 TREND_LEVEL = 0.05
+# A kink's Wald test believes Satterthwaite's degrees of freedom only up to this many times the increments'
+# m - p: noise around a kink estimated as none (m - p = 4 at 4 steps) is not taken for the sampling alone.
+# Uncapped, OpenAPI on v1.24.0 per run fell under strong GC noise 0.9275/0.928/0.9305 -> 0.9185/0.9195/0.9245
+# (seeds 1-3) and at 10×16 0.9355/0.9305 -> 0.929/0.9255 (seeds 1-2); capped at 2: 0.9235/0.9235 under strong
+# GC noise (seeds 1-2; 4: 0.9225 at seed 1), 0.931 at 10×16 (seed 1), the late cause's totals per run 1.05/1.08
+# times the ideal, coverage 0.974/0.961 (seed 1). Still below the base under strong GC noise by 8-9 runs of 2,000.
+KINK_DOF_CAP = 2
 # The rule of three's 3 samples more (see increments_batch) in full up to this many samples in a growth.
 UNSEEN_SAMPLES_UP_TO = 20
 # Whether a chain's sampling is rebuilt for every profile (the whole OpenAPI spec at every CRD change) is read

@@ -184,10 +184,52 @@ def test_a_growth_that_bends_is_not_read_as_noise(monkeypatch):
         return (high - low) / 2, (low <= mean.sum() / 160) & (mean.sum() / 160 <= high)
 
     bent, held = half_widths()
-    monkeypatch.setattr(intervals, "TREND_LEVEL", 1e-12)  # never significant: the straight line's noise
+    monkeypatch.setattr(intervals, "TREND_MIN_STEPS", 10**6)  # never bent: the straight line's noise
     straight, held_straight = half_widths()
     assert np.median(bent) < 0.6 * np.median(straight)
     assert held.mean() >= 0.93 and held_straight.all()
+
+
+def test_a_cause_that_starts_at_a_served_profile_is_not_read_as_noise(monkeypatch):
+    """A cost per CRD that is 0 until a served profile, then its own per CRD installed and per CRD served (the
+    watch cache from 80 CRDs on: mostly installed) is a kink, not a linear bend: left out of the noise, the
+    interval is about as wide as the sampling alone allows; where nothing bends, the bend is rarely taken."""
+    import crdscale.analysis.intervals as intervals
+
+    rng = np.random.default_rng(7)
+    installed = np.array([40, 0, 40, 0, 40, 0, 40, 0], float)
+    served = np.array([0, 40, 0, 40, 0, 40, 0, 40], float)
+    known = np.full(8, 1e11)
+    late = np.array([0, 0, 0, 0, 9, 1, 9, 1], float) * 40 * 524_288 / 4  # installed 9 times the served cost
+    noise = rng.normal(0, np.sqrt(known), size=(400, 8))
+
+    def intervals_of(mean):
+        growths = intervals.increments_batch(
+            served, mean + noise, sampling_var=np.broadcast_to(known, noise.shape), first_var=np.full(400, 1e11),
+            chain=True, installed=installed,
+        )  # fmt: skip
+        truth, low, high = mean.sum() / 160, growths.low, growths.high
+        return (high - low) / 2, (low <= truth) & (truth <= high)
+
+    ideal = 1.96 * np.sqrt(known.sum()) / 160
+    half, held = intervals_of(late)
+    assert np.median(half) < 1.3 * ideal and 0.93 <= held.mean()
+    straight, _held = intervals_of(np.zeros(8))
+    monkeypatch.setattr(intervals, "TREND_MIN_STEPS", 10**6)  # never bent: the straight line's noise
+    never, _held = intervals_of(np.zeros(8))
+    assert (straight != never).mean() <= 0.1
+
+
+def test_a_kinks_wald_test_needs_no_scipy_for_one_or_two_columns():
+    """The critical Wald statistic of a bend's columns: t² for one, 2·F(2, d) and χ²(2) in closed form for two."""
+    from scipy.special import chdtri, fdtri
+
+    from crdscale.analysis.intervals import _wald_critical
+
+    dof = np.array([3.0, 7.5, 40.0, math.inf])
+    expected = np.array([2 * fdtri(2, d, 1 - 0.0125) for d in dof[:-1]] + [chdtri(2, 0.0125)])
+    assert _wald_critical(2, dof, 0.0125) == pytest.approx(expected, rel=1e-9)
+    assert _wald_critical(1, dof, 0.05) == pytest.approx([t_quantile(0.975, d) ** 2 for d in dof], rel=1e-9)
 
 
 def test_the_rule_of_three_fades_for_causes_of_many_samples():
