@@ -29,7 +29,14 @@ import pandas as pd
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from crdscale.analysis.coverage import MODELS, benchmark_table, goals, models_from_run, summary  # noqa: E402
+from crdscale.analysis.coverage import (  # noqa: E402
+    MODELS,
+    benchmark_table,
+    goal_misses,
+    goals,
+    models_from_run,
+    summary,
+)
 from crdscale.rundir import read_run  # noqa: E402
 
 RUNS = {"v1.24.0": ROOT / "data" / "reference-run-v1.24.0", "v1.37.1": ROOT / "data" / "reference-run"}
@@ -48,6 +55,35 @@ def markdown(frame: pd.DataFrame) -> str:
     return "\n".join(lines)
 
 
+def results_page(table: pd.DataFrame, args: argparse.Namespace) -> str:
+    """The docs' results page: how it was made, the summary per case, the goals, the contrast with OLS."""
+    command = f"python benchmarks/coverage.py --runs {args.runs} --seed {args.seed} --write {args.write}"
+    if args.model != "components":
+        command += f" --model {args.model}"
+    ols = table[table["interval"].str.startswith("OLS")]
+    contrast = (
+        f"Ordinary least squares through the profiles, for contrast ({ols['case'].iloc[0]}): coverage "
+        f"{ols['coverage'].min():.3f}–{ols['coverage'].max():.3f}.\n"
+        if len(ols)
+        else ""
+    )
+    return (
+        f"<!-- Written by `{command}`; do not edit. -->\n\n"
+        "# Interval coverage, simulated\n\n"
+        "How often crdscale's 95 % intervals hold the true per-CRD cost, and how wide they are against the ideal "
+        "(1.96 times the estimates' standard deviation), over runs simulated the way Go samples the heap "
+        "([the error model](../explanation/error-model.md) says how). "
+        f"{args.runs:,} simulated runs per version and case, seed {args.seed}, model {args.model}:\n\n"
+        f"```\n{command}\n```\n\n"
+        f"{markdown(summary(table))}\n\n"
+        "Issue 32's goals, over every interval kind and cause: misses of those scored, the clear ones (beyond the "
+        "band by more than twice the Monte Carlo standard error at its edge), and the one farthest off:\n\n"
+        f"{markdown(goals(table))}\n\n"
+        "The intervals that miss the goals, farthest first:\n\n"
+        f"{markdown(goal_misses(table))}\n\n{contrast}"
+    )
+
+
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--runs", type=int, default=2000, help="simulated runs per version and case")
@@ -61,6 +97,13 @@ def main(argv=None) -> int:
     )
     parser.add_argument("--markdown", action="store_true", help="print the summary as a Markdown table (the docs')")
     parser.add_argument("--csv", type=Path, help="also write every interval kind and cause to this CSV file")
+    parser.add_argument(
+        "--write",
+        type=Path,
+        metavar="PAGE",
+        help="also write the tables as the docs' results page (docs/results/coverage.md: the README and the "
+        "error-model page quote it, and a test ties their numbers to it)",
+    )
     args = parser.parse_args(argv)
     started = time.monotonic()
     models = {label: models_from_run(read_run(path)) for label, path in RUNS.items()}
@@ -89,6 +132,8 @@ def main(argv=None) -> int:
             )
         if args.csv:
             table.to_csv(args.csv, index=False)
+        if args.write:
+            args.write.write_text(results_page(table, args))
         if args.all_causes:
             print()
             print(table.to_string(index=False))

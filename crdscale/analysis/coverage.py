@@ -663,6 +663,36 @@ def goals(table: pd.DataFrame, cases: Sequence[Case] = CASES) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
+def goal_misses(table: pd.DataFrame, cases: Sequence[Case] = CASES) -> pd.DataFrame:
+    """The interval kinds and causes that miss :func:`goals`' coverage band at 4+ steps or its width, farthest
+    first: ``case, interval, cause, samples, coverage, ×ideal`` and whether the coverage miss is clear of the
+    Monte Carlo error."""
+    table = table[~table["interval"].str.startswith("OLS")]
+    steps = {case.name: len(case.steps) for case in cases}
+    grown = (table["true_per_crd"] != 0) | table["case"].str.contains("twice")
+    scored = table[(table["case"].map(steps).fillna(0) >= 4) & grown & (table["samples"] >= FEW_SAMPLES)]
+    margin = {edge: 2 * np.sqrt(edge * (1 - edge) / scored["runs"]) for edge in (0.93, 0.97)}
+    off = (scored["coverage"] < 0.93) | (scored["coverage"] > 0.97)
+    wide = table["cause"].isin(["total", "openapi"]) & grown & (table["width_ratio"] > 1.5)
+    rows = pd.concat([scored[off], table[wide]]).drop_duplicates(["case", "interval", "cause"])
+    clear = (rows["coverage"] < 0.93 - margin[0.93].reindex(rows.index).fillna(0)) | (
+        rows["coverage"] > 0.97 + margin[0.97].reindex(rows.index).fillna(0)
+    )
+    out = pd.DataFrame(
+        {
+            "case": rows["case"],
+            "interval": rows["interval"],
+            "cause": rows["cause"],
+            "samples": rows["samples"].round(0).astype(int),
+            "coverage": rows["coverage"].map(lambda v: f"{v:.4f}"),
+            "×ideal": rows["width_ratio"].map(lambda v: f"{v:.2f}"),
+            "coverage clear of chance": clear.map({True: "yes", False: "no"}),
+        }
+    )
+    far = (rows["coverage"] - 0.95).abs() + (rows["width_ratio"] - 1.5).clip(lower=0)
+    return out.loc[far.sort_values(ascending=False).index].reset_index(drop=True)
+
+
 def _range(values: pd.Series) -> str:
     if not len(values):
         return "—"

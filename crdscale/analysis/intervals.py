@@ -636,6 +636,20 @@ def _quantile(dof: np.ndarray, confidence: float) -> np.ndarray:
     return out
 
 
+def _pinv_per_series(a: np.ndarray) -> np.ndarray:
+    """``np.linalg.pinv`` of each series' matrix (series x rows x columns), without an SVD per series where
+    none is needed (a benchmark's thousands of series): once for a matrix every series shares (broadcast),
+    in closed form for one column."""
+    if a.strides[0] == 0:
+        return np.broadcast_to(np.linalg.pinv(a[0]), (a.shape[0], a.shape[2], a.shape[1]))
+    if a.shape[2] == 1:
+        norm = (a**2).sum(axis=1, keepdims=True)
+        cutoff = 1e-15 * norm  # pinv's rcond: a column of zeros (or nearly) has none
+        with np.errstate(divide="ignore", invalid="ignore"):
+            return np.swapaxes(np.where(norm > cutoff, a / norm, 0.0), 1, 2)
+    return np.linalg.pinv(a)
+
+
 def _nonnegative(coef: np.ndarray, rhs: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Variance components ``v >= 0`` with ``coef @ v`` nearest ``rhs``, per series (``coef``: series x
     forms x components; least squares, exact when every component of the exact solution is 0 or
@@ -648,7 +662,7 @@ def _nonnegative(coef: np.ndarray, rhs: np.ndarray) -> tuple[np.ndarray, np.ndar
     for size in range(k, -1, -1):
         for subset in itertools.combinations(range(k), size):
             cols = list(subset)
-            pinv = np.linalg.pinv(coef[:, :, cols]) if cols else np.zeros((n, 0, forms))
+            pinv = _pinv_per_series(coef[:, :, cols]) if cols else np.zeros((n, 0, forms))
             beta = np.einsum("ncf,nf->nc", pinv, rhs)
             miss = ((rhs - np.einsum("nfc,nc->nf", coef[:, :, cols], beta)) ** 2).sum(axis=1)
             better = (beta >= 0).all(axis=1) & (miss + tolerance < best)
