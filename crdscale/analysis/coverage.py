@@ -131,6 +131,8 @@ class SimulatedRuns:
     models: dict[str, CauseModel]
     # Expected sampled objects live at each profile (marks): how many heap samples carry a cause.
     sampled: dict[str, np.ndarray] = field(default_factory=dict)
+    # The served estimates of every cause, once per (confidence, model): _served_estimates.
+    estimates: dict = field(default_factory=dict, repr=False, compare=False)
 
     @property
     def runs(self) -> int:
@@ -271,17 +273,43 @@ MODELS = ("components", "spread")
 
 
 def _served_estimates(sim: SimulatedRuns, cause: str, confidence: float, model: str = "components"):
-    """The served per-CRD estimates of every run, as :func:`~crdscale.analysis.percrd.fit_per_crd` computes them."""
-    if model == "spread":
-        dx, dy, _dv, first, _de = _chain_increments(sim, cause)
-        return increments_batch(dx, dy, confidence, resolution=GO_HEAP_SAMPLING_RATE, first=first)
-    # Every profile from the first served one to the last, installed ones between (as fit_per_crd's chain).
-    y, v, _e = sim.series(cause)
+    """The served per-CRD estimates of every run, as :func:`~crdscale.analysis.percrd.fit_per_crd` computes them:
+    the total's from its causes' sampling, each read as carried or rebuilt as its own fit read it (once per
+    simulation: the comparisons take the per-run fits')."""
+    key = (confidence, model)
+    if key not in sim.estimates:
+        found = {cause: _served_fit(sim, cause, confidence, model) for cause in sim.values if cause != "total"}
+        parts = None if model == "spread" else [_sampling_part(sim, cause, found[cause]) for cause in found]
+        found["total"] = _served_fit(sim, "total", confidence, model, parts)
+        sim.estimates[key] = found
+    if cause not in sim.estimates[key]:  # a cause these runs never allocate (0 in every profile)
+        return _served_fit(sim, cause, confidence, model)
+    return sim.estimates[key][cause]
+
+
+def _served_chain(sim: SimulatedRuns, cause: str):
+    """A cause's chain of every profile from the first served one to the last, installed ones between (as
+    fit_per_crd's): ``(CRDs served, CRDs installed, values, sampling variances)``, values and variances runs x
+    profiles."""
     served = [m for m, (_n, phase, *_c) in enumerate(sim.marks) if phase == "served"]
     span = slice(served[0], served[-1] + 1)
     installed = np.array([mark[2] for mark in sim.marks[span]], dtype=float)
     crds = np.array([mark[3] for mark in sim.marks[span]], dtype=float)
-    y, v = y[:, span], v[:, span]
+    y, v, _e = (a[..., span] for a in sim.series(cause))
+    return crds, installed, y, v
+
+
+def _sampling_part(sim: SimulatedRuns, cause: str, fit) -> tuple:
+    """What a cause's sampling gives its total's known covariance: ``increments_batch``'s ``parts``."""
+    _crds, _installed, _y, v = _served_chain(sim, cause)
+    return np.diff(v, axis=1), v[:, 0], fit.rebuilt
+
+
+def _served_fit(sim: SimulatedRuns, cause: str, confidence: float, model: str, parts=None):
+    if model == "spread":
+        dx, dy, _dv, first, _de = _chain_increments(sim, cause)
+        return increments_batch(dx, dy, confidence, resolution=GO_HEAP_SAMPLING_RATE, first=first)
+    crds, installed, y, v = _served_chain(sim, cause)
     return increments_batch(
         np.diff(crds),
         np.diff(y, axis=1),
@@ -292,6 +320,7 @@ def _served_estimates(sim: SimulatedRuns, cause: str, confidence: float, model: 
         first_var=v[:, 0],
         chain=True,
         installed=np.diff(installed),
+        parts=parts,
     )
 
 

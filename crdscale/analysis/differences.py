@@ -16,8 +16,8 @@ from collections.abc import Mapping, Sequence
 import numpy as np
 import pandas as pd
 
-from crdscale.analysis.intervals import Estimate, growth_fit
-from crdscale.analysis.percrd import chain_points, heap_resolution
+from crdscale.analysis.intervals import Estimate
+from crdscale.analysis.percrd import chain_fits, chain_points
 from crdscale.analysis.pooled import configuration_differences
 
 JOINT_COLUMNS = [
@@ -34,27 +34,6 @@ JOINT_COLUMNS = [
     "n",
     "dof",
 ]
-
-
-def _run_estimate(group: pd.DataFrame, confidence: float) -> Estimate | None:
-    """One run's per-CRD estimate of a group (None with fewer than two CRD counts)."""
-    if group["crds"].nunique() < 2:
-        return None
-    group = group.sort_values("crds", kind="stable")
-    metric = str(group["metric"].iloc[0]) if "metric" in group else ""
-    return growth_fit(
-        group["crds"],
-        group["value"],
-        confidence,
-        resolution=heap_resolution(metric, group),
-        sampling_var=_sv(group),
-        installed=group["installed"] if "installed" in group else None,
-    ).estimate
-
-
-def _sv(group: pd.DataFrame):
-    """A group's heap sampling variances (the intervals' floor), or None (series points have none)."""
-    return group["sampling_var"] if "sampling_var" in group else None
 
 
 def per_crd_differences(
@@ -100,15 +79,16 @@ def per_crd_differences(
     by = list(by)
     per_run = [chain_points(points[points["run"] == r], phase) for r in runs]
     data = pd.concat(per_run, ignore_index=True) if per_run else points.iloc[0:0]
+    # Each run's fits, as analyze's (a total's from its causes' sampling: chain_fits).
+    fits = {run: chain_fits(chain, confidence, by) for run, chain in zip(runs, per_run)}
     rows = []
     for key, group in data.groupby(by, sort=False) if len(data) else []:
         key = key if isinstance(key, tuple) else (key,)
         labels = dict(zip(by, key))
         estimates: dict[str, list[Estimate]] = {}
         for run in runs:
-            est = _run_estimate(group[group["run"] == run], confidence)
-            if est is not None:
-                estimates.setdefault(config_of[run], []).append(est)
+            if key in fits[run]:
+                estimates.setdefault(config_of[run], []).append(fits[run][key].estimate)
         if reference not in estimates:
             continue
         combined, differences = configuration_differences(estimates, reference, confidence, spread)

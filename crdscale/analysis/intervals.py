@@ -169,6 +169,9 @@ class GrowthFit:
     ``base`` the value the line gives at x = 0 (the line passes through the
     first point); ``increments`` how many increments estimated the spread.
     ``r2`` says how straight the points are around that line (NaN when flat).
+    ``rebuilt``: the share of the variance read as heap sampling rebuilt at
+    every profile (:attr:`Growths.rebuilt`; what a total's fit takes from
+    its causes', :func:`growth_fit`'s ``parts``).
     """
 
     estimate: Estimate
@@ -177,6 +180,7 @@ class GrowthFit:
     increments: int
     r2: float
     residuals: np.ndarray
+    rebuilt: float = 0.0
 
     @property
     def per_unit(self) -> float:
@@ -197,6 +201,7 @@ def growth_fit(
     resolution: float = 0.0,
     sampling_var: Sequence[float] | None = None,
     installed: Sequence[float] | None = None,
+    parts: Sequence[tuple[Sequence[float], float]] | None = None,
 ) -> GrowthFit:
     """Per-unit growth of ``y`` in ``x`` with an interval from the step increments (see the module doc).
 
@@ -215,8 +220,12 @@ def growth_fit(
     nothing to the growth (it is still from the first served point to the
     last), and make the chain of increments twice as long, which tells the
     noise of one profile from the noise that persists far better (used with
-    ``sampling_var`` only). ``n``, ``base``, ``r2`` and ``residuals`` are of
-    the served points.
+    ``sampling_var`` only). ``parts``: for a total, each of its causes'
+    points' sampling variances (as ``sampling_var``, same points) and the
+    share of its own fit's variance read as rebuilt at every profile
+    (:attr:`GrowthFit.rebuilt`): the total's known covariance is the sum of
+    theirs (see :func:`increments_batch`). ``n``, ``base``, ``r2`` and
+    ``residuals`` are of the served points.
     """
     x = np.asarray(x, dtype=float)
     y = np.asarray(y, dtype=float)
@@ -231,10 +240,8 @@ def growth_fit(
         keep = (inst <= x[served].max()) & (x >= x[served].min())
         if (~served & keep).any():
             between = keep
-    if between is None:
-        x, y, sv, inst = x[served], y[served], None if sv is None else sv[served], inst[served]
-    else:
-        x, y, sv, inst = x[between], y[between], sv[between], inst[between]
+    kept = served if between is None else between
+    x, y, sv, inst = x[kept], y[kept], None if sv is None else sv[kept], inst[kept]
     order = np.lexsort((x, inst))
     x, y, inst = x[order], y[order], inst[order]
     keys, inverse = np.unique(np.stack([inst, x], axis=1), axis=0, return_inverse=True)
@@ -249,17 +256,29 @@ def growth_fit(
         if np.isfinite(sv).all():
             usv = np.bincount(inverse, weights=sv) / counts
             dvar, first_var = np.diff(usv), usv[0]
-    estimate = increments_estimate(
+    causes = None
+    if parts is not None and dvar is not None:
+        causes = []
+        for var, share in parts:
+            part = np.asarray(var, dtype=float)[kept][order]
+            if not np.isfinite(part).all():
+                causes = None
+                break
+            upart = np.bincount(inverse, weights=part) / counts
+            causes.append((np.diff(upart)[None, :], upart[:1], np.array([float(share)])))
+    batch = increments_batch(
         dx,
-        dy,
+        dy[None, :],
         confidence,
         resolution=resolution,
-        first=uy[0],
-        sampling_var=dvar,
-        first_var=first_var,
+        first=uy[:1],
+        sampling_var=None if dvar is None else dvar[None, :],
+        first_var=None if first_var is None else np.array([first_var]),
         chain=True,
         installed=None if between is None else dinst,
+        parts=causes,
     )
+    estimate = batch.estimate()
     line = inst == x
     x, y = x[line], y[line]
     base = float(uy[0] - estimate.value * ux[0])
@@ -267,7 +286,7 @@ def growth_fit(
     residuals = y - fitted
     ss_tot = float(((y - y.mean()) ** 2).sum())
     r2 = 1.0 - float((residuals**2).sum()) / ss_tot if ss_tot > 0 else math.nan
-    return GrowthFit(estimate, base, len(x), int((dx > 0).sum()), r2, residuals)
+    return GrowthFit(estimate, base, len(x), int((dx > 0).sum()), r2, residuals, float(batch.rebuilt[0]))
 
 
 # Poisson's "rule of three": seeing no event, 95 % of rates that could be true are below 3.0 events.
@@ -326,7 +345,7 @@ def increments_estimate(
         chain=chain,
         installed=None if installed is None else np.asarray(installed, dtype=float),
     )
-    return Estimate(*(float(v[0]) for v in batch))
+    return batch.estimate()
 
 
 def increments_batch(
@@ -340,6 +359,7 @@ def increments_batch(
     first_var: np.ndarray | None = None,
     chain: bool = False,
     installed: np.ndarray | None = None,
+    parts: Sequence[tuple[np.ndarray, np.ndarray, np.ndarray]] | None = None,
 ) -> Growths:
     """:func:`increments_estimate` for many series at once: ``dy`` is (series x increments) over one ``dx``
     (``first``: each series' first value; ``sampling_var``: how much each increment added to the
@@ -384,10 +404,12 @@ def increments_batch(
         dvar = dvar.copy()
         samples = np.clip(dvar.sum(axis=1), 0.0, None) / resolution**2
         extra = unseen_allowance(samples, resolution**2)
-        dvar[:, -1] += np.clip(-dvar.sum(axis=1), 0.0, None) + extra
+        added = np.clip(-dvar.sum(axis=1), 0.0, None) + extra
+        dvar[:, -1] += added
         allowance = extra / total**2
     else:
-        allowance = np.zeros(n)
+        allowance, added = np.zeros(n), np.zeros(n)
+    rebuilt = np.zeros(n)
     if steps < 2:
         se = np.full(n, math.nan)
         dof = np.zeros(n)
@@ -400,9 +422,18 @@ def increments_batch(
             start = np.clip(np.nan_to_num(np.broadcast_to(np.asarray(first_var, float), (n,))), 0.0, None)
             profile_var = np.clip(start[:, None] + np.cumsum(dvar, axis=1), 0.0, None)
             profile_var = np.concatenate([start[:, None], profile_var], axis=1)
-        se, dof, _cov = _growth_variance(design, weight, dy, dvar, chained, profile_var, total)
+        known = dvar
+        if chained and parts is not None:
+            # A total: its causes' samplings are independent, so its known covariance is the sum of theirs, each
+            # read as carried or rebuilt by the share its own fit found; what the allowance added, on its last.
+            known = sum(known_covariance(*part) for part in parts)
+            known[:, -1, -1] += added
+            profile_var = None
+        elif profile_var is not None:
+            rebuilt = _chain_rebuilt_share(design, weight, dy, profile_var)
+        se, dof, _cov = _growth_variance(design, weight, dy, known, chained, profile_var, total)
         if chained and steps >= TREND_MIN_STEPS:
-            se, dof = _around_bend(design, weight, dy, dvar, profile_var, total, se, dof)
+            se, dof, rebuilt = _around_bend(design, weight, dy, known, profile_var, total, se, dof, rebuilt)
     half = _quantile(dof, confidence) * se
     if dvar is not None and steps >= 2:
         # The sampling alone: sampled objects that stay carry their error from profile to profile, so
@@ -421,11 +452,13 @@ def increments_batch(
         # Known only by those bounds (se 0 with a width): a difference combines them by their margins (MOVER).
         se, dof = np.where(unseen, 0.0, se), np.where(unseen, float(max(steps - 1, 0)), dof)
         allowance = np.where(unseen, 0.0, allowance)
-    return Growths(value, se, dof, low, high, allowance)
+    return Growths(value, se, dof, low, high, allowance, rebuilt)
 
 
 class Growths(NamedTuple):
-    """What :func:`increments_batch` returns, one entry per series: :class:`Estimate`'s fields as arrays."""
+    """What :func:`increments_batch` returns, one entry per series: :class:`Estimate`'s fields as arrays, and
+    ``rebuilt``: the share ``λ`` of a chain's variance its fit read as sampling rebuilt at every profile (0
+    without a chain; what a total's fit takes from its causes' in :func:`increments_batch`'s ``parts``)."""
 
     value: np.ndarray
     se: np.ndarray
@@ -433,6 +466,11 @@ class Growths(NamedTuple):
     low: np.ndarray
     high: np.ndarray
     allowance: np.ndarray
+    rebuilt: np.ndarray
+
+    def estimate(self, i: int = 0) -> Estimate:
+        """Series ``i`` as an :class:`Estimate`."""
+        return Estimate(*(float(v[i]) for v in self[:6]))
 
 
 def unseen_allowance(samples, sample_var):
@@ -478,7 +516,7 @@ def _growth_variance(
     return se, dof, cov
 
 
-def _around_bend(design, weight, dy, dvar, profile_var, total, se, dof):
+def _around_bend(design, weight, dy, dvar, profile_var, total, se, dof, rebuilt):
     """A chain's growth se and dof around the bend that fits each series best, where that bend is significant.
 
     A growth that bends the same way in every repeat (a cause that starts late, a cache that fills) is no
@@ -517,7 +555,9 @@ def _around_bend(design, weight, dy, dvar, profile_var, total, se, dof):
         better = margin > best
         best = np.where(better, margin, best)
         se, dof = np.where(better, se_bent, se), np.where(better, dof_bent, dof)
-    return se, dof
+        if profile_var is not None:  # the share read as rebuilt around the bend (a total's fit takes its causes')
+            rebuilt = np.where(better, _chain_rebuilt_share(bent, weight, dy, profile_var), rebuilt)
+    return se, dof, rebuilt
 
 
 def _kinks(design: np.ndarray, weight: np.ndarray) -> list[np.ndarray]:
@@ -719,12 +759,20 @@ def _variance_components(
         shapes.append(2 * eye - np.eye(m, k=1) - np.eye(m, k=-1))
         forms.append((np.eye(m, k=1) + np.eye(m, k=-1)) * np.outer(inv, inv) / 2)
     k = len(forms)
+    target = np.broadcast_to(np.array([c @ shape @ c for shape in shapes]), (n, k))  # the sum's variance per unit
+    if known.ndim == 3:
+        # A total's known covariance, its causes' summed (increments_batch's parts), each read as carried over
+        # or rebuilt as its own fit read it: σ² and τ² beyond it by forms weighed by it, as beyond T_V.
+        weigh, expected = _weighing(centre, known)
+        var, var_estimated, cov, estimated = _beyond_known(centre, shapes, target, resid, known, weigh, expected)
+        with np.errstate(divide="ignore", invalid="ignore"):
+            dof = np.where((estimated > 0) & (var_estimated > 0), 2 * var**2 / var_estimated, math.inf)
+        return var, np.maximum(dof, float(m - design.shape[1])), cov
     q = np.stack([np.einsum("ni,ij,nj->n", resid, a, resid) for a in forms], axis=1)
     g = [centre.T @ a @ centre for a in forms]
     rhs = q - np.stack([known @ np.diagonal(gi) for gi in g], axis=1)
     # E[q] - known part = coef @ components (the same for every series)
     coef = np.broadcast_to(np.array([[np.trace(gi @ v) for v in shapes] for gi in g]), (n, k, k))
-    target = np.broadcast_to(np.array([c @ shape @ c for shape in shapes]), (n, k))  # the sum's variance per unit
     solved, per_form = _nonnegative(coef, rhs)
     estimated = (solved * target).sum(axis=1)
     known_part = np.clip(known @ (c * c), 0.0, None)
@@ -749,40 +797,9 @@ def _with_rebuilt(carried, centre, shapes, target, resid, profile_var, columns):
     """The carried reading's ``(var, var_estimated, cov, estimated)`` of a chain's growth blended with the
     rebuilt one's by the share ``λ`` the increments' dispersion φ against ``T_V`` gives (:data:`REBUILT_FROM`; see
     :func:`_variance_components`)."""
-    n, m = resid.shape
-    c = np.ones(m)
-    i = np.arange(m)
-    rebuilt = np.zeros((n, m, m))  # T_V: V_i + V_(i-1) on the diagonal, -V_i beside it
-    rebuilt[:, i, i] = profile_var[:, :m] + profile_var[:, 1 : m + 1]
-    rebuilt[:, i[:-1], i[1:]] = rebuilt[:, i[1:], i[:-1]] = -profile_var[:, 1:m]
-    expected = centre @ rebuilt @ centre.T  # the residual increments' covariance if nothing else varied
-    scale = np.trace(expected, axis1=1, axis2=2)[:, None, None] / m
-    scale = np.where(scale > 0, scale, 1.0)
-    weigh = np.linalg.pinv(expected / scale, hermitian=True) / scale
-    phi = np.einsum("ni,nij,nj->n", resid, weigh, resid) / (m - columns)
-    # σ² and τ² beyond T_V, from quadratic forms weighed by T_V (REML's score at none): E[q] = tr(F_j E) + coef θ.
-    parts = [centre @ shape @ centre.T for shape in shapes]
-    forms = [weigh @ part @ weigh for part in parts]
-    q = np.stack([np.einsum("ni,nij,nj->n", resid, f, resid) for f in forms], axis=1)
-    rhs = q - np.stack([np.einsum("nij,nji->n", f, expected) for f in forms], axis=1)
-    coef = np.stack([np.stack([np.einsum("nij,ji->n", f, part) for part in parts], axis=1) for f in forms], axis=1)
-    norm = np.sqrt((coef**2).sum(axis=(1, 2)))[:, None]  # the forms' scale is T_V's: make it 1 for the subsets' fits
-    norm = np.where(norm > 0, norm, 1.0)
-    solved, per_form = _nonnegative(coef / norm[:, :, None], rhs / norm)
-    per_form = per_form / norm[:, None, :]
-    estimated = (solved * target).sum(axis=1)
-    var = np.einsum("i,nij,j->n", c, rebuilt, c) + estimated  # V_first + V_last + what is beyond it
-    b = sum(w[:, None, None] * f for w, f in zip(np.einsum("nj,njf->fn", target, per_form), forms))
-    cov = rebuilt + sum(solved[:, j, None, None] * shape for j, shape in enumerate(shapes))
-    bw = b @ (centre @ cov @ centre.T)
-    var_estimated = 2 * np.einsum("nij,nji->n", bw, bw)
-    from scipy.special import chdtr  # lazy: ~0.3 s of CPU, for a chain with known sampling only (t_quantile)
-
-    # φ's place in the χ² it would follow if the sampling were rebuilt: λ ramps between two of its quantiles.
-    level = chdtr(m - columns, np.nan_to_num(phi, nan=0.0, posinf=1e300) * (m - columns))
-    with np.errstate(invalid="ignore"):
-        share = np.clip((level - REBUILT_FROM) / (REBUILT_FULL - REBUILT_FROM), 0.0, 1.0)
-    share = np.where(np.isfinite(share), share, 0.0)
+    rebuilt = _rebuilt_covariance(profile_var)
+    share, weigh, expected = _rebuilt_share(centre, resid, rebuilt, columns)
+    var, var_estimated, cov, estimated = _beyond_known(centre, shapes, target, resid, rebuilt, weigh, expected)
     var_c, var_estimated_c, cov_c, estimated_c = carried
     # The estimated parts' standard deviations add (their errors go together: the same residuals).
     sd = (1 - share) * np.sqrt(np.clip(var_estimated_c, 0.0, None)) + share * np.sqrt(np.clip(var_estimated, 0.0, None))
@@ -792,6 +809,95 @@ def _with_rebuilt(carried, centre, shapes, target, resid, profile_var, columns):
         (1 - share)[:, None, None] * cov_c + share[:, None, None] * cov,
         (1 - share) * estimated_c + share * estimated,
     )
+
+
+def _rebuilt_covariance(profile_var: np.ndarray) -> np.ndarray:
+    """``T_V`` (series x m x m) of a chain of ``m`` increments whose profiles' sampling variances are
+    ``profile_var`` (series x m + 1), sampled afresh at every profile: ``V_i + V_(i-1)`` on the diagonal,
+    ``-V_i`` beside it."""
+    n, m = profile_var.shape[0], profile_var.shape[1] - 1
+    i = np.arange(m)
+    rebuilt = np.zeros((n, m, m))
+    rebuilt[:, i, i] = profile_var[:, :m] + profile_var[:, 1 : m + 1]
+    rebuilt[:, i[:-1], i[1:]] = rebuilt[:, i[1:], i[:-1]] = -profile_var[:, 1:m]
+    return rebuilt
+
+
+def _weighing(centre: np.ndarray, known: np.ndarray):
+    """The residual increments' covariance if nothing but ``known`` varied, and its pseudo-inverse (the
+    quadratic forms' weight)."""
+    m = known.shape[1]
+    expected = centre @ known @ centre.T
+    scale = np.trace(expected, axis1=1, axis2=2)[:, None, None] / m
+    scale = np.where(scale > 0, scale, 1.0)
+    return np.linalg.pinv(expected / scale, hermitian=True) / scale, expected
+
+
+def _rebuilt_share(centre, resid, rebuilt, columns):
+    """The share ``λ`` of a chain's variance that is the rebuilt reading's (:data:`REBUILT_FROM`), from the
+    residual increments' dispersion φ weighed by ``T_V`` (``rebuilt``); and that weight and the residuals'
+    covariance under ``T_V`` alone."""
+    m = resid.shape[1]
+    weigh, expected = _weighing(centre, rebuilt)
+    phi = np.einsum("ni,nij,nj->n", resid, weigh, resid) / (m - columns)
+    from scipy.special import chdtr  # lazy: ~0.3 s of CPU, for a chain with known sampling only (t_quantile)
+
+    # φ's place in the χ² it would follow if the sampling were rebuilt: λ ramps between two of its quantiles.
+    level = chdtr(m - columns, np.nan_to_num(phi, nan=0.0, posinf=1e300) * (m - columns))
+    with np.errstate(invalid="ignore"):
+        share = np.clip((level - REBUILT_FROM) / (REBUILT_FULL - REBUILT_FROM), 0.0, 1.0)
+    return np.where(np.isfinite(share), share, 0.0), weigh, expected
+
+
+def _chain_rebuilt_share(design, weight, dy, profile_var):
+    """:func:`_rebuilt_share` of a chain's increments ``dy`` around their mean ``design``."""
+    centre = _residual_maker(design, weight)
+    return _rebuilt_share(centre, dy @ centre.T, _rebuilt_covariance(profile_var), design.shape[1])[0]
+
+
+def _beyond_known(centre, shapes, target, resid, known, weigh, expected):
+    """``(var, var_estimated, cov, estimated)`` of a chain's growth: a known covariance of its increments
+    (series x m x m) plus ``σ²`` and ``τ²`` beyond it, from quadratic forms weighed by ``weigh`` (the
+    pseudo-inverse of ``expected``, the residuals' covariance under ``known`` alone: REML's score at no
+    other noise)."""
+    m = resid.shape[1]
+    c = np.ones(m)
+    # E[q] = tr(F_j E) + coef θ.
+    parts = [centre @ shape @ centre.T for shape in shapes]
+    forms = [weigh @ part @ weigh for part in parts]
+    q = np.stack([np.einsum("ni,nij,nj->n", resid, f, resid) for f in forms], axis=1)
+    rhs = q - np.stack([np.einsum("nij,nji->n", f, expected) for f in forms], axis=1)
+    coef = np.stack([np.stack([np.einsum("nij,ji->n", f, part) for part in parts], axis=1) for f in forms], axis=1)
+    norm = np.sqrt((coef**2).sum(axis=(1, 2)))[:, None]  # the forms' scale is the known's: make it 1 for the fits
+    norm = np.where(norm > 0, norm, 1.0)
+    solved, per_form = _nonnegative(coef / norm[:, :, None], rhs / norm)
+    per_form = per_form / norm[:, None, :]
+    estimated = (solved * target).sum(axis=1)
+    # The known sum's variance (never below 0: a total's causes that shrank) plus what is beyond it.
+    var = np.clip(np.einsum("i,nij,j->n", c, known, c), 0.0, None) + estimated
+    b = sum(w[:, None, None] * f for w, f in zip(np.einsum("nj,njf->fn", target, per_form), forms))
+    cov = known + sum(solved[:, j, None, None] * shape for j, shape in enumerate(shapes))
+    bw = b @ (centre @ cov @ centre.T)
+    var_estimated = 2 * np.einsum("nij,nji->n", bw, bw)
+    return var, var_estimated, cov, estimated
+
+
+def known_covariance(sampling_var: np.ndarray, first_var: np.ndarray, share: np.ndarray) -> np.ndarray:
+    """The known covariance of a chain's increments (series x m x m) from one cause's heap sampling: what each
+    increment added to it (``sampling_var``, series x m) and its first profile's (``first_var``), read as
+    carried over (``diag``) by ``1 - share`` and as rebuilt at every profile (``T_V``) by ``share`` (the
+    cause's own fit's λ, :attr:`Growths.rebuilt`). A total's is the sum of its causes' (their samplings
+    are independent): see :func:`increments_batch`'s ``parts``."""
+    sampling_var = np.nan_to_num(np.asarray(sampling_var, dtype=float))
+    n, m = sampling_var.shape
+    start = np.clip(np.nan_to_num(np.broadcast_to(np.asarray(first_var, float), (n,))), 0.0, None)
+    profile_var = np.clip(start[:, None] + np.cumsum(sampling_var, axis=1), 0.0, None)
+    profile_var = np.concatenate([start[:, None], profile_var], axis=1)
+    share = np.broadcast_to(np.asarray(share, dtype=float), (n,))[:, None, None]
+    i = np.arange(m)
+    carried = np.zeros((n, m, m))
+    carried[:, i, i] = sampling_var
+    return (1 - share) * carried + share * _rebuilt_covariance(profile_var)
 
 
 def difference(a: Estimate, b: Estimate, confidence: float = 0.95) -> Estimate:

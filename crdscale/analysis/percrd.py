@@ -266,18 +266,10 @@ def fit_per_crd(points: pd.DataFrame, confidence: float = 0.95) -> tuple[pd.Data
         data = chain_points(points, phase)
         if data["crds"].nunique() < 2:
             continue
-        for (metric, cause), group in data.groupby(["metric", "cause"], sort=False):
-            group = group.sort_values(["installed", "crds"], kind="stable")
-            fit = growth_fit(
-                group["crds"],
-                group["value"],
-                confidence,
-                resolution=heap_resolution(metric, group),
-                sampling_var=group["sampling_var"] if "sampling_var" in group else None,
-                installed=group["installed"],
-            )
+        for (metric, cause), fit in chain_fits(data, confidence).items():
+            group = data[(data["metric"] == metric) & (data["cause"] == cause)]
             e = fit.estimate
-            line = group[group["installed"] == group["crds"]]
+            line = group[group["installed"] == group["crds"]].sort_values("crds", kind="stable")
             fits.append(
                 (phase, metric, cause, e.value, e.low, e.high, e.se, e.dof, sampling_se(line), fit.base, fit.r2, fit.n)
             )
@@ -299,6 +291,63 @@ def fit_per_crd(points: pd.DataFrame, confidence: float = 0.95) -> tuple[pd.Data
         fits_df["share"] = []
     resid_df = pd.DataFrame(resid, columns=["phase", "metric", "cause", "crds", "value", "fitted", "residual"])
     return fits_df, resid_df
+
+
+def chain_fits(data: pd.DataFrame, confidence: float = 0.95, by: Sequence[str] = ("metric", "cause")) -> dict:
+    """The growth fit (:func:`~crdscale.analysis.intervals.growth_fit`) of every group of one run's
+    :func:`chain_points`, keyed by the group's ``by`` values (a tuple), in the groups' order; groups with
+    fewer than two CRD counts are left out.
+
+    A heap profile's total (cause ``total``) is fitted after its causes: their samplings are independent, so
+    its known sampling covariance is the sum of theirs, each read as carried over or rebuilt at every profile
+    as its own fit read it (``growth_fit``'s ``parts``). :func:`fit_per_crd` and ``crdscale compare``
+    (:func:`crdscale.analysis.differences.per_crd_differences`) take their fits from here.
+    """
+    by = list(by)
+    groups = {}
+    for key, group in data.groupby(by, sort=False) if len(data) else []:
+        groups[key if isinstance(key, tuple) else (key,)] = group.sort_values(["installed", "crds"], kind="stable")
+
+    def is_total(key: tuple) -> bool:
+        return "cause" in by and key[by.index("cause")] == TOTAL
+
+    fits = {}
+    for key in sorted(groups, key=is_total):  # stable: every total after the causes it adds up
+        group = groups[key]
+        if group["crds"].nunique() < 2:
+            continue
+        metric = str(group["metric"].iloc[0]) if "metric" in group else ""
+        fits[key] = growth_fit(
+            group["crds"],
+            group["value"],
+            confidence,
+            resolution=heap_resolution(metric, group),
+            sampling_var=group["sampling_var"] if "sampling_var" in group else None,
+            installed=group["installed"],
+            parts=_sampling_parts(groups, fits, key, by) if is_total(key) else None,
+        )
+    return {key: fits[key] for key in groups if key in fits}
+
+
+def _sampling_parts(groups: dict, fits: dict, total: tuple, by: list) -> list | None:
+    """A total's causes as :func:`~crdscale.analysis.intervals.growth_fit`'s ``parts``: each cause's sampling
+    variance at the total's points (0 where it holds nothing) and the share of its own fit read as rebuilt."""
+    points = groups[total]
+    if "sampling_var" not in points:
+        return None
+    at = pd.MultiIndex.from_frame(points[["installed", "crds"]])
+    cause = by.index("cause")
+
+    def rest(key: tuple) -> tuple:  # a group's key but its cause (its metric)
+        return key[:cause] + key[cause + 1 :]
+
+    parts = []
+    for key, group in groups.items():
+        if key[cause] == TOTAL or key not in fits or rest(key) != rest(total):
+            continue
+        var = group.groupby(["installed", "crds"])["sampling_var"].mean().reindex(at, fill_value=0.0)
+        parts.append((var.to_numpy(dtype=float), fits[key].rebuilt))
+    return parts or None
 
 
 def served_counts(points: pd.DataFrame) -> pd.DataFrame:
