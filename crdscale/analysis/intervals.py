@@ -60,6 +60,12 @@ when rebuilt to its :data:`REBUILT_FULL` quantile (``φ`` from 0.35 to 0.6 at
 reading's: ``T_V``'s
 plus the ``σ²`` and ``τ²`` beyond it, estimated by quadratic forms weighed by
 ``T_V`` (REML's at no other noise), the rest the carried reading's.
+A total adds up causes read apart (OpenAPI's sampling rebuilt, every other
+cause's carried over), so neither reading fits it; the causes' samplings are
+independent, so its known covariance is the sum of theirs, each
+``(1 - λ)·diag(K) + λ·T_V`` at the share ``λ`` its own fit found
+(:func:`known_covariance`), and the ``σ²`` and ``τ²`` beyond that sum are
+estimated by quadratic forms weighed by it, as beyond ``T_V``.
 The interval is Student's t on Satterthwaite's degrees of freedom for the
 estimated part (the known part has none to lose), never fewer than the
 increments' ``m - 1`` (``m - 2`` with installed and served). Every half width
@@ -657,6 +663,18 @@ UNSEEN_SAMPLES_UP_TO = 20
 # a low τ² missed: OpenAPI rebuilt at every profile covered 0.99 at 1.6-1.7 times the ideal width.
 REBUILT_FROM = 0.09
 REBUILT_FULL = 0.27
+# A total (known_covariance, increments_batch's parts): until 2026-11-28 it took the blend above itself, by its
+# own φ against its own T_V. But a total mixes OpenAPI's sampling rebuilt at every profile with every other
+# cause's carried over, so neither reading fits it and the blend overstated its variance: where OpenAPI is
+# rebuilt, totals covered 0.9725-0.988 at 1.12-1.49 times the ideal (seed 1). Its known covariance is now the sum
+# of its causes', each at the share λ its own fit found (around the bend it used, where one won), with σ² and τ²
+# beyond it from forms weighed by it: there 0.9475-0.975 at 0.94-1.09 times (seeds 1-2, 2,000 runs), every other
+# case's totals within 0.0075 of before and no other cause's interval moved. Tried: the carried reading's forms
+# (the increments' spread and lag-1 products, unweighed) beyond that sum: as good where OpenAPI is rebuilt, but
+# the other totals 0.01-0.02 lower (500 runs: 4×40 comparison 0.946 -> 0.932, 3 steps on v1.24.0 0.930 ->
+# 0.920, a true difference of zero 0.962 -> 0.944). On the real runs of docs/explanation/error-model.md's
+# repeatability table one run's v1.37.1 total is 107.0 KiB wide, not 185.0 (sd/se 0.87 -> 1.20; v1.24.0 177.2 ->
+# 182.1 KiB, 0.61 -> 0.67), one run's interval holding the others' mean as often (163 of 170).
 
 
 def _quantile(dof: np.ndarray, confidence: float) -> np.ndarray:

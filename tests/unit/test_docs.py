@@ -182,7 +182,7 @@ FOOTPRINT_VALIDATE = "crdscale footprint fit validate data/reference-run data/re
 QUOTED = {
     ANALYZE: {
         "README.md": [
-            "937.0 KiB per CRD [830.21 KiB, 1.02 MiB]",
+            "937.0 KiB per CRD [697.79 KiB, 1.15 MiB]",
             "OpenAPI 260.3",
             "watch cache 240.5",
             "CRD structural schemas 150.5 KiB",
@@ -192,24 +192,24 @@ QUOTED = {
             "openapi 260.27 KiB [165.83 KiB, 354.70 KiB] 27.8% 37.42 MiB 0.987",
             "watch-cache 240.49 KiB [85.32 KiB, 395.66 KiB] 25.7% 3.51 MiB 0.937",
             "crd-schema 150.46 KiB [84.50 KiB, 216.42 KiB] 16.1% 0 B 0.937",
-            "total 937.04 KiB [830.21 KiB, 1.02 MiB] 100.0% 84.17 MiB 0.987",
+            "total 937.04 KiB [697.79 KiB, 1.15 MiB] 100.0% 84.17 MiB 0.987",
             "RSS 2.19 MiB per served CRD [-10.58 KiB, 4.40 MiB]",
             "1.4 % of the growth",
         ],
         "docs/explanation/attribution.md": ["937 KiB per CRD", "OpenAPI 260", "cache 240", "CRD schemas 150 KiB"],
-        "docs/explanation/error-model.md": ["total 937.04 KiB [830.21 KiB, 1.02 MiB]"],
+        "docs/explanation/error-model.md": ["total 937.04 KiB [697.79 KiB, 1.15 MiB]"],
     },
     COMPARE: {
         "README.md": ["461.0 KiB [368.4, 553.1]", "46 % less heap per CRD"],
         "docs/tutorials/compare.md": [
-            "v1.37.1 holds 797.8 KiB less heap per served CRD than v1.24.0 (95% CI [-1,017.4 KiB, -578.1 KiB], -46%; "
+            "v1.37.1 holds 797.8 KiB less heap per served CRD than v1.24.0 (95% CI [-1.0 MiB, -530.6 KiB], -46%; "
             "937.0 KiB vs 1.7 MiB per CRD); mostly zap-counters 461.0 KiB less per CRD [-553.1 KiB, -368.4 KiB]; "
             "peak RSS 725.0 MiB vs 1.1 GiB (/proc).",
         ],
         "docs/explanation/error-model.md": ["-461.0 KiB [-553.1, -368.4]"],
         "docs/results/seeds.toml": [
             '"461.0 KiB [368.4, 553.1]"',
-            "797.8 KiB more per CRD on v1.24.0 ([578.1 KiB, 1,017.4 KiB]; 1.7 MiB vs 937.0 KiB per CRD, -46 %",
+            "797.8 KiB more per CRD on v1.24.0 ([530.6 KiB, 1.0 MiB]; 1.7 MiB vs 937.0 KiB per CRD, -46 %",
             "OpenAPI 337.2 KiB more ([190.2, 484.2])",
             "RSS 3.6",
             "2.2 MiB per CRD",
