@@ -371,8 +371,11 @@ def increments_batch(
     (``first``: each series' first value; ``sampling_var``: how much each increment added to the
     profiles' heap sampling variance, same shape as ``dy``; ``first_var``: each series' first
     profile's sampling variance; ``installed``: CRDs each increment installed, see :func:`growth_fit`).
+    ``parts``: for totals, each of their causes' ``(sampling_var, first_var, rebuilt)`` (``rebuilt``: the
+    share its own fit read as rebuilt, :attr:`Growths.rebuilt`); a chain's known covariance is then the sum of
+    the causes' (:func:`known_covariance`) instead of ``sampling_var``'s alone read as carried or rebuilt.
 
-    Returns :class:`Growths`, arrays ``(value, se, dof, low, high, allowance)``, one entry per series: what
+    Returns :class:`Growths`, arrays ``(value, se, dof, low, high, allowance, rebuilt)``, one entry per series: what
     simulations of thousands of runs need (``crdscale.analysis.coverage``).
     """
     dx = np.asarray(dx, dtype=float)
