@@ -671,8 +671,9 @@ REBUILT_FULL = 0.27
 # cause's carried over, so neither reading fits it and the blend overstated its variance: where OpenAPI is
 # rebuilt, totals covered 0.9725-0.988 at 1.12-1.49 times the ideal (seed 1). Its known covariance is now the sum
 # of its causes', each at the share λ its own fit found (around the bend it used, where one won), with σ² and τ²
-# beyond it from forms weighed by it: there 0.9475-0.975 at 0.94-1.09 times (seeds 1-2, 2,000 runs), every other
-# case's totals within 0.0075 of before and no other cause's interval moved. Tried: the carried reading's forms
+# beyond it from forms weighed by it: there 0.9475-0.975 at 0.94-1.09 times (seeds 1-2, 2,000 runs; 10,000 runs:
+# 0.970-0.988 at 1.12-1.48 -> 0.953-0.966 at 0.95-1.08), every other case's totals within 0.0075 of before (10,000
+# runs, 4×40, 10×16 and a true difference of zero: within 0.003) and no other cause's interval moved. Tried: the carried reading's forms
 # (the increments' spread and lag-1 products, unweighed) beyond that sum: as good where OpenAPI is rebuilt, but
 # the other totals 0.01-0.02 lower (500 runs: 4×40 comparison 0.946 -> 0.932, 3 steps on v1.24.0 0.930 ->
 # 0.920, a true difference of zero 0.962 -> 0.944). On the real runs of docs/explanation/error-model.md's
