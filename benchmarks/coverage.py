@@ -55,8 +55,9 @@ def markdown(frame: pd.DataFrame) -> str:
     return "\n".join(lines)
 
 
-def results_page(table: pd.DataFrame, args: argparse.Namespace) -> str:
-    """The docs' results page: how it was made, the summary per case, the goals, the contrast with OLS."""
+def results_page(table: pd.DataFrame, args: argparse.Namespace, before: pd.DataFrame | None = None) -> str:
+    """The docs' results page: how it was made, the summary per case, the goals, the contrast with OLS, and
+    (``before``: the same runs scored with ``--model spread``) what the intervals were before the error model."""
     command = f"python benchmarks/coverage.py --runs {args.runs} --seed {args.seed} --write {args.write}"
     if args.model != "components":
         command += f" --model {args.model}"
@@ -80,7 +81,19 @@ def results_page(table: pd.DataFrame, args: argparse.Namespace) -> str:
         "band by more than twice the Monte Carlo standard error at its edge), and the one farthest off:\n\n"
         f"{markdown(goals(table))}\n\n"
         "The intervals that miss the goals, farthest first:\n\n"
-        f"{markdown(goal_misses(table))}\n\n{contrast}"
+        f"{markdown(goal_misses(table))}\n\n{contrast}{_before_section(before)}"
+    )
+
+
+def _before_section(before: pd.DataFrame | None) -> str:
+    """The spread model's summary: the intervals crdscale gave before its error model, on the same runs."""
+    if before is None:
+        return ""
+    return (
+        "\n## Before the error model\n\n"
+        "The same simulated runs, scored with the spread of the increments alone (no known sampling variance, "
+        "no floor, no per-profile noise: `--model spread`, what crdscale computed before issue 32):\n\n"
+        f"{markdown(summary(before))}\n"
     )
 
 
@@ -133,7 +146,13 @@ def main(argv=None) -> int:
         if args.csv:
             table.to_csv(args.csv, index=False)
         if args.write:
-            args.write.write_text(results_page(table, args))
+            # The page also shows the model before, on the same seed (~1 more minute).
+            before = (
+                None
+                if args.model != "components"
+                else benchmark_table(models, args.runs, seed=args.seed, model="spread")
+            )
+            args.write.write_text(results_page(table, args, before))
         if args.all_causes:
             print()
             print(table.to_string(index=False))

@@ -291,7 +291,7 @@ def test_every_quoted_number_is_what_its_command_prints(printed, command):
 
 
 # Numbers the README and the error-model page quote from the coverage benchmark's results page
-# (`python benchmarks/coverage.py --runs 10000 --write docs/results/coverage.md`, ~15 min: too slow for the
+# (`python benchmarks/coverage.py --runs 2000 --seed 1 --write docs/results/coverage.md`, ~5 min: too slow for the
 # unit suite, so the page is committed and every number quoted from it must be on it).
 COVERAGE_PAGE = "docs/results/coverage.md"
 COVERAGE_QUOTED = {
@@ -315,6 +315,9 @@ COVERAGE_QUOTED = {
         "(4.10, 3.06 and 2.07 times), OpenAPI's installs at 3 steps (1.82",
         "(1.52)",
         "inside 0.976 of the totals' intervals and 0.971 of OpenAPI's",
+        "gave totals up to 4.70 times the ideal width (2 steps) and OpenAPI up to 3.54",
+        "up to 0.185 of the intervals zero-wide (2 steps), and causes of a few samples down to 0.805",
+        "covers 0.589–0.838 in the reference scenario",
     ],
 }
 
@@ -334,3 +337,23 @@ def test_every_coverage_number_quoted_is_on_the_benchmarks_page():
             if missing:
                 wrong.append(f"{quoting}: {phrase!r}: {missing} not on {COVERAGE_PAGE}")
     assert not wrong, "\n".join(wrong)
+
+
+# The error-model page's table of repeated real runs, from the page benchmarks/repeatability.py writes (the runs
+# take ~20 min of a real control plane: the page is committed, and every number of the table must be on it).
+REPEATABILITY_PAGE = "docs/results/repeatability.md"
+
+
+def test_every_repeatability_number_quoted_is_on_its_results_page():
+    page = (ROOT / REPEATABILITY_PAGE).read_text()
+    assert "benchmarks/repeatability.py" in page.splitlines()[0], "the page names the command that wrote it"
+    on_page = set(_NUMBER.findall(page))
+    text = (ROOT / "docs/explanation/error-model.md").read_text()
+    section = text[text.index("## On real runs") :]
+    assert "results/repeatability.md" in section, "the section no longer links the repeatability page"
+    rows = [line for line in section.splitlines() if line.startswith("| ") and not line.startswith("| cause")]
+    assert len(rows) >= 7, "the section's table is gone"
+    quoted = [n for row in rows for n in _NUMBER.findall(row.replace("v1.37.1", "").replace("v1.24.0", ""))]
+    quoted += _NUMBER.findall(re.search(r"in \*\*(\d+ of \d+)\*\* run", section).group(1))
+    missing = sorted({n for n in quoted if not any(_matches(n, t) for t in on_page)})
+    assert not missing, f"error-model.md quotes {missing}, which {REPEATABILITY_PAGE} does not hold"
