@@ -7,7 +7,7 @@ modules) but stop short of building: a cached binary is always accepted, and a
 version to build is asked of the Go module proxy with ``go list -m``, which
 reads the module's few-hundred-byte ``.info`` rather than its zip. A released
 module version never changes, so a "served" answer is kept for good in
-``<cache>/go-module-versions.json``; a refusal is kept for :data:`REFUSED_TTL_S`
+``<cache>/go-module-versions-<digest>.json`` (one file per module source); a refusal is kept for :data:`REFUSED_TTL_S`
 only, since a release may appear later.
 """
 
@@ -66,7 +66,8 @@ class Plan:
 
 
 def _cache_path() -> Path:
-    return cache_dir() / CACHE_FILE
+    """The answers' file (``go-module-versions-<digest>.json``, one per module source: :func:`gobuild.per_module_source`)."""
+    return cache_dir() / gobuild.per_module_source(CACHE_FILE)
 
 
 def _read_cache() -> dict:

@@ -16,6 +16,7 @@ packages and the link.
 from __future__ import annotations
 
 import fcntl
+import hashlib
 import json
 import logging
 import os
@@ -168,6 +169,23 @@ def go_version(go: str | None = None) -> str:
 GO_ENV_NAMES = ("GOFLAGS", "GOMODCACHE", "GONOSUMDB", "GOPRIVATE", "GOPROXY", "GOSUMDB")
 _GO_ENV: dict[tuple, dict[str, str]] = {}
 _GO_ENV_LOCK = threading.Lock()
+
+
+# The variables of `go env` that decide where modules and their checksums come from.
+MODULE_SOURCE_NAMES = ("GOFLAGS", "GONOSUMDB", "GOPRIVATE", "GOPROXY", "GOSUMDB")
+
+
+def per_module_source(filename: str) -> str:
+    """``filename`` (``answers.json``) for the module source ``go env`` names now (``answers-<digest>.json``, the
+    digest of :data:`MODULE_SOURCE_NAMES`; their environment values when Go is not installed): a cache of what
+    one proxy or checksum database serves says nothing about another's."""
+    try:
+        env = go_env(*MODULE_SOURCE_NAMES)
+    except BinaryError:
+        env = {name: os.environ.get(name, "") for name in MODULE_SOURCE_NAMES}
+    digest = hashlib.sha256(json.dumps(env, sort_keys=True).encode()).hexdigest()[:12]
+    stem, dot, suffix = filename.rpartition(".")
+    return f"{stem}-{digest}{dot}{suffix}"
 
 
 def _go_env_key(go: str) -> tuple:

@@ -225,13 +225,15 @@ def choose_releases(first: str, last: str, lookup: Lookup = _lookup) -> list[Rel
 
 # How long an answer about a release is believed: a newer patch may be released meanwhile, a mirror may fill in
 # a module. Each minor's choice (``"1.27": {"version", "passed_over", "checked_at"}``) and each release asked
-# about (``"v1.27.16": {"missing", "checked_at"}``) are kept in one file of the cache.
+# about (``"v1.27.16": {"missing", "checked_at"}``) are kept in one file of the cache, one file per Go module
+# source: what one proxy (or checksum database) lacks, another may serve.
 CHOICE_TTL_S = 24 * 3600.0
 CHOICE_CACHE = "history-releases.json"
 
 
 def choice_cache_path() -> Path:
-    return cache_dir() / CHOICE_CACHE
+    """The answers' file (``history-releases-<digest>.json``, one per module source: :func:`gobuild.per_module_source`)."""
+    return cache_dir() / gobuild.per_module_source(CHOICE_CACHE)
 
 
 def read_answers(path: Path) -> dict:
@@ -317,7 +319,7 @@ def unbuildable(version: str, *, lookup: Lookup | None = None, cache_path: Path 
     say (the build will tell); else what it lacks and its minor's newest patch served whole.
 
     ``lookup``: :func:`_lookup` by default. The answers are cached with the minors' choices (:data:`CHOICE_TTL_S`
-    in ``cache_path``, default ``~/.cache/crdscale/history-releases.json``): asked again, a release costs a
+    in ``cache_path``, default :func:`choice_cache_path`): asked again, a release costs a
     file read."""
     if built_here(version):
         return None

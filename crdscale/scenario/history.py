@@ -119,7 +119,7 @@ def resolve_versions(
 
     Minors and ranges are resolved to each minor's newest buildable patch; the choices are cached for
     :data:`~crdscale.cluster.releases.CHOICE_TTL_S` in ``cache_path`` (default
-    ``~/.cache/crdscale/history-releases.json``). Raises UsageError (exit 2) for a range with no buildable
+    ``~/.cache/crdscale/history-releases-<digest>.json``, one file per Go module source). Raises UsageError (exit 2) for a range with no buildable
     release and for a release the proxy does not serve (or serves without a staging module it needs)."""
     # lazy: would bring pandas, numpy, pyarrow into --help
     from crdscale.analysis.history import release_order

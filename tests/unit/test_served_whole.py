@@ -9,6 +9,7 @@ import pytest
 
 from crdscale.cli.main import main
 from crdscale.cluster import binaries, gobuild, releases
+from crdscale.errors import BinaryError
 
 GOMOD = (
     "module k8s.io/kubernetes\n\nreplace (\n\tk8s.io/api => ./staging/src/k8s.io/api\n"
@@ -103,3 +104,23 @@ def test_run_check_refuses_it_in_one_line(proxy, tmp_path, capsys):
     built.chmod(0o755)
     assert main(args) == 0
     assert f"cached: {built}" in capsys.readouterr().out
+
+
+def test_answers_are_kept_per_module_source(monkeypatch):
+    """What one proxy (or checksum database) lacks, another may serve: each module source has its own file."""
+    source = {"GOPROXY": "https://proxy.golang.org,direct", "GOSUMDB": "sum.golang.org"}
+    monkeypatch.setattr(gobuild, "go_env", lambda *names: {n: source.get(n, "") for n in names})
+    first = gobuild.per_module_source("history-releases.json")
+    assert first.startswith("history-releases-") and first.endswith(".json")
+    assert gobuild.per_module_source("history-releases.json") == first
+    source["GOPROXY"] = "https://mirror.example/go"
+    assert gobuild.per_module_source("history-releases.json") != first
+
+    def no_go(*_names):
+        raise BinaryError("go is not installed")
+
+    monkeypatch.setattr(gobuild, "go_env", no_go)
+    monkeypatch.setenv("GOPROXY", "https://mirror.example/go")
+    without_go = gobuild.per_module_source("go-module-versions.json")
+    monkeypatch.setenv("GOPROXY", "https://proxy.golang.org")
+    assert gobuild.per_module_source("go-module-versions.json") != without_go
