@@ -547,12 +547,12 @@ def _around_bend(design, weight, dy, dvar, profile_var, total, se, dof, rebuilt)
         se_bent, dof_bent, cov = _growth_variance(bent, weight, dy, dvar, True, profile_var, total)
         scale = np.trace(cov, axis1=1, axis2=2)[:, None, None] / m
         scale = np.where(scale > 0, scale, 1.0)
-        inv_cov = np.linalg.pinv(cov / scale + 1e-9 * np.eye(m)) / scale
+        inv_cov = _inverse_per_series(cov / scale + 1e-9 * np.eye(m)) / scale
         xtv = np.swapaxes(inv_cov @ bent, 1, 2)  # series x columns x increments
-        info = np.linalg.pinv(xtv @ bent)
+        info = _inverse_per_series(xtv @ bent)
         q = bent.shape[1] - columns  # the bend's columns: a Wald test of them all (t² for one)
         coef = np.einsum("npm,nm->np", info[:, -q:, :] @ xtv, dy)
-        wald = np.einsum("np,npq,nq->n", coef, np.linalg.pinv(info[:, -q:, -q:]), coef)
+        wald = np.einsum("np,npq,nq->n", coef, _inverse_per_series(info[:, -q:, -q:]), coef)
         linear = not any(bent is k for k in kinks)
         if linear:
             critical = np.full(len(dy), t_quantile(1 - TREND_LEVEL / 2, m - bent.shape[1]) ** 2)
@@ -712,6 +712,31 @@ def _pinv_per_series(a: np.ndarray) -> np.ndarray:
     return np.linalg.pinv(a)
 
 
+def _inverse_per_series(a: np.ndarray) -> np.ndarray:
+    """``np.linalg.pinv`` of each series' square matrix, by LU where that is as good (a benchmark's thousands of
+    series: an SVD each costs ~10 times more): where a matrix is near singular (its condition, estimated
+    from the norms of it and its inverse, beyond 1e12) or exactly so, by the SVD still."""
+    try:
+        inverse = np.linalg.inv(a)
+    except np.linalg.LinAlgError:
+        return np.linalg.pinv(a)
+    with np.errstate(invalid="ignore", over="ignore"):
+        condition = np.linalg.norm(a, axis=(1, 2)) * np.linalg.norm(inverse, axis=(1, 2))
+    bad = ~(condition < 1e12)
+    if bad.any():
+        inverse[bad] = np.linalg.pinv(a[bad])
+    return inverse
+
+
+def _pinv_within(a: np.ndarray, centre: np.ndarray) -> np.ndarray:
+    """``np.linalg.pinv`` of each series' symmetric ``a`` whose rows and columns lie in the range of ``centre``
+    (a residual maker, shared by every series): ``N (Nᵀ a N)⁻¹ Nᵀ`` with ``N`` an orthonormal basis of that
+    range, one SVD for all series and a smaller inverse each (:func:`_inverse_per_series`)."""
+    u, singular, _vt = np.linalg.svd(centre)
+    basis = u[:, singular > 1e-9 * singular.max()]
+    return basis @ _inverse_per_series(basis.T @ a @ basis) @ basis.T
+
+
 def _nonnegative(coef: np.ndarray, rhs: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Variance components ``v >= 0`` with ``coef @ v`` nearest ``rhs``, per series (``coef``: series x
     forms x components; least squares, exact when every component of the exact solution is 0 or
@@ -852,7 +877,7 @@ def _weighing(centre: np.ndarray, known: np.ndarray):
     expected = centre @ known @ centre.T
     scale = np.trace(expected, axis1=1, axis2=2)[:, None, None] / m
     scale = np.where(scale > 0, scale, 1.0)
-    return np.linalg.pinv(expected / scale, hermitian=True) / scale, expected
+    return _pinv_within(expected / scale, centre) / scale, expected
 
 
 def _rebuilt_share(centre, resid, rebuilt, columns):
