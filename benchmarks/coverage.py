@@ -6,7 +6,8 @@
 Object sizes and per-CRD counts come from the committed reference runs
 (data/reference-run: kube-apiserver v1.37.1, data/reference-run-v1.24.0). Each
 case (2, 3, 4, 10 and uneven steps; a cause that starts late; strong GC noise;
-OpenAPI rebuilt at every profile; a true difference of zero) simulates runs the
+OpenAPI rebuilt at every profile; a true difference of zero; noise beyond the
+sampling that persists, as real runs at provider scale have) simulates runs the
 way Go samples the heap, analyses each by the estimators of `crdscale analyze`
 and `crdscale compare`, and counts how often the intervals hold the true cost.
 Prints, per case, the coverage of the totals, OpenAPI and the zap counters over

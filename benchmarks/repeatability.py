@@ -13,6 +13,7 @@ least 95 %). The same table is in the experiment's findings.md (`crdscale report
 from __future__ import annotations
 
 import argparse
+import json
 import sys
 from pathlib import Path
 
@@ -66,10 +67,15 @@ def held_line(held: pd.Series) -> str:
 
 def page_section(experiment: str, spread: pd.DataFrame, held: pd.Series) -> str:
     """One experiment's table for the docs' results page."""
-    runs = int(spread.groupby("configuration")["repeats"].max().sum()) if len(spread) else 0
+    runs = int(spread["repeats"].max()) if len(spread) else 0
+    configurations_run = spread["configuration"].nunique()
+    about = json.loads((Path(experiment) / "experiment.json").read_text())
+    scenario = Path(about.get("scenario_file") or "").name
     lines = [
-        f"## {Path(experiment).name}\n",
-        f"{runs} runs; heap KiB per served CRD.\n",
+        f"## {about.get('name', Path(experiment).name)}\n",
+        f"`{Path(experiment).name}`: {scenario}, started {about.get('started_at', '?')}, "
+        f"{configurations_run} configuration{'s' if configurations_run > 1 else ''} of {runs} runs; heap KiB per "
+        "served CRD.\n",
         "| configuration | cause | runs | mean | sd | one run ± | sd/se |",
         "|---|---|---|---|---|---|---|",
     ]
