@@ -427,10 +427,7 @@ def increments_batch(
         chained = dvar is not None and chain and m >= CHAIN_MIN_INCREMENTS
         profile_var = None
         if chained and first_var is not None:
-            # Each profile's own sampling variance: the first's, plus what every increment added.
-            start = np.clip(np.nan_to_num(np.broadcast_to(np.asarray(first_var, float), (n,))), 0.0, None)
-            profile_var = np.clip(start[:, None] + np.cumsum(dvar, axis=1), 0.0, None)
-            profile_var = np.concatenate([start[:, None], profile_var], axis=1)
+            profile_var = _profile_variances(dvar, first_var)
         known = dvar
         if chained and parts is not None:
             # A total: its causes' samplings are independent, so its known covariance is the sum of theirs, each
@@ -438,9 +435,7 @@ def increments_batch(
             known = sum(known_covariance(*part) for part in parts)
             known[:, -1, -1] += added
             profile_var = None
-        elif profile_var is not None:
-            rebuilt = _chain_rebuilt_share(design, weight, dy, profile_var)
-        se, dof, _cov = _growth_variance(design, weight, dy, known, chained, profile_var, total)
+        se, dof, _cov, rebuilt = _growth_variance(design, weight, dy, known, chained, profile_var, total)
         if chained and steps >= TREND_MIN_STEPS:
             se, dof, rebuilt = _around_bend(design, weight, dy, known, profile_var, total, se, dof, rebuilt)
     half = _quantile(dof, confidence) * se
@@ -506,9 +501,12 @@ def _growth_variance(
     total: float,
 ):
     """The growth's standard error per unit and its degrees of freedom from the increments ``dy`` around
-    their mean ``design`` (fitted with weights ``1 / weight``), and the increments' covariance the components found (series x m x m; None without ``dvar``: the spread's)."""
+    their mean ``design`` (fitted with weights ``1 / weight``), the increments' covariance the components found
+    (series x m x m; None without ``dvar``: the spread's), and the share of it read as sampling rebuilt at
+    every profile (0 without ``profile_var``; :attr:`Growths.rebuilt`)."""
     n, m = dy.shape
     cov = None
+    share = np.zeros(n)
     resid = dy @ _residual_maker(design, weight).T
     free = m - design.shape[1]
     spread = (resid**2 / weight).sum(axis=1) / free
@@ -518,11 +516,11 @@ def _growth_variance(
         # Only with the sampling variance known: estimating both noises from the increments alone
         # under-covered (0.83-0.89 in a one-off check on benchmarks/coverage.py's simulated runs at
         # 4 and 10 steps), where the spread holds 95 %.
-        var_c, dof_c, cov = _variance_components(design, weight, resid, dvar, chained, profile_var)
+        var_c, dof_c, cov, share = _variance_components(design, weight, resid, dvar, chained, profile_var)
         se_c = np.sqrt(var_c) / total
         use = se_c > 0
         se, dof = np.where(use, se_c, se), np.where(use, dof_c, dof)
-    return se, dof, cov
+    return se, dof, cov, share
 
 
 def _around_bend(design, weight, dy, dvar, profile_var, total, se, dof, rebuilt):
@@ -544,7 +542,7 @@ def _around_bend(design, weight, dy, dvar, profile_var, total, se, dof, rebuilt)
     kinks = _kinks(design, weight)
     best = np.ones(len(dy))  # the margin (Wald statistic over its critical value) to beat
     for bent in [_with_trend(design, weight), *kinks]:
-        se_bent, dof_bent, cov = _growth_variance(bent, weight, dy, dvar, True, profile_var, total)
+        se_bent, dof_bent, cov, share_bent = _growth_variance(bent, weight, dy, dvar, True, profile_var, total)
         scale = np.trace(cov, axis1=1, axis2=2)[:, None, None] / m
         scale = np.where(scale > 0, scale, 1.0)
         inv_cov = _inverse_per_series(cov / scale + 1e-9 * np.eye(m)) / scale
@@ -564,8 +562,7 @@ def _around_bend(design, weight, dy, dvar, profile_var, total, se, dof, rebuilt)
         better = margin > best
         best = np.where(better, margin, best)
         se, dof = np.where(better, se_bent, se), np.where(better, dof_bent, dof)
-        if profile_var is not None:  # the share read as rebuilt around the bend (a total's fit takes its causes')
-            rebuilt = np.where(better, _chain_rebuilt_share(bent, weight, dy, profile_var), rebuilt)
+        rebuilt = np.where(better, share_bent, rebuilt)  # the share read as rebuilt around the bend
     return se, dof, rebuilt
 
 
@@ -769,9 +766,10 @@ def _variance_components(
     known: np.ndarray,
     chain: bool,
     profile_var: np.ndarray | None = None,
-) -> tuple[np.ndarray, np.ndarray]:
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """Variance and degrees of freedom of the growth ``ΣΔy`` (times the CRDs squared), from the residual
-    increments ``resid``.
+    increments ``resid``; and the increments' covariance found, and the share ``λ`` of it read as sampling
+    rebuilt at every profile (0 unless ``profile_var`` is given, :func:`_with_rebuilt`).
 
     Model (see the module doc): ``Var(e) = K + σ²·diag(w) (+ τ²·T for a chain)``, ``w`` the CRDs
     each increment adds (``design``'s row sums: one column of CRDs, or CRDs installed and served).
@@ -814,7 +812,7 @@ def _variance_components(
         var, var_estimated, cov, estimated = _beyond_known(centre, shapes, target, resid, known, weigh, expected)
         with np.errstate(divide="ignore", invalid="ignore"):
             dof = np.where((estimated > 0) & (var_estimated > 0), 2 * var**2 / var_estimated, math.inf)
-        return var, np.maximum(dof, float(m - design.shape[1])), cov
+        return var, np.maximum(dof, float(m - design.shape[1])), cov, np.zeros(n)
     q = np.stack([np.einsum("ni,ij,nj->n", resid, a, resid) for a in forms], axis=1)
     g = [centre.T @ a @ centre for a in forms]
     rhs = q - np.stack([known @ np.diagonal(gi) for gi in g], axis=1)
@@ -830,20 +828,21 @@ def _variance_components(
     cov = known[:, :, None] * eye + sum(solved[:, i, None, None] * shapes[i] for i in range(k))
     bw = b @ (centre @ cov @ centre.T)
     var_estimated = 2 * np.einsum("nij,nji->n", bw, bw)
+    share = np.zeros(n)
     if chain and profile_var is not None:
-        var, var_estimated, cov, estimated = _with_rebuilt(
+        var, var_estimated, cov, estimated, share = _with_rebuilt(
             (var, var_estimated, cov, estimated), centre, shapes, target, resid, profile_var, design.shape[1]
         )
     with np.errstate(divide="ignore", invalid="ignore"):
         dof = np.where((estimated > 0) & (var_estimated > 0), 2 * var**2 / var_estimated, math.inf)
     # Never fewer than the spread of the increments alone has: m - 1 (m - 2 with installed and served).
-    return var, np.maximum(dof, float(m - design.shape[1])), cov
+    return var, np.maximum(dof, float(m - design.shape[1])), cov, share
 
 
 def _with_rebuilt(carried, centre, shapes, target, resid, profile_var, columns):
     """The carried reading's ``(var, var_estimated, cov, estimated)`` of a chain's growth blended with the
     rebuilt one's by the share ``λ`` the increments' dispersion φ against ``T_V`` gives (:data:`REBUILT_FROM`; see
-    :func:`_variance_components`)."""
+    :func:`_variance_components`), and ``λ``."""
     rebuilt = _rebuilt_covariance(profile_var)
     share, weigh, expected = _rebuilt_share(centre, resid, rebuilt, columns)
     var, var_estimated, cov, estimated = _beyond_known(centre, shapes, target, resid, rebuilt, weigh, expected)
@@ -855,6 +854,7 @@ def _with_rebuilt(carried, centre, shapes, target, resid, profile_var, columns):
         sd**2,
         (1 - share)[:, None, None] * cov_c + share[:, None, None] * cov,
         (1 - share) * estimated_c + share * estimated,
+        share,
     )
 
 
@@ -896,12 +896,6 @@ def _rebuilt_share(centre, resid, rebuilt, columns):
     return np.where(np.isfinite(share), share, 0.0), weigh, expected
 
 
-def _chain_rebuilt_share(design, weight, dy, profile_var):
-    """:func:`_rebuilt_share` of a chain's increments ``dy`` around their mean ``design``."""
-    centre = _residual_maker(design, weight)
-    return _rebuilt_share(centre, dy @ centre.T, _rebuilt_covariance(profile_var), design.shape[1])[0]
-
-
 def _beyond_known(centre, shapes, target, resid, known, weigh, expected):
     """``(var, var_estimated, cov, estimated)`` of a chain's growth: a known covariance of its increments
     (series x m x m) plus ``σ²`` and ``τ²`` beyond it, from quadratic forms weighed by ``weigh`` (the
@@ -937,14 +931,20 @@ def known_covariance(sampling_var: np.ndarray, first_var: np.ndarray, share: np.
     are independent): see :func:`increments_batch`'s ``parts``."""
     sampling_var = np.nan_to_num(np.asarray(sampling_var, dtype=float))
     n, m = sampling_var.shape
-    start = np.clip(np.nan_to_num(np.broadcast_to(np.asarray(first_var, float), (n,))), 0.0, None)
-    profile_var = np.clip(start[:, None] + np.cumsum(sampling_var, axis=1), 0.0, None)
-    profile_var = np.concatenate([start[:, None], profile_var], axis=1)
     share = np.broadcast_to(np.asarray(share, dtype=float), (n,))[:, None, None]
     i = np.arange(m)
     carried = np.zeros((n, m, m))
     carried[:, i, i] = sampling_var
-    return (1 - share) * carried + share * _rebuilt_covariance(profile_var)
+    return (1 - share) * carried + share * _rebuilt_covariance(_profile_variances(sampling_var, first_var))
+
+
+def _profile_variances(sampling_var: np.ndarray, first_var) -> np.ndarray:
+    """Each profile's own heap sampling variance (series x m + 1) in a chain of ``m`` increments: the first's
+    (``first_var``, per series), plus what every increment added (``sampling_var``, series x m); never below 0."""
+    n = sampling_var.shape[0]
+    start = np.clip(np.nan_to_num(np.broadcast_to(np.asarray(first_var, float), (n,))), 0.0, None)
+    profile_var = np.clip(start[:, None] + np.cumsum(sampling_var, axis=1), 0.0, None)
+    return np.concatenate([start[:, None], profile_var], axis=1)
 
 
 def difference(a: Estimate, b: Estimate, confidence: float = 0.95) -> Estimate:
