@@ -309,7 +309,7 @@ def _served_chain(sim: SimulatedRuns, cause: str):
 def _sampling_part(sim: SimulatedRuns, cause: str, fit) -> tuple:
     """What a cause's sampling gives its total's known covariance: ``increments_batch``'s ``parts``."""
     _crds, _installed, _y, v = _served_chain(sim, cause)
-    return np.diff(v, axis=1), v[:, 0], fit.rebuilt
+    return np.diff(v, axis=1), v[:, 0], fit.rebuilt, fit.excess, fit.excess_var
 
 
 def _served_fit(sim: SimulatedRuns, cause: str, confidence: float, model: str, parts=None):

@@ -346,7 +346,8 @@ def _sampling_parts(groups: dict, fits: dict, total: tuple, by: list) -> list | 
         if key[cause] == TOTAL or key not in fits or rest(key) != rest(total):
             continue
         var = group.groupby(["installed", "crds"])["sampling_var"].mean().reindex(at, fill_value=0.0)
-        parts.append((var.to_numpy(dtype=float), fits[key].rebuilt))
+        fit = fits[key]
+        parts.append((var.to_numpy(dtype=float), fit.rebuilt, fit.excess, fit.excess_var))
     return parts or None
 
 
