@@ -320,7 +320,9 @@ def comparison_markdown(
         "spread of its step increments (never below what the sampling alone allows), and a difference's "
         "95% interval combines both runs' own variances with Welch's degrees of freedom "
         "(`crdscale.analysis.intervals`); repeats of one configuration are pooled, their spread giving "
-        "the interval. Causes come from `crdscale.analysis.attribution.RULES`."
+        "the interval. A difference of single runs holds what each run's profiles show, not how much the cost "
+        "moves from run to run (docs/results/repeatability.md): where it matters, repeat each configuration. "
+        "Causes come from `crdscale.analysis.attribution.RULES`."
         + (f" Full report: {report_html}." if report_html else "")
     )
     return "\n".join(parts) + "\n"

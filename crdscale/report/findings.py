@@ -520,7 +520,11 @@ def findings_markdown(
         "see `crdscale.analysis.intervals`); causes come from crdscale's attribution rules "
         "(`crdscale.analysis.attribution.RULES`). The heap profiles are taken right after a forced GC "
         "(`gc=1`) and count live objects only; the `heap_inuse` metric is sampled at any moment and also "
-        "holds garbage not yet collected and partly empty spans, so its per-CRD slope is larger."
+        "holds garbage not yet collected and partly empty spans, so its per-CRD slope is larger. "
+        "An interval is this run's own: it holds the noise this run's profiles show, not how much the cost moves "
+        "from run to run; repeated at provider scale, runs varied more than one run's intervals say "
+        "(docs/results/repeatability.md). Where a number must hold across runs, repeat the run "
+        "(`[matrix] repeat`) and quote the repeats' mean."
         + (
             " Bytes per object are the growth over the steps that added objects of that kind, per object "
             "added, with intervals from those steps' increments; their causes come from "
