@@ -365,18 +365,38 @@ def _split_increments(sim: SimulatedRuns, cause: str):
 
 
 def _install_serve_estimates(sim: SimulatedRuns, cause: str, confidence: float, model: str = "components"):
-    """Installed and served per-CRD estimates of every run (paired increments, as :func:`fit_install_serve`)."""
-    return {
-        kind: increments_batch(
+    """Installed and served per-CRD estimates of every run (paired increments, as :func:`fit_install_serve`): a
+    total's after its causes', its noise beyond the sampling theirs added up (once per simulation)."""
+    key = ("install/serve", confidence, model)
+    if key not in sim.estimates:
+        found = {c: _split_fit(sim, c, confidence, model) for c in sim.values if c != "total"}
+        found["total"] = _split_fit(sim, "total", confidence, model, found if model != "spread" else None)
+        sim.estimates[key] = found
+    if cause not in sim.estimates[key]:  # a cause these runs never allocate
+        return _split_fit(sim, cause, confidence, model)
+    return sim.estimates[key][cause]
+
+
+def _split_fit(sim: SimulatedRuns, cause: str, confidence: float, model: str, causes: dict | None = None):
+    """One cause's installed and served estimates; a total's with ``causes``' fits as its parts."""
+    out = {}
+    for kind, (dx, dy, dv, first, _de) in _split_increments(sim, cause).items():
+        parts = None
+        if causes:
+            parts = [
+                (_split_increments(sim, c)[kind][2], np.zeros(len(dy)), 0.0, fits[kind].excess, fits[kind].excess_var)
+                for c, fits in causes.items()
+            ]
+        out[kind] = increments_batch(
             dx,
             dy,
             confidence,
             resolution=GO_HEAP_SAMPLING_RATE,
             first=first,
             sampling_var=None if model == "spread" else dv,
+            parts=parts,
         )
-        for kind, (dx, dy, dv, first, _de) in _split_increments(sim, cause).items()
-    }
+    return out
 
 
 def per_run_coverage(

@@ -69,7 +69,7 @@ noise added up: each cause's estimate before it is kept at 0 or above
 (unbiased), summed, and kept at 0 or above once (:func:`_sum_of_parts`), not
 ``σ²`` and ``τ²`` estimated again from the total's own few residual degrees
 of freedom (where noise beyond the sampling persists, half of those found
-none).
+none). The install/serve split's totals add up their causes' the same way.
 The interval is Student's t on Satterthwaite's degrees of freedom for the
 estimated part (the known part has none to lose), never fewer than the
 increments' ``m - 1`` (``m - 2`` with installed and served). Every half width
@@ -437,7 +437,7 @@ def increments_batch(
     if steps < 2:
         se = np.full(n, math.nan)
         dof = np.zeros(n)
-    elif dvar is not None and chain and m >= CHAIN_MIN_INCREMENTS and parts is not None:
+    elif dvar is not None and parts is not None:
         # A total: its causes' samplings are independent, so its known covariance is the sum of theirs, each
         # read as carried or rebuilt by the share its own fit found; what the allowance added, on its last.
         known = sum(known_covariance(*part[:3]) for part in parts)

@@ -30,9 +30,10 @@ from crdscale.analysis.intervals import (
     FEW_INCREMENTS,
     GO_HEAP_SAMPLING_RATE,
     Estimate,
+    Growths,
     growth_fit,
     heap_sampling_variance,
-    increments_estimate,
+    increments_batch,
     t_quantile,
 )
 from crdscale.analysis.lstsq import least_squares
@@ -411,6 +412,21 @@ def install_serve_increments(points: pd.DataFrame) -> pd.DataFrame:
     return pd.DataFrame(rows, columns=columns)
 
 
+def _split_parts(fitted: dict, metric: str, kind: str, total: pd.DataFrame) -> list | None:
+    """A total's causes for one kind of the install/serve split, as :func:`~crdscale.analysis.intervals.increments_batch`'s
+    ``parts``: each cause's sampling variances and its fit's noise beyond them (``excess``); None when a cause's
+    increments are not the total's (a cause missing from a profile)."""
+    parts = []
+    for (fit_metric, cause, fit_kind), (sel, fit) in fitted.items():
+        if fit_metric != metric or fit_kind != kind or cause == TOTAL:
+            continue
+        if not np.array_equal(sel["crds"].to_numpy(), total["crds"].to_numpy()) or sel["delta_var"].isna().any():
+            return None
+        var = sel["delta_var"].to_numpy(dtype=float)[None, :]
+        parts.append((var, np.zeros(1), np.zeros(1), fit.excess, fit.excess_var))
+    return parts or None
+
+
 def fit_install_serve(points: pd.DataFrame, confidence: float = 0.95) -> pd.DataFrame:
     """Split the per-CRD cost into installing a CRD and serving it, for every cause and metric.
 
@@ -418,9 +434,12 @@ def fit_install_serve(points: pd.DataFrame, confidence: float = 0.95) -> pd.Data
     is what the install increments add per CRD installed, what an Established
     CRD costs that nobody uses; ``per_served`` what the serve increments add
     per CRD served (storage, etcd client, watch cache). Each has a t interval
-    from its own increments' spread (:func:`~crdscale.analysis.intervals.increments_estimate`):
+    from its own increments' spread (:func:`~crdscale.analysis.intervals.increments_batch`):
     increments of one kind share no profile, so the noise of one profile counts
-    in each of them, as it does in their sum.
+    in each of them, as it does in their sum. A total's kind is fitted after its
+    causes', its noise beyond the sampling theirs added up (as ``growth_fit``'s
+    ``parts``: a total's 4 increments of a kind leave its own spread t on 3 degrees
+    of freedom, its causes' together many more).
     Returns ``metric, cause, per_installed, per_installed_low,
     per_installed_high, per_served, per_served_low, per_served_high, base, n``
     (bytes or objects per CRD; ``n`` increments of each kind; NaN intervals
@@ -431,21 +450,27 @@ def fit_install_serve(points: pd.DataFrame, confidence: float = 0.95) -> pd.Data
         return pd.DataFrame(columns=INSTALL_SERVE_COLUMNS)
     base = points[points["crds"] == 0].drop_duplicates(["metric", "cause"]).set_index(["metric", "cause"])["value"]
     rows = []
-    for (metric, cause), group in increments.groupby(["metric", "cause"], sort=False):
+    fitted: dict[tuple[str, str, str], tuple[pd.DataFrame, Growths]] = {}
+    groups = list(increments.groupby(["metric", "cause"], sort=False))
+    for (metric, cause), group in sorted(groups, key=lambda g: g[0][1] == TOTAL):  # totals after their causes
         parts = {}
         start = float(base.get((metric, cause), 0.0))
         for kind in ("install", "serve"):
             sel = group[group["kind"] == kind]
             if len(sel):
                 known = sel["delta_var"] if sel["delta_var"].notna().all() else None
-                parts[kind] = increments_estimate(
-                    sel["crds"],
-                    sel["delta"],
+                causes = _split_parts(fitted, metric, kind, sel) if cause == TOTAL and known is not None else None
+                fit = increments_batch(
+                    sel["crds"].to_numpy(dtype=float),
+                    sel["delta"].to_numpy(dtype=float)[None, :],
                     confidence,
                     resolution=heap_resolution(metric, points),
-                    first=start,
-                    sampling_var=known,
+                    first=np.array([start]),
+                    sampling_var=None if known is None else known.to_numpy(dtype=float)[None, :],
+                    parts=causes,
                 )
+                fitted[(metric, cause, kind)] = (sel, fit)
+                parts[kind] = fit.estimate()
             else:
                 parts[kind] = Estimate(math.nan, math.nan, 0, math.nan, math.nan)
         i, s = parts["install"], parts["serve"]

@@ -196,6 +196,15 @@ def test_a_totals_noise_beyond_the_sampling_is_its_causes_added_up(monkeypatch):
     # Where half the variance is noise beyond the sampling, the total's interval holds its 95 %.
     held = (total.low <= 3e5) & (3e5 <= total.high)
     assert 0.93 <= held.mean() <= 0.97
+    # The install/serve split's increments share no profile (no chain): its totals add their causes up alike.
+    split = [intervals.increments_batch(dx[:4], c[1][:, :4], sampling_var=c[0][:, :4]) for c in causes]
+    parts = [(c[0][:, :4], np.zeros(runs), 0.0, f.excess, f.excess_var) for c, f in zip(causes, split)]
+    known = sum(c[0][:, :4] for c in causes).sum(axis=1)
+    total = intervals.increments_batch(
+        dx[:4], sum(c[1][:, :4] for c in causes), sampling_var=known[:, None] / 4, parts=parts
+    )
+    beyond = sum(f.excess for f in split)
+    assert (total.se * dx[:4].sum()) ** 2 == pytest.approx(known + np.clip(beyond, 0.0, None))
 
 
 def test_a_run_with_two_steps_says_low_count_causes_are_unreliable():
