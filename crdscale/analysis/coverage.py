@@ -369,23 +369,28 @@ def _install_serve_estimates(sim: SimulatedRuns, cause: str, confidence: float, 
     total's after its causes', its noise beyond the sampling theirs added up (once per simulation)."""
     key = ("install/serve", confidence, model)
     if key not in sim.estimates:
-        found = {c: _split_fit(sim, c, confidence, model) for c in sim.values if c != "total"}
-        found["total"] = _split_fit(sim, "total", confidence, model, found if model != "spread" else None)
+        increments = {c: _split_increments(sim, c) for c in sim.values}
+        found = {c: _split_fit(increments[c], confidence, model) for c in sim.values if c != "total"}
+        parts = None
+        if model != "spread":
+            parts = {c: (increments[c], found[c]) for c in found}
+        found["total"] = _split_fit(increments["total"], confidence, model, parts)
         sim.estimates[key] = found
     if cause not in sim.estimates[key]:  # a cause these runs never allocate
-        return _split_fit(sim, cause, confidence, model)
+        return _split_fit(_split_increments(sim, cause), confidence, model)
     return sim.estimates[key][cause]
 
 
-def _split_fit(sim: SimulatedRuns, cause: str, confidence: float, model: str, causes: dict | None = None):
-    """One cause's installed and served estimates; a total's with ``causes``' fits as its parts."""
+def _split_fit(increments: dict, confidence: float, model: str, causes: dict | None = None):
+    """One cause's installed and served estimates from its :func:`_split_increments`; a total's with its
+    ``causes``' (cause -> their increments and fits) as its parts."""
     out = {}
-    for kind, (dx, dy, dv, first, _de) in _split_increments(sim, cause).items():
+    for kind, (dx, dy, dv, first, _de) in increments.items():
         parts = None
         if causes:
             parts = [
-                (_split_increments(sim, c)[kind][2], np.zeros(len(dy)), 0.0, fits[kind].excess, fits[kind].excess_var)
-                for c, fits in causes.items()
+                (own[kind][2], np.zeros(len(dy)), 0.0, fits[kind].excess, fits[kind].excess_var)
+                for own, fits in causes.values()
             ]
         out[kind] = increments_batch(
             dx,

@@ -788,12 +788,15 @@ def _pinv_within(a: np.ndarray, centre: np.ndarray) -> np.ndarray:
     return basis @ _inverse_per_series(basis.T @ a @ basis) @ basis.T
 
 
-def _nonnegative(coef: np.ndarray, rhs: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+def _nonnegative(coef: np.ndarray, rhs: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Variance components ``v >= 0`` with ``coef @ v`` nearest ``rhs``, per series (``coef``: series x
     forms x components; least squares, exact when every component of the exact solution is 0 or
-    above), and how each weighs ``rhs`` (series x components x forms, for Satterthwaite). A handful
-    of components: every subset of them is tried, the best one that keeps them all at 0 or above wins."""
+    above), how each weighs ``rhs`` (series x components x forms, for Satterthwaite), and how the
+    components with none kept at 0 or above would weigh it (``coef``'s pseudo-inverse, the first subset
+    tried: :func:`_excess`). A handful of components: every subset of them is tried, the best one that
+    keeps them all at 0 or above wins."""
     n, forms, k = coef.shape
+    unconstrained = None
     best = np.full(n, np.inf)
     tolerance = 1e-9 * (rhs**2).sum(axis=1)  # a smaller subset must fit better than rounding, not tie
     solved, per_form = np.zeros((n, k)), np.zeros((n, k, forms))
@@ -801,6 +804,8 @@ def _nonnegative(coef: np.ndarray, rhs: np.ndarray) -> tuple[np.ndarray, np.ndar
         for subset in itertools.combinations(range(k), size):
             cols = list(subset)
             pinv = _pinv_per_series(coef[:, :, cols]) if cols else np.zeros((n, 0, forms))
+            if unconstrained is None:
+                unconstrained = pinv
             beta = np.einsum("ncf,nf->nc", pinv, rhs)
             miss = ((rhs - np.einsum("nfc,nc->nf", coef[:, :, cols], beta)) ** 2).sum(axis=1)
             better = (beta >= 0).all(axis=1) & (miss + tolerance < best)
@@ -810,7 +815,7 @@ def _nonnegative(coef: np.ndarray, rhs: np.ndarray) -> tuple[np.ndarray, np.ndar
             for i, col in enumerate(cols):
                 solved[better, col] = beta[better, i]
                 per_form[better, col] = pinv[better, i]
-    return solved, per_form
+    return solved, per_form, unconstrained
 
 
 def _variance_components(
@@ -865,14 +870,14 @@ def _variance_components(
     rhs = q - np.stack([known @ np.diagonal(gi) for gi in g], axis=1)
     # E[q] - known part = coef @ components (the same for every series)
     coef = np.broadcast_to(np.array([[np.trace(gi @ v) for v in shapes] for gi in g]), (n, k, k))
-    solved, per_form = _nonnegative(coef, rhs)
+    solved, per_form, unconstrained = _nonnegative(coef, rhs)
     estimated = (solved * target).sum(axis=1)
     known_part = np.clip(known @ (c * c), 0.0, None)
     var = known_part + estimated
     cov = known[:, :, None] * eye + sum(solved[:, i, None, None] * shapes[i] for i in range(k))
     residual_cov = centre @ cov @ centre.T
     var_estimated = _satterthwaite(np.einsum("nj,njf->nf", target, per_form), forms, residual_cov)
-    excess = _excess(coef, rhs, target, forms, residual_cov)
+    excess = _excess(unconstrained, rhs, target, forms, residual_cov)
     share = np.zeros(n)
     if chain and profile_var is not None:
         var, var_estimated, cov, estimated, excess, share = _with_rebuilt(
@@ -892,13 +897,14 @@ def _satterthwaite(weights: np.ndarray, forms: Sequence[np.ndarray], residual_co
     return 2 * np.einsum("nij,nji->n", bw, bw)
 
 
-def _excess(coef, rhs, target, forms, residual_cov) -> np.ndarray:
+def _excess(unconstrained, rhs, target, forms, residual_cov) -> np.ndarray:
     """The growth's variance beyond the known part as the quadratic forms estimate it with no component
-    kept at 0 or above (unbiased where the kept estimate is biased up), and its variance: 2 x series
-    (:attr:`Growths.excess`). One cause's is too noisy to use alone; a total adds up its causes'."""
-    full = _pinv_per_series(coef)
-    estimate = np.einsum("nj,njf,nf->n", target, full, rhs)
-    return np.stack([estimate, _satterthwaite(np.einsum("nj,njf->nf", target, full), forms, residual_cov)])
+    kept at 0 or above (``unconstrained``: the forms' coefficients' pseudo-inverse, :func:`_nonnegative`;
+    unbiased, where the kept estimate is not), and its variance: 2 x series (:attr:`Growths.excess`).
+    One cause's is too noisy to use alone; a total adds up its causes'."""
+    estimate = np.einsum("nj,njf,nf->n", target, unconstrained, rhs)
+    weights = np.einsum("nj,njf->nf", target, unconstrained)
+    return np.stack([estimate, _satterthwaite(weights, forms, residual_cov)])
 
 
 def _with_rebuilt(carried, centre, shapes, target, resid, profile_var, columns):
@@ -976,14 +982,14 @@ def _beyond_known(centre, shapes, target, resid, known, weigh, expected):
     coef = np.stack([np.stack([np.einsum("nij,ji->n", f, part) for part in parts], axis=1) for f in forms], axis=1)
     norm = np.sqrt((coef**2).sum(axis=(1, 2)))[:, None]  # the forms' scale is the known's: make it 1 for the fits
     norm = np.where(norm > 0, norm, 1.0)
-    solved, per_form = _nonnegative(coef / norm[:, :, None], rhs / norm)
+    solved, per_form, unconstrained = _nonnegative(coef / norm[:, :, None], rhs / norm)
     per_form = per_form / norm[:, None, :]
     estimated = (solved * target).sum(axis=1)
     var = np.clip(np.einsum("i,nij,j->n", c, known, c), 0.0, None) + estimated
     cov = known + sum(solved[:, j, None, None] * shape for j, shape in enumerate(shapes))
     residual_cov = centre @ cov @ centre.T
     var_estimated = _satterthwaite(np.einsum("nj,njf->nf", target, per_form), forms, residual_cov)
-    excess = _excess(coef / norm[:, :, None], rhs / norm, target, [f / norm[:, :, None] for f in forms], residual_cov)
+    excess = _excess(unconstrained, rhs / norm, target, [f / norm[:, :, None] for f in forms], residual_cov)
     return var, var_estimated, cov, estimated, excess
 
 
