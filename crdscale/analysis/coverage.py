@@ -369,8 +369,9 @@ def _install_serve_estimates(sim: SimulatedRuns, cause: str, confidence: float, 
     total's after its causes', its noise beyond the sampling theirs added up (once per simulation)."""
     key = ("install/serve", confidence, model)
     if key not in sim.estimates:
+        served = {c: _served_estimates(sim, c, confidence, model) for c in sim.values if c != "total"}
         increments = {c: _split_increments(sim, c) for c in sim.values}
-        found = {c: _split_fit(increments[c], confidence, model) for c in sim.values if c != "total"}
+        found = {c: _split_fit(increments[c], confidence, model, kink=served[c].bend) for c in served}
         parts = None
         if model != "spread":
             parts = {c: (increments[c], found[c]) for c in found}
@@ -381,9 +382,10 @@ def _install_serve_estimates(sim: SimulatedRuns, cause: str, confidence: float, 
     return sim.estimates[key][cause]
 
 
-def _split_fit(increments: dict, confidence: float, model: str, causes: dict | None = None):
-    """One cause's installed and served estimates from its :func:`_split_increments`; a total's with its
-    ``causes``' (cause -> their increments and fits) as its parts."""
+def _split_fit(increments: dict, confidence: float, model: str, causes: dict | None = None, kink=None):
+    """One cause's installed and served estimates from its :func:`_split_increments`, around the ``kink`` its
+    served chain found (:attr:`~crdscale.analysis.intervals.Growths.bend`); a total's with its ``causes``' (cause
+    -> their increments and fits) as its parts."""
     out = {}
     for kind, (dx, dy, dv, first, _de) in increments.items():
         parts = None
@@ -400,6 +402,7 @@ def _split_fit(increments: dict, confidence: float, model: str, causes: dict | N
             first=first,
             sampling_var=None if model == "spread" else dv,
             parts=parts,
+            kink=None if model == "spread" else kink,
         )
     return out
 

@@ -436,7 +436,9 @@ def fit_install_serve(points: pd.DataFrame, confidence: float = 0.95) -> pd.Data
     per CRD served (storage, etcd client, watch cache). Each has a t interval
     from its own increments' spread (:func:`~crdscale.analysis.intervals.increments_batch`):
     increments of one kind share no profile, so the noise of one profile counts
-    in each of them, as it does in their sum. A total's kind is fitted after its
+    in each of them, as it does in their sum; around the kink the cause's served chain
+    found, where it found one (a cause that starts late: ``increments_batch``'s
+    ``kink``). A total's kind is fitted after its
     causes', its noise beyond the sampling theirs added up (as ``growth_fit``'s
     ``parts``: a total's 4 increments of a kind leave its own spread t on 3 degrees
     of freedom, its causes' together many more).
@@ -449,6 +451,11 @@ def fit_install_serve(points: pd.DataFrame, confidence: float = 0.95) -> pd.Data
     if increments.empty:
         return pd.DataFrame(columns=INSTALL_SERVE_COLUMNS)
     base = points[points["crds"] == 0].drop_duplicates(["metric", "cause"]).set_index(["metric", "cause"])["value"]
+    # Where the served chain (twice the increments, through the same profiles) found a cost per CRD that changes
+    # at a step, each kind's noise is estimated around that kink too (where each step gave one increment of each).
+    chains = chain_fits(chain_points(points, "served"), confidence)
+    bends = {key: fit.bend for key, fit in chains.items()}
+    steps = {key: fit.increments for key, fit in chains.items()}
     rows = []
     fitted: dict[tuple[str, str, str], tuple[pd.DataFrame, Growths]] = {}
     groups = list(increments.groupby(["metric", "cause"], sort=False))
@@ -468,6 +475,7 @@ def fit_install_serve(points: pd.DataFrame, confidence: float = 0.95) -> pd.Data
                     first=np.array([start]),
                     sampling_var=None if known is None else known.to_numpy(dtype=float)[None, :],
                     parts=causes,
+                    kink=np.array([bends.get((metric, cause), 0) if len(sel) == steps.get((metric, cause)) else 0]),
                 )
                 fitted[(metric, cause, kind)] = (sel, fit)
                 parts[kind] = fit.estimate()
