@@ -45,11 +45,8 @@ that starts late has); where the best of them is significant (by generalised
 least squares: a t test at :data:`TREND_LEVEL` for the line, a Wald test for a
 kink at ``TREND_LEVEL`` shared among the profiles tried) the noise left around
 it is the one used: a growth every repeat shares is no noise (the growth
-itself is unchanged). In those Wald tests an increment that moved varies by a
-heap sample's worth at least: one no sample came to or left has no sampling
-variance, yet it moves (garbage in flight, objects freed). The install/serve
-split takes the kink its chain found where each kind's own increments confirm
-it (:func:`_around_kink`).
+itself is unchanged). The install/serve split takes the kink its chain found
+where each kind's own increments confirm it (:func:`_around_kink`).
 Objects rebuilt for every profile
 (the whole OpenAPI spec at every CRD change) are sampled afresh each time, so
 their sampling does not carry over: their increments' covariance is ``T_V``
@@ -472,12 +469,10 @@ def increments_batch(
         se, dof, _cov, rebuilt, excess = _growth_variance(design, weight, dy, dvar, chained, profile_var, total)
         if chained and steps >= TREND_MIN_STEPS:
             se, dof, rebuilt, excess, bend = _around_bend(
-                design, weight, dy, dvar, profile_var, total, se, dof, rebuilt, excess, resolution
+                design, weight, dy, dvar, profile_var, total, se, dof, rebuilt, excess
             )
         elif kink is not None and dvar is not None and not chained:
-            se, dof, excess = _around_kink(
-                design, weight, dy, dvar, total, np.asarray(kink), se, dof, excess, resolution
-            )
+            se, dof, excess = _around_kink(design, weight, dy, dvar, total, np.asarray(kink), se, dof, excess)
     half = _quantile(dof, confidence) * se
     if dvar is not None and steps >= 2:
         # The sampling alone: sampled objects that stay carry their error from profile to profile, so
@@ -597,7 +592,7 @@ def _growth_variance(
     return se, dof, cov, share, excess
 
 
-def _around_bend(design, weight, dy, dvar, profile_var, total, se, dof, rebuilt, excess, resolution=0.0):
+def _around_bend(design, weight, dy, dvar, profile_var, total, se, dof, rebuilt, excess):
     """A chain's growth se and dof around the bend that fits each series best, where that bend is significant.
 
     A growth that bends the same way in every repeat (a cause that starts late, a cache that fills) is no
@@ -611,9 +606,8 @@ def _around_bend(design, weight, dy, dvar, profile_var, total, se, dof, rebuilt,
     freedom of the noise found around it (the sampling is known, so a kink that leaves only the sampling
     is told at once), at most :data:`KINK_DOF_CAP` times the increments' ``m - p``. The bend whose test is passed
     by the widest margin wins. The coefficients come from generalised least squares at the covariance found
-    around the bend, an increment that moved varying by ``resolution``² at least (:func:`_wald`); the growth
-    ``ΣΔy / ΣΔx`` is unchanged. Also returns ``bend``: per series the step from which the best kink that passed
-    applies, whether or not the line beat it (:attr:`Growths.bend`).
+    around the bend (:func:`_wald`); the growth ``ΣΔy / ΣΔx`` is unchanged. Also returns ``bend``: per series the
+    step from which the best kink that passed applies, whether or not the line beat it (:attr:`Growths.bend`).
     """
     m, columns = design.shape
     kinks = _kinks(design, weight)
@@ -628,7 +622,7 @@ def _around_bend(design, weight, dy, dvar, profile_var, total, se, dof, rebuilt,
             bent, weight, dy, dvar, True, profile_var, total
         )
         q = bent.shape[1] - columns  # the bend's columns: a Wald test of them all (t² for one)
-        wald = _wald(bent, cov, dy, q, resolution**2)
+        wald = _wald(bent, cov, dy, q)
         linear = not any(bent is k for k in kinks)
         if linear:
             critical = np.full(len(dy), t_quantile(1 - TREND_LEVEL / 2, m - bent.shape[1]) ** 2)
@@ -648,23 +642,18 @@ def _around_bend(design, weight, dy, dvar, profile_var, total, se, dof, rebuilt,
     return se, dof, rebuilt, excess, bend
 
 
-def _wald(bent: np.ndarray, cov: np.ndarray, dy: np.ndarray, q: int, least: float = 0.0) -> np.ndarray:
+def _wald(bent: np.ndarray, cov: np.ndarray, dy: np.ndarray, q: int) -> np.ndarray:
     """The Wald statistic of ``bent``'s last ``q`` columns per series, their coefficients from generalised least
-    squares at the increments' covariance ``cov`` (series x m x m); an increment that moved varies by at least
-    ``least``.
+    squares at the increments' covariance ``cov`` (series x m x m).
 
-    Why: an increment no heap sample came to or left has no sampling variance, yet it can move (garbage in
-    flight, sampled objects freed). Where the noise found beyond the sampling is none, such an increment weighed
-    as exact, and any bend through it was "significant" by a Wald statistic of millions: in the persisting-noise
-    case of benchmarks/coverage.py half the runs of crd-schema and etcd-client on v1.37.1 bent at a kink that
-    way (seed 1, 2,000 runs; with this floor 1-2 %), and their intervals covered 0.896 and 0.915 (now 0.9175 and
-    0.942). A sample's worth (``resolution``²) is the least a move stands for. On every increment instead, moved
-    or not, small causes' comparisons at 10×16 lost kinks they had (crd-handler 0.961 -> 0.973)."""
+    Tried and dropped (2026-11-28): an increment that moved with no sampling variance (no sample came or left:
+    garbage in flight, objects freed) weighed as varying by a heap sample's worth at least. In the simulation it
+    stopped crd-schema and etcd-client on v1.37.1 bending in half the runs where noise beyond the sampling
+    persists (per run 0.896 -> 0.9175, 0.915 -> 0.942). But on five real runs of the reference scenario it made
+    OpenAPI on v1.37.1 bend at a kink (its serves move by up to 10 MB with no sampling variance: the garbage of
+    the install's rebuild, freed), one run's half width 106.6 -> 62.8 KiB against a spread of 43.0 between runs
+    (sd/se 0.88 -> 1.37); the reference run's OpenAPI interval narrowed by a third."""
     m = bent.shape[0]
-    if least > 0:
-        i = np.arange(m)
-        cov = cov.copy()
-        cov[:, i, i] = np.where(dy != 0, np.maximum(cov[:, i, i], least), cov[:, i, i])
     scale = np.trace(cov, axis1=1, axis2=2)[:, None, None] / m
     scale = np.where(scale > 0, scale, 1.0)
     inv_cov = _inverse_per_series(cov / scale + 1e-9 * np.eye(m)) / scale
@@ -674,7 +663,7 @@ def _wald(bent: np.ndarray, cov: np.ndarray, dy: np.ndarray, q: int, least: floa
     return np.einsum("np,npq,nq->n", coef, _inverse_per_series(info[:, -q:, -q:]), coef)
 
 
-def _around_kink(design, weight, dy, dvar, total, kink, se, dof, excess, resolution=0.0):
+def _around_kink(design, weight, dy, dvar, total, kink, se, dof, excess):
     """The growth se, dof and unclipped excess of increments that share no profile (one per step: the
     install/serve split) around the kink their served chain found (``kink``: per series the step from which the
     cost per CRD changes, 0 for none; :attr:`Growths.bend`), where one was found.
@@ -693,7 +682,7 @@ def _around_kink(design, weight, dy, dvar, total, kink, se, dof, excess, resolut
         bent = np.concatenate([design, design * (np.arange(m) >= start)[:, None]], axis=1)
         se_k, dof_k, cov, _share, excess_k = _growth_variance(bent, weight, dy[rows], dvar[rows], False, None, total)
         # The kink's own test on these increments too (at the chain's step: no profiles to share the level among).
-        wald = _wald(bent, cov, dy[rows], bent.shape[1] - columns, resolution**2)
+        wald = _wald(bent, cov, dy[rows], bent.shape[1] - columns)
         test_dof = np.minimum(dof_k, KINK_DOF_CAP * (m - bent.shape[1]))
         kept = wald > _wald_critical(bent.shape[1] - columns, test_dof, TREND_LEVEL)
         told = rows[kept]
@@ -777,9 +766,10 @@ FEW_INCREMENTS = 3
 # Later on 2026-11-28 the split took its chain's kink (the best that passed, the line aside: the late watch cache
 # on v1.24.0 has the line win 57 % of runs) where each kind's increments confirm it by the same test at that
 # step (_around_kink). Seed 1, 2,000 runs: the late installs 7.2 -> 1.04-1.06 times the ideal, coverage 1.000 ->
-# 0.9645-0.9675, the late split totals 3.76/2.75/1.65 -> 1.01/1.31/1.02 (0.950-0.9675); OpenAPI rebuilt at every
-# profile's installs 0.9375 -> 0.9205 and those totals 0.9355/0.937 -> 0.923/0.925 (a spurious kink leaves 2
-# increments of a kind to read the rebuilt sampling's noise from). Tried: the chain's verdict as it is (the
+# 0.9645-0.9675, the late split totals 3.76/2.75/1.65 -> 1.01/1.31/1.02 (0.9505-0.968); OpenAPI rebuilt at every
+# profile's installs 0.9375 -> 0.924 and those totals 0.9355/0.937 -> 0.9255/0.9275 (a spurious kink leaves 2
+# increments of a kind to read the rebuilt sampling's noise from; 10,000 runs: 0.9344/0.9385, 0.931/0.9387). Tried: the
+# chain's verdict as it is (the
 # line where the line won): the late installs on v1.24.0 stayed 6.3 times; the kind's test at 1 % instead of 5 %:
 # the late serves on v1.37.1 3.9 times; the split's known sampling read rebuilt by the chain's λ: the carried
 # causes' λ is above 0 in 5-28 % of runs (the late watch cache's 60 %) and adds their whole profile's variance.
