@@ -557,8 +557,9 @@ CASES = (
     Case("OpenAPI rebuilt, 10×16", steps=(16,) * 10, rebuilt=("openapi",)),
     Case("true difference zero (v1.37.1 twice)", same=True),
     # Noise beyond the sampling that persists (the model's σ²), as much as the sampling's: real runs have it
-    # (five runs of the 1,539 Azure CRDs on v1.37.1 varied 2.7 times as much as their sampling alone;
-    # docs/results/repeatability.md), and no case above does.
+    # (five runs of the 1,539 Azure CRDs on v1.37.1 varied 2.7 times as much as their sampling alone in a first
+    # repeat on 2026-11-28; a second that day read more noise in single runs: docs/results/repeatability.md), and
+    # no case above does.
     Case("persistent noise (as much as sampling)", persistent=1.0),
 )
 

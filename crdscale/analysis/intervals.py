@@ -815,7 +815,8 @@ REBUILT_FULL = 0.27
 # is its causes' unclipped estimates added up (_sum_of_parts). Seed 1, 2,000 runs: the persisting-noise case's
 # totals 0.8885-0.8945 -> 0.9375-0.9505; the other cases' totals 0.9385-0.9775 (0.930-0.975 before), the v1.24.0
 # ones per run 0.92-0.94 -> 0.96-1.15 times the ideal; no cause's interval moved. On the real repeats: sd/se of the
-# v1.24.0 total 0.67 -> 0.46, v1.37.1 1.20 and Azure 1.60 -> 1.62 (docs/results/repeatability.md).
+# v1.24.0 total 0.67 -> 0.46, v1.37.1 1.20 and Azure 1.60 -> 1.62 (the first repeats of 2026-11-28, no longer
+# kept; docs/results/repeatability.md now holds a second pair).
 
 
 def _quantile(dof: np.ndarray, confidence: float) -> np.ndarray:
