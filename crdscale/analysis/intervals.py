@@ -611,19 +611,17 @@ def _around_bend(design, weight, dy, dvar, profile_var, total, se, dof, rebuilt,
     """
     m, columns = design.shape
     kinks = _kinks(design, weight)
-    serves = design[:, -1] > 0
-    starts = [0] + [int(serves[:j].sum()) for j in range(1, m) if serves[j - 1]]  # the line's, then each kink's
     best = np.ones(len(dy))  # the margin (Wald statistic over its critical value) to beat
     # The best kink apart, whether or not the line beat it: the install/serve split can take a kink only
     # (a cause that starts late: its first steps' installs are 0, the rest all of it; no line through them).
     best_kink, bend = np.ones(len(dy)), np.zeros(len(dy), dtype=int)
-    for bent, start in zip([_with_trend(design, weight), *kinks], starts):
+    for start, bent in [(0, _with_trend(design, weight)), *kinks]:  # the line at 0: every kink starts at 1 or later
         se_bent, dof_bent, cov, share_bent, excess_bent = _growth_variance(
             bent, weight, dy, dvar, True, profile_var, total
         )
         q = bent.shape[1] - columns  # the bend's columns: a Wald test of them all (t² for one)
         wald = _wald(bent, cov, dy, q)
-        linear = not any(bent is k for k in kinks)
+        linear = start == 0
         if linear:
             critical = np.full(len(dy), t_quantile(1 - TREND_LEVEL / 2, m - bent.shape[1]) ** 2)
         else:
@@ -675,30 +673,34 @@ def _around_kink(design, weight, dy, dvar, total, kink, se, dof, excess):
     run in ten (its installs 0.938 -> 0.849): the chain, twice as long and through the same profiles, tells it
     far better."""
     m, columns = design.shape
+    se, dof, excess = se.copy(), dof.copy(), excess.copy()
     for start in np.unique(kink):
         if start <= 0 or start >= m:
             continue
         rows = np.flatnonzero(kink == start)
-        bent = np.concatenate([design, design * (np.arange(m) >= start)[:, None]], axis=1)
+        bent = _kink_at(design, start)  # one increment per step: the step is the increment
         se_k, dof_k, cov, _share, excess_k = _growth_variance(bent, weight, dy[rows], dvar[rows], False, None, total)
         # The kink's own test on these increments too (at the chain's step: no profiles to share the level among).
         wald = _wald(bent, cov, dy[rows], bent.shape[1] - columns)
         test_dof = np.minimum(dof_k, KINK_DOF_CAP * (m - bent.shape[1]))
         kept = wald > _wald_critical(bent.shape[1] - columns, test_dof, TREND_LEVEL)
         told = rows[kept]
-        se, dof, excess = se.copy(), dof.copy(), excess.copy()
         se[told], dof[told], excess[:, told] = se_k[kept], dof_k[kept], excess_k[:, kept]
     return se, dof, excess
 
 
-def _kinks(design: np.ndarray, weight: np.ndarray) -> list[np.ndarray]:
-    """``design`` with its columns again from one served profile on, one design per served profile
-    between the first and the last: a cost per CRD installed and one per CRD served that change there."""
+def _kinks(design: np.ndarray, weight: np.ndarray) -> list[tuple[int, np.ndarray]]:
+    """``design`` with its columns again from one served profile on (:func:`_kink_at`), one design per served
+    profile between the first and the last, each with the served step it starts at (the increments that served
+    CRDs before it: :attr:`Growths.bend`): a cost per CRD installed and one per CRD served that change there."""
     m = len(weight)
     serves = design[:, -1] > 0  # increments that served CRDs (all of them without installed profiles)
-    return [
-        np.concatenate([design, design * (np.arange(m) >= j)[:, None]], axis=1) for j in range(1, m) if serves[j - 1]
-    ]
+    return [(int(serves[:j].sum()), _kink_at(design, j)) for j in range(1, m) if serves[j - 1]]
+
+
+def _kink_at(design: np.ndarray, first: int) -> np.ndarray:
+    """``design`` with its columns again from increment ``first`` on: costs per CRD that change there."""
+    return np.concatenate([design, design * (np.arange(len(design)) >= first)[:, None]], axis=1)
 
 
 def _wald_critical(q: int, dof: np.ndarray, level: float) -> np.ndarray:
@@ -768,10 +770,9 @@ FEW_INCREMENTS = 3
 # step (_around_kink). Seed 1, 2,000 runs: the late installs 7.2 -> 1.04-1.06 times the ideal, coverage 1.000 ->
 # 0.9645-0.9675, the late split totals 3.76/2.75/1.65 -> 1.01/1.31/1.02 (0.9505-0.968); OpenAPI rebuilt at every
 # profile's installs 0.9375 -> 0.924 and those totals 0.9355/0.937 -> 0.9255/0.9275 (a spurious kink leaves 2
-# increments of a kind to read the rebuilt sampling's noise from; 10,000 runs: 0.9344/0.9385, 0.931/0.9387). Tried: the
-# chain's verdict as it is (the
-# line where the line won): the late installs on v1.24.0 stayed 6.3 times; the kind's test at 1 % instead of 5 %:
-# the late serves on v1.37.1 3.9 times; the split's known sampling read rebuilt by the chain's λ: the carried
+# increments of a kind to read the rebuilt sampling's noise from; 10,000 runs: 0.9344/0.9385, 0.931/0.9387).
+# Tried: the chain's verdict as it is (the line where the line won): the late installs on v1.24.0 stayed 6.3 times;
+# the kind's test at 1 % instead of 5 %: the late serves on v1.37.1 3.9 times; the split's known sampling read rebuilt by the chain's λ: the carried
 # causes' λ is above 0 in 5-28 % of runs (the late watch cache's 60 %) and adds their whole profile's variance.
 TREND_MIN_STEPS = 4
 TREND_LEVEL = 0.05

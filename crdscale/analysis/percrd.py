@@ -243,7 +243,9 @@ def heap_resolution(metric: str, group: pd.DataFrame) -> float:
     return float(GO_HEAP_SAMPLING_RATE) if metric == "bytes" and "sampling_var" in group else 0.0
 
 
-def fit_per_crd(points: pd.DataFrame, confidence: float = 0.95) -> tuple[pd.DataFrame, pd.DataFrame]:
+def fit_per_crd(
+    points: pd.DataFrame, confidence: float = 0.95, *, served: dict | None = None
+) -> tuple[pd.DataFrame, pd.DataFrame]:
     """Per-CRD cost for every phase, cause and metric, from the increments between profiles.
 
     ``points`` has columns ``crds, phase, cause, metric, value`` (and
@@ -261,13 +263,17 @@ def fit_per_crd(points: pd.DataFrame, confidence: float = 0.95) -> tuple[pd.Data
       per-CRD growth. Phases with fewer than two distinct CRD counts are left out.
     - residuals: ``phase, metric, cause, crds, value, fitted, residual``
       around the line through the first and last profile.
+
+    ``served``: the served phase's chain fits when the caller has them (:func:`served_chain_fits`, which
+    :func:`fit_install_serve` takes too), so they are made once.
     """
     fits, resid = [], []
     for phase in [p for p in PHASES if p in set(points["phase"])]:
         data = chain_points(points, phase)
         if data["crds"].nunique() < 2:
             continue
-        for (metric, cause), fit in chain_fits(data, confidence).items():
+        phase_fits = served if phase == "served" and served is not None else chain_fits(data, confidence)
+        for (metric, cause), fit in phase_fits.items():
             group = data[(data["metric"] == metric) & (data["cause"] == cause)]
             e = fit.estimate
             line = group[group["installed"] == group["crds"]].sort_values("crds", kind="stable")
@@ -328,6 +334,13 @@ def chain_fits(data: pd.DataFrame, confidence: float = 0.95, by: Sequence[str] =
             parts=_sampling_parts(groups, fits, key, by) if is_total(key) else None,
         )
     return {key: fits[key] for key in groups if key in fits}
+
+
+def served_chain_fits(points: pd.DataFrame, confidence: float = 0.95) -> dict:
+    """The served phase's :func:`chain_fits` (``{}`` without two served CRD counts): what :func:`fit_per_crd`
+    fits its served phase from and where :func:`fit_install_serve` finds each cause's kink."""
+    data = chain_points(points, "served")
+    return chain_fits(data, confidence) if data["crds"].nunique() >= 2 else {}
 
 
 def _sampling_parts(groups: dict, fits: dict, total: tuple, by: list) -> list | None:
@@ -427,7 +440,7 @@ def _split_parts(fitted: dict, metric: str, kind: str, total: pd.DataFrame) -> l
     return parts or None
 
 
-def fit_install_serve(points: pd.DataFrame, confidence: float = 0.95) -> pd.DataFrame:
+def fit_install_serve(points: pd.DataFrame, confidence: float = 0.95, *, served: dict | None = None) -> pd.DataFrame:
     """Split the per-CRD cost into installing a CRD and serving it, for every cause and metric.
 
     From paired increments (:func:`install_serve_increments`): ``per_installed``
@@ -453,7 +466,7 @@ def fit_install_serve(points: pd.DataFrame, confidence: float = 0.95) -> pd.Data
     base = points[points["crds"] == 0].drop_duplicates(["metric", "cause"]).set_index(["metric", "cause"])["value"]
     # Where the served chain (twice the increments, through the same profiles) found a cost per CRD that changes
     # at a step, each kind's noise is estimated around that kink too (where each step gave one increment of each).
-    chains = chain_fits(chain_points(points, "served"), confidence)
+    chains = served if served is not None else served_chain_fits(points, confidence)
     bends = {key: fit.bend for key, fit in chains.items()}
     steps = {key: fit.increments for key, fit in chains.items()}
     rows = []

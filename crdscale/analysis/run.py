@@ -28,6 +28,7 @@ from crdscale.analysis.percrd import (
     fit_series_per_crd,
     phase_points,
     properties_per_crd,
+    served_chain_fits,
     status_warning,
 )
 from crdscale.analysis.process import points_by_source
@@ -124,7 +125,8 @@ def analyze(
     if points.empty or points["crds"].nunique() < 2:
         left_out = f" ({len(skipped)} left out: {skipped[0]})" if skipped else ""
         raise UsageError(f"{run_dir or 'run'}: needs heap profiles at two or more CRD counts{left_out}")
-    fits, residuals = fit_per_crd(points, confidence)
+    served = served_chain_fits(points, confidence)  # once, for the per-CRD fits and the install/serve split
+    fits, residuals = fit_per_crd(points, confidence, served=served)
     # RSS (and every process figure) from the most complete record the run holds: see analysis.process.
     marks = marks if marks is not None else pd.DataFrame(columns=["timestamp", "crds", "phase"])
     spoints = points_by_source(series, marks, SERIES_METRICS)
@@ -143,7 +145,7 @@ def analyze(
         spoints,
         sfits,
         list(profile_files),
-        fit_install_serve(points, confidence),
+        fit_install_serve(points, confidence, served=served),
         skipped=list(skipped),
         status=status if status is not None else manifest.get("status"),
         reason=reason if reason is not None else manifest.get("reason"),
